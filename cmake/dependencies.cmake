@@ -1,0 +1,16 @@
+# Every dependency comes from a Debian package (scripts/setup.sh installs
+# them); nothing is downloaded at configure time.
+find_package(Threads REQUIRED)
+
+# moodycamel::ConcurrentQueue (libconcurrentqueue-dev) has no CMake package.
+find_path(LIVEPROF_CONCURRENTQUEUE_INCLUDE concurrentqueue/concurrentqueue.h REQUIRED)
+add_library(concurrentqueue INTERFACE)
+target_include_directories(concurrentqueue SYSTEM INTERFACE ${LIVEPROF_CONCURRENTQUEUE_INCLUDE})
+
+if(LIVEPROF_BUILD_TESTS)
+  find_package(doctest CONFIG REQUIRED)  # doctest-dev; adds doctest.cmake to the module path.
+  include(doctest)
+endif()
+if(LIVEPROF_BUILD_BENCH AND NOT LIVEPROF_SANITIZE)
+  find_package(benchmark CONFIG REQUIRED)  # libbenchmark-dev
+endif()

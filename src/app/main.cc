@@ -1,0 +1,149 @@
+// liveprof: the command line.
+//
+//   liveprof demo [--steps N] [--step-ms MS] [--input-share F]
+//       Runs an example training loop instrumented with the host tracing API,
+//       drains its events through the stream and prints what it carried.
+//   liveprof version
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "aggregators/stream_summary.h"
+#include "app/example_training.h"
+#include "producers/host_api.h"
+#include "stream/drain_loop.h"
+
+namespace liveprof {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: liveprof <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  demo      run an example training loop instrumented with the host API and\n"
+    "            print what the event stream carried\n"
+    "            --steps N         training steps (default 50)\n"
+    "            --step-ms MS      milliseconds per step (default 20)\n"
+    "            --input-share F   share of a step spent waiting for input, 0..1\n"
+    "                              (default 0.25)\n"
+    "  version   print the version\n";
+
+// Parses a number option value; exits with a message naming the option.
+double NumberArg(int argc, char** argv, int& i, double lo, double hi) {
+  const char* opt = argv[i];
+  if (i + 1 >= argc) {
+    std::fprintf(stderr, "liveprof: %s needs a value\n", opt);
+    std::exit(2);
+  }
+  const char* s = argv[++i];
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  if (end == s || *end != '\0' || v < lo || v > hi) {
+    std::fprintf(stderr, "liveprof: %s '%s': expected a number in [%g, %g]\n", opt, s, lo, hi);
+    std::exit(2);
+  }
+  return v;
+}
+
+void PrintSummary(const StreamSummarySnapshot& s, const Stream& stream, uint64_t drained) {
+  std::printf("\nThe stream carried %" PRIu64 " events (%" PRIu64 " drained from rings), plus %" PRIu64
+              " name and %" PRIu64 " track definitions.\n",
+              s.events, drained, s.name_defs, s.track_defs);
+  std::printf("Dropped: %" PRIu64 " (full rings), late: %" PRIu64 "\n\n", stream.TotalDropped(),
+              s.late);
+  std::printf("%-16s %10s\n", "kind", "events");
+  for (size_t k = 0; k < kEventKindCount; ++k) {
+    if (s.by_kind[k] == 0) continue;
+    std::printf("%-16s %10" PRIu64 "\n", std::string(EventKindName(static_cast<EventKind>(k))).c_str(),
+                s.by_kind[k]);
+  }
+  std::printf("\n%-6s %-28s %10s\n", "track", "name", "events");
+  for (const auto& t : s.tracks) {
+    std::printf("%-6u %-28s %10" PRIu64 "\n", t.id, t.name.c_str(), t.events);
+  }
+  std::printf("\n%-52s %-13s %7s %11s %11s\n", "span", "kind", "count", "total ms", "max ms");
+  for (const auto& n : s.top_names) {
+    std::printf("%-52s %-13s %7" PRIu64 " %11.3f %11.3f\n", n.name.c_str(),
+                std::string(EventKindName(n.kind)).c_str(), n.count, n.total_ns / 1e6,
+                n.max_ns / 1e6);
+  }
+  if (!s.steps.empty()) {
+    double sum = 0, lo = 1e300, hi = 0;
+    for (const auto& st : s.steps) {
+      const double ms = st.dur_ns / 1e6;
+      sum += ms;
+      lo = std::min(lo, ms);
+      hi = std::max(hi, ms);
+    }
+    std::printf("\nsteps: %zu, step time mean %.3f ms, min %.3f ms, max %.3f ms\n", s.steps.size(),
+                sum / s.steps.size(), lo, hi);
+  }
+  std::printf("\ndiagnostics:");
+  bool any = false;
+  for (size_t d = 0; d < static_cast<size_t>(Diag::kCount); ++d) {
+    const uint64_t v = stream.diagnostics().Get(static_cast<Diag>(d));
+    if (v == 0) continue;
+    any = true;
+    std::printf(" %s=%" PRIu64, std::string(DiagnosticInfo(static_cast<Diag>(d)).name).c_str(), v);
+  }
+  std::printf("%s\n", any ? "" : " none");
+}
+
+int Demo(int argc, char** argv) {
+  ExampleTrainingOptions options;
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--steps") {
+      options.steps = static_cast<int>(NumberArg(argc, argv, i, 1, 1e7));
+    } else if (a == "--step-ms") {
+      options.step_ms = NumberArg(argc, argv, i, 0.01, 60'000);
+    } else if (a == "--input-share") {
+      options.input_share = NumberArg(argc, argv, i, 0, 1);
+    } else {
+      std::fprintf(stderr, "liveprof demo: unknown option '%s'\n%s", argv[i], kUsage);
+      return 2;
+    }
+  }
+
+  Stream& stream = GlobalStream();
+  StreamSummary summary;
+  std::mutex mu;  // the summary is read by main while the drain thread writes.
+  DrainLoop::Options drain_options;
+  drain_options.reorder.window_ns = 20'000'000;  // host events only: 20 ms is plenty.
+  DrainLoop drain(stream, drain_options, [&](const Batch& b) {
+    std::lock_guard<std::mutex> lock(mu);
+    summary.Consume(b.events);
+    summary.Consume(b.late);
+  });
+  drain.Start();
+  std::printf("liveprof demo: %d steps of %.1f ms, %.0f%% waiting for input\n", options.steps,
+              options.step_ms, options.input_share * 100);
+  RunExampleTraining(options);
+  drain.Stop();
+
+  std::lock_guard<std::mutex> lock(mu);
+  PrintSummary(summary.Snapshot(12), stream, drain.events_drained());
+  return 0;
+}
+
+}  // namespace
+}  // namespace liveprof
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "help") == 0 || std::strcmp(argv[1], "--help") == 0) {
+    std::fputs(liveprof::kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string_view cmd = argv[1];
+  if (cmd == "demo") return liveprof::Demo(argc, argv);
+  if (cmd == "version") {
+    std::printf("liveprof 0.1.0\n");
+    return 0;
+  }
+  std::fprintf(stderr, "liveprof: unknown command '%s'\n%s", argv[1], liveprof::kUsage);
+  return 2;
+}

@@ -1,0 +1,194 @@
+#include "producers/host_api.h"
+
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace liveprof {
+namespace internal {
+
+std::atomic<bool> g_enabled{true};
+thread_local ThreadSlot t_slot{nullptr, 0};
+
+namespace {
+
+// Non-trivial per-thread state, touched only on the slow path.
+struct ThreadState {
+  std::shared_ptr<Ring> ring;
+  bool failed = false;
+  // BeginSpan/EndSpan stack.
+  struct Open {
+    uint64_t begin;
+    NameId name;
+    uint32_t corr;
+    EventKind kind;
+  };
+  Open spans[kMaxOpenSpans];
+  int depth = 0;
+  // StepBegin/StepEnd.
+  bool step_open = false;
+  int64_t step_num = 0;
+  uint64_t step_begin = 0;
+  NameId step_name = 0;
+
+  ~ThreadState();
+};
+thread_local ThreadState t_state;
+// Set when t_state is destroyed; trivially destructible, so it can be read
+// safely by records made later in the thread's teardown.
+thread_local bool t_exited = false;
+
+ThreadState::~ThreadState() {
+  // The thread is exiting: hand the ring over for a last drain.
+  if (ring) ring->closed.store(true, std::memory_order_release);
+  t_slot = {nullptr, 0};
+  t_exited = true;
+}
+
+std::mutex g_config_mu;
+Stream::Options g_options;
+std::atomic<Stream*> g_stream{nullptr};
+
+size_t CapacityFromEnv(size_t fallback) {
+  const char* s = std::getenv("LIVEPROF_RING_CAPACITY");
+  if (s == nullptr || *s == '\0') return fallback;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s, &end, 10);
+  if (end == s || *end != '\0') {
+    std::fprintf(stderr,
+                 "liveprof: LIVEPROF_RING_CAPACITY='%s' is not a number of events; "
+                 "using %zu\n", s, fallback);
+    return fallback;
+  }
+  return static_cast<size_t>(v);  // 0 or too large is refused, and said, by AddRing.
+}
+
+std::string ThreadName(long tid) {
+  char comm[32] = {};
+  pthread_getname_np(pthread_self(), comm, sizeof comm);
+  return std::string(comm[0] ? comm : "thread") + " " + std::to_string(tid);
+}
+
+}  // namespace
+
+SpscRing* AcquireThreadRing() {
+  Stream& stream = GlobalStream();
+  if (t_exited || t_state.failed) {
+    stream.diagnostics().Add(Diag::no_ring_dropped);
+    return nullptr;
+  }
+  const long tid = syscall(SYS_gettid);
+  const std::string name = ThreadName(tid);
+  const TrackId track = stream.AddTrack(
+      TrackInfo{stream.names().Intern(name), TrackType::kHostThread, static_cast<uint64_t>(tid), 0});
+  std::string error;
+  std::shared_ptr<Ring> ring = stream.AddRing(
+      {.name = name, .domain = TimeDomain::kTscTicks, .capacity = 0, .track = track}, &error);
+  ThreadState& st = t_state;
+  if (ring == nullptr) {
+    st.failed = true;
+    stream.diagnostics().Add(Diag::no_ring_dropped);
+    std::fprintf(stderr, "liveprof: %s; this thread's events are dropped and counted\n",
+                 error.c_str());
+    return nullptr;
+  }
+  st.ring = ring;
+  t_slot = {ring->queue.get(), track};
+  return t_slot.queue;
+}
+
+}  // namespace internal
+
+Stream& GlobalStream() {
+  Stream* s = internal::g_stream.load(std::memory_order_acquire);
+  if (s != nullptr) return *s;
+  std::lock_guard<std::mutex> lock(internal::g_config_mu);
+  s = internal::g_stream.load(std::memory_order_relaxed);
+  if (s == nullptr) {
+    Stream::Options options = internal::g_options;
+    options.ring_capacity = internal::CapacityFromEnv(options.ring_capacity);
+    if (const char* e = std::getenv("LIVEPROF_ENABLED"); e != nullptr && std::strcmp(e, "0") == 0) {
+      internal::g_enabled.store(false, std::memory_order_relaxed);
+    }
+    // Never destroyed: threads may record during static destruction.
+    s = new Stream(options);
+    internal::g_stream.store(s, std::memory_order_release);
+  }
+  return *s;
+}
+
+bool ConfigureGlobalStream(const Stream::Options& options) {
+  std::lock_guard<std::mutex> lock(internal::g_config_mu);
+  if (internal::g_stream.load(std::memory_order_relaxed) != nullptr) return false;
+  internal::g_options = options;
+  return true;
+}
+
+NameId InternName(std::string_view name) { return GlobalStream().names().Intern(name); }
+NameId InternName(const char* name) { return GlobalStream().names().Intern(name); }
+
+void SetTracingEnabled(bool enabled) {
+  GlobalStream();  // reads LIVEPROF_ENABLED first, so this call wins over it.
+  internal::g_enabled.store(enabled, std::memory_order_relaxed);
+}
+
+void BeginSpan(NameId name, EventKind kind, uint32_t corr) {
+  if (!internal::Enabled() || internal::t_exited) return;
+  internal::ThreadState& st = internal::t_state;
+  if (st.depth >= kMaxOpenSpans) {
+    ++st.depth;  // keep counting so that the matching EndSpan calls balance.
+    GlobalStream().diagnostics().Add(Diag::span_stack_overflow);
+    return;
+  }
+  st.spans[st.depth++] = {internal::Now(), name, corr, kind};
+}
+
+void EndSpan() {
+  if (!internal::Enabled() || internal::t_exited) return;
+  internal::ThreadState& st = internal::t_state;
+  if (st.depth == 0) {
+    GlobalStream().diagnostics().Add(Diag::span_end_without_begin);
+    return;
+  }
+  --st.depth;
+  if (st.depth >= kMaxOpenSpans) return;  // its begin was not recorded.
+  const internal::ThreadState::Open& o = st.spans[st.depth];
+  const uint64_t end = internal::Now();
+  internal::Record(o.kind, o.name, o.begin, end - o.begin, o.corr, 0, 0, 0);
+}
+
+void StepBegin(int64_t step_num, NameId name) {
+  if (!internal::Enabled() || internal::t_exited) return;
+  internal::ThreadState& st = internal::t_state;
+  const uint64_t now = internal::Now();
+  if (st.step_open) {
+    internal::Record(EventKind::kStepMarker, st.step_name, st.step_begin, now - st.step_begin, 0,
+                     0, static_cast<uint64_t>(st.step_num), 0);
+  }
+  st.step_open = true;
+  st.step_num = step_num;
+  st.step_begin = now;
+  st.step_name = name;
+}
+
+void StepEnd(int64_t step_num) {
+  if (!internal::Enabled() || internal::t_exited) return;
+  internal::ThreadState& st = internal::t_state;
+  if (!st.step_open || st.step_num != step_num) {
+    GlobalStream().diagnostics().Add(Diag::step_end_without_begin);
+    return;
+  }
+  st.step_open = false;
+  const uint64_t end = internal::Now();
+  internal::Record(EventKind::kStepMarker, st.step_name, st.step_begin, end - st.step_begin, 0, 0,
+                   static_cast<uint64_t>(st.step_num), 0);
+}
+
+}  // namespace liveprof

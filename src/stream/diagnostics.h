@@ -1,0 +1,69 @@
+// Diagnostics: one table of named counters for everything odd that the stream
+// and its producers saw (late events, bad names, unmatched step ends). Ring
+// drops are counted in each ring (see spsc_ring.h) and summed by the Stream.
+// Counting is the whole error path on the record side: the profiled program is
+// never thrown at, blocked or crashed. The table travels with every snapshot.
+#ifndef LIVEPROF_STREAM_DIAGNOSTICS_H_
+#define LIVEPROF_STREAM_DIAGNOSTICS_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string_view>
+
+namespace liveprof {
+
+enum class Severity : uint8_t { kInfo, kDataLoss, kError };
+
+// X(name, severity, description)
+#define LIVEPROF_DIAGNOSTICS(X)                                                     \
+  X(no_ring_dropped, kDataLoss,                                                     \
+    "events dropped because their thread had no ring (creation failed or the "     \
+    "thread was exiting)")                                                          \
+  X(ring_create_failed, kError,                                                     \
+    "producer rings that could not be created (capacity 0, too large, no memory)") \
+  X(late_events, kDataLoss,                                                         \
+    "events that ended before the reorder window's watermark; delivered apart")    \
+  X(reorder_forced_release, kInfo,                                                  \
+    "events released before their window closed because the buffer hit its cap")   \
+  X(null_name, kError, "a null name was passed to the tracing API")               \
+  X(name_truncated, kError, "a name longer than NameTable::kMaxNameBytes was cut") \
+  X(name_table_full, kDataLoss, "a new name could not be interned: table full")   \
+  X(step_end_without_begin, kError, "a step end arrived with no open step")      \
+  X(span_end_without_begin, kError, "a span end arrived with no open span")      \
+  X(span_stack_overflow, kError, "BeginSpan nested deeper than kMaxOpenSpans")
+
+enum class Diag : uint8_t {
+#define LIVEPROF_DIAG_ENUM(name, sev, desc) name,
+  LIVEPROF_DIAGNOSTICS(LIVEPROF_DIAG_ENUM)
+#undef LIVEPROF_DIAG_ENUM
+      kCount
+};
+
+struct DiagInfo {
+  std::string_view name;
+  Severity severity;
+  std::string_view description;
+};
+
+// Static description of counter `d`.
+const DiagInfo& DiagnosticInfo(Diag d);
+
+// Thread-safe counters. Increments are relaxed atomics: they are rare events,
+// off the hot path. Any thread may call any method.
+class Diagnostics {
+ public:
+  void Add(Diag d, uint64_t n = 1) {
+    counters_[static_cast<size_t>(d)].fetch_add(n, std::memory_order_relaxed);
+  }
+  uint64_t Get(Diag d) const {
+    return counters_[static_cast<size_t>(d)].load(std::memory_order_relaxed);
+  }
+
+ private:
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(Diag::kCount)> counters_{};
+};
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_STREAM_DIAGNOSTICS_H_

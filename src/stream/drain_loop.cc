@@ -1,0 +1,153 @@
+#include "stream/drain_loop.h"
+
+#include <algorithm>
+
+namespace liveprof {
+
+namespace {
+constexpr uint64_t kPairPeriodNs = 100'000'000;      // a TSC/host pair every 100 ms.
+constexpr uint64_t kInitialCalibrationNs = 1'000'000;  // first two pairs 1 ms apart.
+}  // namespace
+
+DrainLoop::DrainLoop(Stream& stream, Options options, Consumer consumer)
+    : stream_(stream),
+      options_(options),
+      consumer_(std::move(consumer)),
+      reorder_(options.reorder, &stream.diagnostics()) {
+  // Two pairs a millisecond apart give a first slope good to ~1e-5; the
+  // pairs added every 100 ms refine it.
+  const TscPair first = ReadTscPair();
+  tsc_map_.AddPair(first.tsc, first.host_ns);
+  while (HostNowNs() - first.host_ns < kInitialCalibrationNs) {
+  }
+  const TscPair second = ReadTscPair();
+  tsc_map_.AddPair(second.tsc, second.host_ns);
+  last_pair_ns_ = second.host_ns;
+}
+
+DrainLoop::~DrainLoop() { Stop(); }
+
+void DrainLoop::Start() {
+  stop_.store(false, std::memory_order_relaxed);
+  thread_ = std::thread([this] { Run(); });
+}
+
+void DrainLoop::Stop() {
+  if (!thread_.joinable()) return;
+  stop_.store(true, std::memory_order_relaxed);
+  thread_.join();
+}
+
+void DrainLoop::Run() {
+  while (!stop_.load(std::memory_order_relaxed)) {
+    bool busy = false;
+    const uint64_t now = HostNowNs();
+    DrainRings(now, &busy);
+    Deliver(now);
+    if (!busy) std::this_thread::sleep_for(options_.idle_sleep);
+  }
+  Flush();
+}
+
+size_t DrainLoop::RunOnce(uint64_t now_ns) {
+  bool busy = false;
+  const size_t n = DrainRings(now_ns, &busy);
+  Deliver(now_ns);
+  return n;
+}
+
+void DrainLoop::Flush() {
+  bool busy = false;
+  DrainRings(HostNowNs(), &busy);
+  out_.clear();
+  late_.clear();
+  EmitDefinitions();
+  reorder_.Flush(&out_, &late_);
+  if (!out_.empty() || !late_.empty()) {
+    consumer_(Batch{out_, late_, reorder_.watermark(), HostNowNs()});
+  }
+}
+
+size_t DrainLoop::DrainRings(uint64_t now_ns, bool* any_ring_busy) {
+  rounds_.fetch_add(1, std::memory_order_relaxed);
+  if (const uint64_t gen = stream_.ring_generation(); gen != ring_generation_) {
+    ring_generation_ = gen;
+    stream_.CopyRings(&rings_);
+  }
+  if (now_ns - last_pair_ns_ >= kPairPeriodNs) {
+    const TscPair p = ReadTscPair();
+    tsc_map_.AddPair(p.tsc, p.host_ns);
+    last_pair_ns_ = p.host_ns;
+  }
+
+  size_t total = 0;
+  removed_.clear();
+  for (const std::shared_ptr<Ring>& ring : rings_) {
+    // Read `closed` before draining: everything the producer published before
+    // closing is then visible to this drain.
+    const bool closed = ring->closed.load(std::memory_order_acquire);
+    if (ring->queue->size() * 4 > ring->queue->capacity()) *any_ring_busy = true;
+    const size_t n = ring->queue->Drain([&](std::span<Event> events) {
+      if (ring->domain == TimeDomain::kTscTicks) {
+        for (Event& e : events) {
+          e.ts = tsc_map_.ToHost(e.ts);
+          if (e.dur != 0) e.dur = tsc_map_.DurationToHost(e.dur);
+        }
+      }
+      reorder_.Push(ring->serial, events);
+    });
+    total += n;
+    if (closed) {
+      reorder_.CloseSource(ring->serial);
+      stream_.RemoveRing(ring.get());
+      removed_.push_back(ring.get());
+    }
+  }
+  if (!removed_.empty()) {
+    std::erase_if(rings_, [&](const std::shared_ptr<Ring>& r) {
+      return std::find(removed_.begin(), removed_.end(), r.get()) != removed_.end();
+    });
+  }
+  events_drained_.fetch_add(total, std::memory_order_relaxed);
+  return total;
+}
+
+void DrainLoop::EmitDefinitions() {
+  const NameTable& names = stream_.names();
+  for (const uint32_t n = names.size(); names_sent_ < n; ++names_sent_) {
+    const std::string_view s = names.Get(names_sent_);
+    Event e;
+    e.kind = EventKind::kNameDef;
+    e.name = names_sent_;
+    e.payload.name_def.data = s.data();
+    e.payload.name_def.size = s.size();
+    out_.push_back(e);
+  }
+  for (const uint32_t n = stream_.track_count(); tracks_sent_ < n; ++tracks_sent_) {
+    const TrackInfo info = stream_.track(tracks_sent_);
+    Event e;
+    e.kind = EventKind::kTrackDef;
+    e.track = tracks_sent_;
+    e.name = info.name;
+    e.device = info.device;
+    e.payload.track_def.os_tid = info.os_id;
+    e.payload.track_def.type = info.type;
+    out_.push_back(e);
+  }
+}
+
+void DrainLoop::Deliver(uint64_t now_ns) {
+  out_.clear();
+  late_.clear();
+  EmitDefinitions();
+  const uint64_t before = reorder_.watermark();
+  reorder_.Release(now_ns, &out_, &late_);
+  const bool heartbeat_due =
+      now_ns - last_delivery_ns_ >=
+      static_cast<uint64_t>(std::chrono::nanoseconds(options_.heartbeat).count());
+  if (out_.empty() && late_.empty() && !(heartbeat_due && reorder_.watermark() != before)) return;
+  last_delivery_ns_ = now_ns;
+  consumer_(Batch{out_, late_, reorder_.watermark(), now_ns});
+}
+
+}  // namespace liveprof

@@ -1,0 +1,110 @@
+// DrainLoop: the pipeline thread's inner loop. It drains every producer ring
+// in bulk, maps TSC ticks onto the host clock, restores completion order in a
+// ReorderBuffer, and hands the consumer time-ordered batches.
+//
+// One round:
+//   1. refresh the ring list if a ring was added; add a TSC/host clock pair
+//      every 100 ms;
+//   2. drain each ring (closed rings are drained one last time, then removed);
+//   3. emit, ahead of the events, a kNameDef for every name and a kTrackDef
+//      for every track registered since the last round (read after the drain,
+//      so every id a drained event uses is defined before it is delivered);
+//   4. release everything older than the reorder window and call the
+//      consumer with one Batch.
+// The thread sleeps `idle_sleep` between rounds unless some ring was more
+// than a quarter full, in which case it goes again at once.
+#ifndef LIVEPROF_STREAM_DRAIN_LOOP_H_
+#define LIVEPROF_STREAM_DRAIN_LOOP_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "stream/clock.h"
+#include "stream/event.h"
+#include "stream/reorder_buffer.h"
+#include "stream/stream.h"
+
+namespace liveprof {
+
+struct Batch {
+  // Definitions first (kNameDef, kTrackDef, ts = 0), then events in
+  // completion order, all ending at or before `watermark_ns`.
+  std::span<const Event> events;
+  // Events that arrived after the window closed over them, flagged kFlagLate,
+  // in arrival order. Also counted in Diag::late_events.
+  std::span<const Event> late;
+  // Every event ending at or before this has been delivered (or was late).
+  uint64_t watermark_ns = 0;
+  uint64_t now_ns = 0;
+};
+
+class DrainLoop {
+ public:
+  struct Options {
+    ReorderBuffer::Options reorder;
+    std::chrono::microseconds idle_sleep{1000};
+    // A batch goes out at least this often, even with no events, so that
+    // consumers see the watermark move (and can close steps).
+    std::chrono::milliseconds heartbeat{50};
+  };
+  // Called on the drain thread for each batch; the spans live until it returns.
+  using Consumer = std::function<void(const Batch&)>;
+
+  DrainLoop(Stream& stream, Options options, Consumer consumer);
+  ~DrainLoop();
+  DrainLoop(const DrainLoop&) = delete;
+  DrainLoop& operator=(const DrainLoop&) = delete;
+
+  // Starts the pipeline thread. Call once, from the owner's thread.
+  void Start();
+  // Stops the thread after a last drain of every ring and a flush of the
+  // reorder buffer. Idempotent; from the owner's thread.
+  void Stop();
+
+  // One round on the caller's thread at host time `now_ns` (tests, benches,
+  // replay). Only while the thread is not running. Returns events drained.
+  size_t RunOnce(uint64_t now_ns);
+  // Drains every ring and releases everything pending. Only while stopped.
+  void Flush();
+
+  // Any thread.
+  uint64_t events_drained() const { return events_drained_.load(std::memory_order_relaxed); }
+  uint64_t rounds() const { return rounds_.load(std::memory_order_relaxed); }
+
+ private:
+  size_t DrainRings(uint64_t now_ns, bool* any_ring_busy);
+  void EmitDefinitions();
+  void Deliver(uint64_t now_ns);
+  void Run();
+
+  Stream& stream_;
+  Options options_;
+  Consumer consumer_;
+  ReorderBuffer reorder_;
+  ClockMap tsc_map_;
+  uint64_t last_pair_ns_ = 0;
+  uint64_t last_delivery_ns_ = 0;
+
+  uint64_t ring_generation_ = ~uint64_t{0};
+  std::vector<std::shared_ptr<Ring>> rings_;
+  std::vector<const Ring*> removed_;
+  uint32_t names_sent_ = 0;
+  uint32_t tracks_sent_ = 1;  // TrackId 0 is "none".
+  std::vector<Event> out_;
+  std::vector<Event> late_;
+
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> events_drained_{0};
+  std::atomic<uint64_t> rounds_{0};
+};
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_STREAM_DRAIN_LOOP_H_

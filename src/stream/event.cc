@@ -1,0 +1,31 @@
+#include "stream/event.h"
+
+namespace liveprof {
+
+std::string_view EventKindName(EventKind kind) {
+  switch (kind) {
+    case EventKind::kInvalid: return "invalid";
+    case EventKind::kNameDef: return "name_def";
+    case EventKind::kTrackDef: return "track_def";
+    case EventKind::kHostSpan: return "host_span";
+    case EventKind::kStepMarker: return "step";
+    case EventKind::kInputSpan: return "input";
+    case EventKind::kFrameworkOp: return "framework_op";
+    case EventKind::kKernel: return "kernel";
+    case EventKind::kMemcpyHtoD: return "memcpy_h2d";
+    case EventKind::kMemcpyDtoH: return "memcpy_d2h";
+    case EventKind::kMemcpyDtoD: return "memcpy_d2d";
+    case EventKind::kMemcpyHtoH: return "memcpy_h2h";
+    case EventKind::kMemcpyPtoP: return "memcpy_p2p";
+    case EventKind::kMemcpyOther: return "memcpy_other";
+    case EventKind::kMemset: return "memset";
+    case EventKind::kAlloc: return "alloc";
+    case EventKind::kFree: return "free";
+    case EventKind::kCounter: return "counter";
+    case EventKind::kInstant: return "instant";
+    case EventKind::kFlow: return "flow";
+  }
+  return "unknown";
+}
+
+}  // namespace liveprof

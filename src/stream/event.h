@@ -1,0 +1,167 @@
+// The Event: the one fixed-size record that every producer writes and every
+// consumer reads. 48 bytes, trivially copyable, no heap, no pointers that
+// outlive the process except where a kind says so (NameDef).
+//
+// Time: `ts` and `dur` are nanoseconds on the host clock (CLOCK_MONOTONIC, see
+// clock.h) once an event leaves the stream. Inside a ring whose time domain is
+// kTscTicks they are raw TSC ticks; the drain loop converts them (one place,
+// one calibration, and the record path stays a single rdtsc).
+//
+// Order: the stream delivers events in completion order, by end = ts + dur,
+// children before their parents on ties (see reorder_buffer.h).
+#ifndef LIVEPROF_STREAM_EVENT_H_
+#define LIVEPROF_STREAM_EVENT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+
+namespace liveprof {
+
+using NameId = uint32_t;
+using TrackId = uint32_t;
+
+// Explicit values: they are part of the binary wire (liveprof.fbs) and of
+// files on disk. Never renumber; retire a value by leaving a gap.
+enum class EventKind : uint8_t {
+  kInvalid = 0,
+  // Stream bookkeeping.
+  kNameDef = 1,   // name = the id; payload.name_def = the string.
+  kTrackDef = 2,  // track = the id; name = its display name; payload.track_def.
+  // Host spans (complete: ts + dur).
+  kHostSpan = 10,     // a user scope (LIVEPROF_SCOPE).
+  kStepMarker = 11,   // one training step; payload.step.step_num (TF's _r=1).
+  kInputSpan = 12,    // input-pipeline work (data loading) inside a step.
+  kFrameworkOp = 13,  // a framework op (TF op, torch op); corr = external id.
+  // Device activity (complete).
+  kKernel = 20,        // corr = launch correlation id; payload.kernel.
+  kMemcpyHtoD = 21,    // payload.copy, for every copy kind below.
+  kMemcpyDtoH = 22,
+  kMemcpyDtoD = 23,
+  kMemcpyHtoH = 24,
+  kMemcpyPtoP = 25,    // peer to peer, between two devices.
+  kMemcpyOther = 26,   // a copy whose direction the producer did not know.
+  kMemset = 27,        // payload.copy.bytes.
+  // Memory (instant).
+  kAlloc = 30,  // payload.memory; name = allocator; sub = MemoryKind.
+  kFree = 31,   // payload.memory; bytes may be 0 if the producer did not know.
+  // Others (instant unless said).
+  kCounter = 40,  // payload.counter.value; name = counter name.
+  kInstant = 41,  // a point marker.
+  kFlow = 42,     // a correlation link: corr = flow id; sub = FlowPhase.
+};
+
+// One past the largest value; tables indexed by kind use this size.
+inline constexpr size_t kEventKindCount = 43;
+
+// Human-readable kind name ("kernel", "step"...). "unknown" for gaps.
+std::string_view EventKindName(EventKind kind);
+
+// Memory kind, in `sub` of kAlloc / kFree. Values follow CUpti_ActivityMemoryKind.
+enum class MemoryKind : uint8_t {
+  kUnknown = 0,
+  kPageable = 1,
+  kPinned = 2,
+  kDevice = 3,
+  kManaged = 5,
+  kHost = 16,  // ours: a host allocator that is not CUDA's (framework CPU heap).
+};
+
+// Phase of a kFlow event, in `sub`.
+enum class FlowPhase : uint8_t { kStart = 0, kStep = 1, kEnd = 2 };
+
+// What kind of timeline a TrackId names; in payload.track_def.type.
+enum class TrackType : uint8_t {
+  kHostThread = 0,
+  kGpuStream = 1,
+  kCounter = 2,
+  kProcess = 3,
+};
+
+// Bits in Event::flags.
+inline constexpr uint8_t kFlagNone = 0;
+inline constexpr uint8_t kFlag16Bit = 1 << 0;   // kernel runs 16-bit math.
+inline constexpr uint8_t kFlagLate = 1 << 1;    // arrived after the reorder window.
+inline constexpr uint8_t kFlagGraph = 1 << 2;   // kernel launched from a CUDA Graph.
+
+struct Event {
+  uint64_t ts = 0;    // begin, ns on the host clock.
+  uint64_t dur = 0;   // ns; 0 for instants.
+  NameId name = 0;    // interned name (0 = empty name).
+  TrackId track = 0;  // host thread, GPU stream or counter track.
+  uint32_t corr = 0;  // correlation id (CUPTI launch, external op, flow id).
+  EventKind kind = EventKind::kInvalid;
+  uint8_t sub = 0;     // kind-specific small enum (MemoryKind, FlowPhase).
+  uint8_t flags = 0;   // kFlag* bits.
+  uint8_t device = 0;  // GPU ordinal for device events; 0 on the host.
+  union Payload {
+    struct {
+      int64_t step_num;  // kStepMarker: the user's step number.
+      uint64_t reserved;
+    } step;
+    struct {
+      uint64_t bytes;     // kMemcpy* / kMemset: bytes moved or set.
+      uint32_t src_kind;  // kMemcpy*: MemoryKind of the source (0 unknown).
+      uint32_t dst_kind;  // kMemcpy*: MemoryKind of the destination.
+    } copy;
+    struct {
+      uint64_t address;
+      uint64_t bytes;
+    } memory;  // kAlloc / kFree.
+    struct {
+      NameId details;      // interned "regs:R static_shared:S ... grid:x,y,z block:x,y,z".
+      uint32_t context;    // CUDA context id.
+      uint64_t graph_id;   // CUDA Graph id, or 0.
+    } kernel;
+    struct {
+      double value;
+      uint64_t reserved;
+    } counter;
+    struct {
+      const char* data;  // NUL-terminated, owned by the NameTable (lives as long as it).
+      uint64_t size;
+    } name_def;
+    struct {
+      uint64_t os_tid;  // OS thread id (kHostThread) or stream id (kGpuStream).
+      TrackType type;
+      uint8_t pad[7];
+    } track_def;
+    uint64_t raw[2];
+  } payload = {.raw = {0, 0}};
+
+  uint64_t end() const { return ts + dur; }
+};
+
+static_assert(sizeof(Event) == 48, "Event must stay 48 bytes: it is the ring slot");
+static_assert(std::is_trivially_copyable_v<Event>, "Event crosses rings by memcpy");
+static_assert(alignof(Event) == 8);
+
+constexpr bool IsMemcpyKind(EventKind k) {
+  return k >= EventKind::kMemcpyHtoD && k <= EventKind::kMemcpyOther;
+}
+
+// True for kinds that carry a duration (spans, kernels, copies).
+constexpr bool IsSpanKind(EventKind k) {
+  switch (k) {
+    case EventKind::kHostSpan:
+    case EventKind::kStepMarker:
+    case EventKind::kInputSpan:
+    case EventKind::kFrameworkOp:
+    case EventKind::kKernel:
+    case EventKind::kMemcpyHtoD:
+    case EventKind::kMemcpyDtoH:
+    case EventKind::kMemcpyDtoD:
+    case EventKind::kMemcpyHtoH:
+    case EventKind::kMemcpyPtoP:
+    case EventKind::kMemcpyOther:
+    case EventKind::kMemset:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_STREAM_EVENT_H_

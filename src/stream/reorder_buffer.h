@@ -1,0 +1,95 @@
+// ReorderBuffer: restores completion order across sources within a bounded
+// window.
+//
+// Each source (a producer ring) delivers its events roughly in completion
+// order: the host API writes a span when it ends, CUPTI hands over buffers of
+// finished activity 100-200 ms late. The buffer keeps one queue per source and
+// releases, by a k-way merge, every event whose end is at or before
+//     cutoff = now - window
+// in the order (end ascending, begin descending): an event comes after
+// everything that finished before it, and a child comes before its parent
+// when both end on the same nanosecond.
+//
+// After a release, `watermark()` is the cutoff: every event ending at or
+// before it has been delivered. An event that arrives later than that ("late":
+// end <= watermark) cannot be put in order any more; it is counted
+// (Diag::late_events), flagged kFlagLate and handed out apart, never slipped
+// silently into the ordered output.
+//
+// Memory is bounded: when more than `max_pending` events wait, the oldest are
+// released before their window closed (Diag::reorder_forced_release) and the
+// watermark moves up to them.
+//
+// Not thread-safe: owned by the drain thread.
+#ifndef LIVEPROF_STREAM_REORDER_BUFFER_H_
+#define LIVEPROF_STREAM_REORDER_BUFFER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "stream/diagnostics.h"
+#include "stream/event.h"
+
+namespace liveprof {
+
+// The stream's order: end ascending, then begin descending (children first).
+inline bool CompletionOrderLess(const Event& a, const Event& b) {
+  if (a.end() != b.end()) return a.end() < b.end();
+  return a.ts > b.ts;
+}
+
+class ReorderBuffer {
+ public:
+  struct Options {
+    uint64_t window_ns = 250'000'000;  // 250 ms: above a 100-200 ms CUPTI flush period.
+    size_t max_pending = size_t{1} << 21;  // 2 Mi events = 96 MiB.
+  };
+
+  ReorderBuffer(Options options, Diagnostics* diag);
+
+  // Appends events of `source` (any small integer naming a producer; a new
+  // one opens a queue). Late events go straight to the late list.
+  void Push(uint32_t source, std::span<const Event> events);
+
+  // Moves every event with end <= now_ns - window (and, if over max_pending,
+  // the oldest beyond it) to `out`, in completion order, and the late events
+  // collected since the last call to `late`. Both vectors are appended to.
+  void Release(uint64_t now_ns, std::vector<Event>* out, std::vector<Event>* late);
+
+  // Releases everything pending, whatever its age (at shutdown).
+  void Flush(std::vector<Event>* out, std::vector<Event>* late);
+
+  // Drops the queue of `source` once it is empty (its producer is gone).
+  void CloseSource(uint32_t source);
+
+  uint64_t watermark() const { return watermark_; }
+  size_t pending() const { return pending_; }
+  const Options& options() const { return options_; }
+
+ private:
+  struct Queue {
+    uint32_t source;
+    bool closed = false;
+    bool sorted = true;
+    std::vector<Event> events;
+    size_t head = 0;  // events before head were released.
+    size_t size() const { return events.size() - head; }
+  };
+  Queue& QueueFor(uint32_t source);
+  void ReleaseUpTo(uint64_t cutoff, bool force_to_cap, std::vector<Event>* out);
+  void Compact();
+
+  Options options_;
+  Diagnostics* diag_;
+  std::vector<Queue> queues_;
+  std::vector<Event> late_;
+  size_t pending_ = 0;
+  uint64_t watermark_ = 0;
+  bool released_any_ = false;
+};
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_STREAM_REORDER_BUFFER_H_

@@ -1,0 +1,157 @@
+#include "stream/reorder_buffer.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "event_builder.h"
+
+namespace liveprof {
+namespace {
+
+constexpr uint64_t kWindowNs = 1'000'000;  // 1 ms.
+constexpr uint64_t kTickNs = 100'000;      // releases every 0.1 ms of simulated time.
+
+struct Arrival {
+  uint64_t at;  // when the event reaches the buffer.
+  Event event;
+};
+
+// Events ending every ~1 us on `sources` sources, each reaching the buffer
+// `delay` after it ended, with delay uniform in [0, max_delay).
+std::vector<Arrival> MakeArrivals(size_t n, uint32_t sources, uint64_t max_delay, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<uint64_t> dur(0, 5'000), delay(0, max_delay - 1), gap(0, 2'000);
+  std::vector<Arrival> out;
+  uint64_t end = 10 * kWindowNs;
+  for (size_t i = 0; i < n; ++i) {
+    end += gap(rng);
+    const uint64_t d = dur(rng);
+    Event e = test::Span(end - d, d, 0, static_cast<TrackId>(i % sources));
+    e.corr = static_cast<uint32_t>(i);
+    out.push_back({end + delay(rng), e});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Arrival& a, const Arrival& b) { return a.at < b.at; });
+  return out;
+}
+
+struct Result {
+  std::vector<Event> ordered, late;
+  uint64_t expected_late = 0;
+};
+
+// Feeds arrivals tick by tick, releasing at each tick like the drain loop.
+Result Simulate(const std::vector<Arrival>& arrivals, ReorderBuffer& buffer) {
+  Result r;
+  size_t i = 0;
+  uint64_t now = arrivals.front().at;
+  bool released = false;
+  while (i < arrivals.size()) {
+    now += kTickNs;
+    for (; i < arrivals.size() && arrivals[i].at <= now; ++i) {
+      // The buffer's promise at this moment: late iff end <= its watermark.
+      if (released && arrivals[i].event.end() <= buffer.watermark()) ++r.expected_late;
+      buffer.Push(arrivals[i].event.track, std::span(&arrivals[i].event, 1));
+    }
+    buffer.Release(now, &r.ordered, &r.late);
+    released = true;
+  }
+  buffer.Flush(&r.ordered, &r.late);
+  return r;
+}
+
+bool InCompletionOrder(const std::vector<Event>& v) {
+  return std::is_sorted(v.begin(), v.end(), CompletionOrderLess);
+}
+
+}  // namespace
+
+TEST_CASE("reorder: shuffled input within the window comes out in order, none late") {
+  Diagnostics diag;
+  ReorderBuffer buffer({.window_ns = kWindowNs, .max_pending = 1 << 20}, &diag);
+  const auto arrivals = MakeArrivals(50'000, 4, kWindowNs / 2, 1);
+  const Result r = Simulate(arrivals, buffer);
+  CHECK(r.ordered.size() == arrivals.size());
+  CHECK(r.late.empty());
+  CHECK(InCompletionOrder(r.ordered));
+  CHECK(diag.Get(Diag::late_events) == 0);
+  CHECK(buffer.pending() == 0);
+  // Nothing lost or duplicated.
+  std::vector<bool> seen(arrivals.size());
+  for (const Event& e : r.ordered) {
+    CHECK_FALSE(seen[e.corr]);
+    seen[e.corr] = true;
+  }
+}
+
+TEST_CASE("reorder: events later than the window are counted and handed out apart") {
+  Diagnostics diag;
+  ReorderBuffer buffer({.window_ns = kWindowNs, .max_pending = 1 << 20}, &diag);
+  const auto arrivals = MakeArrivals(50'000, 3, 3 * kWindowNs, 2);
+  const Result r = Simulate(arrivals, buffer);
+  CHECK(r.expected_late > 0);
+  CHECK(r.late.size() == r.expected_late);
+  CHECK(diag.Get(Diag::late_events) == r.expected_late);
+  CHECK(r.ordered.size() + r.late.size() == arrivals.size());
+  CHECK(InCompletionOrder(r.ordered));  // the ordered output is never wrong.
+  for (const Event& e : r.late) CHECK((e.flags & kFlagLate) != 0);
+}
+
+TEST_CASE("reorder: a child that ends with its parent comes first") {
+  ReorderBuffer buffer({.window_ns = 0, .max_pending = 100}, nullptr);
+  const Event parent = test::Span(100, 50, 1);
+  const Event child = test::Span(120, 30, 2);
+  const Event earlier = test::Span(90, 10, 3);
+  const Event batch[] = {parent, child, earlier};  // a producer that wrote out of order.
+  buffer.Push(0, batch);
+  std::vector<Event> out, late;
+  buffer.Release(1'000, &out, &late);
+  REQUIRE(out.size() == 3);
+  CHECK(out[0].name == 3);
+  CHECK(out[1].name == 2);
+  CHECK(out[2].name == 1);
+  CHECK(buffer.watermark() == 1'000);
+}
+
+TEST_CASE("reorder: sources are merged; events younger than the window wait") {
+  ReorderBuffer buffer({.window_ns = 100, .max_pending = 100}, nullptr);
+  const Event a[] = {test::Instant(10), test::Instant(30), test::Instant(250)};
+  const Event b[] = {test::Instant(20), test::Instant(40)};
+  buffer.Push(1, a);
+  buffer.Push(2, b);
+  std::vector<Event> out, late;
+  buffer.Release(200, &out, &late);  // cutoff 100.
+  REQUIRE(out.size() == 4);
+  CHECK(out[0].ts == 10);
+  CHECK(out[1].ts == 20);
+  CHECK(out[2].ts == 30);
+  CHECK(out[3].ts == 40);
+  CHECK(buffer.pending() == 1);
+  CHECK(buffer.watermark() == 100);
+  buffer.Flush(&out, &late);
+  CHECK(out.back().ts == 250);
+  CHECK(buffer.watermark() == 250);
+}
+
+TEST_CASE("reorder: over max_pending the oldest go early, counted") {
+  Diagnostics diag;
+  ReorderBuffer buffer({.window_ns = 1'000'000, .max_pending = 10}, &diag);
+  std::vector<Event> in;
+  for (uint64_t i = 1; i <= 100; ++i) in.push_back(test::Instant(1'000 + i));
+  buffer.Push(0, in);
+  std::vector<Event> out, late;
+  buffer.Release(2'000, &out, &late);  // cutoff 0: nothing is old enough.
+  CHECK(out.size() == 90);
+  CHECK(buffer.pending() == 10);
+  CHECK(diag.Get(Diag::reorder_forced_release) == 90);
+  CHECK(out.back().ts == 1'090);
+  CHECK(buffer.watermark() == 1'090);
+  // An event behind the moved watermark is late, not misplaced.
+  const Event old = test::Instant(1'050);
+  buffer.Push(0, std::span(&old, 1));
+  CHECK(diag.Get(Diag::late_events) == 1);
+}
+
+}  // namespace liveprof
