@@ -116,6 +116,7 @@ int Demo(int argc, char** argv) {
   drain_options.reorder.window_ns = 20'000'000;  // host events only: 20 ms is plenty.
   DrainLoop drain(stream, drain_options, [&](const Batch& b) {
     std::lock_guard<std::mutex> lock(mu);
+    summary.Consume(b.definitions);
     summary.Consume(b.events);
     summary.Consume(b.late);
   });

@@ -1,5 +1,7 @@
 #include "stream/drain_loop.h"
 
+#include <sys/prctl.h>
+
 #include <algorithm>
 
 namespace liveprof {
@@ -39,6 +41,9 @@ void DrainLoop::Stop() {
 }
 
 void DrainLoop::Run() {
+  // Sleep as long as asked, not the default 50 us of timer slack more: the
+  // rings are sized for the sleep we ask for.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   while (!stop_.load(std::memory_order_relaxed)) {
     bool busy = false;
     const uint64_t now = HostNowNs();
@@ -59,12 +64,11 @@ size_t DrainLoop::RunOnce(uint64_t now_ns) {
 void DrainLoop::Flush() {
   bool busy = false;
   DrainRings(HostNowNs(), &busy);
-  out_.clear();
-  late_.clear();
+  definitions_.clear();
   EmitDefinitions();
-  reorder_.Flush(&out_, &late_);
-  if (!out_.empty() || !late_.empty()) {
-    consumer_(Batch{out_, late_, reorder_.watermark(), HostNowNs()});
+  const ReorderBuffer::Released r = reorder_.Flush();
+  if (!definitions_.empty() || !r.events.empty() || !r.late.empty()) {
+    consumer_(Batch{definitions_, r.events, r.late, reorder_.watermark(), HostNowNs()});
   }
 }
 
@@ -86,6 +90,7 @@ size_t DrainLoop::DrainRings(uint64_t now_ns, bool* any_ring_busy) {
     // Read `closed` before draining: everything the producer published before
     // closing is then visible to this drain.
     const bool closed = ring->closed.load(std::memory_order_acquire);
+    // A ring over a quarter full is busy: come back at once, not after a sleep.
     if (ring->queue->size() * 4 > ring->queue->capacity()) *any_ring_busy = true;
     const size_t n = ring->queue->Drain([&](std::span<Event> events) {
       if (ring->domain == TimeDomain::kTscTicks) {
@@ -121,7 +126,7 @@ void DrainLoop::EmitDefinitions() {
     e.name = names_sent_;
     e.payload.name_def.data = s.data();
     e.payload.name_def.size = s.size();
-    out_.push_back(e);
+    definitions_.push_back(e);
   }
   for (const uint32_t n = stream_.track_count(); tracks_sent_ < n; ++tracks_sent_) {
     const TrackInfo info = stream_.track(tracks_sent_);
@@ -132,22 +137,24 @@ void DrainLoop::EmitDefinitions() {
     e.device = info.device;
     e.payload.track_def.os_tid = info.os_id;
     e.payload.track_def.type = info.type;
-    out_.push_back(e);
+    definitions_.push_back(e);
   }
 }
 
 void DrainLoop::Deliver(uint64_t now_ns) {
-  out_.clear();
-  late_.clear();
+  definitions_.clear();
   EmitDefinitions();
   const uint64_t before = reorder_.watermark();
-  reorder_.Release(now_ns, &out_, &late_);
+  const ReorderBuffer::Released r = reorder_.Release(now_ns);
   const bool heartbeat_due =
       now_ns - last_delivery_ns_ >=
       static_cast<uint64_t>(std::chrono::nanoseconds(options_.heartbeat).count());
-  if (out_.empty() && late_.empty() && !(heartbeat_due && reorder_.watermark() != before)) return;
+  if (definitions_.empty() && r.events.empty() && r.late.empty() &&
+      !(heartbeat_due && reorder_.watermark() != before)) {
+    return;
+  }
   last_delivery_ns_ = now_ns;
-  consumer_(Batch{out_, late_, reorder_.watermark(), now_ns});
+  consumer_(Batch{definitions_, r.events, r.late, reorder_.watermark(), now_ns});
 }
 
 }  // namespace liveprof

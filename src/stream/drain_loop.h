@@ -6,13 +6,13 @@
 //   1. refresh the ring list if a ring was added; add a TSC/host clock pair
 //      every 100 ms;
 //   2. drain each ring (closed rings are drained one last time, then removed);
-//   3. emit, ahead of the events, a kNameDef for every name and a kTrackDef
-//      for every track registered since the last round (read after the drain,
-//      so every id a drained event uses is defined before it is delivered);
+//   3. collect a kNameDef for every name and a kTrackDef for every track
+//      registered since the last round (read after the drain, so every id a
+//      drained event uses is defined in the same or an earlier batch);
 //   4. release everything older than the reorder window and call the
 //      consumer with one Batch.
 // The thread sleeps `idle_sleep` between rounds unless some ring was more
-// than a quarter full, in which case it goes again at once.
+// than an eighth full, in which case it goes again at once.
 #ifndef LIVEPROF_STREAM_DRAIN_LOOP_H_
 #define LIVEPROF_STREAM_DRAIN_LOOP_H_
 
@@ -33,8 +33,10 @@
 namespace liveprof {
 
 struct Batch {
-  // Definitions first (kNameDef, kTrackDef, ts = 0), then events in
-  // completion order, all ending at or before `watermark_ns`.
+  // kNameDef and kTrackDef events for every name and track registered since
+  // the last batch: a consumer reads these first.
+  std::span<const Event> definitions;
+  // Events in completion order, all ending at or before `watermark_ns`.
   std::span<const Event> events;
   // Events that arrived after the window closed over them, flagged kFlagLate,
   // in arrival order. Also counted in Diag::late_events.
@@ -96,8 +98,7 @@ class DrainLoop {
   std::vector<const Ring*> removed_;
   uint32_t names_sent_ = 0;
   uint32_t tracks_sent_ = 1;  // TrackId 0 is "none".
-  std::vector<Event> out_;
-  std::vector<Event> late_;
+  std::vector<Event> definitions_;
 
   std::thread thread_;
   std::atomic<bool> stop_{false};

@@ -21,44 +21,60 @@ ReorderBuffer::Queue& ReorderBuffer::QueueFor(uint32_t source) {
 void ReorderBuffer::Push(uint32_t source, std::span<const Event> events) {
   if (events.empty()) return;
   Queue& q = QueueFor(source);
-  q.events.reserve(q.events.size() + events.size());
-  size_t late = 0;
-  for (const Event& e : events) {
-    if (released_any_ && e.end() <= watermark_) {
-      late_.push_back(e);
-      late_.back().flags |= kFlagLate;
-      ++late;
+  // Bulk append (geometric growth), then one pass that checks order and
+  // lateness; late events are rare and moved out in a second, slow pass.
+  const size_t old_size = q.events.size();
+  q.events.insert(q.events.end(), events.begin(), events.end());
+  const uint64_t late_bound = released_any_ ? watermark_ : 0;
+  bool any_late = false;
+  const Event* prev = q.size() > events.size() ? &q.events[old_size - 1] : nullptr;
+  for (size_t i = old_size; i < q.events.size(); ++i) {
+    const Event& e = q.events[i];
+    if (released_any_ && e.end() <= late_bound) {
+      any_late = true;
       continue;
     }
-    if (q.sorted && q.size() > 0 && CompletionOrderLess(e, q.events.back())) q.sorted = false;
-    q.events.push_back(e);
+    if (prev != nullptr && CompletionOrderLess(e, *prev)) q.sorted = false;
+    prev = &e;
+  }
+  size_t late = 0;
+  if (any_late) {
+    size_t keep = old_size;
+    for (size_t i = old_size; i < q.events.size(); ++i) {
+      Event& e = q.events[i];
+      if (e.end() <= late_bound) {
+        late_.push_back(e);
+        late_.back().flags |= kFlagLate;
+        ++late;
+      } else {
+        q.events[keep++] = e;
+      }
+    }
+    q.events.resize(keep);
+    if (diag_ != nullptr) diag_->Add(Diag::late_events, late);
   }
   pending_ += events.size() - late;
-  if (late > 0 && diag_ != nullptr) diag_->Add(Diag::late_events, late);
 }
 
-void ReorderBuffer::Release(uint64_t now_ns, std::vector<Event>* out, std::vector<Event>* late) {
+ReorderBuffer::Released ReorderBuffer::Release(uint64_t now_ns) {
   const uint64_t cutoff = now_ns > options_.window_ns ? now_ns - options_.window_ns : 0;
-  ReleaseUpTo(cutoff, /*force_to_cap=*/true, out);
-  late->insert(late->end(), late_.begin(), late_.end());
-  late_.clear();
+  return ReleaseUpTo(cutoff, /*force_to_cap=*/true);
 }
 
-void ReorderBuffer::Flush(std::vector<Event>* out, std::vector<Event>* late) {
-  ReleaseUpTo(~uint64_t{0}, /*force_to_cap=*/false, out);
-  late->insert(late->end(), late_.begin(), late_.end());
-  late_.clear();
+ReorderBuffer::Released ReorderBuffer::Flush() {
+  return ReleaseUpTo(~uint64_t{0}, /*force_to_cap=*/false);
 }
 
 void ReorderBuffer::CloseSource(uint32_t source) {
   for (Queue& q : queues_) {
     if (q.source == source) q.closed = true;
   }
-  Compact();
 }
 
-void ReorderBuffer::ReleaseUpTo(uint64_t cutoff, bool force_to_cap, std::vector<Event>* out) {
-  size_t excess = force_to_cap && pending_ > options_.max_pending ? pending_ - options_.max_pending : 0;
+ReorderBuffer::Released ReorderBuffer::ReleaseUpTo(uint64_t cutoff, bool force_to_cap) {
+  // The spans of the previous release are dead now: reclaim their space.
+  late_.erase(late_.begin(), late_.begin() + static_cast<ptrdiff_t>(late_released_));
+  Compact();
 
   // Sort the queues whose producer wrote out of order; the rest are runs.
   for (Queue& q : queues_) {
@@ -68,55 +84,81 @@ void ReorderBuffer::ReleaseUpTo(uint64_t cutoff, bool force_to_cap, std::vector<
       q.sorted = true;
     }
   }
+  const size_t excess =
+      force_to_cap && pending_ > options_.max_pending ? pending_ - options_.max_pending : 0;
+  uint64_t limit = cutoff;
+  if (excess > 0) limit = ForcedLimit(cutoff, excess);
 
-  // k-way merge over the queue heads: a min-heap of cursors.
+  // Each queue's releasable prefix is a sorted run.
+  runs_.clear();
+  size_t total = 0;
+  uint64_t max_end = 0;
+  for (Queue& q : queues_) {
+    const auto begin = q.events.begin() + static_cast<ptrdiff_t>(q.head);
+    const auto end = std::upper_bound(begin, q.events.end(), limit,
+                                      [](uint64_t t, const Event& e) { return t < e.end(); });
+    const size_t n = static_cast<size_t>(end - begin);
+    if (n == 0) continue;
+    runs_.push_back({&*begin, n});
+    max_end = std::max(max_end, (end - 1)->end());
+    total += n;
+    q.head += n;
+  }
+  std::span<const Event> events;
+  if (runs_.size() == 1) {
+    events = runs_[0];  // the common case: no copy at all.
+  } else if (runs_.size() > 1) {
+    // Pairwise merges: sequential passes, O(n log k).
+    merged_.assign(runs_[0].begin(), runs_[0].end());
+    for (size_t r = 1; r < runs_.size(); ++r) {
+      scratch_.resize(merged_.size() + runs_[r].size());
+      std::merge(merged_.begin(), merged_.end(), runs_[r].begin(), runs_[r].end(), scratch_.begin(),
+                 CompletionOrderLess);
+      merged_.swap(scratch_);
+    }
+    events = merged_;
+  }
+  pending_ -= total;
+  if (excess > 0 && diag_ != nullptr) {
+    size_t forced = 0;
+    for (const Event& e : events) forced += e.end() > cutoff ? 1 : 0;
+    diag_->Add(Diag::reorder_forced_release, forced);
+  }
+  // A flush promises only what it delivered; a timed release promises its limit.
+  watermark_ = std::max(watermark_, cutoff == ~uint64_t{0} ? max_end : limit);
+  released_any_ = true;
+  late_released_ = late_.size();
+  return Released{events, late_};
+}
+
+uint64_t ReorderBuffer::ForcedLimit(uint64_t cutoff, size_t excess) const {
+  // The end time of the excess-th oldest pending event (or the cutoff if that
+  // is later): releasing up to it brings the buffer under its cap. Found by a
+  // k-way walk over the sorted queues, off the common path.
   struct Cursor {
-    Queue* q;
+    const Queue* q;
     size_t pos;
   };
   std::vector<Cursor> heap;
-  for (Queue& q : queues_) {
+  for (const Queue& q : queues_) {
     if (q.size() > 0) heap.push_back({&q, q.head});
   }
   auto greater = [](const Cursor& a, const Cursor& b) {
     return CompletionOrderLess(b.q->events[b.pos], a.q->events[a.pos]);
   };
   std::make_heap(heap.begin(), heap.end(), greater);
-
   uint64_t limit = cutoff;
-  uint64_t max_end = 0;
-  size_t forced = 0;
-  while (!heap.empty()) {
+  for (size_t taken = 0; taken < excess && !heap.empty(); ++taken) {
     std::pop_heap(heap.begin(), heap.end(), greater);
     Cursor& c = heap.back();
-    const Event& e = c.q->events[c.pos];
-    if (e.end() > limit) {
-      if (excess == 0) {
-        c.q->head = c.pos;  // this queue has nothing more to give under the limit.
-        heap.pop_back();
-        continue;
-      }
-      limit = e.end();  // over the cap: move the limit up to this event.
-    }
-    if (excess > 0) {
-      --excess;
-      if (e.end() > cutoff) ++forced;
-    }
-    out->push_back(e);
-    max_end = std::max(max_end, e.end());
-    --pending_;
+    limit = std::max(limit, c.q->events[c.pos].end());
     if (++c.pos == c.q->events.size()) {
-      c.q->head = c.pos;
       heap.pop_back();
     } else {
       std::push_heap(heap.begin(), heap.end(), greater);
     }
   }
-  if (forced > 0 && diag_ != nullptr) diag_->Add(Diag::reorder_forced_release, forced);
-  // A flush promises only what it delivered; a timed release promises its limit.
-  watermark_ = std::max(watermark_, cutoff == ~uint64_t{0} ? max_end : limit);
-  released_any_ = true;
-  Compact();
+  return limit;
 }
 
 void ReorderBuffer::Compact() {
@@ -124,7 +166,8 @@ void ReorderBuffer::Compact() {
     if (q.head == q.events.size()) {
       q.events.clear();
       q.head = 0;
-    } else if (q.head > 4096 && q.head * 2 > q.events.size()) {
+    } else if (q.head > 4096 && q.head >= 3 * q.size()) {
+      // Moves at most a third of what was released since the last move.
       q.events.erase(q.events.begin(), q.events.begin() + static_cast<ptrdiff_t>(q.head));
       q.head = 0;
     }

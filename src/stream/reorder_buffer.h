@@ -53,13 +53,19 @@ class ReorderBuffer {
   // one opens a queue). Late events go straight to the late list.
   void Push(uint32_t source, std::span<const Event> events);
 
-  // Moves every event with end <= now_ns - window (and, if over max_pending,
-  // the oldest beyond it) to `out`, in completion order, and the late events
-  // collected since the last call to `late`. Both vectors are appended to.
-  void Release(uint64_t now_ns, std::vector<Event>* out, std::vector<Event>* late);
+  struct Released {
+    std::span<const Event> events;  // completion order.
+    std::span<const Event> late;    // arrival order, flagged kFlagLate.
+  };
+  // Releases every event with end <= now_ns - window (and, if over
+  // max_pending, the oldest beyond it) in completion order, plus the late
+  // events pushed since the last release. The spans point into the buffer
+  // (no copy when one source has events to give) and stay valid until the
+  // next call of a non-const method.
+  Released Release(uint64_t now_ns);
 
-  // Releases everything pending, whatever its age (at shutdown).
-  void Flush(std::vector<Event>* out, std::vector<Event>* late);
+  // Releases everything pending, whatever its age (at shutdown). Same spans.
+  Released Flush();
 
   // Drops the queue of `source` once it is empty (its producer is gone).
   void CloseSource(uint32_t source);
@@ -78,13 +84,17 @@ class ReorderBuffer {
     size_t size() const { return events.size() - head; }
   };
   Queue& QueueFor(uint32_t source);
-  void ReleaseUpTo(uint64_t cutoff, bool force_to_cap, std::vector<Event>* out);
+  Released ReleaseUpTo(uint64_t cutoff, bool force_to_cap);
+  uint64_t ForcedLimit(uint64_t cutoff, size_t excess) const;
   void Compact();
 
   Options options_;
   Diagnostics* diag_;
   std::vector<Queue> queues_;
   std::vector<Event> late_;
+  size_t late_released_ = 0;  // late_ entries handed out by the last release.
+  std::vector<std::span<const Event>> runs_;  // scratch of ReleaseUpTo.
+  std::vector<Event> merged_, scratch_;       // merge output and scratch.
   size_t pending_ = 0;
   uint64_t watermark_ = 0;
   bool released_any_ = false;

@@ -25,11 +25,8 @@ struct Collector {
     return [this](const Batch& b) {
       std::lock_guard<std::mutex> lock(mu);
       const Event* prev = nullptr;
+      events.insert(events.end(), b.definitions.begin(), b.definitions.end());
       for (const Event& e : b.events) {
-        if (e.kind == EventKind::kNameDef || e.kind == EventKind::kTrackDef) {
-          events.push_back(e);
-          continue;
-        }
         if (prev && CompletionOrderLess(e, *prev)) order_ok = false;
         if (e.end() > b.watermark_ns) order_ok = false;
         prev = &e;

@@ -42,6 +42,8 @@ struct Result {
   uint64_t expected_late = 0;
 };
 
+void Append(const ReorderBuffer::Released& r, std::vector<Event>* out, std::vector<Event>* late);
+
 // Feeds arrivals tick by tick, releasing at each tick like the drain loop.
 Result Simulate(const std::vector<Arrival>& arrivals, ReorderBuffer& buffer) {
   Result r;
@@ -55,11 +57,16 @@ Result Simulate(const std::vector<Arrival>& arrivals, ReorderBuffer& buffer) {
       if (released && arrivals[i].event.end() <= buffer.watermark()) ++r.expected_late;
       buffer.Push(arrivals[i].event.track, std::span(&arrivals[i].event, 1));
     }
-    buffer.Release(now, &r.ordered, &r.late);
+    Append(buffer.Release(now), &r.ordered, &r.late);
     released = true;
   }
-  buffer.Flush(&r.ordered, &r.late);
+  Append(buffer.Flush(), &r.ordered, &r.late);
   return r;
+}
+
+void Append(const ReorderBuffer::Released& r, std::vector<Event>* out, std::vector<Event>* late) {
+  out->insert(out->end(), r.events.begin(), r.events.end());
+  late->insert(late->end(), r.late.begin(), r.late.end());
 }
 
 bool InCompletionOrder(const std::vector<Event>& v) {
@@ -107,7 +114,7 @@ TEST_CASE("reorder: a child that ends with its parent comes first") {
   const Event batch[] = {parent, child, earlier};  // a producer that wrote out of order.
   buffer.Push(0, batch);
   std::vector<Event> out, late;
-  buffer.Release(1'000, &out, &late);
+  Append(buffer.Release(1'000), &out, &late);
   REQUIRE(out.size() == 3);
   CHECK(out[0].name == 3);
   CHECK(out[1].name == 2);
@@ -122,7 +129,7 @@ TEST_CASE("reorder: sources are merged; events younger than the window wait") {
   buffer.Push(1, a);
   buffer.Push(2, b);
   std::vector<Event> out, late;
-  buffer.Release(200, &out, &late);  // cutoff 100.
+  Append(buffer.Release(200), &out, &late);  // cutoff 100.
   REQUIRE(out.size() == 4);
   CHECK(out[0].ts == 10);
   CHECK(out[1].ts == 20);
@@ -130,7 +137,7 @@ TEST_CASE("reorder: sources are merged; events younger than the window wait") {
   CHECK(out[3].ts == 40);
   CHECK(buffer.pending() == 1);
   CHECK(buffer.watermark() == 100);
-  buffer.Flush(&out, &late);
+  Append(buffer.Flush(), &out, &late);
   CHECK(out.back().ts == 250);
   CHECK(buffer.watermark() == 250);
 }
@@ -142,7 +149,7 @@ TEST_CASE("reorder: over max_pending the oldest go early, counted") {
   for (uint64_t i = 1; i <= 100; ++i) in.push_back(test::Instant(1'000 + i));
   buffer.Push(0, in);
   std::vector<Event> out, late;
-  buffer.Release(2'000, &out, &late);  // cutoff 0: nothing is old enough.
+  Append(buffer.Release(2'000), &out, &late);  // cutoff 0: nothing is old enough.
   CHECK(out.size() == 90);
   CHECK(buffer.pending() == 10);
   CHECK(diag.Get(Diag::reorder_forced_release) == 90);

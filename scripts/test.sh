@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds everything, and runs every test: the full
+# suite (Release), then the stream and host-API tests again under ASan+UBSan
+# and under TSan. Ends with one line: "tests: N passed, M failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/setup.sh || exit 1
+JOBS=${JOBS:-$(nproc)}
+passed=0
+failed=0
+status=0
+
+# run_suite NAME BUILD_DIR [cmake options...]: configure, build, ctest.
+run_suite() {
+  local name=$1 dir=$2
+  shift 2
+  echo "=== ${name}: configure and build (${dir})"
+  if ! cmake -S . -B "${dir}" -G Ninja "$@" >"${dir}.configure.log" 2>&1; then
+    cat "${dir}.configure.log"
+    echo "=== ${name}: configure FAILED"
+    status=1
+    return
+  fi
+  if ! cmake --build "${dir}" -j "${JOBS}"; then
+    echo "=== ${name}: build FAILED"
+    status=1
+    return
+  fi
+  echo "=== ${name}: ctest"
+  local log="${dir}/ctest.log"
+  ctest --test-dir "${dir}" -j "${JOBS}" --output-on-failure 2>&1 | tee "${log}"
+  local rc=${PIPESTATUS[0]}
+  # ctest's summary: "100% tests passed, 0 tests failed out of 34"
+  local line total nfail
+  line=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "${log}" | tail -1)
+  if [[ -z "${line}" ]]; then
+    echo "=== ${name}: ctest printed no summary"
+    status=1
+    return
+  fi
+  nfail=$(sed -E 's/.*passed, ([0-9]+) tests? failed.*/\1/' <<<"${line}")
+  total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"${line}")
+  passed=$((passed + total - nfail))
+  failed=$((failed + nfail))
+  if [[ ${rc} -ne 0 ]]; then status=1; fi
+}
+
+mkdir -p build
+run_suite "release" build -DCMAKE_BUILD_TYPE=Release
+run_suite "asan+ubsan" build/asan -DCMAKE_BUILD_TYPE=Debug -DLIVEPROF_SANITIZE=address \
+  -DLIVEPROF_STREAM_TESTS_ONLY=ON -DLIVEPROF_BUILD_BENCH=OFF
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  run_suite "tsan" build/tsan -DCMAKE_BUILD_TYPE=Debug -DLIVEPROF_SANITIZE=thread \
+  -DLIVEPROF_STREAM_TESTS_ONLY=ON -DLIVEPROF_BUILD_BENCH=OFF
+
+echo
+echo "tests: ${passed} passed, ${failed} failed"
+if [[ ${status} -ne 0 || ${failed} -ne 0 ]]; then exit 1; fi
