@@ -53,7 +53,7 @@ void PrintSummary(const StreamSummarySnapshot& s, const Stream& stream, uint64_t
   std::printf("\nThe stream carried %" PRIu64 " events (%" PRIu64 " drained from rings), plus %" PRIu64
               " name and %" PRIu64 " track definitions.\n",
               s.events, drained, s.name_defs, s.track_defs);
-  std::printf("Dropped: %" PRIu64 " (full rings), late: %" PRIu64 "\n\n", stream.TotalDropped(),
+  std::printf("Dropped: %" PRIu64 " (full rings or no ring), late: %" PRIu64 "\n\n", stream.TotalDropped(),
               s.late);
   std::printf("%-16s %10s\n", "kind", "events");
   for (size_t k = 0; k < kEventKindCount; ++k) {

@@ -76,9 +76,7 @@ std::string ThreadName(long tid) {
   return std::string(comm[0] ? comm : "thread") + " " + std::to_string(tid);
 }
 
-}  // namespace
-
-SpscRing* AcquireThreadRing() {
+SpscRing* CreateThreadRing() {
   Stream& stream = GlobalStream();
   if (t_exited || t_state.failed) {
     stream.diagnostics().Add(Diag::no_ring_dropped);
@@ -102,6 +100,19 @@ SpscRing* AcquireThreadRing() {
   st.ring = ring;
   t_slot = {ring->queue.get(), track};
   return t_slot.queue;
+}
+
+}  // namespace
+
+SpscRing* AcquireThreadRing() {
+  // Out of memory here must not reach the profiled program.
+  try {
+    return CreateThreadRing();
+  } catch (...) {
+    if (!t_exited) t_state.failed = true;
+    GlobalStream().diagnostics().Add(Diag::no_ring_dropped);
+    return nullptr;
+  }
 }
 
 }  // namespace internal

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <functional>
+#include <new>
 
 namespace liveprof {
 
@@ -40,9 +41,15 @@ NameId NameTable::Intern(std::string_view name) {
     if (diag_) diag_->Add(Diag::name_table_full);
     return kTableFullId;
   }
-  NameId id = AppendLocked(name);
-  shard.ids.emplace(Get(id), id);
-  return id;
+  // Out of memory must not reach the profiled program: map and count it.
+  try {
+    const NameId id = AppendLocked(name);
+    shard.ids.emplace(Get(id), id);
+    return id;
+  } catch (const std::bad_alloc&) {
+    if (diag_) diag_->Add(Diag::name_table_full);
+    return kTableFullId;
+  }
 }
 
 std::string_view NameTable::Get(NameId id) const {
@@ -54,7 +61,8 @@ std::string_view NameTable::Get(NameId id) const {
 }
 
 NameId NameTable::AppendLocked(std::string_view s) {
-  const NameId id = next_++;
+  // Allocate everything first, so that a bad_alloc leaves no half entry.
+  const NameId id = next_;
   std::atomic<Entry*>& slot = blocks_[id >> kBlockShift];
   Entry* block = slot.load(std::memory_order_relaxed);
   if (block == nullptr) {
@@ -62,6 +70,7 @@ NameId NameTable::AppendLocked(std::string_view s) {
     slot.store(block, std::memory_order_release);
   }
   block[id & (kBlockSize - 1)] = Entry{CopyToArenaLocked(s), static_cast<uint32_t>(s.size())};
+  ++next_;
   published_.store(next_, std::memory_order_release);
   return id;
 }
