@@ -16,8 +16,9 @@ run_suite() {
   local name=$1 dir=$2
   shift 2
   echo "=== ${name}: configure and build (${dir})"
-  if ! cmake -S . -B "${dir}" -G Ninja "$@" >"${dir}.configure.log" 2>&1; then
-    cat "${dir}.configure.log"
+  mkdir -p "${dir}"
+  if ! cmake -S . -B "${dir}" -G Ninja "$@" >"${dir}/configure.log" 2>&1; then
+    cat "${dir}/configure.log"
     echo "=== ${name}: configure FAILED"
     status=1
     return

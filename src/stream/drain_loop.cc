@@ -118,6 +118,11 @@ size_t DrainLoop::DrainRings(uint64_t now_ns, bool* any_ring_busy) {
 }
 
 void DrainLoop::EmitDefinitions() {
+  // Read the track count before the name count: a producer interns a track's
+  // name before it adds the track, so every name a counted track uses is then
+  // below the name count. (The other order let a track slip in, with a name
+  // interned after the name count was read, and be defined before its name.)
+  const uint32_t track_count = stream_.track_count();
   const NameTable& names = stream_.names();
   for (const uint32_t n = names.size(); names_sent_ < n; ++names_sent_) {
     const std::string_view s = names.Get(names_sent_);
@@ -128,7 +133,7 @@ void DrainLoop::EmitDefinitions() {
     e.payload.name_def.size = s.size();
     definitions_.push_back(e);
   }
-  for (const uint32_t n = stream_.track_count(); tracks_sent_ < n; ++tracks_sent_) {
+  for (; tracks_sent_ < track_count; ++tracks_sent_) {
     const TrackInfo info = stream_.track(tracks_sent_);
     Event e;
     e.kind = EventKind::kTrackDef;
