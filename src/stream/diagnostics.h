@@ -31,7 +31,35 @@ enum class Severity : uint8_t { kInfo, kDataLoss, kError };
   X(name_table_full, kDataLoss, "a new name could not be interned: table full")   \
   X(step_end_without_begin, kError, "a step end arrived with no open step")      \
   X(span_end_without_begin, kError, "a span end arrived with no open span")      \
-  X(span_stack_overflow, kError, "BeginSpan nested deeper than kMaxOpenSpans")
+  X(span_stack_overflow, kError, "BeginSpan nested deeper than kMaxOpenSpans")  \
+  /* Seen by the analyses (src/aggregators/). */                                 \
+  X(bad_duration, kError,                                                         \
+    "a span with a negative or absurd duration (over 2^62 ns); left out of the "  \
+    "analyses")                                                                   \
+  X(device_without_launch, kInfo,                                                 \
+    "device events whose launch (correlation id) was never seen; joined to a "    \
+    "step by time")                                                               \
+  X(late_for_step, kDataLoss,                                                     \
+    "device events that arrived after their step was closed; left out of that "   \
+    "step's breakdown (still in the op, kernel and memory tables)")               \
+  X(events_without_step, kInfo,                                                   \
+    "host and device events outside every step (before the first, between "       \
+    "steps, or no step marker within max_step_ns)")                               \
+  X(step_without_compute, kInfo,                                                  \
+    "steps with no device (or, CPU-only, host) compute; left out of the "         \
+    "breakdown as xprof does")                                                    \
+  X(free_unknown_address, kError, "a free of an address with no live allocation") \
+  X(alloc_address_reused, kError,                                                 \
+    "an allocation at an address still live; the earlier one is taken as freed")  \
+  X(span_misnested, kError,                                                       \
+    "a span that overlaps a sibling on its thread without containing it; "        \
+    "attributed to the enclosing op only for the overlap")                      \
+  X(id_out_of_range, kError,                                                      \
+    "events whose name or track id is beyond any NameTable id (2^22); left out "  \
+    "of the op tables")                                                           \
+  X(device_interval_beyond_history, kInfo,                                        \
+    "late or very long device intervals that reached behind the utilization "     \
+    "history kept in memory; busy time there estimated from bucket totals")
 
 enum class Diag : uint8_t {
 #define LIVEPROF_DIAG_ENUM(name, sev, desc) name,

@@ -7,10 +7,12 @@ std::string_view EventKindName(EventKind kind) {
     case EventKind::kInvalid: return "invalid";
     case EventKind::kNameDef: return "name_def";
     case EventKind::kTrackDef: return "track_def";
+    case EventKind::kDeviceInfo: return "device_info";
     case EventKind::kHostSpan: return "host_span";
     case EventKind::kStepMarker: return "step";
     case EventKind::kInputSpan: return "input";
     case EventKind::kFrameworkOp: return "framework_op";
+    case EventKind::kRuntimeApi: return "runtime_api";
     case EventKind::kKernel: return "kernel";
     case EventKind::kMemcpyHtoD: return "memcpy_h2d";
     case EventKind::kMemcpyDtoH: return "memcpy_d2h";

@@ -29,11 +29,14 @@ enum class EventKind : uint8_t {
   // Stream bookkeeping.
   kNameDef = 1,   // name = the id; payload.name_def = the string.
   kTrackDef = 2,  // track = the id; name = its display name; payload.track_def.
+  kDeviceInfo = 3,  // device = ordinal; name = device name; payload.device_info.
   // Host spans (complete: ts + dur).
   kHostSpan = 10,     // a user scope (LIVEPROF_SCOPE).
   kStepMarker = 11,   // one training step; payload.step.step_num (TF's _r=1).
-  kInputSpan = 12,    // input-pipeline work (data loading) inside a step.
+  kInputSpan = 12,    // input-pipeline work (data loading); sub = InputStage.
   kFrameworkOp = 13,  // a framework op (TF op, torch op); corr = external id.
+  kRuntimeApi = 14,   // a CUDA runtime/driver API call (launch, memcpy, sync);
+                      // corr = the CUPTI correlation id its device work carries.
   // Device activity (complete).
   kKernel = 20,        // corr = launch correlation id; payload.kernel.
   kMemcpyHtoD = 21,    // payload.copy, for every copy kind below.
@@ -66,6 +69,18 @@ enum class MemoryKind : uint8_t {
   kDevice = 3,
   kManaged = 5,
   kHost = 16,  // ours: a host allocator that is not CUDA's (framework CPU heap).
+};
+
+// Input-pipeline stage of a kInputSpan, in `sub` (TF's `_ipl_stage_cat`,
+// tf-profiler-semantics.md §3.4): which host-side bucket its self time feeds.
+enum class InputStage : uint8_t {
+  kUnknown = 0,       // not said: classified from the name (tf.data op names), else "Unknown".
+  kRead = 1,          // reading on demand ("Demanded file read").
+  kAdvancedRead = 2,  // reading in advance (prefetch, interleave).
+  kPreprocess = 3,    // decoding, augmentation, batching.
+  kEnqueue = 4,       // handing the batch to the device (host-to-device).
+  kWait = 5,          // the training loop waiting for the next batch (IteratorGetNext):
+                      // suffers the stall, is not an input op (§3.4 item 1).
 };
 
 // Phase of a kFlow event, in `sub`.
@@ -110,10 +125,18 @@ struct Event {
       uint64_t bytes;
     } memory;  // kAlloc / kFree.
     struct {
-      NameId details;      // interned "regs:R static_shared:S ... grid:x,y,z block:x,y,z".
-      uint32_t context;    // CUDA context id.
-      uint64_t graph_id;   // CUDA Graph id, or 0.
+      NameId details;     // interned "regs:R static_shared:S ... grid:x,y,z block:x,y,z".
+      uint32_t context;   // CUDA context id.
+      uint32_t graph_id;  // CUDA Graph id, or 0.
+      NameId op;          // the framework op active at launch (outermost), or 0.
     } kernel;
+    struct {
+      uint64_t memory_bytes;  // global memory capacity.
+      uint32_t sm_count;
+      uint8_t cc_major;       // compute capability.
+      uint8_t cc_minor;
+      uint16_t reserved;
+    } device_info;
     struct {
       double value;
       uint64_t reserved;
@@ -137,6 +160,16 @@ static_assert(sizeof(Event) == 48, "Event must stay 48 bytes: it is the ring slo
 static_assert(std::is_trivially_copyable_v<Event>, "Event crosses rings by memcpy");
 static_assert(alignof(Event) == 8);
 
+// True for activity that runs on a GPU (kernels, copies, memsets).
+constexpr bool IsDeviceKind(EventKind k) {
+  return k >= EventKind::kKernel && k <= EventKind::kMemset;
+}
+
+// True for spans that run on a host thread.
+constexpr bool IsHostSpanKind(EventKind k) {
+  return k >= EventKind::kHostSpan && k <= EventKind::kRuntimeApi;
+}
+
 constexpr bool IsMemcpyKind(EventKind k) {
   return k >= EventKind::kMemcpyHtoD && k <= EventKind::kMemcpyOther;
 }
@@ -148,6 +181,7 @@ constexpr bool IsSpanKind(EventKind k) {
     case EventKind::kStepMarker:
     case EventKind::kInputSpan:
     case EventKind::kFrameworkOp:
+    case EventKind::kRuntimeApi:
     case EventKind::kKernel:
     case EventKind::kMemcpyHtoD:
     case EventKind::kMemcpyDtoH:

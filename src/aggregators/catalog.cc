@@ -1,0 +1,62 @@
+#include "aggregators/catalog.h"
+
+namespace liveprof {
+
+const TrackDef Catalog::kUnknownTrack{};
+
+void Catalog::DefineName(NameId id, std::string_view name) {
+  if (id >= names_.size()) names_.resize(id + 1);
+  names_[id].assign(name);
+}
+
+void Catalog::Consume(std::span<const Event> events) {
+  for (const Event& e : events) {
+    switch (e.kind) {
+      case EventKind::kNameDef:
+        DefineName(e.name, e.payload.name_def.data == nullptr
+                               ? std::string_view()
+                               : std::string_view(e.payload.name_def.data,
+                                                  e.payload.name_def.size));
+        break;
+      case EventKind::kTrackDef: {
+        if (e.track >= tracks_.size()) tracks_.resize(e.track + 1);
+        TrackDef& t = tracks_[e.track];
+        t.name.assign(Name(e.name));
+        t.type = e.payload.track_def.type;
+        t.os_id = e.payload.track_def.os_tid;
+        t.device = e.device;
+        t.defined = true;
+        break;
+      }
+      case EventKind::kDeviceInfo: {
+        DeviceDef d;
+        d.ordinal = e.device;
+        d.name.assign(Name(e.name));
+        d.memory_bytes = e.payload.device_info.memory_bytes;
+        d.sm_count = e.payload.device_info.sm_count;
+        d.cc_major = e.payload.device_info.cc_major;
+        d.cc_minor = e.payload.device_info.cc_minor;
+        bool replaced = false;
+        for (DeviceDef& old : devices_) {
+          if (old.ordinal == d.ordinal) {
+            old = d;
+            replaced = true;
+          }
+        }
+        if (!replaced) devices_.push_back(std::move(d));
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+const DeviceDef* Catalog::Device(uint8_t ordinal) const {
+  for (const DeviceDef& d : devices_) {
+    if (d.ordinal == ordinal) return &d;
+  }
+  return nullptr;
+}
+
+}  // namespace liveprof

@@ -1,0 +1,305 @@
+#include "aggregators/steps.h"
+
+#include <algorithm>
+#include <charconv>
+
+namespace liveprof {
+
+namespace {
+
+// launch_step_ values: (seq << 1) | satisfied, or kPendingLaunch.
+constexpr uint64_t Packed(uint64_t seq, bool satisfied) { return (seq << 1) | (satisfied ? 1 : 0); }
+
+bool ParseInt(std::string_view s, int64_t* out) {
+  if (s.empty()) return false;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+}  // namespace
+
+std::string_view StepSourceName(StepSource s) {
+  switch (s) {
+    case StepSource::kNone: return "none";
+    case StepSource::kMarker: return "step_marker";
+    case StepSource::kProfilerStep: return "profiler_step";
+    case StepSource::kNamePattern: return "name_pattern";
+  }
+  return "none";
+}
+
+bool MatchStepPattern(std::string_view pattern, std::string_view name, int64_t* number) {
+  // Recursive descent over the glob; patterns are short and run once per name.
+  if (pattern.empty()) return name.empty();
+  if (pattern[0] == '*') {
+    for (size_t skip = 0; skip <= name.size(); ++skip) {
+      if (MatchStepPattern(pattern.substr(1), name.substr(skip), number)) return true;
+    }
+    return false;
+  }
+  if (pattern.starts_with("{n}")) {
+    size_t digits = 0;
+    while (digits < name.size() && name[digits] >= '0' && name[digits] <= '9') ++digits;
+    for (size_t take = digits; take >= 1; --take) {  // longest number first.
+      if (MatchStepPattern(pattern.substr(3), name.substr(take), number)) {
+        int64_t n = -1;
+        if (!ParseInt(name.substr(0, take), &n)) return false;
+        *number = n;
+        return true;
+      }
+    }
+    return false;
+  }
+  return !name.empty() && name[0] == pattern[0] &&
+         MatchStepPattern(pattern.substr(1), name.substr(1), number);
+}
+
+StepAssembler::StepAssembler(const Catalog* catalog, Diagnostics* diag, Options options)
+    : catalog_(catalog), diag_(diag), options_(std::move(options)) {}
+
+const StepAssembler::NameInfo& StepAssembler::Info(NameId id) {
+  if (id >= names_.size()) names_.resize(id + 1);
+  NameInfo& info = names_[id];
+  if (info.state != 0) return info;
+  const std::string_view name = catalog_->Name(id);
+  info.state = 1;
+  constexpr std::string_view kProfilerStep = "ProfilerStep#";
+  if (name.starts_with(kProfilerStep) &&
+      ParseInt(name.substr(kProfilerStep.size()), &info.number)) {
+    info.state = 2;
+  } else if (!options_.name_pattern.empty()) {
+    int64_t n = -1;
+    if (MatchStepPattern(options_.name_pattern, name, &n)) {
+      info.state = 3;
+      info.number = n;
+    }
+  }
+  info.launches = name.find("Launch") != std::string_view::npos ||
+                  name.find("Memcpy") != std::string_view::npos ||
+                  name.find("Memset") != std::string_view::npos;
+  return info;
+}
+
+bool StepAssembler::IsMarker(const Event& e, int64_t* step_num) {
+  StepSource kind = StepSource::kNone;
+  if (e.kind == EventKind::kStepMarker) {
+    kind = StepSource::kMarker;
+    *step_num = e.payload.step.step_num;
+  } else if (e.kind == EventKind::kHostSpan || e.kind == EventKind::kFrameworkOp) {
+    const NameInfo& info = Info(e.name);
+    if (info.state == 2) {
+      kind = StepSource::kProfilerStep;
+      *step_num = info.number;
+    } else if (info.state == 3) {
+      kind = StepSource::kNamePattern;
+      *step_num = info.number >= 0 ? info.number : static_cast<int64_t>(pattern_seq_);
+    }
+  }
+  if (kind == StepSource::kNone) return false;
+  // The first source seen wins; a stronger one seen later takes over.
+  if (source_ == StepSource::kNone || kind < source_) source_ = kind;
+  if (kind != source_) return false;
+  if (kind == StepSource::kNamePattern) ++pattern_seq_;
+  return true;
+}
+
+void StepAssembler::Consume(std::span<const Event> events) {
+  bool new_step = false;
+  for (const Event& e : events) {
+    if (IsSpanKind(e.kind) && e.dur > kMaxSaneDurationNs) {
+      if (diag_) diag_->Add(Diag::bad_duration);
+      continue;
+    }
+    int64_t step_num = 0;
+    if (IsMarker(e, &step_num)) {
+      AddStep(e, step_num);
+      new_step = true;
+      continue;
+    }
+    if (!IsHostSpanKind(e.kind) && !IsDeviceKind(e.kind)) continue;
+    if (e.kind == EventKind::kRuntimeApi && e.corr != 0 && !Place(e)) {
+      launch_step_[e.corr] = kPendingLaunch;
+      pending_.push_back(e);
+    } else if (!Place(e)) {
+      pending_.push_back(e);
+    }
+  }
+  if (new_step) Rescan();
+}
+
+void StepAssembler::AddStep(const Event& marker, int64_t step_num) {
+  OpenStep s;
+  s.rec.step_num = step_num;
+  s.rec.seq = next_seq_++;
+  s.rec.host_begin_ns = marker.ts;
+  s.rec.host_end_ns = marker.end();
+  // Markers of one source arrive in order of their ends; keep open_ sorted by
+  // begin all the same (a marker may be shorter than its predecessor).
+  auto it = std::upper_bound(open_.begin(), open_.end(), marker.ts,
+                             [](uint64_t t, const OpenStep& o) { return t < o.rec.host_begin_ns; });
+  open_.insert(it, std::move(s));
+  latest_marker_begin_ = std::max(latest_marker_begin_, marker.ts);
+  any_marker_ = true;
+}
+
+StepAssembler::OpenStep* StepAssembler::StepAtHostTime(uint64_t ts) {
+  auto it = std::upper_bound(open_.begin(), open_.end(), ts,
+                             [](uint64_t t, const OpenStep& o) { return t < o.rec.host_begin_ns; });
+  if (it == open_.begin()) return nullptr;
+  OpenStep& s = *(it - 1);
+  return ts < s.rec.host_end_ns ? &s : nullptr;
+}
+
+void StepAssembler::AddToStep(OpenStep& s, const Event& e, bool by_corr) {
+  StepRecord& r = s.rec;
+  if (IsDeviceKind(e.kind)) {
+    if (r.device_events.empty()) {
+      r.device_begin_ns = e.ts;
+      r.device_end_ns = e.end();
+    } else {
+      r.device_begin_ns = std::min(r.device_begin_ns, e.ts);
+      r.device_end_ns = std::max(r.device_end_ns, e.end());
+    }
+    r.device_events.push_back(e);
+    (by_corr ? r.device_by_corr : r.device_by_time) += 1;
+    return;
+  }
+  r.host_events.push_back(e);
+  if (e.kind == EventKind::kRuntimeApi && e.corr != 0) {
+    const bool launches = Info(e.name).launches;
+    launch_step_[e.corr] = Packed(r.seq, !launches);
+    open_launches_[r.seq].push_back(e.corr);
+    if (launches) ++s.outstanding_launches;
+  }
+}
+
+bool StepAssembler::Place(const Event& e) {
+  if (IsHostSpanKind(e.kind)) {
+    if (OpenStep* s = StepAtHostTime(e.ts)) {
+      AddToStep(*s, e, false);
+      return true;
+    }
+    // Before a step whose marker we already have, and in none: stepless.
+    if (any_marker_ && (e.ts < latest_marker_begin_ || e.ts < last_closed_host_end_)) {
+      if (diag_) diag_->Add(Diag::events_without_step);
+      return true;
+    }
+    return false;
+  }
+  // Device work: through its launch first.
+  if (e.corr != 0) {
+    if (auto it = launch_step_.find(e.corr); it != launch_step_.end()) {
+      if (it->second == kPendingLaunch) return false;  // the launch waits for its step.
+      const uint64_t seq = it->second >> 1;
+      for (OpenStep& s : open_) {
+        if (s.rec.seq != seq) continue;
+        if ((it->second & 1) == 0) {
+          it->second |= 1;
+          --s.outstanding_launches;
+        }
+        AddToStep(s, e, true);
+        return true;
+      }
+      if (diag_) diag_->Add(Diag::late_for_step);  // its step closed already.
+      return true;
+    }
+  }
+  // By time: [begin, next begin) of a step, decided once a later marker
+  // bounds it (or at the end of the stream).
+  if (!any_marker_) return false;
+  if (e.ts >= latest_marker_begin_ && !flushing_) return false;
+  if (e.corr != 0 && diag_) diag_->Add(Diag::device_without_launch);
+  auto it = std::upper_bound(open_.begin(), open_.end(), e.ts,
+                             [](uint64_t t, const OpenStep& o) { return t < o.rec.host_begin_ns; });
+  if (it == open_.begin()) {
+    if (diag_) diag_->Add(e.ts < last_closed_host_end_ ? Diag::late_for_step : Diag::events_without_step);
+    return true;
+  }
+  AddToStep(*(it - 1), e, false);
+  return true;
+}
+
+void StepAssembler::Rescan() {
+  // Launches first, so that their device work finds them in the same pass.
+  std::stable_partition(pending_.begin(), pending_.end(),
+                        [](const Event& e) { return e.kind == EventKind::kRuntimeApi; });
+  size_t keep = 0;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    const Event e = pending_[i];
+    if (e.kind == EventKind::kRuntimeApi && e.corr != 0) launch_step_.erase(e.corr);
+    if (Place(e)) continue;
+    if (e.kind == EventKind::kRuntimeApi && e.corr != 0) launch_step_[e.corr] = kPendingLaunch;
+    pending_[keep++] = e;
+  }
+  pending_.resize(keep);
+}
+
+void StepAssembler::Advance(uint64_t watermark_ns) {
+  // Waiting too long with no marker: stepless.
+  if (watermark_ns > options_.max_step_ns) {
+    const uint64_t limit = watermark_ns - options_.max_step_ns;
+    size_t keep = 0;
+    for (const Event& e : pending_) {
+      if (e.end() < limit) {
+        if (diag_) diag_->Add(Diag::events_without_step);
+        if (e.kind == EventKind::kRuntimeApi && e.corr != 0) launch_step_.erase(e.corr);
+      } else {
+        pending_[keep++] = e;
+      }
+    }
+    pending_.resize(keep);
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < open_.size(); ++i) {
+    const OpenStep& s = open_[i];
+    const bool has_successor = i + 1 < open_.size();
+    const bool settled = has_successor && s.outstanding_launches == 0;
+    const bool timed_out = watermark_ns >= s.rec.host_end_ns + options_.close_lag_ns &&
+                           watermark_ns >= s.rec.device_end_ns + options_.close_lag_ns;
+    if (!settled && !timed_out) break;
+    open_[i].rec.closed_by_timeout = !settled;
+    ++n;
+  }
+  Close(n);
+}
+
+void StepAssembler::Flush() {
+  flushing_ = true;
+  Rescan();
+  for (const Event& e : pending_) {
+    (void)e;
+    if (diag_) diag_->Add(Diag::events_without_step);
+  }
+  pending_.clear();
+  for (OpenStep& s : open_) s.rec.closed_by_timeout = true;
+  Close(open_.size());
+  flushing_ = false;
+}
+
+void StepAssembler::Close(size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    OpenStep& s = open_.front();
+    last_closed_host_end_ = std::max(last_closed_host_end_, s.rec.host_end_ns);
+    auto it = open_launches_.find(s.rec.seq);
+    closed_launches_.emplace_back();
+    if (it != open_launches_.end()) {
+      closed_launches_.back() = std::move(it->second);
+      open_launches_.erase(it);
+    }
+    if (closed_launches_.size() > kRememberClosed) {
+      for (uint32_t corr : closed_launches_.front()) launch_step_.erase(corr);
+      closed_launches_.pop_front();
+    }
+    closed_.push_back(std::move(s.rec));
+    open_.pop_front();
+    ++steps_closed_;
+  }
+}
+
+std::vector<StepRecord> StepAssembler::TakeClosed() {
+  std::vector<StepRecord> out;
+  out.swap(closed_);
+  return out;
+}
+
+}  // namespace liveprof

@@ -1,0 +1,148 @@
+// StepAssembler: cuts the ordered event stream into training steps
+// (tf-profiler-semantics.md §1, §13 "Step assignment").
+//
+// A step comes from, in order of precedence (the first kind seen wins and the
+// others are then ordinary spans):
+//   1. step markers (kStepMarker: TF's Trace("train", step_num=n, _r=1));
+//   2. PyTorch's `ProfilerStep#N` spans (host span or framework op);
+//   3. spans whose name matches Options::name_pattern, a glob where `*`
+//      matches any text and `{n}` a decimal step number, e.g. for NVTX ranges
+//      "train_step", "train_step {n}" or "*/step_{n}" (see MatchStepPattern).
+// Markers are complete spans, so a step becomes known when it ENDS, after
+// its children. Until then events wait in `pending_`.
+//
+// Membership:
+//   - host spans (IsHostSpanKind): the step whose marker contains their begin;
+//   - device work (IsDeviceKind): the step of its launch (the kRuntimeApi with
+//     the same correlation id), else by time: the step whose
+//     [begin, next step's begin) holds its begin (counted device_without_launch
+//     when it had a correlation id nobody launched).
+//   Events in no step (before the first, between host steps, or waiting more
+//   than max_step_ns with no marker) are counted events_without_step.
+//
+// A step closes (is final) when its successor exists and every launch API it
+// made (runtime calls named *Launch*, *Memcpy*, *Memset*) has seen its device
+// work, or when the watermark is close_lag_ns past its end. Device work that
+// arrives for a closed step is counted late_for_step. Closed steps are handed
+// out in order by TakeClosed().
+//
+// Pure: no I/O, no locks. Pipeline thread only.
+#ifndef LIVEPROF_AGGREGATORS_STEPS_H_
+#define LIVEPROF_AGGREGATORS_STEPS_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "aggregators/catalog.h"
+#include "stream/diagnostics.h"
+#include "stream/event.h"
+
+namespace liveprof {
+
+// Durations above this are negative numbers seen as unsigned: bad input.
+inline constexpr uint64_t kMaxSaneDurationNs = uint64_t{1} << 62;
+
+enum class StepSource : uint8_t { kNone = 0, kMarker = 1, kProfilerStep = 2, kNamePattern = 3 };
+std::string_view StepSourceName(StepSource s);
+
+// True if `name` matches the glob `pattern` (`*` any text, `{n}` one or more
+// digits, stored in *number; -1 when the pattern has no `{n}`).
+bool MatchStepPattern(std::string_view pattern, std::string_view name, int64_t* number);
+
+struct StepRecord {
+  int64_t step_num = 0;
+  uint64_t seq = 0;  // 0, 1, 2... in host order.
+  uint64_t host_begin_ns = 0;
+  uint64_t host_end_ns = 0;
+  // First begin and last end of the step's device work; both 0 if none.
+  uint64_t device_begin_ns = 0;
+  uint64_t device_end_ns = 0;
+  std::vector<Event> host_events;    // host spans in the step, marker excluded.
+  std::vector<Event> device_events;  // kernels, copies, memsets of the step.
+  uint32_t device_by_corr = 0;       // joined through their launch.
+  uint32_t device_by_time = 0;       // joined by time.
+  bool closed_by_timeout = false;    // closed by close_lag_ns, not by a successor.
+  bool has_device() const { return !device_events.empty(); }
+};
+
+class StepAssembler {
+ public:
+  struct Options {
+    std::string name_pattern;               // empty: no pattern steps.
+    uint64_t close_lag_ns = 2'000'000'000;  // 2 s past its end a step closes anyway.
+    uint64_t max_step_ns = 60'000'000'000;  // events waiting longer leave as stepless.
+  };
+
+  StepAssembler(const Catalog* catalog, Diagnostics* diag, Options options);
+
+  // Adds events in stream order. Pipeline thread.
+  void Consume(std::span<const Event> events);
+  // Every event ending at or before `watermark_ns` has been consumed: closes
+  // the steps that are final. Pipeline thread.
+  void Advance(uint64_t watermark_ns);
+  // End of stream: closes every open step and releases what waits.
+  void Flush();
+  // The steps closed since the last call, in order.
+  std::vector<StepRecord> TakeClosed();
+
+  StepSource source() const { return source_; }
+  size_t open_steps() const { return open_.size(); }
+  size_t pending_events() const { return pending_.size(); }
+  uint64_t steps_closed() const { return steps_closed_; }
+
+ private:
+  struct OpenStep {
+    StepRecord rec;
+    uint32_t outstanding_launches = 0;  // launch APIs still waiting for device work.
+  };
+  struct NameInfo {
+    uint8_t state = 0;  // 0 unknown, 1 not a step, 2 step (ProfilerStep), 3 step (pattern).
+    bool launches = false;  // a runtime API that makes device work.
+    int64_t number = -1;
+  };
+
+  const NameInfo& Info(NameId id);
+  bool IsMarker(const Event& e, int64_t* step_num);
+  void AddStep(const Event& marker, int64_t step_num);
+  // Tries to place `e`; false if it must keep waiting.
+  bool Place(const Event& e);
+  void AddToStep(OpenStep& s, const Event& e, bool by_corr);
+  OpenStep* StepAtHostTime(uint64_t ts);
+  void Rescan();
+  void Close(size_t count);
+
+  const Catalog* catalog_;
+  Diagnostics* diag_;
+  Options options_;
+  std::vector<NameInfo> names_;
+  StepSource source_ = StepSource::kNone;
+
+  std::deque<OpenStep> open_;  // by host begin.
+  std::vector<Event> pending_;
+  std::vector<StepRecord> closed_;
+  uint64_t next_seq_ = 0;
+  uint64_t steps_closed_ = 0;
+  uint64_t last_closed_host_end_ = 0;   // host end of the newest closed step.
+  uint64_t latest_marker_begin_ = 0;    // host begin of the newest marker.
+  bool any_marker_ = false;
+  bool flushing_ = false;
+  uint64_t pattern_seq_ = 0;
+
+  // Launch correlation id -> the seq of its step (open or recently closed);
+  // kPendingLaunch while the launch itself waits for its step.
+  static constexpr uint64_t kPendingLaunch = ~uint64_t{0};
+  std::unordered_map<uint32_t, uint64_t> launch_step_;
+  // The launches of closed steps, forgotten kRememberClosed steps later.
+  static constexpr size_t kRememberClosed = 16;
+  std::deque<std::vector<uint32_t>> closed_launches_;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> open_launches_;  // seq -> corrs.
+};
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_AGGREGATORS_STEPS_H_

@@ -1,0 +1,423 @@
+// Steps and the step-time breakdown: hand-computed fixtures for every bucket,
+// both modes, step assembly edge cases, and incremental == batch on random
+// streams against a per-nanosecond reference.
+#include <algorithm>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "aggregators/catalog.h"
+#include "aggregators/step_breakdown.h"
+#include "aggregators/steps.h"
+#include "doctest/doctest.h"
+#include "event_builder.h"
+#include "stream/reorder_buffer.h"
+
+namespace liveprof {
+namespace {
+
+using test::Copy;
+using test::Input;
+using test::Kernel;
+using test::Launch;
+using test::Op;
+
+enum : NameId {
+  kTrain = 1, kGetNext, kLaunchKernel, kMatmul, kNccl, kHalfGemm, kDenseOp, kSync, kMemcpyAsync,
+  kNameCount
+};
+
+Catalog MakeCatalog() {
+  Catalog c;
+  const char* names[] = {"", "train", "IteratorGetNext", "cudaLaunchKernel", "matmul_kernel",
+                         "ncclAllReduceKernel", "half_gemm", "model/dense/MatMul:MatMul",
+                         "cudaStreamSynchronize", "cudaMemcpyAsync"};
+  for (NameId i = 0; i < kNameCount; ++i) c.DefineName(i, names[i]);
+  return c;
+}
+
+void SortCompletion(std::vector<Event>* v) {
+  std::stable_sort(v->begin(), v->end(), CompletionOrderLess);
+}
+
+Event Marker(uint64_t ts, uint64_t dur, int64_t n) {
+  Event e = test::Step(ts, dur, n, 1);
+  e.name = kTrain;
+  return e;
+}
+
+// One step [0, 1000) with every bucket; times in ns. The sweep, by hand:
+//   [0,200)   input span (11) over launch corr4 (9) and H2D (8) → input 200
+//   [200,250) host op (1) + H2D (8)                            → H2D 50
+//   [250,300) host op                                          → host compute 50
+//   [300,350) three launches (9)                               → kernel launch 50
+//   [350,600) matmul (14)                                      → compute32 250
+//   [600,700) half_gemm (15), nccl from 650                    → compute16 100
+//   [700,800) nccl (10)                                        → collectives 100
+//   [800,850) D2H (13)                                         → output 50
+//   [850,1000) nothing                                         → all others 150
+std::vector<Event> FixtureStep() {
+  std::vector<Event> v = {
+      Marker(0, 1000, 7),
+      Input(0, 200, kGetNext),
+      Op(200, 100, kDenseOp),
+      Launch(100, 10, 4, kMemcpyAsync),
+      Launch(300, 20, 1, kLaunchKernel),
+      Launch(320, 20, 2, kLaunchKernel),
+      Launch(340, 10, 3, kLaunchKernel),
+      Launch(360, 5, 5, kMemcpyAsync),
+      Copy(EventKind::kMemcpyHtoD, 150, 100, 4096, 4),
+      Kernel(350, 250, kMatmul, 1),
+      Kernel(600, 100, kHalfGemm, 2),
+      Kernel(650, 150, kNccl, 3),
+      Copy(EventKind::kMemcpyDtoH, 800, 50, 128, 5),
+  };
+  SortCompletion(&v);
+  return v;
+}
+
+std::vector<StepRecord> Assemble(const Catalog& c, const std::vector<Event>& events,
+                                 Diagnostics* diag, StepAssembler::Options o = {}) {
+  StepAssembler a(&c, diag, o);
+  a.Consume(events);
+  a.Flush();
+  return a.TakeClosed();
+}
+
+size_t B(Bucket b) { return static_cast<size_t>(b); }
+
+TEST_CASE("step breakdown: every bucket by hand, host+device mode") {
+  const Catalog c = MakeCatalog();
+  Diagnostics diag;
+  const auto steps = Assemble(c, FixtureStep(), &diag);
+  REQUIRE(steps.size() == 1);
+  CHECK(steps[0].step_num == 7);
+  CHECK(steps[0].host_events.size() == 7);
+  CHECK(steps[0].device_events.size() == 5);
+  CHECK(steps[0].device_by_corr == 5);
+  bool ok = false;
+  const StepBreakdownRow r =
+      ComputeStepBreakdown(steps[0], c, BreakdownMode::kHostAndDevice, true, 40'000, &ok);
+  CHECK(ok);
+  CHECK(r.begin_ns == 0);
+  CHECK(r.end_ns == 1000);
+  CHECK(r.bucket_ns[B(Bucket::kInput)] == 250);  // wait 200 + H2D 50.
+  CHECK(r.bucket_ns[B(Bucket::kHostCompute)] == 50);
+  CHECK(r.bucket_ns[B(Bucket::kKernelLaunch)] == 50);
+  CHECK(r.bucket_ns[B(Bucket::kDeviceCompute)] == 350);
+  CHECK(r.bucket_ns[B(Bucket::kDeviceCollectives)] == 100);
+  CHECK(r.bucket_ns[B(Bucket::kOutput)] == 50);
+  CHECK(r.bucket_ns[B(Bucket::kDeviceToDevice)] == 0);
+  CHECK(r.bucket_ns[B(Bucket::kCompilation)] == 0);
+  CHECK(r.bucket_ns[B(Bucket::kAllOthers)] == 150);
+  CHECK(r.type_ns[static_cast<size_t>(SpanType::kDeviceCompute16)] == 100);
+  CHECK(r.type_ns[static_cast<size_t>(SpanType::kDeviceCompute32)] == 250);
+  CHECK(r.h2d_count == 1);
+  CHECK(r.h2d_bytes == 4096);
+  CHECK(r.d2h_count == 1);
+  CHECK(r.kernel_count == 3);
+  CHECK(r.device_busy_ns == 600);  // [150,250) ∪ [350,850).
+}
+
+TEST_CASE("step breakdown: device-only mode uses the device span") {
+  const Catalog c = MakeCatalog();
+  Diagnostics diag;
+  const auto steps = Assemble(c, FixtureStep(), &diag);
+  bool ok = false;
+  const StepBreakdownRow r =
+      ComputeStepBreakdown(steps[0], c, BreakdownMode::kDeviceOnly, true, 40'000, &ok);
+  CHECK(ok);
+  // Span [150, 850): H2D 100, gap 100, compute32 250, compute16 100, nccl 100, D2H 50.
+  CHECK(r.step_ns() == 700);
+  CHECK(r.bucket_ns[B(Bucket::kInput)] == 100);
+  CHECK(r.bucket_ns[B(Bucket::kAllOthers)] == 100);
+  CHECK(r.bucket_ns[B(Bucket::kDeviceCompute)] == 350);
+  CHECK(r.bucket_ns[B(Bucket::kKernelLaunch)] == 0);
+  CHECK(r.bucket_ns[B(Bucket::kHostCompute)] == 0);
+}
+
+TEST_CASE("step breakdown: CPU-only steps use host compute; a step without it is dropped") {
+  const Catalog c = MakeCatalog();
+  Diagnostics diag;
+  std::vector<Event> v = {Marker(0, 100, 1), Input(0, 40, kGetNext), Op(50, 30, kDenseOp),
+                          Marker(100, 100, 2), Input(100, 100, kGetNext)};
+  SortCompletion(&v);
+  StepBreakdown sb(&c, &diag, {});
+  const auto steps = Assemble(c, v, &diag);
+  REQUIRE(steps.size() == 2);
+  sb.Consume(steps);
+  REQUIRE(sb.rows().size() == 1);
+  const StepBreakdownRow& r = sb.rows()[0];
+  CHECK(r.bucket_ns[B(Bucket::kInput)] == 40);
+  CHECK(r.bucket_ns[B(Bucket::kHostCompute)] == 30);
+  CHECK(r.bucket_ns[B(Bucket::kAllOthers)] == 30);
+  CHECK(diag.Get(Diag::step_without_compute) == 1);
+}
+
+TEST_CASE("steps: a GPU tail joins its step by correlation; stray work is counted") {
+  const Catalog c = MakeCatalog();
+  Diagnostics diag;
+  std::vector<Event> v = {
+      Marker(0, 100, 1),
+      Launch(10, 5, 1, kLaunchKernel),
+      Kernel(20, 150, kMatmul, 1),        // runs past the host step: still step 1.
+      Marker(200, 100, 2),
+      Op(150, 20, kDenseOp),              // between the steps' markers: in no step.
+      Kernel(210, 10, kMatmul, 99),       // launch never seen: by time, step 2.
+      Launch(220, 5, 2, kLaunchKernel),
+      Kernel(230, 20, kMatmul, 2),
+  };
+  SortCompletion(&v);
+  const auto steps = Assemble(c, v, &diag);
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[0].device_end_ns == 170);
+  CHECK(steps[0].device_by_corr == 1);
+  CHECK(steps[1].device_by_corr == 1);
+  CHECK(steps[1].device_by_time == 1);
+  CHECK(diag.Get(Diag::device_without_launch) == 1);
+  CHECK(diag.Get(Diag::events_without_step) == 1);
+  bool ok = false;
+  // The host marker [0,100) does not contain the device span [20,170): the
+  // device span is the step (§2.4).
+  const StepBreakdownRow r = ComputeStepBreakdown(steps[0], c, BreakdownMode::kHostAndDevice, true,
+                                                  40'000, &ok);
+  CHECK(r.begin_ns == 20);
+  CHECK(r.end_ns == 170);
+}
+
+TEST_CASE("steps: work for a closed step is late; ProfilerStep#N and name patterns") {
+  Catalog c = MakeCatalog();
+  c.DefineName(20, "ProfilerStep#41");
+  c.DefineName(21, "ProfilerStep#42");
+  c.DefineName(22, "train_step 9");
+  Diagnostics diag;
+  StepAssembler a(&c, &diag, {});
+  std::vector<Event> v = {test::Span(0, 100, 20, 1), Launch(10, 5, 1, kLaunchKernel),
+                          Kernel(20, 30, kMatmul, 1), test::Span(100, 100, 21, 1)};
+  SortCompletion(&v);
+  a.Consume(v);
+  a.Advance(200);  // step 41 has a successor and no outstanding launch: closed.
+  auto closed = a.TakeClosed();
+  REQUIRE(closed.size() == 1);
+  CHECK(closed[0].step_num == 41);
+  CHECK(a.source() == StepSource::kProfilerStep);
+  const Event late = Kernel(30, 200, kMatmul, 1);  // a second kernel of corr 1.
+  a.Consume(std::span(&late, 1));
+  CHECK(diag.Get(Diag::late_for_step) == 1);
+
+  Diagnostics d2;
+  StepAssembler p(&c, &d2, {.name_pattern = "train_step {n}"});
+  const Event m = test::Span(0, 50, 22, 1);
+  p.Consume(std::span(&m, 1));
+  p.Flush();
+  closed = p.TakeClosed();
+  REQUIRE(closed.size() == 1);
+  CHECK(closed[0].step_num == 9);
+  CHECK(p.source() == StepSource::kNamePattern);
+  int64_t n = -1;
+  CHECK(MatchStepPattern("*/step_{n}", "model/step_12", &n));
+  CHECK(n == 12);
+  n = -1;
+  CHECK(MatchStepPattern("train*", "train_loop", &n));
+  CHECK(n == -1);
+  CHECK_FALSE(MatchStepPattern("step_{n}", "step_x", &n));
+  CHECK_FALSE(MatchStepPattern("train", "train_loop", &n));
+}
+
+TEST_CASE("steps: a bad duration is counted and left out") {
+  const Catalog c = MakeCatalog();
+  Diagnostics diag;
+  std::vector<Event> v = {Op(10, ~uint64_t{0} - 5, kDenseOp), Marker(0, 100, 1), Op(10, 20, kDenseOp)};
+  const auto steps = Assemble(c, v, &diag);
+  REQUIRE(steps.size() == 1);
+  CHECK(steps[0].host_events.size() == 1);
+  CHECK(diag.Get(Diag::bad_duration) == 1);
+}
+
+TEST_CASE("step window: ratios of sums, σ, median, last N and last T") {
+  const Catalog c = MakeCatalog();
+  Diagnostics diag;
+  // Three CPU-only steps of 100, 200, 400 ns; input 10, 100, 0.
+  std::vector<Event> v = {Marker(0, 100, 1),    Input(0, 10, kGetNext),    Op(10, 90, kDenseOp),
+                          Marker(100, 200, 2),  Input(100, 100, kGetNext), Op(200, 100, kDenseOp),
+                          Marker(400, 400, 3),  Op(400, 400, kDenseOp)};
+  SortCompletion(&v);
+  StepBreakdown sb(&c, &diag, {});
+  sb.Consume(Assemble(c, v, &diag));
+  const StepWindow all = sb.Window({});
+  CHECK(all.steps == 3);
+  CHECK(all.step_ns_sum == 700);
+  CHECK(all.pct(Bucket::kInput) == doctest::Approx(100.0 * 110 / 700));
+  CHECK(all.step_ms_median == doctest::Approx(200e-6));
+  CHECK(all.step_ms.stddev() == doctest::Approx(152.7525e-6).epsilon(1e-6));  // σ of 100,200,400 ns.
+  CHECK(all.gap_ns == 100);  // 300 → 400.
+  const StepWindow last2 = sb.Window({.last_steps = 2});
+  CHECK(last2.first_step == 2);
+  CHECK(last2.pct(Bucket::kInput) == doctest::Approx(100.0 * 100 / 600));
+  const StepWindow last_t = sb.Window({.last_ns = 400});  // ends ≥ 800 − 400.
+  CHECK(last_t.steps == 1);
+  CHECK(last_t.last_step == 3);
+}
+
+// ---- incremental == batch on random streams -------------------------------
+
+struct Gen {
+  std::vector<Event> events;
+  size_t steps = 0;
+};
+
+// Random steps on one host thread with launches and their device work (which
+// may run past the step's end), device work without a launch, input spans and
+// nested ops. Times are small so the reference can walk every nanosecond.
+Gen Generate(uint32_t seed) {
+  std::mt19937 rng(seed);
+  auto U = [&](uint64_t lo, uint64_t hi) { return std::uniform_int_distribution<uint64_t>(lo, hi)(rng); };
+  Gen g;
+  uint64_t t = U(0, 20);
+  uint32_t corr = 1;
+  g.steps = U(2, 6);
+  for (size_t s = 0; s < g.steps; ++s) {
+    const uint64_t len = U(60, 200);
+    const uint64_t b = t, e = t + len;
+    g.events.push_back(Marker(b, len, static_cast<int64_t>(s)));
+    const uint64_t in = U(0, len / 3);
+    if (in > 0) g.events.push_back(Input(b, in, kGetNext));
+    uint64_t cursor = b + in;
+    while (cursor + 12 < e) {
+      const uint64_t d = U(2, std::min<uint64_t>(30, e - cursor - 1));
+      switch (U(0, 3)) {
+        case 0: g.events.push_back(Op(cursor, d, kDenseOp)); break;
+        default: {
+          const uint32_t id = corr++;
+          g.events.push_back(Launch(cursor, d, id, kLaunchKernel));
+          const uint64_t kb = cursor + d + U(0, 20);
+          const NameId k = U(0, 2) == 0 ? kHalfGemm : (U(0, 4) == 0 ? kNccl : kMatmul);
+          if (U(0, 5) == 0) {
+            g.events.push_back(Copy(U(0, 1) ? EventKind::kMemcpyHtoD : EventKind::kMemcpyDtoH, kb,
+                                    U(1, 40), 64, id, 101));
+          } else {
+            g.events.push_back(Kernel(kb, U(1, 60), k, id, 100 + U(0, 1)));
+          }
+        }
+      }
+      cursor += d + U(0, 4);
+    }
+    t = e + U(0, 10);
+  }
+  SortCompletion(&g.events);
+  return g;
+}
+
+// The reference: membership by brute force, then the highest type covering
+// each nanosecond of the span.
+std::vector<StepBreakdownRow> Reference(const Catalog& c, const std::vector<Event>& events,
+                                        BreakdownMode mode) {
+  std::vector<Event> markers;
+  std::map<uint32_t, size_t> launch_step;
+  for (const Event& e : events) if (e.kind == EventKind::kStepMarker) markers.push_back(e);
+  std::sort(markers.begin(), markers.end(), [](const Event& a, const Event& b) { return a.ts < b.ts; });
+  std::vector<StepRecord> steps(markers.size());
+  auto host_step = [&](uint64_t ts) -> int {
+    for (size_t i = 0; i < markers.size(); ++i) if (markers[i].ts <= ts && ts < markers[i].end()) return static_cast<int>(i);
+    return -1;
+  };
+  for (const Event& e : events) {
+    if (e.kind == EventKind::kRuntimeApi) {
+      const int s = host_step(e.ts);
+      if (s >= 0) launch_step[e.corr] = static_cast<size_t>(s);
+    }
+  }
+  for (size_t i = 0; i < markers.size(); ++i) {
+    steps[i].step_num = markers[i].payload.step.step_num;
+    steps[i].host_begin_ns = markers[i].ts;
+    steps[i].host_end_ns = markers[i].end();
+  }
+  for (const Event& e : events) {
+    if (IsHostSpanKind(e.kind) && e.kind != EventKind::kStepMarker) {
+      const int s = host_step(e.ts);
+      if (s >= 0) steps[static_cast<size_t>(s)].host_events.push_back(e);
+    } else if (IsDeviceKind(e.kind)) {
+      auto it = launch_step.find(e.corr);
+      if (it == launch_step.end()) continue;
+      StepRecord& r = steps[it->second];
+      r.device_begin_ns = r.device_events.empty() ? e.ts : std::min(r.device_begin_ns, e.ts);
+      r.device_end_ns = std::max(r.device_end_ns, e.end());
+      r.device_events.push_back(e);
+    }
+  }
+  std::vector<StepBreakdownRow> rows;
+  for (const StepRecord& s : steps) {
+    bool compute = false;
+    for (const Event& e : s.device_events) {
+      const SpanType t = ClassifyDeviceEvent(e, c.Name(e.name));
+      compute = compute || t == SpanType::kDeviceCompute16 || t == SpanType::kDeviceCompute32;
+    }
+    if (!compute) continue;  // xprof drops steps without device compute.
+    StepBreakdownRow r;
+    r.step_num = s.step_num;
+    const bool contains = s.host_begin_ns <= s.device_begin_ns && s.device_end_ns <= s.host_end_ns;
+    r.begin_ns = mode == BreakdownMode::kHostAndDevice && contains ? s.host_begin_ns : s.device_begin_ns;
+    r.end_ns = mode == BreakdownMode::kHostAndDevice && contains ? s.host_end_ns : s.device_end_ns;
+    for (uint64_t t = r.begin_ns; t < r.end_ns; ++t) {
+      int best = 0;
+      for (const Event& e : s.device_events) {
+        if (e.ts <= t && t < e.end()) best = std::max(best, static_cast<int>(ClassifyDeviceEvent(e, c.Name(e.name))));
+      }
+      if (mode == BreakdownMode::kHostAndDevice) {
+        for (const Event& e : s.host_events) {
+          bool ignore = false;
+          const int ty = static_cast<int>(ClassifyHostEvent(e, c.Name(e.name), true, &ignore));
+          if (!ignore && e.ts <= t && t < e.end()) best = std::max(best, ty);
+        }
+      }
+      ++r.type_ns[static_cast<size_t>(best)];
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+TEST_CASE("step breakdown: incremental equals batch and the per-nanosecond reference") {
+  const Catalog c = MakeCatalog();
+  for (uint32_t seed = 1; seed <= 40; ++seed) {
+    const Gen g = Generate(seed);
+    for (BreakdownMode mode : {BreakdownMode::kHostAndDevice, BreakdownMode::kDeviceOnly}) {
+      CAPTURE(seed);
+      CAPTURE(static_cast<int>(mode));
+      const auto ref = Reference(c, g.events, mode);
+      // Incremental: random chunks, Advance and TakeClosed between them.
+      Diagnostics diag;
+      StepAssembler a(&c, &diag, {});
+      StepBreakdown sb(&c, &diag, {.mode = mode});
+      sb.SetProfileHasDevice();
+      std::mt19937 rng(seed * 7);
+      uint64_t watermark = 0;
+      for (size_t i = 0; i < g.events.size();) {
+        const size_t n = std::min<size_t>(g.events.size() - i, 1 + rng() % 9);
+        const std::span<const Event> chunk(g.events.data() + i, n);
+        a.Consume(chunk);
+        for (const Event& e : chunk) watermark = std::max(watermark, e.end());
+        a.Advance(watermark);
+        sb.Consume(a.TakeClosed());
+        i += n;
+      }
+      a.Flush();
+      sb.Consume(a.TakeClosed());
+      CHECK(diag.Get(Diag::late_for_step) == 0);
+      REQUIRE(sb.rows().size() == ref.size());
+      for (size_t i = 0; i < ref.size(); ++i) {
+        CHECK(sb.rows()[i].step_num == ref[i].step_num);
+        CHECK(sb.rows()[i].begin_ns == ref[i].begin_ns);
+        CHECK(sb.rows()[i].end_ns == ref[i].end_ns);
+        for (size_t t = 0; t < kSpanTypeCount; ++t) {
+          CAPTURE(t);
+          CHECK(sb.rows()[i].type_ns[t] == ref[i].type_ns[t]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace liveprof
