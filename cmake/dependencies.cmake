@@ -7,6 +7,9 @@ find_path(LIVEPROF_CONCURRENTQUEUE_INCLUDE concurrentqueue/concurrentqueue.h REQ
 add_library(concurrentqueue INTERFACE)
 target_include_directories(concurrentqueue SYSTEM INTERFACE ${LIVEPROF_CONCURRENTQUEUE_INCLUDE})
 
+# nlohmann-json3-dev: alert rule files (aggregators), tests.
+find_package(nlohmann_json 3 CONFIG REQUIRED)
+
 if(LIVEPROF_BUILD_TESTS)
   find_package(doctest CONFIG REQUIRED)  # doctest-dev; adds doctest.cmake to the module path.
   include(doctest)

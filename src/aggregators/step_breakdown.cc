@@ -276,28 +276,34 @@ void StepBreakdown::Consume(std::span<const StepRecord> steps) {
   }
 }
 
+size_t StepBreakdown::WindowEnd(const WindowSel& sel) const {
+  return rows_.size() > sel.offset_steps ? rows_.size() - sel.offset_steps : 0;
+}
+
 size_t StepBreakdown::WindowStart(const WindowSel& sel) const {
+  const size_t end = WindowEnd(sel);
   size_t start = 0;
-  if (sel.last_steps != 0 && rows_.size() > sel.last_steps) start = rows_.size() - sel.last_steps;
-  if (sel.last_ns != 0 && !rows_.empty()) {
-    const uint64_t newest = rows_.back().end_ns;
+  if (sel.last_steps != 0 && end > sel.last_steps) start = end - sel.last_steps;
+  if (sel.last_ns != 0 && end > 0) {
+    const uint64_t newest = rows_[end - 1].end_ns;
     const uint64_t from = newest > sel.last_ns ? newest - sel.last_ns : 0;
-    while (start < rows_.size() && rows_[start].end_ns < from) ++start;
+    while (start < end && rows_[start].end_ns < from) ++start;
   }
-  return start;
+  return std::min(start, end);
 }
 
 StepWindow StepBreakdown::Window(const WindowSel& sel) const {
   StepWindow w;
   const size_t start = WindowStart(sel);
+  const size_t end = WindowEnd(sel);
   std::vector<double> step_ms;
-  step_ms.reserve(rows_.size() - start);
-  for (size_t i = start; i < rows_.size(); ++i) {
+  step_ms.reserve(end - start);
+  for (size_t i = start; i < end; ++i) {
     const StepBreakdownRow& r = rows_[i];
     if (w.steps == 0) {
       w.first_step = r.step_num;
       w.first_begin_ns = r.begin_ns;
-    } else if (r.host_begin_ns > rows_[i - 1].host_end_ns) {
+    } else if (i > start && r.host_begin_ns > rows_[i - 1].host_end_ns) {
       w.gap_ns += r.host_begin_ns - rows_[i - 1].host_end_ns;
     }
     ++w.steps;
@@ -348,8 +354,9 @@ StepBreakdownSnapshot StepBreakdown::Snapshot(const WindowSel& sel) const {
   s.mode = options_.mode;
   s.window = Window(sel);
   size_t start = WindowStart(sel);
-  if (rows_.size() - start > options_.graph_rows) start = rows_.size() - options_.graph_rows;
-  s.rows.assign(rows_.begin() + static_cast<ptrdiff_t>(start), rows_.end());
+  const size_t end = WindowEnd(sel);
+  if (end - start > options_.graph_rows) start = end - options_.graph_rows;
+  s.rows.assign(rows_.begin() + static_cast<ptrdiff_t>(start), rows_.begin() + static_cast<ptrdiff_t>(end));
   s.steps_total = steps_total_;
   s.steps_dropped = steps_dropped_;
   return s;

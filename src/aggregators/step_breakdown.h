@@ -154,6 +154,7 @@ struct StepWindow {
 struct WindowSel {
   uint32_t last_steps = 0;
   uint64_t last_ns = 0;
+  uint32_t offset_steps = 0;  // leave out the newest steps first (baselines).
 };
 
 // Writes a window summary as one JSON object (shared by several views).
@@ -193,6 +194,7 @@ class StepBreakdown {
  private:
   // The index of the first kept row in the window.
   size_t WindowStart(const WindowSel& sel) const;
+  size_t WindowEnd(const WindowSel& sel) const;  // one past the last row.
 
   const Catalog* catalog_;
   Diagnostics* diag_;

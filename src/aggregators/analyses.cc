@@ -1,0 +1,266 @@
+#include "aggregators/analyses.h"
+
+#include <algorithm>
+
+namespace liveprof {
+
+namespace {
+
+// Writes `body` (one JSON object) as a view model: {"type","v","seq", ...body}.
+std::string ViewModel(std::string_view type, uint64_t seq, const std::string& body) {
+  JsonWriter w;
+  w.Reserve(body.size() + 64);
+  w.BeginObject();
+  w.KV("type", type);
+  w.KV("v", kViewProtocolVersion);
+  w.KV("seq", seq);
+  w.EndObject();
+  std::string out = w.Take();
+  out.pop_back();  // "}" of the header object.
+  if (body.size() > 2) {
+    out.push_back(',');
+    out.append(body, 1, std::string::npos);  // the body's fields and its "}".
+  } else {
+    out.push_back('}');
+  }
+  return out;
+}
+
+template <typename T>
+std::string Json(const T& snapshot) {
+  JsonWriter w;
+  snapshot.WriteJson(w);
+  return w.Take();
+}
+
+WindowSel ToSel(const WindowSpec& w) {
+  WindowSel s;
+  if (w.kind == WindowSpec::Kind::kSteps) {
+    s.last_steps = w.steps;
+    s.offset_steps = w.offset_steps;
+  } else {
+    s.last_ns = w.ns;
+  }
+  return s;
+}
+
+}  // namespace
+
+// The alert rules' metrics over the pipeline's windows (docs/alerts.md).
+class Analyses::Metrics : public MetricSource {
+ public:
+  explicit Metrics(const Analyses& a) : a_(a) {}
+
+  std::optional<MetricValue> Get(std::string_view metric, const WindowSpec& spec) const override {
+    if (metric == "memory_used_pct") return MemoryUsed(spec);
+    if (metric == "dropped_events" || metric == "late_events") return CounterDelta(metric, spec);
+    if (metric == "seconds_since_last_step") {
+      if (a_.last_step_num_ < 0) return std::nullopt;
+      const uint64_t now = std::max(a_.now_ns_, a_.last_step_end_ns_);
+      return MetricValue{static_cast<double>(now - a_.last_step_end_ns_) / 1e9, a_.last_step_num_,
+                         a_.last_step_num_, 1};
+    }
+    if (metric == "gpu_utilization_pct") {
+      const uint64_t ns = spec.kind == WindowSpec::Kind::kSeconds ? spec.ns : 0;
+      const DeviceUtilizationSnapshot u = a_.utilization_.Snapshot(ns);
+      if (u.devices.empty()) return std::nullopt;
+      uint64_t busy = 0, span = 0;
+      for (const auto& d : u.devices) {
+        busy += d.busy_ns;
+        span += d.span_ns;
+      }
+      if (span == 0) return std::nullopt;
+      return MetricValue{100.0 * static_cast<double>(busy) / static_cast<double>(span), -1, -1,
+                         u.devices.size()};
+    }
+    // Step metrics.
+    const StepWindow w = a_.breakdown_.Window(ToSel(spec));
+    if (w.steps == 0) return std::nullopt;
+    if (spec.kind == WindowSpec::Kind::kSteps && w.steps < spec.steps) return std::nullopt;
+    MetricValue v{0, w.first_step, w.last_step, w.steps};
+    if (metric == "input_pct") v.value = w.pct(Bucket::kInput);
+    else if (metric == "kernel_launch_pct") v.value = w.pct(Bucket::kKernelLaunch);
+    else if (metric == "all_others_pct") v.value = w.pct(Bucket::kAllOthers);
+    else if (metric == "device_collectives_pct") v.value = w.pct(Bucket::kDeviceCollectives);
+    else if (metric == "step_time_ms_median") v.value = w.step_ms_median;
+    else if (metric == "step_time_ms_mean") v.value = w.step_ms.mean();
+    else return std::nullopt;
+    return v;
+  }
+
+ private:
+  std::optional<MetricValue> MemoryUsed(const WindowSpec& spec) const {
+    const uint64_t ns = spec.kind == WindowSpec::Kind::kSeconds ? spec.ns : 0;
+    const MemoryStateSnapshot m = a_.memory_.Snapshot(ns);
+    std::optional<MetricValue> best;
+    for (const auto& mem : m.memories) {
+      if (mem.capacity_bytes == 0 || !mem.has_peak) continue;
+      const double pct = 100.0 * static_cast<double>(mem.peak_bytes) / static_cast<double>(mem.capacity_bytes);
+      if (!best || pct > best->value) best = MetricValue{pct, -1, -1, 1};
+    }
+    return best;
+  }
+
+  std::optional<MetricValue> CounterDelta(std::string_view metric, const WindowSpec& spec) const {
+    if (a_.counter_history_.empty()) return std::nullopt;
+    const auto& now = a_.counter_history_.back();
+    const uint64_t span = spec.kind == WindowSpec::Kind::kSeconds ? spec.ns : 10'000'000'000;
+    const uint64_t from = now.now_ns > span ? now.now_ns - span : 0;
+    const CounterSample* base = &a_.counter_history_.front();
+    for (const CounterSample& s : a_.counter_history_) {
+      if (s.now_ns > from) break;
+      base = &s;
+    }
+    const double d = metric == "dropped_events" ? static_cast<double>(now.dropped - base->dropped)
+                                                : static_cast<double>(now.late - base->late);
+    return MetricValue{d, -1, -1, a_.counter_history_.size()};
+  }
+
+  const Analyses& a_;
+};
+
+Analyses::Analyses(AnalysesOptions options, Diagnostics* diag)
+    : options_(std::move(options)),
+      diag_(diag),
+      steps_(&catalog_, diag, options_.steps),
+      breakdown_(&catalog_, diag, options_.breakdown),
+      op_stats_(&catalog_, diag, options_.op_stats),
+      kernels_(&catalog_, diag, options_.kernels),
+      utilization_(&catalog_, diag, options_.utilization),
+      memory_(&catalog_, diag, options_.memory),
+      alerts_(options_.alert_rules) {
+  if (options_.pytorch_view) pytorch_.emplace(&catalog_, diag, options_.pytorch);
+}
+
+void Analyses::Consume(std::span<const Event> definitions, std::span<const Event> events,
+                       std::span<const Event> late, uint64_t watermark_ns, uint64_t now_ns) {
+  catalog_.Consume(definitions);
+  for (std::span<const Event> part : {events, late}) {
+    if (part.empty()) continue;
+    events_consumed_ += part.size();
+    op_stats_.Consume(part);
+    kernels_.Consume(part);
+    utilization_.Consume(part);
+    memory_.Consume(part);
+    if (pytorch_) pytorch_->Consume(part);
+    steps_.Consume(part);
+  }
+  watermark_ns_ = std::max(watermark_ns_, watermark_ns);
+  now_ns_ = std::max(now_ns_, now_ns);
+  steps_.Advance(watermark_ns_);
+  CloseSteps(watermark_ns_);
+}
+
+void Analyses::CloseSteps(uint64_t /*watermark_ns*/) {
+  std::vector<StepRecord> closed = steps_.TakeClosed();
+  if (!closed.empty()) {
+    breakdown_.Consume(closed);
+    last_step_end_ns_ = std::max(last_step_end_ns_, closed.back().host_end_ns);
+    last_step_num_ = closed.back().step_num;
+  }
+  EvaluateAlerts(now_ns_, !closed.empty());
+}
+
+void Analyses::Flush(uint64_t now_ns) {
+  now_ns_ = std::max(now_ns_, now_ns);
+  steps_.Flush();
+  CloseSteps(watermark_ns_);
+}
+
+void Analyses::SetStreamTotals(uint64_t published, uint64_t dropped) {
+  published_ = published;
+  dropped_ = dropped;
+}
+
+void Analyses::SetAlertRules(std::vector<AlertRule> rules) { alerts_.SetRules(std::move(rules)); }
+
+std::vector<AlertEvent> Analyses::TakeAlertEvents() {
+  std::vector<AlertEvent> out;
+  out.swap(alert_events_);
+  return out;
+}
+
+void Analyses::EvaluateAlerts(uint64_t now_ns, bool force) {
+  if (!force && now_ns < last_alert_ns_ + options_.alert_tick_ns) return;
+  last_alert_ns_ = now_ns;
+  const uint64_t late = diag_ ? diag_->Get(Diag::late_events) : 0;
+  counter_history_.push_back({now_ns, dropped_, late});
+  // Keep ten minutes of samples: longer than any sensible rule window.
+  while (counter_history_.size() > 2 &&
+         counter_history_.front().now_ns + 600'000'000'000 < now_ns) {
+    counter_history_.pop_front();
+  }
+  const Metrics metrics(*this);
+  std::vector<AlertEvent> events = alerts_.Evaluate(metrics, now_ns, last_step_num_);
+  alert_events_.insert(alert_events_.end(), events.begin(), events.end());
+}
+
+RenderedViews Analyses::Render(const RenderOptions& ro) {
+  RenderedViews v;
+  v.seq = ++seq_;
+  const StepBreakdownSnapshot steps = breakdown_.Snapshot(ro.steps);
+  OpStatsSnapshotOptions oso;
+  oso.window_ns = ro.table_window_ns;
+  oso.include_idle = ro.include_idle;
+  const OpStatsSnapshot ops = op_stats_.Snapshot(oso);
+  oso.include_idle = false;
+  oso.top_n = 10;
+  const OpStatsSnapshot ops_no_idle = op_stats_.Snapshot(oso);
+  KernelStatsQuery kq;
+  kq.window_ns = ro.table_window_ns;
+  const KernelStatsSnapshot kernels = kernels_.Snapshot(kq);
+  const DeviceUtilizationSnapshot util = utilization_.Snapshot(ro.table_window_ns);
+  const MemoryStateSnapshot memory = memory_.Snapshot(ro.table_window_ns);
+  const InputPipelineSnapshot input = AnalyzeInputPipeline(steps.window, ops.host_input_ops);
+
+  OverviewInputs oi{&steps.window, &input, &ops_no_idle, &kernels, &util, options_.env,
+                    options_.breakdown.small_kernel_ns};
+  oi.env.devices = catalog_.devices();
+  oi.env.step_source = std::string(StepSourceName(steps_.source()));
+  oi.env.breakdown_mode = std::string(BreakdownModeName(steps.mode));
+  const OverviewSnapshot overview = BuildOverview(oi);
+
+  v.overview = ViewModel("overview", v.seq, Json(overview));
+  v.steps = ViewModel("steps", v.seq, Json(steps));
+  v.input_pipeline = ViewModel("input_pipeline", v.seq, Json(input));
+  v.tf_stats = ViewModel("tf_stats", v.seq, Json(ops));
+  v.kernel_stats = ViewModel("kernel_stats", v.seq, Json(kernels));
+  v.memory = ViewModel("memory", v.seq, Json(memory));
+  v.alerts = ViewModel("alerts", v.seq, Json(alerts_.Snapshot()));
+  if (ro.pytorch && pytorch_) v.pytorch = ViewModel("pytorch", v.seq, Json(pytorch_->Snapshot()));
+  v.tf_stats_csv = ops.ToCsv();
+  v.kernel_stats_csv = kernels.ToCsv();
+  v.input_ops_csv = input.OpsCsv();
+  v.memory_csv = memory.ToCsv();
+
+  // Status: what the stream carried, what was lost, and every diagnostic.
+  JsonWriter w;
+  w.BeginObject();
+  w.KV("events_consumed", events_consumed_);
+  w.KV("events_published", published_);
+  w.KV("events_dropped", dropped_);
+  w.KV("watermark_ns", watermark_ns_);
+  w.KV("step_source", StepSourceName(steps_.source()));
+  w.KV("steps_closed", steps_.steps_closed());
+  w.KV("steps_open", static_cast<uint64_t>(steps_.open_steps()));
+  w.KV("events_waiting_for_step", static_cast<uint64_t>(steps_.pending_events()));
+  w.Key("diagnostics");
+  w.BeginArray();
+  for (size_t i = 0; i < static_cast<size_t>(Diag::kCount); ++i) {
+    const DiagInfo& info = DiagnosticInfo(static_cast<Diag>(i));
+    w.BeginObject();
+    w.KV("name", info.name);
+    w.KV("severity", info.severity == Severity::kInfo       ? "info"
+                     : info.severity == Severity::kDataLoss ? "data_loss"
+                                                            : "error");
+    w.KV("count", diag_ ? diag_->Get(static_cast<Diag>(i)) : uint64_t{0});
+    w.KV("description", info.description);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  v.status = ViewModel("status", v.seq, w.Take());
+  return v;
+}
+
+}  // namespace liveprof

@@ -1,0 +1,142 @@
+// Analyses: the pipeline thread's consumer. It feeds every aggregator from
+// the drain loop's batches in one direction:
+//
+//   batch ─► Catalog (definitions)
+//         ─► OpStats, KernelStats, DeviceUtilization, MemoryState, PytorchView
+//            (every event, as it comes)
+//         ─► StepAssembler ─► closed steps ─► StepBreakdown
+//         ─► AlertEngine (after closed steps, and on a tick)
+//
+// and renders the views (overview, steps, input_pipeline, tf_stats,
+// kernel_stats, memory, alerts, status, pytorch) as JSON view models
+// {"type", "v", "seq", ...} for the web layer, which only ever sees the
+// rendered, immutable result.
+//
+// Not thread-safe: the pipeline thread owns it. Render() returns a value the
+// owner publishes (shared_ptr<const RenderedViews>) for other threads.
+#ifndef LIVEPROF_AGGREGATORS_ANALYSES_H_
+#define LIVEPROF_AGGREGATORS_ANALYSES_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "aggregators/alerts.h"
+#include "aggregators/catalog.h"
+#include "aggregators/device_utilization.h"
+#include "aggregators/input_pipeline.h"
+#include "aggregators/kernel_stats.h"
+#include "aggregators/memory_state.h"
+#include "aggregators/op_stats.h"
+#include "aggregators/overview.h"
+#include "aggregators/pytorch_view.h"
+#include "aggregators/step_breakdown.h"
+#include "aggregators/steps.h"
+#include "stream/diagnostics.h"
+
+namespace liveprof {
+
+// The JSON view models' protocol version ("v"). Bump on a breaking change.
+inline constexpr int kViewProtocolVersion = 1;
+
+struct AnalysesOptions {
+  StepAssembler::Options steps;
+  StepBreakdown::Options breakdown;
+  OpStatsOptions op_stats;
+  KernelStatsOptions kernels;
+  DeviceUtilizationOptions utilization;
+  MemoryStateOptions memory;
+  bool pytorch_view = true;
+  PytorchViewOptions pytorch{.max_events = 1'000'000};
+  std::vector<AlertRule> alert_rules = DefaultAlertRules();
+  uint64_t alert_tick_ns = 250'000'000;  // alerts are evaluated at least this often.
+  RunEnvironment env;                    // hostname, notes; devices come from the stream.
+};
+
+// What a render covers: the window of the step views, of the tables.
+struct RenderOptions {
+  WindowSel steps{.last_steps = 100};
+  uint64_t table_window_ns = 0;  // 0: since start.
+  bool include_idle = true;
+  bool pytorch = false;  // the PyTorch view is a batch recompute: on request only.
+};
+
+// Rendered JSON view models, one string per topic; immutable once built.
+struct RenderedViews {
+  uint64_t seq = 0;
+  std::string overview, steps, input_pipeline, tf_stats, kernel_stats, memory, alerts, status,
+      pytorch;
+  // CSV of the tables.
+  std::string tf_stats_csv, kernel_stats_csv, input_ops_csv, memory_csv;
+};
+
+class Analyses {
+ public:
+  // `diag` is the session's diagnostics table (the stream's), shown with
+  // every snapshot; it must outlive this object.
+  Analyses(AnalysesOptions options, Diagnostics* diag);
+
+  // One drain-loop batch. Pipeline thread.
+  void Consume(std::span<const Event> definitions, std::span<const Event> events,
+               std::span<const Event> late, uint64_t watermark_ns, uint64_t now_ns);
+  // End of stream: closes every step. Pipeline thread.
+  void Flush(uint64_t now_ns);
+  // The stream's totals, for the status view and the drop alerts. Pipeline thread.
+  void SetStreamTotals(uint64_t published, uint64_t dropped);
+  // Replaces the alert rules (their states carry over by name). Pipeline thread.
+  void SetAlertRules(std::vector<AlertRule> rules);
+  // Alert transitions since the last call. Pipeline thread.
+  std::vector<AlertEvent> TakeAlertEvents();
+
+  // Every view as JSON. Pipeline thread; the result is a plain value.
+  RenderedViews Render(const RenderOptions& options);
+
+  const Catalog& catalog() const { return catalog_; }
+  const StepBreakdown& breakdown() const { return breakdown_; }
+  const StepAssembler& steps() const { return steps_; }
+  OpStats& op_stats() { return op_stats_; }
+  const KernelStats& kernel_stats() const { return kernels_; }
+  const MemoryState& memory() const { return memory_; }
+  const DeviceUtilization& utilization() const { return utilization_; }
+  uint64_t events_consumed() const { return events_consumed_; }
+
+ private:
+  class Metrics;  // the MetricSource the alert rules read.
+  void CloseSteps(uint64_t watermark_ns);
+  void EvaluateAlerts(uint64_t now_ns, bool force);
+
+  AnalysesOptions options_;
+  Diagnostics* diag_;
+  Catalog catalog_;
+  StepAssembler steps_;
+  StepBreakdown breakdown_;
+  OpStats op_stats_;
+  KernelStats kernels_;
+  DeviceUtilization utilization_;
+  MemoryState memory_;
+  std::optional<PytorchView> pytorch_;
+  AlertEngine alerts_;
+  std::vector<AlertEvent> alert_events_;
+
+  uint64_t events_consumed_ = 0;
+  uint64_t watermark_ns_ = 0;
+  uint64_t now_ns_ = 0;
+  uint64_t last_alert_ns_ = 0;
+  uint64_t last_step_end_ns_ = 0;
+  int64_t last_step_num_ = -1;
+  uint64_t published_ = 0, dropped_ = 0;
+  // (now, dropped, late) samples for the "during the window" metrics.
+  struct CounterSample {
+    uint64_t now_ns, dropped, late;
+  };
+  std::deque<CounterSample> counter_history_;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_AGGREGATORS_ANALYSES_H_

@@ -1,0 +1,307 @@
+#include "aggregators/input_pipeline.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace liveprof {
+
+namespace {
+
+std::string Pct1(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f", v);
+  return buf;
+}
+
+double Ratio(uint64_t part, uint64_t whole) {
+  return whole == 0 ? 0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+}
+
+bool EndsWithAny(std::string_view s, std::initializer_list<std::string_view> suffixes) {
+  for (std::string_view x : suffixes) if (s.ends_with(x)) return true;
+  return false;
+}
+
+bool ContainsAny(std::string_view s, std::initializer_list<std::string_view> parts) {
+  for (std::string_view x : parts) if (s.find(x) != std::string_view::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string_view InputBoundName(InputBound b) {
+  switch (b) {
+    case InputBound::kHighly: return "HIGHLY input-bound";
+    case InputBound::kModerately: return "MODERATELY input-bound";
+    case InputBound::kPotentially: return "POTENTIALLY input-bound";
+    case InputBound::kNot: return "NOT input-bound";
+    case InputBound::kUnknown: break;
+  }
+  return "unknown";
+}
+
+std::string_view InputBoundClass(InputBound b) {
+  switch (b) {
+    case InputBound::kHighly: return "host";
+    case InputBound::kModerately:
+    case InputBound::kPotentially: return "both";
+    case InputBound::kNot: return "device";
+    case InputBound::kUnknown: break;
+  }
+  return "unknown";
+}
+
+InputBound ClassifyInputBound(double input_pct, double all_other_pct) {
+  if (input_pct >= kHighlyInputBoundPct) return InputBound::kHighly;
+  if (input_pct >= kModeratelyInputBoundPct) return InputBound::kModerately;
+  if (all_other_pct >= kPotentiallyAllOtherPct) return InputBound::kPotentially;
+  return InputBound::kNot;
+}
+
+std::string_view Level(double pct, double high, double moderate) {
+  return pct >= high ? "high" : pct >= moderate ? "moderate" : "no";
+}
+
+std::string_view InputCategoryName(InputCategory c) {
+  switch (c) {
+    case InputCategory::kEnqueue: return "Enqueue";
+    case InputCategory::kDemandedRead: return "Demanded file read";
+    case InputCategory::kAdvancedRead: return "Advanced file read";
+    case InputCategory::kPreprocessing: return "Preprocessing";
+    case InputCategory::kUnknown: return "Unknown";
+    case InputCategory::kNotInput: break;
+  }
+  return "Not an input op";
+}
+
+InputCategory CategorizeInputOp(std::string_view name, InputStage stage) {
+  switch (stage) {
+    case InputStage::kEnqueue: return InputCategory::kEnqueue;
+    case InputStage::kRead: return InputCategory::kDemandedRead;
+    case InputStage::kAdvancedRead: return InputCategory::kAdvancedRead;
+    case InputStage::kPreprocess: return InputCategory::kPreprocessing;
+    case InputStage::kWait: return InputCategory::kNotInput;
+    case InputStage::kUnknown: break;
+  }
+  // IteratorGetNext suffers the stall, it does not cause it (§3.4 item 1).
+  if (name.starts_with("IteratorGetNext")) return InputCategory::kNotInput;
+  if (name.starts_with("InfeedEnqueue") || name.starts_with("MemcpyHToD")) return InputCategory::kEnqueue;
+  if (name.starts_with("Iterator::")) {  // legacy tf.data rules (§3.4 item 2).
+    if (EndsWithAny(name, {"::TFRecord", "::TextLine", "::FixedLengthRecord", "::SSTable",
+                           "::RecordIO", "::ArrayRecord"})) {
+      return ContainsAny(name, {"::MemoryReader", "::MemoryWriter", "::Interleave", "::Prefetch",
+                                "::ParallelMap"})
+                 ? InputCategory::kAdvancedRead
+                 : InputCategory::kDemandedRead;
+    }
+    return InputCategory::kPreprocessing;
+  }
+  return InputCategory::kUnknown;
+}
+
+InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const InputOpRecord> input_ops) {
+  InputPipelineSnapshot s;
+  s.window = w;
+  const uint64_t step = w.step_ns_sum;
+  auto bucket = [&](Bucket b) { return w.bucket_ns[static_cast<size_t>(b)]; };
+  s.input_pct = Ratio(bucket(Bucket::kInput), step);
+  s.output_pct = Ratio(bucket(Bucket::kOutput), step);
+  s.compute_pct = Ratio(bucket(Bucket::kDeviceCompute), step);
+  s.collectives_pct = Ratio(bucket(Bucket::kDeviceCollectives), step);
+  s.idle_pct = std::max(0.0, 100 - s.input_pct - s.output_pct - s.compute_pct - s.collectives_pct);
+  s.kernel_launch_pct = Ratio(bucket(Bucket::kKernelLaunch), step);
+  s.all_other_pct = Ratio(bucket(Bucket::kAllOthers), step);
+  s.kernel_launch_level = Level(s.kernel_launch_pct, kHighKernelLaunchPct, kModerateKernelLaunchPct);
+  s.all_other_level = Level(s.all_other_pct, kHighAllOtherPct, kModerateAllOtherPct);
+  s.collectives_level = Level(s.collectives_pct, kHighCollectivesPct, kModerateCollectivesPct);
+
+  // Host side first: the statements below need to know whether input ops ran.
+  double cat_us[6] = {};
+  uint64_t self_sum = 0;
+  for (const InputOpRecord& op : input_ops) {
+    const InputCategory c = CategorizeInputOp(op.name, op.stage);
+    if (c == InputCategory::kNotInput) continue;
+    cat_us[static_cast<size_t>(c)] += static_cast<double>(op.self_ns) / 1e3;
+    self_sum += op.self_ns;
+  }
+  for (const InputOpRecord& op : input_ops) {
+    const InputCategory c = CategorizeInputOp(op.name, op.stage);
+    if (c == InputCategory::kNotInput) continue;
+    s.ops.push_back({op.name, op.occurrences, static_cast<double>(op.total_ns) / 1e6,
+                     static_cast<double>(op.self_ns) / 1e6, Ratio(op.total_ns, self_sum),
+                     Ratio(op.self_ns, self_sum), c});
+  }
+  std::sort(s.ops.begin(), s.ops.end(), [](const auto& a, const auto& b) {
+    return a.self_ms != b.self_ms ? a.self_ms > b.self_ms : a.name < b.name;
+  });
+  const double enqueue = cat_us[static_cast<size_t>(InputCategory::kEnqueue)];
+  const double demanded = cat_us[static_cast<size_t>(InputCategory::kDemandedRead)];
+  const double advanced = cat_us[static_cast<size_t>(InputCategory::kAdvancedRead)];
+  const double preprocessing = cat_us[static_cast<size_t>(InputCategory::kPreprocessing)];
+  const double total_input = demanded + advanced + preprocessing;
+  // §3.4 items 5-7: the GPU ratio = average host-to-device time / average step.
+  const double h2d_avg = w.steps ? static_cast<double>(w.type_ns[static_cast<size_t>(SpanType::kHostToDevice)]) / static_cast<double>(w.steps) : 0;
+  const double step_avg = w.steps ? static_cast<double>(step) / static_cast<double>(w.steps) : 0;
+  const double ratio = step_avg > 0 ? std::min(1.0, h2d_avg / step_avg) : 0;
+  const double non_enqueue = ratio > 0 ? enqueue * (1 - ratio) / ratio : total_input;
+  s.enqueue_us = enqueue;
+  if (total_input > 0) {
+    s.demanded_read_us = non_enqueue * demanded / total_input;
+    s.advanced_read_us = non_enqueue * advanced / total_input;
+    s.preprocessing_us = non_enqueue * preprocessing / total_input;
+  }
+  s.unclassified_us =
+      std::max(0.0, non_enqueue - s.demanded_read_us - s.advanced_read_us - s.preprocessing_us);
+  s.input_ops_seen = demanded > 0 || advanced > 0 || preprocessing > 0;
+
+  // Device side: the classification and its statements (§3.2-3.3).
+  if (step == 0) {
+    s.bound = InputBound::kUnknown;
+    s.statement = "No step time measured. Therefore we cannot tell where the performance bottleneck is.";
+  } else {
+    s.bound = ClassifyInputBound(s.input_pct, s.all_other_pct);
+    const std::string in = Pct1(s.input_pct);
+    switch (s.bound) {
+      case InputBound::kHighly:
+        s.statement = "Your program is HIGHLY input-bound because " + in +
+                      "% of the total step time sampled is waiting for input. Therefore, you "
+                      "should first focus on reducing the input time.";
+        break;
+      case InputBound::kModerately:
+        s.statement = "Your program is MODERATELY input-bound because " + in +
+                      "% of the total step time sampled is waiting for input. Therefore, you "
+                      "would need to reduce both the input time and other time.";
+        break;
+      case InputBound::kPotentially:
+        s.statement = "Your program is POTENTIALLY input-bound because " + Pct1(s.all_other_pct) +
+                      "% of the total step time sampled is spent on 'All Others' time (which "
+                      "could be due to I/O or Python execution or both).";
+        break;
+      default:
+        s.statement = "Your program is NOT input-bound because only " + in +
+                      "% of the total step time sampled is waiting for input. Therefore, you "
+                      "should focus on reducing other time.";
+    }
+    if (s.kernel_launch_level != "no") {
+      s.advice.push_back(Pct1(s.kernel_launch_pct) +
+                         "% of the total step time sampled is spent on 'Kernel Launch'." +
+                         (s.input_ops_seen ? " It could be due to CPU contention with tf.data. In "
+                                             "this case, you may try to set the environment "
+                                             "variable TF_GPU_THREAD_MODE=gpu_private."
+                                           : ""));
+    }
+    if (s.all_other_level != "no" && s.bound != InputBound::kPotentially) {
+      s.advice.push_back(Pct1(s.all_other_pct) +
+                         "% of the total step time sampled is spent on 'All Others' time. This "
+                         "could be due to Python execution overhead.");
+    }
+    if (s.collectives_level != "no") {
+      s.advice.push_back(Pct1(s.collectives_pct) +
+                         "% of the total step time sampled is spent on 'Device Collective "
+                         "Communication'.");
+    }
+  }
+  if (s.bound == InputBound::kHighly || s.bound == InputBound::kModerately ||
+      s.bound == InputBound::kPotentially) {
+    s.next_step = s.input_ops_seen
+                      ? "Look at the host-side breakdown of input time below."
+                      : "Your input pipeline is not instrumented by stage: mark its reading, "
+                        "preprocessing and enqueue parts (LIVEPROF_INPUT with a stage, or "
+                        "liveprof.input()) to see where the host spends the input time.";
+  } else {
+    s.next_step = "You may skip the rest of this page.";
+  }
+  s.recommendations = {
+      "Enqueuing data: you may want to combine small input data chunks into fewer but larger chunks.",
+      "Data preprocessing: you may increase num_parallel_calls in Dataset map() (or num_workers of a "
+      "PyTorch DataLoader) or preprocess the data offline.",
+      "Reading data from files in advance: you may tune parameters in the following functions "
+      "(prefetch size, interleave cycle_length, reader buffer_size).",
+      "Reading data from files on demand: you should read data IN ADVANCE using prefetch, "
+      "interleave or a reader buffer.",
+  };
+  return s;
+}
+
+void InputPipelineSnapshot::WriteJson(JsonWriter& w) const {
+  w.BeginObject();
+  w.Key("window");
+  WriteStepWindowJson(w, window);
+  w.Key("device_side");
+  w.BeginObject();
+  w.KV("input_pct_avg", window.input_pct.mean());
+  w.KV("input_pct_stddev", window.input_pct.stddev());
+  w.KV("input_pct_min", window.input_pct.min);
+  w.KV("input_pct_max", window.input_pct.max);
+  w.EndObject();
+  w.Key("bottleneck");
+  w.BeginObject();
+  w.KV("input_pct", input_pct);
+  w.KV("output_pct", output_pct);
+  w.KV("compute_pct", compute_pct);
+  w.KV("collectives_pct", collectives_pct);
+  w.KV("idle_pct", idle_pct);
+  w.KV("kernel_launch_pct", kernel_launch_pct);
+  w.KV("all_other_pct", all_other_pct);
+  w.KV("input_classification", InputBoundName(bound));
+  w.KV("input_class", InputBoundClass(bound));
+  w.KV("kernel_launch_level", kernel_launch_level);
+  w.KV("all_other_level", all_other_level);
+  w.KV("collectives_level", collectives_level);
+  w.KV("statement", statement);
+  w.KV("next_step", next_step);
+  w.Key("advice");
+  w.BeginArray();
+  for (const std::string& a : advice) w.String(a);
+  w.EndArray();
+  w.EndObject();
+  w.Key("host_side");
+  w.BeginObject();
+  w.KV("enqueue_us", enqueue_us);
+  w.KV("demanded_file_read_us", demanded_read_us);
+  w.KV("advanced_file_read_us", advanced_read_us);
+  w.KV("preprocessing_us", preprocessing_us);
+  w.KV("unclassified_non_enqueue_us", unclassified_us);
+  w.KV("input_ops_seen", input_ops_seen);
+  w.Key("ops");
+  w.BeginArray();
+  for (const OpRow& r : ops) {
+    w.BeginObject();
+    w.KV("name", r.name);
+    w.KV("count", r.occurrences);
+    w.KV("total_ms", r.total_ms);
+    w.KV("total_pct", r.total_pct);
+    w.KV("self_ms", r.self_ms);
+    w.KV("self_pct", r.self_pct);
+    w.KV("category", InputCategoryName(r.category));
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("recommendations");
+  w.BeginArray();
+  for (const std::string& r : recommendations) w.String(r);
+  w.EndArray();
+  w.EndObject();
+  w.EndObject();
+}
+
+std::string InputPipelineSnapshot::OpsCsv() const {
+  std::string out = "name,count,total_ms,total_pct,self_ms,self_pct,category\n";
+  for (const OpRow& r : ops) {
+    AppendCsvField(&out, r.name);
+    out += ',' + std::to_string(r.occurrences) + ',';
+    AppendCsvNumber(&out, r.total_ms);
+    out += ',';
+    AppendCsvNumber(&out, r.total_pct);
+    out += ',';
+    AppendCsvNumber(&out, r.self_ms);
+    out += ',';
+    AppendCsvNumber(&out, r.self_pct);
+    out += ',';
+    AppendCsvField(&out, InputCategoryName(r.category));
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace liveprof

@@ -1,0 +1,243 @@
+// MemoryState: the memory profile (TF Profiler's memory_profile tool,
+// tf-profiler-semantics.md §8), kept live from our kAlloc / kFree / kCounter
+// events. Per memory id: bytes in use now and at the peak, the lifetime peak,
+// fragmentation, a bounded downsampled timeline and a breakdown of the live
+// allocations at the peak by allocation size. Pure: Consume() and Snapshot(),
+// no I/O, no locks, no threads; pipeline thread only.
+//
+// Memory id (one profile each) = where the memory lives plus allocator name:
+//   - MemoryKind kDevice / kManaged on device d: "GPU:<d> <allocator>"
+//     ("GPU:0 cuda_caching");
+//   - every other MemoryKind (kPinned, kPageable, kHost, kUnknown and values
+//     this version does not know): "Host <allocator>" ("Host pinned_pool"),
+//     whatever the event's device field says.
+// <allocator> is the Catalog's string for the event's `name`, or "#<id>" when
+// the name was never defined.
+//
+// TF's BFC allocator reports its internal stats with every event; our
+// producers do not, so they are derived:
+//   heap      = Σ bytes of the live allocations (an address → bytes map).
+//   stack     = the last "memory/<allocator>/stack_bytes" counter, else 0.
+//   capacity  = the last "memory/<allocator>/capacity_bytes" counter if > 0,
+//               else for device memory Catalog::Device(d)->memory_bytes
+//               (kDeviceInfo), else 0 = unknown.
+//   reserved  = the last "memory/<allocator>/reserved_bytes" counter (bytes the
+//               allocator holds from the driver), else unknown.
+//   free      = capacity − stack − heap when capacity is known, else
+//               reserved − heap when reserved is known, else 0 (clamped at 0).
+// Counter contract: a kCounter whose name (looked up in the Catalog) is
+// "memory/<allocator>/capacity_bytes", ".../reserved_bytes" or
+// ".../stack_bytes" sets that value (payload.counter.value, bytes; negative or
+// NaN reads as 0) for the memory ids of that allocator name whose device
+// ordinal equals the counter event's `device` (Host ids count as device 0);
+// it also applies to ids that appear later. Counters change the state but are
+// not timeline points and not peak candidates: only allocs and frees are
+// (as TF's allocator emits its stats only with allocation events).
+//
+// Fragmentation (§8.1 is (free − largest free chunk) / free over the BFC
+// allocator's regions) is approximated over the address space the live
+// allocations span: the gaps between live allocations inside
+// [lowest live address, max(highest live end, lowest live address + reserved)],
+// free = Σ gaps, largest = the widest gap; 0 when there is no gap. It costs
+// O(live log live), so it is computed at Snapshot() time ("now") and at a new
+// peak at most once per Options::peak_detail_interval_ns of event time per
+// memory id; a peak inside that interval keeps the value of the latest peak it
+// was computed at (the snapshot says which: peak_fragmentation_ts_ns).
+//
+// Peak (§8.2): in-use = stack + heap after an alloc/free; an event whose
+// in-use is >= the peak becomes the peak (the latest event reaching it wins).
+// A free of an unknown address changes nothing, so it is neither a timeline
+// point nor a peak candidate (it is counted: Diag::free_unknown_address,
+// num_deallocations, and the breakdown's unattributed row).
+//
+// Timeline (§8.3): one point per alloc/free, kept in bounded memory as a
+// max-pyramid: stored points each stand for 2^k consecutive events (the one of
+// largest stack + heap, the earliest on ties, as xprof's box filter keeps);
+// when 2·max_points are stored, adjacent pairs merge and k grows. Snapshot()
+// runs §8.3's box rule over the stored points, so with <= 2·max_points events
+// the result is exactly xprof's; beyond, boxes are made of 2^k-event groups.
+//
+// Breakdown at the peak: we have no op names, so the live allocations at the
+// peak are grouped by allocation size. A size → count histogram of the live
+// allocations is kept incrementally; the deltas since the last peak are logged,
+// and a new peak replays them onto the peak's copy (or copies the histogram
+// when the log grew past max(4096, 2·distinct sizes)): O(1) amortized per
+// event, and the copy always describes the latest peak exactly. An
+// "unattributed" row is added once the live map is known to be incomplete (a
+// free of an unknown address was seen): its occurrences and bytes are those
+// unknown frees that came after the peak, i.e. allocations we never saw that
+// were live at the peak (and are not in its heap).
+//
+// Windows: per memory id a ring of time buckets (event end time) keeps
+// alloc/free counts and the highest in-use sample; a bucket opens seeded with
+// the state carried in from before it, so the peak of "the last T" includes
+// memory allocated earlier and still held.
+#ifndef LIVEPROF_AGGREGATORS_MEMORY_STATE_H_
+#define LIVEPROF_AGGREGATORS_MEMORY_STATE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "aggregators/catalog.h"
+#include "aggregators/json_writer.h"
+#include "stream/diagnostics.h"
+#include "stream/event.h"
+
+namespace liveprof {
+
+struct MemoryStateOptions {
+  uint64_t bucket_ns = 1'000'000'000;  // window bucket width, event end time.
+  size_t max_buckets = 600;            // ring size; older buckets merge into one.
+  size_t max_points = 1000;            // timeline points a snapshot emits (§8.3).
+  uint64_t peak_detail_interval_ns = 100'000'000;  // fragmentation-at-peak rate limit.
+  size_t breakdown_rows = 50;                      // size rows kept in the breakdown.
+};
+
+struct MemoryStateSnapshot {
+  // One timeline point: the state after one alloc/free (a stored point stands
+  // for 2^k events: the one with the largest stack + heap).
+  struct Point {
+    uint64_t ts_ns = 0;
+    uint64_t stack_bytes = 0;
+    uint64_t heap_bytes = 0;
+    uint64_t free_bytes = 0;
+    std::optional<double> fragmentation_pct;  // only where it was computed.
+    bool operator==(const Point&) const = default;
+  };
+  // One breakdown row: `occurrences` live allocations of `bytes` each.
+  struct SizeRow {
+    uint64_t bytes = 0;  // allocation size; 0 on the unattributed row.
+    uint64_t occurrences = 0;
+    uint64_t total_bytes = 0;
+    bool unattributed = false;  // allocations never seen, freed after the peak.
+    bool operator==(const SizeRow&) const = default;
+  };
+  struct Memory {
+    std::string id;         // "GPU:0 cuda_caching", "Host pinned_pool".
+    std::string allocator;  // "cuda_caching".
+    bool host = false;
+    uint8_t device = 0;  // GPU ordinal; 0 for Host ids.
+    // In the window.
+    uint64_t num_allocations = 0;
+    uint64_t num_deallocations = 0;  // includes frees of unknown addresses.
+    // Configuration now.
+    uint64_t capacity_bytes = 0;  // 0 = unknown.
+    std::optional<uint64_t> reserved_bytes;
+    // Lifetime (independent of the window).
+    uint64_t lifetime_peak_heap_bytes = 0;
+    uint64_t lifetime_peak_heap_ts_ns = 0;
+    // Now.
+    uint64_t live_allocations = 0;
+    uint64_t stack_bytes = 0;
+    uint64_t heap_bytes = 0;
+    uint64_t free_bytes = 0;
+    double fragmentation_pct = 0;
+    // Peak of stack + heap in the window (false: no alloc/free ever).
+    bool has_peak = false;
+    uint64_t peak_bytes = 0;  // stack + heap.
+    uint64_t peak_ts_ns = 0;  // may precede the window: a level carried into it.
+    uint64_t peak_stack_bytes = 0;
+    uint64_t peak_heap_bytes = 0;
+    uint64_t peak_free_bytes = 0;
+    // Fragmentation measured at peak_fragmentation_ts_ns: equal to peak_ts_ns
+    // when exact, earlier when the rate limit kept an earlier peak's value.
+    std::optional<double> peak_fragmentation_pct;
+    uint64_t peak_fragmentation_ts_ns = 0;
+    // Live allocations at the peak by size, total bytes descending; filled
+    // only when this window's peak is the lifetime stack + heap peak.
+    bool breakdown_at_peak = false;
+    std::vector<SizeRow> breakdown;
+    bool live_map_incomplete = false;  // a free of an unknown address was seen.
+    std::vector<Point> timeline;       // <= max_points, time order.
+    bool operator==(const Memory&) const = default;
+  };
+
+  uint64_t window_ns = 0;  // 0 = since start.
+  uint64_t now_ns = 0;     // newest event end seen.
+  std::vector<Memory> memories;  // by id.
+
+  // One JSON object {"window_ns", "now_ns", "memories": [...]}; each memory's
+  // timeline is columnar ("ts_ns": [...], "heap_bytes": [...], ...).
+  void WriteJson(JsonWriter& w) const;
+  // One CSV row per memory id: the summary (no timeline, no breakdown).
+  std::string ToCsv() const;
+  bool operator==(const MemoryStateSnapshot&) const = default;
+};
+
+class MemoryState {
+ public:
+  using Options = MemoryStateOptions;
+
+  // `catalog` names allocators, counters and devices (may be null: names read
+  // as "#<id>", no counters, no device capacity). `diagnostics` may be null.
+  explicit MemoryState(const Catalog* catalog, Diagnostics* diagnostics = nullptr,
+                       Options options = {});
+  ~MemoryState();
+  MemoryState(MemoryState&&) noexcept;
+  MemoryState& operator=(MemoryState&&) noexcept;
+
+  // Adds a batch of events in completion order; uses kAlloc, kFree and
+  // kCounter, reads every event's end as "now". Pipeline thread.
+  void Consume(std::span<const Event> events);
+
+  // The memory profile of the last `window_ns` of event time (0 = since
+  // start): counts and peak over the window's buckets, state now, timeline
+  // points in the window. O(live allocations · log) per memory id for the
+  // fragmentation now. Pipeline thread; the value may go anywhere.
+  MemoryStateSnapshot Snapshot(uint64_t window_ns = 0) const;
+
+ private:
+  struct Memory;  // per memory id, in memory_state.cc.
+  struct CounterSetting {
+    std::string allocator;
+    uint8_t device = 0;
+    uint64_t capacity = 0;  // 0 = not set.
+    bool has_reserved = false;
+    uint64_t reserved = 0;
+    uint64_t stack = 0;
+  };
+  enum class CounterField : uint8_t { kUnparsed, kNotMemory, kCapacity, kReserved, kStack };
+
+  Memory& Lookup(NameId allocator, uint8_t memory_kind, uint8_t device);
+  Memory& Create(NameId allocator, bool host, uint8_t device, uint64_t key);
+  void OnMemoryEvent(const Event& e);
+  void OnCounter(const Event& e);
+  void Record(Memory& m, const Event& e, uint32_t allocs, uint32_t frees);
+  void OnNewPeak(Memory& m, uint64_t ts, double* fragmentation_pct);
+  void RefreshConfig(Memory& m);
+  std::string AllocatorName(NameId id) const;
+  uint64_t BucketIndex(uint64_t end);
+
+  const Catalog* catalog_;
+  Diagnostics* diagnostics_;
+  Options options_;
+  uint64_t now_ = 0;
+  std::vector<std::unique_ptr<Memory>> memories_;
+  // key = allocator << 9 | (host ? 0 : 1 + device); dense by allocator below
+  // kDenseNames, a hash map above.
+  std::vector<std::vector<std::pair<uint16_t, uint32_t>>> by_name_;
+  std::unordered_map<uint64_t, uint32_t> by_key_;
+  uint64_t last_key_ = ~uint64_t{0};
+  Memory* last_ = nullptr;
+  // Counters: per counter NameId what it sets; the allocator name it names.
+  std::vector<CounterField> counter_field_;
+  std::vector<std::string> counter_allocator_;
+  std::vector<CounterSetting> settings_;
+  // Bucket of the last event, [bucket_start_, bucket_end_): avoids a division
+  // per event.
+  uint64_t bucket_start_ = 0;
+  uint64_t bucket_end_ = 0;
+  uint64_t bucket_index_ = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> scratch_;  // fragmentation.
+};
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_AGGREGATORS_MEMORY_STATE_H_

@@ -1,0 +1,766 @@
+#include "aggregators/op_stats.h"
+
+#include <algorithm>
+#include <charconv>
+#include <string>
+#include <unordered_map>
+
+namespace liveprof {
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Op-name parsing helpers (§0.3).
+
+constexpr std::string_view kDatasetType = "Dataset";
+
+bool IsAlnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+bool IsLowerOrDigit(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+// [A-Za-z0-9.][A-Za-z0-9_./>-]*
+bool IsTfOpName(std::string_view s) {
+  if (s.empty() || !(IsAlnum(s[0]) || s[0] == '.')) return false;
+  for (size_t i = 1; i < s.size(); ++i) {
+    const char c = s[i];
+    if (!(IsAlnum(c) || c == '_' || c == '.' || c == '/' || c == '>' || c == '-')) return false;
+  }
+  return true;
+}
+
+// [A-Z_][a-zA-Z0-9_]*
+bool IsTfOpType(std::string_view s) {
+  if (s.empty() || !((s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_')) return false;
+  for (size_t i = 1; i < s.size(); ++i) {
+    if (!(IsAlnum(s[i]) || s[i] == '_')) return false;
+  }
+  return true;
+}
+
+// [a-z_][a-z0-9_]*(\[.*\])?   ('.' does not match a line break, as in RE2.)
+bool IsJaxOpType(std::string_view s) {
+  if (s.empty() || !((s[0] >= 'a' && s[0] <= 'z') || s[0] == '_')) return false;
+  size_t i = 1;
+  while (i < s.size() && (IsLowerOrDigit(s[i]) || s[i] == '_')) ++i;
+  if (i == s.size()) return true;
+  if (s[i] != '[' || s.back() != ']' || s.size() - i < 2) return false;
+  return s.substr(i).find('\n') == std::string_view::npos;
+}
+
+// An int64 in decimal with an optional sign (absl::SimpleAtoi without the
+// surrounding whitespace it also accepts).
+bool IsInteger(std::string_view s) {
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) s.remove_prefix(1);
+  if (s.empty()) return false;
+  int64_t unused = 0;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), unused);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+// The last '/' segment without a numeric "_N" suffix: "model/MatMul_1" -> "MatMul".
+std::string_view DeriveOpType(std::string_view full) {
+  const size_t slash = full.rfind('/');
+  const std::string_view op = slash == std::string_view::npos ? full : full.substr(slash + 1);
+  const size_t underscore = op.rfind('_');
+  if (underscore == std::string_view::npos) return op;
+  if (IsInteger(op.substr(underscore + 1))) return op.substr(0, underscore);
+  return op;
+}
+
+bool StartsWithIgnoreCase(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    char a = s[i];
+    char b = prefix[i];
+    if (a >= 'A' && a <= 'Z') a = static_cast<char>(a - 'A' + 'a');
+    if (b >= 'A' && b <= 'Z') b = static_cast<char>(b - 'A' + 'a');
+    if (a != b) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// Snapshot helpers.
+
+constexpr std::string_view kDeviceSide = "Device";
+constexpr std::string_view kHostSide = "Host";
+constexpr std::string_view kIdle = "IDLE";
+
+// Device-op name of a copy / memset kind (the documented deviation).
+std::string_view CopyOpName(EventKind kind) {
+  switch (kind) {
+    case EventKind::kMemcpyHtoD: return "MemcpyHtoD";
+    case EventKind::kMemcpyDtoH: return "MemcpyDtoH";
+    case EventKind::kMemcpyDtoD: return "MemcpyDtoD";
+    case EventKind::kMemcpyHtoH: return "MemcpyHtoH";
+    case EventKind::kMemcpyPtoP: return "MemcpyPtoP";
+    case EventKind::kMemcpyOther: return "Memcpy";
+    case EventKind::kMemset: return "Memset";
+    default: return "Unknown";
+  }
+}
+
+// A table row before ranking.
+struct Group {
+  std::string name;
+  std::string type;
+  uint64_t occurrences = 0;
+  uint64_t time_ns = 0;
+  uint64_t self_ns = 0;
+};
+
+// Groups rows by (name, type); `max_occurrences` is the device roll-up rule.
+class Grouper {
+ public:
+  explicit Grouper(bool max_occurrences) : max_occurrences_(max_occurrences) {}
+  void Add(std::string_view name, std::string_view type, uint64_t occurrences, uint64_t time_ns,
+           uint64_t self_ns) {
+    key_.assign(name);
+    key_.push_back('\0');
+    key_.append(type);
+    auto [it, inserted] = index_.try_emplace(key_, groups_.size());
+    if (inserted) groups_.push_back(Group{std::string(name), std::string(type), 0, 0, 0});
+    Group& g = groups_[it->second];
+    g.occurrences = max_occurrences_ ? std::max(g.occurrences, occurrences)
+                                     : g.occurrences + occurrences;
+    g.time_ns += time_ns;
+    g.self_ns += self_ns;
+  }
+  std::vector<Group>& groups() { return groups_; }
+
+ private:
+  bool max_occurrences_;
+  std::string key_;
+  std::unordered_map<std::string, size_t> index_;
+  std::vector<Group> groups_;
+};
+
+double SafeDivide(double a, double b) { return b == 0 ? 0.0 : a / b; }
+
+// Sorts, cuts and fills one side's rows; `rank` runs on across sides.
+void FillSide(std::vector<Group>&& groups, uint64_t op_ns, uint64_t idle_ns, bool include_idle,
+              size_t top_n, std::string_view side_name, int* rank, OpStatsSide* side) {
+  side->op_ns = op_ns;
+  side->idle_ns = idle_ns;
+  side->total_ns = op_ns + idle_ns;
+  if (include_idle && side->total_ns > 0) {
+    groups.push_back(Group{std::string(kIdle), std::string(kIdle), 0, idle_ns, idle_ns});
+  }
+  auto before = [](const Group& a, const Group& b) {
+    if (a.self_ns != b.self_ns) return a.self_ns > b.self_ns;
+    if (a.name != b.name) return a.name < b.name;
+    return a.type < b.type;
+  };
+  if (groups.size() > top_n) {
+    std::partial_sort(groups.begin(), groups.begin() + static_cast<ptrdiff_t>(top_n),
+                      groups.end(), before);
+    groups.resize(top_n);
+  } else {
+    std::sort(groups.begin(), groups.end(), before);
+  }
+  const double denominator_us =
+      static_cast<double>(include_idle ? side->total_ns : side->op_ns) / 1e3;
+  double cumulative = 0;
+  side->rows.reserve(groups.size());
+  for (Group& g : groups) {
+    OpStatsRow r;
+    r.rank = ++*rank;
+    r.side = side_name;
+    r.type = std::move(g.type);
+    r.name = std::move(g.name);
+    r.occurrences = g.occurrences;
+    r.total_ns = g.time_ns;
+    r.self_ns = g.self_ns;
+    r.total_us = static_cast<double>(g.time_ns) / 1e3;
+    r.self_us = static_cast<double>(g.self_ns) / 1e3;
+    r.avg_us = SafeDivide(r.total_us, static_cast<double>(g.occurrences));
+    r.avg_self_us = SafeDivide(r.self_us, static_cast<double>(g.occurrences));
+    r.self_pct = 100.0 * SafeDivide(r.self_us, denominator_us);
+    cumulative += r.self_pct;
+    r.cumulative_pct = cumulative;
+    side->rows.push_back(std::move(r));
+  }
+}
+
+void WriteSide(JsonWriter& w, const OpStatsSide& side) {
+  w.BeginObject();
+  w.KV("total_us", static_cast<double>(side.total_ns) / 1e3);
+  w.KV("op_us", static_cast<double>(side.op_ns) / 1e3);
+  w.KV("idle_us", static_cast<double>(side.idle_ns) / 1e3);
+  w.Key("rows");
+  w.BeginArray();
+  for (const OpStatsRow& r : side.rows) {
+    w.BeginObject();
+    w.KV("rank", r.rank);
+    w.KV("side", r.side);
+    w.KV("type", r.type);
+    w.KV("name", r.name);
+    w.KV("occurrences", r.occurrences);
+    w.KV("total_us", r.total_us);
+    w.KV("avg_us", r.avg_us);
+    w.KV("self_us", r.self_us);
+    w.KV("avg_self_us", r.avg_self_us);
+    w.KV("self_pct", r.self_pct);
+    w.KV("cumulative_pct", r.cumulative_pct);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
+void AppendCsvRow(std::string* out, const OpStatsRow& r) {
+  *out += std::to_string(r.rank);
+  out->push_back(',');
+  AppendCsvField(out, r.side);
+  out->push_back(',');
+  AppendCsvField(out, r.type);
+  out->push_back(',');
+  AppendCsvField(out, r.name);
+  out->push_back(',');
+  *out += std::to_string(r.occurrences);
+  for (const double v : {r.total_us, r.avg_us, r.self_us, r.avg_self_us, r.self_pct,
+                         r.cumulative_pct}) {
+    out->push_back(',');
+    AppendCsvNumber(out, v);
+  }
+  out->push_back('\n');
+}
+
+template <class S>
+void MergeSparse(OpStats::Sparse<S>* into, const OpStats::Sparse<S>& from) {
+  if (from.empty()) return;
+  OpStats::Sparse<S> out;
+  out.reserve(into->size() + from.size());
+  auto a = into->begin();
+  auto b = from.begin();
+  while (a != into->end() || b != from.end()) {
+    if (b == from.end() || (a != into->end() && a->first < b->first)) {
+      out.push_back(*a++);
+    } else if (a == into->end() || b->first < a->first) {
+      out.push_back(*b++);
+    } else {
+      out.push_back(*a++);
+      out.back().second.Add(b->second);
+      ++b;
+    }
+  }
+  into->swap(out);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Parsing.
+
+std::string_view OpCategoryName(OpCategory c) {
+  switch (c) {
+    case OpCategory::kTensorFlow: return "TensorFlow";
+    case OpCategory::kJax: return "JAX";
+    case OpCategory::kDataset: return "Dataset";
+    case OpCategory::kMemcpyHToD: return "MemcpyHToD";
+    case OpCategory::kMemcpyDToH: return "MemcpyDToH";
+    case OpCategory::kMemcpyDToD: return "MemcpyDToD";
+    case OpCategory::kMemcpyHToH: return "MemcpyHToH";
+    case OpCategory::kUnknown: break;
+  }
+  return "Unknown";
+}
+
+ParsedOp ParseTfOpName(std::string_view full_name) {
+  ParsedOp op;
+  op.name = full_name;
+  const size_t colon = full_name.find(':');
+  if (colon == std::string_view::npos) {
+    static constexpr struct {
+      std::string_view prefix;
+      OpCategory category;
+      std::string_view type;
+    } kMemcpy[] = {
+        {"MEMCPYHToD", OpCategory::kMemcpyHToD, "MemcpyHToD"},
+        {"MEMCPYDToH", OpCategory::kMemcpyDToH, "MemcpyDToH"},
+        {"MEMCPYDToD", OpCategory::kMemcpyDToD, "MemcpyDToD"},
+        {"MEMCPYHToH", OpCategory::kMemcpyHToH, "MemcpyHToH"},
+    };
+    for (const auto& m : kMemcpy) {
+      if (StartsWithIgnoreCase(full_name, m.prefix)) {
+        op.category = m.category;
+        op.type = m.type;
+        return op;
+      }
+    }
+    return op;  // Unknown.
+  }
+  const std::string_view left = full_name.substr(0, colon);
+  const std::string_view right = full_name.substr(colon + 1);
+  if (left == "Iterator") {
+    op.category = OpCategory::kDataset;
+    op.type = kDatasetType;
+    return op;
+  }
+  if (IsTfOpName(left) && IsTfOpType(right)) {
+    op.category = OpCategory::kTensorFlow;
+    op.name = left;
+    op.type = right;
+    return op;
+  }
+  const std::string_view type = right.empty() ? DeriveOpType(left) : right;
+  if (IsJaxOpType(type)) {
+    op.category = OpCategory::kJax;
+    op.name = left;
+    op.type = type.substr(0, type.find('['));
+    return op;
+  }
+  if (right.empty()) {
+    op.category = OpCategory::kTensorFlow;
+    op.name = left;
+    op.type = type;
+  }
+  return op;
+}
+
+// ---------------------------------------------------------------------------
+// Buckets.
+
+void OpStats::Bucket::Combine(const Bucket& other) {
+  MergeSparse(&host_ops, other.host_ops);
+  MergeSparse(&input_ops, other.input_ops);
+  MergeSparse(&device_ops, other.device_ops);
+  MergeSparse(&tracks, other.tracks);
+  MergeSparse(&devices, other.devices);
+}
+
+template <class S>
+void OpStats::Dense<S>::Grow(uint32_t key) {
+  size_t n = std::max<size_t>(64, values.size());
+  while (n <= key) n *= 2;
+  values.resize(n);
+}
+
+template <class S>
+void OpStats::Dense<S>::AddSparse(const Sparse<S>& sparse) {
+  for (const auto& [key, s] : sparse) At(key).Add(s);
+}
+
+template <class S>
+void OpStats::Dense<S>::Drain(Sparse<S>* out) {
+  std::sort(touched.begin(), touched.end());
+  out->clear();
+  out->reserve(touched.size());
+  for (const uint32_t key : touched) {
+    out->emplace_back(key, values[key]);
+    values[key] = S{};
+  }
+  touched.clear();
+}
+
+void OpStats::DenseBucket::AddBucket(const Bucket& b) {
+  host_ops.AddSparse(b.host_ops);
+  input_ops.AddSparse(b.input_ops);
+  device_ops.AddSparse(b.device_ops);
+  tracks.AddSparse(b.tracks);
+  devices.AddSparse(b.devices);
+}
+
+void OpStats::DenseBucket::AddDense(const DenseBucket& d) {
+  auto add = [](auto* into, const auto& from) {
+    for (const uint32_t key : from.touched) into->At(key).Add(from.values[key]);
+  };
+  add(&host_ops, d.host_ops);
+  add(&input_ops, d.input_ops);
+  add(&device_ops, d.device_ops);
+  add(&tracks, d.tracks);
+  add(&devices, d.devices);
+}
+
+// ---------------------------------------------------------------------------
+// The aggregator.
+
+OpStats::OpStats(const Catalog* catalog, Diagnostics* diagnostics, Options options)
+    : catalog_(catalog), diagnostics_(diagnostics), options_(options) {
+  if (options_.bucket_ns == 0) options_.bucket_ns = OpStatsOptions{}.bucket_ns;
+  if (options_.max_buckets == 0) options_.max_buckets = 1;
+  if (options_.max_unclaimed_per_track < 2) options_.max_unclaimed_per_track = 2;
+  // Ids 0..kCopyKinds-1: the copy and memset kinds, in EventKind order.
+  for (uint32_t i = 0; i < kCopyKinds; ++i) {
+    NewDeviceOp(0, 0,
+                static_cast<EventKind>(static_cast<uint32_t>(EventKind::kMemcpyHtoD) + i));
+  }
+}
+
+void OpStats::Count(Diag d) {
+  if (diagnostics_ != nullptr) diagnostics_->Add(d);
+}
+
+uint32_t OpStats::NewDeviceOp(NameId op, NameId kernel, EventKind kind) {
+  device_ops_.push_back(DeviceOp{op, kernel, kind});
+  return static_cast<uint32_t>(device_ops_.size() - 1);
+}
+
+uint32_t OpStats::KernelOpId(NameId kernel, NameId op) {
+  if (op == 0) {
+    if (kernel >= unattributed_kernel_id_.size()) {
+      unattributed_kernel_id_.resize(std::max<size_t>(kernel + 1, 2 * unattributed_kernel_id_.size()));
+    }
+    uint32_t& id = unattributed_kernel_id_[kernel];
+    if (id == 0) id = NewDeviceOp(0, kernel, EventKind::kKernel);
+    return id;
+  }
+  if (kernel >= attributed_cache_.size()) {
+    attributed_cache_.resize(std::max<size_t>(kernel + 1, 2 * attributed_cache_.size()));
+  }
+  KernelCacheEntry& cache = attributed_cache_[kernel];
+  if (cache.id != 0 && cache.op == op) return cache.id;
+  const uint64_t key = (static_cast<uint64_t>(op) << 32) | kernel;
+  if (2 * (attributed_count_ + 1) > attributed_ids_.size()) GrowPairTable();
+  const size_t mask = attributed_ids_.size() - 1;
+  size_t i = PairHash(key) & mask;
+  while (attributed_ids_[i].key != 0 && attributed_ids_[i].key != key) i = (i + 1) & mask;
+  PairSlot& slot = attributed_ids_[i];
+  if (slot.key == 0) {
+    slot.key = key;
+    slot.id = NewDeviceOp(op, kernel, EventKind::kKernel);
+    ++attributed_count_;
+  }
+  cache = KernelCacheEntry{op, slot.id};
+  return slot.id;
+}
+
+size_t OpStats::PairHash(uint64_t key) {
+  key *= 0x9E3779B97F4A7C15ull;  // Fibonacci hashing: the high bits are mixed.
+  return static_cast<size_t>(key ^ (key >> 32));
+}
+
+void OpStats::GrowPairTable() {
+  std::vector<PairSlot> old = std::move(attributed_ids_);
+  attributed_ids_.assign(std::max<size_t>(1024, 2 * old.size()), PairSlot{});
+  const size_t mask = attributed_ids_.size() - 1;
+  for (const PairSlot& s : old) {
+    if (s.key == 0) continue;
+    size_t i = PairHash(s.key) & mask;
+    while (attributed_ids_[i].key != 0) i = (i + 1) & mask;
+    attributed_ids_[i] = s;
+  }
+}
+
+bool OpStats::HostSpanCounts(NameId name) {
+  if (name < host_span_counts_.size() && host_span_counts_[name] != 0) {
+    return host_span_counts_[name] == 2;
+  }
+  const std::string_view s = Name(name);
+  const bool known = !s.empty() && ParseTfOpName(s).category != OpCategory::kUnknown;
+  if (!s.empty()) {  // an undefined name may be defined later: do not cache it.
+    if (name >= host_span_counts_.size()) {
+      host_span_counts_.resize(std::max<size_t>(name + 1, 2 * host_span_counts_.size()));
+    }
+    host_span_counts_[name] = known ? 2 : 1;
+  }
+  return known;
+}
+
+bool OpStats::SelectBucket(uint64_t end) {
+  if (end > newest_end_) newest_end_ = end;
+  if (end >= current_begin_ && end < current_end_) [[likely]] return true;
+  const uint64_t index = end / options_.bucket_ns;
+  if (!has_current_ || index > current_index_) {
+    if (has_current_) FreezeCurrent();
+    has_current_ = true;
+    current_index_ = index;
+    current_begin_ = index * options_.bucket_ns;
+    current_end_ = current_begin_ + options_.bucket_ns;
+    if (current_end_ < current_begin_) current_end_ = std::numeric_limits<uint64_t>::max();
+    while (!ring_.empty() && ring_.front().index + options_.max_buckets <= current_index_) {
+      ring_.pop_front();  // already in totals_: it becomes part of "older".
+    }
+    return true;
+  }
+  late_index_ = index;
+  return false;
+}
+
+void OpStats::FreezeCurrent() {
+  Bucket b;
+  b.index = current_index_;
+  current_.host_ops.Drain(&b.host_ops);
+  current_.input_ops.Drain(&b.input_ops);
+  current_.device_ops.Drain(&b.device_ops);
+  current_.tracks.Drain(&b.tracks);
+  current_.devices.Drain(&b.devices);
+  if (b.empty()) return;
+  totals_.AddBucket(b);
+  ring_.push_back(std::move(b));
+}
+
+void OpStats::ApplyLate() {
+  totals_.AddBucket(late_);
+  if (late_index_ + options_.max_buckets > current_index_) {  // still inside the ring.
+    auto it = std::lower_bound(ring_.begin(), ring_.end(), late_index_,
+                               [](const Bucket& b, uint64_t index) { return b.index < index; });
+    if (it != ring_.end() && it->index == late_index_) {
+      it->Combine(late_);
+    } else {
+      Bucket b = late_;
+      b.index = late_index_;
+      ring_.insert(it, std::move(b));
+    }
+  }
+  late_.host_ops.clear();
+  late_.input_ops.clear();
+  late_.device_ops.clear();
+  late_.tracks.clear();
+  late_.devices.clear();
+}
+
+void OpStats::ConsumeHostOp(const Event& e, bool input) {
+  const uint64_t begin = e.ts;
+  const uint64_t end = e.ts + e.dur;
+  if (e.track >= tracks_.size()) tracks_.resize(std::max<size_t>(e.track + 1, 2 * tracks_.size()));
+  std::vector<Interval>& unclaimed = tracks_[e.track].unclaimed;
+
+  // Claim the unclaimed ops this one contains (its direct children).
+  uint64_t children_ns = 0;
+  if (unclaimed.empty() || unclaimed.back().end <= end) [[likely]] {
+    while (!unclaimed.empty()) {
+      const Interval& top = unclaimed.back();
+      if (top.begin >= begin) {  // top.end <= end: completion order.
+        children_ns += top.end - top.begin;
+        unclaimed.pop_back();
+        continue;
+      }
+      if (top.end > begin) Count(Diag::span_misnested);
+      break;
+    }
+    if (unclaimed.size() >= options_.max_unclaimed_per_track) {
+      unclaimed.erase(unclaimed.begin(),
+                      unclaimed.begin() + static_cast<ptrdiff_t>(unclaimed.size() / 2));
+    }
+    unclaimed.push_back(Interval{begin, end});
+  }  // else: out of order (late): claims nothing, not claimable.
+  const uint64_t self = e.dur > children_ns ? e.dur - children_ns : 0;
+
+  InputStats input_delta;
+  if (input) {
+    input_delta.occurrences = 1;
+    input_delta.time_ns = e.dur;
+    input_delta.self_ns = self;
+    input_delta.seq = ++input_seq_;
+    input_delta.stage = e.sub <= static_cast<uint8_t>(InputStage::kWait)
+                            ? static_cast<InputStage>(e.sub)
+                            : InputStage::kUnknown;
+  }
+  if (SelectBucket(end)) [[likely]] {
+    if (input) {
+      current_.input_ops.At(e.name).Add(input_delta);
+    } else {
+      HostStats& s = current_.host_ops.At(e.name);
+      ++s.occurrences;
+      s.time_ns += e.dur;
+      s.self_ns += self;
+    }
+    SpanStats& t = current_.tracks.At(e.track);
+    if (begin < t.first_ns) t.first_ns = begin;
+    if (end > t.last_ns) t.last_ns = end;
+    t.self_ns += self;
+    return;
+  }
+  if (input) {
+    late_.input_ops.emplace_back(e.name, input_delta);
+  } else {
+    late_.host_ops.emplace_back(e.name, HostStats{1, e.dur, self});
+  }
+  late_.tracks.emplace_back(e.track, SpanStats{begin, end, self});
+  ApplyLate();
+}
+
+void OpStats::ConsumeDevice(const Event& e, uint32_t device_op) {
+  const uint64_t end = e.ts + e.dur;
+  if (SelectBucket(end)) [[likely]] {
+    DeviceOpStats& s = current_.device_ops.At(device_op);
+    ++s.occurrences;
+    s.time_ns += e.dur;
+    SpanStats& d = current_.devices.At(e.device);
+    if (e.ts < d.first_ns) d.first_ns = e.ts;
+    if (end > d.last_ns) d.last_ns = end;
+    d.self_ns += e.dur;
+    return;
+  }
+  late_.device_ops.emplace_back(device_op, DeviceOpStats{1, e.dur});
+  late_.devices.emplace_back(e.device, SpanStats{e.ts, end, e.dur});
+  ApplyLate();
+}
+
+void OpStats::Consume(std::span<const Event> events) {
+  for (const Event& e : events) {
+    bool input = false;
+    switch (e.kind) {
+      case EventKind::kHostSpan:
+        if (e.name >= kMaxId) {
+          Count(Diag::id_out_of_range);
+          continue;
+        }
+        if (!HostSpanCounts(e.name)) continue;
+        break;
+      case EventKind::kInputSpan:
+        input = true;
+        break;
+      case EventKind::kFrameworkOp:
+        break;
+      case EventKind::kKernel:
+      case EventKind::kMemcpyHtoD:
+      case EventKind::kMemcpyDtoH:
+      case EventKind::kMemcpyDtoD:
+      case EventKind::kMemcpyHtoH:
+      case EventKind::kMemcpyPtoP:
+      case EventKind::kMemcpyOther:
+      case EventKind::kMemset: {
+        if (e.dur > kMaxDurationNs) [[unlikely]] {
+          Count(Diag::bad_duration);
+          continue;
+        }
+        uint32_t id;
+        if (e.kind == EventKind::kKernel) {
+          if (e.name >= kMaxId || e.payload.kernel.op >= kMaxId) [[unlikely]] {
+            Count(Diag::id_out_of_range);
+            continue;
+          }
+          id = KernelOpId(e.name, e.payload.kernel.op);
+        } else {
+          id = static_cast<uint32_t>(e.kind) - static_cast<uint32_t>(EventKind::kMemcpyHtoD);
+        }
+        ConsumeDevice(e, id);
+        continue;
+      }
+      default:
+        continue;
+    }
+    // A counted host op.
+    if (e.dur > kMaxDurationNs) [[unlikely]] {
+      Count(Diag::bad_duration);
+      continue;
+    }
+    if (e.name >= kMaxId || e.track >= kMaxId) [[unlikely]] {
+      Count(Diag::id_out_of_range);
+      continue;
+    }
+    ConsumeHostOp(e, input);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Snapshot.
+
+std::string OpStats::DisplayName(NameId id) const {
+  const std::string_view s = Name(id);
+  if (!s.empty() || id == 0) return std::string(s);
+  return "#" + std::to_string(id);  // a name never defined in the stream.
+}
+
+OpStatsSnapshot OpStats::Snapshot(const OpStatsSnapshotOptions& options) const {
+  OpStatsSnapshot snap;
+  snap.window_ns = options.window_ns;
+  snap.include_idle = options.include_idle;
+
+  // The sums over the window.
+  DenseBucket acc;
+  if (options.window_ns == 0) {
+    acc = totals_;
+  } else {
+    const uint64_t from = newest_end_ > options.window_ns ? newest_end_ - options.window_ns : 0;
+    for (const Bucket& b : ring_) {
+      if ((b.index + 1) * options_.bucket_ns > from) acc.AddBucket(b);
+    }
+  }
+  acc.AddDense(current_);
+
+  // Device side.
+  Grouper device(/*max_occurrences=*/true);
+  for (const uint32_t id : acc.device_ops.touched) {
+    const DeviceOpStats& s = acc.device_ops.values[id];
+    const DeviceOp& d = device_ops_[id];
+    if (d.kind != EventKind::kKernel) {
+      const std::string_view name = CopyOpName(d.kind);
+      device.Add(name, name, s.occurrences, s.time_ns, s.time_ns);
+    } else if (d.op == 0) {
+      device.Add(DisplayName(d.kernel), "Unknown", s.occurrences, s.time_ns, s.time_ns);
+    } else {
+      const std::string full = DisplayName(d.op);
+      const ParsedOp p = ParseTfOpName(full);
+      if (p.category != OpCategory::kUnknown) {
+        device.Add(p.name, p.type, s.occurrences, s.time_ns, s.time_ns);
+      } else {
+        device.Add(full, full, s.occurrences, s.time_ns, s.time_ns);
+      }
+    }
+  }
+  uint64_t device_op_ns = 0;
+  uint64_t device_idle_ns = 0;
+  for (const uint32_t id : acc.devices.touched) {
+    device_op_ns += acc.devices.values[id].self_ns;
+    device_idle_ns += acc.devices.values[id].idle_ns();
+  }
+  int rank = 0;
+  FillSide(std::move(device.groups()), device_op_ns, device_idle_ns, options.include_idle,
+           options.top_n, kDeviceSide, &rank, &snap.device);
+
+  // Host side.
+  Grouper host(/*max_occurrences=*/false);
+  for (const uint32_t id : acc.host_ops.touched) {
+    const HostStats& s = acc.host_ops.values[id];
+    const std::string full = DisplayName(id);
+    const ParsedOp p = ParseTfOpName(full);
+    if (p.category != OpCategory::kUnknown) {
+      host.Add(p.name, p.type, s.occurrences, s.time_ns, s.self_ns);
+    } else {
+      host.Add(full, full, s.occurrences, s.time_ns, s.self_ns);
+    }
+  }
+  for (const uint32_t id : acc.input_ops.touched) {
+    const InputStats& s = acc.input_ops.values[id];
+    InputOpStats in;
+    in.name = DisplayName(id);
+    in.stage = s.stage;
+    in.occurrences = s.occurrences;
+    in.total_ns = s.time_ns;
+    in.self_ns = s.self_ns;
+    const bool dataset = ParseTfOpName(in.name).category == OpCategory::kDataset;
+    host.Add(in.name, dataset ? kDatasetType : std::string_view("Input"), s.occurrences,
+             s.time_ns, s.self_ns);
+    snap.host_input_ops.push_back(std::move(in));
+  }
+  std::sort(snap.host_input_ops.begin(), snap.host_input_ops.end(),
+            [](const InputOpStats& a, const InputOpStats& b) {
+              if (a.self_ns != b.self_ns) return a.self_ns > b.self_ns;
+              return a.name < b.name;
+            });
+  uint64_t host_op_ns = 0;
+  uint64_t host_idle_ns = 0;
+  for (const uint32_t id : acc.tracks.touched) {
+    host_op_ns += acc.tracks.values[id].self_ns;
+    host_idle_ns += acc.tracks.values[id].idle_ns();
+  }
+  FillSide(std::move(host.groups()), host_op_ns, host_idle_ns, options.include_idle,
+           options.top_n, kHostSide, &rank, &snap.host);
+  return snap;
+}
+
+void OpStatsSnapshot::WriteJson(JsonWriter& w) const {
+  w.BeginObject();
+  w.KV("window_ns", window_ns);
+  w.KV("include_idle", include_idle);
+  w.Key("device");
+  WriteSide(w, device);
+  w.Key("host");
+  WriteSide(w, host);
+  w.EndObject();
+}
+
+std::string OpStatsSnapshot::ToCsv() const {
+  std::string out =
+      "rank,side,type,name,occurrences,total_us,avg_us,self_us,avg_self_us,self_pct,"
+      "cumulative_pct\n";
+  for (const OpStatsRow& r : device.rows) AppendCsvRow(&out, r);
+  for (const OpStatsRow& r : host.rows) AppendCsvRow(&out, r);
+  return out;
+}
+
+}  // namespace liveprof

@@ -1,0 +1,86 @@
+// Overview page (tf-profiler-semantics.md §4-5): the performance summary,
+// the step-time graph, the top-10 device ops, the run environment and the
+// recommendation, plus the patterns TensorFlow's GPU performance guide
+// teaches users to look for by eye (idle gaps between steps, tiny kernels
+// while the device waits, ops on the host, copies per step, collectives),
+// each with the numbers that triggered it.
+//
+// A pure function of the other views' snapshots: no state of its own.
+#ifndef LIVEPROF_AGGREGATORS_OVERVIEW_H_
+#define LIVEPROF_AGGREGATORS_OVERVIEW_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "aggregators/catalog.h"
+#include "aggregators/device_utilization.h"
+#include "aggregators/input_pipeline.h"
+#include "aggregators/json_writer.h"
+#include "aggregators/kernel_stats.h"
+#include "aggregators/op_stats.h"
+#include "aggregators/step_breakdown.h"
+#include "aggregators/steps.h"
+
+namespace liveprof {
+
+// §5: below this 16-bit share of device compute, say so.
+inline constexpr double kLowPrecisionPct = 10;
+
+// One detected pattern: what, how bad, and the numbers behind it.
+struct Pattern {
+  std::string id;        // "idle_gaps_between_steps", "tiny_kernels"...
+  std::string severity;  // "high" / "moderate".
+  std::string text;      // the finding with its numbers and what to do.
+  std::vector<std::pair<std::string, double>> numbers;
+};
+
+struct RunEnvironment {
+  std::string hostname;
+  std::string device_type;  // "Nvidia GPU (Ampere)", "GPU", "CPU".
+  uint32_t device_core_count = 0;
+  std::vector<DeviceDef> devices;
+  std::string step_source;  // which step markers were found.
+  std::string breakdown_mode;
+  std::string gpu_note;  // e.g. why there is no GPU activity (CUPTI missing...).
+};
+
+struct TopOp {
+  std::string name, type;
+  double self_us = 0, self_pct = 0, cumulative_pct = 0;
+  bool tc_eligible = false, uses_tc = false;
+};
+
+struct OverviewSnapshot {
+  StepWindow window;
+  InputBound bound = InputBound::kUnknown;
+  std::string statement, next_step;
+  std::vector<std::string> advice;
+  std::string precision_statement;
+  double host_op_pct = 0;    // host op occurrences / all op occurrences (§4).
+  double device_op_pct = 0;
+  std::vector<TopOp> top_ops;  // top 10 device ops by self time, IDLE excluded.
+  double gpu_utilization_pct = -1;  // union busy / span over the devices; -1 without GPU.
+  RunEnvironment env;
+  std::vector<Pattern> patterns;
+  void WriteJson(JsonWriter& w) const;
+};
+
+struct OverviewInputs {
+  const StepWindow* window;
+  const InputPipelineSnapshot* input;
+  const OpStatsSnapshot* ops;          // IDLE excluded.
+  const KernelStatsSnapshot* kernels;
+  const DeviceUtilizationSnapshot* utilization;
+  RunEnvironment env;
+  uint64_t small_kernel_ns = 40'000;
+};
+
+OverviewSnapshot BuildOverview(const OverviewInputs& in);
+
+// "Nvidia GPU (Ampere)" from a compute capability (§12); "GPU" if unknown.
+std::string GpuModelName(uint8_t cc_major, uint8_t cc_minor);
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_AGGREGATORS_OVERVIEW_H_

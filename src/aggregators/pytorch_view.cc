@@ -1,0 +1,1139 @@
+#include "aggregators/pytorch_view.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <unordered_map>
+#include <utility>
+
+namespace liveprof {
+
+// ---------------------------------------------------------------------------
+// Python number semantics.
+
+double PyRound(double x) {
+  // CPython float.__round__ without ndigits: round half away from zero, then
+  // fix exact halves to the even neighbour.
+  if (!std::isfinite(x)) return x;
+  double r = std::round(x);
+  if (std::fabs(x - r) == 0.5) r = 2.0 * std::round(x / 2.0);
+  return r;
+}
+
+double PyRound(double x, int ndigits) {
+  // CPython rounds through a correctly rounded decimal string of the exact
+  // binary value (ties to even) and reads it back; std::to_chars with a
+  // precision is exact in the same way.
+  if (!std::isfinite(x) || ndigits < 0 || ndigits > 300) return ndigits < 0 ? PyRound(x) : x;
+  char buf[400];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), x, std::chars_format::fixed, ndigits);
+  if (r.ec != std::errc()) return x;
+  double out = x;
+  std::from_chars(buf, r.ptr, out);
+  return out;
+}
+
+std::string PyRepr(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
+  // Shortest round-trip digits, in scientific form: "-d.ddde+XX".
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), x, std::chars_format::scientific);
+  const std::string_view text(buf, static_cast<size_t>(r.ptr - buf));
+  std::string out;
+  size_t pos = 0;
+  if (text[0] == '-') {
+    out.push_back('-');
+    pos = 1;
+  }
+  const size_t e_pos = text.find('e');
+  std::string digits;
+  for (size_t i = pos; i < e_pos; ++i) {
+    if (text[i] != '.') digits.push_back(text[i]);
+  }
+  int exp10 = 0;
+  std::from_chars(text.data() + e_pos + 1 + (text[e_pos + 1] == '+' ? 1 : 0), text.data() + text.size(),
+                  exp10);
+  // CPython (format_float_short, repr): decpt = exponent + 1; scientific when
+  // decpt <= -4 or decpt > 16, fixed otherwise, always with a '.' or an 'e'.
+  const int decpt = exp10 + 1;
+  const int n = static_cast<int>(digits.size());
+  if (decpt <= -4 || decpt > 16) {
+    out.push_back(digits[0]);
+    if (n > 1) {
+      out.push_back('.');
+      out.append(digits, 1, std::string::npos);
+    }
+    out.push_back('e');
+    const int e = decpt - 1;
+    out.push_back(e < 0 ? '-' : '+');
+    const int a = e < 0 ? -e : e;
+    if (a < 10) out.push_back('0');
+    out += std::to_string(a);
+  } else if (decpt <= 0) {
+    out += "0.";
+    out.append(static_cast<size_t>(-decpt), '0');
+    out += digits;
+  } else if (decpt >= n) {
+    out += digits;
+    out.append(static_cast<size_t>(decpt - n), '0');
+    out += ".0";
+  } else {
+    out.append(digits, 0, static_cast<size_t>(decpt));
+    out.push_back('.');
+    out.append(digits, static_cast<size_t>(decpt), std::string::npos);
+  }
+  return out;
+}
+
+std::string PyFormatFixed(double x, int decimals) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
+  char buf[400];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), x, std::chars_format::fixed,
+                               std::clamp(decimals, 0, 300));
+  return std::string(buf, r.ptr);
+}
+
+std::string_view PytorchRoleName(PytorchRole role) {
+  switch (role) {
+    case PytorchRole::kKernel: return "Kernel";
+    case PytorchRole::kMemcpy: return "Memcpy";
+    case PytorchRole::kMemset: return "Memset";
+    case PytorchRole::kCommunication: return "Communication";
+    case PytorchRole::kRuntime: return "Runtime";
+    case PytorchRole::kDataLoader: return "DataLoader";
+    case PytorchRole::kCpuOp: return "CPU Exec";
+    case PytorchRole::kOther: return "Other";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr uint64_t kMaxSane = uint64_t{1} << 62;
+constexpr int64_t kMaxTs = std::numeric_limits<int64_t>::max();  // sys.maxsize.
+constexpr int64_t kMinTs = std::numeric_limits<int64_t>::min();
+
+using Range = std::pair<int64_t, int64_t>;  // [first, second)
+using Ranges = std::vector<Range>;
+
+// ---- range_utils.py, ported literally (the carving's quirk depends on
+// whether a list is empty, zero-length pieces included).
+
+// merge_ranges: sort by start (stable), unite ranges that start at or before
+// the current end.
+Ranges MergeRanges(Ranges src) {
+  Ranges merged;
+  if (src.empty()) return merged;
+  std::stable_sort(src.begin(), src.end(),
+                   [](const Range& a, const Range& b) { return a.first < b.first; });
+  merged.push_back(src[0]);
+  for (size_t i = 1; i < src.size(); ++i) {
+    const Range& r = src[i];
+    if (r.second > merged.back().second) {
+      if (r.first <= merged.back().second) {
+        merged.back().second = r.second;
+      } else {
+        merged.push_back(r);
+      }
+    }
+  }
+  return merged;
+}
+
+// Unites an already start-sorted list (the role lists are built in ts order).
+Ranges MergeSortedRanges(Ranges src) {
+  Ranges merged;
+  if (src.empty()) return merged;
+  merged.reserve(src.size() / 2 + 1);
+  merged.push_back(src[0]);
+  for (size_t i = 1; i < src.size(); ++i) {
+    const Range& r = src[i];
+    if (r.second > merged.back().second) {
+      if (r.first <= merged.back().second) {
+        merged.back().second = r.second;
+      } else {
+        merged.push_back(r);
+      }
+    }
+  }
+  return merged;
+}
+
+Ranges SubtractRanges(const Ranges& l1, const Ranges& l2) {
+  Ranges dst;
+  if (l1.empty()) return dst;
+  if (l2.empty()) return l1;
+  Range r1 = l1[0];
+  Range r2 = l2[0];
+  size_t i1 = 0, i2 = 0;
+  auto pop1 = [&] {
+    if (++i1 < l1.size()) r1 = l1[i1];
+  };
+  auto pop2 = [&] {
+    if (++i2 < l2.size()) r2 = l2[i2];
+  };
+  while (i1 < l1.size()) {
+    if (i2 == l2.size()) {
+      dst.push_back(r1);
+      pop1();
+    } else if (r2.second <= r1.first) {
+      pop2();
+    } else if (r2.first <= r1.first && r2.second < r1.second) {
+      r1 = {r2.second, r1.second};
+      pop2();
+    } else if (r2.first <= r1.first) {
+      r2 = {r1.second, r2.second};
+      pop1();
+    } else if (r2.first < r1.second) {
+      dst.push_back({r1.first, r2.first});
+      r1 = {r2.first, r1.second};
+    } else {
+      dst.push_back(r1);
+      pop1();
+    }
+  }
+  return dst;
+}
+
+Ranges IntersectRanges(const Ranges& l1, const Ranges& l2) {
+  Ranges dst;
+  if (l1.empty() || l2.empty()) return dst;
+  Range r1 = l1[0];
+  Range r2 = l2[0];
+  size_t i1 = 0, i2 = 0;
+  auto pop1 = [&] {
+    if (++i1 < l1.size()) r1 = l1[i1];
+  };
+  auto pop2 = [&] {
+    if (++i2 < l2.size()) r2 = l2[i2];
+  };
+  while (i1 < l1.size()) {
+    if (i2 == l2.size()) {
+      break;
+    } else if (r2.second <= r1.first) {
+      pop2();
+    } else if (r2.first <= r1.first && r2.second < r1.second) {
+      dst.push_back({r1.first, r2.second});
+      r1 = {r2.second, r1.second};
+      pop2();
+    } else if (r2.first <= r1.first) {
+      dst.push_back(r1);
+      r2 = {r1.second, r2.second};
+      pop1();
+    } else if (r2.second < r1.second) {
+      dst.push_back(r2);
+      r1 = {r2.second, r1.second};
+      pop2();
+    } else if (r2.first < r1.second) {
+      dst.push_back({r2.first, r1.second});
+      r2 = {r1.second, r2.second};
+      pop1();
+    } else {
+      pop1();
+    }
+  }
+  return dst;
+}
+
+// get_ranges_sum(intersection_ranges_lists([(s, e)], v)) for a sorted list of
+// disjoint ranges (every list above is one): the overlap length.
+int64_t OverlapLength(const Ranges& v, int64_t s, int64_t e) {
+  auto it = std::partition_point(v.begin(), v.end(), [s](const Range& r) { return r.second <= s; });
+  int64_t sum = 0;
+  for (; it != v.end() && it->first < e; ++it) {
+    sum += std::min(e, it->second) - std::max(s, it->first);
+  }
+  return sum;
+}
+
+// ---- Names.
+
+enum class NameClass : uint8_t {
+  kUnknown = 0,  // not classified yet.
+  kPlain,
+  kDataLoader,
+  kCommunication,
+  kProfilerStep,
+};
+
+constexpr std::string_view kCommNames[] = {
+    "nccl:broadcast", "nccl:reduce", "nccl:all_reduce", "nccl:all_gather", "nccl:reduce_scatter",
+    "gloo:broadcast", "gloo:reduce", "gloo:all_reduce", "gloo:all_gather", "gloo:reduce_scatter",
+};
+
+bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+// Python int(s) for the text after "ProfilerStep#" (up to the next '#'):
+// surrounding whitespace, an optional sign, digits with single '_' between.
+bool ParseStepNumber(std::string_view s, int64_t* out) {
+  const size_t hash = s.find('#');
+  if (hash != std::string_view::npos) s = s.substr(0, hash);
+  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
+  bool negative = false;
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) {
+    negative = s[0] == '-';
+    s.remove_prefix(1);
+  }
+  if (s.empty()) return false;
+  // Python accepts arbitrarily large ints; we keep int64 (else: not a step).
+  unsigned __int128 v = 0;
+  bool prev_digit = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c >= '0' && c <= '9') {
+      v = v * 10 + static_cast<unsigned>(c - '0');
+      if (v > (static_cast<unsigned __int128>(1) << 63)) return false;
+      prev_digit = true;
+    } else if (c == '_' && prev_digit && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '9') {
+      prev_digit = false;
+    } else {
+      return false;
+    }
+  }
+  if (!negative && v > static_cast<unsigned __int128>(std::numeric_limits<int64_t>::max())) return false;
+  *out = negative ? static_cast<int64_t>(-static_cast<__int128>(v)) : static_cast<int64_t>(v);
+  return true;
+}
+
+class NameClassifier {
+ public:
+  explicit NameClassifier(const Catalog& catalog) : catalog_(catalog) {}
+
+  // Class of a host span's name; `step_num` set for kProfilerStep.
+  NameClass Get(NameId id, int64_t* step_num) {
+    if (id >= classes_.size()) {
+      const size_t n = std::max<size_t>(catalog_.name_count(), size_t{id} + 1);
+      classes_.resize(n, NameClass::kUnknown);
+      step_nums_.resize(n, 0);
+    }
+    NameClass& c = classes_[id];
+    if (c == NameClass::kUnknown) c = Classify(catalog_.Name(id), &step_nums_[id]);
+    *step_num = step_nums_[id];
+    return c;
+  }
+
+  bool IsCommunication(NameId id) {
+    if (id == 0) return false;
+    int64_t unused = 0;
+    return Get(id, &unused) == NameClass::kCommunication;
+  }
+
+ private:
+  static NameClass Classify(std::string_view name, int64_t* step_num) {
+    constexpr std::string_view kStep = "ProfilerStep#";
+    if (name.starts_with(kStep)) {
+      if (ParseStepNumber(name.substr(kStep.size()), step_num)) return NameClass::kProfilerStep;
+      return NameClass::kPlain;  // the plugin would fail to load; we call it an operator.
+    }
+    if ((name.starts_with("enumerate(DataLoader)#") && name.ends_with(".__next__")) ||
+        name.starts_with("enumerate(DataPipe)#")) {
+      return NameClass::kDataLoader;
+    }
+    for (const std::string_view c : kCommNames) {
+      if (name == c) return NameClass::kCommunication;
+    }
+    return NameClass::kPlain;
+  }
+
+  const Catalog& catalog_;
+  std::vector<NameClass> classes_;
+  std::vector<int64_t> step_nums_;
+};
+
+// ---- Records.
+
+enum class RecType : uint8_t { kDevice, kRuntime, kHost, kStep };
+constexpr uint8_t kNoRole = 0xff;
+
+struct Rec {
+  int64_t ts;
+  int64_t end;
+  int64_t step_num;  // kStep.
+  uint32_t corr;
+  RecType type;
+  uint8_t role;      // PytorchRole, or kNoRole.
+  uint8_t device;
+  bool is_kernel;    // any Kernel event (GPU utilization, section 5).
+  bool counts_cpu;   // Operator / ProfilerStep: the fallback step's extent.
+};
+
+bool IsBadSpan(const Event& e) { return e.dur > kMaxSane || e.ts > kMaxSane; }
+
+// Builds the record of `e`, or returns false for kinds the overview ignores.
+bool MakeRec(const Event& e, NameClassifier& names, Rec* r) {
+  r->ts = static_cast<int64_t>(e.ts);
+  r->end = static_cast<int64_t>(e.ts + e.dur);
+  r->step_num = 0;
+  r->corr = e.corr;
+  r->role = kNoRole;
+  r->device = e.device;
+  r->is_kernel = false;
+  r->counts_cpu = false;
+  switch (e.kind) {
+    case EventKind::kKernel:
+      r->type = RecType::kDevice;
+      r->is_kernel = true;
+      r->role = static_cast<uint8_t>(names.IsCommunication(e.payload.kernel.op) ? PytorchRole::kCommunication
+                                                                               : PytorchRole::kKernel);
+      return true;
+    case EventKind::kMemcpyHtoD:
+    case EventKind::kMemcpyDtoH:
+    case EventKind::kMemcpyDtoD:
+    case EventKind::kMemcpyHtoH:
+    case EventKind::kMemcpyPtoP:
+    case EventKind::kMemcpyOther:
+      r->type = RecType::kDevice;
+      r->role = static_cast<uint8_t>(PytorchRole::kMemcpy);
+      return true;
+    case EventKind::kMemset:
+      r->type = RecType::kDevice;
+      r->role = static_cast<uint8_t>(PytorchRole::kMemset);
+      return true;
+    case EventKind::kRuntimeApi:
+      r->type = RecType::kRuntime;
+      r->role = static_cast<uint8_t>(PytorchRole::kRuntime);
+      return true;
+    case EventKind::kStepMarker:
+      r->type = RecType::kStep;
+      r->step_num = e.payload.step.step_num;
+      r->counts_cpu = true;
+      return true;
+    case EventKind::kInputSpan:
+      r->type = RecType::kHost;
+      r->role = static_cast<uint8_t>(PytorchRole::kDataLoader);
+      r->counts_cpu = true;
+      return true;
+    case EventKind::kFrameworkOp:
+    case EventKind::kHostSpan: {
+      const bool is_operator = e.kind == EventKind::kFrameworkOp;  // else UserAnnotation.
+      int64_t step_num = 0;
+      switch (names.Get(e.name, &step_num)) {
+        case NameClass::kProfilerStep:
+          r->type = RecType::kStep;
+          r->step_num = step_num;
+          r->counts_cpu = true;
+          return true;
+        case NameClass::kDataLoader:
+          r->role = static_cast<uint8_t>(PytorchRole::kDataLoader);
+          break;
+        case NameClass::kCommunication:
+          r->role = static_cast<uint8_t>(PytorchRole::kCommunication);
+          break;
+        default:
+          r->role = static_cast<uint8_t>(PytorchRole::kCpuOp);
+          break;
+      }
+      r->type = RecType::kHost;
+      r->counts_cpu = is_operator;
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+struct DeviceOp {
+  int64_t ts;
+  int64_t end;
+  int32_t next;  // next device op of the same Runtime, or -1.
+  bool matched;  // credited to a step through its Runtime.
+};
+
+struct Runtime {
+  int64_t ts;
+  int64_t end;
+  int32_t head;  // its device ops (linked through DeviceOp::next), or -1.
+  int32_t tail;
+};
+
+struct OpList {
+  int32_t head = -1;
+  int32_t tail = -1;
+};
+
+void Append(std::vector<DeviceOp>& ops, OpList& list, int32_t d) {
+  if (list.head < 0) {
+    list.head = list.tail = d;
+  } else {
+    ops[static_cast<size_t>(list.tail)].next = d;
+    list.tail = d;
+  }
+}
+
+// ---- JSON helpers.
+
+// A float as Python's json.dumps writes it (its repr). JsonWriter has no raw
+// output: fixed-notation reprs go through Fixed() with the repr's number of
+// decimals (the same text: the repr is the correctly rounded value at that
+// precision), the others through Double() (also the same text: "1e+16").
+void WritePyFloat(JsonWriter& w, double v) {
+  const std::string repr = PyRepr(v);
+  const size_t dot = repr.find('.');
+  if (std::isfinite(v) && repr.find('e') == std::string::npos && dot != std::string::npos) {
+    const int decimals = static_cast<int>(repr.size() - dot - 1);
+    if (PyFormatFixed(v, decimals) == repr) {
+      w.Fixed(v, decimals);
+      return;
+    }
+  }
+  w.Double(v);
+}
+
+// A published time value: an int for whole-µs traces, a float otherwise.
+std::string TimeText(int64_t ns, double us, bool integer_us) {
+  return integer_us ? std::to_string(ns / 1000) : PyRepr(us);
+}
+
+void WriteTime(JsonWriter& w, int64_t ns, double us, bool integer_us) {
+  if (integer_us) {
+    w.Int(ns / 1000);
+  } else {
+    WritePyFloat(w, us);
+  }
+}
+
+std::string Href(std::string_view text, std::string_view url) {
+  std::string s = "<a href=\"";
+  s += url;
+  s += "\" target=\"_blank\">";
+  s += text;
+  s += "</a>";
+  return s;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+PytorchOverview ComputePytorchOverview(std::span<const Event> events, const Catalog& catalog,
+                                       const PytorchViewOptions& options) {
+  PytorchOverview out;
+  NameClassifier names(catalog);
+
+  // Section 0.3: the kept events, stably sorted by ts.
+  std::vector<Rec> recs;
+  recs.reserve(events.size());
+  for (const Event& e : events) {
+    Rec r;
+    if (!MakeRec(e, names, &r)) continue;
+    if (IsBadSpan(e)) {
+      ++out.bad_duration_events;
+      continue;
+    }
+    if (e.ts % 1000 != 0 || e.dur % 1000 != 0) out.integer_us = false;
+    recs.push_back(r);
+  }
+  // Stable order by ts: sort small (ts, index) keys, the index breaking ties.
+  struct Key {
+    int64_t ts;
+    uint32_t index;
+  };
+  std::vector<Key> order(recs.size());
+  for (size_t i = 0; i < recs.size(); ++i) order[i] = {recs[i].ts, static_cast<uint32_t>(i)};
+  std::sort(order.begin(), order.end(),
+            [](const Key& a, const Key& b) { return a.ts != b.ts ? a.ts < b.ts : a.index < b.index; });
+
+  // One walk in ts order: role lists, host steps, device ops attached to
+  // their Runtime (sections 1.1, 1.2, 2).
+  std::array<Ranges, kPytorchRoleCount - 1> role_ranges;
+  Ranges steps;
+  std::vector<std::string> step_names;
+  int64_t cpu_min = kMaxTs, cpu_max = kMinTs;
+  std::vector<DeviceOp> device_ops;
+  std::vector<Runtime> runtimes;
+  std::unordered_map<uint32_t, int32_t> corr_to_runtime;
+  std::unordered_map<uint32_t, OpList> pending;  // device ops before their Runtime.
+  std::vector<Ranges> kernels_by_device(256);
+  std::vector<bool> gpu_seen(256, false);
+
+  for (const Key& key : order) {
+    const Rec& r = recs[key.index];
+    if (r.role != kNoRole) role_ranges[r.role].push_back({r.ts, r.end});
+    if (r.counts_cpu) {
+      cpu_min = std::min(cpu_min, r.ts);
+      cpu_max = std::max(cpu_max, r.end);
+    }
+    switch (r.type) {
+      case RecType::kStep:
+        steps.push_back({r.ts, r.end});
+        step_names.push_back(std::to_string(r.step_num));
+        break;
+      case RecType::kDevice: {
+        const auto d = static_cast<int32_t>(device_ops.size());
+        device_ops.push_back({r.ts, r.end, -1, false});
+        const auto it = corr_to_runtime.find(r.corr);
+        if (it != corr_to_runtime.end()) {
+          Runtime& rt = runtimes[static_cast<size_t>(it->second)];
+          OpList list{rt.head, rt.tail};
+          Append(device_ops, list, d);
+          rt.head = list.head;
+          rt.tail = list.tail;
+        } else {
+          Append(device_ops, pending[r.corr], d);
+        }
+        if (r.is_kernel) {
+          kernels_by_device[r.device].push_back({r.ts, r.end});
+          gpu_seen[r.device] = true;
+        }
+        break;
+      }
+      case RecType::kRuntime: {
+        OpList list;
+        const auto it = pending.find(r.corr);
+        if (it != pending.end()) {
+          list = it->second;
+          pending.erase(it);
+        }
+        corr_to_runtime[r.corr] = static_cast<int32_t>(runtimes.size());
+        runtimes.push_back({r.ts, r.end, list.head, list.tail});
+        break;
+      }
+      case RecType::kHost:
+        break;
+    }
+  }
+
+  if (steps.empty()) {
+    // Section 1.1: one step "0" over the Operator / ProfilerStep events. With
+    // none the plugin's step is a sentinel; we publish no step at all.
+    if (cpu_min > cpu_max) return out;
+    steps.push_back({cpu_min, cpu_max});
+    step_names.push_back("0");
+    out.fallback_step = true;
+  }
+  const size_t n_steps = steps.size();
+  std::vector<int64_t> host_start(n_steps), host_end(n_steps);
+  for (size_t i = 0; i < n_steps; ++i) {
+    host_start[i] = steps[i].first;
+    host_end[i] = steps[i].second;
+  }
+
+  // Section 1.2: sweep the Runtimes (already in stable start order) against
+  // the host steps with one forward-only cursor.
+  std::vector<Range> steps_device(n_steps, {kMaxTs, kMinTs});
+  std::vector<uint64_t> steps_count(n_steps, 0);
+  bool any_matched = false;
+  {
+    size_t i_step = 0, i_rt = 0;
+    int64_t dev_min = kMaxTs, dev_max = kMinTs;
+    while (i_step < n_steps && i_rt < runtimes.size()) {
+      const Range& step = steps[i_step];
+      const Runtime& rt = runtimes[i_rt];
+      if (rt.ts < step.first) {
+        ++i_rt;  // starts before the step (or straddles its start).
+      } else if (rt.end <= step.second) {
+        for (int32_t d = rt.head; d >= 0; d = device_ops[static_cast<size_t>(d)].next) {
+          DeviceOp& op = device_ops[static_cast<size_t>(d)];
+          dev_min = std::min(dev_min, op.ts);
+          dev_max = std::max(dev_max, op.end);
+          op.matched = true;
+          ++steps_count[i_step];
+          any_matched = true;
+        }
+        ++i_rt;
+      } else if (rt.ts < step.second) {
+        ++i_rt;  // straddles the step's end: credited to no step.
+      } else {
+        steps_device[i_step] = {dev_min, dev_max};
+        ++i_step;
+        dev_min = kMaxTs;
+        dev_max = kMinTs;
+      }
+    }
+    for (; i_step < n_steps; ++i_step) {
+      steps_device[i_step] = {dev_min, dev_max};
+      dev_min = kMaxTs;
+      dev_max = kMinTs;
+    }
+  }
+
+  // Section 1.3: adjust the bounds (GPU mode only).
+  out.gpu_mode = any_matched;
+  if (any_matched) {
+    int64_t prev = steps[0].first;
+    if (steps_device[0].first != kMaxTs) {
+      for (const DeviceOp& op : device_ops) {
+        if (!op.matched && op.end < steps_device[0].first) prev = std::max(prev, op.end);
+      }
+    }
+    for (size_t i = 0; i < n_steps; ++i) {
+      const int64_t start = std::max(prev, steps[i].first);
+      int64_t end = steps[i].second;
+      if (steps_device[i].first == kMaxTs) {
+        end = std::max(end, start);
+      } else {
+        end = std::max(end, steps_device[i].second);
+        if (end < start) end = start;
+      }
+      steps[i] = {start, end};
+      prev = end;
+    }
+    // Section 1.4: drop the steps after the last one with device ops, and
+    // that one too when it has under 80% of its predecessor's.
+    if (options.remove_tail_steps && n_steps > 1) {
+      ptrdiff_t i = static_cast<ptrdiff_t>(n_steps) - 1;
+      while (i >= 0 && steps_count[static_cast<size_t>(i)] == 0) --i;
+      if (i >= 0) {
+        size_t keep = static_cast<size_t>(i) + 1;
+        if (i > 0 && static_cast<double>(steps_count[static_cast<size_t>(i) - 1]) * 0.8 >
+                         static_cast<double>(steps_count[static_cast<size_t>(i)])) {
+          keep = static_cast<size_t>(i);
+        }
+        if (keep < n_steps) {
+          out.dropped_tail_steps = n_steps - keep;
+          steps.resize(keep);
+          step_names.resize(keep);
+        }
+      }
+    }
+  }
+
+  // Section 2: the united role lists and the column flags.
+  for (Ranges& r : role_ranges) r = MergeSortedRanges(std::move(r));
+  out.has_kernel = !role_ranges[static_cast<size_t>(PytorchRole::kKernel)].empty();
+  out.has_runtime = !role_ranges[static_cast<size_t>(PytorchRole::kRuntime)].empty();
+  out.has_communication = !role_ranges[static_cast<size_t>(PytorchRole::kCommunication)].empty();
+  out.has_memcpy_or_memset = !role_ranges[static_cast<size_t>(PytorchRole::kMemcpy)].empty() ||
+                             !role_ranges[static_cast<size_t>(PytorchRole::kMemset)].empty();
+  out.show_gpu = out.has_runtime || out.has_kernel || out.has_memcpy_or_memset;
+  if (out.show_gpu) {
+    out.columns.insert(out.columns.end(), {PytorchRole::kKernel, PytorchRole::kMemcpy, PytorchRole::kMemset});
+  }
+  if (out.has_communication) out.columns.push_back(PytorchRole::kCommunication);
+  if (out.show_gpu) out.columns.push_back(PytorchRole::kRuntime);
+  out.columns.insert(out.columns.end(), {PytorchRole::kDataLoader, PytorchRole::kCpuOp, PytorchRole::kOther});
+
+  // Section 3: carving in priority order, with the empty-free-set reset.
+  std::array<Ranges, kPytorchRoleCount> cost;
+  {
+    Ranges slots;
+    for (size_t role = 0; role + 1 < kPytorchRoleCount; ++role) {
+      Ranges range;
+      if (!slots.empty()) {
+        range = IntersectRanges(slots, role_ranges[role]);
+      } else {
+        range = role_ranges[role];
+        slots = MergeRanges(steps);
+      }
+      slots = SubtractRanges(slots, range);
+      cost[role] = std::move(range);
+    }
+    cost[kPytorchRoleCount - 1] = std::move(slots);
+  }
+
+  // Per-step values and percentages (sections 3, 4).
+  out.steps.resize(steps.size());
+  std::array<double, kPytorchRoleCount> sum{};
+  double sum_total = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    PytorchOverviewStep& s = out.steps[i];
+    s.name = std::move(step_names[i]);
+    s.host_start_ns = host_start[i];
+    s.host_end_ns = host_end[i];
+    s.start_ns = steps[i].first;
+    s.end_ns = steps[i].second;
+    s.device_ops = steps_count[i];
+    s.total_ns = s.end_ns - s.start_ns;
+    s.total_us = static_cast<double>(s.total_ns) / 1000.0;
+    for (size_t r = 0; r < kPytorchRoleCount; ++r) {
+      s.value_ns[r] = OverlapLength(cost[r], s.start_ns, s.end_ns);
+      s.value_us[r] = static_cast<double>(s.value_ns[r]) / 1000.0;
+      s.pct[r] = s.total_ns == 0 ? 0.0 : PyRound(100.0 * s.value_us[r] / s.total_us, 2);
+      sum[r] += s.value_us[r];
+    }
+    sum_total += s.total_us;
+  }
+
+  // Section 4: averages over the kept steps.
+  const double n = static_cast<double>(steps.size());
+  PytorchOverviewAverage& avg = out.average;
+  avg.total_us = sum_total / n;
+  avg.total_rounded_us = PyRound(avg.total_us);
+  for (size_t r = 0; r < kPytorchRoleCount; ++r) {
+    avg.value_us[r] = sum[r] / n;
+    avg.rounded_us[r] = PyRound(avg.value_us[r]);
+    avg.pct[r] = avg.total_us == 0 ? 0.0 : PyRound(100.0 * avg.value_us[r] / avg.total_us, 2);
+  }
+
+  // Section 5: GPU Utilization over W = [first step start, last step end].
+  out.window_start_ns = steps.front().first;
+  out.window_end_ns = steps.back().second;
+  const int64_t w_len = out.window_end_ns - out.window_start_ns;
+  for (size_t dev = 0; dev < gpu_seen.size(); ++dev) {
+    if (!gpu_seen[dev]) continue;
+    PytorchOverviewGpu g;
+    g.device = static_cast<uint8_t>(dev);
+    const Ranges merged = MergeSortedRanges(std::move(kernels_by_device[dev]));
+    const int64_t busy = OverlapLength(merged, out.window_start_ns, out.window_end_ns);
+    g.utilization = w_len == 0 ? 0.0
+                               : (static_cast<double>(busy) / 1000.0) / (static_cast<double>(w_len) / 1000.0);
+    g.utilization_pct = PyRound(100.0 * g.utilization, 2);
+    if (const DeviceDef* def = catalog.Device(g.device)) {
+      g.described = true;
+      g.name = def->name;
+      g.memory_bytes = def->memory_bytes;
+      g.cc_major = def->cc_major;
+      g.cc_minor = def->cc_minor;
+    }
+    out.gpus.push_back(std::move(g));
+  }
+
+  // Section 6, items 1, 4 and 5 (2, 3, 6, 7 need data this view does not have).
+  if (avg.total_us != 0) {
+    const double dataloader_ratio =
+        avg.value_us[static_cast<size_t>(PytorchRole::kDataLoader)] / avg.total_us;
+    if (dataloader_ratio > 0.05) {
+      out.recommendations.push_back(
+          "This run has high time cost on input data loading. " + PyFormatFixed(dataloader_ratio * 100, 1) +
+          "% of the step time is in DataLoader. You could try to set num_workers on DataLoader's "
+          "construction and " +
+          Href("enable multi-processes on data loading",
+               "https://pytorch.org/docs/stable/data.html#single-and-multi-process-data-loading") +
+          ".");
+    }
+    const double communication_ratio =
+        avg.value_us[static_cast<size_t>(PytorchRole::kCommunication)] / avg.total_us;
+    if (communication_ratio > 0.1) {
+      // The plugin's compress_url is a one-element tuple (a trailing comma),
+      // so its link text is the tuple's repr.
+      out.recommendations.push_back(
+          "This run has high time cost on communication. " + PyFormatFixed(communication_ratio * 100, 1) +
+          "% of the step time is in communication. You could try " +
+          Href("Gradient Compression", "('https://pytorch.org/docs/stable/ddp_comm_hooks.html',)") + " or " +
+          Href("Gradient Accumulation",
+               "https://towardsdatascience.com/what-is-gradient-accumulation-in-deep-learning-ec034122cfa") +
+          " or increase the batch size. Note: Gradient accumulation will increase global effective batch "
+          "size, which may hurt model convergence and accuracy. For such case, you may want to evaluate " +
+          Href("LAMB optimizer", "https://nvidia.github.io/apex/optimizers.html#apex.optimizers.FusedLAMB") +
+          ".");
+    }
+  }
+  {
+    std::vector<uint8_t> low;
+    for (const PytorchOverviewGpu& g : out.gpus) {
+      if (g.utilization < 0.5) low.push_back(g.device);
+    }
+    if (!low.empty()) {
+      // get_gpus_str: ", " between ids, but "and " (no comma, no space
+      // before) ahead of the last one; "has" only when the text is one
+      // character long.
+      std::string list = std::to_string(low[0]);
+      for (size_t i = 1; i < low.size(); ++i) {
+        list += i == low.size() - 1 ? "and " : ", ";
+        list += std::to_string(low[i]);
+      }
+      out.recommendations.push_back(
+          "GPU " + list + (list.size() == 1 ? " has" : " have") +
+          " low utilization. You could try to increase batch size to improve. Note: Increasing batch size "
+          "may affect the speed and stability of model convergence.");
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+
+std::string PytorchOverview::RecommendationsHtml() const {
+  std::string html = "<ul>";
+  if (recommendations.empty()) {
+    html += "<li>N/A</li>";
+  } else {
+    for (const std::string& r : recommendations) {
+      html += "<li>";
+      html += r;
+      html += "</li>";
+    }
+  }
+  html += "</ul>";
+  return html;
+}
+
+void PytorchOverview::WriteJson(JsonWriter& w) const {
+  w.BeginObject();
+
+  w.Key("steps");
+  w.BeginObject();
+  w.Key("columns");
+  w.BeginArray();
+  w.BeginObject();
+  w.KV("type", "string");
+  w.KV("name", "Step");
+  w.EndObject();
+  for (const PytorchRole role : columns) {
+    w.BeginObject();
+    w.KV("type", "number");
+    w.KV("name", PytorchRoleName(role));
+    w.EndObject();
+    w.BeginObject();
+    w.KV("type", "string");
+    w.KV("role", "tooltip");
+    w.Key("p");
+    w.BeginObject();
+    w.KV("html", "true");
+    w.EndObject();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("rows");
+  w.BeginArray();
+  for (const PytorchOverviewStep& s : steps) {
+    w.BeginArray();
+    w.String(s.name);
+    const std::string total = TimeText(s.total_ns, s.total_us, integer_us);
+    for (const PytorchRole role : columns) {
+      const auto r = static_cast<size_t>(role);
+      WriteTime(w, s.value_ns[r], s.value_us[r], integer_us);
+      std::string tip = "<div class=\"visualization-tooltip\" style=\"white-space: nowrap;\">Step ";
+      tip += s.name;
+      tip += "<br>Total: ";
+      tip += total;
+      tip += "us<br><b>";
+      tip += PytorchRoleName(role);
+      tip += ": ";
+      tip += TimeText(s.value_ns[r], s.value_us[r], integer_us);
+      tip += "us</b><br>Percentage: ";
+      tip += PyRepr(s.pct[r]);
+      tip += "%</div>";
+      w.String(tip);
+    }
+    w.EndArray();
+  }
+  w.EndArray();
+  w.EndObject();
+
+  w.Key("performance");
+  w.BeginArray();
+  if (!steps.empty()) {
+    w.BeginObject();
+    w.KV("name", "Average Step Time");
+    w.KV("description", "");
+    w.Key("value");
+    w.Int(static_cast<int64_t>(average.total_rounded_us));
+    w.KV("extra", 100);
+    w.Key("children");
+    w.BeginArray();
+    for (const PytorchRole role : columns) {
+      const auto r = static_cast<size_t>(role);
+      w.BeginObject();
+      w.KV("name", PytorchRoleName(role));
+      w.KV("description", "");
+      w.Key("value");
+      w.Int(static_cast<int64_t>(average.rounded_us[r]));
+      w.Key("extra");
+      WritePyFloat(w, average.pct[r]);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+
+  w.KV("recommendations", RecommendationsHtml());
+
+  w.Key("environments");
+  w.BeginArray();
+  w.BeginObject();
+  w.KV("title", "Number of Worker(s)");
+  w.KV("value", "1");
+  w.EndObject();
+  w.BeginObject();
+  w.KV("title", "Device Type");
+  w.KV("value", show_gpu ? "GPU" : "CPU");
+  w.EndObject();
+  w.EndArray();
+
+  if (!gpus.empty()) {
+    w.Key("gpu_metrics");
+    w.BeginObject();
+    w.KV("title", "GPU Summary");
+    w.Key("data");
+    w.BeginArray();
+    auto row = [&w](std::string_view title, std::string_view value) {
+      w.BeginObject();
+      w.KV("title", title);
+      w.KV("value", value);
+      w.EndObject();
+    };
+    for (const PytorchOverviewGpu& g : gpus) {
+      row("GPU " + std::to_string(g.device) + ":", "");
+      if (g.described) {
+        row("Name", g.name);
+        const double gb = static_cast<double>(g.memory_bytes) / 1024 / 1024 / 1024;
+        row("Memory", PyRepr(PyRound(gb, 2)) + " GB");
+        row("Compute Capability", std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor));
+      }
+      row("GPU Utilization", PyRepr(g.utilization_pct) + " %");
+    }
+    w.EndArray();
+    w.EndObject();
+  }
+
+  w.Key("liveprof");
+  w.BeginObject();
+  w.KV("gpu_mode", gpu_mode);
+  w.KV("fallback_step", fallback_step);
+  w.KV("integer_us", integer_us);
+  w.KV("dropped_tail_steps", dropped_tail_steps);
+  w.KV("dropped_events", dropped_events);
+  w.KV("bad_duration_events", bad_duration_events);
+  w.KV("window_start_ns", window_start_ns);
+  w.KV("window_end_ns", window_end_ns);
+  w.Key("steps");
+  w.BeginArray();
+  for (const PytorchOverviewStep& s : steps) {
+    w.BeginObject();
+    w.KV("name", s.name);
+    w.KV("host_start_ns", s.host_start_ns);
+    w.KV("host_end_ns", s.host_end_ns);
+    w.KV("start_ns", s.start_ns);
+    w.KV("end_ns", s.end_ns);
+    w.KV("device_ops", s.device_ops);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+
+  w.EndObject();
+}
+
+std::string PytorchOverview::ToCsv() const {
+  std::string csv = "Step";
+  for (const PytorchRole role : columns) {
+    csv.push_back(',');
+    AppendCsvField(&csv, PytorchRoleName(role));
+  }
+  csv += ",Total\n";
+  for (const PytorchOverviewStep& s : steps) {
+    AppendCsvField(&csv, s.name);
+    for (const PytorchRole role : columns) {
+      const auto r = static_cast<size_t>(role);
+      csv.push_back(',');
+      csv += TimeText(s.value_ns[r], s.value_us[r], integer_us);
+    }
+    csv.push_back(',');
+    csv += TimeText(s.total_ns, s.total_us, integer_us);
+    csv.push_back('\n');
+  }
+  return csv;
+}
+
+// ---------------------------------------------------------------------------
+
+PytorchView::PytorchView(const Catalog* catalog, Diagnostics* diagnostics, Options options)
+    : catalog_(catalog), diagnostics_(diagnostics), options_(options) {
+  if (options_.max_events == 0) options_.max_events = 1;
+}
+
+void PytorchView::Consume(std::span<const Event> events) {
+  for (const Event& e : events) {
+    switch (e.kind) {
+      case EventKind::kKernel:
+      case EventKind::kMemcpyHtoD:
+      case EventKind::kMemcpyDtoH:
+      case EventKind::kMemcpyDtoD:
+      case EventKind::kMemcpyHtoH:
+      case EventKind::kMemcpyPtoP:
+      case EventKind::kMemcpyOther:
+      case EventKind::kMemset:
+      case EventKind::kRuntimeApi:
+      case EventKind::kStepMarker:
+      case EventKind::kInputSpan:
+      case EventKind::kFrameworkOp:
+      case EventKind::kHostSpan:
+        break;
+      default:
+        continue;
+    }
+    if (IsBadSpan(e)) {
+      ++bad_duration_;
+      if (diagnostics_ != nullptr) diagnostics_->Add(Diag::bad_duration);
+      continue;
+    }
+    if (e.ts < cut_ns_ && e.end() <= cut_ns_) {
+      ++dropped_events_;  // a late arrival from before the last cut.
+      continue;
+    }
+    events_.push_back(e);
+  }
+  if (events_.size() > options_.max_events) Compact();
+}
+
+// Cuts the buffer at a step start C: keeps the events with ts >= C or end > C
+// (those still running at C too: GPU work of the step before C becomes
+// "unmatched" device ops, which section 1.3 cuts off the first step, as the
+// plugin does with a trace that starts mid-run). C is the earliest step
+// start that leaves at most 3/4 of max_events (so compaction is amortized);
+// with no such step (no steps, or one step larger than the budget) C is the
+// ts that keeps the newest 3/4.
+void PytorchView::Compact() {
+  const size_t target = std::max<size_t>(1, options_.max_events / 4 * 3);
+  if (events_.size() <= target) return;
+  auto kept_at = [this](uint64_t cut) {
+    size_t kept = 0;
+    for (const Event& e : events_) kept += (e.ts >= cut || e.end() > cut) ? 1 : 0;
+    return kept;
+  };
+  const Catalog empty;
+  NameClassifier names(catalog_ != nullptr ? *catalog_ : empty);
+  std::vector<uint64_t> step_starts;
+  for (const Event& e : events_) {
+    int64_t num = 0;
+    if (e.kind == EventKind::kStepMarker ||
+        ((e.kind == EventKind::kFrameworkOp || e.kind == EventKind::kHostSpan) &&
+         names.Get(e.name, &num) == NameClass::kProfilerStep)) {
+      step_starts.push_back(e.ts);
+    }
+  }
+  std::sort(step_starts.begin(), step_starts.end());
+  step_starts.erase(std::unique(step_starts.begin(), step_starts.end()), step_starts.end());
+
+  bool found = false;
+  uint64_t cut = 0;
+  if (!step_starts.empty()) {
+    // Events starting at or after each step start, from a histogram over the
+    // step-start intervals; then the exact count (straddlers included) for
+    // the candidates from the first that looks small enough.
+    std::vector<size_t> bucket(step_starts.size() + 1, 0);  // [0]: before the first start.
+    for (const Event& e : events_) {
+      ++bucket[static_cast<size_t>(std::upper_bound(step_starts.begin(), step_starts.end(), e.ts) -
+                                   step_starts.begin())];
+    }
+    size_t starting_after = events_.size() - bucket[0];
+    for (size_t k = 0; k < step_starts.size() && !found; ++k) {
+      if (starting_after <= target && step_starts[k] > cut_ns_ && kept_at(step_starts[k]) <= target) {
+        cut = step_starts[k];
+        found = true;
+      }
+      starting_after -= bucket[k + 1];
+    }
+  }
+  if (!found) {
+    std::vector<uint64_t> ts;
+    ts.reserve(events_.size());
+    for (const Event& e : events_) ts.push_back(e.end());
+    // The newest `target` events by end time; ties and straddlers aside.
+    const size_t idx = events_.size() - target;
+    std::nth_element(ts.begin(), ts.begin() + static_cast<ptrdiff_t>(idx), ts.end());
+    cut = std::max(cut_ns_, ts[idx]);
+    while (kept_at(cut) > options_.max_events) cut += (cut >> 4) + 1;  // degenerate ties only.
+  }
+  cut_ns_ = std::max(cut_ns_, cut);
+  const size_t before = events_.size();
+  std::erase_if(events_, [c = cut_ns_](const Event& e) { return !(e.ts >= c || e.end() > c); });
+  dropped_events_ += before - events_.size();
+}
+
+PytorchOverview PytorchView::Snapshot() const {
+  const Catalog empty;
+  PytorchOverview o = ComputePytorchOverview(events_, catalog_ != nullptr ? *catalog_ : empty, options_);
+  o.bad_duration_events = bad_duration_;
+  o.dropped_events = dropped_events_;
+  return o;
+}
+
+}  // namespace liveprof

@@ -1,0 +1,101 @@
+// Input pipeline analyzer: the classification at its threshold boundaries,
+// the ratio-of-sums percentages, the host-side breakdown by hand, and the
+// input-op table.
+#include <string>
+#include <vector>
+
+#include "aggregators/input_pipeline.h"
+#include "doctest/doctest.h"
+
+namespace liveprof {
+namespace {
+
+// A window of total step time 10,000 ns with `input` and `all_others` ns.
+StepWindow MakeWindow(uint64_t input, uint64_t all_others) {
+  StepWindow w;
+  w.steps = 1;
+  w.step_ns_sum = 10'000;
+  w.bucket_ns[static_cast<size_t>(Bucket::kInput)] = input;
+  w.bucket_ns[static_cast<size_t>(Bucket::kAllOthers)] = all_others;
+  w.bucket_ns[static_cast<size_t>(Bucket::kDeviceCompute)] = 10'000 - input - all_others;
+  return w;
+}
+
+TEST_CASE("input pipeline: classification at 4.99 / 5 / 19.99 / 20 %") {
+  CHECK(AnalyzeInputPipeline(MakeWindow(499, 0), {}).bound == InputBound::kNot);
+  CHECK(AnalyzeInputPipeline(MakeWindow(500, 0), {}).bound == InputBound::kModerately);
+  CHECK(AnalyzeInputPipeline(MakeWindow(1999, 0), {}).bound == InputBound::kModerately);
+  CHECK(AnalyzeInputPipeline(MakeWindow(2000, 0), {}).bound == InputBound::kHighly);
+  // Below 5 % input but ≥ 3 % all others: POTENTIALLY, and its statement
+  // replaces the all-others advice.
+  const InputPipelineSnapshot p = AnalyzeInputPipeline(MakeWindow(100, 300), {});
+  CHECK(p.bound == InputBound::kPotentially);
+  CHECK(p.statement.find("3.0% of the total step time") != std::string::npos);
+  CHECK(p.advice.empty());
+  CHECK(AnalyzeInputPipeline(MakeWindow(100, 299), {}).bound == InputBound::kNot);
+  const InputPipelineSnapshot h = AnalyzeInputPipeline(MakeWindow(2000, 0), {});
+  CHECK(h.input_pct == doctest::Approx(20.0));
+  CHECK(h.compute_pct == doctest::Approx(80.0));
+  CHECK(h.idle_pct == doctest::Approx(0.0));
+  CHECK(h.statement.find("HIGHLY input-bound because 20.0%") != std::string::npos);
+  CHECK(std::string(InputBoundClass(h.bound)) == "host");
+  CHECK(AnalyzeInputPipeline(StepWindow{}, {}).bound == InputBound::kUnknown);
+}
+
+TEST_CASE("input pipeline: kernel-launch, all-others and collectives levels") {
+  StepWindow w = MakeWindow(0, 1500);
+  w.bucket_ns[static_cast<size_t>(Bucket::kKernelLaunch)] = 300;  // 3 %: moderate.
+  w.bucket_ns[static_cast<size_t>(Bucket::kDeviceCollectives)] = 299;
+  const InputPipelineSnapshot s = AnalyzeInputPipeline(w, {});
+  CHECK(s.kernel_launch_level == "moderate");
+  CHECK(s.all_other_level == "high");  // 15 %.
+  CHECK(s.collectives_level == "no");  // 2.99 %.
+}
+
+TEST_CASE("input pipeline: host-side breakdown and input-op table by hand") {
+  // Two steps, 2,000 µs in all; host-to-device 400 µs in all: ratio = 200/1000 = 0.2.
+  StepWindow w;
+  w.steps = 2;
+  w.step_ns_sum = 2'000'000;
+  w.bucket_ns[static_cast<size_t>(Bucket::kInput)] = 600'000;
+  w.type_ns[static_cast<size_t>(SpanType::kHostToDevice)] = 400'000;
+  const std::vector<InputOpRecord> ops = {
+      {"read_shard", InputStage::kRead, 4, 300'000, 300'000},
+      {"decode", InputStage::kPreprocess, 4, 700'000, 600'000},
+      {"Iterator::Batch::Map", InputStage::kUnknown, 2, 100'000, 100'000},
+      {"to_device", InputStage::kEnqueue, 2, 100'000, 100'000},
+      {"IteratorGetNext", InputStage::kUnknown, 2, 900'000, 900'000},  // not an input op.
+      {"wait_batch", InputStage::kWait, 2, 800'000, 800'000},          // nor this.
+  };
+  const InputPipelineSnapshot s = AnalyzeInputPipeline(w, ops);
+  // non_enqueue = 100 × (1 − 0.2) / 0.2 = 400 µs; total input = 300 + 600 + 100 = 1000.
+  CHECK(s.enqueue_us == doctest::Approx(100));
+  CHECK(s.demanded_read_us == doctest::Approx(120));   // 400 × 300 / 1000
+  CHECK(s.preprocessing_us == doctest::Approx(280));   // 400 × 700 / 1000
+  CHECK(s.advanced_read_us == doctest::Approx(0));
+  CHECK(s.unclassified_us == doctest::Approx(0));
+  CHECK(s.input_ops_seen);
+  REQUIRE(s.ops.size() == 4);
+  CHECK(s.ops[0].name == "decode");
+  // Percent of the input ops' self time: 300 + 600 + 100 + 100 = 1,100 µs.
+  CHECK(s.ops[0].self_pct == doctest::Approx(100.0 * 600 / 1100));
+  CHECK(s.ops[0].total_pct == doctest::Approx(100.0 * 700 / 1100));
+  CHECK(s.ops[3].name == "to_device");
+  CHECK(s.ops[3].category == InputCategory::kEnqueue);
+  CHECK(s.ops[1].category == InputCategory::kDemandedRead);
+  CHECK(s.ops[2].name == "Iterator::Batch::Map");
+  CHECK(s.ops[2].category == InputCategory::kPreprocessing);
+  const std::string csv = s.OpsCsv();
+  CHECK(csv.find("decode,4,0.7,") != std::string::npos);
+}
+
+TEST_CASE("input pipeline: tf.data names map to the legacy categories") {
+  CHECK(CategorizeInputOp("Iterator::Prefetch::TFRecord", InputStage::kUnknown) == InputCategory::kAdvancedRead);
+  CHECK(CategorizeInputOp("Iterator::Batch::TFRecord", InputStage::kUnknown) == InputCategory::kDemandedRead);
+  CHECK(CategorizeInputOp("Iterator::Shuffle", InputStage::kUnknown) == InputCategory::kPreprocessing);
+  CHECK(CategorizeInputOp("my_loader", InputStage::kUnknown) == InputCategory::kUnknown);
+  CHECK(CategorizeInputOp("IteratorGetNext", InputStage::kUnknown) == InputCategory::kNotInput);
+}
+
+}  // namespace
+}  // namespace liveprof
