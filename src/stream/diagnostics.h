@@ -53,7 +53,7 @@ enum class Severity : uint8_t { kInfo, kDataLoss, kError };
     "an allocation at an address still live; the earlier one is taken as freed")  \
   X(span_misnested, kError,                                                       \
     "a span that overlaps a sibling on its thread without containing it; "        \
-    "attributed to the enclosing op only for the overlap")                      \
+    "its overlapped neighbour is not subtracted from its self time")            \
   X(id_out_of_range, kError,                                                      \
     "events whose name or track id is beyond any NameTable id (2^22); left out "  \
     "of the op tables")                                                           \
