@@ -119,12 +119,13 @@ AlertEvent MakeEvent(const AlertRule& rule, AlertEventState state, double value,
   return e;
 }
 
-// {"steps":N[,"offset_steps":M]} or {"seconds":T}: the rules-file shape.
-void WriteWindow(JsonWriter& w, const WindowSpec& spec) {
+// {"steps":N} or {"seconds":T}, and a baseline's {"steps":N,"offset_steps":M}:
+// the rules-file shapes.
+void WriteWindow(JsonWriter& w, const WindowSpec& spec, bool baseline = false) {
   w.BeginObject();
   if (spec.kind == WindowSpec::Kind::kSteps) {
     w.KV("steps", spec.steps);
-    if (spec.offset_steps != 0) w.KV("offset_steps", spec.offset_steps);
+    if (baseline || spec.offset_steps != 0) w.KV("offset_steps", spec.offset_steps);
   } else {
     w.KV("seconds", static_cast<double>(spec.ns) / 1e9);
   }
@@ -141,7 +142,7 @@ void WriteRuleFields(JsonWriter& w, const AlertRule& rule) {
   WriteWindow(w, rule.window);
   if (rule.baseline) {
     w.Key("baseline");
-    WriteWindow(w, *rule.baseline);
+    WriteWindow(w, *rule.baseline, /*baseline=*/true);
   }
   w.KV("fire_after", rule.fire_after);
   w.KV("resolve_after", rule.resolve_after);
@@ -777,7 +778,7 @@ void AlertEvent::WriteJson(JsonWriter& w) const {
   WriteWindow(w, window);
   if (baseline) {
     w.Key("baseline");
-    WriteWindow(w, *baseline);
+    WriteWindow(w, *baseline, /*baseline=*/true);
   }
   w.KV("first_step", first_step);
   w.KV("last_step", last_step);

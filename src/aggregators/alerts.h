@@ -210,7 +210,8 @@ std::vector<AlertRule> DefaultAlertRules();
 // unknown metrics and duplicate rule names are errors. Any thread.
 bool ParseAlertRules(std::string_view json, std::vector<AlertRule>* out, std::string* error);
 
-// `rules` in the rules-file format (ParseAlertRules reads it back equal).
+// `rules` in the rules-file format, compact. ParseAlertRules reads it back
+// equal for any rules it accepts.
 std::string AlertRulesToJson(std::span<const AlertRule> rules);
 
 // The rule's summary with {value}, {threshold} and {window} filled in; numbers

@@ -142,8 +142,8 @@ DeviceUtilization::Bucket* DeviceUtilization::BucketAt(int64_t k) {
   return &b;
 }
 
-inline void DeviceUtilization::AddPiece(Bucket* bucket, uint32_t slot, bool kernel_union, uint64_t s,
-                                 uint64_t t, uint64_t len) {
+inline void DeviceUtilization::AddPiece(Bucket* bucket, uint32_t slot, bool kernel_union,
+                                        uint64_t s, uint64_t t, uint64_t len) {
   DevBucket& d = bucket->Dev(slot);
   if (kernel_union) {
     d.kernel_busy += len;
@@ -154,7 +154,8 @@ inline void DeviceUtilization::AddPiece(Bucket* bucket, uint32_t slot, bool kern
   }
 }
 
-inline void DeviceUtilization::AddCoverage(uint32_t slot, bool kernel_union, uint64_t s, uint64_t t) {
+inline void DeviceUtilization::AddCoverage(uint32_t slot, bool kernel_union, uint64_t s,
+                                           uint64_t t) {
   if (s >= cur_begin_ && t - cur_begin_ <= cur_len_) {
     AddPiece(cur_, slot, kernel_union, s, t, t - s);
     return;
@@ -284,7 +285,9 @@ void DeviceUtilization::Consume(std::span<const Event> events) {
     const uint64_t end = e.ts + dur;
     if (end > last_end_) {
       last_end_ = end;
-      if (end - cur_begin_ > cur_len_) Advance(static_cast<int64_t>((end - 1) / options_.bucket_ns));
+      if (end - cur_begin_ > cur_len_) {
+        Advance(static_cast<int64_t>((end - 1) / options_.bucket_ns));
+      }
     }
     const uint32_t slot = SlotFor(e.device);
     bool behind = Insert(slot, /*kernel_union=*/false, e.ts, end);

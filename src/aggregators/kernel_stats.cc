@@ -406,11 +406,12 @@ const KernelDetails& KernelStats::CachedDetails(NameId details) {
   return it->second;
 }
 
-KernelStats::TripleInfo KernelStats::Resolve(const Triple& tr) const {
+KernelStats::TripleInfo KernelStats::Resolve(const Triple& tr,
+                                             const KernelDetails* details) const {
   TripleInfo info;
   const std::string_view kernel = Name(tr.kernel);
   const std::string_view op = Name(tr.op);
-  info.details = ParseKernelDetails(Name(tr.details));
+  info.details = details != nullptr ? *details : ParseKernelDetails(Name(tr.details));
   info.uses_tc = KernelUsesTensorCore(kernel);
   // xprof sets eligibility only for kernels with a framework op.
   info.eligible = tr.op != 0 && (IsOpTensorCoreEligible(op) || info.uses_tc);
@@ -442,10 +443,9 @@ uint32_t KernelStats::AddTriple(NameId kernel, NameId details, NameId op) {
     slot_names_.push_back(kernel);
   }
   *head = t;
-  TripleInfo info = Resolve(tr);
-  if (info.resolved) {
-    info.details = CachedDetails(details);  // each details id parsed once.
-  }
+  // Each details id is parsed once (unless its name is not defined yet).
+  const bool details_known = details == 0 || !Name(details).empty();
+  const TripleInfo info = Resolve(tr, details_known ? &CachedDetails(details) : nullptr);
   triples_.push_back(tr);
   triple_info_.push_back(info);
   return t;
@@ -540,7 +540,7 @@ KernelStatsSnapshot KernelStats::Snapshot(const Query& query) const {
     if (agg[t].count == 0) continue;
     const TripleInfo* info = &triple_info_[t];
     if (!info->resolved) {
-      live_info.push_back(Resolve(triples_[t]));
+      live_info.push_back(Resolve(triples_[t], nullptr));
       info = &live_info.back();
     }
     entries.push_back({RowKey{Name(triples_[t].kernel), &info->details, info->uses_tc,
@@ -579,9 +579,10 @@ KernelStatsSnapshot KernelStats::Snapshot(const Query& query) const {
     op.op_name.assign(name);
     s.ops.push_back(std::move(op));
   }
-  std::stable_sort(s.ops.begin(), s.ops.end(), [](const KernelOpRollup& a, const KernelOpRollup& b) {
-    return a.kernel_ns > b.kernel_ns;  // names already ascending (map order).
-  });
+  std::stable_sort(s.ops.begin(), s.ops.end(),
+                   [](const KernelOpRollup& a, const KernelOpRollup& b) {
+                     return a.kernel_ns > b.kernel_ns;  // names already ascending (map order).
+                   });
 
   // Top rows: total descending, then the key ascending (entries are in key
   // order, so a stable sort on the total alone gives that).

@@ -261,7 +261,9 @@ class KernelStats {
   }
   uint32_t HeadSlow(NameId kernel) const;
   uint32_t AddTriple(NameId kernel, NameId details, NameId op);
-  TripleInfo Resolve(const Triple& tr) const;
+  // The meaning of a triple's names; `details` = its parsed details, or null
+  // to parse them now.
+  TripleInfo Resolve(const Triple& tr, const KernelDetails* details) const;
   const KernelDetails& CachedDetails(NameId details);
   std::string_view Name(NameId id) const;
   // The bucket for an event ending at `end` (advances the ring, or finds an

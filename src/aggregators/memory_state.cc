@@ -361,7 +361,7 @@ MemoryState::MemoryState(const Catalog* catalog, Diagnostics* diagnostics, Optio
     : catalog_(catalog), diagnostics_(diagnostics), options_(options) {
   options_.bucket_ns = std::max<uint64_t>(options_.bucket_ns, 1);
   options_.max_buckets = std::max<size_t>(options_.max_buckets, 1);
-  options_.max_points = std::max<size_t>(options_.max_points, 1);
+  options_.max_points = std::clamp<size_t>(options_.max_points, 1, size_t{1} << 30);
 }
 
 MemoryState::~MemoryState() = default;

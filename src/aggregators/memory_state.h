@@ -71,7 +71,10 @@
 // Windows: per memory id a ring of time buckets (event end time) keeps
 // alloc/free counts and the highest in-use sample; a bucket opens seeded with
 // the state carried in from before it, so the peak of "the last T" includes
-// memory allocated earlier and still held.
+// memory allocated earlier and still held (its timestamp is then when that
+// level was reached, possibly before the window). Ties between buckets go to
+// the later event, as within one. An event older than the ring (late) goes
+// to the older accumulator.
 #ifndef LIVEPROF_AGGREGATORS_MEMORY_STATE_H_
 #define LIVEPROF_AGGREGATORS_MEMORY_STATE_H_
 
@@ -188,9 +191,14 @@ class MemoryState {
   void Consume(std::span<const Event> events);
 
   // The memory profile of the last `window_ns` of event time (0 = since
-  // start): counts and peak over the window's buckets, state now, timeline
-  // points in the window. O(live allocations · log) per memory id for the
-  // fragmentation now. Pipeline thread; the value may go anywhere.
+  // start): counts and peak over the buckets whose interval ends after
+  // now − window_ns (a window longer than the ring also reads the "older"
+  // accumulator whole), the state now, and the box rule over the stored
+  // timeline points that fall in those buckets. The breakdown and the
+  // fragmentation at the peak are known for the lifetime peak only (and for
+  // a window peak that was one when it happened). O(live allocations · log)
+  // per memory id for the fragmentation now. Pipeline thread; the value may
+  // go anywhere.
   MemoryStateSnapshot Snapshot(uint64_t window_ns = 0) const;
 
  private:

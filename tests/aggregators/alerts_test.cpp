@@ -555,6 +555,31 @@ TEST_CASE("alerts: parse errors name what and where") {
   CHECK_FALSE(ParseAlertRules("{}", nullptr, nullptr));
 }
 
+TEST_CASE("alerts: mangled rules files give errors, never a crash") {
+  const std::string good = AlertRulesToJson(DefaultAlertRules());
+  const std::string alphabet = "{}[]\":,0123456789-+.eE \\ntrufalsnx\xff";
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::string text = good;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits && !text.empty(); ++e) {
+      const size_t at = rng() % text.size();
+      const char c = alphabet[rng() % alphabet.size()];
+      switch (rng() % 3) {
+        case 0: text[at] = c; break;
+        case 1: text.erase(at, 1 + rng() % 8); break;
+        default: text.insert(at, 1, c); break;
+      }
+    }
+    std::vector<AlertRule> rules;
+    std::string error;
+    if (!ParseAlertRules(text, &rules, &error)) {
+      CHECK_FALSE(error.empty());
+      CHECK(rules.empty());
+    }
+  }
+}
+
 TEST_CASE("alerts: a valid file parses; omitted counts default to 1") {
   std::vector<AlertRule> rules;
   std::string error = "stale";
@@ -598,6 +623,12 @@ TEST_CASE("alerts: deploy/alerts/default_rules.json equals the built-in defaults
   std::vector<AlertRule> round_trip;
   REQUIRE(ParseAlertRules(AlertRulesToJson(defaults), &round_trip, &error));
   CHECK(round_trip == defaults);
+  std::vector<AlertRule> odd = {defaults[3]};
+  odd[0].baseline = WindowSpec::Steps(7, 0);  // offset 0 is written out too.
+  odd[0].window = WindowSpec::Duration(1'500'000'001);
+  odd[0].threshold = 0.1;
+  REQUIRE(ParseAlertRules(AlertRulesToJson(odd), &round_trip, &error));
+  CHECK(round_trip == odd);
 }
 
 TEST_CASE("alerts: WriteJson is valid JSON with the expected fields; CSV has one row per event") {

@@ -284,6 +284,24 @@ TEST_CASE("kernel stats: rows with equal keys merge; occupancy is not part of th
   CHECK(s.rows[0].details.occupancy_pct == 75);  // the larger one.
 }
 
+TEST_CASE("kernel stats: names defined after the kernel are resolved at snapshot") {
+  Catalog catalog;
+  KernelStats stats(&catalog, nullptr);
+  const Event e = KernelAt(kT0 + 100, 100, /*name=*/1, /*op=*/2, /*details=*/3);
+  stats.Consume(std::span(&e, 1));
+  catalog.DefineName(1, "volta_h884gemm");
+  catalog.DefineName(2, "m/custom");
+  catalog.DefineName(3, "regs:40 grid:3,1,1");
+  const auto s = stats.Snapshot();
+  REQUIRE(s.rows.size() == 1);
+  CHECK(s.rows[0].kernel_name == "volta_h884gemm");
+  CHECK(s.rows[0].op_name == "m/custom");
+  CHECK(s.rows[0].details.registers_per_thread == 40);
+  CHECK(s.rows[0].details.grid == std::array<uint32_t, 3>{3, 1, 1});
+  CHECK(s.rows[0].kernel_uses_tc);
+  CHECK(s.rows[0].op_tc_eligible);
+}
+
 TEST_CASE("kernel stats: top-1000 cut, ties by the key tuple ascending") {
   Catalog catalog;
   constexpr int kKernels = 1005;
