@@ -91,14 +91,9 @@ class Analyses::Metrics : public MetricSource {
  private:
   std::optional<MetricValue> MemoryUsed(const WindowSpec& spec) const {
     const uint64_t ns = spec.kind == WindowSpec::Kind::kSeconds ? spec.ns : 0;
-    const MemoryStateSnapshot m = a_.memory_.Snapshot(ns);
-    std::optional<MetricValue> best;
-    for (const auto& mem : m.memories) {
-      if (mem.capacity_bytes == 0 || !mem.has_peak) continue;
-      const double pct = 100.0 * static_cast<double>(mem.peak_bytes) / static_cast<double>(mem.capacity_bytes);
-      if (!best || pct > best->value) best = MetricValue{pct, -1, -1, 1};
-    }
-    return best;
+    const std::optional<double> pct = a_.memory_.MaxUsedPct(ns);
+    if (!pct) return std::nullopt;
+    return MetricValue{*pct, -1, -1, 1};
   }
 
   std::optional<MetricValue> CounterDelta(std::string_view metric, const WindowSpec& spec) const {

@@ -199,6 +199,11 @@ class MemoryState {
   // a window peak that was one when it happened). O(live allocations · log)
   // per memory id for the fragmentation now. Pipeline thread; the value may
   // go anywhere.
+  // The largest window peak of stack + heap over capacity, in percent, among
+  // the memory ids whose capacity is known; nullopt if none. The same peak
+  // as Snapshot(window_ns) but without its timeline and fragmentation, so the
+  // alert rules can ask often. Pipeline thread.
+  std::optional<double> MaxUsedPct(uint64_t window_ns = 0) const;
   MemoryStateSnapshot Snapshot(uint64_t window_ns = 0) const;
 
  private:

@@ -50,7 +50,24 @@ std::string_view BreakdownModeName(BreakdownMode m) {
   return m == BreakdownMode::kDeviceOnly ? "device_only" : "host_and_device";
 }
 
-SpanType ClassifyDeviceEvent(const Event& e, std::string_view name) {
+uint8_t ClassifyName(std::string_view name) {
+  uint8_t bits = kNameClassified;
+  if (StartsWithNoCase(name, "nccl")) bits |= kNameCollective;
+  if (name.find("half") != std::string_view::npos || name.find("fp16") != std::string_view::npos) {
+    bits |= kName16Bit;
+  }
+  if (name.starts_with("EagerExecute") || name.starts_with("EagerLocalExecute") ||
+      name.starts_with("EagerKernelExecute") || name.starts_with("FunctionRun")) {
+    bits |= kNameIgnored;
+  }
+  if (StartsWithNoCase(name, "memcpyhtod") || name.starts_with("InfeedEnqueue")) bits |= kNameToDevice;
+  if (StartsWithNoCase(name, "memcpyhtoh")) bits |= kNameHostToHost;
+  if (name.starts_with("ExecutorState::Process")) bits |= kNameExecutor;
+  if (StartsWithNoCase(name, "iteratorgetnext")) bits |= kNameWaitInput;
+  return bits;
+}
+
+SpanType ClassifyDeviceEvent(const Event& e, uint8_t name_bits) {
   switch (e.kind) {
     case EventKind::kMemcpyHtoD: return SpanType::kHostToDevice;
     case EventKind::kMemcpyDtoH: return SpanType::kDeviceToHost;
@@ -59,44 +76,59 @@ SpanType ClassifyDeviceEvent(const Event& e, std::string_view name) {
     case EventKind::kMemcpyHtoH: return SpanType::kHostToHost;
     default: break;
   }
-  if (e.kind == EventKind::kKernel && StartsWithNoCase(name, "nccl")) {
+  if (e.kind == EventKind::kKernel && (name_bits & kNameCollective) != 0) {
     return SpanType::kDeviceCollectives;
   }
   // §2.3: 16-bit when the producer says so, or the name has "half" / "fp16".
-  if ((e.flags & kFlag16Bit) != 0 || name.find("half") != std::string_view::npos ||
-      name.find("fp16") != std::string_view::npos) {
-    return SpanType::kDeviceCompute16;
-  }
+  if ((e.flags & kFlag16Bit) != 0 || (name_bits & kName16Bit) != 0) return SpanType::kDeviceCompute16;
   return SpanType::kDeviceCompute32;
 }
 
-SpanType ClassifyHostEvent(const Event& e, std::string_view name, bool has_device, bool* ignore) {
-  *ignore = false;
-  if (name.starts_with("EagerExecute") || name.starts_with("EagerLocalExecute") ||
-      name.starts_with("EagerKernelExecute") || name.starts_with("FunctionRun")) {
-    *ignore = true;
-    return SpanType::kUnknown;
-  }
+SpanType ClassifyHostEvent(const Event& e, uint8_t name_bits, bool has_device, bool* ignore) {
+  *ignore = (name_bits & kNameIgnored) != 0;
+  if (*ignore) return SpanType::kUnknown;
   if (e.kind == EventKind::kInputSpan &&
       static_cast<InputStage>(e.sub) == InputStage::kEnqueue) {
     return SpanType::kHostToDevice;  // §2.3 host rule 1 (InfeedEnqueue / MemcpyHToD).
   }
-  if (StartsWithNoCase(name, "memcpyhtod") || name.starts_with("InfeedEnqueue")) {
-    return SpanType::kHostToDevice;
-  }
-  if (StartsWithNoCase(name, "memcpyhtoh")) return SpanType::kHostToHost;
-  if (has_device && (e.kind == EventKind::kRuntimeApi || name.starts_with("ExecutorState::Process"))) {
+  if (name_bits & kNameToDevice) return SpanType::kHostToDevice;
+  if (name_bits & kNameHostToHost) return SpanType::kHostToHost;
+  if (has_device && (e.kind == EventKind::kRuntimeApi || (name_bits & kNameExecutor) != 0)) {
     return SpanType::kHostPrepare;
   }
-  if (e.kind == EventKind::kInputSpan || StartsWithNoCase(name, "iteratorgetnext")) {
+  if (e.kind == EventKind::kInputSpan || (name_bits & kNameWaitInput) != 0) {
     return SpanType::kHostWaitInput;
   }
   return SpanType::kHostCompute;
 }
 
+SpanType ClassifyDeviceEvent(const Event& e, std::string_view name) {
+  return ClassifyDeviceEvent(e, ClassifyName(name));
+}
+
+SpanType ClassifyHostEvent(const Event& e, std::string_view name, bool has_device, bool* ignore) {
+  return ClassifyHostEvent(e, ClassifyName(name), has_device, ignore);
+}
+
+uint8_t BreakdownScratch::NameBits(const Catalog& catalog, NameId id) {
+  if (id >= name_bits.size()) name_bits.resize(id + 1, 0);
+  uint8_t& bits = name_bits[id];
+  if (bits == 0) bits = ClassifyName(catalog.Name(id));
+  return bits;
+}
+
 StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, const Catalog& catalog,
                                       BreakdownMode mode, bool profile_has_device,
                                       uint64_t small_kernel_ns, bool* well_formed) {
+  BreakdownScratch scratch;
+  return ComputeStepBreakdown(step, catalog, mode, profile_has_device, small_kernel_ns, well_formed,
+                              &scratch);
+}
+
+StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, const Catalog& catalog,
+                                      BreakdownMode mode, bool profile_has_device,
+                                      uint64_t small_kernel_ns, bool* well_formed,
+                                      BreakdownScratch* scratch) {
   StepBreakdownRow row;
   row.step_num = step.step_num;
   row.seq = step.seq;
@@ -128,10 +160,16 @@ StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, const Catalog& cat
     row.end_ns = step.device_end_ns;
   }
 
-  // Boundaries of every event taking part.
+  // Boundaries of every event taking part, as four runs (device begins,
+  // device ends, host begins, host ends). Each run is nearly in order already
+  // (events arrive by end), so sorting a run is cheap and the runs merge.
   const size_t n = (use_host ? step.host_events.size() : 0) + (use_device ? step.device_events.size() : 0);
-  std::vector<uint64_t> keys;
+  std::vector<uint64_t>& keys = scratch->keys;
+  std::vector<uint64_t>& ends = scratch->ends;
+  keys.clear();
+  ends.clear();
   keys.reserve(2 * n);
+  ends.reserve(n);
   uint64_t base = ~uint64_t{0};
   if (use_host) for (const Event& e : step.host_events) base = std::min(base, e.ts);
   if (use_device) for (const Event& e : step.device_events) base = std::min(base, e.ts);
@@ -139,11 +177,11 @@ StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, const Catalog& cat
   auto add = [&](const Event& e, SpanType t, bool device) {
     const uint64_t low = static_cast<uint64_t>(t) | (device ? kDeviceBit : 0);
     keys.push_back(((e.ts - base) << kTimeShift) | kBeginBit | low);
-    keys.push_back(((e.end() - base) << kTimeShift) | low);
+    ends.push_back(((e.end() - base) << kTimeShift) | low);
   };
   if (use_device) {
     for (const Event& e : step.device_events) {
-      const SpanType t = ClassifyDeviceEvent(e, catalog.Name(e.name));
+      const SpanType t = ClassifyDeviceEvent(e, scratch->NameBits(catalog, e.name));
       if (t == SpanType::kDeviceCompute16 || t == SpanType::kDeviceCompute32) has_compute = true;
       add(e, t, true);
       switch (e.kind) {
@@ -170,20 +208,42 @@ StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, const Catalog& cat
       }
     }
   }
+  const size_t device_runs = keys.size();  // device begins = device ends in count.
   if (use_host) {
     for (const Event& e : step.host_events) {
       bool ignore = false;
-      const SpanType t = ClassifyHostEvent(e, catalog.Name(e.name), device_step, &ignore);
+      const SpanType t =
+          ClassifyHostEvent(e, scratch->NameBits(catalog, e.name), device_step, &ignore);
       if (ignore) continue;
       if (t == SpanType::kHostCompute) has_compute = has_compute || !device_step;
       add(e, t, false);
     }
   }
   *well_formed = has_compute;
-  if (keys.empty()) {
+  if (ends.empty()) {
     row.type_ns[0] = row.step_ns();
   } else {
-    std::sort(keys.begin(), keys.end());
+    // Sort each run (usually a no-op check), then merge the four runs.
+    auto sort_run = [](auto first, auto last) {
+      if (!std::is_sorted(first, last)) std::sort(first, last);
+    };
+    const auto split = static_cast<ptrdiff_t>(device_runs);
+    sort_run(keys.begin(), keys.begin() + split);
+    sort_run(keys.begin() + split, keys.end());
+    sort_run(ends.begin(), ends.begin() + split);
+    sort_run(ends.begin() + split, ends.end());
+    std::vector<uint64_t>& merged = scratch->merged;
+    auto merge_into = [&merged](std::vector<uint64_t>& v, ptrdiff_t mid) {
+      if (mid == 0 || mid == static_cast<ptrdiff_t>(v.size())) return;
+      merged.resize(v.size());
+      std::merge(v.begin(), v.begin() + mid, v.begin() + mid, v.end(), merged.begin());
+      v.swap(merged);
+    };
+    merge_into(keys, split);
+    merge_into(ends, split);
+    const auto begins = static_cast<ptrdiff_t>(keys.size());
+    keys.insert(keys.end(), ends.begin(), ends.end());
+    merge_into(keys, begins);
     std::array<uint32_t, kSpanTypeCount> count{};
     uint32_t mask = 0;  // bit t set while count[t] > 0.
     uint32_t device_active = 0;
@@ -265,7 +325,7 @@ void StepBreakdown::Consume(std::span<const StepRecord> steps) {
     ++steps_total_;
     bool well_formed = false;
     StepBreakdownRow row = ComputeStepBreakdown(s, *catalog_, options_.mode, has_device_,
-                                                options_.small_kernel_ns, &well_formed);
+                                                options_.small_kernel_ns, &well_formed, &scratch_);
     if (!well_formed) {
       ++steps_dropped_;
       if (diag_) diag_->Add(Diag::step_without_compute);

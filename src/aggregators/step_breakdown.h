@@ -104,13 +104,39 @@ struct StepBreakdownRow {
   uint64_t step_ns() const { return end_ns - begin_ns; }
 };
 
+// What a name says for classification (§2.3), worked out once per name.
+inline constexpr uint8_t kNameClassified = 1 << 0;
+inline constexpr uint8_t kNameCollective = 1 << 1;  // starts with "nccl" (any case).
+inline constexpr uint8_t kName16Bit = 1 << 2;       // contains "half" or "fp16".
+inline constexpr uint8_t kNameIgnored = 1 << 3;     // EagerExecute*, FunctionRun*...
+inline constexpr uint8_t kNameToDevice = 1 << 4;    // MemcpyHToD*, InfeedEnqueue*.
+inline constexpr uint8_t kNameHostToHost = 1 << 5;  // MemcpyHToH*.
+inline constexpr uint8_t kNameExecutor = 1 << 6;    // ExecutorState::Process*.
+inline constexpr uint8_t kNameWaitInput = 1 << 7;   // IteratorGetNext* (any case).
+uint8_t ClassifyName(std::string_view name);
+
 // Classification, exposed for tests and for the overview.
+SpanType ClassifyDeviceEvent(const Event& e, uint8_t name_bits);
+SpanType ClassifyHostEvent(const Event& e, uint8_t name_bits, bool has_device, bool* ignore);
 SpanType ClassifyDeviceEvent(const Event& e, std::string_view name);
 // `has_device`: the profile has a GPU. kUnknown with *ignore = true for the
 // names xprof skips (EagerExecute*, FunctionRun*...).
 SpanType ClassifyHostEvent(const Event& e, std::string_view name, bool has_device, bool* ignore);
 
-// Computes one step's row (a pure function: the batch reference of tests).
+// Buffers and the per-name classification kept between steps, so computing
+// a step allocates nothing once warm.
+struct BreakdownScratch {
+  std::vector<uint64_t> keys, ends, merged;
+  std::vector<uint8_t> name_bits;  // by NameId; 0 = not classified yet.
+  uint8_t NameBits(const Catalog& catalog, NameId id);
+};
+
+// Computes one step's row (a pure function of the step; the scratch only
+// holds buffers and caches).
+StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, const Catalog& catalog,
+                                      BreakdownMode mode, bool profile_has_device,
+                                      uint64_t small_kernel_ns, bool* well_formed,
+                                      BreakdownScratch* scratch);
 StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, const Catalog& catalog,
                                       BreakdownMode mode, bool profile_has_device,
                                       uint64_t small_kernel_ns, bool* well_formed);
@@ -203,6 +229,7 @@ class StepBreakdown {
   std::deque<StepBreakdownRow> rows_;
   uint64_t steps_total_ = 0;
   uint64_t steps_dropped_ = 0;
+  BreakdownScratch scratch_;
 };
 
 }  // namespace liveprof

@@ -118,7 +118,7 @@ void StepAssembler::Consume(std::span<const Event> events) {
     }
     if (!IsHostSpanKind(e.kind) && !IsDeviceKind(e.kind)) continue;
     if (e.kind == EventKind::kRuntimeApi && e.corr != 0 && !Place(e)) {
-      launch_step_[e.corr] = kPendingLaunch;
+      *launch_step_.Insert(e.corr).first = kPendingLaunch;
       pending_.push_back(e);
     } else if (!Place(e)) {
       pending_.push_back(e);
@@ -143,6 +143,11 @@ void StepAssembler::AddStep(const Event& marker, int64_t step_num) {
 }
 
 StepAssembler::OpenStep* StepAssembler::StepAtHostTime(uint64_t ts) {
+  if (open_.empty()) return nullptr;
+  // Most lookups are for the newest step (its children, placed when it arrives).
+  if (OpenStep& last = open_.back(); last.rec.host_begin_ns <= ts) {
+    return ts < last.rec.host_end_ns ? &last : nullptr;
+  }
   auto it = std::upper_bound(open_.begin(), open_.end(), ts,
                              [](uint64_t t, const OpenStep& o) { return t < o.rec.host_begin_ns; });
   if (it == open_.begin()) return nullptr;
@@ -167,8 +172,8 @@ void StepAssembler::AddToStep(OpenStep& s, const Event& e, bool by_corr) {
   r.host_events.push_back(e);
   if (e.kind == EventKind::kRuntimeApi && e.corr != 0) {
     const bool launches = Info(e.name).launches;
-    launch_step_[e.corr] = Packed(r.seq, !launches);
-    open_launches_[r.seq].push_back(e.corr);
+    *launch_step_.Insert(e.corr).first = Packed(r.seq, !launches);
+    s.launches.push_back(e.corr);
     if (launches) ++s.outstanding_launches;
   }
 }
@@ -188,13 +193,13 @@ bool StepAssembler::Place(const Event& e) {
   }
   // Device work: through its launch first.
   if (e.corr != 0) {
-    if (auto it = launch_step_.find(e.corr); it != launch_step_.end()) {
-      if (it->second == kPendingLaunch) return false;  // the launch waits for its step.
-      const uint64_t seq = it->second >> 1;
+    if (uint64_t* packed = launch_step_.Find(e.corr)) {
+      if (*packed == kPendingLaunch) return false;  // the launch waits for its step.
+      const uint64_t seq = *packed >> 1;
       for (OpenStep& s : open_) {
         if (s.rec.seq != seq) continue;
-        if ((it->second & 1) == 0) {
-          it->second |= 1;
+        if ((*packed & 1) == 0) {
+          *packed |= 1;
           --s.outstanding_launches;
         }
         AddToStep(s, e, true);
@@ -220,18 +225,22 @@ bool StepAssembler::Place(const Event& e) {
 }
 
 void StepAssembler::Rescan() {
-  // Launches first, so that their device work finds them in the same pass.
-  std::stable_partition(pending_.begin(), pending_.end(),
-                        [](const Event& e) { return e.kind == EventKind::kRuntimeApi; });
-  size_t keep = 0;
-  for (size_t i = 0; i < pending_.size(); ++i) {
-    const Event e = pending_[i];
-    if (e.kind == EventKind::kRuntimeApi && e.corr != 0) launch_step_.erase(e.corr);
-    if (Place(e)) continue;
-    if (e.kind == EventKind::kRuntimeApi && e.corr != 0) launch_step_[e.corr] = kPendingLaunch;
-    pending_[keep++] = e;
+  // Two passes: launches first, so that their device work finds them in the
+  // second. A placed event is marked kInvalid, then the rest is compacted.
+  for (const bool launches : {true, false}) {
+    for (Event& e : pending_) {
+      const bool is_launch = e.kind == EventKind::kRuntimeApi;
+      if (is_launch != launches || e.kind == EventKind::kInvalid) continue;
+      uint64_t unused;
+      if (is_launch && e.corr != 0) launch_step_.Erase(e.corr, &unused);
+      if (Place(e)) {
+        e.kind = EventKind::kInvalid;
+      } else if (is_launch && e.corr != 0) {
+        *launch_step_.Insert(e.corr).first = kPendingLaunch;
+      }
+    }
   }
-  pending_.resize(keep);
+  std::erase_if(pending_, [](const Event& e) { return e.kind == EventKind::kInvalid; });
 }
 
 void StepAssembler::Advance(uint64_t watermark_ns) {
@@ -242,7 +251,8 @@ void StepAssembler::Advance(uint64_t watermark_ns) {
     for (const Event& e : pending_) {
       if (e.end() < limit) {
         if (diag_) diag_->Add(Diag::events_without_step);
-        if (e.kind == EventKind::kRuntimeApi && e.corr != 0) launch_step_.erase(e.corr);
+        uint64_t unused;
+        if (e.kind == EventKind::kRuntimeApi && e.corr != 0) launch_step_.Erase(e.corr, &unused);
       } else {
         pending_[keep++] = e;
       }
@@ -280,14 +290,10 @@ void StepAssembler::Close(size_t count) {
   for (size_t i = 0; i < count; ++i) {
     OpenStep& s = open_.front();
     last_closed_host_end_ = std::max(last_closed_host_end_, s.rec.host_end_ns);
-    auto it = open_launches_.find(s.rec.seq);
-    closed_launches_.emplace_back();
-    if (it != open_launches_.end()) {
-      closed_launches_.back() = std::move(it->second);
-      open_launches_.erase(it);
-    }
+    closed_launches_.push_back(std::move(s.launches));
     if (closed_launches_.size() > kRememberClosed) {
-      for (uint32_t corr : closed_launches_.front()) launch_step_.erase(corr);
+      uint64_t unused;
+      for (uint32_t corr : closed_launches_.front()) launch_step_.Erase(corr, &unused);
       closed_launches_.pop_front();
     }
     closed_.push_back(std::move(s.rec));

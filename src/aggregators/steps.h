@@ -35,10 +35,10 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "aggregators/catalog.h"
+#include "aggregators/flat_map.h"
 #include "stream/diagnostics.h"
 #include "stream/event.h"
 
@@ -99,6 +99,7 @@ class StepAssembler {
   struct OpenStep {
     StepRecord rec;
     uint32_t outstanding_launches = 0;  // launch APIs still waiting for device work.
+    std::vector<uint32_t> launches;     // every correlation id launched in the step.
   };
   struct NameInfo {
     uint8_t state = 0;  // 0 unknown, 1 not a step, 2 step (ProfilerStep), 3 step (pattern).
@@ -136,11 +137,10 @@ class StepAssembler {
   // Launch correlation id -> the seq of its step (open or recently closed);
   // kPendingLaunch while the launch itself waits for its step.
   static constexpr uint64_t kPendingLaunch = ~uint64_t{0};
-  std::unordered_map<uint32_t, uint64_t> launch_step_;
+  U64Map launch_step_;
   // The launches of closed steps, forgotten kRememberClosed steps later.
   static constexpr size_t kRememberClosed = 16;
   std::deque<std::vector<uint32_t>> closed_launches_;
-  std::unordered_map<uint64_t, std::vector<uint32_t>> open_launches_;  // seq -> corrs.
 };
 
 }  // namespace liveprof
