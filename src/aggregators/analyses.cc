@@ -131,6 +131,7 @@ void Analyses::Consume(std::span<const Event> definitions, std::span<const Event
                        std::span<const Event> late, uint64_t watermark_ns, uint64_t now_ns) {
   catalog_.Consume(definitions);
   for (std::span<const Event> part : {events, late}) {
+    part = DropBadSpans(part);
     if (part.empty()) continue;
     events_consumed_ += part.size();
     op_stats_.Consume(part);
@@ -144,6 +145,25 @@ void Analyses::Consume(std::span<const Event> definitions, std::span<const Event
   now_ns_ = std::max(now_ns_, now_ns);
   steps_.Advance(watermark_ns_);
   CloseSteps(watermark_ns_);
+}
+
+std::span<const Event> Analyses::DropBadSpans(std::span<const Event> part) {
+  // Counted here, once, so that no aggregator sees them (each would count
+  // them again: they keep their own guard for standalone use).
+  auto bad = [](const Event& e) {
+    return IsSpanKind(e.kind) && (e.dur > kMaxEventDurationNs || e.ts > ~uint64_t{0} - e.dur);
+  };
+  const auto first = std::find_if(part.begin(), part.end(), bad);
+  if (first == part.end()) return part;
+  clean_.assign(part.begin(), first);
+  for (auto it = first; it != part.end(); ++it) {
+    if (bad(*it)) {
+      if (diag_) diag_->Add(Diag::bad_duration);
+    } else {
+      clean_.push_back(*it);
+    }
+  }
+  return clean_;
 }
 
 void Analyses::CloseSteps(uint64_t /*watermark_ns*/) {

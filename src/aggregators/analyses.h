@@ -107,6 +107,9 @@ class Analyses {
  private:
   class Metrics;  // the MetricSource the alert rules read.
   void CloseSteps(uint64_t watermark_ns);
+  // `part` without spans of a bad duration (counted once here); may point
+  // into clean_.
+  std::span<const Event> DropBadSpans(std::span<const Event> part);
   void EvaluateAlerts(uint64_t now_ns, bool force);
 
   AnalysesOptions options_;
@@ -121,6 +124,7 @@ class Analyses {
   std::optional<PytorchView> pytorch_;
   AlertEngine alerts_;
   std::vector<AlertEvent> alert_events_;
+  std::vector<Event> clean_;  // DropBadSpans' output when it had to drop.
 
   uint64_t events_consumed_ = 0;
   uint64_t watermark_ns_ = 0;

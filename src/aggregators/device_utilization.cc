@@ -278,7 +278,7 @@ void DeviceUtilization::Consume(std::span<const Event> events) {
     if (!IsDeviceKind(e.kind)) continue;
     const uint64_t dur = e.dur;
     if (dur == 0) continue;  // covers nothing.
-    if (dur > kMaxDurationNs || e.ts > UINT64_MAX - dur) [[unlikely]] {
+    if (dur > kMaxEventDurationNs || e.ts > UINT64_MAX - dur) [[unlikely]] {
       if (diagnostics_ != nullptr) diagnostics_->Add(Diag::bad_duration);
       continue;
     }

@@ -67,7 +67,6 @@ struct DeviceUtilizationOptions {
 class DeviceUtilization {
  public:
   using Options = DeviceUtilizationOptions;
-  static constexpr uint64_t kMaxDurationNs = uint64_t{1} << 62;
 
   // `catalog` names devices (may be null); `diagnostics` may be null.
   // Pipeline thread.

@@ -480,7 +480,7 @@ void KernelStats::Consume(std::span<const Event> events) {
     if (e.kind != EventKind::kKernel) continue;
     const uint64_t dur = e.dur;
     if (dur == 0) continue;  // xprof: kernels need a non-zero duration.
-    if (dur > kMaxDurationNs || e.ts > UINT64_MAX - dur) [[unlikely]] {
+    if (dur > kMaxEventDurationNs || e.ts > UINT64_MAX - dur) [[unlikely]] {
       if (diagnostics_ != nullptr) diagnostics_->Add(Diag::bad_duration);
       continue;
     }

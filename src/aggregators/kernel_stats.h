@@ -174,7 +174,6 @@ class KernelStats {
   using Options = KernelStatsOptions;
   using Query = KernelStatsQuery;
   static constexpr size_t kMaxRows = 1000;
-  static constexpr uint64_t kMaxDurationNs = uint64_t{1} << 62;
 
   // `catalog` names kernels, details and ops (may be null: names are "");
   // `diagnostics` may be null. Pipeline thread.

@@ -11,7 +11,6 @@ namespace liveprof {
 
 namespace {
 
-constexpr uint64_t kMaxDurationNs = uint64_t{1} << 62;
 constexpr size_t kDenseNames = size_t{1} << 16;
 constexpr size_t kMinLogEntries = 4096;
 constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
@@ -350,7 +349,7 @@ void MemoryState::Consume(std::span<const Event> events) {
       case EventKind::kAlloc:
       case EventKind::kFree:
       case EventKind::kCounter:
-        if (e.dur > kMaxDurationNs) {
+        if (e.dur > kMaxEventDurationNs) {
           if (diagnostics_ != nullptr) diagnostics_->Add(Diag::bad_duration);
           continue;
         }
@@ -362,7 +361,7 @@ void MemoryState::Consume(std::span<const Event> events) {
         }
         break;
       default:
-        if (e.dur <= kMaxDurationNs) now_ = std::max(now_, e.ts + e.dur);
+        if (e.dur <= kMaxEventDurationNs) now_ = std::max(now_, e.ts + e.dur);
         break;
     }
   }

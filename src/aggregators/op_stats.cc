@@ -613,7 +613,7 @@ void OpStats::Consume(std::span<const Event> events) {
       case EventKind::kMemcpyPtoP:
       case EventKind::kMemcpyOther:
       case EventKind::kMemset: {
-        if (e.dur > kMaxDurationNs) [[unlikely]] {
+        if (e.dur > kMaxEventDurationNs) [[unlikely]] {
           Count(Diag::bad_duration);
           continue;
         }
@@ -634,7 +634,7 @@ void OpStats::Consume(std::span<const Event> events) {
         continue;
     }
     // A counted host op.
-    if (e.dur > kMaxDurationNs) [[unlikely]] {
+    if (e.dur > kMaxEventDurationNs) [[unlikely]] {
       Count(Diag::bad_duration);
       continue;
     }

@@ -329,7 +329,6 @@ class OpStats {
   // (NameTable::kMaxNames): counted as Diag::id_out_of_range and skipped, so
   // a corrupt id cannot blow up the dense tables.
   static constexpr uint32_t kMaxId = 1u << 22;
-  static constexpr uint64_t kMaxDurationNs = uint64_t{1} << 62;
 
   struct Interval {
     uint64_t begin;

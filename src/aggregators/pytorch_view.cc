@@ -113,7 +113,6 @@ std::string_view PytorchRoleName(PytorchRole role) {
 
 namespace {
 
-constexpr uint64_t kMaxSane = uint64_t{1} << 62;
 constexpr int64_t kMaxTs = std::numeric_limits<int64_t>::max();  // sys.maxsize.
 constexpr int64_t kMinTs = std::numeric_limits<int64_t>::min();
 
@@ -362,7 +361,7 @@ struct Rec {
   bool counts_cpu;   // Operator / ProfilerStep: the fallback step's extent.
 };
 
-bool IsBadSpan(const Event& e) { return e.dur > kMaxSane || e.ts > kMaxSane; }
+bool IsBadSpan(const Event& e) { return e.dur > kMaxEventDurationNs || e.ts > kMaxEventDurationNs; }
 
 // Builds the record of `e`, or returns false for kinds the overview ignores.
 bool MakeRec(const Event& e, NameClassifier& names, Rec* r) {

@@ -106,7 +106,7 @@ bool StepAssembler::IsMarker(const Event& e, int64_t* step_num) {
 void StepAssembler::Consume(std::span<const Event> events) {
   bool new_step = false;
   for (const Event& e : events) {
-    if (IsSpanKind(e.kind) && e.dur > kMaxSaneDurationNs) {
+    if (IsSpanKind(e.kind) && e.dur > kMaxEventDurationNs) {
       if (diag_) diag_->Add(Diag::bad_duration);
       continue;
     }

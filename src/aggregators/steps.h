@@ -44,9 +44,6 @@
 
 namespace liveprof {
 
-// Durations above this are negative numbers seen as unsigned: bad input.
-inline constexpr uint64_t kMaxSaneDurationNs = uint64_t{1} << 62;
-
 enum class StepSource : uint8_t { kNone = 0, kMarker = 1, kProfilerStep = 2, kNamePattern = 3 };
 std::string_view StepSourceName(StepSource s);
 

@@ -156,6 +156,11 @@ struct Event {
   uint64_t end() const { return ts + dur; }
 };
 
+// A duration above this is a negative number seen as unsigned (an end before
+// its begin) or garbage: the analyses count it (Diag::bad_duration) and skip
+// the event.
+inline constexpr uint64_t kMaxEventDurationNs = uint64_t{1} << 62;
+
 static_assert(sizeof(Event) == 48, "Event must stay 48 bytes: it is the ring slot");
 static_assert(std::is_trivially_copyable_v<Event>, "Event crosses rings by memcpy");
 static_assert(alignof(Event) == 8);

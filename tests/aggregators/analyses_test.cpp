@@ -93,5 +93,28 @@ TEST_CASE("analyses: chunked feeding renders what one batch renders") {
   CHECK(a.memory == b.memory);
 }
 
+TEST_CASE("analyses: a span with a bad duration is counted once and reaches no table") {
+  test::WorkloadShape shape;
+  shape.steps = 3;
+  const test::Workload w = test::MakeWorkload(shape);
+  std::vector<Event> events = w.events;
+  Event bad = events.front();
+  bad.kind = EventKind::kKernel;
+  bad.dur = ~uint64_t{0} - 10;  // an end before its begin, seen unsigned.
+  events.insert(events.begin() + 5, bad);
+  Diagnostics diag;
+  Analyses a(AnalysesOptions{}, &diag);
+  a.Consume(w.definitions, events, {}, events.back().end(), events.back().end());
+  a.Flush(events.back().end());
+  CHECK(diag.Get(Diag::bad_duration) == 1);  // not once per aggregator.
+  CHECK(a.events_consumed() == w.events.size());
+  uint64_t kernels = 0;
+  for (const Event& e : w.events) kernels += e.kind == EventKind::kKernel ? 1 : 0;
+  const auto ks = Parse(a.Render(RenderOptions{}).kernel_stats);
+  uint64_t occurrences = 0;
+  for (const auto& r : ks["rows"]) occurrences += r["occurrences"].get<uint64_t>();
+  CHECK(occurrences == kernels);
+}
+
 }  // namespace
 }  // namespace liveprof
