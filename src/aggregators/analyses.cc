@@ -218,9 +218,6 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
   oso.window_ns = ro.table_window_ns;
   oso.include_idle = ro.include_idle;
   const OpStatsSnapshot ops = op_stats_.Snapshot(oso);
-  oso.include_idle = false;
-  oso.top_n = 10;
-  const OpStatsSnapshot ops_no_idle = op_stats_.Snapshot(oso);
   KernelStatsQuery kq;
   kq.window_ns = ro.table_window_ns;
   const KernelStatsSnapshot kernels = kernels_.Snapshot(kq);
@@ -228,7 +225,7 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
   const MemoryStateSnapshot memory = memory_.Snapshot(ro.table_window_ns);
   const InputPipelineSnapshot input = AnalyzeInputPipeline(steps.window, ops.host_input_ops);
 
-  OverviewInputs oi{&steps.window, &input, &ops_no_idle, &kernels, &util, options_.env,
+  OverviewInputs oi{&steps.window, &input, &ops, &kernels, &util, options_.env,
                     options_.breakdown.small_kernel_ns};
   oi.env.devices = catalog_.devices();
   oi.env.step_source = std::string(StepSourceName(steps_.source()));
@@ -243,10 +240,12 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
   v.memory = ViewModel("memory", v.seq, Json(memory));
   v.alerts = ViewModel("alerts", v.seq, Json(alerts_.Snapshot()));
   if (ro.pytorch && pytorch_) v.pytorch = ViewModel("pytorch", v.seq, Json(pytorch_->Snapshot()));
-  v.tf_stats_csv = ops.ToCsv();
-  v.kernel_stats_csv = kernels.ToCsv();
-  v.input_ops_csv = input.OpsCsv();
-  v.memory_csv = memory.ToCsv();
+  if (ro.csv) {
+    v.tf_stats_csv = ops.ToCsv();
+    v.kernel_stats_csv = kernels.ToCsv();
+    v.input_ops_csv = input.OpsCsv();
+    v.memory_csv = memory.ToCsv();
+  }
 
   // Status: what the stream carried, what was lost, and every diagnostic.
   JsonWriter w;

@@ -63,6 +63,7 @@ struct RenderOptions {
   uint64_t table_window_ns = 0;  // 0: since start.
   bool include_idle = true;
   bool pytorch = false;  // the PyTorch view is a batch recompute: on request only.
+  bool csv = false;      // the tables as CSV too (for downloads): on request only.
 };
 
 // Rendered JSON view models, one string per topic; immutable once built.
@@ -70,7 +71,7 @@ struct RenderedViews {
   uint64_t seq = 0;
   std::string overview, steps, input_pipeline, tf_stats, kernel_stats, memory, alerts, status,
       pytorch;
-  // CSV of the tables.
+  // CSV of the tables, when RenderOptions::csv asked for them.
   std::string tf_stats_csv, kernel_stats_csv, input_ops_csv, memory_csv;
 };
 

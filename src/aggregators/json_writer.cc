@@ -49,25 +49,28 @@ void JsonWriter::Key(std::string_view key) {
 void JsonWriter::String(std::string_view s) {
   BeforeValue();
   out_.push_back('"');
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
+  // Runs that need no escape are appended whole; names rarely need any.
+  size_t run = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out_.append(s.data() + run, i - run);
+    run = i + 1;
     switch (c) {
       case '"': out_ += "\\\""; break;
       case '\\': out_ += "\\\\"; break;
       case '\n': out_ += "\\n"; break;
       case '\r': out_ += "\\r"; break;
       case '\t': out_ += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          static constexpr char kHex[] = "0123456789abcdef";
-          out_ += "\\u00";
-          out_.push_back(kHex[c >> 4]);
-          out_.push_back(kHex[c & 15]);
-        } else {
-          out_.push_back(ch);  // UTF-8 passes through as it is.
-        }
+      default: {
+        static constexpr char kHex[] = "0123456789abcdef";
+        out_ += "\\u00";
+        out_.push_back(kHex[c >> 4]);
+        out_.push_back(kHex[c & 15]);
+      }
     }
   }
+  out_.append(s.data() + run, s.size() - run);  // UTF-8 passes through as it is.
   out_.push_back('"');
 }
 

@@ -583,6 +583,7 @@ KernelStatsSnapshot KernelStats::Snapshot(const Query& query) const {
                    [](const KernelOpRollup& a, const KernelOpRollup& b) {
                      return a.kernel_ns > b.kernel_ns;  // names already ascending (map order).
                    });
+  if (s.ops.size() > query.top_ops) s.ops.resize(query.top_ops);
 
   // Top rows: total descending, then the key ascending (entries are in key
   // order, so a stable sort on the total alone gives that).

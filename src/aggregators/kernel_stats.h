@@ -144,7 +144,7 @@ struct KernelStatsSnapshot {
   uint64_t kernel_ns = 0;       // their total duration.
   uint64_t distinct_rows = 0;   // rows before the top-N cut.
   std::vector<KernelStatsRow> rows;         // total desc, then key asc.
-  std::vector<KernelOpRollup> ops;          // kernel_ns desc, then name asc.
+  std::vector<KernelOpRollup> ops;          // kernel_ns desc, then name asc; top_ops of them.
   std::vector<KernelDurationHistogram> histograms;
 
   // The roll-up of `op_name`, or null.
@@ -163,6 +163,7 @@ struct KernelStatsOptions {
 struct KernelStatsQuery {
   uint64_t window_ns = 0;  // last `window_ns` of end time; 0 = since start.
   size_t top_n = 1000;     // rows kept (xprof keeps 1000).
+  size_t top_ops = 1000;   // roll-up entries kept, by kernel time (computed over every row).
   // Histogram of this kernel name only; otherwise of the first
   // `histogram_names` distinct kernel names of the top rows.
   std::optional<std::string> histogram_for;

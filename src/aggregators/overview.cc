@@ -60,16 +60,20 @@ OverviewSnapshot BuildOverview(const OverviewInputs& in) {
         p16);
   }
 
-  // Top-10 device ops (§4), IDLE excluded by the caller.
+  // Top-10 device ops (§4): IDLE left out, fractions of the op time alone.
   uint64_t host_occ = 0, device_occ = 0;
   for (const OpStatsRow& r : in.ops->host.rows) host_occ += r.occurrences;
   for (const OpStatsRow& r : in.ops->device.rows) device_occ += r.occurrences;
   o.host_op_pct = Pct(static_cast<double>(host_occ), static_cast<double>(host_occ + device_occ));
   o.device_op_pct = host_occ + device_occ ? 100 - o.host_op_pct : 0;
+  const double device_op_ns = static_cast<double>(in.ops->device.op_ns);
+  double cumulative = 0;
   for (const OpStatsRow& r : in.ops->device.rows) {
     if (o.top_ops.size() == 10) break;
     if (r.name == "IDLE") continue;
-    TopOp t{r.name, r.type, r.self_us, r.self_pct, r.cumulative_pct, false, false};
+    const double pct = Pct(static_cast<double>(r.self_ns), device_op_ns);
+    cumulative += pct;
+    TopOp t{r.name, r.type, r.self_us, pct, cumulative, false, false};
     if (const KernelOpRollup* k = in.kernels->Op(r.name)) {
       t.tc_eligible = k->op_tc_eligible;
       t.uses_tc = k->tensor_core_ns != 0;

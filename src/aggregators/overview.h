@@ -69,7 +69,7 @@ struct OverviewSnapshot {
 struct OverviewInputs {
   const StepWindow* window;
   const InputPipelineSnapshot* input;
-  const OpStatsSnapshot* ops;          // IDLE excluded.
+  const OpStatsSnapshot* ops;  // with or without IDLE rows: the top 10 skip them.
   const KernelStatsSnapshot* kernels;
   const DeviceUtilizationSnapshot* utilization;
   RunEnvironment env;

@@ -72,7 +72,10 @@ TEST_CASE("analyses: an input-bound stream, end to end") {
   CHECK(status["steps_closed"] == 30);
   CHECK(diag.Get(Diag::late_for_step) == 0);
   CHECK(diag.Get(Diag::device_without_launch) == 0);
-  CHECK(!v.tf_stats_csv.empty());
+  CHECK(v.tf_stats_csv.empty());  // CSV only on request.
+  const RenderedViews with_csv = a.Render(RenderOptions{.csv = true});
+  CHECK(with_csv.tf_stats_csv.starts_with("rank,side,type,name,"));
+  CHECK(with_csv.kernel_stats_csv.find("volta_h884gemm_") != std::string::npos);
 }
 
 TEST_CASE("analyses: chunked feeding renders what one batch renders") {
