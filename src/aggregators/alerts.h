@@ -210,6 +210,10 @@ std::vector<AlertRule> DefaultAlertRules();
 // unknown metrics and duplicate rule names are errors. Any thread.
 bool ParseAlertRules(std::string_view json, std::vector<AlertRule>* out, std::string* error);
 
+// One rule's own fields as in a rules file, written into the object the
+// caller has open (shared by the rules file and the snapshot's JSON).
+void WriteAlertRuleFields(JsonWriter& w, const AlertRule& rule);
+
 // `rules` in the rules-file format, compact. ParseAlertRules reads it back
 // equal for any rules it accepts.
 std::string AlertRulesToJson(std::span<const AlertRule> rules);

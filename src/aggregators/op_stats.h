@@ -2,8 +2,8 @@
 // §6): for every framework op, how often it ran and how much time and self
 // time it took, on the device (GPU kernels rolled up to the framework op that
 // launched them) and on the host (framework ops, input-pipeline spans, nested
-// per thread), with the IDLE time of each side. Also the shared op-name parser
-// of §0.3 (ParseTfOpName), which other views reuse.
+// per thread), with the IDLE time of each side. Op names are parsed by
+// tf_op_name.h (§0.3).
 //
 // Host side (§6.1). Counted host ops: kFrameworkOp and kInputSpan always;
 // kHostSpan only if its name parses to a known category (user scopes are
@@ -75,44 +75,10 @@
 #include "aggregators/catalog.h"
 #include "aggregators/json_writer.h"
 #include "stream/diagnostics.h"
+#include "aggregators/tf_op_name.h"
 #include "stream/event.h"
 
 namespace liveprof {
-
-// ---------------------------------------------------------------------------
-// Op-name parsing (§0.3, xla/tsl/profiler/utils/tf_op_utils.cc).
-
-enum class OpCategory : uint8_t {
-  kUnknown = 0,
-  kTensorFlow,
-  kJax,
-  kDataset,  // tf.data: "Iterator::..."
-  kMemcpyHToD,
-  kMemcpyDToH,
-  kMemcpyDToD,
-  kMemcpyHToH,
-};
-
-// "TensorFlow", "JAX", "Dataset", "MemcpyHToD"..., "Unknown".
-std::string_view OpCategoryName(OpCategory c);
-
-struct ParsedOp {
-  // Views into the parsed string, or static literals ("Dataset", "MemcpyHToD").
-  std::string_view name;  // op name without ":type"; the whole name otherwise.
-  std::string_view type;  // op type; "" when kUnknown.
-  OpCategory category = OpCategory::kUnknown;
-};
-
-// Splits a framework op full name ("model/dense/MatMul:MatMul") as xprof does:
-//  no ':'             -> memcpy by case-insensitive prefix "MEMCPYHToD"... else
-//                        Unknown (name = whole, type = "");
-//  "Iterator::..."    -> Dataset (name = whole, type "Dataset");
-//  TF name ':' TF type-> TensorFlow (name, type);
-//  JAX type (or, if the type is empty, the last path segment without a numeric
-//  "_N" suffix) matching [a-z_][a-z0-9_]*(\[.*\])? -> Jax, "[...]" stripped;
-//  empty type         -> TensorFlow with the derived type;
-//  otherwise Unknown. Allocation-free; any thread.
-ParsedOp ParseTfOpName(std::string_view full_name);
 
 // ---------------------------------------------------------------------------
 // Snapshot.

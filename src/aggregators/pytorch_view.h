@@ -48,26 +48,11 @@
 
 #include "aggregators/catalog.h"
 #include "aggregators/json_writer.h"
+#include "aggregators/py_format.h"
 #include "stream/diagnostics.h"
 #include "stream/event.h"
 
 namespace liveprof {
-
-// ---------------------------------------------------------------------------
-// Python number semantics used by the plugin's published numbers (section 4).
-
-// Python's round(x): to the nearest integer, exact halves to the even one
-// (2906.5 -> 2906, 2907.5 -> 2908). Returns the integral double.
-double PyRound(double x);
-// Python's round(x, ndigits): correctly rounded on the exact binary value of
-// x, ties (only when x is exactly a half) to even: PyRound(0.125, 2) == 0.12,
-// PyRound(2.675, 2) == 2.67 (2.675 is stored as 2.67499999...).
-double PyRound(double x, int ndigits);
-// Python's repr(float): the shortest text that reads back to x, in Python's
-// layout: "7.7", "0.0", "100.0", "-0.0", "1e-05", "1e+16", "inf", "nan".
-std::string PyRepr(double x);
-// Python's f"{x:.{decimals}f}" (correctly rounded, ties to even).
-std::string PyFormatFixed(double x, int decimals);
 
 // ---------------------------------------------------------------------------
 

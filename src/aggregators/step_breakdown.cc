@@ -4,18 +4,11 @@
 #include <bit>
 #include <cmath>
 
+#include "aggregators/tf_op_name.h"
+
 namespace liveprof {
 
 namespace {
-
-bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
-  if (s.size() < prefix.size()) return false;
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    const char a = s[i] >= 'A' && s[i] <= 'Z' ? static_cast<char>(s[i] - 'A' + 'a') : s[i];
-    if (a != prefix[i]) return false;
-  }
-  return true;
-}
 
 constexpr uint64_t Overlap(uint64_t b0, uint64_t e0, uint64_t b1, uint64_t e1) {
   const uint64_t b = std::max(b0, b1), e = std::min(e0, e1);

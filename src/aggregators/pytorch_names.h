@@ -1,0 +1,62 @@
+// How the PyTorch profiler plugin reads an event's name (pytorch-plugin-
+// semantics.md §0.3, §2): ProfilerStep#N steps (N parsed as Python's int()
+// parses it), DataLoader spans, and the ten collective op names of the
+// Communication role. Classified once per name id.
+#ifndef LIVEPROF_AGGREGATORS_PYTORCH_NAMES_H_
+#define LIVEPROF_AGGREGATORS_PYTORCH_NAMES_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "aggregators/catalog.h"
+
+namespace liveprof::pytorch {
+
+enum class NameClass : uint8_t {
+  kUnknown = 0,  // not classified yet.
+  kPlain,
+  kDataLoader,
+  kCommunication,
+  kProfilerStep,
+};
+
+// Python int(s) for the text after "ProfilerStep#" (up to the next '#'):
+// surrounding whitespace, an optional sign, digits with single '_' between.
+bool ParseStepNumber(std::string_view s, int64_t* out);
+
+class NameClassifier {
+ public:
+  explicit NameClassifier(const Catalog& catalog) : catalog_(catalog) {}
+
+  // Class of a host span's name; `step_num` set for kProfilerStep.
+  NameClass Get(NameId id, int64_t* step_num) {
+    if (id >= classes_.size()) {
+      const size_t n = std::max<size_t>(catalog_.name_count(), size_t{id} + 1);
+      classes_.resize(n, NameClass::kUnknown);
+      step_nums_.resize(n, 0);
+    }
+    NameClass& c = classes_[id];
+    if (c == NameClass::kUnknown) c = Classify(catalog_.Name(id), &step_nums_[id]);
+    *step_num = step_nums_[id];
+    return c;
+  }
+
+  bool IsCommunication(NameId id) {
+    if (id == 0) return false;
+    int64_t unused = 0;
+    return Get(id, &unused) == NameClass::kCommunication;
+  }
+
+ private:
+  static NameClass Classify(std::string_view name, int64_t* step_num);
+
+  const Catalog& catalog_;
+  std::vector<NameClass> classes_;
+  std::vector<int64_t> step_nums_;
+};
+
+}  // namespace liveprof::pytorch
+
+#endif  // LIVEPROF_AGGREGATORS_PYTORCH_NAMES_H_
