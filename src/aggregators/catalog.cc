@@ -5,8 +5,17 @@ namespace liveprof {
 const TrackDef Catalog::kUnknownTrack{};
 
 void Catalog::DefineName(NameId id, std::string_view name) {
-  if (id >= names_.size()) names_.resize(id + 1);
+  if (id >= names_.size()) {
+    names_.resize(id + 1);
+    defined_.resize(id + 1, false);
+  }
   names_[id].assign(name);
+  defined_[id] = true;
+}
+
+std::string Catalog::DisplayName(NameId id) const {
+  if (id < defined_.size() && defined_[id]) return names_[id];
+  return "#" + std::to_string(id);
 }
 
 void Catalog::Consume(std::span<const Event> events) {

@@ -47,6 +47,8 @@ class Catalog {
     return id < names_.size() ? std::string_view(names_[id]) : std::string_view();
   }
   uint32_t name_count() const { return static_cast<uint32_t>(names_.size()); }
+  // The string of `id`, or "#<id>" for an id the stream never defined.
+  std::string DisplayName(NameId id) const;
   // The track's definition; an undefined one (defined == false) if unknown.
   const TrackDef& Track(TrackId id) const {
     return id < tracks_.size() ? tracks_[id] : kUnknownTrack;
@@ -58,6 +60,7 @@ class Catalog {
  private:
   static const TrackDef kUnknownTrack;
   std::vector<std::string> names_;
+  std::vector<bool> defined_;  // by id: a kNameDef was seen.
   std::vector<TrackDef> tracks_;
   std::vector<DeviceDef> devices_;
 };

@@ -254,9 +254,8 @@ MemoryState::MemoryState(MemoryState&&) noexcept = default;
 MemoryState& MemoryState::operator=(MemoryState&&) noexcept = default;
 
 std::string MemoryState::AllocatorName(NameId id) const {
-  const std::string_view name = catalog_ != nullptr ? catalog_->Name(id) : std::string_view();
-  if (!name.empty()) return std::string(name);
-  return "#" + std::to_string(id);
+  if (catalog_ == nullptr) return "#" + std::to_string(id);
+  return catalog_->DisplayName(id);
 }
 
 void MemoryState::RefreshConfig(Memory& m) {

@@ -512,9 +512,8 @@ void OpStats::Consume(std::span<const Event> events) {
 // Snapshot.
 
 std::string OpStats::DisplayName(NameId id) const {
-  const std::string_view s = Name(id);
-  if (!s.empty() || id == 0) return std::string(s);
-  return "#" + std::to_string(id);  // a name never defined in the stream.
+  if (catalog_ == nullptr) return "#" + std::to_string(id);
+  return catalog_->DisplayName(id);
 }
 
 OpStatsSnapshot OpStats::Snapshot(const OpStatsSnapshotOptions& options) const {

@@ -8,7 +8,7 @@ void StreamSummary::Consume(std::span<const Event> events) {
   for (const Event& e : events) {
     switch (e.kind) {
       case EventKind::kNameDef:
-        names_[e.name].assign(e.payload.name_def.data, e.payload.name_def.size);
+        catalog_.Consume(std::span(&e, 1));
         ++totals_.name_defs;
         continue;
       case EventKind::kTrackDef:
@@ -38,13 +38,7 @@ void StreamSummary::Consume(std::span<const Event> events) {
 
 StreamSummarySnapshot StreamSummary::Snapshot(size_t top_n) const {
   StreamSummarySnapshot s = totals_;
-  auto name_of = [&](NameId id) {
-    auto it = names_.find(id);
-    if (it != names_.end()) return it->second;
-    std::string unknown = "#";  // a name never defined in the stream.
-    unknown += std::to_string(id);
-    return unknown;
-  };
+  auto name_of = [&](NameId id) { return catalog_.DisplayName(id); };
   for (const auto& [id, t] : tracks_) {
     if (id == 0 && t.second == 0) continue;
     s.tracks.push_back({id, id == 0 ? std::string("(none)") : name_of(t.first), t.second});

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "aggregators/catalog.h"
 #include "stream/event.h"
 
 namespace liveprof {
@@ -74,7 +75,7 @@ class StreamSummary {
   };
 
   StreamSummarySnapshot totals_;
-  std::unordered_map<NameId, std::string> names_;
+  Catalog catalog_;  // the names the stream defined.
   std::unordered_map<TrackId, std::pair<NameId, uint64_t>> tracks_;  // name, events.
   std::unordered_map<NameKey, NameStats, NameKeyHash> spans_;
 };
