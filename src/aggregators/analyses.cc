@@ -101,11 +101,12 @@ class Analyses::Metrics : public MetricSource {
     const auto& now = a_.counter_history_.back();
     const uint64_t span = spec.kind == WindowSpec::Kind::kSeconds ? spec.ns : 10'000'000'000;
     const uint64_t from = now.now_ns > span ? now.now_ns - span : 0;
-    const CounterSample* base = &a_.counter_history_.front();
-    for (const CounterSample& s : a_.counter_history_) {
-      if (s.now_ns > from) break;
-      base = &s;
-    }
+    // The newest sample at or before the window's start (else the oldest).
+    const auto after = std::partition_point(
+        a_.counter_history_.begin(), a_.counter_history_.end(),
+        [from](const CounterSample& s) { return s.now_ns <= from; });
+    const CounterSample* base =
+        after == a_.counter_history_.begin() ? &a_.counter_history_.front() : &*(after - 1);
     const double d = metric == "dropped_events" ? static_cast<double>(now.dropped - base->dropped)
                                                 : static_cast<double>(now.late - base->late);
     return MetricValue{d, -1, -1, a_.counter_history_.size()};

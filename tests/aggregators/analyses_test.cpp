@@ -96,6 +96,30 @@ TEST_CASE("analyses: chunked feeding renders what one batch renders") {
   CHECK(a.memory == b.memory);
 }
 
+TEST_CASE("analyses: drops reported by the stream fire the drop alert with their count") {
+  test::WorkloadShape shape;
+  shape.steps = 10;
+  const test::Workload w = test::MakeWorkload(shape);
+  Diagnostics diag;
+  Analyses a(AnalysesOptions{}, &diag);
+  a.Consume(w.definitions, {}, {}, 0, 0);
+  const size_t half = w.events.size() / 2;
+  const std::span<const Event> first(w.events.data(), half), second(w.events.data() + half, w.events.size() - half);
+  a.SetStreamTotals(half, 0);
+  a.Consume({}, first, {}, first.back().end(), first.back().end());
+  CHECK(a.TakeAlertEvents().empty());
+  a.SetStreamTotals(w.events.size(), 7);  // the rings dropped 7 meanwhile.
+  a.Consume({}, second, {}, second.back().end(), second.back().end());
+  const std::vector<AlertEvent> events = a.TakeAlertEvents();
+  bool fired = false;
+  for (const AlertEvent& e : events) {
+    if (e.rule != "events_dropped") continue;
+    fired = true;
+    CHECK(e.value == 7);
+  }
+  CHECK(fired);
+}
+
 TEST_CASE("analyses: a span with a bad duration is counted once and reaches no table") {
   test::WorkloadShape shape;
   shape.steps = 3;
