@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything, and runs every test: the full
-# suite (Release), then the stream and host-API tests again under ASan+UBSan
-# and under TSan. Ends with one line: "tests: N passed, M failed".
+# suite (Release), then again under ASan+UBSan, and the stream and host-API
+# tests under TSan. Ends with one line: "tests: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,8 +49,10 @@ run_suite() {
 
 mkdir -p build
 run_suite "release" build -DCMAKE_BUILD_TYPE=Release
+# ASan+UBSan: every test (stream, producers, analyses); TSan: the threaded
+# parts only (the analyses run on one thread).
 run_suite "asan+ubsan" build/asan -DCMAKE_BUILD_TYPE=Debug -DLIVEPROF_SANITIZE=address \
-  -DLIVEPROF_STREAM_TESTS_ONLY=ON -DLIVEPROF_BUILD_BENCH=OFF
+  -DLIVEPROF_BUILD_BENCH=OFF
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
   run_suite "tsan" build/tsan -DCMAKE_BUILD_TYPE=Debug -DLIVEPROF_SANITIZE=thread \
   -DLIVEPROF_STREAM_TESTS_ONLY=ON -DLIVEPROF_BUILD_BENCH=OFF
