@@ -1,27 +1,9 @@
 #include "aggregators/interval_ranges.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace liveprof::ranges {
-
-Ranges MergeRanges(Ranges src) {
-  Ranges merged;
-  if (src.empty()) return merged;
-  std::stable_sort(src.begin(), src.end(),
-                   [](const Range& a, const Range& b) { return a.first < b.first; });
-  merged.push_back(src[0]);
-  for (size_t i = 1; i < src.size(); ++i) {
-    const Range& r = src[i];
-    if (r.second > merged.back().second) {
-      if (r.first <= merged.back().second) {
-        merged.back().second = r.second;
-      } else {
-        merged.push_back(r);
-      }
-    }
-  }
-  return merged;
-}
 
 Ranges MergeSortedRanges(Ranges src) {
   Ranges merged;
@@ -39,6 +21,12 @@ Ranges MergeSortedRanges(Ranges src) {
     }
   }
   return merged;
+}
+
+Ranges MergeRanges(Ranges src) {
+  std::stable_sort(src.begin(), src.end(),
+                   [](const Range& a, const Range& b) { return a.first < b.first; });
+  return MergeSortedRanges(std::move(src));
 }
 
 Ranges SubtractRanges(const Ranges& l1, const Ranges& l2) {

@@ -511,24 +511,7 @@ PytorchView::PytorchView(const Catalog* catalog, Diagnostics* diagnostics, Optio
 
 void PytorchView::Consume(std::span<const Event> events) {
   for (const Event& e : events) {
-    switch (e.kind) {
-      case EventKind::kKernel:
-      case EventKind::kMemcpyHtoD:
-      case EventKind::kMemcpyDtoH:
-      case EventKind::kMemcpyDtoD:
-      case EventKind::kMemcpyHtoH:
-      case EventKind::kMemcpyPtoP:
-      case EventKind::kMemcpyOther:
-      case EventKind::kMemset:
-      case EventKind::kRuntimeApi:
-      case EventKind::kStepMarker:
-      case EventKind::kInputSpan:
-      case EventKind::kFrameworkOp:
-      case EventKind::kHostSpan:
-        break;
-      default:
-        continue;
-    }
+    if (!IsSpanKind(e.kind)) continue;  // the plugin reads complete events only.
     if (IsBadSpan(e)) {
       ++bad_duration_;
       if (diagnostics_ != nullptr) diagnostics_->Add(Diag::bad_duration);
