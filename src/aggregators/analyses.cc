@@ -6,32 +6,43 @@ namespace liveprof {
 
 namespace {
 
-// Writes `body` (one JSON object) as a view model: {"type","v","seq", ...body}.
-std::string ViewModel(std::string_view type, uint64_t seq, const std::string& body) {
-  JsonWriter w;
-  w.Reserve(body.size() + 64);
-  w.BeginObject();
-  w.KV("type", type);
-  w.KV("v", kViewProtocolVersion);
-  w.KV("seq", seq);
-  w.EndObject();
+// A snapshot as a view model: {"type","v","seq", ...the snapshot's fields}.
+// The header is written first and the snapshot's opening brace becomes the
+// comma after it, so the body is never copied. `size_hint` carries the last
+// size of this view, to allocate once.
+template <typename T>
+std::string ViewModel(std::string_view type, uint64_t seq, const T& snapshot,
+                      size_t* size_hint) {
+  JsonWriter head;
+  head.BeginObject();
+  head.KV("type", type);
+  head.KV("v", kViewProtocolVersion);
+  head.KV("seq", seq);
+  head.EndObject();
+  std::string prefix = head.Take();
+  prefix.pop_back();  // its "}".
+  const size_t body_at = prefix.size();
+  prefix.reserve(*size_hint + *size_hint / 8 + 64);
+  JsonWriter w(std::move(prefix));
+  snapshot.WriteJson(w);
   std::string out = w.Take();
-  out.pop_back();  // "}" of the header object.
-  if (body.size() > 2) {
-    out.push_back(',');
-    out.append(body, 1, std::string::npos);  // the body's fields and its "}".
+  if (out.size() == body_at + 2) {
+    out.erase(body_at, 1);  // an empty body "{}": keep only its "}".
   } else {
-    out.push_back('}');
+    out[body_at] = ',';  // the body's "{".
   }
+  *size_hint = out.size();
   return out;
 }
 
-template <typename T>
-std::string Json(const T& snapshot) {
-  JsonWriter w;
-  snapshot.WriteJson(w);
-  return w.Take();
-}
+// Lets a function stand where ViewModel wants a snapshot.
+template <typename F>
+struct WriteWith {
+  F write;
+  void WriteJson(JsonWriter& w) const { write(w); }
+};
+template <typename F>
+WriteWith(F) -> WriteWith<F>;
 
 WindowSel ToSel(const WindowSpec& w) {
   WindowSel s;
@@ -233,14 +244,15 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
   oi.env.breakdown_mode = std::string(BreakdownModeName(steps.mode));
   const OverviewSnapshot overview = BuildOverview(oi);
 
-  v.overview = ViewModel("overview", v.seq, Json(overview));
-  v.steps = ViewModel("steps", v.seq, Json(steps));
-  v.input_pipeline = ViewModel("input_pipeline", v.seq, Json(input));
-  v.tf_stats = ViewModel("tf_stats", v.seq, Json(ops));
-  v.kernel_stats = ViewModel("kernel_stats", v.seq, Json(kernels));
-  v.memory = ViewModel("memory", v.seq, Json(memory));
-  v.alerts = ViewModel("alerts", v.seq, Json(alerts_.Snapshot()));
-  if (ro.pytorch && pytorch_) v.pytorch = ViewModel("pytorch", v.seq, Json(pytorch_->Snapshot()));
+  size_t* hint = view_size_hint_.data();
+  v.overview = ViewModel("overview", v.seq, overview, &hint[0]);
+  v.steps = ViewModel("steps", v.seq, steps, &hint[1]);
+  v.input_pipeline = ViewModel("input_pipeline", v.seq, input, &hint[2]);
+  v.tf_stats = ViewModel("tf_stats", v.seq, ops, &hint[3]);
+  v.kernel_stats = ViewModel("kernel_stats", v.seq, kernels, &hint[4]);
+  v.memory = ViewModel("memory", v.seq, memory, &hint[5]);
+  v.alerts = ViewModel("alerts", v.seq, alerts_.Snapshot(), &hint[6]);
+  if (ro.pytorch && pytorch_) v.pytorch = ViewModel("pytorch", v.seq, pytorch_->Snapshot(), &hint[7]);
   if (ro.csv) {
     v.tf_stats_csv = ops.ToCsv();
     v.kernel_stats_csv = kernels.ToCsv();
@@ -248,8 +260,13 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
     v.memory_csv = memory.ToCsv();
   }
 
-  // Status: what the stream carried, what was lost, and every diagnostic.
-  JsonWriter w;
+  v.status = ViewModel("status", v.seq, WriteWith{[this](JsonWriter& w) { WriteStatus(w); }},
+                       &hint[8]);
+  return v;
+}
+
+void Analyses::WriteStatus(JsonWriter& w) const {
+  // What the stream carried, what was lost, and every diagnostic.
   w.BeginObject();
   w.KV("events_consumed", events_consumed_);
   w.KV("events_published", published_);
@@ -274,8 +291,6 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
   }
   w.EndArray();
   w.EndObject();
-  v.status = ViewModel("status", v.seq, w.Take());
-  return v;
 }
 
 }  // namespace liveprof

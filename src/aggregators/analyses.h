@@ -17,6 +17,7 @@
 #ifndef LIVEPROF_AGGREGATORS_ANALYSES_H_
 #define LIVEPROF_AGGREGATORS_ANALYSES_H_
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -106,6 +107,7 @@ class Analyses {
   uint64_t events_consumed() const { return events_consumed_; }
 
  private:
+  void WriteStatus(JsonWriter& w) const;
   class Metrics;  // the MetricSource the alert rules read.
   void CloseSteps(uint64_t watermark_ns);
   // `part` without spans of a bad duration (counted once here); may point
@@ -140,6 +142,10 @@ class Analyses {
   };
   std::deque<CounterSample> counter_history_;
   uint64_t seq_ = 0;
+  // The last rendered size of each view (overview, steps, input_pipeline,
+  // tf_stats, kernel_stats, memory, alerts, pytorch, status): the next
+  // render allocates once.
+  std::array<size_t, 9> view_size_hint_{};
 };
 
 }  // namespace liveprof

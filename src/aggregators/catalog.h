@@ -49,6 +49,10 @@ class Catalog {
   uint32_t name_count() const { return static_cast<uint32_t>(names_.size()); }
   // The string of `id`, or "#<id>" for an id the stream never defined.
   std::string DisplayName(NameId id) const;
+  // True once a definition of `id` was seen. A defined name never changes
+  // (the stream defines each id once), so what is derived from it may be
+  // cached by id.
+  bool Defined(NameId id) const { return id < defined_.size() && defined_[id]; }
   // The track's definition; an undefined one (defined == false) if unknown.
   const TrackDef& Track(TrackId id) const {
     return id < tracks_.size() ? tracks_[id] : kUnknownTrack;

@@ -1,14 +1,67 @@
 #include "aggregators/json_writer.h"
 
+#include <algorithm>
 #include <cassert>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 namespace liveprof {
 
 namespace {
 
+unsigned DecimalDigits(uint64_t v) {
+  unsigned n = 1;
+  while (v >= 10) {
+    v /= 10;
+    ++n;
+  }
+  return n;
+}
+
+// The shortest form of `v` when v = m / 1000 exactly for an integer m (µs
+// from ns, most of what the views print), written without the general
+// algorithm; false when that does not hold or when std::to_chars would pick
+// the scientific form. The output is byte for byte std::to_chars's: below
+// 1e12 no other decimal of as few digits lies within half an ulp of v, and
+// the fixed form is chosen unless the scientific one is strictly shorter.
+bool AppendMilli(std::string* out, double v) {
+  if (!(v > 0 && v < 1e12)) return false;
+  const uint64_t m = static_cast<uint64_t>(v * 1000 + 0.5);
+  if (static_cast<double>(m) / 1000 != v) return false;
+  const uint64_t int_part = m / 1000;
+  uint64_t frac = m % 1000;
+  unsigned frac_digits = 3;
+  while (frac_digits > 0 && frac % 10 == 0) {
+    frac /= 10;
+    --frac_digits;
+  }
+  const unsigned fixed_len = DecimalDigits(int_part) + (frac_digits > 0 ? 1 + frac_digits : 0);
+  uint64_t sig = m;
+  while (sig % 10 == 0) sig /= 10;
+  const unsigned sig_digits = DecimalDigits(sig);
+  const int exponent = static_cast<int>(DecimalDigits(m)) - 4;
+  const unsigned exp_digits = std::max(2u, DecimalDigits(static_cast<uint64_t>(std::abs(exponent))));
+  const unsigned sci_len = sig_digits + (sig_digits > 1 ? 1 : 0) + 2 + exp_digits;
+  if (sci_len < fixed_len) return false;
+  char buf[32];
+  char* p = std::to_chars(buf, buf + sizeof(buf), int_part).ptr;
+  if (frac_digits > 0) {
+    *p++ = '.';
+    char* end = p + frac_digits;
+    for (char* q = end; q != p;) {
+      *--q = static_cast<char>('0' + frac % 10);
+      frac /= 10;
+    }
+    p = end;
+  }
+  out->append(buf, p);
+  return true;
+}
+
 void AppendShortest(std::string* out, double v) {
+  if (AppendMilli(out, v)) return;
   char buf[32];
   const auto r = std::to_chars(buf, buf + sizeof(buf), v);
   out->append(buf, r.ptr);
@@ -22,15 +75,16 @@ void JsonWriter::BeforeValue() {
     return;
   }
   if (!has_element_.empty()) {
-    if (has_element_.back()) out_.push_back(',');
-    has_element_.back() = true;
+    char& has = has_element_.back();
+    if (has) out_.push_back(',');
+    has = 1;
   }
 }
 
 void JsonWriter::Open(char c) {
   BeforeValue();
   out_.push_back(c);
-  has_element_.push_back(false);
+  has_element_.push_back(0);
 }
 
 void JsonWriter::Close(char c) {
@@ -39,10 +93,44 @@ void JsonWriter::Close(char c) {
   out_.push_back(c);
 }
 
+
+
+namespace {
+
+// True if any of the 8 bytes of `v` is < 0x20, '"' or '\\' (bit hacks:
+// "determine if a word has a byte less than n / equal to n").
+bool AnyNeedsEscape(uint64_t v) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr uint64_t kHigh = 0x8080808080808080ULL;
+  auto has_zero = [](uint64_t x) { return ((x - kOnes) & ~x & kHigh) != 0; };
+  const bool control = ((v - kOnes * 0x20) & ~v & kHigh) != 0;
+  return control || has_zero(v ^ (kOnes * '"')) || has_zero(v ^ (kOnes * '\\'));
+}
+
+// Length of the longest prefix of `s` that needs no escape.
+size_t PlainPrefix(std::string_view s) {
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t v;
+    std::memcpy(&v, s.data() + i, 8);
+    if (AnyNeedsEscape(v)) break;
+  }
+  for (; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == '"' || c == '\\') break;
+  }
+  return i;
+}
+
+}  // namespace
+
 void JsonWriter::Key(std::string_view key) {
   assert(!after_key_);
-  String(key);
-  out_.push_back(':');
+  assert(PlainPrefix(key) == key.size());  // keys are our own identifiers.
+  BeforeValue();
+  out_.push_back('"');
+  out_.append(key);
+  out_.append("\":", 2);
   after_key_ = true;
 }
 
@@ -50,12 +138,12 @@ void JsonWriter::String(std::string_view s) {
   BeforeValue();
   out_.push_back('"');
   // Runs that need no escape are appended whole; names rarely need any.
-  size_t run = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out_.append(s.data() + run, i - run);
-    run = i + 1;
+  while (true) {
+    const size_t run = PlainPrefix(s);
+    out_.append(s.data(), run);  // UTF-8 passes through as it is.
+    if (run == s.size()) break;
+    const auto c = static_cast<unsigned char>(s[run]);
+    s.remove_prefix(run + 1);
     switch (c) {
       case '"': out_ += "\\\""; break;
       case '\\': out_ += "\\\\"; break;
@@ -70,7 +158,6 @@ void JsonWriter::String(std::string_view s) {
       }
     }
   }
-  out_.append(s.data() + run, s.size() - run);  // UTF-8 passes through as it is.
   out_.push_back('"');
 }
 

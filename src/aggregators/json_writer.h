@@ -16,12 +16,18 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace liveprof {
 
 class JsonWriter {
  public:
+  JsonWriter() = default;
+  // Starts after `prefix`, which is taken as it is (not checked): lets a
+  // caller put a header before a value without copying the value afterwards.
+  explicit JsonWriter(std::string prefix) : out_(std::move(prefix)) {}
+
   void BeginObject() { Open('{'); }
   void EndObject() { Close('}'); }
   void BeginArray() { Open('['); }
@@ -59,7 +65,7 @@ class JsonWriter {
 
   std::string out_;
   // Per open container: has it a first element yet? A key sets after_key_.
-  std::vector<bool> has_element_;
+  std::vector<char> has_element_;
   bool after_key_ = false;
 };
 

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <map>
 #include <tuple>
 
 #include "aggregators/catalog.h"
 #include "aggregators/json_writer.h"
+#include "aggregators/top_n.h"
 #include "stream/diagnostics.h"
 
 namespace liveprof {
@@ -130,7 +130,6 @@ struct RowKey {
                     details->dynamic_shared_bytes, uses_tc, eligible, op);
   }
   bool operator<(const RowKey& o) const { return Tuple() < o.Tuple(); }
-  bool operator==(const RowKey& o) const { return Tuple() == o.Tuple(); }
 };
 
 // Estimated `p` quantile (0 < p <= 1) of a full histogram with `n` samples.
@@ -512,6 +511,43 @@ void KernelStats::WindowBuckets(uint64_t window_ns, std::vector<const Bucket*>* 
   }
 }
 
+uint32_t KernelStats::RowOf(uint32_t t) const {
+  if (t < row_of_triple_.size() && row_of_triple_[t] != kNone) return row_of_triple_[t];
+  const Triple& tr = triples_[t];
+  TripleInfo& info = triple_info_[t];
+  if (!info.resolved) info = Resolve(tr, nullptr);
+  const std::string_view kernel = Name(tr.kernel);
+  const std::string_view op = Name(tr.op);
+  // The §7 tuple, serialized: names (NUL-separated), the numbers, the flags.
+  const KernelDetails& d = info.details;
+  const uint32_t numbers[] = {d.grid[0],  d.grid[1],  d.grid[2],
+                              d.block[0], d.block[1], d.block[2],
+                              d.registers_per_thread, d.static_shared_bytes,
+                              d.dynamic_shared_bytes};
+  std::string key;
+  key.reserve(kernel.size() + op.size() + sizeof(numbers) + 4);
+  key.append(kernel).push_back('\0');
+  key.append(op).push_back('\0');
+  key.append(reinterpret_cast<const char*>(numbers), sizeof(numbers));
+  key.push_back(static_cast<char>((info.uses_tc ? 1 : 0) | (info.eligible ? 2 : 0)));
+  const uint32_t row = row_keys_.Id(key);
+  if (row == rows_.size()) {
+    RowInfo r;
+    r.kernel_name = kernel_names_.Id(kernel);
+    r.op_name = op_names_.Id(op);
+    r.details = d;
+    r.details.occupancy_pct = 0;
+    r.uses_tc = info.uses_tc;
+    r.eligible = info.eligible;
+    rows_.push_back(r);
+  }
+  if (info.resolved) {
+    if (row_of_triple_.size() < triples_.size()) row_of_triple_.resize(triples_.size(), kNone);
+    row_of_triple_[t] = row;
+  }
+  return row;
+}
+
 KernelStatsSnapshot KernelStats::Snapshot(const Query& query) const {
   KernelStatsSnapshot s;
   s.window_ns = query.window_ns;
@@ -526,122 +562,148 @@ KernelStatsSnapshot KernelStats::Snapshot(const Query& query) const {
     }
   }
 
-  // Triples -> rows keyed by the §7 tuple (distinct ids may share a key,
-  // e.g. details strings that differ only in occupancy or token order).
-  std::vector<TripleInfo> live_info;  // for triples whose names were unknown at first sight.
-  struct Entry {
-    RowKey key;
-    RowStats stats;
-    double occupancy_pct;
+  // The triples with data and their rows (RowOf may grow the tables).
+  struct Live {
+    uint32_t triple;
+    uint32_t row;
   };
-  std::vector<Entry> entries;
-  live_info.reserve(triples_.size());
+  std::vector<Live> live;
   for (uint32_t t = 0; t < triples_.size(); ++t) {
-    if (agg[t].count == 0) continue;
-    const TripleInfo* info = &triple_info_[t];
-    if (!info->resolved) {
-      live_info.push_back(Resolve(triples_[t], nullptr));
-      info = &live_info.back();
-    }
-    entries.push_back({RowKey{Name(triples_[t].kernel), &info->details, info->uses_tc,
-                              info->eligible, Name(triples_[t].op)},
-                       agg[t], info->details.occupancy_pct});
-    s.kernel_count += agg[t].count;
-    s.kernel_ns += agg[t].total;
+    if (agg[t].count != 0) live.push_back({t, RowOf(t)});
   }
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return a.key < b.key; });
-  size_t kept = 0;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (kept > 0 && entries[kept - 1].key == entries[i].key) {
-      entries[kept - 1].stats.Combine(entries[i].stats);
-      // Occupancy is not part of the key; the largest one is shown.
-      entries[kept - 1].occupancy_pct =
-          std::max(entries[kept - 1].occupancy_pct, entries[i].occupancy_pct);
-    } else {
-      entries[kept++] = entries[i];
-    }
-  }
-  entries.resize(kept);
-  s.distinct_rows = entries.size();
 
-  // Per-op roll-up over every row of the window.
-  std::map<std::string_view, KernelOpRollup> ops;
-  for (const Entry& en : entries) {
-    KernelOpRollup& op = ops[en.key.op];
-    op.occurrences += en.stats.count;
-    op.kernel_ns += en.stats.total;
-    if (en.key.uses_tc) op.tensor_core_ns += en.stats.total;
-    op.op_tc_eligible = op.op_tc_eligible || en.key.eligible;
+  // Rows and the per-op roll-up, accumulated by id.
+  struct RowAcc {
+    RowStats stats;
+    double occupancy_pct = 0;  // not part of the key: the largest is shown.
+  };
+  std::vector<RowAcc> row_acc(rows_.size());
+  struct OpAcc {  // a KernelOpRollup without its name.
+    uint64_t occurrences = 0;
+    uint64_t kernel_ns = 0;
+    uint64_t tensor_core_ns = 0;
+    bool op_tc_eligible = false;
+  };
+  std::vector<OpAcc> op_acc(op_names_.size());
+  std::vector<uint32_t> row_ids;
+  std::vector<uint32_t> op_ids;
+  for (const Live& l : live) {
+    const RowStats& st = agg[l.triple];
+    const RowInfo& row = rows_[l.row];
+    const TripleInfo& info = triple_info_[l.triple];
+    RowAcc& ra = row_acc[l.row];
+    if (ra.stats.count == 0) row_ids.push_back(l.row);
+    ra.stats.Combine(st);
+    ra.occupancy_pct = std::max(ra.occupancy_pct, info.details.occupancy_pct);
+    OpAcc& op = op_acc[row.op_name];
+    if (op.occurrences == 0) op_ids.push_back(row.op_name);
+    op.occurrences += st.count;
+    op.kernel_ns += st.total;
+    if (row.uses_tc) op.tensor_core_ns += st.total;
+    op.op_tc_eligible = op.op_tc_eligible || row.eligible;
+    s.kernel_count += st.count;
+    s.kernel_ns += st.total;
   }
-  s.ops.reserve(ops.size());
-  for (auto& [name, op] : ops) {
-    op.op_name.assign(name);
+  s.distinct_rows = row_ids.size();
+
+  // Ranking works on (time, id) pairs; names are compared only on ties.
+  struct Ranked {
+    uint64_t ns;
+    uint32_t id;
+  };
+  // Top ops: kernel time descending, then name ascending.
+  std::vector<Ranked> top_ops;
+  top_ops.reserve(op_ids.size());
+  for (const uint32_t id : op_ids) top_ops.push_back({op_acc[id].kernel_ns, id});
+  KeepTopN(&top_ops, query.top_ops, [&](const Ranked& a, const Ranked& b) {
+    if (a.ns != b.ns) return a.ns > b.ns;
+    return op_names_[a.id] < op_names_[b.id];
+  });
+  s.ops.reserve(top_ops.size());
+  for (const Ranked& r : top_ops) {
+    const OpAcc& a = op_acc[r.id];
+    KernelOpRollup op;
+    op.op_name = op_names_[r.id];
+    op.occurrences = a.occurrences;
+    op.kernel_ns = a.kernel_ns;
+    op.tensor_core_ns = a.tensor_core_ns;
+    op.op_tc_eligible = a.op_tc_eligible;
     s.ops.push_back(std::move(op));
   }
-  std::stable_sort(s.ops.begin(), s.ops.end(),
-                   [](const KernelOpRollup& a, const KernelOpRollup& b) {
-                     return a.kernel_ns > b.kernel_ns;  // names already ascending (map order).
-                   });
-  if (s.ops.size() > query.top_ops) s.ops.resize(query.top_ops);
 
-  // Top rows: total descending, then the key ascending (entries are in key
-  // order, so a stable sort on the total alone gives that).
-  const size_t top = std::min(query.top_n, entries.size());
-  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return a.stats.total > b.stats.total;
+  // Top rows: total descending, then the §7 key ascending.
+  auto key_of = [&](uint32_t r) {
+    const RowInfo& row = rows_[r];
+    return RowKey{kernel_names_[row.kernel_name], &row.details, row.uses_tc, row.eligible,
+                  op_names_[row.op_name]};
+  };
+  std::vector<Ranked> top_rows;
+  top_rows.reserve(row_ids.size());
+  for (const uint32_t id : row_ids) top_rows.push_back({row_acc[id].stats.total, id});
+  KeepTopN(&top_rows, query.top_n, [&](const Ranked& a, const Ranked& b) {
+    if (a.ns != b.ns) return a.ns > b.ns;
+    return key_of(a.id) < key_of(b.id);
   });
-  s.rows.reserve(top);
-  for (size_t i = 0; i < top; ++i) {
-    const Entry& en = entries[i];
+  s.rows.reserve(top_rows.size());
+  for (const Ranked& ranked : top_rows) {
+    const RowInfo& row = rows_[ranked.id];
+    const RowAcc& ra = row_acc[ranked.id];
     KernelStatsRow r;
-    r.rank = static_cast<uint32_t>(i + 1);
-    r.kernel_name.assign(en.key.kernel);
-    r.details = *en.key.details;
-    r.details.occupancy_pct = en.occupancy_pct;
-    r.op_tc_eligible = en.key.eligible;
-    r.kernel_uses_tc = en.key.uses_tc;
-    r.op_name.assign(en.key.op);
-    r.occurrences = en.stats.count;
-    r.total_ns = en.stats.total;
-    r.min_ns = en.stats.min;
-    r.max_ns = en.stats.max;
+    r.rank = static_cast<uint32_t>(s.rows.size() + 1);
+    r.kernel_name = kernel_names_[row.kernel_name];
+    r.details = row.details;
+    r.details.occupancy_pct = ra.occupancy_pct;
+    r.op_tc_eligible = row.eligible;
+    r.kernel_uses_tc = row.uses_tc;
+    r.op_name = op_names_[row.op_name];
+    r.occurrences = ra.stats.count;
+    r.total_ns = ra.stats.total;
+    r.min_ns = ra.stats.min;
+    r.max_ns = ra.stats.max;
     s.rows.push_back(std::move(r));
   }
 
-  // Histograms.
-  std::vector<std::string_view> names;
+  // Histograms: of the asked name, or of the first distinct names of the top rows.
+  std::vector<uint32_t> names;
   if (query.histogram_for.has_value()) {
-    names.push_back(*query.histogram_for);
+    const uint32_t id = kernel_names_.Find(*query.histogram_for);
+    if (id != StringIds::kAbsent) names.push_back(id);
   } else {
-    for (const KernelStatsRow& r : s.rows) {
-      if (names.size() >= query.histogram_names) break;
-      if (std::find(names.begin(), names.end(), r.kernel_name) == names.end()) {
-        names.push_back(r.kernel_name);
-      }
+    for (size_t i = 0; i < top_rows.size() && names.size() < query.histogram_names; ++i) {
+      const uint32_t id = rows_[top_rows[i].id].kernel_name;
+      if (std::find(names.begin(), names.end(), id) == names.end()) names.push_back(id);
     }
   }
-  for (std::string_view name : names) {
-    KernelDurationHistogram h;
-    h.kernel_name.assign(name);
-    // Every name slot and triple spelled `name` (normally one slot).
-    std::vector<uint32_t> slots;
-    for (uint32_t slot = 0; slot < slot_names_.size(); ++slot) {
-      if (Name(slot_names_[slot]) == name) slots.push_back(slot);
-    }
-    RowStats st;
-    for (uint32_t t = 0; t < triples_.size(); ++t) {
-      if (agg[t].count != 0 && Name(triples_[t].kernel) == name) st.Combine(agg[t]);
-    }
+  // One pass over the live triples finds each name's totals and name slots
+  // (normally one slot a name).
+  std::vector<uint32_t> name_index(kernel_names_.size(), kNone);
+  for (uint32_t i = 0; i < names.size(); ++i) name_index[names[i]] = i;
+  std::vector<RowStats> name_stats(names.size());
+  std::vector<std::vector<uint32_t>> name_slots(names.size());
+  for (const Live& l : live) {
+    const uint32_t i = name_index[rows_[l.row].kernel_name];
+    if (i == kNone) continue;
+    name_stats[i].Combine(agg[l.triple]);
+    std::vector<uint32_t>& slots = name_slots[i];
+    const uint32_t slot = triples_[l.triple].name_slot;
+    if (std::find(slots.begin(), slots.end(), slot) == slots.end()) slots.push_back(slot);
+  }
+  std::vector<uint64_t> bins(kDurationBinCount);
+  for (uint32_t i = 0; i < names.size(); ++i) {
+    const uint32_t name = names[i];
+    const RowStats& st = name_stats[i];
+    const std::vector<uint32_t>& slots = name_slots[i];
     if (st.count == 0) continue;
-    std::vector<uint64_t> bins(kDurationBinCount, 0);
+    std::fill(bins.begin(), bins.end(), 0);
     for (const Bucket* b : buckets) {
       for (uint32_t slot : slots) {
         if (slot >= b->hists.size()) continue;
         const HistRef& ref = b->hists[slot];
-        for (uint32_t i = 0; i < ref.len; ++i) bins[ref.lo + i] += b->pool[ref.offset + i];
+        for (uint32_t k = 0; k < ref.len; ++k) bins[ref.lo + k] += b->pool[ref.offset + k];
       }
     }
+    KernelDurationHistogram h;
+    h.kernel_name = kernel_names_[name];
     h.count = st.count;
     h.min_ns = st.min;
     h.max_ns = st.max;

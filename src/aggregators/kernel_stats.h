@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "aggregators/string_ids.h"
 #include "stream/event.h"
 
 namespace liveprof {
@@ -259,7 +260,20 @@ class KernelStats {
     }
     return AddTriple(kernel, details, op);
   }
+  // What a §7 row key stands for (several triples may share one: details
+  // strings that differ only in occupancy or token order).
+  struct RowInfo {
+    uint32_t kernel_name = 0;  // id in kernel_names_.
+    uint32_t op_name = 0;      // id in op_names_.
+    KernelDetails details;     // occupancy_pct unused: it is per triple.
+    bool uses_tc = false;
+    bool eligible = false;
+  };
+
   uint32_t HeadSlow(NameId kernel) const;
+  // The row of triple `t`, interned on first use and cached once all of its
+  // names are defined (a defined name never changes). Snapshot side.
+  uint32_t RowOf(uint32_t t) const;
   uint32_t AddTriple(NameId kernel, NameId details, NameId op);
   // The meaning of a triple's names; `details` = its parsed details, or null
   // to parse them now.
@@ -279,11 +293,20 @@ class KernelStats {
 
   // Triples, and per kernel NameId the head of its chain.
   std::vector<Triple> triples_;
-  std::vector<TripleInfo> triple_info_;
+  // Resolved again at snapshot when a name was not defined at first sight.
+  mutable std::vector<TripleInfo> triple_info_;
   std::vector<uint32_t> heads_;                    // by kernel NameId (dense ids).
   std::unordered_map<NameId, uint32_t> far_heads_;  // ids too large for heads_.
   std::vector<NameId> slot_names_;                  // kernel NameId by name slot.
   std::unordered_map<NameId, KernelDetails> details_cache_;
+
+  // Snapshot-side tables, grown lazily by RowOf(): the snapshot groups and
+  // ranks by these integer ids and spells out only the rows it returns.
+  mutable std::vector<uint32_t> row_of_triple_;  // kNone until cached.
+  mutable std::vector<RowInfo> rows_;             // by row id.
+  mutable StringIds row_keys_;                    // the §7 tuple, serialized.
+  mutable StringIds kernel_names_;
+  mutable StringIds op_names_;
 
   // Time buckets.
   std::vector<Bucket> ring_;

@@ -74,6 +74,7 @@
 
 #include "aggregators/catalog.h"
 #include "aggregators/json_writer.h"
+#include "aggregators/string_ids.h"
 #include "stream/diagnostics.h"
 #include "aggregators/tf_op_name.h"
 #include "stream/event.h"
@@ -321,6 +322,15 @@ class OpStats {
   void Count(Diag d);
   // The catalog's name of `id`, or "#<id>" for a name never defined.
   std::string DisplayName(NameId id) const;
+  // The table row (name, type) of a host name, an input name or a device op:
+  // parsed and interned on first use, cached once its names are defined (a
+  // defined name never changes), so a snapshot groups by integer ids.
+  enum class RowSource : uint8_t { kHost, kInput, kDevice };
+  uint32_t RowOf(RowSource source, uint32_t id) const;
+  uint32_t InternRow(std::string_view name, std::string_view type) const;
+  // Every row's rank in (name, type) order: ties in self time are broken by
+  // it. Brought up to date when rows were added since the last call.
+  const std::vector<uint32_t>& RowOrder() const;
   std::string_view Name(NameId id) const {
     return catalog_ != nullptr ? catalog_->Name(id) : std::string_view();
   }
@@ -346,6 +356,20 @@ class OpStats {
   };
   std::vector<PairSlot> attributed_ids_;
   size_t attributed_count_ = 0;
+
+  // Snapshot-side row tables (see RowOf).
+  struct RowName {
+    uint32_t name = 0;  // ids in row_strings_.
+    uint32_t type = 0;
+  };
+  static constexpr uint32_t kNoRow = UINT32_MAX;
+  mutable StringIds row_strings_;  // names and types.
+  mutable StringIds row_keys_;     // "name\0type" -> row id.
+  mutable std::vector<RowName> rows_;
+  mutable std::vector<uint32_t> row_cache_[3];  // by RowSource, then id; kNoRow = not cached.
+  mutable std::vector<uint32_t> sorted_rows_;   // row ids in (name, type) order.
+  mutable std::vector<uint32_t> row_order_;     // by row id: its index in sorted_rows_.
+  uint32_t idle_row_ = 0;                       // the row named IDLE, for its rank.
 
   // Buckets.
   bool has_current_ = false;
