@@ -117,10 +117,11 @@ void StepAssembler::Consume(std::span<const Event> events) {
       continue;
     }
     if (!IsHostSpanKind(e.kind) && !IsDeviceKind(e.kind)) continue;
-    if (e.kind == EventKind::kRuntimeApi && e.corr != 0 && !Place(e)) {
+    if (Place(e)) continue;
+    if (e.kind == EventKind::kRuntimeApi && e.corr != 0) {
       *launch_step_.Insert(e.corr).first = kPendingLaunch;
-      pending_.push_back(e);
-    } else if (!Place(e)) {
+      pending_launches_.push_back(e);
+    } else {
       pending_.push_back(e);
     }
   }
@@ -137,6 +138,8 @@ void StepAssembler::AddStep(const Event& marker, int64_t step_num) {
   // begin all the same (a marker may be shorter than its predecessor).
   auto it = std::upper_bound(open_.begin(), open_.end(), marker.ts,
                              [](uint64_t t, const OpenStep& o) { return t < o.rec.host_begin_ns; });
+  s.rec.host_events.reserve(host_events_hint_);
+  s.rec.device_events.reserve(device_events_hint_);
   open_.insert(it, std::move(s));
   latest_marker_begin_ = std::max(latest_marker_begin_, marker.ts);
   any_marker_ = true;
@@ -148,11 +151,12 @@ StepAssembler::OpenStep* StepAssembler::StepAtHostTime(uint64_t ts) {
   if (OpenStep& last = open_.back(); last.rec.host_begin_ns <= ts) {
     return ts < last.rec.host_end_ns ? &last : nullptr;
   }
-  auto it = std::upper_bound(open_.begin(), open_.end(), ts,
-                             [](uint64_t t, const OpenStep& o) { return t < o.rec.host_begin_ns; });
-  if (it == open_.begin()) return nullptr;
-  OpenStep& s = *(it - 1);
-  return ts < s.rec.host_end_ns ? &s : nullptr;
+  // Then the few open steps before it, newest first (a handful are open).
+  for (size_t i = open_.size() - 1; i-- > 0;) {
+    OpenStep& s = open_[i];
+    if (s.rec.host_begin_ns <= ts) return ts < s.rec.host_end_ns ? &s : nullptr;
+  }
+  return nullptr;
 }
 
 void StepAssembler::AddToStep(OpenStep& s, const Event& e, bool by_corr) {
@@ -196,7 +200,8 @@ bool StepAssembler::Place(const Event& e) {
     if (uint64_t* packed = launch_step_.Find(e.corr)) {
       if (*packed == kPendingLaunch) return false;  // the launch waits for its step.
       const uint64_t seq = *packed >> 1;
-      for (OpenStep& s : open_) {
+      for (size_t i = open_.size(); i-- > 0;) {  // usually one of the newest.
+        OpenStep& s = open_[i];
         if (s.rec.seq != seq) continue;
         if ((*packed & 1) == 0) {
           *packed |= 1;
@@ -225,39 +230,45 @@ bool StepAssembler::Place(const Event& e) {
 }
 
 void StepAssembler::Rescan() {
-  // Two passes: launches first, so that their device work finds them in the
-  // second. A placed event is marked kInvalid, then the rest is compacted.
-  for (const bool launches : {true, false}) {
-    for (Event& e : pending_) {
-      const bool is_launch = e.kind == EventKind::kRuntimeApi;
-      if (is_launch != launches || e.kind == EventKind::kInvalid) continue;
+  // Launches first, so that their device work finds them afterwards. Each
+  // list keeps what still waits, in arrival order.
+  size_t keep = 0;
+  for (const Event& e : pending_launches_) {
+    if (!Place(e)) {
+      pending_launches_[keep++] = e;
+      continue;
+    }
+    // Placed in no step (stepless): its device work goes by time.
+    if (const uint64_t* packed = launch_step_.Find(e.corr); packed && *packed == kPendingLaunch) {
       uint64_t unused;
-      if (is_launch && e.corr != 0) launch_step_.Erase(e.corr, &unused);
-      if (Place(e)) {
-        e.kind = EventKind::kInvalid;
-      } else if (is_launch && e.corr != 0) {
-        *launch_step_.Insert(e.corr).first = kPendingLaunch;
-      }
+      launch_step_.Erase(e.corr, &unused);
     }
   }
-  std::erase_if(pending_, [](const Event& e) { return e.kind == EventKind::kInvalid; });
+  pending_launches_.resize(keep);
+  keep = 0;
+  for (const Event& e : pending_) {
+    if (!Place(e)) pending_[keep++] = e;
+  }
+  pending_.resize(keep);
 }
 
 void StepAssembler::Advance(uint64_t watermark_ns) {
   // Waiting too long with no marker: stepless.
   if (watermark_ns > options_.max_step_ns) {
     const uint64_t limit = watermark_ns - options_.max_step_ns;
-    size_t keep = 0;
-    for (const Event& e : pending_) {
-      if (e.end() < limit) {
-        if (diag_) diag_->Add(Diag::events_without_step);
-        uint64_t unused;
-        if (e.kind == EventKind::kRuntimeApi && e.corr != 0) launch_step_.Erase(e.corr, &unused);
-      } else {
-        pending_[keep++] = e;
+    for (std::vector<Event>* list : {&pending_launches_, &pending_}) {
+      size_t keep = 0;
+      for (const Event& e : *list) {
+        if (e.end() < limit) {
+          if (diag_) diag_->Add(Diag::events_without_step);
+          uint64_t unused;
+          if (list == &pending_launches_) launch_step_.Erase(e.corr, &unused);
+        } else {
+          (*list)[keep++] = e;
+        }
       }
+      list->resize(keep);
     }
-    pending_.resize(keep);
   }
   size_t n = 0;
   for (size_t i = 0; i < open_.size(); ++i) {
@@ -276,10 +287,8 @@ void StepAssembler::Advance(uint64_t watermark_ns) {
 void StepAssembler::Flush() {
   flushing_ = true;
   Rescan();
-  for (const Event& e : pending_) {
-    (void)e;
-    if (diag_) diag_->Add(Diag::events_without_step);
-  }
+  if (diag_) diag_->Add(Diag::events_without_step, pending_launches_.size() + pending_.size());
+  pending_launches_.clear();
   pending_.clear();
   for (OpenStep& s : open_) s.rec.closed_by_timeout = true;
   Close(open_.size());
@@ -296,6 +305,8 @@ void StepAssembler::Close(size_t count) {
       for (uint32_t corr : closed_launches_.front()) launch_step_.Erase(corr, &unused);
       closed_launches_.pop_front();
     }
+    host_events_hint_ = s.rec.host_events.size();
+    device_events_hint_ = s.rec.device_events.size();
     closed_.push_back(std::move(s.rec));
     open_.pop_front();
     ++steps_closed_;

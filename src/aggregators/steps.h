@@ -89,7 +89,7 @@ class StepAssembler {
 
   StepSource source() const { return source_; }
   size_t open_steps() const { return open_.size(); }
-  size_t pending_events() const { return pending_.size(); }
+  size_t pending_events() const { return pending_launches_.size() + pending_.size(); }
   uint64_t steps_closed() const { return steps_closed_; }
 
  private:
@@ -121,7 +121,13 @@ class StepAssembler {
   StepSource source_ = StepSource::kNone;
 
   std::deque<OpenStep> open_;  // by host begin.
+  // Waiting events: launches (runtime API with a correlation id) apart, so
+  // that a rescan places them first without sorting the rest out.
+  std::vector<Event> pending_launches_;
   std::vector<Event> pending_;
+  // Sizes of the last closed step, to reserve a new step's event lists once.
+  size_t host_events_hint_ = 0;
+  size_t device_events_hint_ = 0;
   std::vector<StepRecord> closed_;
   uint64_t next_seq_ = 0;
   uint64_t steps_closed_ = 0;
