@@ -146,6 +146,7 @@ void Analyses::Consume(std::span<const Event> definitions, std::span<const Event
     part = DropBadSpans(part);
     if (part.empty()) continue;
     events_consumed_ += part.size();
+    catalog_.Consume(part);  // a GPU's kDeviceInfo travels with its source's events.
     op_stats_.Consume(part);
     kernels_.Consume(part);
     utilization_.Consume(part);

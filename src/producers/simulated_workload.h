@@ -1,0 +1,89 @@
+// SimulatedWorkload: runs a SimulatedModel (simulated_model.h) as a live
+// producer, on its own two threads and through the stream's rings, exactly
+// as the host API and the CUPTI source would:
+//
+//   "sim host" thread   the training thread's and the loader's spans, the
+//                       allocations and the step markers, each written when
+//                       its end time has passed (host-clock ns);
+//   "sim gpu" thread    kernels, copies and memsets, delivered in batches
+//                       every flush period (100 ms), as CUPTI delivers its
+//                       activity buffers; first the kDeviceInfo of the GPU.
+//
+// Both threads step the same deterministic model (same options, same seed),
+// so they agree on every step without talking to each other.
+//
+// Rate: the model's own shape gives about 7 k events/s. `events_per_second`
+// (10 k to 5 M) compresses time instead of changing the shape: every
+// timestamp and duration is divided by the same factor, so each scenario's
+// breakdown and classification stay what they are at any rate.
+//
+// Paced (the demo): events carry real host-clock times and are written when
+// they happen; a full ring drops and counts, as for any producer. Unpaced
+// (tests, benches): the events of `steps` steps are written as fast as the
+// rings take them, waiting (never dropping) when a ring is full, so a run is
+// the same for the same seed.
+#ifndef LIVEPROF_PRODUCERS_SIMULATED_WORKLOAD_H_
+#define LIVEPROF_PRODUCERS_SIMULATED_WORKLOAD_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <thread>
+
+#include "producers/simulated_model.h"
+#include "stream/stream.h"
+
+namespace liveprof {
+
+struct SimulatedWorkloadOptions {
+  SimulatedModelOptions model;     // its tracks are registered by the workload.
+  uint64_t steps = 0;              // 0: until Stop().
+  double events_per_second = 0;    // 0: the model's own rate; else 1e4..5e6.
+  bool paced = true;
+  uint64_t start_ns = 0;           // unpaced: the first step's begin (0: now).
+  uint64_t flush_period_ns = 100'000'000;  // paced: device batches.
+};
+
+class SimulatedWorkload {
+ public:
+  SimulatedWorkload(Stream& stream, SimulatedWorkloadOptions options);
+  ~SimulatedWorkload();  // Stop().
+  SimulatedWorkload(const SimulatedWorkload&) = delete;
+  SimulatedWorkload& operator=(const SimulatedWorkload&) = delete;
+
+  // Registers the tracks and rings and starts both threads. Once.
+  void Start();
+  // Waits for both threads to finish `steps` steps (returns at once if
+  // steps == 0 and Stop() was not called... so call Stop() for endless runs).
+  void Wait();
+  // Stops both threads (a step in progress is cut short) and closes the rings.
+  void Stop();
+
+  uint64_t steps_done() const { return host_steps_.load(std::memory_order_relaxed); }
+  // The factor timestamps were divided by (1 when no rate was asked).
+  double time_scale() const { return scale_; }
+
+ private:
+  void RunHost();
+  void RunDevice();
+  // Writes `e` (with its times scaled) to `ring`; unpaced, waits while full.
+  bool Write(Ring& ring, const Event& e);
+  Event Scaled(const Event& e) const;
+  SimulatedModel MakeModel();
+
+  Stream& stream_;
+  SimulatedWorkloadOptions options_;
+  std::shared_ptr<Ring> host_ring_;
+  std::shared_ptr<Ring> device_ring_;
+  uint64_t model_t0_ = 0;  // the model's first step begin.
+  uint64_t t0_ = 0;        // where it maps to on the host clock.
+  double scale_ = 1;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> host_steps_{0};
+  std::thread host_thread_;
+  std::thread device_thread_;
+};
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_PRODUCERS_SIMULATED_WORKLOAD_H_
