@@ -3,6 +3,8 @@
 //   liveprof demo [--steps N] [--step-ms MS] [--input-share F]
 //       Runs an example training loop instrumented with the host tracing API,
 //       drains its events through the stream and prints what it carried.
+//   liveprof simulate [--scenario S] [--seconds N] [--rate R] [--seed N]
+//       Runs the simulated GPU workload through the analyses (app/simulate.h).
 //   liveprof version
 #include <cinttypes>
 #include <cstdio>
@@ -13,7 +15,9 @@
 #include <string_view>
 
 #include "aggregators/stream_summary.h"
+#include "app/args.h"
 #include "app/example_training.h"
+#include "app/simulate.h"
 #include "producers/host_api.h"
 #include "stream/drain_loop.h"
 
@@ -30,24 +34,10 @@ constexpr char kUsage[] =
     "            --step-ms MS      milliseconds per step (default 20)\n"
     "            --input-share F   share of a step spent waiting for input, 0..1\n"
     "                              (default 0.25)\n"
+    "  simulate  run the simulated GPU workload through the analyses and print the\n"
+    "            breakdown each second; --scenario balanced|input_bound|launch_bound|\n"
+    "            memory_growth|schedule, --seconds N, --rate R (events/s), --seed N\n"
     "  version   print the version\n";
-
-// Parses a number option value; exits with a message naming the option.
-double NumberArg(int argc, char** argv, int& i, double lo, double hi) {
-  const char* opt = argv[i];
-  if (i + 1 >= argc) {
-    std::fprintf(stderr, "liveprof: %s needs a value\n", opt);
-    std::exit(2);
-  }
-  const char* s = argv[++i];
-  char* end = nullptr;
-  const double v = std::strtod(s, &end);
-  if (end == s || *end != '\0' || v < lo || v > hi) {
-    std::fprintf(stderr, "liveprof: %s '%s': expected a number in [%g, %g]\n", opt, s, lo, hi);
-    std::exit(2);
-  }
-  return v;
-}
 
 void PrintSummary(const StreamSummarySnapshot& s, const Stream& stream, uint64_t drained) {
   std::printf("\nThe stream carried %" PRIu64 " events (%" PRIu64 " drained from rings), plus %" PRIu64
@@ -98,11 +88,11 @@ int Demo(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "--steps") {
-      options.steps = static_cast<int>(NumberArg(argc, argv, i, 1, 1e7));
+      options.steps = static_cast<int>(NumberArg(argc, argv, i, 1, 1e7, "liveprof"));
     } else if (a == "--step-ms") {
-      options.step_ms = NumberArg(argc, argv, i, 0.01, 60'000);
+      options.step_ms = NumberArg(argc, argv, i, 0.01, 60'000, "liveprof");
     } else if (a == "--input-share") {
-      options.input_share = NumberArg(argc, argv, i, 0, 1);
+      options.input_share = NumberArg(argc, argv, i, 0, 1, "liveprof");
     } else {
       std::fprintf(stderr, "liveprof demo: unknown option '%s'\n%s", argv[i], kUsage);
       return 2;
@@ -141,6 +131,7 @@ int main(int argc, char** argv) {
   }
   const std::string_view cmd = argv[1];
   if (cmd == "demo") return liveprof::Demo(argc, argv);
+  if (cmd == "simulate") return liveprof::Simulate(argc, argv);
   if (cmd == "version") {
     std::printf("liveprof 0.1.0\n");
     return 0;

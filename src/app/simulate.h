@@ -1,0 +1,16 @@
+// `liveprof simulate`: the simulated GPU workload (src/producers/
+// simulated_workload.h) through the stream and the analyses, printed once a
+// second: the last 20 steps' time, breakdown and input classification, the
+// drops, and every alert as it fires or resolves. What `liveprof demo` will
+// serve to the dashboard once the server exists.
+#ifndef LIVEPROF_APP_SIMULATE_H_
+#define LIVEPROF_APP_SIMULATE_H_
+
+namespace liveprof {
+
+// argv[1] is "simulate". Returns the exit code.
+int Simulate(int argc, char** argv);
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_APP_SIMULATE_H_
