@@ -74,7 +74,11 @@ int Simulate(int argc, char** argv) {
   }
 
   Stream stream;
-  Analyses analyses(AnalysesOptions{}, &stream.diagnostics());
+  AnalysesOptions ao;
+  ao.env.device_type = "GPU (simulated)";
+  ao.env.gpu_note =
+      "simulated GPU workload (liveprof simulate, scenario schedule); no real GPU is traced";
+  Analyses analyses(ao, &stream.diagnostics());
   std::mutex mu;  // the analyses live on the drain thread; main reads them.
   DrainLoop drain(stream, DrainLoop::Options{}, [&](const Batch& b) {
     std::lock_guard<std::mutex> lock(mu);
