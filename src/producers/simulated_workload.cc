@@ -39,11 +39,19 @@ void SimulatedWorkload::Start() {
   t0_ = options_.paced || options_.start_ns == 0 ? HostNowNs() + 1'000'000 : options_.start_ns;
   scale_ = 1;
   if (options_.events_per_second > 0) {
+    // The model's own rate over one cycle of its schedule (scenarios differ
+    // in events per second), on a throwaway model.
     NameTable scratch_names;
     SimulatedModel probe(options_.model, &scratch_names);
-    const SimulatedStep s = probe.Next(model_t0_);
-    const double natural = static_cast<double>(s.host.size() + s.device.size()) /
-                           (static_cast<double>(s.end_ns - s.begin_ns) / 1e9);
+    uint64_t cycle = 0;
+    for (const ScenarioPhase& p : options_.model.schedule) cycle += std::max<uint32_t>(p.steps, 1);
+    uint64_t events = 0, start = model_t0_;
+    for (uint64_t i = 0; i < std::clamp<uint64_t>(cycle, 1, 1000); ++i) {
+      const SimulatedStep s = probe.Next(start);
+      start = s.end_ns;
+      events += s.host.size() + s.device.size();
+    }
+    const double natural = static_cast<double>(events) / (static_cast<double>(start - model_t0_) / 1e9);
     scale_ = std::max(1.0, options_.events_per_second / natural);
   }
   host_thread_ = std::thread([this] { RunHost(); });

@@ -216,7 +216,7 @@ TEST_CASE("simulated workload: its two threads write every event through the rin
   uint64_t defs = 0;
   DrainLoop drain(stream, DrainLoop::Options{}, [&](const Batch& b) {
     std::lock_guard<std::mutex> lock(mu);
-    defs = b.definitions.size();
+    defs += b.definitions.size();  // each batch carries the definitions new to it.
     got.insert(got.end(), b.events.begin(), b.events.end());
     got.insert(got.end(), b.late.begin(), b.late.end());
   });
