@@ -6,6 +6,8 @@
 //   liveprof simulate [--scenario S] [--seconds N] [--rate R] [--seed N]
 //       Runs the simulated GPU workload through the analyses (app/simulate.h).
 //   liveprof version
+#include <unistd.h>
+
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -14,11 +16,16 @@
 #include <string>
 #include <string_view>
 
+#include "aggregators/analyses.h"
 #include "aggregators/stream_summary.h"
 #include "app/args.h"
 #include "app/example_training.h"
 #include "app/simulate.h"
 #include "producers/host_api.h"
+#ifdef LIVEPROF_HAVE_CUPTI
+#include "producers/cupti_source.h"
+#endif
+#include "stream/clock.h"
 #include "stream/drain_loop.h"
 
 namespace liveprof {
@@ -38,6 +45,32 @@ constexpr char kUsage[] =
     "            breakdown each second; --scenario balanced|input_bound|launch_bound|\n"
     "            memory_growth|schedule, --seconds N, --rate R (events/s), --seed N\n"
     "  version   print the version\n";
+
+// The text of member `key` of the JSON object `json` (its value, an object
+// or array, up to its closing bracket); "" if absent. Enough for printing a
+// part of a view model we wrote ourselves.
+std::string_view JsonMember(std::string_view json, std::string_view key) {
+  const std::string quoted = "\"" + std::string(key) + "\":";
+  const size_t at = json.find(quoted);
+  if (at == std::string_view::npos) return {};
+  const size_t begin = at + quoted.size();
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = begin; i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return json.substr(begin, i + 1 - begin);
+    }
+  }
+  return {};
+}
 
 void PrintSummary(const StreamSummarySnapshot& s, const Stream& stream, uint64_t drained) {
   std::printf("\nThe stream carried %" PRIu64 " events (%" PRIu64 " drained from rings), plus %" PRIu64
@@ -100,7 +133,26 @@ int Demo(int argc, char** argv) {
   }
 
   Stream& stream = GlobalStream();
+  // The run environment says whether GPU activity is traced, and if not why.
+  AnalysesOptions analyses_options;
+  analyses_options.env.device_type = "CPU";
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) analyses_options.env.hostname = host;
+#ifdef LIVEPROF_HAVE_CUPTI
+  // Real GPU activity when there is a GPU; here (no driver) the source says
+  // why not and the run goes on host-only.
+  CuptiSource cupti(stream);
+  if (cupti.Start()) {
+    analyses_options.env.device_type = "GPU";
+  } else {
+    analyses_options.env.gpu_note = cupti.message();
+  }
+  std::printf("GPU tracing: %s\n", cupti.message().c_str());
+#else
+  analyses_options.env.gpu_note = "built without the CUPTI producer (no CUDA toolkit); host-only";
+#endif
   StreamSummary summary;
+  Analyses analyses(analyses_options, &stream.diagnostics());
   std::mutex mu;  // the summary is read by main while the drain thread writes.
   DrainLoop::Options drain_options;
   drain_options.reorder.window_ns = 20'000'000;  // host events only: 20 ms is plenty.
@@ -109,15 +161,23 @@ int Demo(int argc, char** argv) {
     summary.Consume(b.definitions);
     summary.Consume(b.events);
     summary.Consume(b.late);
+    analyses.Consume(b.definitions, b.events, b.late, b.watermark_ns, b.now_ns);
   });
   drain.Start();
   std::printf("liveprof demo: %d steps of %.1f ms, %.0f%% waiting for input\n", options.steps,
               options.step_ms, options.input_share * 100);
   RunExampleTraining(options);
+#ifdef LIVEPROF_HAVE_CUPTI
+  cupti.Stop();
+#endif
   drain.Stop();
 
   std::lock_guard<std::mutex> lock(mu);
   PrintSummary(summary.Snapshot(12), stream, drain.events_drained());
+  analyses.Flush(HostNowNs());
+  const RenderedViews views = analyses.Render(RenderOptions{});
+  std::printf("\nrun environment (overview view): %s\n",
+              std::string(JsonMember(views.overview, "run_environment")).c_str());
   return 0;
 }
 

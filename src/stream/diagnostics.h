@@ -59,7 +59,23 @@ enum class Severity : uint8_t { kInfo, kDataLoss, kError };
     "of the op tables")                                                           \
   X(device_interval_beyond_history, kInfo,                                        \
     "late or very long device intervals that reached behind the utilization "     \
-    "history kept in memory; busy time there estimated from bucket totals")
+    "history kept in memory; busy time there estimated from bucket totals")       \
+  /* Seen by the CUPTI producer (src/producers/cupti_*). */                      \
+  X(cupti_dropped_records, kDataLoss,                                             \
+    "GPU activity records CUPTI dropped (no free buffer in our pool, or a full "  \
+    "device buffer): cuptiActivityGetNumDroppedRecords")                          \
+  X(cupti_unknown_record, kDataLoss,                                              \
+    "CUPTI buffers cut short at a record of a kind this build does not know "     \
+    "(its size is unknown, so the rest of the buffer was skipped)")               \
+  X(cupti_truncated_buffer, kDataLoss,                                            \
+    "CUPTI buffers whose valid size ended inside a record, or not 8-byte "        \
+    "aligned; the rest of the buffer was skipped")                                \
+  X(cupti_no_timestamp, kDataLoss,                                                \
+    "CUPTI records with no usable timestamp (start and end 0, or end before "     \
+    "start); left out")                                                           \
+  X(cupti_unmatched_marker, kError,                                               \
+    "NVTX range ends (CUPTI MARKER records) with no open start, or starts "       \
+    "beyond the open-range cap; left out")
 
 enum class Diag : uint8_t {
 #define LIVEPROF_DIAG_ENUM(name, sev, desc) name,

@@ -98,7 +98,7 @@ enum class TrackType : uint8_t {
 inline constexpr uint8_t kFlagNone = 0;
 inline constexpr uint8_t kFlag16Bit = 1 << 0;   // kernel runs 16-bit math.
 inline constexpr uint8_t kFlagLate = 1 << 1;    // arrived after the reorder window.
-inline constexpr uint8_t kFlagGraph = 1 << 2;   // kernel launched from a CUDA Graph.
+inline constexpr uint8_t kFlagGraph = 1 << 2;   // device work launched from a CUDA Graph.
 
 struct Event {
   uint64_t ts = 0;    // begin, ns on the host clock.

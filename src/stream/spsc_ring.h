@@ -86,7 +86,14 @@ class SpscRing {
 
   // Any thread. Events published so far / dropped so far (relaxed: a snapshot).
   uint64_t published() const { return head_.load(std::memory_order_relaxed); }
-  uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  uint64_t dropped() const {
+    return dropped_.load(std::memory_order_relaxed) +
+           source_dropped_.load(std::memory_order_relaxed);
+  }
+  // Any thread. Adds events the producer's own source lost before they could
+  // reach the ring (CUPTI's dropped records), so that they count as this
+  // ring's drops.
+  void AddSourceDropped(uint64_t n) { source_dropped_.fetch_add(n, std::memory_order_relaxed); }
   // Any thread. Events published and not yet drained (approximate).
   size_t size() const {
     return static_cast<size_t>(head_.load(std::memory_order_relaxed) -
@@ -111,6 +118,7 @@ class SpscRing {
   alignas(64) std::atomic<uint64_t> head_{0};
   uint64_t tail_cache_ = 0;
   std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> source_dropped_{0};  // AddSourceDropped(), any thread.
 
   // Consumer-owned line.
   alignas(64) std::atomic<uint64_t> tail_{0};

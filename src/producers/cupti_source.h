@@ -1,0 +1,162 @@
+// CuptiSource: the CUPTI subscription of the GPU producer. It loads CUPTI at
+// run time, hands CUPTI activity buffers from a bounded pool, and turns every
+// buffer CUPTI gives back into Events (CuptiRecordParser) in one ring of the
+// Stream, named "cupti".
+//
+// Loading. dlopen("libcupti.so.13") and dlsym of the few entry points, typed
+// from the CUDA 13 headers; libcuda.so.1 the same way, for the devices'
+// properties (kDeviceInfo events: name, SM count, memory, compute
+// capability). Neither library is ever linked, so the binary starts on a
+// machine without CUDA, and neither is ever closed (unloading CUPTI or the
+// driver from a live process is not safe). Start() says what is missing in
+// message() and returns false, and the run goes on host-only:
+//   - no libcupti: "CUPTI not available (...)";
+//   - CUPTI loads but cannot trace (no driver, no GPU; measured on a machine
+//     without them: cuptiActivityEnable returns CUPTI_ERROR_UNKNOWN):
+//     "CUPTI loaded but activity tracing unavailable (no CUDA driver/GPU?):
+//     <CUPTI's result>", then what the driver probe found;
+//   - CUPTI_ERROR_INSUFFICIENT_PRIVILEGES: activity tracing needs no
+//     privilege (only performance counters do), so the message says so and
+//     points at what restricts the process.
+//
+// Activity kinds: CONCURRENT_KERNEL, MEMCPY, MEMCPY2, MEMSET, MEMORY2,
+// MEMORY_POOL, SYNCHRONIZATION, RUNTIME, DRIVER (Options::driver_api),
+// EXTERNAL_CORRELATION, MARKER (Options::nvtx), OVERHEAD. Only a failure of
+// CONCURRENT_KERNEL fails Start(); the others are listed in message().
+// NVTX ranges reach CUPTI only if it is NVTX's injection library: start the
+// profiled process with NVTX_INJECTION64_PATH=<path of libcupti.so.13> (for
+// this toolkit /usr/local/cuda/lib/libcupti.so.13), before NVTX's first call.
+//
+// Buffers: kBufferCount buffers of kBufferBytes (8 x 4 MiB = 32 MiB of
+// address space, touched only as CUPTI fills them), allocated at Start().
+// CUPTI's per-thread buffers are turned off (one pool serves every thread).
+// When all buffers are with CUPTI or waiting to be parsed, a request gets
+// none and CUPTI drops records; cuptiActivityGetNumDroppedRecords, read at
+// every buffer completion, is this source's drop count (dropped(), and
+// Diag::cupti_dropped_records). Events lost to a full ring are counted by the
+// ring, as for every producer.
+//
+// Threads. CUPTI calls the buffer callbacks from its own worker thread or
+// from the thread that flushes: they only move a buffer between pool states
+// (lock-free). One thread of ours ("liveprof-cupti") is the ring's only
+// producer: every kFlushPeriod it reads a (CUPTI timestamp, host clock) pair
+// into the ClockMap, calls cuptiActivityFlushAll(0), and parses the completed
+// buffers in completion order. Stop() disables the kinds, flushes with
+// CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, parses the rest and closes the ring.
+// CUPTI is process-wide, so one CuptiSource runs at a time.
+//
+// Framework ops: PushOp() / PopOp() bracket a framework op so that the
+// kernels it launches carry it (cupti_records.h, "Framework ops").
+#ifndef LIVEPROF_PRODUCERS_CUPTI_SOURCE_H_
+#define LIVEPROF_PRODUCERS_CUPTI_SOURCE_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stream/event.h"
+#include "stream/stream.h"
+
+namespace liveprof {
+
+// One GPU as the driver describes it.
+struct CudaDevice {
+  int ordinal = 0;
+  std::string name;
+  uint64_t memory_bytes = 0;
+  uint32_t sm_count = 0;
+  int cc_major = 0;
+  int cc_minor = 0;
+};
+
+class CuptiSource {
+ public:
+  static constexpr size_t kBufferBytes = size_t{4} << 20;
+  static constexpr size_t kBufferCount = 8;
+  static constexpr std::chrono::milliseconds kFlushPeriod{150};
+
+  enum class Status : uint8_t {
+    kIdle = 0,        // not started.
+    kRunning = 1,
+    kStopped = 2,     // ran, then stopped.
+    kNoLibrary = 3,   // libcupti.so.13 (or an entry point) missing.
+    kUnavailable = 4, // CUPTI loaded, activity tracing refused (no driver/GPU...).
+    kNoPrivileges = 5,
+    kBusy = 6,        // another CuptiSource is running in this process.
+    kFailed = 7,      // no memory for the pool, no ring...
+  };
+
+  struct Options {
+    std::string cupti_library = "libcupti.so.13";
+    std::string cuda_library = "libcuda.so.1";
+    // Events; holds a whole buffer's events (a 4 MiB buffer of 40-byte API
+    // records makes about 105 k), so a flush does not overrun the drain.
+    size_t ring_capacity = size_t{1} << 17;
+    bool driver_api = true;  // DRIVER records (cuLaunchKernel from Triton, NCCL...).
+    bool nvtx = true;        // MARKER records (see NVTX_INJECTION64_PATH above).
+  };
+
+  CuptiSource(Stream& stream, Options options);
+  explicit CuptiSource(Stream& stream) : CuptiSource(stream, Options()) {}
+  ~CuptiSource();  // Stop().
+  CuptiSource(const CuptiSource&) = delete;
+  CuptiSource& operator=(const CuptiSource&) = delete;
+
+  // Loads CUPTI and the driver, enables activity tracing and starts the
+  // flush thread. False when GPU tracing is not possible here: message()
+  // says why, status() which case, and nothing keeps running. The owner's
+  // thread; once.
+  bool Start();
+  // Stops tracing after a forced flush; every record CUPTI still held is
+  // parsed. Safe before Start(), after a failed Start() and twice. The
+  // owner's thread.
+  void Stop();
+
+  // The owner's thread, after Start().
+  Status status() const { return status_; }
+  const std::string& message() const { return message_; }
+  // GPUs found through the driver (also sent as kDeviceInfo events), and
+  // what the driver probe said ("2 GPUs", "libcuda.so.1 not found: ...").
+  const std::vector<CudaDevice>& devices() const { return devices_; }
+  const std::string& driver_message() const { return driver_message_; }
+
+  // Records CUPTI dropped for want of a buffer (its own count), and buffers
+  // CUPTI asked for when the pool had none. Any thread, once Start() returned.
+  uint64_t dropped() const;
+  uint64_t refused_buffers() const;
+
+  // Brackets a framework op on the calling thread: device work launched
+  // until PopOp() carries `op` (CuptiRecordParser's op external kind). No-op
+  // unless running. Any thread, between Start() and Stop().
+  void PushOp(NameId op);
+  void PopOp();
+
+ private:
+  struct Impl;
+
+  Stream& stream_;
+  Options options_;
+  Status status_ = Status::kIdle;
+  std::string message_;
+  std::string driver_message_;
+  std::vector<CudaDevice> devices_;
+  std::unique_ptr<Impl> impl_;
+  std::atomic<bool> running_{false};  // for PushOp / PopOp.
+};
+
+// The message Start() gives when cuptiActivityEnable fails with CUPTI result
+// `result` (`result_name`: cuptiGetResultString's text); `driver` is what
+// the driver probe found. Pure; exposed for tests.
+std::string CuptiEnableFailureMessage(int result, const std::string& result_name,
+                                      const std::string& driver);
+// True if `result` is CUPTI_ERROR_INSUFFICIENT_PRIVILEGES (or its
+// virtualized-device variant).
+bool IsCuptiPrivilegeError(int result);
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_PRODUCERS_CUPTI_SOURCE_H_
