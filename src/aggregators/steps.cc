@@ -175,8 +175,12 @@ void StepAssembler::AddToStep(OpenStep& s, const Event& e, bool by_corr) {
   }
   r.host_events.push_back(e);
   if (e.kind == EventKind::kRuntimeApi && e.corr != 0) {
+    const auto [slot, inserted] = launch_step_.Insert(e.corr);
+    // A second API record of the same call (CUPTI's runtime record and the
+    // driver record inside it share the correlation id): one launch.
+    if (!inserted && *slot != kPendingLaunch && (*slot >> 1) == r.seq) return;
     const bool launches = Info(e.name).launches;
-    *launch_step_.Insert(e.corr).first = Packed(r.seq, !launches);
+    *slot = Packed(r.seq, !launches);
     s.launches.push_back(e.corr);
     if (launches) ++s.outstanding_launches;
   }

@@ -225,6 +225,28 @@ TEST_CASE("steps: work for a closed step is late; ProfilerStep#N and name patter
   CHECK_FALSE(MatchStepPattern("train", "train_loop", &n));
 }
 
+TEST_CASE("steps: a runtime and a driver record of one launch wait for one kernel") {
+  // CUPTI with RUNTIME and DRIVER on: cudaLaunchKernel and the cuLaunchKernel
+  // inside it carry the same correlation id. The step must not wait for two.
+  Catalog c = MakeCatalog();
+  c.DefineName(20, "ProfilerStep#1");
+  c.DefineName(21, "ProfilerStep#2");
+  c.DefineName(22, "cuLaunchKernel");
+  Diagnostics diag;
+  StepAssembler a(&c, &diag, {});
+  std::vector<Event> v = {test::Span(0, 100, 20, 1), Launch(10, 10, 7, kLaunchKernel),
+                          Launch(12, 6, 7, 22), Kernel(30, 20, kMatmul, 7),
+                          test::Span(100, 100, 21, 1)};
+  SortCompletion(&v);
+  a.Consume(v);
+  a.Advance(250);  // long before the 2 s close lag.
+  auto closed = a.TakeClosed();
+  REQUIRE(closed.size() == 1);
+  CHECK_FALSE(closed[0].closed_by_timeout);
+  CHECK(closed[0].host_events.size() == 2);  // both API spans are kept.
+  CHECK(closed[0].device_by_corr == 1);
+}
+
 TEST_CASE("steps: a bad duration is counted and left out") {
   const Catalog c = MakeCatalog();
   Diagnostics diag;
