@@ -14,6 +14,7 @@ PACKAGES=(
   nlohmann-json3-dev
   doctest-dev
   libbenchmark-dev
+  prometheus  # for /usr/bin/promtool: `promtool check metrics` / `test rules` in the tests
 )
 
 missing=()
@@ -30,8 +31,34 @@ fi
 
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+
+# Some packages (prometheus) start a daemon from their postinst. We only want
+# their tools, and in a container without an init system a start can fail
+# and fail the install. Where no init system runs and no policy-rc.d exists,
+# put one in place for the install that denies service starts (exit 101, the
+# documented "action forbidden"), and take it away again afterwards. A real
+# failure of an install still fails setup: apt-get's status is not masked.
+POLICY=/usr/sbin/policy-rc.d
+added_policy=0
+remove_policy() {
+  if ((added_policy)); then $SUDO rm -f "$POLICY"; fi
+}
+trap remove_policy EXIT
+if [[ ! -d /run/systemd/system && ! -e $POLICY ]]; then
+  printf '#!/bin/sh\n# added by liveprof scripts/setup.sh for the install only\nexit 101\n' |
+    $SUDO tee "$POLICY" >/dev/null
+  $SUDO chmod 755 "$POLICY"
+  added_policy=1
+fi
+
 echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# The tools the tests call by absolute path must run.
+if ! /usr/bin/promtool --version >/dev/null 2>&1; then
+  echo "setup: /usr/bin/promtool does not run after the install" >&2
+  exit 1
+fi
 echo "setup: done"

@@ -104,6 +104,8 @@ class Analyses {
   const KernelStats& kernel_stats() const { return kernels_; }
   const MemoryState& memory() const { return memory_; }
   const DeviceUtilization& utilization() const { return utilization_; }
+  // The alert rules and their states (Snapshot() gives a plain value).
+  const AlertEngine& alerts() const { return alerts_; }
   uint64_t events_consumed() const { return events_consumed_; }
 
  private:
