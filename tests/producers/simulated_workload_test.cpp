@@ -13,6 +13,7 @@
 #include "doctest/doctest.h"
 #include "producers/simulated_model.h"
 #include "producers/simulated_workload.h"
+#include "simulated_run.h"
 #include "stream/drain_loop.h"
 #include "stream/reorder_buffer.h"
 #include "stream/stream.h"
@@ -20,38 +21,10 @@
 namespace liveprof {
 namespace {
 
-struct Run {
-  std::vector<Event> definitions;
-  std::vector<Event> events;  // completion order.
-  std::vector<SimulatedStep> steps;
-};
+using Run = test::SimulatedRun;
 
-// `n` steps of one scenario, as the pipeline would deliver them.
 Run MakeRun(Scenario scenario, uint32_t n, NameTable* names, uint64_t seed = 7) {
-  SimulatedModelOptions o;
-  o.seed = seed;
-  o.schedule = {{scenario, 1}};
-  SimulatedModel model(o, names);
-  Run r;
-  r.events.push_back(model.DeviceInfo(1'000'000'000));
-  uint64_t start = 1'000'000'000;
-  for (uint32_t i = 0; i < n; ++i) {
-    r.steps.push_back(model.Next(start));
-    start = r.steps.back().end_ns;
-    r.events.insert(r.events.end(), r.steps.back().host.begin(), r.steps.back().host.end());
-    r.events.insert(r.events.end(), r.steps.back().device.begin(), r.steps.back().device.end());
-  }
-  std::stable_sort(r.events.begin(), r.events.end(), CompletionOrderLess);
-  for (NameId id = 1; id < names->size(); ++id) {
-    Event d;
-    d.kind = EventKind::kNameDef;
-    d.name = id;
-    const std::string_view s = names->Get(id);
-    d.payload.name_def.data = s.data();
-    d.payload.name_def.size = s.size();
-    r.definitions.push_back(d);
-  }
-  return r;
+  return test::MakeSimulatedRun(scenario, n, names, seed);
 }
 
 struct Views {

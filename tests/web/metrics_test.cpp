@@ -19,6 +19,7 @@
 
 #include "aggregators/analyses.h"
 #include "doctest/doctest.h"
+#include "simulated_run.h"
 #include "producers/simulated_model.h"
 #include "stream/reorder_buffer.h"
 #include "stream/stream.h"
@@ -255,38 +256,6 @@ TEST_CASE("metrics: step-time percentiles are nearest-rank") {
   }
 }
 
-// `n` steps of the simulated model in one scenario, as the pipeline would
-// deliver them (definitions first, events in completion order).
-struct SimRun {
-  std::vector<Event> definitions, events;
-};
-SimRun MakeSimRun(Scenario scenario, uint32_t n, NameTable* names) {
-  SimulatedModelOptions o;
-  o.seed = 11;
-  o.schedule = {{scenario, 1}};
-  SimulatedModel model(o, names);
-  SimRun r;
-  uint64_t start = 1'000'000'000;
-  r.events.push_back(model.DeviceInfo(start));
-  for (uint32_t i = 0; i < n; ++i) {
-    const SimulatedStep s = model.Next(start);
-    start = s.end_ns;
-    r.events.insert(r.events.end(), s.host.begin(), s.host.end());
-    r.events.insert(r.events.end(), s.device.begin(), s.device.end());
-  }
-  std::stable_sort(r.events.begin(), r.events.end(), CompletionOrderLess);
-  for (NameId id = 1; id < names->size(); ++id) {
-    Event d;
-    d.kind = EventKind::kNameDef;
-    d.name = id;
-    const std::string_view s = names->Get(id);
-    d.payload.name_def.data = s.data();
-    d.payload.name_def.size = s.size();
-    r.definitions.push_back(d);
-  }
-  return r;
-}
-
 TEST_CASE("metrics: the simulated input-bound workload, collected, rendered, promtool-clean") {
   constexpr uint32_t kSteps = 40;
   Stream stream;
@@ -302,7 +271,7 @@ TEST_CASE("metrics: the simulated input-bound workload, collected, rendered, pro
   for (int i = 0; i < 3; ++i) t1->queue->TryPush(e);
   for (int i = 0; i < 2; ++i) t1b->queue->TryPush(e);
 
-  const SimRun run = MakeSimRun(Scenario::kInputBound, kSteps, &stream.names());
+  const test::SimulatedRun run = test::MakeSimulatedRun(Scenario::kInputBound, kSteps, &stream.names(), 11);
   Analyses analyses(AnalysesOptions{}, &stream.diagnostics());
   analyses.Consume(run.definitions, {}, {}, 0, 0);
   // In chunks, as the drain loop delivers them: the alerts evaluate on many steps.
