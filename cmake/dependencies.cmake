@@ -7,6 +7,17 @@ find_path(LIVEPROF_CONCURRENTQUEUE_INCLUDE concurrentqueue/concurrentqueue.h REQ
 add_library(concurrentqueue INTERFACE)
 target_include_directories(concurrentqueue SYSTEM INTERFACE ${LIVEPROF_CONCURRENTQUEUE_INCLUDE})
 
+# libboost1.81-dev: Beast and Asio, header-only (src/web's three session
+# translation units only). Never Boost::system: not needed in 1.81.
+if(NOT LIVEPROF_STREAM_TESTS_ONLY)
+  find_package(Boost 1.81 CONFIG REQUIRED COMPONENTS headers)
+endif()
+
+# libflatbuffers-dev + flatbuffers-compiler: the binary wire (src/stream/liveprof.fbs).
+# flatbuffers::flatc generates the C++ header at build time; flatbuffers::flatbuffers
+# is the runtime (builder, verifier). The package's config is "FlatBuffers": case matters.
+find_package(FlatBuffers CONFIG REQUIRED)
+
 # nlohmann-json3-dev: alert rule files (aggregators), tests.
 find_package(nlohmann_json 3 CONFIG REQUIRED)
 

@@ -15,6 +15,11 @@ PACKAGES=(
   doctest-dev
   libbenchmark-dev
   prometheus  # for /usr/bin/promtool: `promtool check metrics` / `test rules` in the tests
+  python3-websockets  # a real third-party WebSocket client for the server tests (/usr/bin/python3)
+  python3-flatbuffers  # FlatBuffers' Python runtime: reading the binary event frames from Python
+  # clang 14 and libFuzzer (libclang_rt.fuzzer-x86_64.a is in libclang-rt-14-dev)
+  # for fuzz/build_and_run.sh.
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything, and runs every test: the full
-# suite (Release), then again under ASan+UBSan, and the stream and host-API
-# tests under TSan. Ends with one line: "tests: N passed, M failed".
+# suite (Release), then again under ASan+UBSan, the stream and host-API
+# tests under TSan, and the control-message fuzzer (libFuzzer, one test).
+# Ends with one line: "tests: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,6 +48,26 @@ run_suite() {
   if [[ ${rc} -ne 0 ]]; then status=1; fi
 }
 
+# run_fuzz NAME OUT_DIR: the control-message decoder under libFuzzer
+# (clang 14, ASan+UBSan; fuzz/build_and_run.sh, 1000000 runs unless
+# FUZZ_RUNS says otherwise). Counts as one test: passed, or failed on a
+# build failure, a crash, a sanitizer report or a timeout.
+run_fuzz() {
+  local name=$1 dir=$2
+  echo "=== ${name}: build and run (${dir})"
+  mkdir -p "${dir}"
+  local log="${dir}/fuzz.log"
+  if ./fuzz/build_and_run.sh "${dir}" "${FUZZ_RUNS:-1000000}" >"${log}" 2>&1; then
+    grep -E "^(stat::|fuzz:)" "${log}"
+    passed=$((passed + 1))
+  else
+    tail -n 60 "${log}"
+    echo "=== ${name}: FAILED (${log})"
+    failed=$((failed + 1))
+    status=1
+  fi
+}
+
 mkdir -p build
 run_suite "release" build -DCMAKE_BUILD_TYPE=Release
 # ASan+UBSan: every test (stream, producers, analyses); TSan: the threaded
@@ -56,6 +77,7 @@ run_suite "asan+ubsan" build/asan -DCMAKE_BUILD_TYPE=Debug -DLIVEPROF_SANITIZE=a
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
   run_suite "tsan" build/tsan -DCMAKE_BUILD_TYPE=Debug -DLIVEPROF_SANITIZE=thread \
   -DLIVEPROF_STREAM_TESTS_ONLY=ON -DLIVEPROF_BUILD_BENCH=OFF
+run_fuzz "fuzz (control messages)" build/fuzz
 
 echo
 echo "tests: ${passed} passed, ${failed} failed"

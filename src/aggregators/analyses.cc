@@ -226,7 +226,9 @@ void Analyses::EvaluateAlerts(uint64_t now_ns, bool force) {
 
 RenderedViews Analyses::Render(const RenderOptions& ro) {
   RenderedViews v;
-  v.seq = ++seq_;
+  if (ro.advance_seq) ++seq_;
+  v.seq = seq_;
+  v.watermark_ns = watermark_ns_;
   const StepBreakdownSnapshot steps = breakdown_.Snapshot(ro.steps);
   OpStatsSnapshotOptions oso;
   oso.window_ns = ro.table_window_ns;
@@ -262,14 +264,38 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
     v.memory_csv = memory.ToCsv();
   }
 
-  v.status = ViewModel("status", v.seq, WriteWith{[this](JsonWriter& w) { WriteStatus(w); }},
-                       &hint[8]);
+  v.status = ViewModel("status", v.seq,
+                       WriteWith{[&](JsonWriter& w) { WriteStatus(w, overview.env); }}, &hint[8]);
   return v;
 }
 
-void Analyses::WriteStatus(JsonWriter& w) const {
+std::vector<SourceTotals> MergeSourcesByName(std::vector<SourceTotals> sources) {
+  std::stable_sort(sources.begin(), sources.end(),
+                   [](const SourceTotals& a, const SourceTotals& b) { return a.name < b.name; });
+  std::vector<SourceTotals> out;
+  for (SourceTotals& s : sources) {
+    if (!out.empty() && out.back().name == s.name) {
+      out.back().published += s.published;
+      out.back().dropped += s.dropped;
+    } else {
+      out.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+void Analyses::SetSources(std::vector<SourceTotals> sources, uint64_t now_ns) {
+  source_history_.push_back({now_ns, MergeSourcesByName(std::move(sources))});
+  // Keep the newest sample at least a second older than now, and what follows.
+  while (source_history_.size() > 2 && source_history_[1].now_ns + 1'000'000'000 <= now_ns) {
+    source_history_.pop_front();
+  }
+}
+
+void Analyses::WriteStatus(JsonWriter& w, const RunEnvironment& env) const {
   // What the stream carried, what was lost, and every diagnostic.
   w.BeginObject();
+  w.KV("protocol_version", kViewProtocolVersion);
   w.KV("events_consumed", events_consumed_);
   w.KV("events_published", published_);
   w.KV("events_dropped", dropped_);
@@ -278,6 +304,33 @@ void Analyses::WriteStatus(JsonWriter& w) const {
   w.KV("steps_closed", steps_.steps_closed());
   w.KV("steps_open", static_cast<uint64_t>(steps_.open_steps()));
   w.KV("events_waiting_for_step", static_cast<uint64_t>(steps_.pending_events()));
+  // Per producer ring: totals, and rates over the last second or so.
+  w.Key("sources");
+  w.BeginArray();
+  if (!source_history_.empty()) {
+    const SourceSample& last = source_history_.back();
+    const SourceSample& first = source_history_.front();
+    const double seconds = static_cast<double>(last.now_ns - first.now_ns) / 1e9;
+    for (const SourceTotals& s : last.sources) {
+      uint64_t published0 = s.published, dropped0 = s.dropped;
+      for (const SourceTotals& o : first.sources) {
+        if (o.name == s.name) {
+          published0 = std::min(o.published, s.published);
+          dropped0 = std::min(o.dropped, s.dropped);
+        }
+      }
+      w.BeginObject();
+      w.KV("name", s.name);
+      w.KV("published", s.published);
+      w.KV("dropped", s.dropped);
+      w.KV("events_per_second", seconds > 0 ? static_cast<double>(s.published - published0) / seconds : 0.0);
+      w.KV("dropped_per_second", seconds > 0 ? static_cast<double>(s.dropped - dropped0) / seconds : 0.0);
+      w.EndObject();
+    }
+  }
+  w.EndArray();
+  w.Key("run_environment");
+  WriteRunEnvironment(w, env);
   w.Key("diagnostics");
   w.BeginArray();
   for (size_t i = 0; i < static_cast<size_t>(Diag::kCount); ++i) {

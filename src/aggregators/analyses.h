@@ -65,16 +65,31 @@ struct RenderOptions {
   bool include_idle = true;
   bool pytorch = false;  // the PyTorch view is a batch recompute: on request only.
   bool csv = false;      // the tables as CSV too (for downloads): on request only.
+  // A render for the periodic publication takes the next seq. An answer to
+  // one request (other options) keeps the last one, so that the feed's seq
+  // stays gapless.
+  bool advance_seq = true;
 };
 
 // Rendered JSON view models, one string per topic; immutable once built.
 struct RenderedViews {
   uint64_t seq = 0;
+  // Every event that ended at or before this (host clock, ns) is reflected.
+  uint64_t watermark_ns = 0;
   std::string overview, steps, input_pipeline, tf_stats, kernel_stats, memory, alerts, status,
       pytorch;
   // CSV of the tables, when RenderOptions::csv asked for them.
   std::string tf_stats_csv, kernel_stats_csv, input_ops_csv, memory_csv;
 };
+
+// One producer ring's counters.
+struct SourceTotals {
+  std::string name;
+  uint64_t published = 0;
+  uint64_t dropped = 0;
+};
+// Sorted by name, rings sharing a name summed: one entry per name.
+std::vector<SourceTotals> MergeSourcesByName(std::vector<SourceTotals> sources);
 
 class Analyses {
  public:
@@ -89,6 +104,9 @@ class Analyses {
   void Flush(uint64_t now_ns);
   // The stream's totals, for the status view and the drop alerts. Pipeline thread.
   void SetStreamTotals(uint64_t published, uint64_t dropped);
+  // Each producer ring's totals at host time `now_ns`, for the status view's
+  // sources and their rates (rings sharing a name are summed). Pipeline thread.
+  void SetSources(std::vector<SourceTotals> sources, uint64_t now_ns);
   // Replaces the alert rules (their states carry over by name). Pipeline thread.
   void SetAlertRules(std::vector<AlertRule> rules);
   // Alert transitions since the last call. Pipeline thread.
@@ -109,7 +127,7 @@ class Analyses {
   uint64_t events_consumed() const { return events_consumed_; }
 
  private:
-  void WriteStatus(JsonWriter& w) const;
+  void WriteStatus(JsonWriter& w, const RunEnvironment& env) const;
   class Metrics;  // the MetricSource the alert rules read.
   void CloseSteps(uint64_t watermark_ns);
   // `part` without spans of a bad duration (counted once here); may point
@@ -143,6 +161,13 @@ class Analyses {
     uint64_t now_ns, dropped, late;
   };
   std::deque<CounterSample> counter_history_;
+  // SetSources' samples of the last second or so: rates are taken against
+  // the oldest one.
+  struct SourceSample {
+    uint64_t now_ns;
+    std::vector<SourceTotals> sources;
+  };
+  std::deque<SourceSample> source_history_;
   uint64_t seq_ = 0;
   // The last rendered size of each view (overview, steps, input_pipeline,
   // tf_stats, kernel_stats, memory, alerts, pytorch, status): the next

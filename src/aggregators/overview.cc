@@ -213,6 +213,11 @@ void OverviewSnapshot::WriteJson(JsonWriter& w) const {
   }
   w.EndArray();
   w.Key("run_environment");
+  WriteRunEnvironment(w, env);
+  w.EndObject();
+}
+
+void WriteRunEnvironment(JsonWriter& w, const RunEnvironment& env) {
   w.BeginObject();
   w.KV("hostname", env.hostname);
   w.KV("device_type", env.device_type);
@@ -232,7 +237,6 @@ void OverviewSnapshot::WriteJson(JsonWriter& w) const {
     w.EndObject();
   }
   w.EndArray();
-  w.EndObject();
   w.EndObject();
 }
 

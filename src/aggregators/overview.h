@@ -45,6 +45,9 @@ struct RunEnvironment {
   std::string gpu_note;  // e.g. why there is no GPU activity (CUPTI missing...).
 };
 
+// The run environment as a JSON object (in the overview and status views).
+void WriteRunEnvironment(JsonWriter& w, const RunEnvironment& env);
+
 struct TopOp {
   std::string name, type;
   double self_us = 0, self_pct = 0, cumulative_pct = 0;

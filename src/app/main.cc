@@ -1,6 +1,10 @@
 // liveprof: the command line.
 //
-//   liveprof demo [--steps N] [--step-ms MS] [--input-share F]
+//   liveprof demo [--port N] [--scenario S] ...
+//       The server with the simulated GPU workload (app/serve.h).
+//   liveprof serve [--port N] [--bind A --token T] ...
+//       The server for real producers (app/serve.h).
+//   liveprof example [--steps N] [--step-ms MS] [--input-share F]
 //       Runs an example training loop instrumented with the host tracing API,
 //       drains its events through the stream and prints what it carried.
 //   liveprof simulate [--scenario S] [--seconds N] [--rate R] [--seed N]
@@ -20,6 +24,7 @@
 #include "aggregators/stream_summary.h"
 #include "app/args.h"
 #include "app/example_training.h"
+#include "app/serve.h"
 #include "app/simulate.h"
 #include "producers/host_api.h"
 #ifdef LIVEPROF_HAVE_CUPTI
@@ -35,7 +40,11 @@ constexpr char kUsage[] =
     "usage: liveprof <command> [options]\n"
     "\n"
     "commands:\n"
-    "  demo      run an example training loop instrumented with the host API and\n"
+    "  demo      the dashboard and feed on the simulated GPU workload: serve plus a\n"
+    "            scenario schedule (--scenario to pin one, --port, see demo --help)\n"
+    "  serve     the dashboard, REST, /metrics and the WebSocket feed for real\n"
+    "            producers (--port N, --bind A --token T, see serve --help)\n"
+    "  example   run an example training loop instrumented with the host API and\n"
     "            print what the event stream carried\n"
     "            --steps N         training steps (default 50)\n"
     "            --step-ms MS      milliseconds per step (default 20)\n"
@@ -116,7 +125,7 @@ void PrintSummary(const StreamSummarySnapshot& s, const Stream& stream, uint64_t
   std::printf("%s\n", any ? "" : " none");
 }
 
-int Demo(int argc, char** argv) {
+int Example(int argc, char** argv) {
   ExampleTrainingOptions options;
   for (int i = 2; i < argc; ++i) {
     const std::string_view a = argv[i];
@@ -127,7 +136,7 @@ int Demo(int argc, char** argv) {
     } else if (a == "--input-share") {
       options.input_share = NumberArg(argc, argv, i, 0, 1, "liveprof");
     } else {
-      std::fprintf(stderr, "liveprof demo: unknown option '%s'\n%s", argv[i], kUsage);
+      std::fprintf(stderr, "liveprof example: unknown option '%s'\n%s", argv[i], kUsage);
       return 2;
     }
   }
@@ -164,7 +173,7 @@ int Demo(int argc, char** argv) {
     analyses.Consume(b.definitions, b.events, b.late, b.watermark_ns, b.now_ns);
   });
   drain.Start();
-  std::printf("liveprof demo: %d steps of %.1f ms, %.0f%% waiting for input\n", options.steps,
+  std::printf("liveprof example: %d steps of %.1f ms, %.0f%% waiting for input\n", options.steps,
               options.step_ms, options.input_share * 100);
   RunExampleTraining(options);
 #ifdef LIVEPROF_HAVE_CUPTI
@@ -190,7 +199,9 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string_view cmd = argv[1];
-  if (cmd == "demo") return liveprof::Demo(argc, argv);
+  if (cmd == "demo") return liveprof::Serve(argc, argv, /*demo=*/true);
+  if (cmd == "serve") return liveprof::Serve(argc, argv, /*demo=*/false);
+  if (cmd == "example") return liveprof::Example(argc, argv);
   if (cmd == "simulate") return liveprof::Simulate(argc, argv);
   if (cmd == "version") {
     std::printf("liveprof 0.1.0\n");

@@ -88,7 +88,9 @@ SpscRing* CreateThreadRing() {
       TrackInfo{stream.names().Intern(name), TrackType::kHostThread, static_cast<uint64_t>(tid), 0});
   std::string error;
   std::shared_ptr<Ring> ring = stream.AddRing(
-      {.name = name, .domain = TimeDomain::kTscTicks, .capacity = 0, .track = track}, &error);
+      {.name = name, .domain = TimeDomain::kTscTicks, .capacity = 0, .track = track,
+       .progress = RingProgress::kWritesAtEnd},  // a span is written as it ends.
+      &error);
   ThreadState& st = t_state;
   if (ring == nullptr) {
     st.failed = true;

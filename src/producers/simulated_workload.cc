@@ -29,8 +29,13 @@ void SimulatedWorkload::Start() {
     const std::string name = "GPU " + std::to_string(m.device) + " stream " + std::to_string(7 + s);
     m.stream_tracks[s] = stream_.AddTrack({names.Intern(name), TrackType::kGpuStream, 7 + s, m.device});
   }
-  host_ring_ = stream_.AddRing({"sim host", TimeDomain::kHostNs, 0, m.main_track});
-  device_ring_ = stream_.AddRing({"sim gpu", TimeDomain::kHostNs, 0, m.stream_tracks[0]});
+  // Paced, the host side writes each event as it ends and the device side
+  // says how far each batch got, so the pipeline need not wait a whole
+  // reorder window; unpaced times are not wall-clock times: nothing is said.
+  host_ring_ = stream_.AddRing({"sim host", TimeDomain::kHostNs, 0, m.main_track,
+                                options_.paced ? RingProgress::kWritesAtEnd : RingProgress::kUnknown});
+  device_ring_ = stream_.AddRing({"sim gpu", TimeDomain::kHostNs, 0, m.stream_tracks[0],
+                                  options_.paced ? RingProgress::kDeclared : RingProgress::kUnknown});
   if (host_ring_ == nullptr || device_ring_ == nullptr) return;  // counted by the stream.
 
   // The time mapping: the model's step 0 begins at its own t0; scale from
@@ -154,6 +159,11 @@ void SimulatedWorkload::RunDevice() {
     while (next < due.size() && Scaled(due[next]).end() <= now) Write(*device_ring_, due[next++]);
     due.erase(due.begin(), due.begin() + static_cast<ptrdiff_t>(next));
     next = 0;
+    // Everything that ended before now and before the first event still held
+    // back has been written.
+    uint64_t progress = now;
+    for (const Event& e : due) progress = std::min(progress, Scaled(e).end() - 1);
+    device_ring_->DeclareProgress(progress);
     if (!more() && due.empty()) return;
     SleepUntil(now + options_.flush_period_ns, stop_);
   }

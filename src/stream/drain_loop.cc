@@ -90,6 +90,13 @@ size_t DrainLoop::DrainRings(uint64_t now_ns, bool* any_ring_busy) {
     // Read `closed` before draining: everything the producer published before
     // closing is then visible to this drain.
     const bool closed = ring->closed.load(std::memory_order_acquire);
+    // Likewise the progress: everything written before it is in this drain.
+    uint64_t progress = 0;
+    if (ring->progress == RingProgress::kDeclared) {
+      progress = ring->declared_ns.load(std::memory_order_acquire);
+    } else if (ring->progress == RingProgress::kWritesAtEnd && now_ns > options_.writes_at_end_slack_ns) {
+      progress = now_ns - options_.writes_at_end_slack_ns;
+    }
     // A ring over a quarter full is busy: come back at once, not after a sleep.
     if (ring->queue->size() * 4 > ring->queue->capacity()) *any_ring_busy = true;
     const size_t n = ring->queue->Drain([&](std::span<Event> events) {
@@ -102,6 +109,7 @@ size_t DrainLoop::DrainRings(uint64_t now_ns, bool* any_ring_busy) {
       reorder_.Push(ring->serial, events);
     });
     total += n;
+    reorder_.SetProgress(ring->serial, progress);
     if (closed) {
       reorder_.CloseSource(ring->serial);
       stream_.RemoveRing(ring.get());

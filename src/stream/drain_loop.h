@@ -5,7 +5,9 @@
 // One round:
 //   1. refresh the ring list if a ring was added; add a TSC/host clock pair
 //      every 100 ms;
-//   2. drain each ring (closed rings are drained one last time, then removed);
+//   2. drain each ring (closed rings are drained one last time, then removed)
+//      and tell the reorder buffer how far each ring has got, if its producer
+//      can say (RingProgress);
 //   3. collect a kNameDef for every name and a kTrackDef for every track
 //      registered since the last round (read after the drain, so every id a
 //      drained event uses is defined in the same or an earlier batch);
@@ -54,6 +56,11 @@ class DrainLoop {
     // A batch goes out at least this often, even with no events, so that
     // consumers see the watermark move (and can close steps).
     std::chrono::milliseconds heartbeat{50};
+    // A ring whose events are written as they end (RingProgress::kWritesAtEnd)
+    // is taken to be complete up to the drain's time less this: the time a
+    // producer may take between reading its clock and publishing the event
+    // (a preemption). Later than that, an event is late (counted, flagged).
+    uint64_t writes_at_end_slack_ns = 20'000'000;
   };
   // Called on the drain thread for each batch; the spans live until it returns.
   using Consumer = std::function<void(const Batch&)>;

@@ -30,4 +30,13 @@ std::string_view EventKindName(EventKind kind) {
   return "unknown";
 }
 
+std::optional<EventKind> ParseEventKindName(std::string_view name) {
+  for (size_t k = 0; k < kEventKindCount; ++k) {
+    const auto kind = static_cast<EventKind>(k);
+    const std::string_view known = EventKindName(kind);
+    if (known != "unknown" && known == name) return kind;
+  }
+  return std::nullopt;
+}
+
 }  // namespace liveprof

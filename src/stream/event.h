@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <type_traits>
 
@@ -60,6 +61,11 @@ inline constexpr size_t kEventKindCount = 43;
 
 // Human-readable kind name ("kernel", "step"...). "unknown" for gaps.
 std::string_view EventKindName(EventKind kind);
+
+// The inverse of EventKindName: the kind named `name` ("kernel",
+// "memcpy_h2d"...), or nullopt for a name no kind has ("unknown" included).
+// Any thread.
+std::optional<EventKind> ParseEventKindName(std::string_view name);
 
 // Memory kind, in `sub` of kAlloc / kFree. Values follow CUpti_ActivityMemoryKind.
 enum class MemoryKind : uint8_t {

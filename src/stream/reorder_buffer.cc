@@ -56,9 +56,24 @@ void ReorderBuffer::Push(uint32_t source, std::span<const Event> events) {
   pending_ += events.size() - late;
 }
 
+void ReorderBuffer::SetProgress(uint32_t source, uint64_t progress_ns) {
+  Queue& q = QueueFor(source);
+  q.progress = std::max(q.progress, progress_ns);
+}
+
 ReorderBuffer::Released ReorderBuffer::Release(uint64_t now_ns) {
-  const uint64_t cutoff = now_ns > options_.window_ns ? now_ns - options_.window_ns : 0;
-  return ReleaseUpTo(cutoff, /*force_to_cap=*/true);
+  const uint64_t window_cutoff = now_ns > options_.window_ns ? now_ns - options_.window_ns : 0;
+  // The least progress of the open sources; one that cannot say holds it at
+  // the window's cutoff.
+  // With no open source, nothing is known: the window decides.
+  uint64_t progress = 0;
+  bool any_open = false;
+  for (const Queue& q : queues_) {
+    if (q.closed) continue;
+    progress = any_open ? std::min(progress, q.progress) : std::min(now_ns, q.progress);
+    any_open = true;
+  }
+  return ReleaseUpTo(std::max(window_cutoff, progress), /*force_to_cap=*/true);
 }
 
 ReorderBuffer::Released ReorderBuffer::Flush() {

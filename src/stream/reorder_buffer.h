@@ -10,6 +10,13 @@
 // everything that finished before it, and a child comes before its parent
 // when both end on the same nanosecond.
 //
+// A source may also say how far it has got (SetProgress: it will deliver no
+// more events ending at or before that time). When every open source has
+// said so, the cutoff moves up to the least of their progress (never past
+// now): the events go out as soon as nothing older can come, instead of a
+// whole window later. A source that says nothing holds the cutoff at
+// now - window, so the window still bounds the wait.
+//
 // After a release, `watermark()` is the cutoff: every event ending at or
 // before it has been delivered. An event that arrives later than that ("late":
 // end <= watermark) cannot be put in order any more; it is counted
@@ -67,6 +74,10 @@ class ReorderBuffer {
   // Releases everything pending, whatever its age (at shutdown). Same spans.
   Released Flush();
 
+  // `source` will deliver no more events ending at or before `progress_ns`
+  // (0: it cannot say). Opens the source's queue if it had none.
+  void SetProgress(uint32_t source, uint64_t progress_ns);
+
   // Drops the queue of `source` once it is empty (its producer is gone).
   void CloseSource(uint32_t source);
 
@@ -79,6 +90,7 @@ class ReorderBuffer {
     uint32_t source;
     bool closed = false;
     bool sorted = true;
+    uint64_t progress = 0;  // SetProgress; 0: unknown.
     std::vector<Event> events;
     size_t head = 0;  // events before head were released.
     size_t size() const { return events.size() - head; }

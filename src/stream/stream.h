@@ -25,6 +25,15 @@ enum class TimeDomain : uint8_t {
   kTscTicks = 1,  // raw TSC ticks; the drain loop maps them (clock.h).
 };
 
+// What the drain loop may assume about the times of a ring's events, so that
+// it can release them before the reorder window closes (reorder_buffer.h).
+enum class RingProgress : uint8_t {
+  kUnknown = 0,      // nothing: the reorder window decides (CUPTI, replay).
+  kWritesAtEnd = 1,  // each event is written as it ends (the host API): once
+                     // drained, nothing older than the drain (less a slack) comes.
+  kDeclared = 2,     // the producer says so with Ring::DeclareProgress.
+};
+
 // One producer's ring with what the drain loop needs to know about it.
 struct Ring {
   std::unique_ptr<SpscRing> queue;
@@ -35,6 +44,11 @@ struct Ring {
   // Set by the producer when it will write no more (its thread is exiting).
   // The drain loop removes the ring once closed and drained.
   std::atomic<bool> closed{false};
+  RingProgress progress = RingProgress::kUnknown;
+  // kDeclared: every event ending at or before this (host ns) has been
+  // written. The producer's thread; it only moves forward.
+  void DeclareProgress(uint64_t host_ns) { declared_ns.store(host_ns, std::memory_order_release); }
+  std::atomic<uint64_t> declared_ns{0};
 };
 
 struct TrackInfo {
@@ -60,6 +74,7 @@ class Stream {
     TimeDomain domain = TimeDomain::kHostNs;
     size_t capacity = 0;  // 0: the stream's default.
     TrackId track = 0;    // 0: none given; host threads get one from AddTrack.
+    RingProgress progress = RingProgress::kUnknown;
   };
   // Registers a ring for one producer thread. Any thread; takes a mutex (do it
   // once per thread, off the hot path). On a bad capacity or no memory, returns

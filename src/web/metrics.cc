@@ -11,14 +11,8 @@
 
 #include "stream/diagnostics.h"
 
-#ifndef LIVEPROF_VERSION
-#define LIVEPROF_VERSION "unknown"
-#endif
-
 namespace liveprof {
 namespace {
-
-constexpr std::string_view kVersion = LIVEPROF_VERSION;
 
 // The input_bound state set's label values, every InputBound once.
 constexpr std::pair<InputBound, std::string_view> kInputBoundLabels[] = {
@@ -105,24 +99,6 @@ class Writer {
   std::string* out_;
 };
 
-// Sources by name, rings sharing a name summed: one series per label value.
-std::vector<MetricsSource> MergeSources(std::vector<MetricsSource> sources) {
-  std::stable_sort(sources.begin(), sources.end(),
-                   [](const MetricsSource& a, const MetricsSource& b) { return a.name < b.name; });
-  std::vector<MetricsSource> out;
-  for (MetricsSource& s : sources) {
-    if (!out.empty() && out.back().name == s.name) {
-      out.back().published += s.published;
-      out.back().dropped += s.dropped;
-    } else {
-      out.push_back(std::move(s));
-    }
-  }
-  return out;
-}
-
-double NsToSeconds(uint64_t ns) { return static_cast<double>(ns) / 1e9; }
-
 }  // namespace
 
 std::string EscapeLabelValue(std::string_view value) {
@@ -147,60 +123,6 @@ std::string FormatSampleValue(double value) {
   return std::string(buf, r.ptr);
 }
 
-StepTimeQuantiles ComputeStepTimeQuantiles(std::span<const StepBreakdownRow> rows) {
-  StepTimeQuantiles q;
-  if (rows.empty()) return q;
-  std::vector<uint64_t> ns;
-  ns.reserve(rows.size());
-  for (const StepBreakdownRow& r : rows) ns.push_back(r.step_ns());
-  std::sort(ns.begin(), ns.end());
-  // Nearest rank: the ceil(p × n)-th smallest, p in percent (integer maths,
-  // so 50 % of 20 steps is exactly the 10th).
-  auto at = [&](uint64_t percent) {
-    const uint64_t n = ns.size();
-    uint64_t rank = (percent * n + 99) / 100;
-    rank = std::clamp<uint64_t>(rank, 1, n);
-    return NsToSeconds(ns[rank - 1]);
-  };
-  q.p50 = at(50);
-  q.p90 = at(90);
-  q.p99 = at(99);
-  return q;
-}
-
-MetricsInput CollectMetrics(Analyses& analyses, const Stream& stream) {
-  MetricsInput in;
-  in.version = std::string(kVersion);
-  const StepBreakdownSnapshot steps =
-      analyses.breakdown().Snapshot(WindowSel{.last_steps = kMetricsWindowSteps});
-  in.window = steps.window;
-  in.step_time = ComputeStepTimeQuantiles(steps.rows);
-  if (in.window.step_ns_sum > 0) {
-    const double sum = static_cast<double>(in.window.step_ns_sum);
-    for (size_t b = 0; b < kBucketCount; ++b) {
-      in.bucket_ratio[b] = static_cast<double>(in.window.bucket_ns[b]) / sum;
-    }
-    in.input_ratio = in.bucket_ratio[static_cast<size_t>(Bucket::kInput)];
-    // As the input pipeline analyzer classifies the same window (§3.3).
-    in.input_bound =
-        ClassifyInputBound(in.window.pct(Bucket::kInput), in.window.pct(Bucket::kAllOthers));
-  }
-  in.steps_closed = analyses.steps().steps_closed();
-  in.events_consumed = analyses.events_consumed();
-  in.late_events = stream.diagnostics().Get(Diag::late_events);
-  in.events_published = stream.TotalPublished();
-  in.events_dropped = stream.TotalDropped();
-  for (const Stream::RingStats& r : stream.Stats()) {
-    in.sources.push_back({r.name, r.published, r.dropped});
-  }
-  const AlertsSnapshot alerts = analyses.alerts().Snapshot();
-  for (const AlertRuleStatus& s : alerts.rules) {
-    in.alerts.push_back({s.rule.name, s.rule.severity,
-                         s.state == AlertState::kFiring || s.state == AlertState::kResolving});
-  }
-  return in;
-}
-
 std::string RenderPrometheus(const MetricsInput& in) {
   std::string out;
   out.reserve(4096 + 160 * (in.sources.size() + in.alerts.size()));
@@ -218,7 +140,7 @@ std::string RenderPrometheus(const MetricsInput& in) {
             "no ring.",
             in.events_dropped);
 
-  const std::vector<MetricsSource> sources = MergeSources(in.sources);
+  const std::vector<MetricsSource> sources = MergeSourcesByName(in.sources);
   if (!sources.empty()) {
     w.Family("liveprof_source_events_published_total", "counter",
              "Events written per producer ring (live rings, by ring name).");

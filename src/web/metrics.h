@@ -26,9 +26,9 @@
 // `percentile` label, not a summary: a summary's _sum and _count must be
 // cumulative over the whole run, and only the window's steps are at hand.
 //
-// Threads: RenderPrometheus is a pure function, any thread. CollectMetrics
-// reads Analyses, so it runs where Analyses lives (the pipeline thread); the
-// pipeline publishes its result (or the rendered text) for the web threads.
+// Threads: pure functions, any thread. The MetricsInput comes from
+// CollectMetrics (aggregators/metrics_input.h) on the pipeline thread, which
+// publishes it with each snapshot.
 #ifndef LIVEPROF_WEB_METRICS_H_
 #define LIVEPROF_WEB_METRICS_H_
 
@@ -39,68 +39,13 @@
 #include <string_view>
 #include <vector>
 
-#include "aggregators/alerts.h"
-#include "aggregators/analyses.h"
-#include "aggregators/input_pipeline.h"
-#include "aggregators/step_breakdown.h"
-#include "stream/stream.h"
+#include "aggregators/metrics_input.h"
 
 namespace liveprof {
-
-// The step window the gauges describe: the last 20 steps, as the input-bound
-// alert rules use.
-inline constexpr uint32_t kMetricsWindowSteps = 20;
 
 // The media type a /metrics response carries.
 inline constexpr std::string_view kPrometheusContentType =
     "text/plain; version=0.0.4; charset=utf-8";
-
-// One producer ring's counters (rings sharing a name are summed when rendered).
-struct MetricsSource {
-  std::string name;
-  uint64_t published = 0;
-  uint64_t dropped = 0;
-};
-
-// One alert rule's state.
-struct MetricsAlert {
-  std::string rule;
-  AlertSeverity severity = AlertSeverity::kWarning;
-  bool firing = false;  // firing or resolving (still firing, docs/alerts.md).
-};
-
-// Step times at the 50th, 90th and 99th percentile, seconds.
-struct StepTimeQuantiles {
-  double p50 = 0, p90 = 0, p99 = 0;
-};
-
-struct MetricsInput {
-  std::string version;  // liveprof's version, for liveprof_build_info.
-  // The last kMetricsWindowSteps steps. Its families are left out when
-  // window.steps == 0.
-  StepWindow window;
-  StepTimeQuantiles step_time;                // of the window's step times.
-  std::array<double, kBucketCount> bucket_ratio{};  // Σ bucket / Σ step time, 0..1.
-  double input_ratio = 0;                     // Σ input / Σ step time, 0..1.
-  InputBound input_bound = InputBound::kUnknown;
-  uint64_t steps_closed = 0;
-  uint64_t events_consumed = 0;
-  uint64_t late_events = 0;
-  uint64_t events_published = 0;  // the stream's totals, removed rings included.
-  uint64_t events_dropped = 0;
-  std::vector<MetricsSource> sources;
-  std::vector<MetricsAlert> alerts;  // in rule order.
-};
-
-// The nearest-rank percentile of step durations: the ceil(q × n)-th smallest
-// (q in (0, 1]), in seconds; 0 for no rows. Any thread.
-StepTimeQuantiles ComputeStepTimeQuantiles(std::span<const StepBreakdownRow> rows);
-
-// Fills a MetricsInput from the analyses and the stream: the window of the
-// last kMetricsWindowSteps steps, the alert states, the rings' counters and
-// the stream's late_events diagnostic. Pipeline thread (it reads Analyses);
-// the Stream part is safe from any thread.
-MetricsInput CollectMetrics(Analyses& analyses, const Stream& stream);
 
 // The exposition text, families in the order of the table above, ending in a
 // newline. Pure; any thread.

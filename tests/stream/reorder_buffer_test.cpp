@@ -161,4 +161,47 @@ TEST_CASE("reorder: over max_pending the oldest go early, counted") {
   CHECK(diag.Get(Diag::late_events) == 1);
 }
 
+TEST_CASE("reorder: sources that say how far they got release before the window closes") {
+  constexpr uint64_t kMs = 1'000'000;
+  Diagnostics diag;
+  ReorderBuffer buffer({.window_ns = 250 * kMs}, &diag);
+  constexpr uint64_t kNow = 1000 * kMs;
+  const Event a = test::Span(kNow - 30 * kMs, kMs, 0, 1);  // ended 29 ms ago.
+  const Event b = test::Span(kNow - 8 * kMs, kMs, 0, 2);   // ended 7 ms ago.
+  buffer.Push(1, std::span<const Event>(&a, 1));
+  buffer.Push(2, std::span<const Event>(&b, 1));
+
+  // Source 2 cannot say: the window holds both back.
+  buffer.SetProgress(1, kNow - 5 * kMs);
+  ReorderBuffer::Released r = buffer.Release(kNow);
+  CHECK(r.events.empty());
+  CHECK(buffer.watermark() == kNow - 250 * kMs);
+
+  // Both say: everything up to the lesser progress goes, and no further.
+  buffer.SetProgress(2, kNow - 10 * kMs);
+  r = buffer.Release(kNow);
+  REQUIRE(r.events.size() == 1);
+  CHECK(r.events[0].track == 1);
+  CHECK(buffer.watermark() == kNow - 10 * kMs);
+
+  // Progress never moves back, and the cutoff never passes now.
+  buffer.SetProgress(2, kNow - 100 * kMs);
+  buffer.SetProgress(1, kNow + 50 * kMs);
+  buffer.SetProgress(2, kNow + 50 * kMs);
+  r = buffer.Release(kNow);
+  REQUIRE(r.events.size() == 1);
+  CHECK(r.events[0].track == 2);
+  CHECK(buffer.watermark() == kNow);
+
+  // A closed source does not hold the others back; one that says nothing does.
+  buffer.CloseSource(2);
+  buffer.SetProgress(1, kNow + 60 * kMs);
+  buffer.Release(kNow + 70 * kMs);
+  CHECK(buffer.watermark() == kNow + 60 * kMs);
+  buffer.SetProgress(3, 0);
+  buffer.Release(kNow + 80 * kMs);
+  CHECK(buffer.watermark() == kNow + 60 * kMs);  // the window's cutoff is older.
+  CHECK(diag.Get(Diag::late_events) == 0);
+}
+
 }  // namespace liveprof

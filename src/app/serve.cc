@@ -1,0 +1,197 @@
+#include "app/serve.h"
+
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "aggregators/pipeline.h"
+#include "app/args.h"
+#include "producers/host_api.h"
+#include "producers/simulated_workload.h"
+#ifdef LIVEPROF_HAVE_CUPTI
+#include "producers/cupti_source.h"
+#endif
+#include "web/server.h"
+
+#ifndef LIVEPROF_STATIC_DIR
+#define LIVEPROF_STATIC_DIR ""
+#endif
+#ifndef LIVEPROF_VERSION
+#define LIVEPROF_VERSION "unknown"
+#endif
+
+namespace liveprof {
+namespace {
+
+constexpr char kServeUsage[] =
+    "usage: liveprof serve|demo [options]\n"
+    "  --port N           port to listen on (default 8080; 0 picks a free one)\n"
+    "  --bind ADDR        address to listen on (default 127.0.0.1; any other needs --token)\n"
+    "  --token T          require T on every request (Authorization: Bearer T, ?token=T,\n"
+    "                     or the WebSocket subprotocol liveprof.token.T)\n"
+    "  --allow-origin O   a browser origin that may open /ws besides the server's own\n"
+    "                     (repeatable)\n"
+    "  --static DIR       the dashboard's files (default: the source tree's static/)\n"
+    "  --seconds N        stop after N seconds (default: run until Ctrl-C)\n"
+    "demo only:\n"
+    "  --scenario S       balanced | input_bound | launch_bound | memory_growth | schedule\n"
+    "                     (default: the schedule that cycles through all four)\n"
+    "  --rate R           events per second, 1e4..5e6 (default: the model's own, ~7 k/s)\n"
+    "  --seed N           the model's seed (default 1)\n";
+
+// What the console shows while serving: alerts as they change, and a line
+// about the last steps every few seconds.
+void PrintProgress(const PipelineSnapshot& s) {
+  const MetricsInput& m = s.metrics;
+  if (m.window.steps == 0) {
+    std::printf("  %" PRIu64 " events, no step closed yet\n", m.events_consumed);
+    return;
+  }
+  std::printf("  steps %" PRId64 "-%" PRId64 ": p50 %.2f ms | input %.1f%% | %" PRIu64
+              " events, %" PRIu64 " dropped\n",
+              m.window.first_step, m.window.last_step, m.step_time.p50 * 1e3, m.input_ratio * 100,
+              m.events_consumed, m.events_dropped);
+}
+
+}  // namespace
+
+int Serve(int argc, char** argv, bool demo) {
+  const char* command = demo ? "liveprof demo" : "liveprof serve";
+  ServerOptions so;
+  so.version = LIVEPROF_VERSION;
+  so.static_dir = LIVEPROF_STATIC_DIR;
+  double seconds = 0;
+  SimulatedWorkloadOptions wo;
+  wo.model.schedule = DefaultSchedule();
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--help" || a == "-h") {
+      std::fputs(kServeUsage, stdout);
+      return 0;
+    } else if (a == "--port") {
+      so.port = static_cast<uint16_t>(NumberArg(argc, argv, i, 0, 65535, command));
+    } else if (a == "--bind" && has_value) {
+      so.bind = argv[++i];
+    } else if (a == "--token" && has_value) {
+      so.token = argv[++i];
+    } else if (a == "--allow-origin" && has_value) {
+      so.allowed_origins.emplace_back(argv[++i]);
+    } else if (a == "--static" && has_value) {
+      so.static_dir = argv[++i];
+    } else if (a == "--seconds") {
+      seconds = NumberArg(argc, argv, i, 0.1, 1e9, command);
+    } else if (demo && a == "--scenario" && has_value) {
+      const std::string_view name = argv[++i];
+      if (name == "schedule") continue;
+      const std::optional<Scenario> s = ParseScenario(name);
+      if (!s) {
+        std::fprintf(stderr, "%s: --scenario '%s': unknown\n%s", command, argv[i], kServeUsage);
+        return 2;
+      }
+      wo.model.schedule = {{*s, 1}};
+    } else if (demo && a == "--rate") {
+      wo.events_per_second = NumberArg(argc, argv, i, 1e4, 5e6, command);
+    } else if (demo && a == "--seed") {
+      wo.model.seed = static_cast<uint64_t>(NumberArg(argc, argv, i, 0, 1e18, command));
+    } else {
+      std::fprintf(stderr, "%s: unknown option '%s'%s\n%s", command, argv[i],
+                   has_value ? "" : " (or its value is missing)", kServeUsage);
+      return 2;
+    }
+  }
+  if (const std::string invalid = ValidateServerOptions(so); !invalid.empty()) {
+    std::fprintf(stderr, "%s: %s\n", command, invalid.c_str());
+    return 2;
+  }
+
+  // SIGINT/SIGTERM are taken by sigtimedwait below: block them before any
+  // thread starts, so that every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  Stream& stream = GlobalStream();
+  Pipeline::Options po;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) po.analyses.env.hostname = host;
+  std::unique_ptr<SimulatedWorkload> workload;
+#ifdef LIVEPROF_HAVE_CUPTI
+  std::unique_ptr<CuptiSource> cupti;
+#endif
+  if (demo) {
+    po.analyses.env.device_type = "GPU (simulated)";
+    po.analyses.env.gpu_note = "simulated GPU workload (liveprof demo); no real GPU is traced";
+    workload = std::make_unique<SimulatedWorkload>(stream, wo);
+  } else {
+#ifdef LIVEPROF_HAVE_CUPTI
+    cupti = std::make_unique<CuptiSource>(stream);
+    if (!cupti->Start()) po.analyses.env.gpu_note = cupti->message();
+    std::printf("GPU tracing: %s\n", cupti->message().c_str());
+#else
+    po.analyses.env.gpu_note = "built without the CUPTI producer (no CUDA toolkit); host-only";
+#endif
+  }
+
+  Pipeline pipeline(stream, po);
+  Server server(pipeline, so);
+  std::string error;
+  if (!server.Start(&error)) {
+    std::fprintf(stderr, "%s: %s\n", command, error.c_str());
+    return 1;
+  }
+  pipeline.Start();
+  if (workload) workload->Start();
+  const std::string shown_host = so.bind.find(':') != std::string::npos ? "[" + so.bind + "]" : so.bind;
+  std::printf("listening on http://%s:%u/\n", shown_host.c_str(), server.port());
+  if (demo) {
+    std::printf("serving the simulated GPU workload (seed %" PRIu64 "); Ctrl-C stops\n", wo.model.seed);
+  }
+  std::fflush(stdout);
+
+  const auto start = std::chrono::steady_clock::now();
+  int ticks = 0;
+  for (;;) {
+    const timespec one_second{1, 0};
+    const int sig = sigtimedwait(&signals, nullptr, &one_second);
+    if (sig == SIGINT || sig == SIGTERM) {
+      std::printf("%s: stopping (%s)\n", command, sig == SIGINT ? "SIGINT" : "SIGTERM");
+      break;
+    }
+    for (const AlertEvent& e : pipeline.TakeAlertEvents()) {
+      std::printf("  ALERT %s %s: %s\n", std::string(AlertEventStateName(e.state)).c_str(),
+                  e.rule.c_str(), e.summary.c_str());
+    }
+    if (++ticks % 5 == 0) {
+      if (const auto latest = pipeline.Latest()) PrintProgress(*latest);
+    }
+    std::fflush(stdout);
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (seconds > 0 && elapsed >= seconds) break;
+  }
+
+  if (workload) workload->Stop();
+#ifdef LIVEPROF_HAVE_CUPTI
+  if (cupti) cupti->Stop();
+#endif
+  pipeline.Stop();
+  server.Stop();
+  const ServerStats st = server.stats();
+  std::printf("done: %" PRIu64 " events dropped; served %" PRIu64 " connections, %" PRIu64
+              " view frames, %" PRIu64 " event frames\n",
+              stream.TotalDropped(), st.connections_accepted, st.view_frames_sent,
+              st.event_frames_sent);
+  return 0;
+}
+
+}  // namespace liveprof

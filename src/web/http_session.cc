@@ -1,0 +1,243 @@
+#include "web/http_session.h"
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
+
+#include "web/metrics.h"
+#include "web/rest.h"
+#include "web/static_files.h"
+#include "web/websocket_session.h"
+
+namespace liveprof {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+namespace {
+
+constexpr size_t kMaxRequestBody = 64 * 1024;
+constexpr size_t kMaxRequestHeader = 16 * 1024;
+
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(tcp::socket&& socket, std::shared_ptr<SharedState> state, std::string address)
+      : stream_(std::move(socket)), state_(std::move(state)), address_(std::move(address)) {}
+
+  ~HttpSession() {
+    if (!handed_over_) state_->Release(address_);
+  }
+
+  void Run() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->DoRead(); });
+  }
+
+ private:
+  using Request = http::request<http::string_body>;
+
+  void DoRead() {
+    parser_.emplace();
+    parser_->body_limit(kMaxRequestBody);
+    parser_->header_limit(kMaxRequestHeader);
+    stream_.expires_after(state_->options().http_timeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+  }
+
+  void OnRead(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+        ec == net::error::operation_aborted || ec == net::error::connection_reset ||
+        ec == net::error::eof) {
+      return Shutdown();
+    }
+    if (ec) {
+      // Not HTTP, or over a limit: say what, then close.
+      keep_alive_ = false;
+      return SendReply(ErrorReply(400, "malformed HTTP request: " + ec.message()), 11);
+    }
+    Request& req = parser_->get();
+    keep_alive_ = req.keep_alive();
+    const unsigned version = req.version();
+    const RequestTarget target = ParseRequestTarget(req.target());
+
+    if (!TokenAccepted(state_->options().token, req[http::field::authorization], target,
+                       req[http::field::sec_websocket_protocol])) {
+      return SendReply(ErrorReply(401, "this server needs its token: 'Authorization: Bearer <token>', "
+                                       "?token=<token> or the WebSocket subprotocol "
+                                       "liveprof.token.<token>"),
+                       version);
+    }
+    if (beast::websocket::is_upgrade(req)) return Upgrade(target);
+    if (req.method() != http::verb::get && req.method() != http::verb::head) {
+      return SendReply(ErrorReply(405, std::string(req.method_string()) +
+                                           " is not served: GET and HEAD only"),
+                       version);
+    }
+    head_ = req.method() == http::verb::head;
+    Serve(std::string(req.target()), version);
+  }
+
+  void Upgrade(const RequestTarget& target) {
+    Request& req = parser_->get();
+    if (target.path != "/ws") {
+      return SendReply(ErrorReply(404, "WebSocket upgrades are served on /ws only, not " + target.path),
+                       req.version());
+    }
+    const std::string host(req[http::field::host]);
+    const std::string origin(req[http::field::origin]);
+    if (!OriginAllowed(origin, host, state_->options().allowed_origins)) {
+      return SendReply(ErrorReply(403, "Origin '" + origin + "' may not open /ws on " + host +
+                                           " (allow it with --allow-origin)"),
+                       req.version());
+    }
+    std::string subprotocol = ChooseSubprotocol(req[http::field::sec_websocket_protocol]);
+    handed_over_ = true;  // the WebSocket session releases the address now.
+    stream_.expires_never();
+    RunWebsocketSession(stream_.release_socket(), state_, address_, parser_->release(),
+                        std::move(subprotocol));
+  }
+
+  void Serve(const std::string& target, unsigned version) {
+    const std::shared_ptr<const PipelineSnapshot>& latest = state_->latest();
+    const uint32_t published_last = state_->pipeline_render().steps.last_steps;
+    const Route route = RouteRequest(target, published_last);
+    switch (route.kind) {
+      case Route::Kind::kStatic: return ServeFile(target, version);
+      case Route::Kind::kIndex: return SendReply(IndexReply(), version);
+      case Route::Kind::kError: return SendReply(ErrorReply(route.status, route.message), version);
+      case Route::Kind::kMetrics:
+        if (!latest) return SendReply(NotYet(), version);
+        return SendReply(Reply{200, std::string(kPrometheusContentType), RenderPrometheus(latest->metrics)},
+                         version);
+      case Route::Kind::kView:
+        break;
+    }
+    if (!NeedsRender(route)) {
+      if (!latest) return SendReply(NotYet(), version);
+      return SendReply(ViewReply(route, latest->views, ServerStatsJson(state_->stats())), version);
+    }
+    // Another window or CSV: the pipeline renders it at its next round and
+    // the answer comes back to this thread.
+    auto self = shared_from_this();
+    auto executor = stream_.get_executor();
+    state_->pipeline().Request(
+        RenderOptionsFor(route, state_->pipeline_render()),
+        [self, executor, route, version](std::shared_ptr<const RenderedViews> views) {
+          net::post(executor, [self, route, version, views] {
+            if (!views) return self->SendReply(ErrorReply(503, "the pipeline has stopped"), version);
+            self->SendReply(ViewReply(route, *views, ServerStatsJson(self->state_->stats())), version);
+          });
+        });
+  }
+
+  static Reply NotYet() {
+    return ErrorReply(503, "no snapshot has been published yet: retry in a moment");
+  }
+
+  void ServeFile(const std::string& target, unsigned version) {
+    const std::filesystem::path& root = state_->options().static_dir;
+    if (root.empty()) return SendReply(ErrorReply(404, "this server serves no static files"), version);
+    const StaticResolution found = ResolveStaticPath(root, target);
+    if (found.status != 200) return SendReply(ErrorReply(found.status, found.error), version);
+    beast::error_code ec;
+    http::file_body::value_type body;
+    body.open(found.path.c_str(), beast::file_mode::scan, ec);
+    if (ec) return SendReply(ErrorReply(404, "cannot open " + std::string(target) + ": " + ec.message()), version);
+    const uint64_t size = body.size();
+    file_response_.emplace(std::piecewise_construct, std::make_tuple(std::move(body)),
+                           std::make_tuple(http::status::ok, version));
+    http::response<http::file_body>& res = *file_response_;
+    SetCommonHeaders(res);
+    res.set(http::field::content_type, MimeType(found.path));
+    res.content_length(size);
+    if (head_) {
+      // The headers of the file, without the file.
+      http::response<http::empty_body> h{http::status::ok, version};
+      SetCommonHeaders(h);
+      h.set(http::field::content_type, MimeType(found.path));
+      h.content_length(size);
+      file_response_.reset();
+      return SendEmpty(std::move(h));
+    }
+    http::async_write(stream_, res, [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->file_response_.reset();
+      self->AfterWrite(ec);
+    });
+  }
+
+  template <class Res>
+  void SetCommonHeaders(Res& res) {
+    res.set(http::field::server, "liveprof/" + state_->options().version);
+    res.set(http::field::cache_control, "no-store");
+    res.set("X-Content-Type-Options", "nosniff");
+    res.keep_alive(keep_alive_);
+  }
+
+  void SendEmpty(http::response<http::empty_body> res) {
+    empty_response_.emplace(std::move(res));
+    http::async_write(stream_, *empty_response_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->empty_response_.reset();
+      self->AfterWrite(ec);
+    });
+  }
+
+  void SendReply(Reply reply, unsigned version) {
+    response_.emplace(static_cast<http::status>(reply.status), version);
+    http::response<http::string_body>& res = *response_;
+    SetCommonHeaders(res);
+    if (reply.status == 401) res.set(http::field::www_authenticate, "Bearer");
+    res.set(http::field::content_type, reply.content_type);
+    if (head_) {
+      res.content_length(reply.body.size());
+    } else {
+      res.body() = std::move(reply.body);
+      res.prepare_payload();
+    }
+    http::async_write(stream_, res, [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->response_.reset();
+      self->AfterWrite(ec);
+    });
+  }
+
+  void AfterWrite(beast::error_code ec) {
+    if (ec) return;  // the peer went away: the session ends.
+    if (!keep_alive_) return Shutdown();
+    head_ = false;
+    DoRead();
+  }
+
+  void Shutdown() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::shared_ptr<SharedState> state_;
+  std::string address_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::response<http::string_body>> response_;
+  std::optional<http::response<http::file_body>> file_response_;
+  std::optional<http::response<http::empty_body>> empty_response_;
+  bool keep_alive_ = true;
+  bool head_ = false;
+  bool handed_over_ = false;
+};
+
+}  // namespace
+
+void RunHttpSession(tcp::socket socket, std::shared_ptr<SharedState> state, std::string address) {
+  std::make_shared<HttpSession>(std::move(socket), std::move(state), std::move(address))->Run();
+}
+
+}  // namespace liveprof

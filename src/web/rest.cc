@@ -1,0 +1,322 @@
+#include "web/rest.h"
+
+#include <charconv>
+
+#include "aggregators/json_writer.h"
+
+namespace liveprof {
+namespace {
+
+constexpr uint32_t kMaxLastSteps = 100'000;
+
+struct Endpoint {
+  std::string_view path;
+  Topic topic;
+  std::string_view csv;  // what ?format=csv gives, or "" when not offered.
+};
+constexpr Endpoint kEndpoints[] = {
+    {"/api/overview", Topic::kOverview, ""},
+    {"/api/steps", Topic::kSteps, ""},
+    {"/api/input_pipeline", Topic::kInputPipeline, "the input ops table"},
+    {"/api/tf_stats", Topic::kTfStats, "the TF stats table"},
+    {"/api/kernel_stats", Topic::kKernelStats, "the kernel stats table"},
+    {"/api/memory", Topic::kMemory, "the allocation breakdown"},
+    {"/api/alerts", Topic::kAlerts, ""},
+    {"/api/status", Topic::kStatus, ""},
+};
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+Route Error(int status, std::string message) {
+  Route r;
+  r.kind = Route::Kind::kError;
+  r.status = status;
+  r.message = std::move(message);
+  return r;
+}
+
+// Equal in time independent of where they differ (for the token).
+bool ConstantTimeEqual(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ (b.empty() ? 0 : b[i % b.size()]));
+  }
+  return diff == 0;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Calls f(entry) for each comma-separated entry of a header value.
+template <typename F>
+void ForEachListEntry(std::string_view list, F f) {
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    f(Trim(list.substr(0, comma)));
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+}
+
+constexpr std::string_view kTokenProtocolPrefix = "liveprof.token.";
+
+}  // namespace
+
+std::optional<std::string_view> RequestTarget::Param(std::string_view key) const {
+  for (const auto& [k, v] : query) {
+    if (k == key) return std::string_view(v);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> PercentDecode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    if (i + 2 >= text.size()) return std::nullopt;
+    const int hi = HexDigit(text[i + 1]), lo = HexDigit(text[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
+RequestTarget ParseRequestTarget(std::string_view target) {
+  RequestTarget t;
+  const size_t q = target.find('?');
+  std::optional<std::string> path = PercentDecode(target.substr(0, q));
+  if (!path) {
+    t.error = "malformed %-escape in the path";
+    return t;
+  }
+  t.path = std::move(*path);
+  if (q == std::string_view::npos) return t;
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    if (pair.empty()) continue;
+    const size_t eq = pair.find('=');
+    std::optional<std::string> key = PercentDecode(pair.substr(0, eq));
+    std::optional<std::string> value =
+        PercentDecode(eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1));
+    if (!key || !value) {
+      t.error = "malformed %-escape in query parameter '" + std::string(pair.substr(0, eq)) + "'";
+      return t;
+    }
+    t.query.emplace_back(std::move(*key), std::move(*value));
+  }
+  return t;
+}
+
+Route RouteRequest(std::string_view raw_target, uint32_t published_last_steps) {
+  const RequestTarget target = ParseRequestTarget(raw_target);
+  const bool api = target.path == "/api" || target.path.starts_with("/api/");
+  if (!api && target.path != "/metrics") return Route{};  // static files decode on their own.
+  if (!target.error.empty()) return Error(400, target.error);
+  Route r;
+  if (target.path == "/metrics") {
+    r.kind = Route::Kind::kMetrics;
+  } else if (target.path == "/api" || target.path == "/api/") {
+    r.kind = Route::Kind::kIndex;
+  } else {
+    const Endpoint* found = nullptr;
+    for (const Endpoint& e : kEndpoints) {
+      if (target.path == e.path) found = &e;
+    }
+    if (!found) return Error(404, "no endpoint " + target.path + " (GET /api lists them)");
+    r.kind = Route::Kind::kView;
+    r.topic = found->topic;
+    for (const auto& [key, value] : target.query) {
+      if (key == "format") {
+        if (value == "json") continue;
+        if (value != "csv") return Error(400, "format='" + value + "': expected json or csv");
+        if (found->csv.empty()) {
+          return Error(400, "format=csv: " + std::string(found->path) +
+                                " has no table; csv is offered on input_pipeline, tf_stats, "
+                                "kernel_stats and memory");
+        }
+        r.csv = true;
+      } else if (key == "last" && r.topic == Topic::kSteps) {
+        uint32_t n = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+        if (ec != std::errc() || end != value.data() + value.size() || n < 1 || n > kMaxLastSteps) {
+          return Error(400, "last='" + value + "': expected a whole number of steps in 1.." +
+                                std::to_string(kMaxLastSteps));
+        }
+        r.last_steps = n == published_last_steps ? 0 : n;
+      } else if (key != "token") {
+        return Error(400, "unknown query parameter '" + key + "' for " + target.path);
+      }
+    }
+  }
+  for (const auto& [key, value] : target.query) {
+    if (r.kind == Route::Kind::kMetrics && key != "token") {
+      return Error(400, "unknown query parameter '" + key + "' for /metrics");
+    }
+  }
+  return r;
+}
+
+bool NeedsRender(const Route& route) {
+  return route.kind == Route::Kind::kView && (route.csv || route.last_steps != 0);
+}
+
+RenderOptions RenderOptionsFor(const Route& route, const RenderOptions& published) {
+  RenderOptions o = published;
+  o.csv = route.csv;
+  if (route.last_steps != 0) o.steps = WindowSel{.last_steps = route.last_steps};
+  o.advance_seq = false;
+  return o;
+}
+
+Reply ViewReply(const Route& route, const RenderedViews& v, std::string_view server_json) {
+  Reply r;
+  if (route.csv) {
+    r.content_type = "text/csv; charset=utf-8";
+    switch (route.topic) {
+      case Topic::kInputPipeline: r.body = v.input_ops_csv; break;
+      case Topic::kTfStats: r.body = v.tf_stats_csv; break;
+      case Topic::kKernelStats: r.body = v.kernel_stats_csv; break;
+      case Topic::kMemory: r.body = v.memory_csv; break;
+      default: return ErrorReply(400, "format=csv: this view has no table");
+    }
+    return r;
+  }
+  r.content_type = "application/json";
+  const std::string* json = nullptr;
+  switch (route.topic) {
+    case Topic::kOverview: json = &v.overview; break;
+    case Topic::kSteps: json = &v.steps; break;
+    case Topic::kInputPipeline: json = &v.input_pipeline; break;
+    case Topic::kTfStats: json = &v.tf_stats; break;
+    case Topic::kKernelStats: json = &v.kernel_stats; break;
+    case Topic::kMemory: json = &v.memory; break;
+    case Topic::kAlerts: json = &v.alerts; break;
+    case Topic::kStatus: json = &v.status; break;
+    case Topic::kEvents: return ErrorReply(404, "events are a WebSocket topic only (/ws)");
+  }
+  r.body = *json;
+  if (route.topic == Topic::kStatus && !server_json.empty() && !r.body.empty() && r.body.back() == '}') {
+    r.body.pop_back();
+    r.body += ",\"server\":";
+    r.body += server_json;
+    r.body += '}';
+  }
+  return r;
+}
+
+Reply IndexReply() {
+  JsonWriter w;
+  w.BeginObject();
+  w.KV("type", "index");
+  w.KV("v", kViewProtocolVersion);
+  w.Key("endpoints");
+  w.BeginArray();
+  for (const Endpoint& e : kEndpoints) {
+    w.BeginObject();
+    w.KV("path", e.path);
+    w.KV("csv", !e.csv.empty());
+    w.EndObject();
+  }
+  w.BeginObject();
+  w.KV("path", "/metrics");
+  w.KV("csv", false);
+  w.EndObject();
+  w.EndArray();
+  w.KV("websocket", "/ws");
+  w.EndObject();
+  return Reply{200, "application/json", w.Take()};
+}
+
+Reply ErrorReply(int status, std::string_view message) {
+  JsonWriter w;
+  w.BeginObject();
+  w.KV("type", "error");
+  w.KV("v", kViewProtocolVersion);
+  w.KV("code", std::to_string(status));
+  w.KV("message", message);
+  w.EndObject();
+  return Reply{status, "application/json", w.Take()};
+}
+
+std::string ServerStatsJson(const ServerStats& s) {
+  JsonWriter w;
+  w.BeginObject();
+  w.KV("connections_accepted", s.connections_accepted);
+  w.KV("connections_refused", s.connections_refused);
+  w.KV("websocket_sessions", s.websocket_sessions);
+  w.KV("view_frames_sent", s.view_frames_sent);
+  w.KV("event_frames_sent", s.event_frames_sent);
+  w.KV("view_frames_replaced", s.view_frames_replaced);
+  w.KV("sessions_closed_blocked", s.sessions_closed_blocked);
+  w.KV("bad_messages", s.bad_messages);
+  w.Key("feed_latency_ms");
+  w.BeginObject();
+  w.KV("p50", s.latency_p50_ms);
+  w.KV("p99", s.latency_p99_ms);
+  w.KV("max", s.latency_max_ms);
+  w.KV("samples", s.latency_samples);
+  w.EndObject();
+  w.KV("web_thread_cpu_seconds", s.web_thread_cpu_seconds);
+  w.EndObject();
+  return w.Take();
+}
+
+bool TokenAccepted(std::string_view token, std::string_view authorization,
+                   const RequestTarget& target, std::string_view ws_protocols) {
+  if (token.empty()) return true;
+  bool ok = false;
+  constexpr std::string_view kBearer = "Bearer ";
+  if (authorization.starts_with(kBearer)) {
+    ok |= ConstantTimeEqual(Trim(authorization.substr(kBearer.size())), token);
+  }
+  if (std::optional<std::string_view> q = target.Param("token")) ok |= ConstantTimeEqual(*q, token);
+  ForEachListEntry(ws_protocols, [&](std::string_view p) {
+    if (p.starts_with(kTokenProtocolPrefix)) {
+      ok |= ConstantTimeEqual(p.substr(kTokenProtocolPrefix.size()), token);
+    }
+  });
+  return ok;
+}
+
+bool OriginAllowed(std::string_view origin, std::string_view host,
+                   const std::vector<std::string>& allowed) {
+  if (origin.empty()) return true;
+  for (const std::string& a : allowed) {
+    if (a == "*" || a == origin) return true;
+  }
+  if (host.empty()) return false;
+  for (std::string_view scheme : {"http://", "https://"}) {
+    if (origin.size() == scheme.size() + host.size() && origin.starts_with(scheme) &&
+        origin.substr(scheme.size()) == host) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string ChooseSubprotocol(std::string_view ws_protocols) {
+  std::string chosen;
+  ForEachListEntry(ws_protocols, [&](std::string_view p) {
+    if (p == "liveprof") chosen = "liveprof";
+    else if (chosen.empty() && p.starts_with(kTokenProtocolPrefix)) chosen = std::string(p);
+  });
+  return chosen;
+}
+
+}  // namespace liveprof

@@ -1,0 +1,108 @@
+// REST: what an HTTP request asks for and the answer, without Beast, so it
+// is tested without sockets. The HTTP session (http_session.cc) only moves
+// bytes: it asks RouteRequest what a target means, takes the answer from the
+// newest snapshot (or asks the pipeline for a render with other options) and
+// writes it.
+//
+//   /api                      the list of endpoints
+//   /api/overview             JSON view models, {"type","v","seq",...}
+//   /api/steps?last=N         (N in 1..100000; default: the published 100)
+//   /api/input_pipeline       ?format=csv: the input ops table
+//   /api/tf_stats             ?format=csv
+//   /api/kernel_stats         ?format=csv
+//   /api/memory               ?format=csv: the allocation breakdown
+//   /api/alerts
+//   /api/status               sources, rates, drops, run environment, protocol
+//                             version, and the server's own counters
+//   /metrics                  Prometheus text format
+//
+// Pure functions; any thread.
+#ifndef LIVEPROF_WEB_REST_H_
+#define LIVEPROF_WEB_REST_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aggregators/analyses.h"
+#include "web/protocol.h"
+#include "web/server.h"
+
+namespace liveprof {
+
+// A request target split into its path and decoded query parameters.
+struct RequestTarget {
+  std::string path;
+  std::vector<std::pair<std::string, std::string>> query;
+  std::string error;  // set when the target cannot be decoded.
+  // The value of query parameter `key`, or nullopt.
+  std::optional<std::string_view> Param(std::string_view key) const;
+};
+RequestTarget ParseRequestTarget(std::string_view target);
+
+// %XX-decoding ('+' stays '+'); nullopt on a malformed escape.
+std::optional<std::string> PercentDecode(std::string_view text);
+
+struct Route {
+  enum class Kind {
+    kStatic,   // not /api or /metrics: a file from static/.
+    kIndex,    // /api
+    kView,     // /api/<topic>
+    kMetrics,  // /metrics
+    kError,    // a bad /api request: status and message say why.
+  };
+  Kind kind = Kind::kStatic;
+  Topic topic = Topic::kOverview;
+  bool csv = false;
+  uint32_t last_steps = 0;  // 0: the published window.
+  int status = 200;
+  std::string message;
+};
+// What `target` asks for. `published_last_steps` is the step window each
+// publication renders (steps?last=N with that N needs no render).
+Route RouteRequest(std::string_view target, uint32_t published_last_steps);
+
+// True when the published snapshot cannot answer: a render is needed.
+bool NeedsRender(const Route& route);
+// The options of that render.
+RenderOptions RenderOptionsFor(const Route& route, const RenderOptions& published);
+
+struct Reply {
+  int status = 200;
+  std::string content_type;
+  std::string body;
+};
+// The answer to a kView route from rendered views. `server_json`, when not
+// empty, is a JSON object added to the status view as "server".
+Reply ViewReply(const Route& route, const RenderedViews& views, std::string_view server_json = {});
+Reply IndexReply();
+// {"type":"error","v":1,"code":"<status>","message":"..."} with that status.
+Reply ErrorReply(int status, std::string_view message);
+
+// The server's counters as a JSON object, for /api/status.
+std::string ServerStatsJson(const ServerStats& stats);
+
+// ---- Access checks ----
+
+// True when the request carries the token: in `authorization` ("Bearer
+// <token>"), the `token` query parameter, or a `liveprof.token.<token>` entry
+// of `ws_protocols` (Sec-WebSocket-Protocol, comma separated). The compare
+// takes the same time whatever matches. Always true for an empty `token`.
+bool TokenAccepted(std::string_view token, std::string_view authorization,
+                   const RequestTarget& target, std::string_view ws_protocols);
+
+// True when a WebSocket upgrade from `origin` may proceed: no Origin header
+// (not a browser), the server's own origin (http(s)://<host>), or one of
+// `allowed` ("*" allows any).
+bool OriginAllowed(std::string_view origin, std::string_view host,
+                   const std::vector<std::string>& allowed);
+
+// The subprotocol to answer an upgrade with, from the client's offer:
+// "liveprof" if offered, else the offered token entry, else "" (none).
+std::string ChooseSubprotocol(std::string_view ws_protocols);
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_WEB_REST_H_

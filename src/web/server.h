@@ -1,0 +1,102 @@
+// Server: liveprof's HTTP and WebSocket server, as the rest of the program
+// sees it. No Beast type appears here: Boost.Beast lives in listener.cc,
+// http_session.cc and websocket_session.cc only.
+//
+//   Pipeline ──(snapshots, event chunks: posted)──► web thread (io_context)
+//                                                    ├─ Listener: accepts, caps per address
+//                                                    ├─ HttpSession: static/, /api/*, /metrics
+//                                                    └─ WebsocketSession: /ws feed
+//
+// Everything on the web side runs on one thread, the web thread; it reads
+// only what the pipeline published (shared_state.h).
+#ifndef LIVEPROF_WEB_SERVER_H_
+#define LIVEPROF_WEB_SERVER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "aggregators/pipeline.h"
+
+namespace liveprof {
+
+struct ServerOptions {
+  std::string bind = "127.0.0.1";  // anything but loopback needs `token`.
+  uint16_t port = 8080;            // 0: the system picks a free port.
+  // When set, every request must carry it: `Authorization: Bearer <token>`,
+  // `?token=<token>`, or the WebSocket subprotocol `liveprof.token.<token>`.
+  std::string token;
+  std::filesystem::path static_dir;  // the dashboard; "" serves no files.
+  // Origins a browser may open /ws from, besides the server's own
+  // (http://<Host>). "*" allows any (not recommended).
+  std::vector<std::string> allowed_origins;
+  size_t max_connections_per_address = 128;
+  size_t max_connections = 1024;
+  // A WebSocket whose write has not completed in this long is closed.
+  std::chrono::milliseconds send_deadline{5000};
+  // A WebSocket that sends nothing (not even a pong to our pings, sent at
+  // half this) for this long is closed; so is a half-open one.
+  std::chrono::milliseconds ws_idle_timeout{60000};
+  std::chrono::milliseconds http_timeout{30000};  // per request, and keep-alive idle.
+  // (A control message over 64 KiB, protocol.h's kMaxControlMessageBytes,
+  // closes its WebSocket with 1009.)
+  // Control messages that fail to decode before the connection is closed.
+  uint32_t max_bad_messages = 16;
+  uint32_t frame_hz = 10;  // said in the hello: the pipeline's publish rate.
+  std::string version;     // liveprof's version, in the hello and Server header.
+};
+
+// "" when the options can be served, else why not (e.g. a non-loopback bind
+// without a token).
+std::string ValidateServerOptions(const ServerOptions& options);
+
+// What the server did; a consistent-enough copy, any thread.
+struct ServerStats {
+  uint64_t connections_accepted = 0;
+  uint64_t connections_refused = 0;  // over a connection cap.
+  uint64_t websocket_sessions = 0;   // open now.
+  uint64_t view_frames_sent = 0;
+  uint64_t event_frames_sent = 0;
+  uint64_t view_frames_replaced = 0;  // a newer snapshot took a pending one's place.
+  uint64_t sessions_closed_blocked = 0;  // past the send deadline.
+  uint64_t bad_messages = 0;
+  // From an event's end to the completed write of the first view frame that
+  // reflects it, over every frame sent (ms; see docs/protocol.md).
+  double latency_p50_ms = 0, latency_p99_ms = 0, latency_max_ms = 0;
+  uint64_t latency_samples = 0;
+  double web_thread_cpu_seconds = 0;
+};
+
+class Server {
+ public:
+  // Takes the pipeline's sinks: construct before pipeline.Start(). The
+  // pipeline must outlive the server's Stop().
+  Server(Pipeline& pipeline, ServerOptions options);
+  ~Server();  // Stop()s.
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds, listens and starts the web thread. False (and *error says what
+  // and where) when the options are refused or the address cannot be bound.
+  bool Start(std::string* error);
+  // The bound port (after Start). Any thread.
+  uint16_t port() const;
+  // Closes every connection and joins the web thread. Idempotent.
+  void Stop();
+
+  ServerStats stats() const;
+  // Forgets the latency samples so far (a benchmark's warm-up). Any thread.
+  void ResetLatency();
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_WEB_SERVER_H_

@@ -1,0 +1,171 @@
+// REST routing, the access checks, and the feed's latency recorder: the
+// server's decisions, without sockets.
+#include "web/rest.h"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "web/shared_state.h"
+
+namespace liveprof {
+namespace {
+
+constexpr uint32_t kPublishedSteps = 100;
+
+TEST_CASE("rest: every view endpoint routes to its topic") {
+  const std::pair<const char*, Topic> cases[] = {
+      {"/api/overview", Topic::kOverview},       {"/api/steps", Topic::kSteps},
+      {"/api/input_pipeline", Topic::kInputPipeline}, {"/api/tf_stats", Topic::kTfStats},
+      {"/api/kernel_stats", Topic::kKernelStats}, {"/api/memory", Topic::kMemory},
+      {"/api/alerts", Topic::kAlerts},           {"/api/status", Topic::kStatus},
+  };
+  for (const auto& [target, topic] : cases) {
+    const Route r = RouteRequest(target, kPublishedSteps);
+    CHECK(r.kind == Route::Kind::kView);
+    CHECK(r.topic == topic);
+    CHECK(!NeedsRender(r));
+  }
+  CHECK(RouteRequest("/metrics", kPublishedSteps).kind == Route::Kind::kMetrics);
+  CHECK(RouteRequest("/api", kPublishedSteps).kind == Route::Kind::kIndex);
+  CHECK(RouteRequest("/", kPublishedSteps).kind == Route::Kind::kStatic);
+  CHECK(RouteRequest("/app.js", kPublishedSteps).kind == Route::Kind::kStatic);
+}
+
+TEST_CASE("rest: steps?last=N and format=csv ask for a render with those options") {
+  Route r = RouteRequest("/api/steps?last=20", kPublishedSteps);
+  REQUIRE(r.kind == Route::Kind::kView);
+  CHECK(r.last_steps == 20);
+  CHECK(NeedsRender(r));
+  const RenderOptions o = RenderOptionsFor(r, RenderOptions{});
+  CHECK(o.steps.last_steps == 20);
+  CHECK(!o.advance_seq);
+  // The published window needs no render.
+  CHECK(!NeedsRender(RouteRequest("/api/steps?last=100", kPublishedSteps)));
+
+  r = RouteRequest("/api/tf_stats?format=csv", kPublishedSteps);
+  CHECK(r.csv);
+  CHECK(NeedsRender(r));
+  CHECK(RenderOptionsFor(r, RenderOptions{}).csv);
+  CHECK(!RouteRequest("/api/tf_stats?format=json", kPublishedSteps).csv);
+}
+
+TEST_CASE("rest: bad requests are refused with what and where") {
+  auto error = [](const char* target) { return RouteRequest(target, kPublishedSteps); };
+  Route r = error("/api/nope");
+  CHECK(r.kind == Route::Kind::kError);
+  CHECK(r.status == 404);
+  CHECK(r.message.find("/api/nope") != std::string::npos);
+
+  r = error("/api/steps?last=0");
+  CHECK(r.status == 400);
+  CHECK(r.message.find("last='0'") != std::string::npos);
+  CHECK(error("/api/steps?last=12x").status == 400);
+  CHECK(error("/api/steps?last=100001").status == 400);
+
+  r = error("/api/overview?format=csv");
+  CHECK(r.status == 400);
+  CHECK(r.message.find("/api/overview has no table") != std::string::npos);
+  r = error("/api/tf_stats?format=xml");
+  CHECK(r.message.find("format='xml'") != std::string::npos);
+  r = error("/api/alerts?colour=red");
+  CHECK(r.message.find("unknown query parameter 'colour'") != std::string::npos);
+  CHECK(error("/metrics?x=1").status == 400);
+  r = error("/api/steps?last=%zz");
+  CHECK(r.status == 400);
+  CHECK(r.message.find("malformed %-escape") != std::string::npos);
+  // The token parameter is not an unknown parameter.
+  CHECK(RouteRequest("/api/alerts?token=abc", kPublishedSteps).kind == Route::Kind::kView);
+}
+
+TEST_CASE("rest: percent-decoding") {
+  CHECK(PercentDecode("a%20b%2Fc") == std::optional<std::string>("a b/c"));
+  CHECK(PercentDecode("%2e%2E") == std::optional<std::string>(".."));
+  CHECK(!PercentDecode("%"));
+  CHECK(!PercentDecode("%4"));
+  CHECK(!PercentDecode("%g0"));
+  const RequestTarget t = ParseRequestTarget("/api/steps?last=5&token=a%26b");
+  CHECK(t.path == "/api/steps");
+  CHECK(t.Param("last") == std::optional<std::string_view>("5"));
+  CHECK(t.Param("token") == std::optional<std::string_view>("a&b"));
+  CHECK(!t.Param("nope"));
+}
+
+TEST_CASE("rest: views, CSV, and the status view with the server's counters") {
+  RenderedViews v;
+  v.overview = R"({"type":"overview","v":1,"seq":3})";
+  v.status = R"({"type":"status","v":1,"seq":3,"events_consumed":10})";
+  v.tf_stats_csv = "rank,side\n1,device\n";
+  Reply r = ViewReply(RouteRequest("/api/overview", kPublishedSteps), v);
+  CHECK(r.status == 200);
+  CHECK(r.content_type == "application/json");
+  CHECK(r.body == v.overview);
+  r = ViewReply(RouteRequest("/api/tf_stats?format=csv", kPublishedSteps), v);
+  CHECK(r.content_type == "text/csv; charset=utf-8");
+  CHECK(r.body == v.tf_stats_csv);
+
+  ServerStats stats;
+  stats.websocket_sessions = 4;
+  stats.latency_p99_ms = 87;
+  r = ViewReply(RouteRequest("/api/status", kPublishedSteps), v, ServerStatsJson(stats));
+  const nlohmann::json status = nlohmann::json::parse(r.body);
+  CHECK(status["events_consumed"] == 10);
+  CHECK(status["server"]["websocket_sessions"] == 4);
+  CHECK(status["server"]["feed_latency_ms"]["p99"] == 87.0);
+
+  const nlohmann::json err = nlohmann::json::parse(ErrorReply(404, "no \"x\"").body);
+  CHECK(err["type"] == "error");
+  CHECK(err["code"] == "404");
+  CHECK(err["message"] == "no \"x\"");
+  const nlohmann::json index = nlohmann::json::parse(IndexReply().body);
+  CHECK(index["endpoints"].size() == 9);
+}
+
+TEST_CASE("rest: the token is taken from the header, the query or the subprotocol") {
+  const RequestTarget none = ParseRequestTarget("/api/status");
+  const RequestTarget query = ParseRequestTarget("/api/status?token=s3cret");
+  const RequestTarget wrong = ParseRequestTarget("/api/status?token=s3cre");
+  CHECK(TokenAccepted("", "", none, ""));  // no token configured.
+  CHECK(!TokenAccepted("s3cret", "", none, ""));
+  CHECK(TokenAccepted("s3cret", "Bearer s3cret", none, ""));
+  CHECK(!TokenAccepted("s3cret", "Bearer s3cret2", none, ""));
+  CHECK(!TokenAccepted("s3cret", "Basic s3cret", none, ""));
+  CHECK(TokenAccepted("s3cret", "", query, ""));
+  CHECK(!TokenAccepted("s3cret", "", wrong, ""));
+  CHECK(TokenAccepted("s3cret", "", none, "liveprof, liveprof.token.s3cret"));
+  CHECK(!TokenAccepted("s3cret", "", none, "liveprof.token.nope"));
+}
+
+TEST_CASE("rest: Origin is the server's own, an allowed one, or absent") {
+  const std::vector<std::string> none;
+  CHECK(OriginAllowed("", "127.0.0.1:8080", none));
+  CHECK(OriginAllowed("http://127.0.0.1:8080", "127.0.0.1:8080", none));
+  CHECK(OriginAllowed("https://127.0.0.1:8080", "127.0.0.1:8080", none));
+  CHECK(!OriginAllowed("http://evil.example", "127.0.0.1:8080", none));
+  CHECK(!OriginAllowed("http://127.0.0.1:8081", "127.0.0.1:8080", none));
+  CHECK(!OriginAllowed("http://127.0.0.1:8080.evil", "127.0.0.1:8080", none));
+  CHECK(OriginAllowed("http://dash.example", "127.0.0.1:8080", {"http://dash.example"}));
+  CHECK(OriginAllowed("http://any.example", "127.0.0.1:8080", {"*"}));
+  CHECK(ChooseSubprotocol("liveprof.token.x, liveprof") == "liveprof");
+  CHECK(ChooseSubprotocol("liveprof.token.x") == "liveprof.token.x");
+  CHECK(ChooseSubprotocol("chat") == "");
+}
+
+TEST_CASE("latency recorder: a frame's interval of events is spread over 1 ms bins") {
+  LatencyRecorder r;
+  constexpr uint64_t kMs = 1'000'000;
+  // Events that ended in (1000 ms, 1100 ms], sent at 1150 ms: latencies 50..150 ms.
+  r.Record(1000 * kMs, 1100 * kMs, 1150 * kMs);
+  CHECK(r.samples() == 100);
+  CHECK(r.Percentile(0.5) == doctest::Approx(100).epsilon(0.02));
+  CHECK(r.Percentile(0.99) == doctest::Approx(149).epsilon(0.02));
+  CHECK(r.Max() == 150);
+  // Nothing new (same watermark) is no sample.
+  r.Record(1100 * kMs, 1100 * kMs, 1200 * kMs);
+  CHECK(r.samples() == 100);
+  r.Reset();
+  CHECK(r.samples() == 0);
+  CHECK(r.Percentile(0.99) == 0);
+}
+
+}  // namespace
+}  // namespace liveprof
