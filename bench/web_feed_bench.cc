@@ -5,7 +5,7 @@
 // that first reflects it <= 150 ms (server-side timestamps: the completed
 // write, LatencyRecorder in web/shared_state.h), and the web thread's CPU.
 //
-//   Stream -> SimulatedWorkload (paced, --rate, device batches every 20 ms)
+//   Stream -> SimulatedWorkload (paced, --rate, device batches every 10 ms)
 //          -> Pipeline (publishes every 100 ms) -> Server (port 0)
 //          -> --clients WebSocket clients, all driven by ONE thread with
 //             epoll over non-blocking sockets: frame headers parsed,
@@ -15,7 +15,7 @@
 // PASS/MISS line per target. `--clients 0` is the baseline (no feed).
 //
 //   web_feed_bench [--clients 100] [--rate 5e6] [--seconds 10] [--warmup 3]
-//                  [--ring-capacity 1048576] [--flush-ms 20]
+//                  [--ring-capacity 1048576] [--flush-ms 10]
 #include <dirent.h>
 #include <pthread.h>
 #include <sys/epoll.h>
@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -43,7 +44,6 @@
 
 #include "aggregators/pipeline.h"
 #include "producers/simulated_workload.h"
-#include "stream/clock.h"
 #include "stream/stream.h"
 #include "web/server.h"
 #include "web/ws_raw_client.h"
@@ -64,13 +64,14 @@ struct Flags {
   double seconds = 10;
   double warmup = 3;
   size_t ring_capacity = size_t{1} << 20;
-  double flush_ms = 20;
+  double flush_ms = 10;
+  double slack_ms = 10;  // DrainLoop::Options::writes_at_end_slack_ns.
 };
 
 [[noreturn]] void Usage(const char* why) {
   std::fprintf(stderr,
                "web_feed_bench: %s\nusage: web_feed_bench [--clients N] [--rate EV_PER_S] [--seconds S] "
-               "[--warmup S] [--ring-capacity N] [--flush-ms MS]\n",
+               "[--warmup S] [--ring-capacity N] [--flush-ms MS] [--slack-ms MS]\n",
                why);
   std::exit(2);
 }
@@ -83,13 +84,22 @@ Flags ParseFlags(int argc, char** argv) {
     char* end = nullptr;
     const double v = std::strtod(argv[++i], &end);
     if (end == argv[i] || *end != '\0' || !(v >= 0)) Usage("a value is not a number");
-    if (a == "--clients") f.clients = static_cast<size_t>(v);
-    else if (a == "--rate") f.rate = v;
-    else if (a == "--seconds") f.seconds = v;
-    else if (a == "--warmup") f.warmup = v;
-    else if (a == "--ring-capacity") f.ring_capacity = static_cast<size_t>(v);
-    else if (a == "--flush-ms") f.flush_ms = v;
-    else Usage("unknown flag");
+    if (a == "--clients")
+      f.clients = static_cast<size_t>(v);
+    else if (a == "--rate")
+      f.rate = v;
+    else if (a == "--seconds")
+      f.seconds = v;
+    else if (a == "--warmup")
+      f.warmup = v;
+    else if (a == "--ring-capacity")
+      f.ring_capacity = static_cast<size_t>(v);
+    else if (a == "--flush-ms")
+      f.flush_ms = v;
+    else if (a == "--slack-ms")
+      f.slack_ms = v;
+    else
+      Usage("unknown flag");
   }
   if (f.seconds <= 0) Usage("--seconds must be > 0");
   return f;
@@ -158,7 +168,9 @@ class ClientDriver {
  public:
   explicit ClientDriver(std::vector<std::unique_ptr<FeedClient>>* clients) : clients_(*clients) {}
 
-  void Start() { thread_ = std::thread([this] { Run(); }); }
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
   void Stop() {
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
@@ -167,20 +179,22 @@ class ClientDriver {
 
  private:
   void Consume(FeedClient& c, const char* data, size_t size) {
-    const bool ok = c.scanner.Feed(data, size, [&](uint8_t opcode, bool, uint64_t payload, std::string_view control) {
-      if (opcode == test::kOpPing) {
-        c.pings.fetch_add(1, std::memory_order_relaxed);
-        c.socket->SendPong(control);
-      } else if (opcode == test::kOpClose) {
-        c.close_code = control.size() >= 2 ? static_cast<uint16_t>((static_cast<uint8_t>(control[0]) << 8) |
-                                                                   static_cast<uint8_t>(control[1]))
-                                           : 0;
-        c.closed.store(true);
-      } else if (opcode == test::kOpText || opcode == test::kOpBinary) {
-        c.frames.fetch_add(1, std::memory_order_relaxed);
-        c.bytes.fetch_add(payload, std::memory_order_relaxed);
-      }
-    });
+    const bool ok =
+        c.scanner.Feed(data, size, [&](uint8_t opcode, bool, uint64_t payload, std::string_view control) {
+          if (opcode == test::kOpPing) {
+            c.pings.fetch_add(1, std::memory_order_relaxed);
+            c.socket->SendPong(control);
+          } else if (opcode == test::kOpClose) {
+            c.close_code = control.size() >= 2
+                               ? static_cast<uint16_t>((static_cast<uint8_t>(control[0]) << 8) |
+                                                       static_cast<uint8_t>(control[1]))
+                               : 0;
+            c.closed.store(true);
+          } else if (opcode == test::kOpText || opcode == test::kOpBinary) {
+            c.frames.fetch_add(1, std::memory_order_relaxed);
+            c.bytes.fetch_add(payload, std::memory_order_relaxed);
+          }
+        });
     if (!ok) c.closed.store(true);
   }
 
@@ -237,35 +251,49 @@ class PublicationLag {
     const std::shared_ptr<const PipelineSnapshot> s = pipeline.Latest();
     if (!s || s->views.seq == last_seq_) return;
     last_seq_ = s->views.seq;
-    if (s->published_ns > s->watermark_ns) lags_ms_.push_back(static_cast<double>(s->published_ns - s->watermark_ns) / 1e6);
+    if (s->published_ns > s->watermark_ns)
+      lags_ms_.push_back(static_cast<double>(s->published_ns - s->watermark_ns) / 1e6);
     if (prev_published_ns_ != 0 && s->published_ns > prev_published_ns_) {
       periods_ms_.push_back(static_cast<double>(s->published_ns - prev_published_ns_) / 1e6);
     }
     prev_published_ns_ = s->published_ns;
+    render_ms_.push_back(static_cast<double>(s->render_ns) / 1e6);
+    const RenderedViews& v = s->views;
+    view_kb_.push_back(static_cast<double>(v.overview.size() + v.steps.size() + v.input_pipeline.size() +
+                                           v.tf_stats.size() + v.kernel_stats.size() + v.memory.size() +
+                                           v.alerts.size() + v.status.size()) /
+                       1e3);
   }
   void Reset() {
     lags_ms_.clear();
     periods_ms_.clear();
+    render_ms_.clear();
+    view_kb_.clear();
   }
   static double Quantile(std::vector<double> v, double q) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
-    const size_t i = std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1);
+    const size_t i =
+        std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1);
     return v[i];
   }
   const std::vector<double>& lags_ms() const { return lags_ms_; }
   const std::vector<double>& periods_ms() const { return periods_ms_; }
+  const std::vector<double>& render_ms() const { return render_ms_; }
+  const std::vector<double>& view_kb() const { return view_kb_; }
 
  private:
   uint64_t last_seq_ = 0;
   uint64_t prev_published_ns_ = 0;
   std::vector<double> lags_ms_;
   std::vector<double> periods_ms_;
+  std::vector<double> render_ms_;  // per publication: render + metrics on the pipeline thread.
+  std::vector<double> view_kb_;    // per publication: the 8 views' JSON, KB.
 };
 
 struct Sample {
   Clock::time_point wall;
-  uint64_t published = 0, dropped = 0;
+  uint64_t published = 0, dropped = 0, late = 0;
   ServerStats server;
   uint64_t frames = 0, bytes = 0;
   double process_cpu = 0;
@@ -278,6 +306,7 @@ Sample Take(const Stream& stream, Server& server, const std::vector<std::unique_
   s.wall = Clock::now();
   s.published = stream.TotalPublished();
   s.dropped = stream.TotalDropped();
+  s.late = stream.diagnostics().Get(Diag::late_events);
   s.server = server.stats();
   for (const auto& c : clients) {
     const uint64_t f = c->frames.load(std::memory_order_relaxed);
@@ -291,10 +320,11 @@ Sample Take(const Stream& stream, Server& server, const std::vector<std::unique_
 }
 
 int Run(const Flags& flags) {
-  std::printf("web_feed_bench: %zu clients x 8 view topics, %.2f M events/s asked, device flush %.0f ms, "
-              "ring capacity %zu, warm-up %.1f s, measured %.1f s, %u CPUs online\n",
-              flags.clients, flags.rate / 1e6, flags.flush_ms, flags.ring_capacity, flags.warmup, flags.seconds,
-              static_cast<unsigned>(sysconf(_SC_NPROCESSORS_ONLN)));
+  std::printf(
+      "web_feed_bench: %zu clients x 8 view topics, %.2f M events/s asked, device flush %.0f ms, "
+      "ring capacity %zu, warm-up %.1f s, measured %.1f s, %u CPUs online\n",
+      flags.clients, flags.rate / 1e6, flags.flush_ms, flags.ring_capacity, flags.warmup, flags.seconds,
+      static_cast<unsigned>(sysconf(_SC_NPROCESSORS_ONLN)));
 
   std::map<int, std::string> labels;
   auto label_new = [&](const std::set<int>& before, const std::string& what) {
@@ -307,7 +337,9 @@ int Run(const Flags& flags) {
   Stream::Options so;
   so.ring_capacity = flags.ring_capacity;
   Stream stream(so);
-  Pipeline pipeline(stream, Pipeline::Options{});
+  Pipeline::Options po;
+  po.drain.writes_at_end_slack_ns = static_cast<uint64_t>(flags.slack_ms * 1e6);
+  Pipeline pipeline(stream, po);
   ServerOptions o;
   o.port = 0;
   o.max_connections_per_address = 256;
@@ -331,6 +363,8 @@ int Run(const Flags& flags) {
   before = Tids();
   workload.Start();
   label_new(before, "sim producer");
+  std::printf("workload  time scale 1/%.0f (model time runs %.0fx faster than at its own rate)\n",
+              workload.time_scale(), workload.time_scale());
 
   std::vector<std::unique_ptr<FeedClient>> clients;
   for (size_t i = 0; i < flags.clients; ++i) {
@@ -357,7 +391,8 @@ int Run(const Flags& flags) {
 
   PublicationLag lag;
   auto run_for = [&](double seconds) {
-    const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    const auto until =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
     while (Clock::now() < until) {
       lag.Poll(pipeline);
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -368,8 +403,10 @@ int Run(const Flags& flags) {
   server.ResetLatency();
   lag.Reset();
   const Sample a = Take(stream, server, clients);
+  const uint64_t publications_before = pipeline.publications();
   run_for(flags.seconds);
   const Sample b = Take(stream, server, clients);
+  const uint64_t publications = pipeline.publications() - publications_before;
 
   driver.Stop();
   workload.Stop();
@@ -394,21 +431,35 @@ int Run(const Flags& flags) {
   const double web_cpu = (b.server.web_thread_cpu_seconds - a.server.web_thread_cpu_seconds) / wall;
   const double process_cpu = (b.process_cpu - a.process_cpu) / wall;
 
-  std::printf("ingest    %.3f M events/s achieved (%" PRIu64 " events in %.2f s), %" PRIu64 " dropped\n",
-              static_cast<double>(published) / wall / 1e6, published, wall, dropped);
-  std::printf("feed      %.1f frames/s, %.2f MB/s delivered; per client %.1f..%.1f frames/s; %zu of %zu clients closed\n",
-              frames_per_s, mb_per_s, min_client, max_client, closed, clients.size());
+  std::printf("ingest    %.3f M events/s achieved (%" PRIu64 " events in %.2f s), %" PRIu64
+              " dropped, %" PRIu64 " late (past the watermark; slack %.0f ms)\n",
+              static_cast<double>(published) / wall / 1e6, published, wall, dropped, b.late - a.late,
+              flags.slack_ms);
+  std::printf(
+      "feed      %.1f frames/s, %.2f MB/s delivered; per client %.1f..%.1f frames/s; %zu of %zu clients "
+      "closed\n",
+      frames_per_s, mb_per_s, min_client, max_client, closed, clients.size());
   std::printf("server    view frames sent %" PRIu64 ", replaced %" PRIu64 ", sessions closed blocked %" PRIu64
               ", websocket sessions %" PRIu64 "\n",
-              s.view_frames_sent - a.server.view_frames_sent, s.view_frames_replaced - a.server.view_frames_replaced,
+              s.view_frames_sent - a.server.view_frames_sent,
+              s.view_frames_replaced - a.server.view_frames_replaced,
               s.sessions_closed_blocked - a.server.sessions_closed_blocked, s.websocket_sessions);
-  std::printf("latency   event end -> frame written: p50 %.0f ms, p99 %.0f ms, max %.0f ms (%" PRIu64 " samples)\n",
+  std::printf("latency   event end -> frame written: p50 %.0f ms, p99 %.0f ms, max %.0f ms (%" PRIu64
+              " samples)\n",
               s.latency_p50_ms, s.latency_p99_ms, s.latency_max_ms, s.latency_samples);
-  std::printf("pipeline  publication lag (published - watermark) over %zu publications: p50 %.1f ms, p99 %.1f ms, "
-              "max %.1f ms; publish period p50 %.1f ms, max %.1f ms\n",
-              lag.lags_ms().size(), PublicationLag::Quantile(lag.lags_ms(), 0.5),
-              PublicationLag::Quantile(lag.lags_ms(), 0.99), PublicationLag::Quantile(lag.lags_ms(), 1.0),
-              PublicationLag::Quantile(lag.periods_ms(), 0.5), PublicationLag::Quantile(lag.periods_ms(), 1.0));
+  std::printf(
+      "pipeline  %" PRIu64
+      " publications (%.1f/s); publication lag (published - watermark) over %zu: p50 %.1f ms, p99 %.1f ms, "
+      "max %.1f ms; publish period p50 %.1f ms, max %.1f ms\n",
+      publications, static_cast<double>(publications) / wall, lag.lags_ms().size(),
+      PublicationLag::Quantile(lag.lags_ms(), 0.5), PublicationLag::Quantile(lag.lags_ms(), 0.99),
+      PublicationLag::Quantile(lag.lags_ms(), 1.0), PublicationLag::Quantile(lag.periods_ms(), 0.5),
+      PublicationLag::Quantile(lag.periods_ms(), 1.0));
+  if (!lag.render_ms().empty()) {
+    std::printf("render    p50 %.1f ms, p99 %.1f ms, max %.1f ms per publication; views %.0f KB first, %.0f KB last\n",
+                PublicationLag::Quantile(lag.render_ms(), 0.5), PublicationLag::Quantile(lag.render_ms(), 0.99),
+                PublicationLag::Quantile(lag.render_ms(), 1.0), lag.view_kb().front(), lag.view_kb().back());
+  }
   std::printf("cpu       web thread %.1f%% of one core; process %.1f%% (of %ld00%%)\n", web_cpu * 100,
               process_cpu * 100, sysconf(_SC_NPROCESSORS_ONLN));
   for (const auto& [tid, t] : b.threads) {
@@ -418,13 +469,21 @@ int Run(const Flags& flags) {
     std::printf("  thread %-7d %-16s %-14s %5.1f%%\n", tid, t.comm.c_str(),
                 label == labels.end() ? "" : label->second.c_str(), used * 100);
   }
+  std::printf("diag     ");
+  for (size_t d = 0; d < static_cast<size_t>(Diag::kCount); ++d) {
+    if (const uint64_t v = stream.diagnostics().Get(static_cast<Diag>(d))) {
+      std::printf(" %s=%" PRIu64, std::string(DiagnosticInfo(static_cast<Diag>(d)).name).c_str(), v);
+    }
+  }
+  std::printf("\n");
   const bool drops_ok = dropped == 0;
   const bool p99_ok = s.latency_samples > 0 && s.latency_p99_ms <= kTargetP99Ms;
   std::printf("%s  ingest drops == 0 (%" PRIu64 ")\n", drops_ok ? "PASS" : "MISS", dropped);
   if (clients.empty()) {
     std::printf("n/a   p99 latency <= %.0f ms (no clients)\n", kTargetP99Ms);
   } else {
-    std::printf("%s  p99 latency <= %.0f ms (%.0f ms)\n", p99_ok ? "PASS" : "MISS", kTargetP99Ms, s.latency_p99_ms);
+    std::printf("%s  p99 latency <= %.0f ms (%.0f ms)\n", p99_ok ? "PASS" : "MISS", kTargetP99Ms,
+                s.latency_p99_ms);
   }
   return 0;
 }

@@ -62,7 +62,24 @@ std::vector<AlertEvent> Pipeline::TakeAlertEvents() {
 
 void Pipeline::OnBatch(const Batch& b) {
   analyses_.SetStreamTotals(stream_.TotalPublished(), stream_.TotalDropped());
-  analyses_.Consume(b.definitions, b.events, b.late, b.watermark_ns, b.now_ns);
+  // A batch is normally a millisecond of events. After a stall it can be
+  // millions: take it in slices, each with the watermark it proves (events
+  // come by end, so a slice's last end less 1 ns), so that steps close and
+  // publications go out while the pipeline catches up.
+  constexpr size_t kSlice = size_t{1} << 16;
+  std::span<const Event> rest = b.events;
+  std::span<const Event> definitions = b.definitions;
+  while (rest.size() > kSlice) {
+    const std::span<const Event> slice = rest.first(kSlice);
+    rest = rest.subspan(kSlice);
+    analyses_.Consume(definitions, slice, {}, slice.back().end() - 1, b.now_ns);
+    definitions = {};
+    if (const uint64_t now = HostNowNs(); now >= next_publish_ns_) {
+      Publish(now);
+      ScheduleNextPublish(now);
+    }
+  }
+  analyses_.Consume(definitions, rest, b.late, b.watermark_ns, b.now_ns);
 
   EventChunk& c = *chunk_;
   c.definitions.insert(c.definitions.end(), b.definitions.begin(), b.definitions.end());
@@ -77,15 +94,20 @@ void Pipeline::OnBatch(const Batch& b) {
 
   if (b.now_ns >= next_publish_ns_) {
     Publish(b.now_ns);
-    // The next tick on the period's grid; a late round does not shift it.
-    const uint64_t period = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(options_.publish_period).count());
-    next_publish_ns_ += period * ((b.now_ns - next_publish_ns_) / period + 1);
+    ScheduleNextPublish(b.now_ns);
   }
   if (has_requests_.load(std::memory_order_acquire)) AnswerRequests(/*stopped=*/false);
 }
 
+void Pipeline::ScheduleNextPublish(uint64_t now_ns) {
+  // The next tick on the period's grid; a late round does not shift it.
+  const uint64_t period = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options_.publish_period).count());
+  if (now_ns >= next_publish_ns_) next_publish_ns_ += period * ((now_ns - next_publish_ns_) / period + 1);
+}
+
 void Pipeline::Publish(uint64_t now_ns) {
+  const uint64_t render_start = HostNowNs();
   auto snap = std::make_shared<PipelineSnapshot>();
   std::vector<SourceTotals> sources;
   for (const Stream::RingStats& r : stream_.Stats()) sources.push_back({r.name, r.published, r.dropped});
@@ -96,6 +118,7 @@ void Pipeline::Publish(uint64_t now_ns) {
   snap->metrics = CollectMetrics(analyses_, stream_);
   snap->watermark_ns = snap->views.watermark_ns;
   snap->published_ns = now_ns;
+  snap->render_ns = HostNowNs() - render_start;
   std::vector<AlertEvent> alerts = analyses_.TakeAlertEvents();
   std::shared_ptr<const PipelineSnapshot> published = std::move(snap);
   {

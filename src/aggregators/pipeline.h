@@ -36,6 +36,7 @@ struct PipelineSnapshot {
   MetricsInput metrics;  // what /metrics renders.
   uint64_t watermark_ns = 0;  // = views.watermark_ns: what the views reflect.
   uint64_t published_ns = 0;  // host clock when it was made.
+  uint64_t render_ns = 0;     // what rendering it cost the pipeline thread.
 };
 
 // The stream's raw content of one publish period, for the events feed.
@@ -54,7 +55,13 @@ struct EventChunk {
 class Pipeline {
  public:
   struct Options {
-    AnalysesOptions analyses;
+    // The PyTorch view keeps a buffer of events for its batch recompute; no
+    // publication renders it, so the live pipeline leaves it off.
+    AnalysesOptions analyses = [] {
+      AnalysesOptions o;
+      o.pytorch_view = false;
+      return o;
+    }();
     DrainLoop::Options drain;
     std::chrono::milliseconds publish_period{100};
     RenderOptions render;  // what each publication renders.
@@ -95,6 +102,7 @@ class Pipeline {
  private:
   void OnBatch(const Batch& batch);
   void Publish(uint64_t now_ns);
+  void ScheduleNextPublish(uint64_t now_ns);
   void AnswerRequests(bool stopped);
 
   Stream& stream_;

@@ -140,6 +140,8 @@ void StepAssembler::AddStep(const Event& marker, int64_t step_num) {
                              [](uint64_t t, const OpenStep& o) { return t < o.rec.host_begin_ns; });
   s.rec.host_events.reserve(host_events_hint_);
   s.rec.device_events.reserve(device_events_hint_);
+  if (open_.empty()) open_by_seq_ = true;
+  if (it != open_.end()) open_by_seq_ = false;  // seq order is not begin order now.
   open_.insert(it, std::move(s));
   latest_marker_begin_ = std::max(latest_marker_begin_, marker.ts);
   any_marker_ = true;
@@ -151,12 +153,36 @@ StepAssembler::OpenStep* StepAssembler::StepAtHostTime(uint64_t ts) {
   if (OpenStep& last = open_.back(); last.rec.host_begin_ns <= ts) {
     return ts < last.rec.host_end_ns ? &last : nullptr;
   }
-  // Then the few open steps before it, newest first (a handful are open).
-  for (size_t i = open_.size() - 1; i-- > 0;) {
-    OpenStep& s = open_[i];
-    if (s.rec.host_begin_ns <= ts) return ts < s.rec.host_end_ns ? &s : nullptr;
+  // Then the one before it (a handful are open when steps are long; when
+  // they are short and the pipeline is behind, thousands: search).
+  if (open_.size() >= 2) {
+    if (OpenStep& prev = open_[open_.size() - 2]; prev.rec.host_begin_ns <= ts) {
+      return ts < prev.rec.host_end_ns ? &prev : nullptr;
+    }
   }
-  return nullptr;
+  auto it = std::upper_bound(open_.begin(), open_.end() - 1, ts,
+                             [](uint64_t t, const OpenStep& o) { return t < o.rec.host_begin_ns; });
+  if (it == open_.begin()) return nullptr;
+  OpenStep& s = *(it - 1);
+  return ts < s.rec.host_end_ns ? &s : nullptr;
+}
+
+StepAssembler::OpenStep* StepAssembler::StepBySeq(uint64_t seq) {
+  if (open_.empty()) return nullptr;
+  if (!open_by_seq_) {  // a marker came out of order: rare, look at each.
+    for (size_t i = open_.size(); i-- > 0;) {
+      if (open_[i].rec.seq == seq) return &open_[i];
+    }
+    return nullptr;
+  }
+  // Steps get their seq in marker order and open_ is by begin: the same
+  // order, so the offset finds it at once (or says it has closed).
+  const uint64_t first = open_.front().rec.seq;
+  if (seq < first) return nullptr;
+  if (seq - first < open_.size() && open_[seq - first].rec.seq == seq) return &open_[seq - first];
+  auto it = std::lower_bound(open_.begin(), open_.end(), seq,
+                             [](const OpenStep& o, uint64_t v) { return o.rec.seq < v; });
+  return it != open_.end() && it->rec.seq == seq ? &*it : nullptr;
 }
 
 void StepAssembler::AddToStep(OpenStep& s, const Event& e, bool by_corr) {
@@ -203,15 +229,12 @@ bool StepAssembler::Place(const Event& e) {
   if (e.corr != 0) {
     if (uint64_t* packed = launch_step_.Find(e.corr)) {
       if (*packed == kPendingLaunch) return false;  // the launch waits for its step.
-      const uint64_t seq = *packed >> 1;
-      for (size_t i = open_.size(); i-- > 0;) {  // usually one of the newest.
-        OpenStep& s = open_[i];
-        if (s.rec.seq != seq) continue;
+      if (OpenStep* s = StepBySeq(*packed >> 1)) {
         if ((*packed & 1) == 0) {
           *packed |= 1;
-          --s.outstanding_launches;
+          --s->outstanding_launches;
         }
-        AddToStep(s, e, true);
+        AddToStep(*s, e, true);
         return true;
       }
       if (diag_) diag_->Add(Diag::late_for_step);  // its step closed already.
@@ -281,7 +304,8 @@ void StepAssembler::Advance(uint64_t watermark_ns) {
     const bool settled = has_successor && s.outstanding_launches == 0;
     const bool timed_out = watermark_ns >= s.rec.host_end_ns + options_.close_lag_ns &&
                            watermark_ns >= s.rec.device_end_ns + options_.close_lag_ns;
-    if (!settled && !timed_out) break;
+    const bool too_many = open_.size() - i > options_.max_open_steps;
+    if (!settled && !timed_out && !too_many) break;
     open_[i].rec.closed_by_timeout = !settled;
     ++n;
   }

@@ -22,7 +22,8 @@
 //
 // A step closes (is final) when its successor exists and every launch API it
 // made (runtime calls named *Launch*, *Memcpy*, *Memset*) has seen its device
-// work, or when the watermark is close_lag_ns past its end. Device work that
+// work, or when the watermark is close_lag_ns past its end, or when more
+// than max_open_steps are open (the oldest first). Device work that
 // arrives for a closed step is counted late_for_step. Closed steps are handed
 // out in order by TakeClosed().
 //
@@ -72,6 +73,10 @@ class StepAssembler {
   struct Options {
     std::string name_pattern;               // empty: no pattern steps.
     uint64_t close_lag_ns = 2'000'000'000;  // 2 s past its end a step closes anyway.
+    // At most this many steps wait open; beyond, the oldest close as if
+    // timed out. Bounds memory and work when device work never comes (its
+    // records were dropped) and steps are short.
+    size_t max_open_steps = 256;
     uint64_t max_step_ns = 60'000'000'000;  // events waiting longer leave as stepless.
   };
 
@@ -111,6 +116,8 @@ class StepAssembler {
   bool Place(const Event& e);
   void AddToStep(OpenStep& s, const Event& e, bool by_corr);
   OpenStep* StepAtHostTime(uint64_t ts);
+  // The open step with this seq, or null (closed).
+  OpenStep* StepBySeq(uint64_t seq);
   void Rescan();
   void Close(size_t count);
 
@@ -121,6 +128,7 @@ class StepAssembler {
   StepSource source_ = StepSource::kNone;
 
   std::deque<OpenStep> open_;  // by host begin.
+  bool open_by_seq_ = true;    // and by seq too (no marker out of order since open_ was empty).
   // Waiting events: launches (runtime API with a correlation id) apart, so
   // that a rescan places them first without sorting the rest out.
   std::vector<Event> pending_launches_;

@@ -132,6 +132,9 @@ int Serve(int argc, char** argv, bool demo) {
   if (demo) {
     po.analyses.env.device_type = "GPU (simulated)";
     po.analyses.env.gpu_note = "simulated GPU workload (liveprof demo); no real GPU is traced";
+    // Device batches every 10 ms (CUPTI's own source flushes less often):
+    // the dashboard then trails the workload by ~10 ms plus a publication.
+    wo.flush_period_ns = 10'000'000;
     workload = std::make_unique<SimulatedWorkload>(stream, wo);
   } else {
 #ifdef LIVEPROF_HAVE_CUPTI

@@ -49,7 +49,8 @@ void DrainLoop::Run() {
     const uint64_t now = HostNowNs();
     DrainRings(now, &busy);
     Deliver(now);
-    if (!busy) std::this_thread::sleep_for(options_.idle_sleep);
+    // A backlog left in the reorder buffer: drain the rings and go on at once.
+    if (!busy && !reorder_.has_backlog()) std::this_thread::sleep_for(options_.idle_sleep);
   }
   Flush();
 }

@@ -60,7 +60,7 @@ class DrainLoop {
     // is taken to be complete up to the drain's time less this: the time a
     // producer may take between reading its clock and publishing the event
     // (a preemption). Later than that, an event is late (counted, flagged).
-    uint64_t writes_at_end_slack_ns = 20'000'000;
+    uint64_t writes_at_end_slack_ns = 10'000'000;
   };
   // Called on the drain thread for each batch; the spans live until it returns.
   using Consumer = std::function<void(const Batch&)>;

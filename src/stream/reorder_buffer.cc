@@ -54,6 +54,23 @@ void ReorderBuffer::Push(uint32_t source, std::span<const Event> events) {
     if (diag_ != nullptr) diag_->Add(Diag::late_events, late);
   }
   pending_ += events.size() - late;
+  if (!q.sorted) SortTail(q, old_size);
+}
+
+void ReorderBuffer::SortTail(Queue& q, size_t old_size) {
+  // Only what just came is out of order: sort it alone, then merge it into
+  // the sorted queue from the first old event it precedes (usually the last
+  // few milliseconds). Sorting the whole queue at each release instead cost
+  // O(n log n) per round over a backlog, and a pipeline that fell behind
+  // never caught up.
+  const auto head = q.events.begin() + static_cast<ptrdiff_t>(q.head);
+  const auto mid = q.events.begin() + static_cast<ptrdiff_t>(std::max(old_size, q.head));
+  std::stable_sort(mid, q.events.end(), CompletionOrderLess);
+  if (mid != head && mid != q.events.end() && CompletionOrderLess(*mid, *(mid - 1))) {
+    const auto from = std::upper_bound(head, mid, *mid, CompletionOrderLess);
+    std::inplace_merge(from, mid, q.events.end(), CompletionOrderLess);
+  }
+  q.sorted = true;
 }
 
 void ReorderBuffer::SetProgress(uint32_t source, uint64_t progress_ns) {
@@ -103,6 +120,12 @@ ReorderBuffer::Released ReorderBuffer::ReleaseUpTo(uint64_t cutoff, bool force_t
       force_to_cap && pending_ > options_.max_pending ? pending_ - options_.max_pending : 0;
   uint64_t limit = cutoff;
   if (excess > 0) limit = ForcedLimit(cutoff, excess);
+  backlog_ = false;
+  if (force_to_cap && pending_ > options_.max_release) {
+    const uint64_t capped = CappedLimit(limit, options_.max_release);
+    backlog_ = capped < limit;
+    limit = capped;
+  }
 
   // Each queue's releasable prefix is a sorted run.
   runs_.clear();
@@ -144,6 +167,26 @@ ReorderBuffer::Released ReorderBuffer::ReleaseUpTo(uint64_t cutoff, bool force_t
   released_any_ = true;
   late_released_ = late_.size();
   return Released{events, late_};
+}
+
+uint64_t ReorderBuffer::CappedLimit(uint64_t limit, size_t cap) const {
+  // Count the events ending at or before `limit` (a binary search per
+  // queue); if too many, walk the k-way merge to the cap-th oldest and stop
+  // just before its end (ties with it wait too: never more than the cap).
+  size_t n = 0;
+  for (const Queue& q : queues_) {
+    const auto begin = q.events.begin() + static_cast<ptrdiff_t>(q.head);
+    n += static_cast<size_t>(std::upper_bound(begin, q.events.end(), limit,
+                                              [](uint64_t t, const Event& e) { return t < e.end(); }) -
+                             begin);
+  }
+  if (n <= cap) return limit;
+  const uint64_t nth_end = ForcedLimit(0, cap + 1);
+  // If the cap+1 oldest all end together, they go together (over the cap)
+  // rather than never.
+  const uint64_t capped = nth_end > ForcedLimit(0, 1) ? nth_end - 1 : nth_end;
+  // Never below what was promised already (the watermark only moves up).
+  return std::max(watermark_, std::min(limit, capped));
 }
 
 uint64_t ReorderBuffer::ForcedLimit(uint64_t cutoff, size_t excess) const {

@@ -52,6 +52,11 @@ class ReorderBuffer {
   struct Options {
     uint64_t window_ns = 250'000'000;  // 250 ms: above a 100-200 ms CUPTI flush period.
     size_t max_pending = size_t{1} << 21;  // 2 Mi events = 96 MiB.
+    // A timed release hands out at most this many events (the oldest); the
+    // rest wait for the next one. After a stall the drain loop then goes
+    // back to the rings between slices of the backlog instead of leaving
+    // them to overflow while its consumer digests millions of events.
+    size_t max_release = size_t{1} << 18;
   };
 
   ReorderBuffer(Options options, Diagnostics* diag);
@@ -65,7 +70,8 @@ class ReorderBuffer {
     std::span<const Event> late;    // arrival order, flagged kFlagLate.
   };
   // Releases every event with end <= now_ns - window (and, if over
-  // max_pending, the oldest beyond it) in completion order, plus the late
+  // max_pending, the oldest beyond it), at most max_release of them (then
+  // has_backlog() is true), in completion order, plus the late
   // events pushed since the last release. The spans point into the buffer
   // (no copy when one source has events to give) and stay valid until the
   // next call of a non-const method.
@@ -82,6 +88,8 @@ class ReorderBuffer {
   void CloseSource(uint32_t source);
 
   uint64_t watermark() const { return watermark_; }
+  // True when the last timed release stopped at max_release.
+  bool has_backlog() const { return backlog_; }
   size_t pending() const { return pending_; }
   const Options& options() const { return options_; }
 
@@ -96,8 +104,12 @@ class ReorderBuffer {
     size_t size() const { return events.size() - head; }
   };
   Queue& QueueFor(uint32_t source);
+  // Restores the order of q after events were appended at old_size.
+  void SortTail(Queue& q, size_t old_size);
   Released ReleaseUpTo(uint64_t cutoff, bool force_to_cap);
   uint64_t ForcedLimit(uint64_t cutoff, size_t excess) const;
+  // `limit`, or less so that at most `cap` events end at or before it.
+  uint64_t CappedLimit(uint64_t limit, size_t cap) const;
   void Compact();
 
   Options options_;
@@ -110,6 +122,7 @@ class ReorderBuffer {
   size_t pending_ = 0;
   uint64_t watermark_ = 0;
   bool released_any_ = false;
+  bool backlog_ = false;
 };
 
 }  // namespace liveprof

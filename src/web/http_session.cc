@@ -77,6 +77,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
                                        "liveprof.token.<token>"),
                        version);
     }
+    if (!HostAllowed(req[http::field::host], !state_->options().token.empty())) {
+      return SendReply(ErrorReply(403, "Host '" + std::string(req[http::field::host]) +
+                                           "' is not this machine: without --token liveprof answers "
+                                           "only to localhost, 127.0.0.1 or [::1] (a guard against "
+                                           "DNS rebinding)"),
+                       version);
+    }
     if (beast::websocket::is_upgrade(req)) return Upgrade(target);
     if (req.method() != http::verb::get && req.method() != http::verb::head) {
       return SendReply(ErrorReply(405, std::string(req.method_string()) +

@@ -15,8 +15,10 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 
+#include "stream/clock.h"
 #include "web/http_session.h"
 #include "web/server.h"
 #include "web/shared_state.h"
@@ -86,6 +88,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
       const tcp::endpoint remote = socket.remote_endpoint(ep_ec);
       std::string address = ep_ec ? "unknown" : remote.address().to_string();
       if (state_->Admit(address)) {
+        // Small frames (alerts, status) must not wait for Nagle.
+        socket.set_option(tcp::no_delay(true), ep_ec);
         RunHttpSession(std::move(socket), state_, std::move(address));
       } else {
         auto s = std::make_shared<tcp::socket>(std::move(socket));
@@ -155,6 +159,7 @@ class Server::Impl {
     listener_ = std::make_shared<Listener>(*ioc_, state_);
     if (!listener_->Open(tcp::endpoint(net::ip::make_address(o.bind), o.port), error)) return false;
     listener_->Run();
+    ArmDeadlineTimer();
     thread_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "liveprof web");
       ioc_->run();
@@ -166,10 +171,22 @@ class Server::Impl {
 
   uint16_t port() const { return listener_ ? listener_->port() : 0; }
 
+  // Blocked sessions are closed on each publication; this timer does it too
+  // when publications stall.
+  void ArmDeadlineTimer() {
+    deadline_timer_.expires_after(std::chrono::milliseconds(250));
+    deadline_timer_.async_wait([this](error_code ec) {
+      if (ec) return;  // cancelled: stopping.
+      state_->CheckDeadlines(HostNowNs());
+      ArmDeadlineTimer();
+    });
+  }
+
   void Stop() {
     if (!thread_.joinable()) return;
     open_->store(false);
     net::post(*ioc_, [this] {
+      deadline_timer_.cancel();
       listener_->Close();
       state_->CloseAll();
     });
@@ -209,6 +226,7 @@ class Server::Impl {
   std::shared_ptr<SharedState> state_;
   std::shared_ptr<std::atomic<bool>> open_;
   std::shared_ptr<Listener> listener_;
+  net::steady_timer deadline_timer_{*ioc_};
   std::thread thread_;
   clockid_t cpu_clock_{};
   bool has_cpu_clock_ = false;

@@ -1,5 +1,6 @@
 #include "web/rest.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "aggregators/json_writer.h"
@@ -304,6 +305,27 @@ bool OriginAllowed(std::string_view origin, std::string_view host,
   for (std::string_view scheme : {"http://", "https://"}) {
     if (origin.size() == scheme.size() + host.size() && origin.starts_with(scheme) &&
         origin.substr(scheme.size()) == host) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool HostAllowed(std::string_view host, bool has_token) {
+  if (has_token || host.empty()) return true;
+  // Without its port: "name:port", "[v6]:port".
+  std::string_view name = host;
+  if (name.front() == '[') {
+    const size_t close = name.find(']');
+    if (close == std::string_view::npos) return false;
+    name = name.substr(0, close + 1);
+  } else if (const size_t colon = name.rfind(':'); colon != std::string_view::npos) {
+    name = name.substr(0, colon);
+  }
+  for (std::string_view ok : {"localhost", "127.0.0.1", "[::1]"}) {
+    if (name.size() == ok.size() &&
+        std::equal(name.begin(), name.end(), ok.begin(),
+                   [](char a, char b) { return (a | 0x20) == (b | 0x20); })) {
       return true;
     }
   }

@@ -99,6 +99,13 @@ bool TokenAccepted(std::string_view token, std::string_view authorization,
 bool OriginAllowed(std::string_view origin, std::string_view host,
                    const std::vector<std::string>& allowed);
 
+// True when a request's Host header may be answered. Without a token the
+// server answers only to loopback names (localhost, 127.0.0.1, [::1], any
+// port) or an empty Host: a web page whose name an attacker points at
+// 127.0.0.1 (DNS rebinding) sends its own name and is refused. With a token
+// any Host is fine: the token protects.
+bool HostAllowed(std::string_view host, bool has_token);
+
 // The subprotocol to answer an upgrade with, from the client's offer:
 // "liveprof" if offered, else the offered token entry, else "" (none).
 std::string ChooseSubprotocol(std::string_view ws_protocols);

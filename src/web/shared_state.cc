@@ -122,15 +122,18 @@ ViewFrame SharedState::LatestFrame(Topic topic) const {
   return f;
 }
 
-void SharedState::OnSnapshot(std::shared_ptr<const PipelineSnapshot> snapshot) {
-  latest_ = std::move(snapshot);
-  const uint64_t now = HostNowNs();
+void SharedState::CheckDeadlines(uint64_t now_ns) {
   // Copy: a session may close (and Leave) while we go round.
   const std::vector<FeedSession*> sessions(sessions_.begin(), sessions_.end());
   for (FeedSession* s : sessions) {
-    if (!sessions_.count(s)) continue;
-    s->CheckDeadline(now);
+    if (sessions_.count(s)) s->CheckDeadline(now_ns);
   }
+}
+
+void SharedState::OnSnapshot(std::shared_ptr<const PipelineSnapshot> snapshot) {
+  latest_ = std::move(snapshot);
+  CheckDeadlines(HostNowNs());
+  const std::vector<FeedSession*> sessions(sessions_.begin(), sessions_.end());
   for (size_t t = 0; t < kTopicCount; ++t) {
     const Topic topic = static_cast<Topic>(t);
     if (!IsViewTopic(topic)) continue;

@@ -106,6 +106,10 @@ class SharedState {
   // anyone wants events.
   void SubscriptionsChanged();
 
+  // Closes the sessions whose write is pending past the send deadline (on
+  // each publication, and on the server's timer when publications stall).
+  void CheckDeadlines(uint64_t now_ns);
+
   // Publications, posted here from the pipeline thread.
   void OnSnapshot(std::shared_ptr<const PipelineSnapshot> snapshot);
   void OnChunk(std::shared_ptr<const EventChunk> chunk);

@@ -46,6 +46,9 @@ class WebsocketSession : public FeedSession, public std::enable_shared_from_this
     timeout.keep_alive_pings = true;  // a ping at half the idle time: half-open peers go.
     ws_.set_option(timeout);
     ws_.read_message_max(kMaxControlMessageBytes);
+    // One frame per message: Beast's default cuts messages into 4 KiB
+    // frames, a write (and a syscall) each; a view is 3-50 KB.
+    ws_.auto_fragment(false);
     ws_.set_option(websocket::stream_base::decorator(
         [server = "liveprof/" + o.version, subprotocol](websocket::response_type& res) {
           res.set(http::field::server, server);
@@ -174,6 +177,7 @@ class WebsocketSession : public FeedSession, public std::enable_shared_from_this
       if (!topics_.test(t)) {
         if (views_[t]) std::erase(view_order_, topic);
         views_[t].reset();
+        sent_watermark_[t] = 0;  // a later subscribe starts its timing afresh.
       }
     }
   }

@@ -204,4 +204,34 @@ TEST_CASE("reorder: sources that say how far they got release before the window 
   CHECK(diag.Get(Diag::late_events) == 0);
 }
 
+TEST_CASE("reorder: a backlog goes out in slices of max_release, in order, none late") {
+  Diagnostics diag;
+  ReorderBuffer buffer({.window_ns = 1000, .max_pending = 1 << 20, .max_release = 100}, &diag);
+  std::vector<Event> a, b;
+  for (uint64_t i = 0; i < 500; ++i) {
+    a.push_back(test::Span(10 * i, 5, 0, 1));     // ends 5, 15, 25...
+    b.push_back(test::Span(10 * i + 2, 5, 0, 2));  // ends 7, 17, 27...
+  }
+  buffer.Push(1, a);
+  buffer.Push(2, b);
+  std::vector<Event> out;
+  int releases = 0;
+  for (bool more = true; more; ++releases) {
+    const ReorderBuffer::Released r = buffer.Release(1'000'000);
+    CHECK(r.events.size() <= 100);
+    out.insert(out.end(), r.events.begin(), r.events.end());
+    if (!r.events.empty()) CHECK(buffer.watermark() >= r.events.back().end());
+    more = buffer.has_backlog();
+  }
+  CHECK(releases == 10);
+  REQUIRE(out.size() == 1000);
+  CHECK(std::is_sorted(out.begin(), out.end(), CompletionOrderLess));
+  CHECK(diag.Get(Diag::late_events) == 0);
+  // Ties at the cap go together rather than never.
+  ReorderBuffer ties({.window_ns = 1000, .max_pending = 1 << 20, .max_release = 10}, &diag);
+  std::vector<Event> same(50, test::Span(100, 5, 0, 1));
+  ties.Push(1, same);
+  CHECK(ties.Release(1'000'000).events.size() == 50);
+}
+
 }  // namespace liveprof

@@ -150,6 +150,19 @@ TEST_CASE("rest: Origin is the server's own, an allowed one, or absent") {
   CHECK(ChooseSubprotocol("chat") == "");
 }
 
+TEST_CASE("rest: without a token only loopback Host names are answered (DNS rebinding)") {
+  CHECK(HostAllowed("127.0.0.1:8080", false));
+  CHECK(HostAllowed("localhost:8080", false));
+  CHECK(HostAllowed("LocalHost", false));
+  CHECK(HostAllowed("[::1]:8080", false));
+  CHECK(HostAllowed("", false));
+  CHECK(!HostAllowed("evil.example:8080", false));
+  CHECK(!HostAllowed("127.0.0.1.evil.example", false));
+  CHECK(!HostAllowed("localhost.evil.example:80", false));
+  CHECK(!HostAllowed("[::1", false));
+  CHECK(HostAllowed("evil.example:8080", true));  // the token protects.
+}
+
 TEST_CASE("latency recorder: a frame's interval of events is spread over 1 ms bins") {
   LatencyRecorder r;
   constexpr uint64_t kMs = 1'000'000;

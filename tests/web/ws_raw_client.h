@@ -58,11 +58,16 @@ enum class ReadEnd {
 
 inline const char* ReadEndName(ReadEnd e) {
   switch (e) {
-    case ReadEnd::kNone: return "none";
-    case ReadEnd::kTimeout: return "timeout";
-    case ReadEnd::kEof: return "eof";
-    case ReadEnd::kReset: return "reset";
-    case ReadEnd::kError: return "error";
+    case ReadEnd::kNone:
+      return "none";
+    case ReadEnd::kTimeout:
+      return "timeout";
+    case ReadEnd::kEof:
+      return "eof";
+    case ReadEnd::kReset:
+      return "reset";
+    case ReadEnd::kError:
+      return "error";
   }
   return "?";
 }
@@ -327,7 +332,8 @@ class RawClient {
   // reply (a Content-Length body).
   HttpReply Request(std::string_view method, std::string_view target, const Headers& headers = {},
                     std::string_view body = {}) {
-    std::string req = std::string(method) + " " + std::string(target) + " HTTP/1.1\r\nHost: " + host() + "\r\n";
+    std::string req =
+        std::string(method) + " " + std::string(target) + " HTTP/1.1\r\nHost: " + host() + "\r\n";
     for (const auto& [k, v] : headers) req += k + ": " + v + "\r\n";
     if (!body.empty() || method == "POST" || method == "PUT") {
       req += "Content-Length: " + std::to_string(body.size()) + "\r\n";
@@ -377,7 +383,8 @@ class RawClient {
     while (line_end != std::string::npos) {
       const size_t start = line_end + 2;
       line_end = head.find("\r\n", start);
-      const std::string line = head.substr(start, line_end == std::string::npos ? std::string::npos : line_end - start);
+      const std::string line =
+          head.substr(start, line_end == std::string::npos ? std::string::npos : line_end - start);
       const size_t colon = line.find(':');
       if (colon == std::string::npos) continue;
       std::string value = line.substr(colon + 1);
@@ -454,7 +461,8 @@ class RawClient {
     f.payload = in_.substr(header, static_cast<size_t>(len));
     if (masked) {
       const std::string key = in_.substr(header - 4, 4);
-      for (size_t i = 0; i < f.payload.size(); ++i) f.payload[i] = static_cast<char>(f.payload[i] ^ key[i % 4]);
+      for (size_t i = 0; i < f.payload.size(); ++i)
+        f.payload[i] = static_cast<char>(f.payload[i] ^ key[i % 4]);
       f.error = "the server masked a frame (RFC 6455 §5.1 forbids it)";
     }
     in_.erase(0, header + static_cast<size_t>(len));
