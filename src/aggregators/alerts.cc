@@ -370,15 +370,16 @@ std::vector<AlertEvent> AlertEngine::Evaluate(const MetricSource& source, uint64
   return out;
 }
 
-AlertsSnapshot AlertEngine::Snapshot() const {
+AlertsSnapshot AlertEngine::Snapshot(size_t max_history) const {
   AlertsSnapshot snap;
   snap.rules.reserve(rules_.size());
   for (const RuleState& r : rules_) {
     snap.rules.push_back(r.status);
     if (r.firing_event && IsFiring(r.status.state)) snap.firing.push_back(*r.firing_event);
   }
-  snap.history.assign(history_.begin(), history_.end());
-  snap.history_dropped = history_dropped_;
+  const size_t skip = history_.size() > max_history ? history_.size() - max_history : 0;
+  snap.history.assign(history_.begin() + static_cast<ptrdiff_t>(skip), history_.end());
+  snap.history_dropped = history_dropped_ + skip;
   snap.evaluations = evaluations_;
   snap.last_evaluated_ns = last_now_ns_;
   snap.last_evaluated_step = last_step_;

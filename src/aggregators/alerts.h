@@ -136,7 +136,7 @@ struct AlertsSnapshot {
   std::vector<AlertRuleStatus> rules;  // in rule order.
   // The event that started each alert still firing (state firing or resolving).
   std::vector<AlertEvent> firing;
-  std::vector<AlertEvent> history;  // the newest AlertEngineOptions::max_history events, oldest first.
+  std::vector<AlertEvent> history;  // the newest events (at most max_history), oldest first.
   uint64_t history_dropped = 0;     // older events dropped from `history`.
   uint64_t evaluations = 0;         // Evaluate() calls.
   uint64_t last_evaluated_ns = 0;
@@ -177,7 +177,9 @@ class AlertEngine {
                                    int64_t current_step);
 
   // The rules, what is firing and the history. A plain value any thread may read.
-  AlertsSnapshot Snapshot() const;
+  // `max_history`: at most the newest that many history events (the rest
+  // count in history_dropped).
+  AlertsSnapshot Snapshot(size_t max_history = SIZE_MAX) const;
 
  private:
   struct RuleState {

@@ -255,7 +255,7 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
   v.tf_stats = ViewModel("tf_stats", v.seq, ops, &hint[3]);
   v.kernel_stats = ViewModel("kernel_stats", v.seq, kernels, &hint[4]);
   v.memory = ViewModel("memory", v.seq, memory, &hint[5]);
-  v.alerts = ViewModel("alerts", v.seq, alerts_.Snapshot(), &hint[6]);
+  v.alerts = ViewModel("alerts", v.seq, alerts_.Snapshot(ro.alert_history), &hint[6]);
   if (ro.pytorch && pytorch_) v.pytorch = ViewModel("pytorch", v.seq, pytorch_->Snapshot(), &hint[7]);
   if (ro.csv) {
     v.tf_stats_csv = ops.ToCsv();

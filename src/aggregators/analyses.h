@@ -63,6 +63,9 @@ struct RenderOptions {
   WindowSel steps{.last_steps = 100};
   uint64_t table_window_ns = 0;  // 0: since start.
   bool include_idle = true;
+  // The alerts view's history: the newest this many transitions (the engine
+  // keeps more; alerts flapping on short steps would make the view large).
+  size_t alert_history = 100;
   bool pytorch = false;  // the PyTorch view is a batch recompute: on request only.
   bool csv = false;      // the tables as CSV too (for downloads): on request only.
   // A render for the periodic publication takes the next seq. An answer to

@@ -170,6 +170,11 @@ TEST_CASE("alerts: hysteresis fires after k consecutive breaches and resolves af
   CHECK(s.history[0] == fired[0]);
   CHECK(s.history[1] == resolved[0]);
   CHECK(s.evaluations == 10);
+  // A view may ask for the newest events only; the rest count as dropped.
+  const AlertsSnapshot newest = engine.Snapshot(1);
+  REQUIRE(newest.history.size() == 1);
+  CHECK(newest.history[0] == resolved[0]);
+  CHECK(newest.history_dropped == s.history_dropped + 1);
 }
 
 TEST_CASE("alerts: fire_after 1 and resolve_after 1 switch on the first evaluation") {
