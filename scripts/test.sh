@@ -13,6 +13,8 @@ failed=0
 status=0
 
 # run_suite NAME BUILD_DIR [cmake options...]: configure, build, ctest.
+# SUITE_TARGETS (space separated) builds only those targets; SUITE_TESTS (a
+# ctest -R regex) runs only the tests it matches.
 run_suite() {
   local name=$1 dir=$2
   shift 2
@@ -24,14 +26,18 @@ run_suite() {
     status=1
     return
   fi
-  if ! cmake --build "${dir}" -j "${JOBS}"; then
+  local targets=()
+  for t in ${SUITE_TARGETS:-}; do targets+=(--target "$t"); done
+  if ! cmake --build "${dir}" -j "${JOBS}" "${targets[@]}"; then
     echo "=== ${name}: build FAILED"
     status=1
     return
   fi
   echo "=== ${name}: ctest"
   local log="${dir}/ctest.log"
-  ctest --test-dir "${dir}" -j "${JOBS}" --output-on-failure 2>&1 | tee "${log}"
+  local select=()
+  if [[ -n "${SUITE_TESTS:-}" ]]; then select=(-R "${SUITE_TESTS}"); fi
+  ctest --test-dir "${dir}" -j "${JOBS}" --output-on-failure "${select[@]}" 2>&1 | tee "${log}"
   local rc=${PIPESTATUS[0]}
   # ctest's summary: "100% tests passed, 0 tests failed out of 34"
   local line total nfail
@@ -70,13 +76,19 @@ run_fuzz() {
 
 mkdir -p build
 run_suite "release" build -DCMAKE_BUILD_TYPE=Release
-# ASan+UBSan: every test (stream, producers, analyses); TSan: the threaded
-# parts only (the analyses run on one thread).
+# ASan+UBSan: every test (stream, producers, analyses, server); TSan: the
+# threaded parts only: the stream and host API, then the pipeline thread, the
+# simulated workload's threads and the server (the analyses themselves run
+# on one thread).
 run_suite "asan+ubsan" build/asan -DCMAKE_BUILD_TYPE=Debug -DLIVEPROF_SANITIZE=address \
   -DLIVEPROF_BUILD_BENCH=OFF
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
   run_suite "tsan" build/tsan -DCMAKE_BUILD_TYPE=Debug -DLIVEPROF_SANITIZE=thread \
   -DLIVEPROF_STREAM_TESTS_ONLY=ON -DLIVEPROF_BUILD_BENCH=OFF
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" SUITE_TARGETS="liveprof_tests liveprof" \
+  SUITE_TESTS="^(pipeline|server|simulated workload|web: python)" \
+  run_suite "tsan (pipeline and server)" build/tsan-web -DCMAKE_BUILD_TYPE=Debug \
+  -DLIVEPROF_SANITIZE=thread -DLIVEPROF_BUILD_BENCH=OFF
 run_fuzz "fuzz (control messages)" build/fuzz
 
 echo
