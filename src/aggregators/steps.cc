@@ -117,7 +117,11 @@ void StepAssembler::Consume(std::span<const Event> events) {
       continue;
     }
     if (!IsHostSpanKind(e.kind) && !IsDeviceKind(e.kind)) continue;
-    if (Place(e)) continue;
+    // A host span that begins after every marker seen so far ended can only
+    // wait for its own marker (completion order: it comes after the span):
+    // no lookup. Most host spans take this path.
+    const bool waits = IsHostSpanKind(e.kind) && e.ts >= markers_end_;
+    if (!waits && Place(e)) continue;
     if (e.kind == EventKind::kRuntimeApi && e.corr != 0) {
       *launch_step_.Insert(e.corr).first = kPendingLaunch;
       pending_launches_.push_back(e);
@@ -126,6 +130,22 @@ void StepAssembler::Consume(std::span<const Event> events) {
     }
   }
   if (new_step) Rescan();
+  TrimWaiting();
+}
+
+void StepAssembler::TrimWaiting() {
+  for (std::vector<Event>* list : {&pending_launches_, &pending_}) {
+    if (list->size() <= options_.max_waiting_events) continue;
+    const size_t drop = list->size() - options_.max_waiting_events / 2;
+    if (list == &pending_launches_) {
+      for (size_t i = 0; i < drop; ++i) {
+        uint64_t unused;
+        launch_step_.Erase((*list)[i].corr, &unused);
+      }
+    }
+    if (diag_) diag_->Add(Diag::events_without_step, drop);
+    list->erase(list->begin(), list->begin() + static_cast<ptrdiff_t>(drop));
+  }
 }
 
 void StepAssembler::AddStep(const Event& marker, int64_t step_num) {
@@ -144,6 +164,7 @@ void StepAssembler::AddStep(const Event& marker, int64_t step_num) {
   if (it != open_.end()) open_by_seq_ = false;  // seq order is not begin order now.
   open_.insert(it, std::move(s));
   latest_marker_begin_ = std::max(latest_marker_begin_, marker.ts);
+  markers_end_ = std::max(markers_end_, marker.end());
   any_marker_ = true;
 }
 
@@ -153,14 +174,17 @@ StepAssembler::OpenStep* StepAssembler::StepAtHostTime(uint64_t ts) {
   if (OpenStep& last = open_.back(); last.rec.host_begin_ns <= ts) {
     return ts < last.rec.host_end_ns ? &last : nullptr;
   }
-  // Then the one before it (a handful are open when steps are long; when
-  // they are short and the pipeline is behind, thousands: search).
-  if (open_.size() >= 2) {
-    if (OpenStep& prev = open_[open_.size() - 2]; prev.rec.host_begin_ns <= ts) {
-      return ts < prev.rec.host_end_ns ? &prev : nullptr;
-    }
+  // Then the few before it, newest first (a handful are open when steps are
+  // long); beyond those, search (thousands are open when steps are short
+  // and the pipeline is behind).
+  const size_t n = open_.size();
+  const size_t scan_to = n > 8 ? n - 8 : 0;
+  for (size_t i = n - 1; i-- > scan_to;) {
+    OpenStep& s = open_[i];
+    if (s.rec.host_begin_ns <= ts) return ts < s.rec.host_end_ns ? &s : nullptr;
   }
-  auto it = std::upper_bound(open_.begin(), open_.end() - 1, ts,
+  if (scan_to == 0) return nullptr;
+  auto it = std::upper_bound(open_.begin(), open_.begin() + static_cast<ptrdiff_t>(scan_to), ts,
                              [](uint64_t t, const OpenStep& o) { return t < o.rec.host_begin_ns; });
   if (it == open_.begin()) return nullptr;
   OpenStep& s = *(it - 1);

@@ -77,6 +77,11 @@ class StepAssembler {
     // timed out. Bounds memory and work when device work never comes (its
     // records were dropped) and steps are short.
     size_t max_open_steps = 256;
+    // At most this many events wait for their step (each list); beyond, the
+    // oldest half leave as stepless. A step's events wait for its marker, a
+    // few thousand at most; only lost markers and launches (a full ring)
+    // make more wait, and every new marker looks at each of them again.
+    size_t max_waiting_events = size_t{1} << 16;
     uint64_t max_step_ns = 60'000'000'000;  // events waiting longer leave as stepless.
   };
 
@@ -116,6 +121,8 @@ class StepAssembler {
   bool Place(const Event& e);
   void AddToStep(OpenStep& s, const Event& e, bool by_corr);
   OpenStep* StepAtHostTime(uint64_t ts);
+  // Applies Options::max_waiting_events to the waiting lists.
+  void TrimWaiting();
   // The open step with this seq, or null (closed).
   OpenStep* StepBySeq(uint64_t seq);
   void Rescan();
@@ -141,6 +148,7 @@ class StepAssembler {
   uint64_t steps_closed_ = 0;
   uint64_t last_closed_host_end_ = 0;   // host end of the newest closed step.
   uint64_t latest_marker_begin_ = 0;    // host begin of the newest marker.
+  uint64_t markers_end_ = 0;  // the latest end of any marker seen.
   bool any_marker_ = false;
   bool flushing_ = false;
   uint64_t pattern_seq_ = 0;

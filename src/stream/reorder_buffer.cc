@@ -170,53 +170,56 @@ ReorderBuffer::Released ReorderBuffer::ReleaseUpTo(uint64_t cutoff, bool force_t
 }
 
 uint64_t ReorderBuffer::CappedLimit(uint64_t limit, size_t cap) const {
-  // Count the events ending at or before `limit` (a binary search per
-  // queue); if too many, walk the k-way merge to the cap-th oldest and stop
-  // just before its end (ties with it wait too: never more than the cap).
-  size_t n = 0;
-  for (const Queue& q : queues_) {
-    const auto begin = q.events.begin() + static_cast<ptrdiff_t>(q.head);
-    n += static_cast<size_t>(std::upper_bound(begin, q.events.end(), limit,
-                                              [](uint64_t t, const Event& e) { return t < e.end(); }) -
-                             begin);
-  }
-  if (n <= cap) return limit;
-  const uint64_t nth_end = ForcedLimit(0, cap + 1);
+  // Count the events ending at or before `limit`; if too many, stop just
+  // before the end of the (cap+1)-th oldest (ties with it wait too: never
+  // more than the cap).
+  if (CountEndingBy(limit) <= cap) return limit;
+  const uint64_t nth_end = NthEnd(cap + 1);
   // If the cap+1 oldest all end together, they go together (over the cap)
   // rather than never.
-  const uint64_t capped = nth_end > ForcedLimit(0, 1) ? nth_end - 1 : nth_end;
+  const uint64_t capped = nth_end > NthEnd(1) ? nth_end - 1 : nth_end;
   // Never below what was promised already (the watermark only moves up).
   return std::max(watermark_, std::min(limit, capped));
 }
 
 uint64_t ReorderBuffer::ForcedLimit(uint64_t cutoff, size_t excess) const {
-  // The end time of the excess-th oldest pending event (or the cutoff if that
-  // is later): releasing up to it brings the buffer under its cap. Found by a
-  // k-way walk over the sorted queues, off the common path.
-  struct Cursor {
-    const Queue* q;
-    size_t pos;
-  };
-  std::vector<Cursor> heap;
+  // Releasing up to the end of the excess-th oldest pending event (or the
+  // cutoff if that is later) brings the buffer under its cap.
+  return std::max(cutoff, NthEnd(excess));
+}
+
+size_t ReorderBuffer::CountEndingBy(uint64_t t) const {
+  size_t n = 0;
   for (const Queue& q : queues_) {
-    if (q.size() > 0) heap.push_back({&q, q.head});
+    const auto begin = q.events.begin() + static_cast<ptrdiff_t>(q.head);
+    n += static_cast<size_t>(
+        std::upper_bound(begin, q.events.end(), t, [](uint64_t v, const Event& e) { return v < e.end(); }) -
+        begin);
   }
-  auto greater = [](const Cursor& a, const Cursor& b) {
-    return CompletionOrderLess(b.q->events[b.pos], a.q->events[a.pos]);
-  };
-  std::make_heap(heap.begin(), heap.end(), greater);
-  uint64_t limit = cutoff;
-  for (size_t taken = 0; taken < excess && !heap.empty(); ++taken) {
-    std::pop_heap(heap.begin(), heap.end(), greater);
-    Cursor& c = heap.back();
-    limit = std::max(limit, c.q->events[c.pos].end());
-    if (++c.pos == c.q->events.size()) {
-      heap.pop_back();
+  return n;
+}
+
+uint64_t ReorderBuffer::NthEnd(size_t n) const {
+  // The least end time T with at least n pending events ending by T: a
+  // binary search over time, counting with a binary search per (sorted)
+  // queue, O(k log^2) whatever the backlog (a k-way walk to the n-th event
+  // was O(n log k) per release, and kept a pipeline that fell behind there).
+  uint64_t lo = ~uint64_t{0}, hi = 0;
+  for (const Queue& q : queues_) {
+    if (q.size() == 0) continue;
+    lo = std::min(lo, q.events[q.head].end());
+    hi = std::max(hi, q.events.back().end());
+  }
+  if (lo > hi) return 0;  // nothing pending.
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (CountEndingBy(mid) >= n) {
+      hi = mid;
     } else {
-      std::push_heap(heap.begin(), heap.end(), greater);
+      lo = mid + 1;
     }
   }
-  return limit;
+  return lo;
 }
 
 void ReorderBuffer::Compact() {

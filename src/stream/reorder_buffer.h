@@ -108,6 +108,10 @@ class ReorderBuffer {
   void SortTail(Queue& q, size_t old_size);
   Released ReleaseUpTo(uint64_t cutoff, bool force_to_cap);
   uint64_t ForcedLimit(uint64_t cutoff, size_t excess) const;
+  // Pending events ending at or before t (queues must be sorted).
+  size_t CountEndingBy(uint64_t t) const;
+  // The least end time with at least n pending events ending by it.
+  uint64_t NthEnd(size_t n) const;
   // `limit`, or less so that at most `cap` events end at or before it.
   uint64_t CappedLimit(uint64_t limit, size_t cap) const;
   void Compact();
