@@ -87,6 +87,27 @@ std::vector<StepRecord> Assemble(const Catalog& c, const std::vector<Event>& eve
 
 size_t B(Bucket b) { return static_cast<size_t>(b); }
 
+TEST_CASE("steps: the waiting list is bounded; the oldest half leaves as stepless, counted") {
+  const Catalog c = MakeCatalog();
+  Diagnostics diag;
+  StepAssembler::Options o;
+  o.max_waiting_events = 8;
+  StepAssembler a(&c, &diag, o);
+  // Nine host spans and no marker: all wait, one too many.
+  std::vector<Event> v;
+  for (uint64_t i = 0; i < 9; ++i) v.push_back(test::Span(10 * i, 5, 0, 1));
+  a.Consume(v);
+  CHECK(a.pending_events() == 4);  // 9 - (9 - 8/2) = the newest 4.
+  CHECK(diag.Get(Diag::events_without_step) == 5);
+  // The newest wait on and find their step when its marker comes.
+  const Event marker = test::Step(50, 50, 3, 1);
+  a.Consume(std::span(&marker, 1));
+  a.Flush();
+  const std::vector<StepRecord> closed = a.TakeClosed();
+  REQUIRE(closed.size() == 1);
+  CHECK(closed[0].host_events.size() == 4);
+}
+
 TEST_CASE("step breakdown: every bucket by hand, host+device mode") {
   const Catalog c = MakeCatalog();
   Diagnostics diag;
