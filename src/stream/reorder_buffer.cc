@@ -27,6 +27,7 @@ void ReorderBuffer::Push(uint32_t source, std::span<const Event> events) {
   q.events.insert(q.events.end(), events.begin(), events.end());
   const uint64_t late_bound = released_any_ ? watermark_ : 0;
   bool any_late = false;
+  bool in_order = true;
   const Event* prev = q.size() > events.size() ? &q.events[old_size - 1] : nullptr;
   for (size_t i = old_size; i < q.events.size(); ++i) {
     const Event& e = q.events[i];
@@ -34,7 +35,7 @@ void ReorderBuffer::Push(uint32_t source, std::span<const Event> events) {
       any_late = true;
       continue;
     }
-    if (prev != nullptr && CompletionOrderLess(e, *prev)) q.sorted = false;
+    if (prev != nullptr && CompletionOrderLess(e, *prev)) in_order = false;
     prev = &e;
   }
   size_t late = 0;
@@ -54,7 +55,7 @@ void ReorderBuffer::Push(uint32_t source, std::span<const Event> events) {
     if (diag_ != nullptr) diag_->Add(Diag::late_events, late);
   }
   pending_ += events.size() - late;
-  if (!q.sorted) SortTail(q, old_size);
+  if (!in_order) SortTail(q, old_size);
 }
 
 void ReorderBuffer::SortTail(Queue& q, size_t old_size) {
@@ -70,7 +71,6 @@ void ReorderBuffer::SortTail(Queue& q, size_t old_size) {
     const auto from = std::upper_bound(head, mid, *mid, CompletionOrderLess);
     std::inplace_merge(from, mid, q.events.end(), CompletionOrderLess);
   }
-  q.sorted = true;
 }
 
 void ReorderBuffer::SetProgress(uint32_t source, uint64_t progress_ns) {
@@ -108,14 +108,7 @@ ReorderBuffer::Released ReorderBuffer::ReleaseUpTo(uint64_t cutoff, bool force_t
   late_.erase(late_.begin(), late_.begin() + static_cast<ptrdiff_t>(late_released_));
   Compact();
 
-  // Sort the queues whose producer wrote out of order; the rest are runs.
-  for (Queue& q : queues_) {
-    if (!q.sorted) {
-      std::stable_sort(q.events.begin() + static_cast<ptrdiff_t>(q.head), q.events.end(),
-                       CompletionOrderLess);
-      q.sorted = true;
-    }
-  }
+  // Every queue is sorted (Push keeps it so): each is a run.
   const size_t excess =
       force_to_cap && pending_ > options_.max_pending ? pending_ - options_.max_pending : 0;
   uint64_t limit = cutoff;
@@ -177,7 +170,7 @@ uint64_t ReorderBuffer::CappedLimit(uint64_t limit, size_t cap) const {
   const uint64_t nth_end = NthEnd(cap + 1);
   // If the cap+1 oldest all end together, they go together (over the cap)
   // rather than never.
-  const uint64_t capped = nth_end > NthEnd(1) ? nth_end - 1 : nth_end;
+  const uint64_t capped = nth_end > OldestEnd() ? nth_end - 1 : nth_end;
   // Never below what was promised already (the watermark only moves up).
   return std::max(watermark_, std::min(limit, capped));
 }
@@ -199,16 +192,22 @@ size_t ReorderBuffer::CountEndingBy(uint64_t t) const {
   return n;
 }
 
+uint64_t ReorderBuffer::OldestEnd() const {
+  uint64_t oldest = ~uint64_t{0};
+  for (const Queue& q : queues_) {
+    if (q.size() > 0) oldest = std::min(oldest, q.events[q.head].end());
+  }
+  return oldest;
+}
+
 uint64_t ReorderBuffer::NthEnd(size_t n) const {
   // The least end time T with at least n pending events ending by T: a
   // binary search over time, counting with a binary search per (sorted)
   // queue, O(k log^2) whatever the backlog (a k-way walk to the n-th event
   // was O(n log k) per release, and kept a pipeline that fell behind there).
-  uint64_t lo = ~uint64_t{0}, hi = 0;
+  uint64_t lo = OldestEnd(), hi = 0;
   for (const Queue& q : queues_) {
-    if (q.size() == 0) continue;
-    lo = std::min(lo, q.events[q.head].end());
-    hi = std::max(hi, q.events.back().end());
+    if (q.size() > 0) hi = std::max(hi, q.events.back().end());
   }
   if (lo > hi) return 0;  // nothing pending.
   while (lo < hi) {

@@ -97,7 +97,6 @@ class ReorderBuffer {
   struct Queue {
     uint32_t source;
     bool closed = false;
-    bool sorted = true;
     uint64_t progress = 0;  // SetProgress; 0: unknown.
     std::vector<Event> events;
     size_t head = 0;  // events before head were released.
@@ -110,6 +109,8 @@ class ReorderBuffer {
   uint64_t ForcedLimit(uint64_t cutoff, size_t excess) const;
   // Pending events ending at or before t (queues must be sorted).
   size_t CountEndingBy(uint64_t t) const;
+  // The end of the oldest pending event (~0 when none is pending).
+  uint64_t OldestEnd() const;
   // The least end time with at least n pending events ending by it.
   uint64_t NthEnd(size_t n) const;
   // `limit`, or less so that at most `cap` events end at or before it.

@@ -131,7 +131,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     }
     if (!NeedsRender(route)) {
       if (!latest) return SendReply(NotYet(), version);
-      return SendReply(ViewReply(route, latest->views, ServerStatsJson(state_->stats())), version);
+      return SendReply(ViewReply(route, latest->views, ServerJson(route)), version);
     }
     // Another window or CSV: the pipeline renders it at its next round and
     // the answer comes back to this thread.
@@ -142,9 +142,14 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         [self, executor, route, version](std::shared_ptr<const RenderedViews> views) {
           net::post(executor, [self, route, version, views] {
             if (!views) return self->SendReply(ErrorReply(503, "the pipeline has stopped"), version);
-            self->SendReply(ViewReply(route, *views, ServerStatsJson(self->state_->stats())), version);
+            self->SendReply(ViewReply(route, *views, self->ServerJson(route)), version);
           });
         });
+  }
+
+  // The server's counters, for the status view only (they take percentiles).
+  std::string ServerJson(const Route& route) const {
+    return route.topic == Topic::kStatus ? ServerStatsJson(state_->stats()) : std::string();
   }
 
   static Reply NotYet() {

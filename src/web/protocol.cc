@@ -350,6 +350,22 @@ std::string_view TopicName(Topic topic) {
   return i < kTopicCount ? kTopicNames[i] : std::string_view("unknown");
 }
 
+const std::string& ViewJson(const RenderedViews& v, Topic topic) {
+  switch (topic) {
+    case Topic::kOverview: return v.overview;
+    case Topic::kSteps: return v.steps;
+    case Topic::kInputPipeline: return v.input_pipeline;
+    case Topic::kTfStats: return v.tf_stats;
+    case Topic::kKernelStats: return v.kernel_stats;
+    case Topic::kMemory: return v.memory;
+    case Topic::kAlerts: return v.alerts;
+    case Topic::kStatus: return v.status;
+    case Topic::kEvents: break;
+  }
+  static const std::string kNone;
+  return kNone;
+}
+
 std::optional<Topic> ParseTopic(std::string_view name) {
   for (size_t i = 0; i < kTopicCount; ++i) {
     if (kTopicNames[i] == name) return static_cast<Topic>(i);

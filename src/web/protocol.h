@@ -77,6 +77,8 @@ std::string_view TopicName(Topic topic);
 std::optional<Topic> ParseTopic(std::string_view name);
 // Every topic but kEvents: a JSON view model published on each tick.
 constexpr bool IsViewTopic(Topic topic) { return topic != Topic::kEvents; }
+// The JSON of view topic `topic` in a rendered set ("" for events).
+const std::string& ViewJson(const RenderedViews& views, Topic topic);
 
 // ---- Event kinds on the feed ----
 

@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "aggregators/json_writer.h"
+#include "web/static_files.h"  // PercentDecode
 
 namespace liveprof {
 namespace {
@@ -25,13 +26,6 @@ constexpr Endpoint kEndpoints[] = {
     {"/api/alerts", Topic::kAlerts, ""},
     {"/api/status", Topic::kStatus, ""},
 };
-
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 Route Error(int status, std::string message) {
   Route r;
@@ -76,23 +70,6 @@ std::optional<std::string_view> RequestTarget::Param(std::string_view key) const
     if (k == key) return std::string_view(v);
   }
   return std::nullopt;
-}
-
-std::optional<std::string> PercentDecode(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out += text[i];
-      continue;
-    }
-    if (i + 2 >= text.size()) return std::nullopt;
-    const int hi = HexDigit(text[i + 1]), lo = HexDigit(text[i + 2]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return out;
 }
 
 RequestTarget ParseRequestTarget(std::string_view target) {
@@ -198,20 +175,9 @@ Reply ViewReply(const Route& route, const RenderedViews& v, std::string_view ser
     }
     return r;
   }
+  if (route.topic == Topic::kEvents) return ErrorReply(404, "events are a WebSocket topic only (/ws)");
   r.content_type = "application/json";
-  const std::string* json = nullptr;
-  switch (route.topic) {
-    case Topic::kOverview: json = &v.overview; break;
-    case Topic::kSteps: json = &v.steps; break;
-    case Topic::kInputPipeline: json = &v.input_pipeline; break;
-    case Topic::kTfStats: json = &v.tf_stats; break;
-    case Topic::kKernelStats: json = &v.kernel_stats; break;
-    case Topic::kMemory: json = &v.memory; break;
-    case Topic::kAlerts: json = &v.alerts; break;
-    case Topic::kStatus: json = &v.status; break;
-    case Topic::kEvents: return ErrorReply(404, "events are a WebSocket topic only (/ws)");
-  }
-  r.body = *json;
+  r.body = ViewJson(v, route.topic);
   if (route.topic == Topic::kStatus && !server_json.empty() && !r.body.empty() && r.body.back() == '}') {
     r.body.pop_back();
     r.body += ",\"server\":";

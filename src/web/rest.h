@@ -42,9 +42,6 @@ struct RequestTarget {
 };
 RequestTarget ParseRequestTarget(std::string_view target);
 
-// %XX-decoding ('+' stays '+'); nullopt on a malformed escape.
-std::optional<std::string> PercentDecode(std::string_view text);
-
 struct Route {
   enum class Kind {
     kStatic,   // not /api or /metrics: a file from static/.

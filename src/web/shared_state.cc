@@ -8,22 +8,6 @@
 
 namespace liveprof {
 
-const std::string& ViewJson(const RenderedViews& v, Topic topic) {
-  switch (topic) {
-    case Topic::kOverview: return v.overview;
-    case Topic::kSteps: return v.steps;
-    case Topic::kInputPipeline: return v.input_pipeline;
-    case Topic::kTfStats: return v.tf_stats;
-    case Topic::kKernelStats: return v.kernel_stats;
-    case Topic::kMemory: return v.memory;
-    case Topic::kAlerts: return v.alerts;
-    case Topic::kStatus: return v.status;
-    case Topic::kEvents: break;
-  }
-  static const std::string kNone;
-  return kNone;
-}
-
 // ---- LatencyRecorder ----
 
 void LatencyRecorder::Record(uint64_t prev_watermark_ns, uint64_t watermark_ns, uint64_t sent_ns) {

@@ -53,9 +53,6 @@ class FeedSession {
   virtual void Close() = 0;
 };
 
-// The JSON of `topic` in a rendered set (view topics only).
-const std::string& ViewJson(const RenderedViews& views, Topic topic);
-
 // Latency of the feed: from an event's end to the completed write of the
 // first view frame reflecting it. A frame reflects the events that ended in
 // (previous frame's watermark, its watermark]; the recorder spreads that

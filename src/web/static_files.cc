@@ -6,13 +6,18 @@
 #include <system_error>
 #include <utility>
 
-#include "web/rest.h"  // PercentDecode
-
 namespace liveprof {
 
 namespace fs = std::filesystem;
 
 namespace {
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
 
 StaticResolution Refuse(int status, std::string error) {
   StaticResolution r;
@@ -32,6 +37,23 @@ bool IsInside(const fs::path& root, const fs::path& path) {
 }
 
 }  // namespace
+
+std::optional<std::string> PercentDecode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    if (i + 2 >= text.size()) return std::nullopt;
+    const int hi = HexDigit(text[i + 1]), lo = HexDigit(text[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
 
 StaticResolution ResolveStaticPath(const fs::path& root, std::string_view target) {
   // The path part: no query, no fragment (a client should not send one).

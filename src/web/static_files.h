@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -20,6 +21,10 @@ namespace liveprof {
 
 // The longest path part of a target (before '?') that is looked up.
 inline constexpr size_t kMaxStaticPathBytes = 1024;
+
+// %XX-decoding, once ('+' stays '+'); nullopt on a malformed escape. Also
+// decodes REST query parameters (rest.h).
+std::optional<std::string> PercentDecode(std::string_view text);
 
 struct StaticResolution {
   std::filesystem::path path;  // the canonical path of the file, when status is 200.

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "web/shared_state.h"
+#include "web/static_files.h"
 
 namespace liveprof {
 namespace {
