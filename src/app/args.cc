@@ -2,6 +2,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <string_view>
+
+#include "producers/simulated_model.h"
 
 namespace liveprof {
 
@@ -19,6 +23,35 @@ double NumberArg(int argc, char** argv, int& i, double lo, double hi, const char
     std::exit(2);
   }
   return v;
+}
+
+bool WorkloadOption(int argc, char** argv, int& i, SimulatedWorkloadOptions* o, const char* command) {
+  const std::string_view a = argv[i];
+  if (a == "--rate") {
+    o->events_per_second = NumberArg(argc, argv, i, 1e4, 5e6, command);
+  } else if (a == "--seed") {
+    o->model.seed = static_cast<uint64_t>(NumberArg(argc, argv, i, 0, 1e18, command));
+  } else if (a == "--scenario") {
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s: --scenario needs a value\n", command);
+      std::exit(2);
+    }
+    const std::string_view name = argv[++i];
+    if (name == "schedule") {
+      o->model.schedule = DefaultSchedule();
+    } else if (const std::optional<Scenario> s = ParseScenario(name)) {
+      o->model.schedule = {{*s, 1}};
+    } else {
+      std::fprintf(stderr,
+                   "%s: --scenario '%s': unknown (balanced, input_bound, launch_bound, memory_growth, "
+                   "schedule)\n",
+                   command, argv[i]);
+      std::exit(2);
+    }
+  } else {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace liveprof

@@ -89,19 +89,8 @@ int Serve(int argc, char** argv, bool demo) {
       so.static_dir = argv[++i];
     } else if (a == "--seconds") {
       seconds = NumberArg(argc, argv, i, 0.1, 1e9, command);
-    } else if (demo && a == "--scenario" && has_value) {
-      const std::string_view name = argv[++i];
-      if (name == "schedule") continue;
-      const std::optional<Scenario> s = ParseScenario(name);
-      if (!s) {
-        std::fprintf(stderr, "%s: --scenario '%s': unknown\n%s", command, argv[i], kServeUsage);
-        return 2;
-      }
-      wo.model.schedule = {{*s, 1}};
-    } else if (demo && a == "--rate") {
-      wo.events_per_second = NumberArg(argc, argv, i, 1e4, 5e6, command);
-    } else if (demo && a == "--seed") {
-      wo.model.seed = static_cast<uint64_t>(NumberArg(argc, argv, i, 0, 1e18, command));
+    } else if (demo && WorkloadOption(argc, argv, i, &wo, command)) {
+      continue;
     } else {
       std::fprintf(stderr, "%s: unknown option '%s'%s\n%s", command, argv[i],
                    has_value ? "" : " (or its value is missing)", kServeUsage);
