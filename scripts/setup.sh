@@ -20,7 +20,29 @@ PACKAGES=(
   # clang 14 and libFuzzer (libclang_rt.fuzzer-x86_64.a is in libclang-rt-14-dev)
   # for fuzz/build_and_run.sh.
   clang libclang-rt-14-dev
+  # the dashboard's browser tests: Debian's Chromium, driven by playwright-core
+  # from npm (never a browser download of playwright's own).
+  chromium
 )
+
+# The dashboard's npm packages (package.json, package-lock.json): uPlot, which
+# the page serves from static/vendor/ (copied, never committed), and
+# playwright-core for the browser tests. Run after the Debian packages.
+setup_npm() {
+  if [[ ! -f node_modules/.package-lock.json ]] ||
+    ! cmp -s package-lock.json node_modules/.liveprof-lock; then
+    echo "setup: npm ci (uplot, playwright-core)"
+    npm ci --no-audit --no-fund --loglevel=error
+    cp package-lock.json node_modules/.liveprof-lock
+  fi
+  mkdir -p static/vendor
+  for f in uPlot.esm.js uPlot.min.css; do
+    if ! cmp -s "node_modules/uplot/dist/$f" "static/vendor/$f"; then
+      cp "node_modules/uplot/dist/$f" "static/vendor/$f"
+    fi
+  done
+}
+cd "$(dirname "$0")/.."
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -31,6 +53,7 @@ done
 
 if ((${#missing[@]} == 0)); then
   echo "setup: all ${#PACKAGES[@]} packages already installed"
+  setup_npm
   exit 0
 fi
 
@@ -66,4 +89,5 @@ if ! /usr/bin/promtool --version >/dev/null 2>&1; then
   echo "setup: /usr/bin/promtool does not run after the install" >&2
   exit 1
 fi
+setup_npm
 echo "setup: done"

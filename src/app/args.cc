@@ -29,6 +29,8 @@ bool WorkloadOption(int argc, char** argv, int& i, SimulatedWorkloadOptions* o, 
   const std::string_view a = argv[i];
   if (a == "--rate") {
     o->events_per_second = NumberArg(argc, argv, i, 1e4, 5e6, command);
+  } else if (a == "--steps") {
+    o->steps = static_cast<uint64_t>(NumberArg(argc, argv, i, 1, 1e12, command));
   } else if (a == "--seed") {
     o->model.seed = static_cast<uint64_t>(NumberArg(argc, argv, i, 0, 1e18, command));
   } else if (a == "--scenario") {

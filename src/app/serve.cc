@@ -45,7 +45,9 @@ constexpr char kServeUsage[] =
     "  --scenario S       balanced | input_bound | launch_bound | memory_growth | schedule\n"
     "                     (default: the schedule that cycles through all four)\n"
     "  --rate R           events per second, 1e4..5e6 (default: the model's own, ~7 k/s)\n"
-    "  --seed N           the model's seed (default 1)\n";
+    "  --seed N           the model's seed (default 1)\n"
+    "  --steps N          stop the workload after N training steps; the server goes on\n"
+    "                     serving what it analysed (default: run until stopped)\n";
 
 // What the console shows while serving: alerts as they change, and a line
 // about the last steps every few seconds.

@@ -19,12 +19,13 @@ namespace liveprof {
 namespace {
 
 constexpr char kSimulateUsage[] =
-    "usage: liveprof simulate [--scenario S] [--seconds N] [--rate R] [--seed N]\n"
+    "usage: liveprof simulate [--scenario S] [--seconds N] [--rate R] [--seed N] [--steps N]\n"
     "  --scenario S   balanced | input_bound | launch_bound | memory_growth |\n"
     "                 schedule (default: the schedule that cycles through all four)\n"
     "  --seconds N    how long to run (default 20)\n"
     "  --rate R       events per second, 1e4..5e6 (default: the model's own, ~7 k/s)\n"
-    "  --seed N       the model's seed (default 1)\n";
+    "  --seed N       the model's seed (default 1)\n"
+    "  --steps N      stop the workload after N training steps\n";
 
 void PrintWindow(const StepWindow& w, uint64_t dropped) {
   if (w.steps == 0) {

@@ -11,21 +11,34 @@ namespace {
 
 constexpr uint32_t kMaxLastSteps = 100'000;
 
+constexpr uint64_t kMaxLastSeconds = 7 * 24 * 3600;
+
 struct Endpoint {
   std::string_view path;
   Topic topic;
   std::string_view csv;  // what ?format=csv gives, or "" when not offered.
+  bool steps_window;     // ?last=N (steps) applies: a view over a window of steps.
+  bool time_window;      // ?last_s=T applies: steps and tables over the last T seconds.
+  bool idle;             // ?include_idle=true|false applies.
 };
 constexpr Endpoint kEndpoints[] = {
-    {"/api/overview", Topic::kOverview, ""},
-    {"/api/steps", Topic::kSteps, ""},
-    {"/api/input_pipeline", Topic::kInputPipeline, "the input ops table"},
-    {"/api/tf_stats", Topic::kTfStats, "the TF stats table"},
-    {"/api/kernel_stats", Topic::kKernelStats, "the kernel stats table"},
-    {"/api/memory", Topic::kMemory, "the allocation breakdown"},
-    {"/api/alerts", Topic::kAlerts, ""},
-    {"/api/status", Topic::kStatus, ""},
+    {"/api/overview", Topic::kOverview, "", true, true, false},
+    {"/api/steps", Topic::kSteps, "", true, true, false},
+    {"/api/input_pipeline", Topic::kInputPipeline, "the input ops table", true, true, false},
+    {"/api/tf_stats", Topic::kTfStats, "the TF stats table", false, true, true},
+    {"/api/kernel_stats", Topic::kKernelStats, "the kernel stats table", false, true, false},
+    {"/api/memory", Topic::kMemory, "the allocation breakdown", false, true, false},
+    {"/api/alerts", Topic::kAlerts, "", false, false, false},
+    {"/api/status", Topic::kStatus, "", false, false, false},
 };
+
+// A whole number in [lo, hi], the whole of `text`.
+std::optional<uint64_t> WholeNumber(std::string_view text, uint64_t lo, uint64_t hi) {
+  uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < lo || n > hi) return std::nullopt;
+  return n;
+}
 
 Route Error(int status, std::string message) {
   Route r;
@@ -129,14 +142,25 @@ Route RouteRequest(std::string_view raw_target, uint32_t published_last_steps) {
                                 "kernel_stats and memory");
         }
         r.csv = true;
-      } else if (key == "last" && r.topic == Topic::kSteps) {
-        uint32_t n = 0;
-        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-        if (ec != std::errc() || end != value.data() + value.size() || n < 1 || n > kMaxLastSteps) {
+      } else if (key == "last" && found->steps_window) {
+        const std::optional<uint64_t> n = WholeNumber(value, 1, kMaxLastSteps);
+        if (!n) {
           return Error(400, "last='" + value + "': expected a whole number of steps in 1.." +
                                 std::to_string(kMaxLastSteps));
         }
-        r.last_steps = n == published_last_steps ? 0 : n;
+        r.last_steps = *n == published_last_steps ? 0 : static_cast<uint32_t>(*n);
+      } else if (key == "last_s" && found->time_window) {
+        const std::optional<uint64_t> n = WholeNumber(value, 1, kMaxLastSeconds);
+        if (!n) {
+          return Error(400, "last_s='" + value + "': expected a whole number of seconds in 1.." +
+                                std::to_string(kMaxLastSeconds));
+        }
+        r.last_ns = *n * 1'000'000'000ull;
+      } else if (key == "include_idle" && found->idle) {
+        if (value != "true" && value != "false") {
+          return Error(400, "include_idle='" + value + "': expected true or false");
+        }
+        r.exclude_idle = value == "false";
       } else if (key != "token") {
         return Error(400, "unknown query parameter '" + key + "' for " + target.path);
       }
@@ -151,13 +175,21 @@ Route RouteRequest(std::string_view raw_target, uint32_t published_last_steps) {
 }
 
 bool NeedsRender(const Route& route) {
-  return route.kind == Route::Kind::kView && (route.csv || route.last_steps != 0);
+  return route.kind == Route::Kind::kView &&
+         (route.csv || route.last_steps != 0 || route.last_ns != 0 || route.exclude_idle);
 }
 
 RenderOptions RenderOptionsFor(const Route& route, const RenderOptions& published) {
   RenderOptions o = published;
   o.csv = route.csv;
   if (route.last_steps != 0) o.steps = WindowSel{.last_steps = route.last_steps};
+  if (route.last_ns != 0) {
+    // Both: when last=N is given too, the steps of the last T seconds, at most N.
+    o.steps.last_ns = route.last_ns;
+    if (route.last_steps == 0) o.steps.last_steps = 0;
+    o.table_window_ns = route.last_ns;
+  }
+  if (route.exclude_idle) o.include_idle = false;
   o.advance_seq = false;
   return o;
 }

@@ -53,7 +53,9 @@ struct Route {
   Kind kind = Kind::kStatic;
   Topic topic = Topic::kOverview;
   bool csv = false;
-  uint32_t last_steps = 0;  // 0: the published window.
+  uint32_t last_steps = 0;  // ?last=N; 0: the published window.
+  uint64_t last_ns = 0;     // ?last_s=T; 0: the published window (tables since start).
+  bool exclude_idle = false;  // ?include_idle=false (tf_stats).
   int status = 200;
   std::string message;
 };

@@ -50,6 +50,44 @@ TEST_CASE("rest: steps?last=N and format=csv ask for a render with those options
   CHECK(!RouteRequest("/api/tf_stats?format=json", kPublishedSteps).csv);
 }
 
+TEST_CASE("rest: last_s=T windows steps and tables by time, include_idle=false drops IDLE") {
+  Route r = RouteRequest("/api/kernel_stats?last_s=30", kPublishedSteps);
+  REQUIRE(r.kind == Route::Kind::kView);
+  CHECK(r.last_ns == 30'000'000'000ull);
+  CHECK(NeedsRender(r));
+  RenderOptions o = RenderOptionsFor(r, RenderOptions{});
+  CHECK(o.table_window_ns == 30'000'000'000ull);
+  CHECK(o.steps.last_ns == 30'000'000'000ull);
+  CHECK(o.steps.last_steps == 0);  // the steps of the last 30 s, however many.
+
+  // last=N with last_s=T: the steps of the last T seconds, at most N.
+  o = RenderOptionsFor(RouteRequest("/api/overview?last=20&last_s=5", kPublishedSteps), RenderOptions{});
+  CHECK(o.steps.last_steps == 20);
+  CHECK(o.steps.last_ns == 5'000'000'000ull);
+  CHECK(o.steps.offset_steps == 0);
+
+  // last=N windows the step views; the tables have no step window.
+  CHECK(RouteRequest("/api/input_pipeline?last=20", kPublishedSteps).last_steps == 20);
+  CHECK(RouteRequest("/api/overview?last=20", kPublishedSteps).last_steps == 20);
+  CHECK(RouteRequest("/api/tf_stats?last=20", kPublishedSteps).status == 400);
+
+  r = RouteRequest("/api/tf_stats?include_idle=false", kPublishedSteps);
+  CHECK(r.exclude_idle);
+  CHECK(NeedsRender(r));
+  CHECK(!RenderOptionsFor(r, RenderOptions{}).include_idle);
+  CHECK(!NeedsRender(RouteRequest("/api/tf_stats?include_idle=true", kPublishedSteps)));
+
+  r = RouteRequest("/api/tf_stats?include_idle=no", kPublishedSteps);
+  CHECK(r.status == 400);
+  CHECK(r.message == "include_idle='no': expected true or false");
+  r = RouteRequest("/api/memory?last_s=0", kPublishedSteps);
+  CHECK(r.status == 400);
+  CHECK(r.message.find("last_s='0'") != std::string::npos);
+  CHECK(RouteRequest("/api/memory?last_s=1.5", kPublishedSteps).status == 400);
+  CHECK(RouteRequest("/api/alerts?last_s=5", kPublishedSteps).status == 400);
+  CHECK(RouteRequest("/api/kernel_stats?include_idle=false", kPublishedSteps).status == 400);
+}
+
 TEST_CASE("rest: bad requests are refused with what and where") {
   auto error = [](const char* target) { return RouteRequest(target, kPublishedSteps); };
   Route r = error("/api/nope");

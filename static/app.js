@@ -1,0 +1,287 @@
+// The dashboard: one page per analysis (panels/), the header's live state
+// (connection, pause, window, drops, alerts), and the routing of view
+// messages to the page on screen. Views arrive on the WebSocket feed; a
+// window other than the published one (or an option like "exclude IDLE") is
+// fetched from /api once a second instead.
+import {Feed} from './feed.js';
+import {esc, int} from './format.js';
+import alerts from './panels/alerts.js';
+import inputPipeline from './panels/input_pipeline.js';
+import kernelStats from './panels/kernel_stats.js';
+import memory from './panels/memory.js';
+import overview from './panels/overview.js';
+import tfStats from './panels/tf_stats.js';
+import traceViewer from './panels/trace_viewer.js';
+
+const PAGES = [overview, inputPipeline, tfStats, kernelStats, memory, alerts, traceViewer];
+const ALWAYS = ['status', 'alerts'];  // the header's drops indicator and alert notice.
+const STEP_WINDOWED = new Set(['overview', 'steps', 'input_pipeline']);
+const TIME_WINDOWED = new Set(['overview', 'steps', 'input_pipeline', 'tf_stats', 'kernel_stats', 'memory']);
+const POLL_MS = 1000;
+
+// The window selector's choices; 'published' is the feed's own window.
+const WINDOWS = [
+  {id: 'published', label: 'last 100 steps (live feed)', text: 'last 100 steps; tables since start'},
+  {id: 'steps:20', label: 'last 20 steps', last: 20, text: 'last 20 steps; tables since start'},
+  {id: 'steps:1000', label: 'last 1000 steps', last: 1000, text: 'last 1000 steps; tables since start'},
+  {id: 's:10', label: 'last 10 seconds', last_s: 10, text: 'last 10 s (steps and tables)'},
+  {id: 's:60', label: 'last 60 seconds', last_s: 60, text: 'last 60 s (steps and tables)'},
+  {id: 's:600', label: 'last 10 minutes', last_s: 600, text: 'last 10 min (steps and tables)'},
+];
+
+const $ = (sel) => document.querySelector(sel);
+const token = new URLSearchParams(location.search).get('token');
+
+const state = {
+  page: null,        // the page on screen
+  views: {},         // topic -> the newest view message applied
+  pending: {},       // topic -> newer messages held while paused
+  dirty: new Set(),
+  paused: false,
+  window: WINDOWS[0],
+  params: {},        // topic -> extra /api parameters a panel asked for
+  firingSeen: new Set(),
+  phase: 'connecting',
+};
+const mounted = new Map();  // page id -> {el, panel}
+
+const ctx = {
+  exportCsv,
+  setParams(topic, params) {
+    state.params[topic] = params;
+    resubscribe();
+  },
+};
+
+// Query parameters a topic needs beyond the published window; {} for none.
+function restParams(topic) {
+  const p = {...(state.params[topic] ?? {})};
+  if (state.window.last && STEP_WINDOWED.has(topic)) p.last = state.window.last;
+  if (state.window.last_s && TIME_WINDOWED.has(topic)) p.last_s = state.window.last_s;
+  return p;
+}
+
+function pageTopics() {
+  return state.page ? state.page.topics : [];
+}
+
+// The page's topics that the published feed answers, and those polled.
+function split() {
+  const feed = new Set(ALWAYS);
+  const polled = [];
+  for (const t of pageTopics()) {
+    if (Object.keys(restParams(t)).length) polled.push(t);
+    else feed.add(t);
+  }
+  return {feed: [...feed], polled};
+}
+
+const feed = new Feed({
+  token,
+  onView(msg) {
+    if (split().polled.includes(msg.type)) return;  // the window on screen is another one.
+    accept(msg);
+  },
+  onState(s) {
+    state.phase = s.phase;
+    state.connection = s;
+    document.body.dataset.phase = s.phase;
+    drawConnection();
+  },
+});
+
+function accept(msg) {
+  if (state.paused) {
+    state.pending[msg.type] = msg;
+    drawHeader();
+    return;
+  }
+  state.views[msg.type] = msg;
+  state.dirty.add(msg.type);
+  schedule();
+}
+
+let frame = 0;
+function schedule() {
+  if (!frame) frame = requestAnimationFrame(draw);
+}
+
+function draw() {
+  frame = 0;
+  const page = state.page;
+  const m = page && mounted.get(page.id);
+  if (m && page.topics.some((t) => state.dirty.has(t))) {
+    try {
+      m.panel.render(state.views);
+    } catch (e) {
+      console.error(`liveprof: the ${page.id} page could not draw`, e);
+    }
+  }
+  if (state.dirty.has('status') || state.dirty.has('alerts')) drawHeader();
+  state.dirty.clear();
+  drawEmpty();
+}
+
+// ---- the header ----
+
+function drawConnection() {
+  const s = state.connection;
+  const el = $('#conn');
+  el.className = `conn ${s.phase}`;
+  const labels = {connecting: 'connecting…', live: state.paused ? 'paused' : 'live', reconnecting: 'reconnecting', version_mismatch: 'incompatible server'};
+  el.textContent = labels[s.phase] ?? s.phase;
+  el.title = s.detail ?? '';
+  const banner = $('#banner');
+  if (s.phase === 'version_mismatch') {
+    banner.className = 'banner error';
+    banner.innerHTML = `<b>Protocol version mismatch.</b> ${esc(s.detail)}`;
+  } else if (s.phase === 'reconnecting') {
+    banner.className = 'banner warn';
+    const left = Math.max(0, Math.round((s.retryAt - Date.now()) / 1000));
+    banner.innerHTML = `<b>Not connected to the liveprof server at ${esc(location.host)}</b> (${esc(s.detail)}). ` +
+      `Retrying${s.retryAt ? ` in ${left} s` : ''}; what is shown is the last data received.`;
+  } else {
+    banner.className = 'banner hidden';
+    banner.textContent = '';
+  }
+}
+setInterval(() => state.phase === 'reconnecting' && drawConnection(), 1000);
+
+function drawHeader() {
+  const st = state.views.status;
+  const drops = $('#drops');
+  if (st) {
+    const dataLoss = (st.diagnostics ?? []).filter((d) => d.severity === 'data_loss' && d.count > 0);
+    const lost = st.events_dropped + dataLoss.reduce((a, d) => a + d.count, 0);
+    drops.className = `drops ${lost ? 'bad' : 'ok'}`;
+    drops.querySelector('b').textContent = int(st.events_dropped);
+    drops.title = [`${int(st.events_consumed)} events analysed, ${int(st.events_dropped)} dropped by full rings`,
+      ...(st.sources ?? []).map((s) => `${s.name}: ${int(s.published)} published, ${int(s.dropped)} dropped`),
+      ...dataLoss.map((d) => `${d.name}: ${int(d.count)} (${d.description})`)].join('\n');
+    $('#events').textContent = `${int(st.events_consumed)} events`;
+  }
+  const seq = state.views.status?.seq ?? 0;
+  $('#seq').dataset.seq = seq;
+  $('#seq').textContent = state.paused
+    ? `paused at #${seq}${Object.keys(state.pending).length ? ' (newer data held)' : ''}`
+    : `#${seq}`;
+  const a = state.views.alerts;
+  const notice = $('#alert-notice');
+  if (a && a.firing.length) {
+    const fresh = a.firing.filter((f) => !state.firingSeen.has(`${f.rule}@${f.ts_ns}`));
+    for (const f of a.firing) state.firingSeen.add(`${f.rule}@${f.ts_ns}`);
+    const f = a.firing[0];
+    notice.className = `alert-notice sev-${f.severity}${fresh.length ? ' flash' : ''}`;
+    notice.innerHTML = `<a href="#alerts">⚠ ${a.firing.length} alert${a.firing.length > 1 ? 's' : ''} firing: ` +
+      `<b>${esc(f.rule)}</b> ${esc(f.summary)}</a>`;
+    if (fresh.length) setTimeout(() => notice.classList.remove('flash'), 3000);
+  } else {
+    notice.className = 'alert-notice hidden';
+    notice.textContent = '';
+  }
+}
+
+// Nothing connected: the server runs but no producer has sent an event.
+function drawEmpty() {
+  const st = state.views.status;
+  const empty = st && st.events_consumed === 0 && !(st.sources ?? []).some((s) => s.published > 0);
+  $('#empty').classList.toggle('hidden', !empty);
+}
+
+// ---- pages, windows, pause ----
+
+function showPage(id) {
+  const page = PAGES.find((p) => p.id === id) ?? PAGES[0];
+  state.page = page;
+  for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.dataset.page === page.id);
+  for (const [pid, m] of mounted) m.el.hidden = pid !== page.id;
+  if (!mounted.has(page.id)) {
+    const el = document.createElement('div');
+    el.className = 'page';
+    el.dataset.page = page.id;
+    $('#pages').append(el);
+    mounted.set(page.id, {el, panel: page.mount(el, ctx)});
+  }
+  document.title = `liveprof — ${page.title}`;
+  for (const t of page.topics) state.dirty.add(t);
+  resubscribe();
+  schedule();
+}
+
+let pollTimer = 0;
+function resubscribe() {
+  const {feed: topics, polled} = split();
+  feed.setTopics(topics);
+  clearTimeout(pollTimer);
+  $('#window-text').textContent = state.window.text;
+  if (polled.length) poll(polled);
+}
+
+async function poll(topics) {
+  if (!state.paused) {
+    await Promise.all(topics.map(async (t) => {
+      try {
+        const msg = await feed.get(t, restParams(t));
+        if (split().polled.includes(t)) accept(msg);
+      } catch (e) {
+        console.warn(`liveprof: ${e.message}`);
+      }
+    }));
+  }
+  clearTimeout(pollTimer);
+  pollTimer = setTimeout(() => {
+    const now = split().polled;
+    if (now.length) poll(now);
+  }, POLL_MS);
+}
+
+function setPaused(paused) {
+  state.paused = paused;
+  $('#pause').textContent = paused ? '▶ Resume' : '❚❚ Pause';
+  $('#pause').setAttribute('aria-pressed', String(paused));
+  if (!paused) {
+    for (const msg of Object.values(state.pending)) {
+      state.views[msg.type] = msg;
+      state.dirty.add(msg.type);
+    }
+    state.pending = {};
+    schedule();
+  }
+  if (state.connection) drawConnection();
+  drawHeader();
+}
+
+async function exportCsv(topic) {
+  const status = $('#csv-status');
+  try {
+    const text = await feed.get(topic, {...restParams(topic), format: 'csv'});
+    const a = document.createElement('a');
+    a.href = URL.createObjectURL(new Blob([text], {type: 'text/csv'}));
+    a.download = `liveprof-${topic}-${new Date().toISOString().replace(/[:.]/g, '-')}.csv`;
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+    status.textContent = '';
+  } catch (e) {
+    status.textContent = `CSV export failed: ${e.message}`;
+  }
+}
+
+function init() {
+  $('nav').innerHTML = PAGES.map((p) => `<a href="#${p.id}" data-page="${p.id}">${esc(p.title)}</a>`).join('');
+  const select = $('#window');
+  select.innerHTML = WINDOWS.map((w) => `<option value="${w.id}">${esc(w.label)}</option>`).join('');
+  select.addEventListener('change', () => {
+    state.window = WINDOWS.find((w) => w.id === select.value);
+    // The held views belong to the window before.
+    for (const t of TIME_WINDOWED) delete state.views[t];
+    showPage(state.page.id);
+  });
+  $('#pause').addEventListener('click', () => setPaused(!state.paused));
+  window.addEventListener('hashchange', () => showPage(location.hash.slice(1)));
+  showPage(location.hash.slice(1) || 'overview');
+  feed.start();
+}
+
+init();

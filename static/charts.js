@@ -1,0 +1,171 @@
+// Charts: uPlot (from npm, copied to static/vendor/ by scripts/setup.sh) for
+// the time series, and a few small canvas/HTML drawings where uPlot has no
+// chart type (pies, horizontal bars). Each chart is made once and given new
+// data on every publication (setData), never rebuilt.
+import {esc} from './format.js';
+
+let uPlot = null;
+try {
+  uPlot = (await import('./vendor/uPlot.esm.js')).default;
+} catch (e) {
+  console.error('liveprof: uPlot is missing (static/vendor/uPlot.esm.js); run ./scripts/setup.sh', e);
+}
+
+function missing(el) {
+  el.innerHTML = '<p class="note">Charts need static/vendor/uPlot.esm.js: run ./scripts/setup.sh.</p>';
+  return null;
+}
+
+// A uPlot that follows its container's width.
+function make(el, opts, data) {
+  const width = Math.max(200, el.clientWidth || 600);
+  const plot = new uPlot({width, ...opts}, data, el);
+  new ResizeObserver(() => {
+    const w = el.clientWidth;
+    if (w > 0 && Math.abs(w - plot.width) > 1) plot.setSize({width: w, height: opts.height});
+  }).observe(el);
+  return plot;
+}
+
+// Whole steps on the x axis.
+const STEP_INCRS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 1e5, 1e6];
+
+// Stacked bars: one bar per x, one stacked segment per category, the first
+// category at the bottom. The legend and hover show each segment's own value.
+export class StackedBars {
+  // categories: [{label, color}]; xLabel, yLabel; fmt(v) for the legend.
+  constructor(el, {categories, height = 260, xLabel = '', yLabel = '', fmt = (v) => v}) {
+    this.el = el;
+    this.categories = categories;
+    this.raw = categories.map(() => []);
+    if (!uPlot) return void missing(el);
+    const bars = uPlot.paths.bars({size: [0.85, 40], align: 0});
+    // Drawn top segment first: each series is filled from 0 to its cumulative
+    // value, and the lower categories (drawn later) paint over it.
+    const series = [{label: xLabel}];
+    for (let i = categories.length - 1; i >= 0; i--) {
+      const c = categories[i];
+      series.push({
+        label: c.label,
+        stroke: c.color,
+        fill: c.color,
+        width: 0,
+        paths: bars,
+        points: {show: false},
+        value: (u, v, s, idx) => (idx === null || idx === undefined ? '—' : fmt(this.raw[i][idx])),
+      });
+    }
+    this.plot = make(el, {
+      height,
+      series,
+      scales: {x: {time: false}, y: {range: (u, min, max) => [0, max > 0 ? max * 1.05 : 1]}},
+      axes: [{label: xLabel, incrs: STEP_INCRS}, {label: yLabel, size: 60}],
+      legend: {live: true},
+      cursor: {points: {show: false}},
+    }, [[], ...categories.map(() => [])]);
+  }
+
+  // xs: the x values; values[c][i]: category c at xs[i].
+  setData(xs, values) {
+    this.raw = values;
+    if (!this.plot) return;
+    const n = xs.length;
+    const cumulative = [];
+    const sum = new Float64Array(n);
+    for (let c = 0; c < this.categories.length; c++) {
+      for (let i = 0; i < n; i++) sum[i] += values[c][i] ?? 0;
+      cumulative.push(Array.from(sum));
+    }
+    cumulative.reverse();
+    this.plot.setData([xs, ...cumulative]);
+    // Without a hover, the legend shows the newest step.
+    if (n && this.plot.cursor.idx == null) this.plot.setLegend({idx: n - 1});
+  }
+}
+
+// Lines over time, with an optional second (right) axis.
+// series: [{label, color, scale: 'y'|'right', fmt}]
+export class Lines {
+  constructor(el, {series, height = 280, xLabel = '', left = {}, right = null}) {
+    if (!uPlot) return void missing(el);
+    const s = [{label: xLabel}];
+    for (const d of series) {
+      s.push({label: d.label, stroke: d.color, width: 1.5, scale: d.scale ?? 'y',
+        value: (u, v) => (v === null || v === undefined ? '—' : d.fmt ? d.fmt(v) : v)});
+    }
+    const axes = [{label: xLabel}, {label: left.label ?? '', size: 80, values: left.values}];
+    const scales = {x: {time: false}};
+    if (right) {
+      axes.push({scale: 'right', side: 1, label: right.label, size: 60, grid: {show: false}, values: right.values});
+      scales.right = {range: right.range};
+    }
+    this.plot = make(el, {height, series: s, axes, scales, cursor: {points: {size: 6}}},
+      [[], ...series.map(() => [])]);
+  }
+
+  setData(data) {
+    if (this.plot) this.plot.setData(data);
+  }
+}
+
+// Vertical bars of one series (a histogram).
+export class Bars {
+  constructor(el, {label, color, height = 220, xLabel = '', yLabel = '', xfmt = (v) => v}) {
+    if (!uPlot) return void missing(el);
+    this.plot = make(el, {
+      height,
+      series: [{label: xLabel, value: (u, v) => (v === null ? '—' : xfmt(v))},
+        {label, stroke: color, fill: color, width: 0, paths: uPlot.paths.bars({size: [0.9, 60], align: 1}), points: {show: false}}],
+      scales: {x: {time: false}},
+      axes: [{label: xLabel, values: (u, vals) => vals.map(xfmt)}, {label: yLabel, size: 50}],
+    }, [[], []]);
+  }
+
+  setData(xs, ys) {
+    if (this.plot) this.plot.setData([xs, ys]);
+  }
+}
+
+export const PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948', '#b07aa1',
+  '#ff9da7', '#9c755f', '#bab0ac'];
+
+// A pie of the biggest slices (the rest summed as "other"), with its legend.
+// slices: [{label, value}]
+export function pie(el, title, slices, {top = 8, fmt = (v) => v} = {}) {
+  const sorted = slices.filter((s) => s.value > 0).sort((a, b) => b.value - a.value);
+  const shown = sorted.slice(0, top);
+  const rest = sorted.slice(top).reduce((a, s) => a + s.value, 0);
+  if (rest > 0) shown.push({label: 'other', value: rest});
+  const total = shown.reduce((a, s) => a + s.value, 0);
+  if (!el.firstChild) {
+    el.innerHTML = `<h4>${esc(title)}</h4><canvas width="180" height="180"></canvas><ul class="legend"></ul>`;
+  }
+  const canvas = el.querySelector('canvas');
+  const ctx = canvas.getContext('2d');
+  ctx.clearRect(0, 0, canvas.width, canvas.height);
+  let angle = -Math.PI / 2;
+  shown.forEach((s, i) => {
+    const a = total > 0 ? (s.value / total) * 2 * Math.PI : 0;
+    ctx.beginPath();
+    ctx.moveTo(90, 90);
+    ctx.arc(90, 90, 85, angle, angle + a);
+    ctx.closePath();
+    ctx.fillStyle = PALETTE[i % PALETTE.length];
+    ctx.fill();
+    angle += a;
+  });
+  el.querySelector('.legend').innerHTML = shown.length
+    ? shown.map((s, i) => `<li><i style="background:${PALETTE[i % PALETTE.length]}"></i>${esc(s.label)} <b>${
+      (100 * s.value / total).toFixed(1)}%</b> <span class="muted">${esc(fmt(s.value))}</span></li>`).join('')
+    : '<li class="muted">nothing yet</li>';
+}
+
+// Horizontal bars: [{label, value, text}] scaled to the largest.
+export function barList(el, items, color = PALETTE[0]) {
+  const max = Math.max(1e-12, ...items.map((i) => i.value));
+  el.innerHTML = items.length
+    ? items.map((i) => `<div class="bar-row"><span class="bar-label" title="${esc(i.label)}">${esc(i.label)}</span>
+        <span class="bar-track"><span class="bar" style="width:${(100 * i.value / max).toFixed(2)}%;background:${color}"></span></span>
+        <span class="bar-value">${esc(i.text)}</span></div>`).join('')
+    : '<p class="muted">nothing yet</p>';
+}

@@ -1,0 +1,54 @@
+// Formatting shared by the panels: numbers as the TF Profiler shows them,
+// byte sizes, and HTML escaping for the tables built as strings.
+
+const ESCAPES = {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'};
+
+export function esc(s) {
+  return String(s ?? '').replace(/[&<>"']/g, (c) => ESCAPES[c]);
+}
+
+// A fixed number of decimals; '—' for a missing value.
+export function num(v, decimals = 2) {
+  if (v === null || v === undefined || Number.isNaN(v)) return '—';
+  return Number(v).toLocaleString('en-US', {minimumFractionDigits: decimals, maximumFractionDigits: decimals});
+}
+
+export function pct(v, decimals = 1) {
+  return v === null || v === undefined ? '—' : `${num(v, decimals)}%`;
+}
+
+export function int(v) {
+  return v === null || v === undefined ? '—' : Number(v).toLocaleString('en-US');
+}
+
+const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+export function bytes(v) {
+  if (v === null || v === undefined) return '—';
+  let x = Math.abs(v);
+  let u = 0;
+  while (x >= 1024 && u < UNITS.length - 1) {
+    x /= 1024;
+    u++;
+  }
+  return `${v < 0 ? '-' : ''}${u === 0 ? x : x.toFixed(2)} ${UNITS[u]}`;
+}
+
+// Microseconds as the tables show them.
+export function us(v) {
+  return num(v, 1);
+}
+
+// A duration in nanoseconds, in the unit that reads best.
+export function duration(ns) {
+  if (ns === null || ns === undefined) return '—';
+  if (ns >= 1e9) return `${(ns / 1e9).toFixed(2)} s`;
+  if (ns >= 1e6) return `${(ns / 1e6).toFixed(2)} ms`;
+  if (ns >= 1e3) return `${(ns / 1e3).toFixed(1)} µs`;
+  return `${ns} ns`;
+}
+
+// One CSV field (RFC 4180).
+export function csvField(v) {
+  const s = String(v ?? '');
+  return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+}

@@ -1,0 +1,56 @@
+// Alerts: the rules and their states, what fires now, and the history of
+// transitions (the `alerts` view model; docs/alerts.md). The header's notice
+// of a new firing alert is the app's (app.js), on every page.
+import {esc, num} from '../format.js';
+import {Table} from '../table.js';
+
+function when(ns, nowNs) {
+  if (!ns) return '—';
+  const ago = (nowNs - ns) / 1e9;
+  return ago >= 0 && Number.isFinite(ago) ? `${num(ago, 1)} s ago` : '—';
+}
+
+export default {
+  id: 'alerts',
+  title: 'Alerts',
+  topics: ['alerts'],
+
+  mount(root) {
+    root.innerHTML = `
+      <section class="card"><h3>Firing now</h3><div class="firing-now"></div></section>
+      <section class="card"><h3>Rules</h3><div class="rules"></div></section>
+      <section class="card"><h3>History <span class="muted dropped"></span></h3><div class="history"></div></section>`;
+    const rules = new Table(root.querySelector('.rules'), [
+      {key: 'name', label: 'Rule'},
+      {key: 'state', label: 'State'},
+      {key: 'severity', label: 'Severity'},
+      {key: 'metric', label: 'Metric'},
+      {key: 'value', label: 'Value', numeric: true, fmt: (v) => num(v, 2)},
+      {key: 'condition', label: 'Condition'},
+      {key: 'window_text', label: 'Window'},
+    ], {sort: {key: 'name', desc: false}});
+    const history = new Table(root.querySelector('.history'), [
+      {key: 'ts_ns', label: '#', numeric: true, fmt: (v, r) => r.index},
+      {key: 'state', label: 'Became'},
+      {key: 'rule', label: 'Rule'},
+      {key: 'severity', label: 'Severity'},
+      {key: 'value', label: 'Value', numeric: true, fmt: (v) => num(v, 2)},
+      {key: 'steps', label: 'Steps'},
+      {key: 'summary', label: 'Summary', name: true},
+    ], {sort: {key: 'ts_ns', desc: true}, filterKeys: ['rule', 'summary', 'state']});
+
+    return {
+      render({alerts: a}) {
+        if (!a) return;
+        const now = a.last_evaluated_ns;
+        root.querySelector('.firing-now').innerHTML = a.firing.length
+          ? `<ul class="alert-list">${a.firing.map((f) => `<li class="sev-${esc(f.severity)}"><b>${esc(f.rule)}</b> ` +
+            `<span class="badge firing">firing</span> ${esc(f.summary)} <span class="muted">since ${esc(when(f.ts_ns, now))}, steps ${f.first_step}–${f.last_step}</span></li>`).join('')}</ul>`
+          : `<p class="ok">Nothing is firing. ${a.rules.length} rules, ${a.evaluations} evaluations.</p>`;
+        rules.setRows(a.rules.map((r) => ({...r, condition: `${r.metric} ${r.comparison} ${r.threshold}`})));
+        history.setRows(a.history.map((h, i) => ({...h, index: a.history_dropped + i + 1, steps: `${h.first_step}–${h.last_step}`})));
+        root.querySelector('.dropped').textContent = a.history_dropped ? `(${a.history_dropped} older not shown)` : '';
+      },
+    };
+  },
+};

@@ -1,0 +1,51 @@
+// What several panels share: the step-time categories' colours (as
+// TensorBoard's profiler shows them: input red, device compute green) and
+// small HTML pieces.
+import {esc} from '../format.js';
+
+export const CATEGORY_COLORS = {
+  'Device compute': '#2ca02c',
+  'Device to device': '#9467bd',
+  'Device collective communication': '#8c564b',
+  'Host compute': '#1f77b4',
+  'Kernel launch': '#ff7f0e',
+  'Input': '#d62728',
+  'Output': '#e377c2',
+  'Compilation': '#7f7f7f',
+  'All others': '#bcbd22',
+};
+
+// The overview/steps `pct` keys, in the order of the steps view's columns.
+export const BREAKDOWN_KEYS = [
+  ['device_compute', 'Device compute'],
+  ['device_to_device', 'Device to device'],
+  ['device_collectives', 'Device collective communication'],
+  ['host_compute', 'Host compute'],
+  ['kernel_launch', 'Kernel launch'],
+  ['input', 'Input'],
+  ['output', 'Output'],
+  ['compilation', 'Compilation'],
+  ['all_others', 'All others'],
+];
+
+export function colorOf(category, i) {
+  return CATEGORY_COLORS[category] ?? ['#17becf', '#aec7e8', '#ffbb78'][i % 3];
+}
+
+// A labelled value; `field` names it for tests and screen readers.
+export function stat(label, value, field = '') {
+  return `<div class="stat"${field ? ` data-field="${esc(field)}"` : ''}><span class="stat-label">${esc(label)}</span>` +
+    `<span class="stat-value">${esc(value)}</span></div>`;
+}
+
+// The steps view's rows as (xs, per-column values), for the step graphs.
+export function stepSeries(steps) {
+  const rows = steps?.rows ?? [];
+  const xs = rows.map((r) => r.step);
+  const values = (steps?.columns ?? []).map((_, c) => rows.map((r) => r.ms[c] ?? 0));
+  return {xs, values};
+}
+
+export function section(title, body, cls = '') {
+  return `<section class="card ${cls}"><h3>${esc(title)}</h3>${body}</section>`;
+}

@@ -1,0 +1,91 @@
+// Input pipeline analyzer: is the program input-bound, how much of each step
+// waits for input (device side), where the host spends its input time, and
+// the input ops (the `input_pipeline` view model, `steps` for the graph).
+import {StackedBars, barList} from '../charts.js';
+import {esc, num, pct} from '../format.js';
+import {Table} from '../table.js';
+import {colorOf, stat, stepSeries} from './common.js';
+
+const HOST_PARTS = [
+  ['enqueue_us', 'Enqueuing data to the device'],
+  ['demanded_file_read_us', 'Reading data from files on demand'],
+  ['advanced_file_read_us', 'Reading data from files in advance'],
+  ['preprocessing_us', 'Data preprocessing'],
+  ['unclassified_non_enqueue_us', 'Other data reading or processing'],
+];
+
+export default {
+  id: 'input_pipeline',
+  title: 'Input pipeline',
+  topics: ['input_pipeline', 'steps'],
+  csv: 'input_pipeline',
+
+  mount(root, ctx) {
+    root.innerHTML = `
+      <section class="card"><h3>Summary</h3><div class="summary"></div></section>
+      <section class="card"><h3>Device-side analysis: input time of each step <span class="muted step-range"></span></h3>
+        <div class="stats device-stats"></div><div class="chart device-chart"></div></section>
+      <div class="grid2">
+        <section class="card"><h3>Host-side analysis: where input time goes</h3><div class="host-parts"></div>
+          <h4>By input-op category (self time)</h4><div class="host-categories"></div></section>
+        <section class="card"><h3>What to try</h3><ul class="advice"></ul></section>
+      </div>
+      <section class="card"><h3>Input operations <button class="csv">Export CSV</button></h3><div class="ops"></div></section>`;
+    const summary = root.querySelector('.summary');
+    const deviceStats = root.querySelector('.device-stats');
+    const range = root.querySelector('.step-range');
+    const chart = new StackedBars(root.querySelector('.device-chart'), {
+      categories: [{label: 'Everything else', color: colorOf('Device compute')}, {label: 'Input', color: colorOf('Input')}],
+      xLabel: 'step', yLabel: 'ms', fmt: (v) => `${num(v, 2)} ms`,
+    });
+    const ops = new Table(root.querySelector('.ops'), [
+      {key: 'name', label: 'Input op', name: true},
+      {key: 'category', label: 'Category'},
+      {key: 'count', label: 'Count', numeric: true},
+      {key: 'total_ms', label: 'Total (ms)', numeric: true, fmt: (v) => num(v, 3)},
+      {key: 'total_pct', label: 'Total %', numeric: true, fmt: (v) => pct(v, 1)},
+      {key: 'self_ms', label: 'Self (ms)', numeric: true, fmt: (v) => num(v, 3)},
+      {key: 'self_pct', label: 'Self %', numeric: true, fmt: (v) => pct(v, 1)},
+    ], {filterKeys: ['name', 'category'], sort: {key: 'self_ms', desc: true}});
+    root.querySelector('.csv').addEventListener('click', () => ctx.exportCsv('input_pipeline'));
+
+    return {
+      render({input_pipeline: ip, steps}) {
+        if (ip) {
+          const b = ip.bottleneck;
+          const bad = b.input_classification && !/^not|unknown/i.test(b.input_classification);
+          summary.innerHTML =
+            `<p class="bottleneck ${bad ? 'bad' : ''}" data-field="input_classification">${esc(b.input_classification || 'unknown')}</p>` +
+            `<div class="stats">${stat('Waiting for input', pct(b.input_pct), 'input_pct')}${stat('Device compute', pct(b.compute_pct))}` +
+            `${stat('Kernel launch', pct(b.kernel_launch_pct))}${stat('Idle', pct(b.idle_pct))}${stat('Input on', b.input_class || '—')}</div>` +
+            `<p>${esc(b.statement)}</p>${b.next_step ? `<p><b>Next step:</b> ${esc(b.next_step)}</p>` : ''}`;
+          const d = ip.device_side;
+          const w = ip.window;
+          deviceStats.innerHTML = stat('Input % of step: average', pct(d.input_pct_avg, 2), 'input_pct_avg') +
+            stat('standard deviation', pct(d.input_pct_stddev, 2)) + stat('range', `${pct(d.input_pct_min)} – ${pct(d.input_pct_max)}`) +
+            stat('Step time: average', `${num(w.step_time_ms_avg, 2)} ms`) + stat('standard deviation', `${num(w.step_time_ms_stddev, 2)} ms`) +
+            stat('range', `${num(w.step_time_ms_min, 1)} – ${num(w.step_time_ms_max, 1)} ms`);
+          const h = ip.host_side;
+          barList(root.querySelector('.host-parts'), HOST_PARTS.map(([k, label]) => ({label, value: h[k], text: `${num(h[k] / 1e3, 2)} ms`})),
+            colorOf('Input'));
+          const byCategory = new Map();
+          for (const op of h.ops) byCategory.set(op.category, (byCategory.get(op.category) ?? 0) + op.self_ms);
+          barList(root.querySelector('.host-categories'), [...byCategory].sort((a, b) => b[1] - a[1])
+            .map(([label, ms]) => ({label, value: ms, text: `${num(ms, 1)} ms`})), '#ff7f0e');
+          const advice = [...(b.advice ?? []), ...(h.recommendations ?? [])];
+          root.querySelector('.advice').innerHTML = advice.length
+            ? advice.map((a) => `<li>${esc(a)}</li>`).join('') : '<li class="muted">nothing to suggest</li>';
+          ops.setRows(h.ops);
+        }
+        if (steps) {
+          const {xs, values} = stepSeries(steps);
+          const input = steps.columns.indexOf('Input');
+          const inputMs = input >= 0 ? values[input] : xs.map(() => 0);
+          const rest = steps.rows.map((r, i) => r.step_ms - inputMs[i]);
+          chart.setData(xs, [rest, inputMs]);
+          range.textContent = xs.length ? `steps ${xs[0]}–${xs[xs.length - 1]}` : 'no step closed yet';
+        }
+      },
+    };
+  },
+};

@@ -1,0 +1,77 @@
+// GPU kernel stats: every kernel (name, launch shape, occupancy, Tensor Core
+// use, its framework op) with its durations; the top kernels and the
+// duration histogram of the one selected (the `kernel_stats` view model).
+import {Bars, barList} from '../charts.js';
+import {duration, esc, int, num, pct} from '../format.js';
+import {Table} from '../table.js';
+import {stat} from './common.js';
+
+export default {
+  id: 'kernel_stats',
+  title: 'GPU kernel stats',
+  topics: ['kernel_stats'],
+  csv: 'kernel_stats',
+
+  mount(root, ctx) {
+    root.innerHTML = `
+      <div class="grid2">
+        <section class="card"><h3>Top 10 kernels by total time <span class="muted totals"></span></h3><div class="top"></div></section>
+        <section class="card"><h3>Duration histogram: <span class="hist-name muted">click a kernel</span></h3>
+          <div class="stats hist-stats"></div><div class="chart hist"></div></section>
+      </div>
+      <section class="card"><h3>Kernels <button class="csv">Export CSV</button></h3><div class="kernels"></div></section>`;
+    let selected = null;
+    let last = null;
+    const table = new Table(root.querySelector('.kernels'), [
+      {key: 'rank', label: 'Rank', numeric: true},
+      {key: 'kernel_name', label: 'Kernel', name: true},
+      {key: 'op_name', label: 'Framework op', name: true},
+      {key: 'occurrences', label: 'Occurrences', numeric: true},
+      {key: 'total_us', label: 'Total (µs)', numeric: true, fmt: (v) => num(v, 1)},
+      {key: 'avg_us', label: 'Avg (µs)', numeric: true, fmt: (v) => num(v, 1)},
+      {key: 'min_us', label: 'Min (µs)', numeric: true, fmt: (v) => num(v, 1)},
+      {key: 'max_us', label: 'Max (µs)', numeric: true, fmt: (v) => num(v, 1)},
+      {key: 'registers_per_thread', label: 'Registers/thread', numeric: true},
+      {key: 'shared_mem_bytes', label: 'Shared mem (B)', numeric: true, fmt: int},
+      {key: 'block', label: 'Block'},
+      {key: 'grid', label: 'Grid'},
+      {key: 'occupancy_pct', label: 'Occupancy', numeric: true, fmt: (v) => pct(v, 0)},
+      {key: 'kernel_uses_tc', label: 'Uses TC', fmt: (v) => (v ? 'yes' : 'no')},
+      {key: 'op_tc_eligible', label: 'Op TC eligible', fmt: (v) => (v ? 'yes' : 'no')},
+    ], {
+      filterKeys: ['kernel_name', 'op_name'], filterLabel: 'kernel or op name', sort: {key: 'rank', desc: false},
+      rowKey: (r) => r.kernel_name, onRowClick: (r) => {
+        selected = r.kernel_name;
+        if (last) showHistogram(last);
+      },
+    });
+    const hist = new Bars(root.querySelector('.hist'), {label: 'kernels', color: '#4e79a7', xLabel: 'duration (µs)', yLabel: 'count',
+      xfmt: (v) => num(v, 1)});
+    root.querySelector('.csv').addEventListener('click', () => ctx.exportCsv('kernel_stats'));
+
+    function showHistogram(k) {
+      const h = k.histograms.find((x) => x.kernel_name === selected) ?? k.histograms[0];
+      root.querySelector('.hist-name').textContent = h ? h.kernel_name : 'no kernel yet';
+      if (!h) return;
+      if (selected !== h.kernel_name && selected !== null) {
+        root.querySelector('.hist-name').textContent = `${selected}: no histogram kept (only the top kernels have one); showing ${h.kernel_name}`;
+      }
+      root.querySelector('.hist-stats').innerHTML = stat('count', int(h.count)) + stat('p50', duration(h.p50_ns)) +
+        stat('p90', duration(h.p90_ns)) + stat('p99', duration(h.p99_ns)) + stat('min', duration(h.min_ns)) + stat('max', duration(h.max_ns));
+      hist.setData(h.buckets.map((b) => b.lo_ns / 1e3), h.buckets.map((b) => b.count));
+    }
+
+    return {
+      render({kernel_stats: k}) {
+        if (!k) return;
+        last = k;
+        table.setRows(k.rows);
+        root.querySelector('.totals').innerHTML =
+          `<span data-field="kernel_count">${esc(int(k.kernel_count))}</span> kernels, ${esc(duration(k.kernel_ns))}, ${esc(int(k.distinct_rows))} distinct`;
+        const top = k.rows.slice().sort((a, b) => b.total_us - a.total_us).slice(0, 10);
+        barList(root.querySelector('.top'), top.map((r) => ({label: r.kernel_name, value: r.total_us, text: `${num(r.total_us / 1e3, 2)} ms`})));
+        showHistogram(k);
+      },
+    };
+  },
+};

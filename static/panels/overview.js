@@ -1,0 +1,90 @@
+// Overview: the performance summary, the step-time graph by category, the
+// top device ops, the run environment and the recommendation (the
+// `overview` view model, and `steps` for the graph).
+import {StackedBars} from '../charts.js';
+import {esc, int, num, pct} from '../format.js';
+import {Table} from '../table.js';
+import {BREAKDOWN_KEYS, colorOf, stat, stepSeries} from './common.js';
+
+export default {
+  id: 'overview',
+  title: 'Overview',
+  topics: ['overview', 'steps'],
+
+  mount(root) {
+    root.innerHTML = `
+      <div class="grid2">
+        <section class="card"><h3>Performance summary</h3><div class="summary"></div></section>
+        <section class="card"><h3>Recommendation for next step</h3><div class="recommendation"></div></section>
+      </div>
+      <section class="card"><h3>Step-time graph <span class="muted step-range"></span></h3><div class="chart steps-chart"></div></section>
+      <div class="grid2">
+        <section class="card"><h3>Top 10 device operations (self time)</h3><div class="top-ops"></div></section>
+        <section class="card"><h3>Run environment</h3><div class="env"></div></section>
+      </div>`;
+    const summary = root.querySelector('.summary');
+    const recommendation = root.querySelector('.recommendation');
+    const env = root.querySelector('.env');
+    const range = root.querySelector('.step-range');
+    const topOps = new Table(root.querySelector('.top-ops'), [
+      {key: 'name', label: 'Operation', name: true},
+      {key: 'type', label: 'Type'},
+      {key: 'self_us', label: 'Self time (µs)', numeric: true, fmt: (v) => num(v, 1)},
+      {key: 'self_pct', label: 'Self %', numeric: true, fmt: (v) => pct(v, 2)},
+      {key: 'cumulative_pct', label: 'Cumulative %', numeric: true, fmt: (v) => pct(v, 2)},
+      {key: 'uses_tc', label: 'Tensor Core', fmt: (v, r) => (v ? 'uses' : r.tc_eligible ? 'eligible, unused' : '—')},
+    ], {sort: {key: 'self_us', desc: true}, rowLimit: 10});
+    let chart = null;
+    let columns = '';
+
+    return {
+      render({overview: o, steps}) {
+        if (o) {
+          const s = o.summary;
+          summary.innerHTML =
+            `<div class="stats">${stat('Average step time', s.steps ? `${num(s.step_time_ms_avg, 2)} ms` : '—', 'step_time_ms_avg')}` +
+            stat('Standard deviation', `${num(s.step_time_ms_stddev, 2)} ms`) +
+            stat('Steps in window', s.steps ? `${int(s.steps)} (${s.first_step}–${s.last_step})` : '0') +
+            stat('GPU utilization', o.gpu_utilization_pct >= 0 ? pct(o.gpu_utilization_pct) : '—', 'gpu_utilization_pct') + '</div>' +
+            `<table class="breakdown"><thead><tr><th>Step-time category</th><th class="num">% of step</th><th class="num">avg ms</th></tr></thead><tbody>${
+              BREAKDOWN_KEYS.map(([k, label], i) => `<tr><td><i class="swatch" style="background:${colorOf(label, i)}"></i>${esc(label)}</td>` +
+                `<td class="num" data-field="pct.${k}">${pct(s.pct[k], 1)}</td><td class="num">${num(s.avg_ms[k], 2)}</td></tr>`).join('')
+            }</tbody></table>` +
+            `<div class="stats">${stat('Device compute precision: 16-bit', pct(s.device_compute_16bit_pct), 'device_compute_16bit_pct')}` +
+            stat('32-bit', pct(s.device_compute_32bit_pct)) +
+            stat('Host op time', pct(o.host_op_pct)) + stat('Device op time', pct(o.device_op_pct)) + '</div>';
+          const r = o.recommendation;
+          recommendation.innerHTML =
+            `<p class="bottleneck ${/input-bound/.test(r.bottleneck) && !/not/i.test(r.bottleneck) ? 'bad' : ''}">${esc(r.bottleneck || '—')}</p>` +
+            `<p>${esc(r.statement)}</p>${r.next_step ? `<p><b>Next step:</b> ${esc(r.next_step)}</p>` : ''}` +
+            (r.advice?.length ? `<ul>${r.advice.map((a) => `<li>${esc(a)}</li>`).join('')}</ul>` : '') +
+            (r.precision_statement ? `<p>${esc(r.precision_statement)}</p>` : '') +
+            (r.patterns?.length ? `<h4>Patterns found</h4><ul>${r.patterns.map((p) => `<li class="sev-${esc(p.severity)}">${esc(p.text)}</li>`).join('')}</ul>` : '');
+          topOps.setRows(o.top_ops);
+          const e = o.run_environment;
+          env.innerHTML = `<div class="stats">${stat('Host', e.hostname || '—')}${stat('Device type', e.device_type || '—')}` +
+            `${stat('Device cores', int(e.device_core_count))}${stat('Steps from', e.step_source)}${stat('Breakdown', e.breakdown_mode)}</div>` +
+            (e.devices?.length ? `<table><thead><tr><th>#</th><th>Device</th><th class="num">Memory</th><th class="num">SMs</th><th>CC</th></tr></thead><tbody>${
+              e.devices.map((d) => `<tr><td>${d.ordinal}</td><td>${esc(d.name)}</td><td class="num">${num(d.memory_bytes / 2 ** 30, 1)} GiB</td>` +
+                `<td class="num">${d.sm_count}</td><td>${esc(d.compute_capability)}</td></tr>`).join('')}</tbody></table>` : '') +
+            (e.gpu_note ? `<p class="note">${esc(e.gpu_note)}</p>` : '');
+        }
+        if (steps) {
+          const key = steps.columns.join('|');
+          if (key !== columns) {
+            columns = key;
+            const el = root.querySelector('.steps-chart');
+            el.innerHTML = '';
+            chart = new StackedBars(el, {
+              categories: steps.columns.map((c, i) => ({label: c, color: colorOf(c, i)})),
+              xLabel: 'step', yLabel: 'ms', fmt: (v) => `${num(v, 2)} ms`,
+            });
+          }
+          const {xs, values} = stepSeries(steps);
+          chart.setData(xs, values);
+          range.textContent = xs.length ? `steps ${xs[0]}–${xs[xs.length - 1]} (${steps.mode})` : 'no step closed yet';
+        }
+      },
+    };
+  },
+};

@@ -1,0 +1,68 @@
+// TF stats: every framework op on the device and on the host, with self
+// time; sortable and filterable tables, IDLE in or out, the four pies of
+// self time (by op and by op type, device and host), and CSV export (the
+// `tf_stats` view model).
+import {pie} from '../charts.js';
+import {num, pct} from '../format.js';
+import {Table} from '../table.js';
+
+const COLUMNS = [
+  {key: 'rank', label: 'Rank', numeric: true},
+  {key: 'type', label: 'Type'},
+  {key: 'name', label: 'Operation', name: true},
+  {key: 'occurrences', label: '#Occurrences', numeric: true},
+  {key: 'total_us', label: 'Total time (µs)', numeric: true, fmt: (v) => num(v, 1)},
+  {key: 'avg_us', label: 'Avg. time (µs)', numeric: true, fmt: (v) => num(v, 1)},
+  {key: 'self_us', label: 'Total self-time (µs)', numeric: true, fmt: (v) => num(v, 1)},
+  {key: 'avg_self_us', label: 'Avg. self-time (µs)', numeric: true, fmt: (v) => num(v, 1)},
+  {key: 'self_pct', label: 'Self-time %', numeric: true, fmt: (v) => pct(v, 2)},
+  {key: 'cumulative_pct', label: 'Cumulative self-time %', numeric: true, fmt: (v) => pct(v, 2)},
+];
+
+function byKey(rows, key) {
+  const m = new Map();
+  for (const r of rows) m.set(r[key], (m.get(r[key]) ?? 0) + r.self_us);
+  return [...m].map(([label, value]) => ({label, value}));
+}
+
+export default {
+  id: 'tf_stats',
+  title: 'TF stats',
+  topics: ['tf_stats'],
+  csv: 'tf_stats',
+
+  mount(root, ctx) {
+    root.innerHTML = `
+      <section class="card"><h3>Self time <span class="muted totals"></span></h3><div class="pies">
+        <div class="pie" data-pie="device-type"></div><div class="pie" data-pie="device-op"></div>
+        <div class="pie" data-pie="host-type"></div><div class="pie" data-pie="host-op"></div></div></section>
+      <section class="card"><h3>Operations
+        <label><input type="checkbox" class="idle" checked> include IDLE</label>
+        <button class="csv">Export CSV</button></h3>
+        <h4>On the device</h4><div class="device"></div>
+        <h4>On the host</h4><div class="host"></div></section>`;
+    const options = {filterKeys: ['name', 'type'], filterLabel: 'op name or type', sort: {key: 'rank', desc: false}};
+    const device = new Table(root.querySelector('.device'), COLUMNS, options);
+    const host = new Table(root.querySelector('.host'), COLUMNS, options);
+    const idle = root.querySelector('.idle');
+    idle.addEventListener('change', () => ctx.setParams('tf_stats', idle.checked ? {} : {include_idle: 'false'}));
+    root.querySelector('.csv').addEventListener('click', () => ctx.exportCsv('tf_stats'));
+    const pieEl = (name) => root.querySelector(`[data-pie="${name}"]`);
+    const fmt = (v) => `${num(v / 1e3, 1)} ms`;
+
+    return {
+      render({tf_stats: t}) {
+        if (!t) return;
+        device.setRows(t.device.rows);
+        host.setRows(t.host.rows);
+        root.querySelector('.totals').textContent =
+          `device ${num(t.device.total_us / 1e3, 1)} ms (ops ${num(t.device.op_us / 1e3, 1)}, IDLE ${num(t.device.idle_us / 1e3, 1)}); ` +
+          `host ${num(t.host.total_us / 1e3, 1)} ms${t.include_idle ? '' : ' — IDLE excluded'}`;
+        pie(pieEl('device-type'), 'Device: by op type', byKey(t.device.rows, 'type'), {fmt});
+        pie(pieEl('device-op'), 'Device: by op', byKey(t.device.rows, 'name'), {fmt});
+        pie(pieEl('host-type'), 'Host: by op type', byKey(t.host.rows, 'type'), {fmt});
+        pie(pieEl('host-op'), 'Host: by op', byKey(t.host.rows, 'name'), {fmt});
+      },
+    };
+  },
+};

@@ -1,0 +1,96 @@
+// A sortable, filterable table. The rows are plain objects from a view model;
+// columns say how to show each field. Re-rendering keeps the sort, the filter
+// and the scroll position, so a table can be refreshed on every publication.
+import {esc} from './format.js';
+
+// columns: [{key, label, fmt(value, row) -> text, numeric, name (a long name: wraps), title}]
+// options: {filterKeys: ['name', ...] (a filter box over these fields),
+//           sort: {key, desc}, rowLimit, onRowClick(row), rowKey(row)}
+export class Table {
+  constructor(root, columns, options = {}) {
+    this.columns = columns;
+    this.options = options;
+    this.rows = [];
+    this.sort = options.sort ?? {key: columns[0].key, desc: false};
+    this.filter = '';
+    this.selected = null;
+    root.classList.add('table-block');
+    root.innerHTML = `
+      ${options.filterKeys ? `<input type="search" class="filter" placeholder="Filter by ${esc(options.filterLabel ?? 'name')}…" aria-label="filter">` : ''}
+      <span class="table-count"></span>
+      <div class="table-scroll"><table><thead><tr>${columns
+        .map((c) => `<th data-key="${esc(c.key)}" class="${c.numeric ? 'num' : ''}" title="${esc(c.title ?? '')}">${esc(c.label)}</th>`)
+        .join('')}</tr></thead><tbody></tbody></table></div>`;
+    this.count = root.querySelector('.table-count');
+    this.body = root.querySelector('tbody');
+    this.head = root.querySelector('thead');
+    this.head.addEventListener('click', (e) => {
+      const th = e.target.closest('th');
+      if (!th) return;
+      const key = th.dataset.key;
+      const column = this.columns.find((c) => c.key === key);
+      this.sort = {key, desc: this.sort.key === key ? !this.sort.desc : !!column.numeric};
+      this.render();
+    });
+    const input = root.querySelector('.filter');
+    if (input) {
+      input.addEventListener('input', () => {
+        this.filter = input.value.trim().toLowerCase();
+        this.render();
+      });
+    }
+    if (options.onRowClick) {
+      this.body.addEventListener('click', (e) => {
+        const tr = e.target.closest('tr');
+        if (!tr || tr.dataset.i === undefined) return;
+        const row = this.visible[+tr.dataset.i];
+        this.selected = options.rowKey ? options.rowKey(row) : null;
+        options.onRowClick(row);
+        this.render();
+      });
+    }
+  }
+
+  setRows(rows) {
+    this.rows = rows ?? [];
+    this.render();
+  }
+
+  // The rows as shown: filtered, sorted.
+  shownRows() {
+    const keys = this.options.filterKeys;
+    let rows = this.rows;
+    if (this.filter && keys) {
+      rows = rows.filter((r) => keys.some((k) => String(r[k] ?? '').toLowerCase().includes(this.filter)));
+    }
+    const {key, desc} = this.sort;
+    const dir = desc ? -1 : 1;
+    return rows.slice().sort((a, b) => {
+      const x = a[key];
+      const y = b[key];
+      if (x === y) return 0;
+      if (x === null || x === undefined) return 1;
+      if (y === null || y === undefined) return -1;
+      return (typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y))) * dir;
+    });
+  }
+
+  render() {
+    const rows = this.shownRows();
+    const limit = this.options.rowLimit ?? 500;
+    this.visible = rows.slice(0, limit);
+    for (const th of this.head.querySelectorAll('th')) {
+      th.setAttribute('aria-sort', th.dataset.key === this.sort.key ? (this.sort.desc ? 'descending' : 'ascending') : 'none');
+    }
+    const rowKey = this.options.rowKey;
+    this.body.innerHTML = this.visible
+      .map((r, i) => `<tr data-i="${i}"${rowKey && rowKey(r) === this.selected ? ' class="selected"' : ''}>${this.columns
+        .map((c) => `<td class="${c.numeric ? 'num' : c.name ? 'name' : ''}">${esc(c.fmt ? c.fmt(r[c.key], r) : r[c.key])}</td>`)
+        .join('')}</tr>`)
+      .join('');
+    const total = this.rows.length;
+    this.count.textContent = rows.length > limit
+      ? `showing ${limit} of ${rows.length} rows (Export CSV has them all)`
+      : `${rows.length}${rows.length !== total ? ` of ${total}` : ''} rows`;
+  }
+}

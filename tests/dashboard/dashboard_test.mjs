@@ -1,0 +1,278 @@
+// The dashboard in a real browser (Debian's Chromium, headless, through
+// playwright-core) against `liveprof demo` running the input-bound scenario:
+// every page renders with data equal to /api, the alert notice appears, CSV
+// downloads parse, the window selector, pause, sort/filter, version mismatch,
+// empty state and reconnect work. Screenshots of every page go to
+// build/screenshots/. Run: node --test tests/dashboard/
+import assert from 'node:assert/strict';
+import {readFileSync} from 'node:fs';
+import {after, before, describe, test} from 'node:test';
+import {api, assertShown, launchBrowser, openPage, parseCsv, screenshot, shownNumber, startServer,
+  stopServer} from './harness.mjs';
+
+const STEPS = 60;  // ~5 s of the input-bound scenario; then the data holds still.
+const PAGES = ['overview', 'input_pipeline', 'tf_stats', 'kernel_stats', 'memory', 'alerts', 'trace_viewer'];
+
+let server;
+let browser;
+let base;
+
+before(async () => {
+  server = await startServer(['demo', '--port', '0', '--scenario', 'input_bound', '--steps', String(STEPS)]);
+  base = server.url;
+  browser = await launchBrowser();
+});
+
+after(async () => {
+  await browser?.close();
+  await stopServer(server);
+});
+
+// Resolves once the workload's steps are all analysed and nothing moves.
+async function settled() {
+  for (let i = 0; i < 300; i++) {
+    const s = await api(base, '/api/status');
+    if (s.steps_closed === STEPS && s.steps_open === 0) {
+      await new Promise((r) => setTimeout(r, 400));
+      const again = await api(base, '/api/status');
+      if (again.events_consumed === s.events_consumed) return again;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`the demo did not finish its ${STEPS} steps in 30 s`);
+}
+
+// Opens a page and waits until it shows data of a publication at least `seq`.
+async function show(page, id, seq = 1) {
+  await page.goto(`${base}#${id}`);
+  await page.waitForFunction(([s]) => document.body.dataset.phase === 'live' &&
+    +document.querySelector('#seq').dataset.seq >= s, [seq]);
+  await page.waitForTimeout(300);  // the page's next animation frame has drawn.
+}
+
+describe('the dashboard on the input-bound demo', () => {
+  test('the input-bound alert is shown within 10 s of opening the page', async () => {
+    const page = await openPage(browser, base);
+    const start = Date.now();
+    await page.locator('#alert-notice:not(.hidden)').waitFor({timeout: 10000});
+    const seconds = (Date.now() - start) / 1000;
+    const text = await page.locator('#alert-notice').innerText();
+    assert.match(text, /input_bound_high/);
+    assert.match(text, /input-bound/);
+    assert.ok(seconds <= 10, `the notice took ${seconds} s`);
+    await page.click('#alert-notice a');
+    await page.locator('.page[data-page=alerts] .firing-now li').first().waitFor();
+    assert.match(await page.locator('.page[data-page=alerts] .firing-now').innerText(), /input_bound_high/);
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
+  test('every page renders with data, and its numbers equal /api', async () => {
+    const status = await settled();
+    const page = await openPage(browser, base);
+    const at = (sel) => page.locator(sel).first().innerText();
+
+    await show(page, 'overview', status.seq);
+    const o = await api(base, '/api/overview');
+    assertShown(assert, await at('[data-field=step_time_ms_avg] .stat-value'), o.summary.step_time_ms_avg, 'average step time');
+    assertShown(assert, await at('[data-field="pct.input"]'), o.summary.pct.input, 'input %');
+    assertShown(assert, await at('[data-field=gpu_utilization_pct] .stat-value'), o.gpu_utilization_pct, 'GPU utilization');
+    assert.match(await at('.recommendation .bottleneck'), /HIGHLY input-bound/);
+    assert.equal(await page.locator('.top-ops tbody tr').count(), Math.min(10, o.top_ops.length));
+    assert.equal(await page.locator('.steps-chart canvas').count(), 1);
+    assert.equal(await at('#drops b'), '0');
+    await screenshot(page, 'overview');
+
+    await show(page, 'input_pipeline', status.seq);
+    const ip = await api(base, '/api/input_pipeline');
+    assert.equal(await at('[data-field=input_classification]'), ip.bottleneck.input_classification);
+    assertShown(assert, await at('[data-field=input_pct_avg] .stat-value'), ip.device_side.input_pct_avg, 'device-side input %');
+    assert.equal(await page.locator('.page[data-page=input_pipeline] .ops tbody tr').count(), ip.host_side.ops.length);
+    await screenshot(page, 'input_pipeline');
+
+    await show(page, 'tf_stats', status.seq);
+    const tf = await api(base, '/api/tf_stats');
+    const firstDevice = page.locator('.page[data-page=tf_stats] .device tbody tr').first().locator('td');
+    assert.equal(await firstDevice.nth(2).innerText(), tf.device.rows[0].name);
+    assertShown(assert, await firstDevice.nth(6).innerText(), tf.device.rows[0].self_us, 'device self time of rank 1');
+    assert.equal(await page.locator('.page[data-page=tf_stats] .device tbody tr').count(), tf.device.rows.length);
+    assert.equal(await page.locator('.page[data-page=tf_stats] .pie canvas').count(), 4);
+    await screenshot(page, 'tf_stats');
+
+    await show(page, 'kernel_stats', status.seq);
+    const k = await api(base, '/api/kernel_stats');
+    assertShown(assert, await at('[data-field=kernel_count]'), k.kernel_count, 'kernel count');
+    assert.equal(await page.locator('.page[data-page=kernel_stats] .kernels tbody tr').count(), k.rows.length);
+    assert.equal(await at('.page[data-page=kernel_stats] .hist-name'), k.histograms[0].kernel_name);
+    await screenshot(page, 'kernel_stats');
+
+    await show(page, 'memory', status.seq);
+    const m = await api(base, '/api/memory');
+    assertShown(assert, await at('[data-field=num_allocations] .stat-value'), m.memories[0].num_allocations, 'allocations');
+    assert.equal(await page.locator('.page[data-page=memory] .breakdown tbody tr').count(), m.memories[0].breakdown.length);
+    await screenshot(page, 'memory');
+
+    await show(page, 'alerts', status.seq);
+    const a = await api(base, '/api/alerts');
+    const rules = page.locator('.page[data-page=alerts] .rules tbody tr');
+    assert.equal(await rules.count(), a.rules.length);
+    const firingRule = a.rules.find((r) => r.name === 'input_bound_high');
+    assert.equal(firingRule.state, 'firing');
+    const row = rules.filter({hasText: 'input_bound_high'}).first();
+    assert.equal(await row.locator('td').nth(1).innerText(), 'firing');
+    assertShown(assert, await row.locator('td').nth(4).innerText(), firingRule.value, 'input_bound_high value');
+    await screenshot(page, 'alerts');
+
+    await show(page, 'trace_viewer', status.seq);
+    assert.match(await at('.page[data-page=trace_viewer]'), /events/);
+    await screenshot(page, 'trace_viewer');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
+  test('Export CSV downloads the table, which parses and equals /api', async () => {
+    await settled();
+    const page = await openPage(browser, base);
+    for (const [id, topic, rowsOf] of [
+      ['tf_stats', 'tf_stats', (j) => j.device.rows.length + j.host.rows.length],
+      ['kernel_stats', 'kernel_stats', (j) => j.rows.length],
+      ['input_pipeline', 'input_pipeline', (j) => j.host_side.ops.length],
+    ]) {
+      await show(page, id);
+      const [download] = await Promise.all([page.waitForEvent('download'),
+        page.click(`.page[data-page=${id}] button.csv`)]);
+      assert.match(download.suggestedFilename(), new RegExp(`^liveprof-${topic}-.*\\.csv$`));
+      const text = readFileSync(await download.path(), 'utf8');
+      const rows = parseCsv(text.trimEnd());
+      const json = await api(base, `/api/${topic}`);
+      assert.equal(rows.length - 1, rowsOf(json), `${topic}: CSV rows`);
+      assert.equal(text, await api(base, `/api/${topic}?format=csv`, 'text'), `${topic}: the file is the /api CSV`);
+    }
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
+  test('the window selector shows another window, fetched from /api', async () => {
+    await settled();
+    const page = await openPage(browser, base);
+    await show(page, 'overview');
+    await page.selectOption('#window', 'steps:20');
+    await page.waitForFunction(() => /\(40–59\)/.test(document.querySelector('.summary').innerText));
+    const o = await api(base, '/api/overview?last=20');
+    assert.equal(o.summary.steps, 20);
+    assertShown(assert, await page.locator('[data-field=step_time_ms_avg] .stat-value').innerText(),
+      o.summary.step_time_ms_avg, 'average over the last 20 steps');
+    assert.match(await page.locator('#window-text').innerText(), /last 20 steps/);
+    // The step graph shows the same 20 steps.
+    await page.waitForFunction(() => /steps 40–59/.test(document.querySelector('.step-range').innerText));
+
+    await page.selectOption('#window', 'published');
+    await page.waitForFunction(() => /\(0–59\)/.test(document.querySelector('.summary').innerText));
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
+  test('TF stats: excluding IDLE, sorting and filtering', async () => {
+    await settled();
+    const page = await openPage(browser, base);
+    await show(page, 'tf_stats');
+    const device = page.locator('.page[data-page=tf_stats] .device');
+    assert.ok(await device.locator('tbody tr', {hasText: 'IDLE'}).count() > 0);
+    await page.uncheck('.page[data-page=tf_stats] .idle');
+    await page.waitForFunction(() => ![...document.querySelectorAll('.page[data-page=tf_stats] .device tbody tr')]
+      .some((tr) => tr.children[1].innerText === 'IDLE'));
+    const noIdle = await api(base, '/api/tf_stats?include_idle=false');
+    assert.equal(noIdle.include_idle, false);
+    const first = device.locator('tbody tr').first().locator('td');
+    assert.equal(await first.nth(2).innerText(), noIdle.device.rows[0].name);
+    assertShown(assert, await first.nth(8).innerText(), noIdle.device.rows[0].self_pct, 'self % without IDLE');
+
+    // Sort by occurrences, most first; then filter by name.
+    await device.locator('th[data-key=occurrences]').click();
+    const counts = await device.locator('tbody tr td:nth-child(4)').allInnerTexts();
+    const values = counts.map((t) => shownNumber(t).value);
+    assert.deepEqual(values, [...values].sort((x, y) => y - x));
+    await device.locator('input.filter').fill('conv2d');
+    const shown = await device.locator('tbody tr').evaluateAll((trs) =>
+      trs.map((tr) => `${tr.children[1].innerText} ${tr.children[2].innerText}`.toLowerCase()));
+    const matching = noIdle.device.rows.filter((r) => `${r.type} ${r.name}`.toLowerCase().includes('conv2d'));
+    assert.ok(matching.length > 0);
+    assert.equal(shown.length, matching.length);
+    assert.ok(shown.every((t) => t.includes('conv2d')), shown.join('; '));
+    assert.match(await device.locator('.table-count').innerText(), new RegExp(`^${matching.length} of ${noIdle.device.rows.length} rows`));
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
+  test('kernel stats: a clicked kernel gets its histogram', async () => {
+    await settled();
+    const page = await openPage(browser, base);
+    await show(page, 'kernel_stats');
+    const k = await api(base, '/api/kernel_stats');
+    const second = k.histograms[1];
+    const row = page.locator('.page[data-page=kernel_stats] .kernels tbody tr', {hasText: second.kernel_name}).first();
+    await row.locator('td').nth(1).click();
+    await page.waitForFunction((name) => document.querySelector('.hist-name').innerText === name, second.kernel_name);
+    assertShown(assert, await page.locator('.hist-stats .stat').first().locator('.stat-value').innerText(), second.count,
+      'histogram count');
+    await page.close();
+  });
+
+  test('pause holds the page still while the feed goes on; resume catches up', async () => {
+    const page = await openPage(browser, base);
+    await show(page, 'overview');
+    await page.click('#pause');
+    const held = await page.locator('#seq').getAttribute('data-seq');
+    await page.waitForTimeout(800);
+    assert.equal(await page.locator('#seq').getAttribute('data-seq'), held);
+    assert.match(await page.locator('#seq').innerText(), /paused/);
+    await page.click('#pause');
+    await page.waitForFunction((s) => +document.querySelector('#seq').dataset.seq > s, +held);
+    await page.close();
+  });
+
+  test('a server of another protocol version is said plainly, and not retried', async () => {
+    const page = await browser.newPage();
+    let connections = 0;
+    await page.routeWebSocket(/\/ws$/, (ws) => {
+      connections++;
+      ws.send(JSON.stringify({type: 'hello', v: 2, protocol: 'liveprof', server: '9.9.9', topics: ['overview']}));
+    });
+    await page.goto(base);
+    await page.waitForFunction(() => document.body.dataset.phase === 'version_mismatch');
+    const banner = await page.locator('#banner').innerText();
+    assert.match(banner, /Protocol version mismatch/);
+    assert.match(banner, /speaks liveprof protocol v1, but the server \(liveprof 9\.9\.9\) speaks v2/);
+    await page.waitForTimeout(1500);
+    assert.equal(connections, 1);
+    await screenshot(page, 'version_mismatch');
+    await page.close();
+  });
+});
+
+describe('the dashboard with nothing connected', () => {
+  test('explains what to do, and reconnects when the server comes back', async () => {
+    let serve = await startServer(['serve', '--port', '0']);
+    const url = serve.url;
+    const port = serve.port;
+    try {
+      const page = await openPage(browser, url);
+      await page.locator('#empty:not(.hidden)').waitFor();
+      assert.match(await page.locator('#empty').innerText(), /No events yet/);
+      assert.match(await page.locator('#empty').innerText(), /scripts\/demo\.sh/);
+      await screenshot(page, 'empty_state');
+
+      await stopServer(serve);
+      await page.waitForFunction(() => document.body.dataset.phase === 'reconnecting');
+      assert.match(await page.locator('#banner').innerText(), /Not connected to the liveprof server/);
+      await screenshot(page, 'reconnecting');
+
+      serve = await startServer(['serve', '--port', String(port)]);
+      await page.waitForFunction(() => document.body.dataset.phase === 'live', null, {timeout: 15000});
+      assert.equal(await page.locator('#banner').isHidden(), true);
+      await page.close();
+    } finally {
+      await stopServer(serve);
+    }
+  });
+});

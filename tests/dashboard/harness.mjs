@@ -1,0 +1,153 @@
+// What the dashboard's browser tests share: a liveprof server in a child
+// process, Debian's Chromium through playwright-core, /api reads, and a CSV
+// parser. Paths come from the environment ctest sets (see CMakeLists.txt),
+// with the repository's defaults.
+import {spawn} from 'node:child_process';
+import {mkdirSync, mkdtempSync, rmSync} from 'node:fs';
+import {tmpdir} from 'node:os';
+import path from 'node:path';
+import {chromium} from 'playwright-core';
+
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
+export const LIVEPROF = process.env.LIVEPROF_BIN ?? path.join(root, 'build/bin/liveprof');
+export const SCREENSHOTS = process.env.LIVEPROF_SCREENSHOTS ?? path.join(root, 'build/screenshots');
+export const CHROMIUM = process.env.LIVEPROF_CHROMIUM ?? '/usr/bin/chromium';
+
+// Starts `liveprof <args>` and resolves when it prints its URL.
+export function startServer(args) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(LIVEPROF, args, {stdio: ['ignore', 'pipe', 'pipe']});
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`liveprof ${args.join(' ')}: no URL in 10 s:\n${out}`)), 10000);
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = out.match(/listening on (http:\/\/127\.0\.0\.1:(\d+)\/)/);
+      if (m && !child.url) {
+        clearTimeout(timer);
+        child.url = m[1];
+        child.port = +m[2];
+        resolve(child);
+      }
+    });
+    child.stderr.on('data', (d) => { out += d; });
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      if (!child.url) reject(new Error(`liveprof ${args.join(' ')} exited with ${code}:\n${out}`));
+    });
+  });
+}
+
+export function stopServer(child) {
+  return new Promise((resolve) => {
+    if (!child || child.exitCode !== null) return resolve();
+    child.on('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+}
+
+export async function api(base, pathAndQuery, format = 'json') {
+  const r = await fetch(new URL(pathAndQuery, base));
+  if (!r.ok) throw new Error(`GET ${pathAndQuery}: HTTP ${r.status}`);
+  return format === 'json' ? r.json() : r.text();
+}
+
+// The flags of ../shared/reference/toolchain.md §5: no sandbox (root in a
+// container), no GPU, no background traffic (the network is closed).
+export async function launchBrowser() {
+  const profile = mkdtempSync(path.join(tmpdir(), 'liveprof-chromium-'));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: {width: 1400, height: 1000},
+    acceptDownloads: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+  context.close = ((close) => async () => {
+    await close();
+    rmSync(profile, {recursive: true, force: true});
+  })(context.close.bind(context));
+  return context;
+}
+
+// A page that records its errors: tests assert there were none.
+export async function openPage(context, url) {
+  const page = await context.newPage();
+  page.errors = [];
+  page.on('pageerror', (e) => page.errors.push(`pageerror: ${e.message}`));
+  page.on('console', (m) => {
+    if (m.type() === 'error') page.errors.push(`console: ${m.text()}`);
+  });
+  await page.goto(url);
+  return page;
+}
+
+export async function screenshot(page, name) {
+  mkdirSync(SCREENSHOTS, {recursive: true});
+  await page.screenshot({path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true});
+}
+
+// RFC 4180: fields separated by commas, quoted fields may hold commas,
+// newlines and doubled quotes. Throws on a malformed file.
+export function parseCsv(text) {
+  const rows = [];
+  let row = [];
+  let field = '';
+  let i = 0;
+  let quoted = false;
+  while (i < text.length) {
+    const c = text[i];
+    if (quoted) {
+      if (c === '"' && text[i + 1] === '"') {
+        field += '"';
+        i += 2;
+        continue;
+      }
+      if (c === '"') quoted = false;
+      else field += c;
+      i++;
+      continue;
+    }
+    if (c === '"') {
+      if (field !== '') throw new Error(`CSV: a quote inside an unquoted field at offset ${i}`);
+      quoted = true;
+    } else if (c === ',') {
+      row.push(field);
+      field = '';
+    } else if (c === '\n' || c === '\r') {
+      if (c === '\r' && text[i + 1] === '\n') i++;
+      row.push(field);
+      rows.push(row);
+      row = [];
+      field = '';
+    } else {
+      field += c;
+    }
+    i++;
+  }
+  if (quoted) throw new Error('CSV: a quoted field is not closed');
+  if (field !== '' || row.length) {
+    row.push(field);
+    rows.push(row);
+  }
+  const width = rows[0]?.length;
+  rows.forEach((r, n) => {
+    if (r.length !== width) throw new Error(`CSV: row ${n} has ${r.length} fields, the header ${width}`);
+  });
+  return rows;
+}
+
+// The number shown in an element's text ("84.24 ms", "1,234", "47.6%").
+export function shownNumber(text) {
+  const m = String(text).replace(/,/g, '').match(/-?\d+(\.\d+)?/);
+  if (!m) throw new Error(`no number in '${text}'`);
+  return {value: Number(m[0]), decimals: m[1] ? m[1].length - 1 : 0};
+}
+
+// Equal to `expected` at the precision shown.
+export function assertShown(assert, text, expected, what) {
+  const {value, decimals} = shownNumber(text);
+  const tolerance = 0.5 * 10 ** -decimals + 1e-9;
+  assert.ok(Math.abs(value - expected) <= tolerance,
+    `${what}: the page shows ${text} (${value}), /api says ${expected}`);
+}
