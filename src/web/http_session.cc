@@ -70,7 +70,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     const unsigned version = req.version();
     const RequestTarget target = ParseRequestTarget(req.target());
 
-    if (!TokenAccepted(state_->options().token, req[http::field::authorization], target,
+    if (NeedsToken(target.path) && !TokenAccepted(state_->options().token, req[http::field::authorization], target,
                        req[http::field::sec_websocket_protocol])) {
       return SendReply(ErrorReply(401, "this server needs its token: 'Authorization: Bearer <token>', "
                                        "?token=<token> or the WebSocket subprotocol "

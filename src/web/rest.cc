@@ -174,6 +174,10 @@ Route RouteRequest(std::string_view raw_target, uint32_t published_last_steps) {
   return r;
 }
 
+bool NeedsToken(std::string_view path) {
+  return path == "/api" || path.starts_with("/api/") || path == "/metrics" || path == "/ws";
+}
+
 bool NeedsRender(const Route& route) {
   return route.kind == Route::Kind::kView &&
          (route.csv || route.last_steps != 0 || route.last_ns != 0 || route.exclude_idle);

@@ -92,6 +92,12 @@ std::string ServerStatsJson(const ServerStats& stats);
 bool TokenAccepted(std::string_view token, std::string_view authorization,
                    const RequestTarget& target, std::string_view ws_protocols);
 
+// True when a request for `path` (decoded) needs the token: /api, /metrics
+// and /ws, everything that carries profiling data. The dashboard's static
+// files hold none and are served without it, so that a browser can load the
+// page whose URL carries ?token= (its scripts and styles are fetched without).
+bool NeedsToken(std::string_view path);
+
 // True when a WebSocket upgrade from `origin` may proceed: no Origin header
 // (not a browser), the server's own origin (http(s)://<host>), or one of
 // `allowed` ("*" allows any).

@@ -276,3 +276,25 @@ describe('the dashboard with nothing connected', () => {
     }
   });
 });
+
+describe('the dashboard of a server with a token', () => {
+  test('the page passes ?token= on to the feed (subprotocol) and to /api', async () => {
+    const demo = await startServer(['demo', '--port', '0', '--token', 's3cret', '--scenario', 'balanced', '--steps', '30']);
+    try {
+      const refused = await fetch(new URL('/api/status', demo.url));
+      assert.equal(refused.status, 401);
+      const page = await openPage(browser, `${demo.url}?token=s3cret#kernel_stats`);
+      await page.waitForFunction(() => document.body.dataset.phase === 'live' &&
+        +document.querySelector('#seq').dataset.seq >= 2);
+      await page.locator('.page[data-page=kernel_stats] .kernels tbody tr').first().waitFor();
+      const [download] = await Promise.all([page.waitForEvent('download'),
+        page.click('.page[data-page=kernel_stats] button.csv')]);
+      const rows = parseCsv(readFileSync(await download.path(), 'utf8').trimEnd());
+      assert.ok(rows.length > 1, 'the CSV has rows');
+      assert.deepEqual(page.errors, []);
+      await page.close();
+    } finally {
+      await stopServer(demo);
+    }
+  });
+});

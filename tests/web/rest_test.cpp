@@ -88,6 +88,17 @@ TEST_CASE("rest: last_s=T windows steps and tables by time, include_idle=false d
   CHECK(RouteRequest("/api/kernel_stats?include_idle=false", kPublishedSteps).status == 400);
 }
 
+TEST_CASE("rest: the token guards the data, not the dashboard's files") {
+  for (const char* path : {"/api", "/api/", "/api/status", "/api/nope", "/metrics", "/ws"}) {
+    CAPTURE(path);
+    CHECK(NeedsToken(path));
+  }
+  for (const char* path : {"/", "/index.html", "/app.js", "/vendor/uPlot.esm.js", "/apix", "/metrics.html", "/wss"}) {
+    CAPTURE(path);
+    CHECK(!NeedsToken(path));
+  }
+}
+
 TEST_CASE("rest: bad requests are refused with what and where") {
   auto error = [](const char* target) { return RouteRequest(target, kPublishedSteps); };
   Route r = error("/api/nope");

@@ -629,6 +629,11 @@ TEST_CASE("server: with a token, requests without it are refused") {
     CHECK(c.HttpGet(target).status == 401);
   }
   {
+    // The dashboard's files hold no data: served without the token.
+    RawClient c(ts.port());
+    CHECK(c.HttpGet("/index.html").status != 401);
+  }
+  {
     RawClient c(ts.port());
     CHECK(c.HttpGet("/api/status", {{"Authorization", "Bearer t0k"}}).status == 200);
     CHECK(c.HttpGet("/api/status?token=t0k").status == 200);  // same connection, kept alive.
