@@ -168,14 +168,17 @@ function drawHeader() {
   const a = state.views.alerts;
   const notice = $('#alert-notice');
   if (a && a.firing.length) {
-    const fresh = a.firing.filter((f) => !state.firingSeen.has(`${f.rule}@${f.ts_ns}`));
-    for (const f of a.firing) state.firingSeen.add(`${f.rule}@${f.ts_ns}`);
+    // Only what fires now is remembered: the set stays as small as the list.
+    const keys = a.firing.map((f) => `${f.rule}@${f.ts_ns}`);
+    const fresh = keys.filter((k) => !state.firingSeen.has(k));
+    state.firingSeen = new Set(keys);
     const f = a.firing[0];
     notice.className = `alert-notice sev-${f.severity}${fresh.length ? ' flash' : ''}`;
     notice.innerHTML = `<a href="#alerts">⚠ ${a.firing.length} alert${a.firing.length > 1 ? 's' : ''} firing: ` +
       `<b>${esc(f.rule)}</b> ${esc(f.summary)}</a>`;
     if (fresh.length) setTimeout(() => notice.classList.remove('flash'), 3000);
   } else {
+    state.firingSeen.clear();
     notice.className = 'alert-notice hidden';
     notice.textContent = '';
   }

@@ -19,11 +19,13 @@ function missing(el) {
 // A uPlot that follows its container's width.
 function make(el, opts, data) {
   const width = Math.max(200, el.clientWidth || 600);
-  const plot = new uPlot({width, ...opts}, data, el);
-  new ResizeObserver(() => {
+  let observer = null;
+  const plot = new uPlot({width, ...opts, hooks: {destroy: [() => observer?.disconnect()]}}, data, el);
+  observer = new ResizeObserver(() => {
     const w = el.clientWidth;
     if (w > 0 && Math.abs(w - plot.width) > 1) plot.setSize({width: w, height: opts.height});
-  }).observe(el);
+  });
+  observer.observe(el);
   return plot;
 }
 
@@ -63,6 +65,11 @@ export class StackedBars {
       legend: {live: true},
       cursor: {points: {show: false}},
     }, [[], ...categories.map(() => [])]);
+  }
+
+  destroy() {
+    if (this.plot) this.plot.destroy();
+    this.plot = null;
   }
 
   // xs: the x values; values[c][i]: category c at xs[i].

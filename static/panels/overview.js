@@ -74,6 +74,7 @@ export default {
           if (key !== columns) {
             columns = key;
             const el = root.querySelector('.steps-chart');
+            chart?.destroy();
             el.innerHTML = '';
             chart = new StackedBars(el, {
               categories: steps.columns.map((c, i) => ({label: c, color: colorOf(c, i)})),
