@@ -7,10 +7,18 @@ export function esc(s) {
   return String(s ?? '').replace(/[&<>"']/g, (c) => ESCAPES[c]);
 }
 
+// One formatter per number of decimals: building an Intl.NumberFormat (which
+// toLocaleString does on every call) costs more than the formatting.
+const formatters = [];
+function formatter(decimals) {
+  return (formatters[decimals] ??= new Intl.NumberFormat('en-US',
+    {minimumFractionDigits: decimals, maximumFractionDigits: decimals}));
+}
+
 // A fixed number of decimals; '—' for a missing value.
 export function num(v, decimals = 2) {
   if (v === null || v === undefined || Number.isNaN(v)) return '—';
-  return Number(v).toLocaleString('en-US', {minimumFractionDigits: decimals, maximumFractionDigits: decimals});
+  return formatter(decimals).format(v);
 }
 
 export function pct(v, decimals = 1) {
@@ -18,7 +26,7 @@ export function pct(v, decimals = 1) {
 }
 
 export function int(v) {
-  return v === null || v === undefined ? '—' : Number(v).toLocaleString('en-US');
+  return v === null || v === undefined ? '—' : formatter(0).format(v);
 }
 
 const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];

@@ -1,7 +1,7 @@
 // A sortable, filterable table. The rows are plain objects from a view model;
 // columns say how to show each field. Re-rendering keeps the sort, the filter
 // and the scroll position, so a table can be refreshed on every publication.
-import {esc} from './format.js';
+import {esc} from './format.js';  // the header's HTML
 
 // columns: [{key, label, fmt(value, row) -> text, numeric, name (a long name: wraps), title}]
 // options: {filterKeys: ['name', ...] (a filter box over these fields),
@@ -82,15 +82,43 @@ export class Table {
     for (const th of this.head.querySelectorAll('th')) {
       th.setAttribute('aria-sort', th.dataset.key === this.sort.key ? (this.sort.desc ? 'descending' : 'ascending') : 'none');
     }
-    const rowKey = this.options.rowKey;
-    this.body.innerHTML = this.visible
-      .map((r, i) => `<tr data-i="${i}"${rowKey && rowKey(r) === this.selected ? ' class="selected"' : ''}>${this.columns
-        .map((c) => `<td class="${c.numeric ? 'num' : c.name ? 'name' : ''}">${esc(c.fmt ? c.fmt(r[c.key], r) : r[c.key])}</td>`)
-        .join('')}</tr>`)
-      .join('');
+    this.fill(this.visible);
     const total = this.rows.length;
-    this.count.textContent = rows.length > limit
+    const count = rows.length > limit
       ? `showing ${limit} of ${rows.length} rows (Export CSV has them all)`
       : `${rows.length}${rows.length !== total ? ` of ${total}` : ''} rows`;
+    if (this.count.textContent !== count) this.count.textContent = count;
+  }
+
+  // Puts `rows` into the body, touching only the cells whose text changed:
+  // a live table is redrawn ten times a second, and rebuilding its DOM each
+  // time would cost more than everything else on the page.
+  fill(rows) {
+    const body = this.body;
+    const columns = this.columns;
+    while (body.rows.length < rows.length) {
+      const tr = body.insertRow();
+      tr.dataset.i = String(body.rows.length - 1);
+      tr.texts = columns.map(() => '');
+      for (const c of columns) {
+        const td = tr.insertCell();
+        td.className = c.numeric ? 'num' : c.name ? 'name' : '';
+        td.append(document.createTextNode(''));
+      }
+    }
+    while (body.rows.length > rows.length) body.deleteRow(-1);
+    const rowKey = this.options.rowKey;
+    rows.forEach((r, i) => {
+      const tr = body.rows[i];
+      for (let c = 0; c < columns.length; c++) {
+        const col = columns[c];
+        const text = String((col.fmt ? col.fmt(r[col.key], r) : r[col.key]) ?? '');
+        if (tr.texts[c] !== text) {
+          tr.texts[c] = text;
+          tr.cells[c].firstChild.data = text;
+        }
+      }
+      if (rowKey) tr.classList.toggle('selected', rowKey(r) === this.selected);
+    });
   }
 }
