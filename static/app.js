@@ -53,6 +53,7 @@ const ctx = {
   exportCsv,
   setParams(topic, params) {
     state.params[topic] = params;
+    delete state.pending[topic];
     resubscribe();
   },
 };
@@ -95,7 +96,8 @@ const feed = new Feed({
 });
 
 function accept(msg) {
-  if (state.paused) {
+  // Pause holds the page still; the header (drops, alerts) always follows.
+  if (state.paused && !ALWAYS.includes(msg.type)) {
     state.pending[msg.type] = msg;
     drawHeader();
     return;
@@ -123,6 +125,7 @@ function draw() {
     state.dirty.clear();
     return;
   }
+  if (state.paused) return;  // what came before the pause draws on resume.
   const wait = lastPageDraw + PAGE_REDRAW_MS - performance.now();
   if (wait > 0) {
     // Too soon: the page's topics stay dirty and it draws when its time comes.
@@ -132,6 +135,8 @@ function draw() {
   lastPageDraw = performance.now();
   try {
     m.panel.render(state.views);
+    // The publication the page shows (tests and the curious wait on it).
+    m.el.dataset.seq = Math.max(0, ...page.topics.map((t) => state.views[t]?.seq ?? 0));
   } catch (e) {
     console.error(`liveprof: the ${page.id} page could not draw`, e);
   }
@@ -170,33 +175,44 @@ function drawHeader() {
     const dataLoss = (st.diagnostics ?? []).filter((d) => d.severity === 'data_loss' && d.count > 0);
     const lost = st.events_dropped + dataLoss.reduce((a, d) => a + d.count, 0);
     drops.className = `drops ${lost ? 'bad' : 'ok'}`;
-    drops.querySelector('b').textContent = int(st.events_dropped);
-    drops.title = [`${int(st.events_consumed)} events analysed, ${int(st.events_dropped)} dropped by full rings`,
+    drops.querySelector('b').textContent = int(lost);
+    drops.title = [`${int(st.events_consumed)} events analysed; ${int(lost)} lost: ${int(st.events_dropped)} dropped by full rings`,
       ...(st.sources ?? []).map((s) => `${s.name}: ${int(s.published)} published, ${int(s.dropped)} dropped`),
       ...dataLoss.map((d) => `${d.name}: ${int(d.count)} (${d.description})`)].join('\n');
     $('#events').textContent = `${int(st.events_consumed)} events`;
   }
   const seq = state.views.status?.seq ?? 0;
   $('#seq').dataset.seq = seq;
-  $('#seq').textContent = state.paused
-    ? `paused at #${seq}${Object.keys(state.pending).length ? ' (newer data held)' : ''}`
-    : `#${seq}`;
-  const a = state.views.alerts;
+  const shown = state.page && mounted.get(state.page.id)?.el.dataset.seq;
+  $('#seq').textContent = state.paused ? `paused at #${shown ?? '—'}; feed at #${seq}` : `#${seq}`;
+  drawAlertNotice(state.views.alerts);
+}
+
+// The notice of what fires now, on every page. Rebuilt only when the firing
+// set changes (a click on it must not race a rebuild); a new alert flashes.
+let noticeKey = '';
+function drawAlertNotice(a) {
   const notice = $('#alert-notice');
-  if (a && a.firing.length) {
-    // Only what fires now is remembered: the set stays as small as the list.
-    const keys = a.firing.map((f) => `${f.rule}@${f.ts_ns}`);
-    const fresh = keys.filter((k) => !state.firingSeen.has(k));
-    state.firingSeen = new Set(keys);
-    const f = a.firing[0];
-    notice.className = `alert-notice sev-${f.severity}${fresh.length ? ' flash' : ''}`;
-    notice.innerHTML = `<a href="#alerts">⚠ ${a.firing.length} alert${a.firing.length > 1 ? 's' : ''} firing: ` +
-      `<b>${esc(f.rule)}</b> ${esc(f.summary)}</a>`;
-    if (fresh.length) setTimeout(() => notice.classList.remove('flash'), 3000);
-  } else {
-    state.firingSeen.clear();
+  const firing = a?.firing ?? [];
+  const keys = firing.map((f) => `${f.rule}@${f.ts_ns}`);
+  const key = keys.join('|');
+  if (key === noticeKey) return;
+  noticeKey = key;
+  // Only what fires now is remembered: the set stays as small as the list.
+  const fresh = keys.filter((k) => !state.firingSeen.has(k));
+  state.firingSeen = new Set(keys);
+  if (!firing.length) {
     notice.className = 'alert-notice hidden';
     notice.textContent = '';
+    return;
+  }
+  const f = firing[0];
+  notice.className = `alert-notice sev-${f.severity}`;
+  notice.innerHTML = `<a href="#alerts">⚠ ${firing.length} alert${firing.length > 1 ? 's' : ''} firing: ` +
+    `<b>${esc(f.rule)}</b> ${esc(f.summary)}</a>`;
+  if (fresh.length) {
+    notice.classList.add('flash');
+    setTimeout(() => notice.classList.remove('flash'), 3000);
   }
 }
 
@@ -222,14 +238,22 @@ function showPage(id) {
     mounted.set(page.id, {el, panel: page.mount(el, ctx)});
   }
   document.title = `liveprof — ${page.title}`;
-  for (const t of page.topics) state.dirty.add(t);
+  for (const t of page.topics) {
+    if (state.pending[t]) {  // paused: the page asked for shows the newest it has.
+      state.views[t] = state.pending[t];
+      delete state.pending[t];
+    }
+    state.dirty.add(t);
+  }
   lastPageDraw = 0;
   resubscribe();
   schedule();
 }
 
 let pollTimer = 0;
+let generation = 0;  // bumped when what is polled changes: older answers are dropped.
 function resubscribe() {
+  generation++;
   const {feed: topics, polled} = split();
   feed.setTopics(topics);
   clearTimeout(pollTimer);
@@ -238,17 +262,19 @@ function resubscribe() {
 }
 
 async function poll(topics) {
+  const asked = generation;
   if (!state.paused) {
     await Promise.all(topics.map(async (t) => {
       try {
         const msg = await feed.get(t, restParams(t));
-        if (split().polled.includes(t)) accept(msg);
+        if (asked === generation && split().polled.includes(t)) accept(msg);
       } catch (e) {
         console.warn(`liveprof: ${e.message}`);
       }
     }));
   }
   clearTimeout(pollTimer);
+  if (asked !== generation) return;  // a newer poll loop runs.
   pollTimer = setTimeout(() => {
     const now = split().polled;
     if (now.length) poll(now);
@@ -295,7 +321,10 @@ function init() {
   select.addEventListener('change', () => {
     state.window = WINDOWS.find((w) => w.id === select.value);
     // The held views belong to the window before.
-    for (const t of TIME_WINDOWED) delete state.views[t];
+    for (const t of TIME_WINDOWED) {
+      delete state.views[t];
+      delete state.pending[t];
+    }
     showPage(state.page.id);
   });
   $('#pause').addEventListener('click', () => setPaused(!state.paused));

@@ -7,6 +7,7 @@ export const PROTOCOL_VERSION = 1;
 
 const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 10000;
+const REQUEST_TIMEOUT_MS = 5000;
 
 // state: {phase, detail, retryAt, server}. phase is one of
 //   connecting | live | reconnecting | version_mismatch
@@ -45,7 +46,8 @@ export class Feed {
     const q = new URLSearchParams(params);
     if (this.token) q.set('token', this.token);
     const qs = q.toString();
-    const r = await fetch(`${this.httpBase}/api/${topic}${qs ? `?${qs}` : ''}`);
+    const r = await fetch(`${this.httpBase}/api/${topic}${qs ? `?${qs}` : ''}`,
+      {signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS)});
     const body = await r.text();
     if (!r.ok) {
       let message = body;
@@ -54,7 +56,10 @@ export class Feed {
       } catch (e) { /* not JSON: the text as it is */ }
       throw new Error(`GET /api/${topic}: HTTP ${r.status}: ${message}`);
     }
-    return params.format === 'csv' ? body : JSON.parse(body);
+    if (params.format === 'csv') return body;
+    const msg = JSON.parse(body);
+    if (msg.v !== PROTOCOL_VERSION) this.mismatch(msg.v);
+    return msg;
   }
 
   send(msg) {
@@ -65,11 +70,18 @@ export class Feed {
     clearTimeout(this.timer);
     this.hello = null;
     this.onState({phase: this.attempt ? 'reconnecting' : 'connecting', detail: 'connecting…'});
+    // A browser cannot set headers on a WebSocket: the token travels as a
+    // subprotocol, or, when it has characters a subprotocol may not, in the URL.
     const protocols = ['liveprof'];
-    if (this.token) protocols.push(`liveprof.token.${this.token}`);
+    let url = this.base;
+    if (this.token && /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(this.token)) {
+      protocols.push(`liveprof.token.${this.token}`);
+    } else if (this.token) {
+      url += `?token=${encodeURIComponent(this.token)}`;
+    }
     let ws;
     try {
-      ws = new WebSocket(this.base, protocols);
+      ws = new WebSocket(url, protocols);
     } catch (e) {
       this.retry(String(e));
       return;

@@ -27,7 +27,7 @@ constexpr Endpoint kEndpoints[] = {
     {"/api/input_pipeline", Topic::kInputPipeline, "the input ops table", true, true, false},
     {"/api/tf_stats", Topic::kTfStats, "the TF stats table", false, true, true},
     {"/api/kernel_stats", Topic::kKernelStats, "the kernel stats table", false, true, false},
-    {"/api/memory", Topic::kMemory, "the allocation breakdown", false, true, false},
+    {"/api/memory", Topic::kMemory, "one summary row per allocator", false, true, false},
     {"/api/alerts", Topic::kAlerts, "", false, false, false},
     {"/api/status", Topic::kStatus, "", false, false, false},
 };

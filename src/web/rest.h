@@ -10,7 +10,7 @@
 //   /api/input_pipeline       ?format=csv: the input ops table
 //   /api/tf_stats             ?format=csv
 //   /api/kernel_stats         ?format=csv
-//   /api/memory               ?format=csv: the allocation breakdown
+//   /api/memory               ?format=csv: one summary row per allocator
 //   /api/alerts
 //   /api/status               sources, rates, drops, run environment, protocol
 //                             version, and the server's own counters

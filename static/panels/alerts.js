@@ -17,7 +17,8 @@ export default {
 
   mount(root) {
     root.innerHTML = `
-      <section class="card"><h3>Firing now</h3><div class="firing-now"></div></section>
+      <section class="card"><h3>Firing now</h3><div class="firing-now"></div>
+        <h4>Resolved recently</h4><div class="resolved"></div></section>
       <section class="card"><h3>Rules</h3><div class="rules"></div></section>
       <section class="card"><h3>History <span class="muted dropped"></span></h3><div class="history"></div></section>`;
     const rules = new Table(root.querySelector('.rules'), [
@@ -31,6 +32,7 @@ export default {
     ], {sort: {key: 'name', desc: false}});
     const history = new Table(root.querySelector('.history'), [
       {key: 'ts_ns', label: '#', numeric: true, fmt: (v, r) => r.index},
+      {key: 'ago', label: 'When', numeric: true},
       {key: 'state', label: 'Became'},
       {key: 'rule', label: 'Rule'},
       {key: 'severity', label: 'Severity'},
@@ -45,10 +47,16 @@ export default {
         const now = a.last_evaluated_ns;
         root.querySelector('.firing-now').innerHTML = a.firing.length
           ? `<ul class="alert-list">${a.firing.map((f) => `<li class="sev-${esc(f.severity)}"><b>${esc(f.rule)}</b> ` +
-            `<span class="badge firing">firing</span> ${esc(f.summary)} <span class="muted">since ${esc(when(f.ts_ns, now))}, steps ${f.first_step}–${f.last_step}</span></li>`).join('')}</ul>`
-          : `<p class="ok">Nothing is firing. ${a.rules.length} rules, ${a.evaluations} evaluations.</p>`;
+            `<span class="badge firing">firing</span> ${esc(f.summary)} <span class="muted">since ${esc(when(f.ts_ns, now))}, steps ${esc(f.first_step)}–${esc(f.last_step)}</span></li>`).join('')}</ul>`
+          : `<p class="ok">Nothing is firing. ${esc(a.rules.length)} rules, ${esc(a.evaluations)} evaluations.</p>`;
+        const resolved = a.history.filter((h) => h.state === 'resolved').slice(-5).reverse();
+        root.querySelector('.resolved').innerHTML = resolved.length
+          ? `<ul class="alert-list">${resolved.map((h) => `<li><b>${esc(h.rule)}</b> <span class="badge resolved">resolved</span> ` +
+            `${esc(when(h.ts_ns, now))} <span class="muted">${esc(h.summary)}</span></li>`).join('')}</ul>`
+          : '<p class="muted">None resolved yet.</p>';
         rules.setRows(a.rules.map((r) => ({...r, condition: `${r.metric} ${r.comparison} ${r.threshold}`})));
-        history.setRows(a.history.map((h, i) => ({...h, index: a.history_dropped + i + 1, steps: `${h.first_step}–${h.last_step}`})));
+        history.setRows(a.history.map((h, i) => ({...h, index: a.history_dropped + i + 1, ago: when(h.ts_ns, now),
+          steps: `${h.first_step}–${h.last_step}`})));
         root.querySelector('.dropped').textContent = a.history_dropped ? `(${a.history_dropped} older not shown)` : '';
       },
     };

@@ -66,7 +66,9 @@ export default {
             stat('Step time: average', `${num(w.step_time_ms_avg, 2)} ms`) + stat('standard deviation', `${num(w.step_time_ms_stddev, 2)} ms`) +
             stat('range', `${num(w.step_time_ms_min, 1)} – ${num(w.step_time_ms_max, 1)} ms`);
           const h = ip.host_side;
-          barList(root.querySelector('.host-parts'), HOST_PARTS.map(([k, label]) => ({label, value: h[k], text: `${num(h[k] / 1e3, 2)} ms`})),
+          const hostTotal = HOST_PARTS.reduce((t, [k]) => t + h[k], 0);
+          barList(root.querySelector('.host-parts'), HOST_PARTS.map(([k, label]) => ({label, value: h[k],
+            text: `${num(h[k] / 1e3, 1)} ms${hostTotal > 0 ? ` (${pct(100 * h[k] / hostTotal, 0)})` : ''}`})),
             colorOf('Input'));
           const byCategory = new Map();
           for (const op of h.ops) byCategory.set(op.category, (byCategory.get(op.category) ?? 0) + op.self_ms);

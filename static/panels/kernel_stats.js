@@ -49,13 +49,19 @@ export default {
       xfmt: (v) => num(v, 1)});
     root.querySelector('.csv').addEventListener('click', () => ctx.exportCsv('kernel_stats'));
 
+    // The selected kernel's histogram (the top kernel's until one is clicked).
+    // Histograms are kept for the top kernels only; another one says so.
     function showHistogram(k) {
-      const h = k.histograms.find((x) => x.kernel_name === selected) ?? k.histograms[0];
-      root.querySelector('.hist-name').textContent = h ? h.kernel_name : 'no kernel yet';
-      if (!h) return;
-      if (selected !== h.kernel_name && selected !== null) {
-        root.querySelector('.hist-name').textContent = `${selected}: no histogram kept (only the top kernels have one); showing ${h.kernel_name}`;
+      const h = selected === null ? k.histograms[0] : k.histograms.find((x) => x.kernel_name === selected);
+      const name = root.querySelector('.hist-name');
+      if (!h) {
+        name.textContent = selected === null ? 'no kernel yet'
+          : `${selected}: no histogram kept (the server keeps one for each of the top ${k.histograms.length} kernels)`;
+        root.querySelector('.hist-stats').innerHTML = '';
+        hist.setData([], []);
+        return;
       }
+      name.textContent = h.kernel_name;
       root.querySelector('.hist-stats').innerHTML = stat('count', int(h.count)) + stat('p50', duration(h.p50_ns)) +
         stat('p90', duration(h.p90_ns)) + stat('p99', duration(h.p99_ns)) + stat('min', duration(h.min_ns)) + stat('max', duration(h.max_ns));
       hist.setData(h.buckets.map((b) => b.lo_ns / 1e3), h.buckets.map((b) => b.count));

@@ -14,15 +14,19 @@ export default {
 
   mount(root, ctx) {
     root.innerHTML = `
-      <section class="card"><h3>Memory <select class="allocator" aria-label="memory"></select></h3><div class="summary"></div></section>
+      <section class="card"><h3>Memory <select class="allocator" aria-label="memory"></select>
+        <button class="csv" title="every allocator's summary">Export CSV</button></h3><div class="summary"></div></section>
       <section class="card"><h3>Memory timeline <span class="muted">(hover for the values at a time; click a legend entry to hide a line)</span></h3>
         <div class="chart timeline"></div></section>
-      <section class="card"><h3>Memory breakdown at the peak <button class="csv">Export CSV</button></h3><div class="breakdown"></div></section>`;
+      <section class="card"><h3>Memory breakdown at the peak</h3>
+        <p class="muted peak-note"></p><div class="breakdown"></div></section>`;
     const select = root.querySelector('.allocator');
     const summary = root.querySelector('.summary');
+    const peakNote = root.querySelector('.peak-note');
     const timeline = new Lines(root.querySelector('.timeline'), {
-      xLabel: 'time (s)',
+      xLabel: 'seconds before now',
       series: [
+        {label: 'In use', color: '#9467bd', fmt: bytes},
         {label: 'Stack', color: '#1f77b4', fmt: bytes},
         {label: 'Heap', color: '#ff7f0e', fmt: bytes},
         {label: 'Free', color: '#2ca02c', fmt: bytes},
@@ -61,9 +65,13 @@ export default {
         stat('Live allocations', int(x.live_allocations)) + '</div>' +
         (x.live_map_incomplete ? '<p class="note">Some allocations were made before liveprof saw them: live sizes are a lower bound.</p>' : '');
       const t = x.timeline;
-      const t0 = t.ts_ns.length ? t.ts_ns[0] : 0;
-      timeline.setData([t.ts_ns.map((v) => (v - t0) / 1e9), t.stack_bytes, t.heap_bytes, t.free_bytes, t.fragmentation_pct]);
-      breakdown.setRows(x.breakdown);
+      // x: seconds before the view's time, so the axis does not slide.
+      timeline.setData([t.ts_ns.map((v) => (v - m.now_ns) / 1e9), t.stack_bytes.map((b, i) => b + t.heap_bytes[i]),
+        t.stack_bytes, t.heap_bytes, t.free_bytes, t.fragmentation_pct]);
+      peakNote.textContent = x.breakdown_at_peak
+        ? `${x.breakdown.length} allocation sizes live at the peak (${bytes(x.peak_bytes)})`
+        : 'no breakdown at the peak in this window (the peak came before the window, or no allocation was seen)';
+      breakdown.setRows(x.breakdown_at_peak ? x.breakdown : []);
     }
 
     return {

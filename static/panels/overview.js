@@ -44,7 +44,7 @@ export default {
           summary.innerHTML =
             `<div class="stats">${stat('Average step time', s.steps ? `${num(s.step_time_ms_avg, 2)} ms` : '—', 'step_time_ms_avg')}` +
             stat('Standard deviation', `${num(s.step_time_ms_stddev, 2)} ms`) +
-            stat('Steps in window', s.steps ? `${int(s.steps)} (${s.first_step}–${s.last_step})` : '0') +
+            stat('Steps in window', s.steps ? `${int(s.steps)} (${s.first_step}–${s.last_step})` : '0', 'steps') +
             stat('GPU utilization', o.gpu_utilization_pct >= 0 ? pct(o.gpu_utilization_pct) : '—', 'gpu_utilization_pct') + '</div>' +
             `<table class="breakdown"><thead><tr><th>Step-time category</th><th class="num">% of step</th><th class="num">avg ms</th></tr></thead><tbody>${
               BREAKDOWN_KEYS.map(([k, label], i) => `<tr><td><i class="swatch" style="background:${colorOf(label, i)}"></i>${esc(label)}</td>` +
@@ -65,8 +65,8 @@ export default {
           env.innerHTML = `<div class="stats">${stat('Host', e.hostname || '—')}${stat('Device type', e.device_type || '—')}` +
             `${stat('Device cores', int(e.device_core_count))}${stat('Steps from', e.step_source)}${stat('Breakdown', e.breakdown_mode)}</div>` +
             (e.devices?.length ? `<table><thead><tr><th>#</th><th>Device</th><th class="num">Memory</th><th class="num">SMs</th><th>CC</th></tr></thead><tbody>${
-              e.devices.map((d) => `<tr><td>${d.ordinal}</td><td>${esc(d.name)}</td><td class="num">${num(d.memory_bytes / 2 ** 30, 1)} GiB</td>` +
-                `<td class="num">${d.sm_count}</td><td>${esc(d.compute_capability)}</td></tr>`).join('')}</tbody></table>` : '') +
+              e.devices.map((d) => `<tr><td>${int(d.ordinal)}</td><td>${esc(d.name)}</td><td class="num">${num(d.memory_bytes / 2 ** 30, 1)} GiB</td>` +
+                `<td class="num">${int(d.sm_count)}</td><td>${esc(d.compute_capability)}</td></tr>`).join('')}</tbody></table>` : '') +
             (e.gpu_note ? `<p class="note">${esc(e.gpu_note)}</p>` : '');
         }
         if (steps) {
