@@ -77,17 +77,31 @@ export class Table {
 
   render() {
     const rows = this.shownRows();
-    const limit = this.options.rowLimit ?? 500;
+    // A long table shows its first rows until asked for all (a few thousand
+    // rows redrawn at 5 Hz would take the page's main thread).
+    const limit = this.showAll ? Infinity : this.options.rowLimit ?? 500;
     this.visible = rows.slice(0, limit);
     for (const th of this.head.querySelectorAll('th')) {
       th.setAttribute('aria-sort', th.dataset.key === this.sort.key ? (this.sort.desc ? 'descending' : 'ascending') : 'none');
     }
     this.fill(this.visible);
     const total = this.rows.length;
-    const count = rows.length > limit
-      ? `showing ${limit} of ${rows.length} rows (Export CSV has them all)`
+    const capped = rows.length > limit;
+    const count = capped
+      ? `showing ${limit} of ${rows.length} rows`
       : `${rows.length}${rows.length !== total ? ` of ${total}` : ''} rows`;
-    if (this.count.textContent !== count) this.count.textContent = count;
+    if (this.count.firstChild?.data !== count) {
+      this.count.textContent = count;
+      if (capped && this.options.rowLimit === undefined) {
+        const all = document.createElement('button');
+        all.textContent = 'show all';
+        all.addEventListener('click', () => {
+          this.showAll = true;
+          this.render();
+        });
+        this.count.append(' ', all);
+      }
+    }
   }
 
   // Puts `rows` into the body, touching only the cells whose text changed:

@@ -271,6 +271,38 @@ describe('the dashboard on the input-bound demo', () => {
   });
 });
 
+describe('the table component', () => {
+  test('caps long tables until "show all", sorts numbers as numbers, filters', async () => {
+    const page = await openPage(browser, base);
+    const result = await page.evaluate(async () => {
+      const {Table} = await import('/table.js');
+      const root = document.createElement('div');
+      document.body.append(root);
+      const rows = Array.from({length: 600}, (_, i) => ({name: `op${i}`, us: (i * 37) % 601}));
+      const t = new Table(root, [{key: 'name', label: 'Name'}, {key: 'us', label: 'µs', numeric: true}],
+        {filterKeys: ['name'], sort: {key: 'us', desc: true}});
+      t.setRows(rows);
+      const shown = () => root.querySelectorAll('tbody tr').length;
+      const capped = shown();
+      const firstUs = +root.querySelector('tbody tr td:nth-child(2)').textContent;
+      root.querySelector('.table-count button').click();
+      const all = shown();
+      const input = root.querySelector('input.filter');
+      input.value = 'op59';
+      input.dispatchEvent(new Event('input'));
+      const filtered = [...root.querySelectorAll('tbody tr td:first-child')].map((td) => td.textContent).sort();
+      return {capped, all, firstUs, filtered, count: root.querySelector('.table-count').textContent};
+    });
+    assert.equal(result.capped, 500);
+    assert.equal(result.all, 600);
+    assert.equal(result.firstUs, 600);  // numeric sort, largest first (string sort would give 99).
+    assert.deepEqual(result.filtered, ['op59', 'op590', 'op591', 'op592', 'op593', 'op594', 'op595', 'op596', 'op597', 'op598', 'op599']);
+    assert.equal(result.count, '11 of 600 rows');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+});
+
 describe('the dashboard with nothing connected', () => {
   test('explains what to do, and reconnects when the server comes back', async () => {
     let serve = await startServer(['serve', '--port', '0']);
