@@ -63,7 +63,8 @@ export class StackedBars {
       scales: {x: {time: false}, y: {range: (u, min, max) => [0, max > 0 ? max * 1.05 : 1]}},
       axes: [{label: xLabel, incrs: STEP_INCRS}, {label: yLabel, size: 60}],
       legend: {live: true},
-      cursor: {points: {show: false}},
+      // Every step chart follows one cursor: hover step N on one, see it on all.
+      cursor: {points: {show: false}, sync: {key: 'steps'}},
     }, [[], ...categories.map(() => [])]);
   }
 
