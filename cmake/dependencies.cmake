@@ -18,6 +18,11 @@ endif()
 # is the runtime (builder, verifier). The package's config is "FlatBuffers": case matters.
 find_package(FlatBuffers CONFIG REQUIRED)
 
+# zlib1g-dev: gzip trace files (src/import).
+if(NOT LIVEPROF_STREAM_TESTS_ONLY)
+  find_package(ZLIB REQUIRED)
+endif()
+
 # nlohmann-json3-dev: alert rule files (aggregators), tests.
 find_package(nlohmann_json 3 CONFIG REQUIRED)
 

@@ -12,6 +12,7 @@ PACKAGES=(
   libflatbuffers-dev flatbuffers-compiler
   libconcurrentqueue-dev
   nlohmann-json3-dev
+  zlib1g-dev  # gzip trace files (src/import)
   doctest-dev
   libbenchmark-dev
   prometheus  # for /usr/bin/promtool: `promtool check metrics` / `test rules` in the tests

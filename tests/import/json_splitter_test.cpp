@@ -1,0 +1,149 @@
+#include "import/json_splitter.h"
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace liveprof {
+namespace {
+
+using nlohmann::json;
+
+// What a splitter handed over.
+struct Split {
+  json events = json::array();
+  std::vector<std::pair<std::string, json>> members;
+  size_t batches = 0;
+  bool padded = true;
+  bool fed = true;
+  bool finished = false;
+  std::string error;
+};
+
+// Feeds `text` cut at the given points (ascending).
+Split Run(std::string_view text, std::vector<size_t> cuts, size_t batch_bytes = 1 << 20) {
+  Split s;
+  TraceJsonSplitter sp(
+      [&](std::string_view batch, size_t count) {
+        ++s.batches;
+        for (size_t i = 0; i < TraceJsonSplitter::kPadding; ++i) s.padded = s.padded && batch.data()[batch.size() + i] == ' ';
+        const json parsed = json::parse(batch);
+        CHECK(parsed.size() == count);
+        for (const json& e : parsed) s.events.push_back(e);
+        return true;
+      },
+      [&](std::string_view key, std::string_view value) {
+        s.members.emplace_back(std::string(key), json::parse(value));
+        return true;
+      },
+      TraceJsonSplitter::Options{.batch_bytes = batch_bytes});
+  size_t at = 0;
+  cuts.push_back(text.size());
+  for (const size_t cut : cuts) {
+    s.fed = s.fed && sp.Feed(text.substr(at, cut - at));
+    at = cut;
+  }
+  s.finished = s.fed && sp.Finish();
+  s.error = sp.error();
+  return s;
+}
+
+// Strings that hold every character the scan must not be fooled by.
+const std::string kTrace = R"({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "A100 {\"x\"]"}],
+  "traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::add {]}\\", "pid": 1, "tid": 2, "ts": 1623143089861234.567, "dur": 5.5,
+     "args": {"Input Dims": [[1, 2], []], "note": "quote \" and , and ]"}},
+    {"ph": "i", "name": "[memory]", "ts": 10, "s": "t", "args": {"Bytes": -512}},
+    {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "main"}}
+  ],
+  "baseTimeNanoseconds": 1700000000000000000, "distributedInfo": {"rank": 0, "world_size": 8}
+})";
+
+TEST_CASE("import: the splitter hands over whole events and the other members") {
+  const Split s = Run(kTrace, {});
+  REQUIRE(s.finished);
+  CHECK(s.error.empty());
+  CHECK(s.padded);
+  const json whole = json::parse(kTrace);
+  CHECK(s.events == whole["traceEvents"]);
+  REQUIRE(s.members.size() == 4);
+  CHECK(s.members[0].first == "schemaVersion");
+  CHECK(s.members[0].second == 1);
+  CHECK(s.members[1].second == whole["deviceProperties"]);
+  CHECK(s.members[2].first == "baseTimeNanoseconds");
+  CHECK(s.members[2].second == whole["baseTimeNanoseconds"]);
+  CHECK(s.members[3].second == whole["distributedInfo"]);
+}
+
+TEST_CASE("import: the splitter gives the same wherever the chunks are cut") {
+  const Split once = Run(kTrace, {});
+  for (size_t cut = 1; cut < kTrace.size(); ++cut) {
+    CAPTURE(cut);
+    const Split s = Run(kTrace, {cut});
+    REQUIRE(s.finished);
+    CHECK(s.events == once.events);
+    CHECK(s.members == once.members);
+  }
+  std::vector<size_t> every;
+  for (size_t i = 1; i < kTrace.size(); ++i) every.push_back(i);
+  const Split bytewise = Run(kTrace, every);
+  CHECK(bytewise.finished);
+  CHECK(bytewise.events == once.events);
+}
+
+TEST_CASE("import: batches of about batch_bytes, each a JSON array of whole events") {
+  std::string text = "[";
+  for (int i = 0; i < 1000; ++i) {
+    text += (i ? ",\n" : "") + std::string(R"({"ph":"X","name":"k)") + std::to_string(i) + R"(","ts":)" +
+            std::to_string(i) + R"(,"dur":1})";
+  }
+  text += "]";
+  const Split s = Run(text, {777, 5000}, 4096);
+  REQUIRE(s.finished);
+  CHECK(s.events.size() == 1000);
+  CHECK(s.events[999]["name"] == "k999");
+  CHECK(s.batches >= text.size() / 4096);
+  CHECK(s.batches <= text.size() / 4096 + 2);
+}
+
+TEST_CASE("import: the JSON Array Format may leave out its closing bracket") {
+  const Split s = Run(R"([{"ph":"B","name":"a","ts":1},{"ph":"E","ts":2},)", {});
+  CHECK(s.finished);
+  CHECK(s.events.size() == 2);
+}
+
+TEST_CASE("import: a cut file keeps the whole events and says where it ends") {
+  const std::string cut = kTrace.substr(0, kTrace.find("\"M\""));
+  const Split s = Run(cut, {100});
+  CHECK(!s.finished);
+  CHECK(s.events.size() == 2);
+  CHECK(s.error == "the text ends at byte " + std::to_string(cut.size()) +
+                       " inside trace event #3 (truncated? 2 events kept)");
+
+  const Split no_bracket = Run(R"({"traceEvents":[{"ph":"i","ts":1}, )", {});
+  CHECK(!no_bracket.finished);
+  CHECK(no_bracket.events.size() == 1);
+  CHECK(no_bracket.error.find("inside traceEvents") != std::string::npos);
+}
+
+TEST_CASE("import: what is not a Chrome trace is refused with where") {
+  Split s = Run("hello", {});
+  CHECK(!s.fed);
+  CHECK(s.error == "not a Chrome trace: expected '{' or '[' at byte 0, found 'h'");
+  s = Run(R"({"traceEvents":[]} x)", {});
+  CHECK(s.error == "invalid JSON at byte 19: text after the end of the trace ('x')");
+  s = Run(R"({"other": 1})", {});
+  CHECK(!s.finished);
+  CHECK(s.error == "no \"traceEvents\" member: not a Chrome trace");
+  s = Run(R"({"traceEvents" [])", {});
+  CHECK(s.error == "invalid JSON at byte 15: expected ':' after \"traceEvents\", found '['");
+  s = Run("", {});
+  CHECK(s.error == "empty: no JSON text");
+  s = Run("\xEF\xBB\xBF[]", {});  // a byte order mark is fine.
+  CHECK(s.finished);
+}
+
+}  // namespace
+}  // namespace liveprof

@@ -1,0 +1,63 @@
+// The import pieces over the real traces of ../shared/data/traces (see its
+// MANIFEST.md). Skipped, with a message, where that folder is absent.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "import/chunk_reader.h"
+#include "import/json_splitter.h"
+
+namespace liveprof {
+namespace {
+
+// The traces folder beside the repository, or "" (with a message) without it.
+std::string TracePath(const std::string& relative) {
+  const std::filesystem::path p =
+      std::filesystem::path(LIVEPROF_SOURCE_DIR) / ".." / "shared" / "data" / "traces" / relative;
+  if (!std::filesystem::exists(p)) {
+    MESSAGE("skipped: " << p.string() << " is absent (the real traces live in ../shared/data/traces)");
+    return "";
+  }
+  return p.string();
+}
+
+struct Counted {
+  uint64_t events = 0;
+  uint64_t bytes = 0;
+  std::vector<std::string> members;
+  bool ok = false;
+  std::string error;
+};
+
+Counted CountEvents(const std::string& path) {
+  Counted c;
+  ChunkReader reader;
+  if (!reader.Open(path)) {
+    c.error = reader.error();
+    return c;
+  }
+  TraceJsonSplitter splitter([&](std::string_view, size_t n) { return c.events += n, true; },
+                             [&](std::string_view key, std::string_view) { return c.members.emplace_back(key), true; });
+  std::string_view chunk;
+  while (reader.Next(&chunk) && !chunk.empty()) {
+    if (!splitter.Feed(chunk)) break;
+  }
+  c.ok = reader.error().empty() && splitter.error().empty() && splitter.Finish();
+  c.error = reader.error() + splitter.error();
+  c.bytes = reader.bytes_out();
+  return c;
+}
+
+TEST_CASE("import: a real Kineto trace (ResNet50, gzip) splits into its 75,718 events") {
+  const std::string path =
+      TracePath("pytorch__kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz");
+  if (path.empty()) return;
+  const Counted c = CountEvents(path);
+  REQUIRE_MESSAGE(c.ok, c.error);
+  CHECK(c.events == 75'718);  // MANIFEST.md
+  CHECK(c.members == std::vector<std::string>{"schemaVersion", "deviceProperties"});
+}
+
+}  // namespace
+}  // namespace liveprof
