@@ -18,9 +18,10 @@ endif()
 # is the runtime (builder, verifier). The package's config is "FlatBuffers": case matters.
 find_package(FlatBuffers CONFIG REQUIRED)
 
-# zlib1g-dev: gzip trace files (src/import).
+# zlib1g-dev: gzip trace files; libsimdjson-dev: their JSON (src/import).
 if(NOT LIVEPROF_STREAM_TESTS_ONLY)
   find_package(ZLIB REQUIRED)
+  find_package(simdjson CONFIG REQUIRED)
 endif()
 
 # nlohmann-json3-dev: alert rule files (aggregators), tests.

@@ -12,7 +12,7 @@ PACKAGES=(
   libflatbuffers-dev flatbuffers-compiler
   libconcurrentqueue-dev
   nlohmann-json3-dev
-  zlib1g-dev  # gzip trace files (src/import)
+  zlib1g-dev libsimdjson-dev  # trace files: gzip, JSON (src/import)
   doctest-dev
   libbenchmark-dev
   prometheus  # for /usr/bin/promtool: `promtool check metrics` / `test rules` in the tests

@@ -134,24 +134,10 @@ void DrainLoop::EmitDefinitions() {
   const uint32_t track_count = stream_.track_count();
   const NameTable& names = stream_.names();
   for (const uint32_t n = names.size(); names_sent_ < n; ++names_sent_) {
-    const std::string_view s = names.Get(names_sent_);
-    Event e;
-    e.kind = EventKind::kNameDef;
-    e.name = names_sent_;
-    e.payload.name_def.data = s.data();
-    e.payload.name_def.size = s.size();
-    definitions_.push_back(e);
+    definitions_.push_back(NameDefEvent(names_sent_, names.Get(names_sent_)));
   }
   for (; tracks_sent_ < track_count; ++tracks_sent_) {
-    const TrackInfo info = stream_.track(tracks_sent_);
-    Event e;
-    e.kind = EventKind::kTrackDef;
-    e.track = tracks_sent_;
-    e.name = info.name;
-    e.device = info.device;
-    e.payload.track_def.os_tid = info.os_id;
-    e.payload.track_def.type = info.type;
-    definitions_.push_back(e);
+    definitions_.push_back(TrackDefEvent(tracks_sent_, stream_.track(tracks_sent_)));
   }
 }
 

@@ -87,4 +87,24 @@ uint64_t Stream::TotalDropped() const {
   return n;
 }
 
+Event NameDefEvent(NameId id, std::string_view name) {
+  Event e;
+  e.kind = EventKind::kNameDef;
+  e.name = id;
+  e.payload.name_def.data = name.data();
+  e.payload.name_def.size = name.size();
+  return e;
+}
+
+Event TrackDefEvent(TrackId id, const TrackInfo& info) {
+  Event e;
+  e.kind = EventKind::kTrackDef;
+  e.track = id;
+  e.name = info.name;
+  e.device = info.device;
+  e.payload.track_def.os_tid = info.os_id;
+  e.payload.track_def.type = info.type;
+  return e;
+}
+
 }  // namespace liveprof

@@ -58,6 +58,12 @@ struct TrackInfo {
   uint8_t device = 0;
 };
 
+// The definition events a consumer learns names and tracks from (kNameDef,
+// kTrackDef): the drain loop emits them for the stream's tables, an importer
+// for its own. `name` must outlive the event (a NameTable's strings do).
+Event NameDefEvent(NameId id, std::string_view name);
+Event TrackDefEvent(TrackId id, const TrackInfo& info);
+
 class Stream {
  public:
   struct Options {

@@ -3,8 +3,10 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
 
+#include "import/chrome_trace.h"
 #include "import/chunk_reader.h"
 #include "import/json_splitter.h"
 
@@ -57,6 +59,29 @@ TEST_CASE("import: a real Kineto trace (ResNet50, gzip) splits into its 75,718 e
   REQUIRE_MESSAGE(c.ok, c.error);
   CHECK(c.events == 75'718);  // MANIFEST.md
   CHECK(c.members == std::vector<std::string>{"schemaVersion", "deviceProperties"});
+}
+
+TEST_CASE("import: the ResNet50 Kineto trace's kernels, runtime calls, ops, copies and memory events") {
+  const std::string path =
+      TracePath("pytorch__kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz");
+  if (path.empty()) return;
+  ChromeTraceImporter importer;
+  ImportReport report;
+  std::string error;
+  std::map<EventKind, uint64_t> kinds;
+  REQUIRE_MESSAGE(importer.ImportFile(path, [&](std::span<const Event>, std::span<const Event> events) {
+    for (const Event& e : events) ++kinds[e.kind];
+  }, &report, &error), error);
+  CHECK(report.trace_events == 75'718);
+  // MANIFEST.md: 8 772 kernels, 12 838 memory events; the categories' counts.
+  CHECK(kinds[EventKind::kKernel] == 8'772);
+  CHECK(kinds[EventKind::kRuntimeApi] == 11'923);
+  CHECK(kinds[EventKind::kFrameworkOp] == 23'646);
+  CHECK(kinds[EventKind::kMemcpyHtoD] + kinds[EventKind::kMemcpyDtoH] + kinds[EventKind::kMemcpyDtoD] == 12);
+  CHECK(kinds[EventKind::kMemset] == 312);
+  CHECK(kinds[EventKind::kAlloc] + kinds[EventKind::kFree] == 12'838);
+  // The launch flows (9 096 pairs) are the only events left out.
+  CHECK(report.dropped_total() == 18'192);
 }
 
 }  // namespace

@@ -1,0 +1,512 @@
+#include "import/chrome_trace.h"
+
+#include <simdjson.h>
+
+#include <charconv>
+#include <string_view>
+#include <unordered_map>
+
+#include "import/chunk_reader.h"
+#include "import/decimal.h"
+#include "import/json_splitter.h"
+
+namespace liveprof {
+namespace {
+
+namespace od = simdjson::ondemand;
+
+void Count(std::map<std::string, uint64_t, std::less<>>& m, std::string_view key, uint64_t n = 1) {
+  if (auto it = m.find(key); it != m.end()) {
+    it->second += n;
+  } else {
+    m.emplace(std::string(key), n);
+  }
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// A scalar's text: a string's contents, a number's or literal's token, ""
+// for an object or array. On-demand parsing checks only what it reads, so
+// each scalar read is checked here: *bad is set on malformed JSON.
+std::string_view Text(od::value v, bool* bad) {
+  od::json_type t;
+  if (v.type().get(t)) {
+    *bad = true;
+    return {};
+  }
+  switch (t) {
+    case od::json_type::string: {
+      std::string_view s;
+      if (v.get_string().get(s)) *bad = true;
+      return s;
+    }
+    case od::json_type::number: {
+      const std::string_view raw = Trim(v.raw_json_token());
+      double d;
+      if (v.get_double().get(d)) *bad = true;
+      return raw;
+    }
+    case od::json_type::boolean: {
+      const std::string_view raw = Trim(v.raw_json_token());
+      bool b;
+      if (v.get_bool().get(b)) *bad = true;
+      return raw;
+    }
+    case od::json_type::null: {
+      bool is_null = false;
+      if (v.is_null().get(is_null) || !is_null) *bad = true;
+      return {};
+    }
+    default:
+      return {};
+  }
+}
+
+uint64_t U64(std::string_view text) {
+  uint64_t v = 0;
+  std::from_chars(text.data(), text.data() + text.size(), v);
+  return v;
+}
+
+int64_t I64(std::string_view text) {
+  int64_t v = 0;
+  std::from_chars(text.data(), text.data() + text.size(), v);
+  return v;
+}
+
+// A flow or correlation id: a number, or a string ("0x402", "abc") hashed.
+uint32_t Id32(std::string_view text) {
+  uint64_t v = 0;
+  const bool hex = text.starts_with("0x") || text.starts_with("0X");
+  const char* first = text.data() + (hex ? 2 : 0);
+  const auto [end, ec] = std::from_chars(first, text.data() + text.size(), v, hex ? 16 : 10);
+  if (ec == std::errc() && end == text.data() + text.size()) return static_cast<uint32_t>(v ^ (v >> 32));
+  uint32_t h = 2166136261u;  // FNV-1a
+  for (const char c : text) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+  return h;
+}
+
+EventKind MemcpyKind(std::string_view name) {
+  if (name.find("HtoD") != std::string_view::npos) return EventKind::kMemcpyHtoD;
+  if (name.find("DtoH") != std::string_view::npos) return EventKind::kMemcpyDtoH;
+  if (name.find("DtoD") != std::string_view::npos) return EventKind::kMemcpyDtoD;
+  if (name.find("HtoH") != std::string_view::npos) return EventKind::kMemcpyHtoH;
+  if (name.find("PtoP") != std::string_view::npos) return EventKind::kMemcpyPtoP;
+  return EventKind::kMemcpyOther;
+}
+
+// What liveprof makes of a ph X category.
+enum class Cat : uint8_t { kOp, kAnnotation, kRuntime, kKernel, kMemcpy, kMemset, kOther, kDrop };
+Cat Classify(std::string_view cat) {
+  if (cat == "Operator" || cat == "cpu_op") return Cat::kOp;
+  if (cat == "user_annotation" || cat == "Trace") return Cat::kAnnotation;
+  if (cat == "Runtime" || cat == "cuda_runtime") return Cat::kRuntime;
+  if (cat == "Kernel" || cat == "kernel") return Cat::kKernel;
+  if (cat == "Memcpy" || cat == "gpu_memcpy") return Cat::kMemcpy;
+  if (cat == "Memset" || cat == "gpu_memset") return Cat::kMemset;
+  if (cat == "python_function" || cat == "cuda_driver" || cat == "gpu_user_annotation" || cat == "cuda_sync" ||
+      cat == "cuda_profiler_range" || cat == "fwdbwd" || cat == "ac2g") {
+    return Cat::kDrop;
+  }
+  return Cat::kOther;
+}
+
+// The members of one trace event that liveprof reads.
+struct Fields {
+  std::string_view ph, cat, name, pid, tid, ts, dur, id, scope;
+  bool has_dur = false;
+  // args
+  std::string_view external_id, correlation, device, stream, bytes, addr, device_type, device_id;
+  std::string_view regs, shared, occupancy, m_name;
+  uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
+  bool has_grid = false, has_block = false;
+  std::vector<std::pair<std::string_view, double>> counters;
+};
+
+}  // namespace
+
+uint64_t ImportReport::dropped_total() const {
+  uint64_t n = 0;
+  for (const auto& [_, c] : dropped) n += c;
+  return n;
+}
+
+struct ChromeTraceImporter::Parser {
+  explicit Parser(NameTable* n) : names(n) {}
+
+  NameTable* names;
+  od::parser json;
+  ImportReport* report = nullptr;
+  std::vector<Event> events;
+  std::vector<Event> defs;
+  struct Track {
+    TrackInfo info;
+    std::vector<std::pair<uint64_t, Event>> open;  // B events waiting for their E.
+  };
+  std::vector<Track> tracks{1};  // id 0: no track.
+  std::unordered_map<std::string, TrackId> by_key;
+  uint32_t names_sent = 0;
+  size_t tracks_sent = 1;
+  std::string key;  // scratch
+
+  TrackId HostTrack(std::string_view pid, std::string_view tid) {
+    key.assign(pid).append(1, '/').append(tid);
+    if (auto it = by_key.find(key); it != by_key.end()) return it->second;
+    Track t;
+    t.info.type = TrackType::kHostThread;
+    t.info.os_id = U64(tid);
+    t.info.name = names->Intern("thread " + std::string(tid));
+    return Add(std::move(t));
+  }
+
+  TrackId GpuTrack(uint8_t device, std::string_view stream) {
+    key.assign("gpu/").append(std::to_string(device)).append(1, '/').append(stream);
+    if (auto it = by_key.find(key); it != by_key.end()) return it->second;
+    Track t;
+    t.info.type = TrackType::kGpuStream;
+    t.info.device = device;
+    t.info.os_id = U64(stream);
+    t.info.name = names->Intern("GPU " + std::to_string(device) + " stream " + std::string(stream));
+    return Add(std::move(t));
+  }
+
+  TrackId Add(Track t) {
+    const auto id = static_cast<TrackId>(tracks.size());
+    tracks.push_back(std::move(t));
+    by_key.emplace(key, id);
+    return id;
+  }
+
+  void Definitions() {
+    for (const uint32_t n = names->size(); names_sent < n; ++names_sent) {
+      defs.push_back(NameDefEvent(names_sent, names->Get(names_sent)));
+    }
+    for (; tracks_sent < tracks.size(); ++tracks_sent) {
+      defs.push_back(TrackDefEvent(static_cast<TrackId>(tracks_sent), tracks[tracks_sent].info));
+    }
+  }
+
+  void Drop(std::string_view why) { Count(report->dropped, why); }
+
+  bool ReadArgs(od::object args, Fields& f, bool* bad) {
+    for (auto field : args) {
+      std::string_view k;
+      if (field.unescaped_key().get(k)) return false;
+      od::value v;
+      if (field.value().get(v)) return false;
+      if (f.ph == "C") {
+        double d;
+        if (!v.get_double().get(d)) f.counters.emplace_back(k, d);
+        continue;
+      }
+      if (k == "External id") f.external_id = Text(v, bad);
+      else if (k == "correlation") f.correlation = Text(v, bad);
+      else if (k == "device") f.device = Text(v, bad);
+      else if (k == "stream") f.stream = Text(v, bad);
+      else if (k == "bytes" || k == "Bytes") f.bytes = Text(v, bad);
+      else if (k == "Addr") f.addr = Text(v, bad);
+      else if (k == "Device Type") f.device_type = Text(v, bad);
+      else if (k == "Device Id") f.device_id = Text(v, bad);
+      else if (k == "registers per thread") f.regs = Text(v, bad);
+      else if (k == "shared memory") f.shared = Text(v, bad);
+      else if (k == "est. achieved occupancy %") f.occupancy = Text(v, bad);
+      else if (k == "name") f.m_name = Text(v, bad);
+      else if (k == "grid" || k == "block") {
+        uint32_t* out = k == "grid" ? f.grid : f.block;
+        od::array a;
+        if (v.get_array().get(a)) continue;
+        size_t i = 0;
+        for (auto x : a) {
+          uint64_t n;
+          if (i < 3 && !x.get_uint64().get(n)) out[i] = static_cast<uint32_t>(n);
+          ++i;
+        }
+        (k == "grid" ? f.has_grid : f.has_block) = true;
+      }
+    }
+    return true;
+  }
+
+  // Parses one batch ("[e,...]"); false on malformed JSON.
+  bool Batch(std::string_view text, std::string* error, uint64_t first_index) {
+    od::document doc;
+    if (auto err = json.iterate(text.data(), text.size(), text.size() + TraceJsonSplitter::kPadding).get(doc)) {
+      *error = std::string("invalid JSON in trace events from #") + std::to_string(first_index + 1) + ": " +
+               simdjson::error_message(err);
+      return false;
+    }
+    od::array arr;
+    if (auto err = doc.get_array().get(arr)) {
+      *error = std::string("invalid JSON: ") + simdjson::error_message(err);
+      return false;
+    }
+    uint64_t index = first_index;
+    for (auto element : arr) {
+      ++index;
+      od::object obj;
+      if (element.get_object().get(obj)) {
+        od::value v;
+        if (element.get(v)) {
+          *error = "invalid JSON in trace event #" + std::to_string(index);
+          return false;
+        }
+        Drop("not an object");
+        continue;
+      }
+      Fields f;
+      bool ok = true;
+      bool malformed = false;
+      bool* bad = &malformed;
+      for (auto field : obj) {
+        std::string_view k;
+        od::value v;
+        if (field.unescaped_key().get(k) || field.value().get(v)) {
+          ok = false;
+          break;
+        }
+        if (k == "ph") f.ph = Text(v, bad);
+        else if (k == "cat") f.cat = Text(v, bad);
+        else if (k == "name") f.name = Text(v, bad);
+        else if (k == "pid") f.pid = Text(v, bad);
+        else if (k == "tid") f.tid = Text(v, bad);
+        else if (k == "ts") f.ts = Text(v, bad);
+        else if (k == "dur") f.dur = Text(v, bad), f.has_dur = true;
+        else if (k == "id") f.id = Text(v, bad);
+        else if (k == "s") f.scope = Text(v, bad);
+        else if (k == "args") {
+          od::object args;
+          if (!v.get_object().get(args) && !ReadArgs(args, f, bad)) ok = false;
+        }
+      }
+      if (!ok || malformed) {
+        *error = "invalid JSON in trace event #" + std::to_string(index) + " (a value that does not parse)";
+        return false;
+      }
+      Convert(f);
+    }
+    return true;
+  }
+
+  void Convert(const Fields& f) {
+    Count(report->phases, f.ph);
+    if (f.ph == "M") return Metadata(f);
+    const std::optional<int64_t> ts = MicrosTextToNs(f.ts);
+    if (!ts || *ts < 0) return Drop("no usable ts");
+    Event e;
+    e.ts = static_cast<uint64_t>(*ts);
+    e.name = names->Intern(f.name);
+    if (f.ph == "X") {
+      Count(report->categories, f.cat);
+      const std::optional<int64_t> dur = f.has_dur ? MicrosTextToNs(f.dur) : std::optional<int64_t>(0);
+      if (!dur || *dur < 0) return Drop("X without a usable dur");
+      e.dur = static_cast<uint64_t>(*dur);
+      return Complete(f, e);
+    }
+    if (f.ph == "B") {
+      e.kind = EventKind::kHostSpan;
+      e.track = HostTrack(f.pid, f.tid);
+      tracks[e.track].open.emplace_back(e.ts, e);
+      return;
+    }
+    if (f.ph == "E") {
+      auto& open = tracks[HostTrack(f.pid, f.tid)].open;
+      if (open.empty()) return Drop("E without B");
+      Event b = open.back().second;
+      open.pop_back();
+      if (e.ts < b.ts) return Drop("E before its B");
+      b.dur = e.ts - b.ts;
+      return Emit(b);
+    }
+    if (f.ph == "i" || f.ph == "I") {
+      if (f.name == "[memory]") return Memory(f, e);
+      e.kind = EventKind::kInstant;
+      e.track = HostTrack(f.pid, f.tid);
+      return Emit(e);
+    }
+    if (f.ph == "C") {
+      e.kind = EventKind::kCounter;
+      e.track = HostTrack(f.pid, f.tid);
+      for (const auto& [k, value] : f.counters) {
+        e.name = names->Intern(std::string(f.name) + "/" + std::string(k));
+        e.payload.counter.value = value;
+        Emit(e);
+      }
+      return;
+    }
+    if (f.ph == "s" || f.ph == "t" || f.ph == "f") {
+      if (f.cat == "ac2g" || (f.cat == "async" && f.name == "launch")) {
+        return Drop("launch flows (the correlation ids carry the link)");
+      }
+      e.kind = EventKind::kFlow;
+      e.track = HostTrack(f.pid, f.tid);
+      e.corr = Id32(f.id);
+      e.sub = f.ph == "s" ? 0 : f.ph == "t" ? 1 : 2;
+      return Emit(e);
+    }
+    Drop("phase " + std::string(f.ph) + " (not imported)");
+  }
+
+  void Complete(const Fields& f, Event& e) {
+    const Cat c = Classify(f.cat);
+    const bool gpu = !f.stream.empty() || c == Cat::kKernel || c == Cat::kMemcpy || c == Cat::kMemset;
+    if (c == Cat::kDrop) return Drop("category " + std::string(f.cat) + " (not analysed)");
+    if (gpu) {
+      e.device = static_cast<uint8_t>(U64(f.device.empty() ? f.pid : f.device));
+      e.track = GpuTrack(e.device, f.stream.empty() ? f.tid : f.stream);
+      e.corr = static_cast<uint32_t>(U64(f.correlation));
+      switch (c) {
+        case Cat::kKernel: {
+          e.kind = EventKind::kKernel;
+          std::string d = "regs:" + std::string(f.regs.empty() ? "0" : f.regs) + " static_shared:" +
+                          std::string(f.shared.empty() ? "0" : f.shared) + " dynamic_shared:0";
+          if (f.has_grid) d += " grid:" + std::to_string(f.grid[0]) + "," + std::to_string(f.grid[1]) + "," + std::to_string(f.grid[2]);
+          if (f.has_block) d += " block:" + std::to_string(f.block[0]) + "," + std::to_string(f.block[1]) + "," + std::to_string(f.block[2]);
+          if (!f.occupancy.empty()) d += " occ_pct:" + std::string(f.occupancy);
+          e.payload.kernel.details = names->Intern(d);
+          break;
+        }
+        case Cat::kMemcpy:
+          e.kind = MemcpyKind(f.name);
+          e.payload.copy.bytes = U64(f.bytes);
+          break;
+        case Cat::kMemset:
+          e.kind = EventKind::kMemset;
+          e.payload.copy.bytes = U64(f.bytes);
+          break;
+        default:
+          return Drop("other spans on GPU streams");
+      }
+      return Emit(e);
+    }
+    e.track = HostTrack(f.pid, f.tid);
+    switch (c) {
+      case Cat::kOp:
+        e.kind = EventKind::kFrameworkOp;
+        e.corr = static_cast<uint32_t>(U64(f.external_id));
+        break;
+      case Cat::kRuntime:
+        e.kind = EventKind::kRuntimeApi;
+        e.corr = static_cast<uint32_t>(U64(f.correlation));
+        break;
+      default:
+        e.kind = EventKind::kHostSpan;
+        break;
+    }
+    Emit(e);
+  }
+
+  void Memory(const Fields& f, Event& e) {
+    const int64_t bytes = I64(f.bytes);
+    if (bytes == 0) return Drop("[memory] without Bytes");
+    const bool cuda = f.device_type == "1";
+    const std::string id = f.device_id.empty() ? "0" : std::string(f.device_id);
+    e.kind = bytes > 0 ? EventKind::kAlloc : EventKind::kFree;
+    e.name = names->Intern(cuda ? "CUDA:" + id : "CPU:" + id);
+    e.sub = static_cast<uint8_t>(cuda ? MemoryKind::kDevice : MemoryKind::kHost);
+    e.device = cuda ? static_cast<uint8_t>(U64(id)) : 0;
+    e.track = HostTrack(f.pid, f.tid);
+    e.payload.memory.address = U64(f.addr);
+    e.payload.memory.bytes = static_cast<uint64_t>(bytes > 0 ? bytes : -bytes);
+    if (f.addr.empty()) Count(report->caveats, "[memory] without Addr (address 0)");
+    Emit(e);
+  }
+
+  void Metadata(const Fields& f) {
+    if (f.name != "thread_name" || f.m_name.empty()) return;
+    const TrackId t = HostTrack(f.pid, f.tid);
+    tracks[t].info.name = names->Intern(f.m_name);
+    if (t < tracks_sent) tracks_sent = t;  // defined again with its name.
+  }
+
+  void Emit(const Event& e) {
+    events.push_back(e);
+    ++report->events_out;
+  }
+};
+
+ChromeTraceImporter::ChromeTraceImporter() : parser_(std::make_unique<Parser>(&names_)) {}
+ChromeTraceImporter::~ChromeTraceImporter() = default;
+
+bool ChromeTraceImporter::Run(const std::function<bool(std::string_view*)>& next_chunk, const Sink& sink,
+                              ImportReport* report, std::string* error) {
+  Parser& p = *parser_;
+  p.report = report;
+  std::string batch_error;
+  auto flush = [&] {
+    p.Definitions();
+    if (!p.defs.empty() || !p.events.empty()) sink(p.defs, p.events);
+    p.defs.clear();
+    p.events.clear();
+  };
+  TraceJsonSplitter splitter(
+      [&](std::string_view json, size_t count) {
+        const uint64_t first = report->trace_events;
+        report->trace_events += count;
+        const bool ok = p.Batch(json, &batch_error, first);
+        flush();
+        return ok;
+      },
+      [&](std::string_view key, std::string_view value) {
+        if (key == "baseTimeNanoseconds") {
+          report->has_base_time = true;
+          report->base_time_ns = I64(Trim(value));
+        } else if (key == "schemaVersion") {
+          report->schema = std::string(Trim(value));
+        }
+        return true;
+      });
+  std::string_view chunk;
+  bool ok = true;
+  while (ok && next_chunk(&chunk) && !chunk.empty()) {
+    report->bytes += chunk.size();
+    ok = splitter.Feed(chunk);
+  }
+  if (ok) ok = splitter.Finish();
+  for (const auto& t : p.tracks) {
+    if (!t.open.empty()) Count(report->dropped, "B without E", t.open.size());
+  }
+  flush();
+  if (!ok) *error = batch_error.empty() ? splitter.error() : batch_error;
+  // A JSON array of something else (tables, tuples) is not a trace.
+  if (ok && report->trace_events > 0) {
+    const auto it = report->dropped.find("not an object");
+    if (it != report->dropped.end() && it->second == report->trace_events) {
+      *error = "not a Chrome trace: none of its " + std::to_string(report->trace_events) +
+               " trace events is a JSON object";
+      return false;
+    }
+  }
+  return ok;
+}
+
+bool ChromeTraceImporter::ImportFile(const std::string& path, const Sink& sink, ImportReport* report,
+                                     std::string* error) {
+  ChunkReader reader;
+  if (!reader.Open(path)) {
+    *error = reader.error();
+    return false;
+  }
+  bool read_ok = true;
+  const bool ok = Run([&](std::string_view* c) { return read_ok = reader.Next(c); }, sink, report, error);
+  if (!read_ok) {
+    *error = reader.error();
+    return false;
+  }
+  if (!ok) *error = path + ": " + *error;
+  return ok;
+}
+
+bool ChromeTraceImporter::ImportText(std::string_view text, const Sink& sink, ImportReport* report,
+                                     std::string* error) {
+  bool given = false;
+  return Run([&](std::string_view* c) {
+    *c = given ? std::string_view() : text;
+    given = true;
+    return true;
+  }, sink, report, error);
+}
+
+}  // namespace liveprof

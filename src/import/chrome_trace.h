@@ -1,0 +1,88 @@
+// ChromeTraceImporter: Chrome trace JSON (the Trace Event Format, and the
+// PyTorch profiler's Kineto traces in it) into liveprof events, as a stream:
+// a file is read in chunks (ChunkReader), cut into batches of whole events
+// (TraceJsonSplitter) and each batch parsed with simdjson's on-demand parser,
+// so memory does not grow with the file.
+//
+// Mapping (Kineto's old and new category names):
+//   ph X, cat Operator / cpu_op          kFrameworkOp, corr = args["External id"]
+//   ph X, cat user_annotation, Trace     kHostSpan
+//   ph X, cat Runtime / cuda_runtime     kRuntimeApi, corr = args.correlation
+//   ph X, cat Kernel / kernel            kKernel on (device, stream), corr, launch details
+//   ph X, cat Memcpy / gpu_memcpy        kMemcpy{HtoD,DtoH,DtoD,HtoH,PtoP,Other} by name, bytes
+//   ph X, cat Memset / gpu_memset        kMemset, bytes
+//   ph X, other categories               kHostSpan (a host track) or dropped (a GPU track)
+//   ph B / E                             a kHostSpan per matched pair (a stack per track)
+//   ph i / I, name "[memory]"            kAlloc (Bytes > 0) / kFree (Bytes < 0), allocator "<Device Type>:<Id>"
+//   ph i / I, others                     kInstant
+//   ph C                                 a kCounter per numeric args member, named "<name>/<key>"
+//   ph M process_name / thread_name      track names
+//   ph s / t / f                         kFlow (sub: 0 start, 1 step, 2 end), corr = id
+// Dropped and counted, by reason, in ImportReport: other phases, the
+// categories liveprof does not analyse (python_function, cuda_driver,
+// gpu_user_annotation, ...), unmatched E, events without a usable ts.
+//
+// Events come out in file order (not completion order), with timestamps as
+// written (µs → ns, exactly); `baseTimeNanoseconds` (new Kineto traces: ts
+// relative to it) is reported, not applied.
+#ifndef LIVEPROF_IMPORT_CHROME_TRACE_H_
+#define LIVEPROF_IMPORT_CHROME_TRACE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "stream/event.h"
+#include "stream/name_table.h"
+#include "stream/stream.h"
+
+namespace liveprof {
+
+struct ImportReport {
+  uint64_t bytes = 0;          // uncompressed JSON bytes read.
+  uint64_t trace_events = 0;   // elements of traceEvents.
+  uint64_t events_out = 0;     // liveprof events made.
+  std::map<std::string, uint64_t, std::less<>> dropped;     // reason -> count.
+  std::map<std::string, uint64_t, std::less<>> caveats;     // kept, but: what -> count.
+  std::map<std::string, uint64_t, std::less<>> phases;      // ph -> count.
+  std::map<std::string, uint64_t, std::less<>> categories;  // cat -> count (ph X).
+  int64_t base_time_ns = 0;    // baseTimeNanoseconds, when given.
+  bool has_base_time = false;
+  std::string schema;          // schemaVersion, as written.
+  uint64_t dropped_total() const;
+};
+
+class ChromeTraceImporter {
+ public:
+  // Every event, in file order, in batches. Definitions (kNameDef, kTrackDef)
+  // come before the events that use them.
+  using Sink = std::function<void(std::span<const Event> definitions, std::span<const Event> events)>;
+
+  ChromeTraceImporter();
+  ~ChromeTraceImporter();
+
+  // Imports `path` (plain or gzip). false on an unreadable or malformed file:
+  // *error says what and where; what was imported before it was handed over
+  // (the report says how much).
+  bool ImportFile(const std::string& path, const Sink& sink, ImportReport* report, std::string* error);
+  // The same over text already in memory (tests, fuzzing).
+  bool ImportText(std::string_view text, const Sink& sink, ImportReport* report, std::string* error);
+
+  const NameTable& names() const { return names_; }
+
+ private:
+  struct Parser;
+  bool Run(const std::function<bool(std::string_view*)>& next_chunk, const Sink& sink, ImportReport* report,
+           std::string* error);
+
+  NameTable names_;
+  std::unique_ptr<Parser> parser_;
+};
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_IMPORT_CHROME_TRACE_H_
