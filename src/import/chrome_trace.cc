@@ -102,12 +102,14 @@ EventKind MemcpyKind(std::string_view name) {
 enum class Cat : uint8_t { kOp, kAnnotation, kRuntime, kKernel, kMemcpy, kMemset, kOther, kDrop };
 Cat Classify(std::string_view cat) {
   if (cat == "Operator" || cat == "cpu_op") return Cat::kOp;
-  if (cat == "user_annotation" || cat == "Trace") return Cat::kAnnotation;
+  if (cat == "user_annotation") return Cat::kAnnotation;
   if (cat == "Runtime" || cat == "cuda_runtime") return Cat::kRuntime;
   if (cat == "Kernel" || cat == "kernel") return Cat::kKernel;
   if (cat == "Memcpy" || cat == "gpu_memcpy") return Cat::kMemcpy;
   if (cat == "Memset" || cat == "gpu_memset") return Cat::kMemset;
-  if (cat == "python_function" || cat == "cuda_driver" || cat == "gpu_user_annotation" || cat == "cuda_sync" ||
+  // Trace: the profiler's own span over the whole capture (no role in the
+  // PyTorch plugin's breakdown either).
+  if (cat == "Trace" || cat == "python_function" || cat == "cuda_driver" || cat == "gpu_user_annotation" || cat == "cuda_sync" ||
       cat == "cuda_profiler_range" || cat == "fwdbwd" || cat == "ac2g") {
     return Cat::kDrop;
   }

@@ -6,7 +6,7 @@
 //
 // Mapping (Kineto's old and new category names):
 //   ph X, cat Operator / cpu_op          kFrameworkOp, corr = args["External id"]
-//   ph X, cat user_annotation, Trace     kHostSpan
+//   ph X, cat user_annotation            kHostSpan
 //   ph X, cat Runtime / cuda_runtime     kRuntimeApi, corr = args.correlation
 //   ph X, cat Kernel / kernel            kKernel on (device, stream), corr, launch details
 //   ph X, cat Memcpy / gpu_memcpy        kMemcpy{HtoD,DtoH,DtoD,HtoH,PtoP,Other} by name, bytes

@@ -1,0 +1,44 @@
+#include "import/trace_analysis.h"
+
+#include <algorithm>
+
+#include "stream/diagnostics.h"
+#include "stream/reorder_buffer.h"
+
+namespace liveprof {
+
+bool AnalyzeTrace(const std::string& path, const AnalysesOptions& options, const RenderOptions& render,
+                  TraceAnalysis* out, std::string* error) {
+  ChromeTraceImporter importer;
+  std::vector<Event> definitions;
+  std::vector<Event> events;
+  const bool ok = importer.ImportFile(
+      path,
+      [&](std::span<const Event> defs, std::span<const Event> batch) {
+        definitions.insert(definitions.end(), defs.begin(), defs.end());
+        events.insert(events.end(), batch.begin(), batch.end());
+      },
+      &out->report, error);
+  if (!ok) return false;
+  std::stable_sort(events.begin(), events.end(), CompletionOrderLess);
+
+  Diagnostics diag;
+  Analyses analyses(options, &diag);
+  analyses.Consume(definitions, {}, {}, 0, 0);
+  constexpr size_t kSlice = size_t{1} << 16;
+  for (size_t i = 0; i < events.size(); i += kSlice) {
+    const std::span<const Event> slice(events.data() + i, std::min(kSlice, events.size() - i));
+    analyses.Consume({}, slice, {}, slice.back().end(), slice.back().end());
+  }
+  if (!events.empty()) {
+    out->first_ns = events.front().ts;
+    for (const Event& e : events) out->first_ns = std::min(out->first_ns, e.ts);
+    out->last_ns = events.back().end();
+  }
+  analyses.Flush(out->last_ns);
+  out->events = events.size();
+  out->views = analyses.Render(render);
+  return true;
+}
+
+}  // namespace liveprof
