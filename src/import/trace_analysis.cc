@@ -38,6 +38,7 @@ bool AnalyzeTrace(const std::string& path, const AnalysesOptions& options, const
   analyses.Flush(out->last_ns);
   out->events = events.size();
   out->views = analyses.Render(render);
+  out->devices = analyses.utilization().Snapshot(0);
   return true;
 }
 

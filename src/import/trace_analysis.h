@@ -18,6 +18,7 @@ namespace liveprof {
 
 struct TraceAnalysis {
   RenderedViews views;
+  DeviceUtilizationSnapshot devices;  // busy, span and utilization per GPU, whole trace.
   ImportReport report;
   uint64_t events = 0;  // events the analyses consumed.
   uint64_t first_ns = 0, last_ns = 0;
