@@ -22,6 +22,7 @@
 
 #include "aggregators/analyses.h"
 #include "aggregators/stream_summary.h"
+#include "app/analyze.h"
 #include "app/args.h"
 #include "app/example_training.h"
 #include "app/serve.h"
@@ -53,6 +54,8 @@ constexpr char kUsage[] =
     "  simulate  run the simulated GPU workload through the analyses and print the\n"
     "            breakdown each second; --scenario balanced|input_bound|launch_bound|\n"
     "            memory_growth|schedule, --seconds N, --rate R (events/s), --seed N\n"
+    "  analyze   a trace file (Chrome trace JSON, PyTorch/Kineto; .json or .json.gz)\n"
+    "            through the analyses: tables, or --json; --view tf|pytorch\n"
     "  version   print the version\n";
 
 // The text of member `key` of the JSON object `json` (its value, an object
@@ -199,6 +202,7 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string_view cmd = argv[1];
+  if (cmd == "analyze") return liveprof::Analyze(argc, argv);
   if (cmd == "demo") return liveprof::Serve(argc, argv, /*demo=*/true);
   if (cmd == "serve") return liveprof::Serve(argc, argv, /*demo=*/false);
   if (cmd == "example") return liveprof::Example(argc, argv);

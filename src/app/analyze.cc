@@ -1,0 +1,173 @@
+#include "app/analyze.h"
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "import/trace_analysis.h"
+
+namespace liveprof {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kUsage[] =
+    "usage: liveprof analyze FILE [--json] [--view tf|pytorch]\n"
+    "  FILE          a Chrome trace JSON or PyTorch (Kineto) trace, .json or .json.gz\n"
+    "  --json        one JSON document with every analysis (docs/analyze.md)\n"
+    "  --view V      the step breakdown to print: tf (TensorFlow Profiler's, default)\n"
+    "                or pytorch (the PyTorch profiler plugin's)\n";
+
+// The steps view's rows with each category in ns (the view has ms).
+json StepsInNs(const json& steps) {
+  json out = json::array();
+  for (const json& row : steps.value("rows", json::array())) {
+    json breakdown = json::object();
+    const json& columns = steps["columns"];
+    for (size_t i = 0; i < columns.size() && i < row["ms"].size(); ++i) {
+      breakdown[columns[i].get<std::string>()] = std::llround(row["ms"][i].get<double>() * 1e6);
+    }
+    out.push_back({{"step", row["step"]}, {"begin_ns", row["begin_ns"]},
+                   {"step_ns", std::llround(row["step_ms"].get<double>() * 1e6)}, {"breakdown_ns", breakdown}});
+  }
+  return out;
+}
+
+json Document(const std::string& path, const TraceAnalysis& a) {
+  const RenderedViews& v = a.views;
+  json device = json::array();
+  for (const auto& d : a.devices.devices) {
+    device.push_back({{"ordinal", d.ordinal}, {"name", d.name}, {"busy_ns", d.busy_ns},
+                      {"kernel_busy_ns", d.kernel_busy_ns}, {"span_ns", d.span_ns},
+                      {"utilization_pct", d.utilization_pct}});
+  }
+  const ImportReport& r = a.report;
+  const json status = json::parse(v.status);
+  const json steps = json::parse(v.steps);
+  return {
+      {"type", "analyze"},
+      {"v", 1},
+      {"file", path},
+      {"import", {{"bytes", r.bytes}, {"trace_events", r.trace_events}, {"events", r.events_out},
+                  {"dropped", r.dropped}, {"caveats", r.caveats}, {"base_time_ns", r.base_time_ns},
+                  {"schema", r.schema}}},
+      {"overview", json::parse(v.overview)},
+      {"steps", StepsInNs(steps)},
+      {"steps_window", steps["window"]},
+      {"input_pipeline", json::parse(v.input_pipeline)},
+      {"tf_stats", json::parse(v.tf_stats)},
+      {"kernel_stats", json::parse(v.kernel_stats)},
+      {"memory", json::parse(v.memory)},
+      {"device", device},
+      {"pytorch_breakdown", v.pytorch.empty() ? json() : json::parse(v.pytorch)},
+      {"alerts", json::parse(v.alerts)},
+      {"diagnostics", status["diagnostics"]},
+      {"dropped_events", r.dropped_total()},
+  };
+}
+
+void PrintTables(const json& d, bool pytorch) {
+  const json& imp = d["import"];
+  std::printf("%s: %.1f MB of JSON, %" PRIu64 " trace events -> %" PRIu64 " events",
+              d["file"].get<std::string>().c_str(), imp["bytes"].get<double>() / 1e6,
+              imp["trace_events"].get<uint64_t>(), imp["events"].get<uint64_t>());
+  std::printf("; %" PRIu64 " not imported\n", d["dropped_events"].get<uint64_t>());
+  for (const auto& [why, n] : imp["dropped"].items()) std::printf("    %8" PRIu64 "  %s\n", n.get<uint64_t>(), why.c_str());
+
+  for (const json& g : d["device"]) {
+    std::printf("GPU %d: busy %.3f ms of %.3f ms (%.2f%%), kernels %.3f ms\n", g["ordinal"].get<int>(),
+                g["busy_ns"].get<double>() / 1e6, g["span_ns"].get<double>() / 1e6,
+                g["utilization_pct"].get<double>(), g["kernel_busy_ns"].get<double>() / 1e6);
+  }
+  if (pytorch && d["pytorch_breakdown"].is_object()) {
+    const json& p = d["pytorch_breakdown"];
+    std::printf("\nPyTorch view: step time breakdown (us)\n  %-6s", "Step");
+    const json& columns = p["steps"]["columns"];
+    for (size_t i = 1; i < columns.size(); i += 2) std::printf(" %11s", columns[i]["name"].get<std::string>().c_str());
+    std::printf("\n");
+    for (const json& row : p["steps"]["rows"]) {
+      std::printf("  %-6s", row[0].get<std::string>().c_str());
+      for (size_t i = 1; i < row.size(); i += 2) std::printf(" %11" PRId64, row[i].get<int64_t>());
+      std::printf("\n");
+    }
+    for (const json& perf : p["performance"]) {
+      std::printf("  %s: %" PRId64 " us\n", perf["name"].get<std::string>().c_str(), perf["value"].get<int64_t>());
+      for (const json& c : perf.value("children", json::array())) {
+        std::printf("    %-12s %9" PRId64 " us %6.2f%%\n", c["name"].get<std::string>().c_str(),
+                    c["value"].get<int64_t>(), c["extra"].get<double>());
+      }
+    }
+    return;
+  }
+  const json& s = d["overview"]["summary"];
+  std::printf("\nTF view: %d steps (%" PRId64 "-%" PRId64 "), average %.3f ms (stddev %.3f)\n", s["steps"].get<int>(),
+              s["first_step"].get<int64_t>(), s["last_step"].get<int64_t>(), s["step_time_ms_avg"].get<double>(),
+              s["step_time_ms_stddev"].get<double>());
+  for (const auto& [k, pct] : s["pct"].items()) {
+    std::printf("    %-20s %9.3f ms %6.2f%%\n", k.c_str(), s["avg_ms"][k].get<double>(), pct.get<double>());
+  }
+  const json& rec = d["overview"]["recommendation"];
+  std::printf("  %s\n", rec["statement"].get<std::string>().c_str());
+  std::printf("\nTop kernels (of %" PRIu64 "):\n", d["kernel_stats"]["kernel_count"].get<uint64_t>());
+  int shown = 0;
+  for (const json& k : d["kernel_stats"]["rows"]) {
+    if (++shown > 10) break;
+    std::printf("  %12.1f us %6" PRIu64 "x  %s\n", k["total_us"].get<double>(), k["occurrences"].get<uint64_t>(),
+                k["kernel_name"].get<std::string>().substr(0, 100).c_str());
+  }
+}
+
+}  // namespace
+
+int Analyze(int argc, char** argv) {
+  std::string path;
+  bool as_json = false;
+  bool pytorch = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--json") {
+      as_json = true;
+    } else if (a == "--view" && i + 1 < argc) {
+      const std::string_view view = argv[++i];
+      if (view != "tf" && view != "pytorch") {
+        std::fprintf(stderr, "liveprof analyze: --view '%s': expected tf or pytorch\n", argv[i]);
+        return 2;
+      }
+      pytorch = view == "pytorch";
+    } else if (path.empty() && !a.starts_with("-")) {
+      path = a;
+    } else {
+      std::fprintf(stderr, "liveprof analyze: unknown option '%s'\n%s", argv[i], kUsage);
+      return 2;
+    }
+  }
+  if (path.empty()) {
+    std::fprintf(stderr, "liveprof analyze: which file?\n%s", kUsage);
+    return 2;
+  }
+  AnalysesOptions options;
+  RenderOptions render;
+  render.pytorch = true;
+  render.steps = WindowSel{.last_steps = 100'000};  // every step of the file.
+  TraceAnalysis analysis;
+  std::string error;
+  if (!AnalyzeTrace(path, options, render, &analysis, &error)) {
+    std::fprintf(stderr, "liveprof analyze: %s\n", error.c_str());
+    return 1;
+  }
+  const json document = Document(path, analysis);
+  if (as_json) {
+    std::printf("%s\n", document.dump().c_str());
+  } else {
+    PrintTables(document, pytorch);
+  }
+  return 0;
+}
+
+}  // namespace liveprof
