@@ -30,6 +30,22 @@ std::string TracePath(const std::string& relative) {
   return p.string();
 }
 
+// The PyTorch plugin's own sample (tb_plugin run resnet50_num_workers_0,
+// worker0, span 1) and its published responses, one per line.
+constexpr char kResnetTrace[] =
+    "pytorch__kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz";
+
+// Line `n` (1-based) of the published responses, or null without the folder.
+nlohmann::json PluginResponse(int n) {
+  const std::string path =
+      TracePath("pytorch__kineto/expected/tb_plugin_expected_resnet50_num_workers_0_worker0_span1.jsonl");
+  if (path.empty()) return nullptr;
+  std::ifstream in(path);
+  std::string line;
+  for (int i = 0; i < n; ++i) REQUIRE(std::getline(in, line));
+  return nlohmann::json::parse(line);
+}
+
 struct Counted {
   uint64_t events = 0;
   uint64_t bytes = 0;
@@ -58,8 +74,7 @@ Counted CountEvents(const std::string& path) {
 }
 
 TEST_CASE("import: a real Kineto trace (ResNet50, gzip) splits into its 75,718 events") {
-  const std::string path =
-      TracePath("pytorch__kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz");
+  const std::string path = TracePath(kResnetTrace);
   if (path.empty()) return;
   const Counted c = CountEvents(path);
   REQUIRE_MESSAGE(c.ok, c.error);
@@ -68,8 +83,7 @@ TEST_CASE("import: a real Kineto trace (ResNet50, gzip) splits into its 75,718 e
 }
 
 TEST_CASE("import: the ResNet50 Kineto trace's kernels, runtime calls, ops, copies and memory events") {
-  const std::string path =
-      TracePath("pytorch__kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz");
+  const std::string path = TracePath(kResnetTrace);
   if (path.empty()) return;
   ChromeTraceImporter importer;
   ImportReport report;
@@ -96,15 +110,9 @@ TEST_CASE("import: the ResNet50 Kineto trace's kernels, runtime calls, ops, copi
 // Issue #3 (its exact real-trace test) and #8: the PyTorch view of the
 // plugin's own sample equals what torch_tb_profiler published for it.
 TEST_CASE("import: the PyTorch view of the ResNet50 trace equals the plugin's published overview") {
-  const std::string path =
-      TracePath("pytorch__kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz");
-  const std::string expected_path =
-      TracePath("pytorch__kineto/expected/tb_plugin_expected_resnet50_num_workers_0_worker0_span1.jsonl");
-  if (path.empty() || expected_path.empty()) return;
-  std::ifstream in(expected_path);
-  std::string line;
-  REQUIRE(std::getline(in, line));  // line 1: the overview response.
-  const nlohmann::json expected = nlohmann::json::parse(line);
+  const std::string path = TracePath(kResnetTrace);
+  const nlohmann::json expected = PluginResponse(1);  // the overview response.
+  if (path.empty() || expected.is_null()) return;
 
   AnalysesOptions options;
   RenderOptions render;
@@ -129,15 +137,10 @@ TEST_CASE("import: the PyTorch view of the ResNet50 trace equals the plugin's pu
 
 // Issue #8: "kernel totals per kernel equal the plugin's published tables".
 TEST_CASE("import: the ResNet50 trace's kernel totals equal the plugin's kernel table, kernel by kernel") {
-  const std::string path =
-      TracePath("pytorch__kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz");
-  const std::string expected_path =
-      TracePath("pytorch__kineto/expected/tb_plugin_expected_resnet50_num_workers_0_worker0_span1.jsonl");
-  if (path.empty() || expected_path.empty()) return;
-  std::ifstream in(expected_path);
-  std::string line;
-  for (int i = 0; i < 4; ++i) REQUIRE(std::getline(in, line));  // line 4: kernel/table.
-  const nlohmann::json table = nlohmann::json::parse(line)["data"];
+  const std::string path = TracePath(kResnetTrace);
+  const nlohmann::json response = PluginResponse(4);  // kernel/table.
+  if (path.empty() || response.is_null()) return;
+  const nlohmann::json& table = response["data"];
   REQUIRE(table["columns"][0]["name"] == "Name");
   REQUIRE(table["columns"][2]["name"] == "Calls");
   REQUIRE(table["columns"][3]["name"] == "Total Duration (us)");
