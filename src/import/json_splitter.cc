@@ -1,5 +1,7 @@
 #include "import/json_splitter.h"
 
+#include <cstring>
+
 namespace liveprof {
 namespace {
 
@@ -34,22 +36,12 @@ size_t TraceJsonSplitter::ScanValue(std::string_view data, size_t i, bool* ended
   const size_t n = data.size();
   while (i < n) {
     if (in_string_) {
-      if (escape_) {
-        escape_ = false;
-        ++i;
-        continue;
-      }
-      // Most of a trace is string bytes: jump to the next quote or backslash.
-      const size_t j = data.find_first_of("\"\\", i);
-      if (j == std::string_view::npos) return n;
-      i = j;
-      if (data[i] == '\\') {
-        escape_ = true;
-        ++i;
-        continue;
-      }
+      // Most of a trace is string bytes: jump from quote to quote (memchr),
+      // and look back at the backslashes before one to see if it is escaped.
+      const size_t j = StringEnd(data, i);
+      if (j == n) return n;
       in_string_ = false;
-      ++i;
+      i = j + 1;
       if (depth_ == 0) {
         *ended = true;
         return i;
@@ -81,6 +73,28 @@ size_t TraceJsonSplitter::ScanValue(std::string_view data, size_t i, bool* ended
     }
   }
   return i;
+}
+
+size_t TraceJsonSplitter::StringEnd(std::string_view data, size_t i) {
+  const size_t n = data.size();
+  bool carry = escape_;  // data[i] is escaped by a backslash of the previous chunk.
+  escape_ = false;
+  for (size_t from = i;;) {
+    const void* q = from < n ? std::memchr(data.data() + from, '"', n - from) : nullptr;
+    const size_t end = q ? static_cast<size_t>(static_cast<const char*>(q) - data.data()) : n;
+    // The run of backslashes just before `end` (within this string's bytes).
+    size_t run = 0;
+    while (end - run > from && data[end - run - 1] == '\\') ++run;
+    const bool reaches = end - run == from;
+    const bool escaped = ((run + (reaches && carry ? 1 : 0)) & 1) != 0;
+    if (!q) {
+      escape_ = escaped;  // the next chunk's first byte is escaped.
+      return n;
+    }
+    if (!escaped) return end;
+    from = end + 1;  // an escaped quote: the string goes on.
+    carry = false;
+  }
 }
 
 bool TraceJsonSplitter::FlushBatch() {

@@ -54,7 +54,7 @@ Split Run(std::string_view text, std::vector<size_t> cuts, size_t batch_bytes = 
 const std::string kTrace = R"({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "A100 {\"x\"]"}],
   "traceEvents": [
     {"ph": "X", "cat": "cpu_op", "name": "aten::add {]}\\", "pid": 1, "tid": 2, "ts": 1623143089861234.567, "dur": 5.5,
-     "args": {"Input Dims": [[1, 2], []], "note": "quote \" and , and ]"}},
+     "args": {"Input Dims": [[1, 2], []], "note": "quote \" and , and ]", "path": "C:\\dir\\\"x\"\\\\", "e": "\\"}},
     {"ph": "i", "name": "[memory]", "ts": 10, "s": "t", "args": {"Bytes": -512}},
     {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "main"}}
   ],
