@@ -1,54 +1,69 @@
 #!/usr/bin/env bash
-# Builds the control-message fuzzer (fuzz/control_message_fuzz.cc) with
-# clang 14 and libFuzzer under ASan+UBSan, straight from the few sources it
-# needs (no CMake: the project's build is GCC), and runs it on a copy of the
-# seed corpus in a temp dir (the seeds in the repo are never rewritten).
-# Exits non-zero on a build failure or on any crash, leak, UB report or
-# timeout; a crashing input is kept in OUT_DIR as crash-<sha1>.
+# Builds a fuzzer with clang 14 and libFuzzer under ASan+UBSan, straight from
+# the few sources it needs (no CMake: the project's build is GCC), and runs it
+# on a copy of its seed corpus in a temp dir (the seeds in the repo are never
+# rewritten). Exits non-zero on a build failure or on any crash, leak, UB
+# report or timeout; a crashing input is kept in OUT_DIR as crash-<sha1>.
 #
-#   fuzz/build_and_run.sh OUT_DIR [RUNS]    (RUNS defaults to 1000000)
+#   fuzz/build_and_run.sh TARGET OUT_DIR [RUNS]    (RUNS defaults to 1000000)
+#
+# TARGET: control_message (the WebSocket control-message decoder) or
+# chrome_trace (the Chrome trace JSON importer).
 #
 # Needs Debian's clang-14 and libclang-rt-14-dev (libFuzzer, the sanitizer
 # runtimes); scripts/setup.sh installs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [[ $# -lt 1 ]]; then
-  echo "usage: $0 OUT_DIR [RUNS]" >&2
+if [[ $# -lt 2 ]]; then
+  echo "usage: $0 control_message|chrome_trace OUT_DIR [RUNS]" >&2
   exit 2
 fi
-out=$1
-runs=${2:-1000000}
+target=$1
+out=$2
+runs=${3:-1000000}
 cxx=${FUZZ_CXX:-clang++-14}
 mkdir -p "${out}"
 out=$(cd "${out}" && pwd)
 
-# The decoder and what it links: protocol.cc (DecodeControlMessage,
-# Encode*), event.cc (kind names), json_writer.cc (the JSON it writes).
-sources=(
-  fuzz/control_message_fuzz.cc
-  src/web/protocol.cc
-  src/stream/event.cc
-  src/aggregators/json_writer.cc
-)
-echo "fuzz: building ${out}/control_message_fuzz with ${cxx}"
+libs=()
+case "${target}" in
+  control_message)
+    # The decoder and what it links: protocol.cc (DecodeControlMessage,
+    # Encode*), event.cc (kind names), json_writer.cc (the JSON it writes).
+    sources=(src/web/protocol.cc src/stream/event.cc src/aggregators/json_writer.cc)
+    # -max_len: room for the limits' edges (1025 tracks, 17 topics) but not
+    # the 64 KiB message cap, which the unit tests cover.
+    max_len=8192
+    ;;
+  chrome_trace)
+    # The importer and the stream pieces it uses (names, definitions).
+    sources=(src/import/chrome_trace.cc src/import/chunk_reader.cc src/import/decimal.cc
+             src/import/json_splitter.cc src/stream/*.cc)
+    libs=(-lsimdjson -lz -lpthread)
+    max_len=4096
+    ;;
+  *)
+    echo "$0: unknown target '${target}' (control_message or chrome_trace)" >&2
+    exit 2
+    ;;
+esac
+echo "fuzz: building ${out}/${target}_fuzz with ${cxx}"
 "${cxx}" -std=c++20 -O1 -g -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
   -Wall -Wextra -Werror -Isrc \
-  "${sources[@]}" -o "${out}/control_message_fuzz"
+  "fuzz/${target}_fuzz.cc" "${sources[@]}" "${libs[@]}" -o "${out}/${target}_fuzz"
 
 corpus=$(mktemp -d)
 trap 'rm -rf "${corpus}"' EXIT
-cp fuzz/corpus/control_message/*.json "${corpus}/"
+cp fuzz/corpus/"${target}"/*.json "${corpus}/"
 
-echo "fuzz: ${runs} runs on a copy of fuzz/corpus/control_message ($(ls "${corpus}" | wc -l) seeds)"
+echo "fuzz: ${runs} runs on a copy of fuzz/corpus/${target} ($(ls "${corpus}" | wc -l) seeds)"
 start=$(date +%s)
-# -max_len: room for the limits' edges (1025 tracks, 17 topics) but not the
-# 64 KiB message cap, which the unit tests cover.
 status=0
-"${out}/control_message_fuzz" "${corpus}" \
-  -runs="${runs}" -max_len=8192 -timeout=10 \
-  -dict=fuzz/control_message.dict \
+"${out}/${target}_fuzz" "${corpus}" \
+  -runs="${runs}" -max_len="${max_len}" -timeout=10 \
+  -dict="fuzz/${target}.dict" \
   -artifact_prefix="${out}/" -print_final_stats=1 || status=$?
 end=$(date +%s)
 echo "fuzz: exit ${status} after $((end - start)) s"

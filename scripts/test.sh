@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything, and runs every test: the full
 # suite (Release), then again under ASan+UBSan, the stream and host-API
-# tests under TSan, and the control-message fuzzer (libFuzzer, one test).
+# tests under TSan, and the fuzzers (libFuzzer, one test each: the
+# WebSocket control messages, the Chrome trace importer).
 # Ends with one line: "tests: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -54,16 +55,16 @@ run_suite() {
   if [[ ${rc} -ne 0 ]]; then status=1; fi
 }
 
-# run_fuzz NAME OUT_DIR: the control-message decoder under libFuzzer
-# (clang 14, ASan+UBSan; fuzz/build_and_run.sh, 1000000 runs unless
-# FUZZ_RUNS says otherwise). Counts as one test: passed, or failed on a
-# build failure, a crash, a sanitizer report or a timeout.
+# run_fuzz NAME TARGET OUT_DIR: a libFuzzer target under ASan+UBSan (clang
+# 14; fuzz/build_and_run.sh, 1000000 runs unless FUZZ_RUNS says otherwise).
+# Counts as one test: passed, or failed on a build failure, a crash, a
+# sanitizer report or a timeout.
 run_fuzz() {
-  local name=$1 dir=$2
+  local name=$1 target=$2 dir=$3
   echo "=== ${name}: build and run (${dir})"
   mkdir -p "${dir}"
   local log="${dir}/fuzz.log"
-  if ./fuzz/build_and_run.sh "${dir}" "${FUZZ_RUNS:-1000000}" >"${log}" 2>&1; then
+  if ./fuzz/build_and_run.sh "${target}" "${dir}" "${FUZZ_RUNS:-1000000}" >"${log}" 2>&1; then
     grep -E "^(stat::|fuzz:)" "${log}"
     passed=$((passed + 1))
   else
@@ -89,7 +90,8 @@ TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" SUITE_TARGETS="liveprof_t
   SUITE_TESTS="^(pipeline|server|simulated workload|web: python|import: (gzip|a truncated|a plain))" \
   run_suite "tsan (pipeline and server)" build/tsan-web -DCMAKE_BUILD_TYPE=Debug \
   -DLIVEPROF_SANITIZE=thread -DLIVEPROF_BUILD_BENCH=OFF
-run_fuzz "fuzz (control messages)" build/fuzz
+run_fuzz "fuzz (control messages)" control_message build/fuzz
+run_fuzz "fuzz (Chrome trace import)" chrome_trace build/fuzz-import
 
 echo
 echo "tests: ${passed} passed, ${failed} failed"

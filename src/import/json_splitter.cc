@@ -214,6 +214,8 @@ bool TraceJsonSplitter::Feed(std::string_view data) {
           if (!FlushBatch()) return false;
           state_ = bare_array_ ? State::kDone : State::kKey;
           ++i;
+        } else if (c == '}' || c == ':') {
+          return Fail("invalid JSON " + at(i) + ": " + Shown(c) + " where a trace event should begin");
         } else {
           if (batch_count_ == 0) {
             batch_.assign(1, '[');

@@ -12,7 +12,7 @@ bool TscIsInvariant() {
 #if defined(__x86_64__) || defined(__i386__)
   static const bool invariant = [] {
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (__get_cpuid_max(0x80000000u, nullptr) < 0x80000007u) return false;
+    if (static_cast<unsigned>(__get_cpuid_max(0x80000000u, nullptr)) < 0x80000007u) return false;
     __cpuid(0x80000007u, eax, ebx, ecx, edx);
     return (edx & (1u << 8)) != 0;
   }();

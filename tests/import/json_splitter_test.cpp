@@ -141,6 +141,10 @@ TEST_CASE("import: what is not a Chrome trace is refused with where") {
   CHECK(s.error == "invalid JSON at byte 15: expected ':' after \"traceEvents\", found '['");
   s = Run("", {});
   CHECK(s.error == "empty: no JSON text");
+  // Found by the fuzzer: a '}' where an event should begin looped forever.
+  s = Run(R"({"traceEvents":[{"ph":"i"},}]})", {});
+  CHECK(!s.fed);
+  CHECK(s.error == "invalid JSON at byte 27: '}' where a trace event should begin");
   s = Run("\xEF\xBB\xBF[]", {});  // a byte order mark is fine.
   CHECK(s.finished);
 }
