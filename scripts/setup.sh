@@ -37,7 +37,8 @@ setup_npm() {
     cp package-lock.json node_modules/.liveprof-lock
   fi
   mkdir -p static/vendor
-  for f in uPlot.esm.js uPlot.min.css; do
+  rm -f static/vendor/uPlot.esm.js  # served before; the minified build replaced it.
+  for f in uPlot.iife.min.js uPlot.min.css; do
     if ! cmp -s "node_modules/uplot/dist/$f" "static/vendor/$f"; then
       cp "node_modules/uplot/dist/$f" "static/vendor/$f"
     fi

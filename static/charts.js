@@ -4,15 +4,13 @@
 // data on every publication (setData), never rebuilt.
 import {esc} from './format.js';
 
-let uPlot = null;
-try {
-  uPlot = (await import('./vendor/uPlot.esm.js')).default;
-} catch (e) {
-  console.error('liveprof: uPlot is missing (static/vendor/uPlot.esm.js); run ./scripts/setup.sh', e);
-}
+// uPlot's minified build defines the global `uPlot` (index.html loads it
+// before the modules run).
+const uPlot = globalThis.uPlot ?? null;
+if (!uPlot) console.error('liveprof: uPlot is missing (static/vendor/uPlot.iife.min.js); run ./scripts/setup.sh');
 
 function missing(el) {
-  el.innerHTML = '<p class="note">Charts need static/vendor/uPlot.esm.js: run ./scripts/setup.sh.</p>';
+  el.innerHTML = '<p class="note">Charts need static/vendor/uPlot.iife.min.js: run ./scripts/setup.sh.</p>';
   return null;
 }
 

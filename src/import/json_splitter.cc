@@ -31,6 +31,13 @@ bool TraceJsonSplitter::Fail(std::string what) {
   return false;
 }
 
+void TraceJsonSplitter::BeginValue(char first, State scanning) {
+  depth_ = 0;
+  in_string_ = escape_ = false;
+  scalar_ = first != '{' && first != '[' && first != '"';
+  state_ = scanning;
+}
+
 size_t TraceJsonSplitter::ScanValue(std::string_view data, size_t i, bool* ended) {
   *ended = false;
   const size_t n = data.size();
@@ -186,10 +193,7 @@ bool TraceJsonSplitter::Feed(std::string_view data) {
           return Fail("invalid JSON " + at(i) + ": the value of \"" + key_ + "\" is missing");
         } else {
           member_.clear();
-          depth_ = 0;
-          in_string_ = escape_ = false;
-          scalar_ = c != '{' && c != '[' && c != '"';
-          state_ = State::kMember;
+          BeginValue(c, State::kMember);
         }
         break;
       case State::kMember: {
@@ -223,10 +227,7 @@ bool TraceJsonSplitter::Feed(std::string_view data) {
             batch_ += ',';
           }
           batch_mark_ = batch_.size() - 1;
-          depth_ = 0;
-          in_string_ = escape_ = false;
-          scalar_ = c != '{' && c != '[' && c != '"';
-          state_ = State::kEvent;
+          BeginValue(c, State::kEvent);
         }
         break;
       case State::kEvent: {

@@ -58,6 +58,8 @@ class TraceJsonSplitter {
   };
   bool Fail(std::string what);
   bool FlushBatch();
+  // A value (a member's or an event) begins with `first`: scan it in `scanning`.
+  void BeginValue(char first, State scanning);
   // Scans a value from data[i]; returns the index just past what it consumed.
   // Sets *ended when the value ended (at data[return - 1]).
   size_t ScanValue(std::string_view data, size_t i, bool* ended);
