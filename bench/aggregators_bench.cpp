@@ -43,6 +43,31 @@ void BM_Aggregators_All(benchmark::State& state) {
 }
 BENCHMARK(BM_Aggregators_All)->ArgName("pytorch_view")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
+// The step path alone (assembly and breakdown), the largest part of the above.
+void BM_StepPath(benchmark::State& state) {
+  test::WorkloadShape shape;
+  shape.steps = 200;
+  const test::Workload w = test::MakeWorkload(shape);
+  Catalog catalog;
+  catalog.Consume(w.definitions);
+  for (auto _ : state) {
+    Diagnostics diag;
+    StepAssembler steps(&catalog, &diag, StepAssembler::Options{});
+    StepBreakdown breakdown(&catalog, &diag, StepBreakdown::Options{});
+    for (size_t i = 0; i < w.events.size(); i += 4096) {
+      const std::span<const Event> part(w.events.data() + i, std::min<size_t>(4096, w.events.size() - i));
+      steps.Consume(part);
+      steps.Advance(part.back().end());
+      breakdown.Consume(steps.TakeClosed());
+    }
+    steps.Flush();
+    breakdown.Consume(steps.TakeClosed());
+    benchmark::DoNotOptimize(breakdown.steps_total());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * w.events.size()));
+}
+BENCHMARK(BM_StepPath)->Unit(benchmark::kMillisecond);
+
 void BM_Snapshot(benchmark::State& state) {
   test::WorkloadShape shape;
   shape.steps = 100;

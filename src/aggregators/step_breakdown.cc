@@ -10,17 +10,78 @@ namespace liveprof {
 
 namespace {
 
-constexpr uint64_t Overlap(uint64_t b0, uint64_t e0, uint64_t b1, uint64_t e1) {
-  const uint64_t b = std::max(b0, b1), e = std::min(e0, e1);
-  return e > b ? e - b : 0;
+constexpr auto EndLess = [](const Segment& a, const Segment& b) { return a.end < b.end; };
+
+// The device and host runs, each sorted by end if it is not, merged into one.
+const std::vector<Segment>& MergeByEnd(BreakdownScratch* scratch) {
+  std::vector<Segment>& d = scratch->device_segs;
+  std::vector<Segment>& h = scratch->host_segs;
+  for (std::vector<Segment>* run : {&d, &h}) {
+    if (!std::is_sorted(run->begin(), run->end(), EndLess)) {
+      std::stable_sort(run->begin(), run->end(), EndLess);
+    }
+  }
+  if (h.empty()) return d;
+  if (d.empty()) return h;
+  scratch->merged.resize(d.size() + h.size());
+  std::merge(d.begin(), d.end(), h.begin(), h.end(), scratch->merged.begin(), EndLess);
+  return scratch->merged;
 }
 
-// Boundary keys: (time - base) << 7 | is_begin << 6 | is_device << 5 | type.
-// Sorting the keys orders by time, ends before begins (§2.5).
-constexpr int kTypeBits = 5;
-constexpr uint64_t kDeviceBit = uint64_t{1} << kTypeBits;
-constexpr uint64_t kBeginBit = uint64_t{1} << (kTypeBits + 1);
-constexpr int kTimeShift = kTypeBits + 2;
+struct SweepResult {
+  std::array<uint64_t, kSpanTypeCount> type_ns{};
+  uint64_t covered_ns = 0;  // covered by any segment.
+  uint64_t device_ns = 0;   // covered by a device segment.
+};
+
+// The time each type is the highest one present (§2.5), without sorting the
+// boundaries: for each type t present, L(t) = |union of the segments of type
+// >= t|, and type t owns L(t) - L(next type present). A union over segments
+// taken by DESCENDING end needs one running component: a segment that ends at
+// or after the component's begin joins it (its end cannot pass the
+// component's end), else it starts a new one wholly to the left. So one
+// backward pass over `segs` (sorted by end) updates, per segment, the
+// components of every threshold at or below its type.
+SweepResult SweepByPriority(const std::vector<Segment>& segs, uint32_t present) {
+  SweepResult out;
+  constexpr uint64_t kNone = ~uint64_t{0};
+  std::array<uint64_t, kSpanTypeCount + 1> lo, hi, len{};
+  lo.fill(kNone);
+  hi.fill(kNone);
+  // Component kSpanTypeCount: device segments, for the busy time.
+  constexpr size_t kDevice = kSpanTypeCount;
+  auto join = [&](size_t j, uint64_t b, uint64_t e) {
+    if (e >= lo[j]) {
+      lo[j] = std::min(lo[j], b);
+    } else {
+      len[j] += hi[j] - lo[j];
+      hi[j] = e;
+      lo[j] = b;
+    }
+  };
+  // rank[t]: how many types present are <= t, so a segment of type t
+  // updates the components 0..rank[t]-1 (the thresholds at or below it).
+  std::array<uint8_t, kSpanTypeCount> rank{};
+  for (size_t t = 0, n = 0; t < kSpanTypeCount; ++t) {
+    if (present & (1u << t)) ++n;
+    rank[t] = static_cast<uint8_t>(n);
+  }
+  for (size_t i = segs.size(); i-- > 0;) {
+    const Segment& s = segs[i];
+    for (size_t j = 0; j < rank[s.type]; ++j) join(j, s.begin, s.end);
+    if (s.device) join(kDevice, s.begin, s.end);
+  }
+  for (size_t j = 0; j <= kSpanTypeCount; ++j) len[j] += hi[j] - lo[j];
+  uint32_t types = present;
+  for (size_t j = 0; types != 0; ++j) {
+    const unsigned t = static_cast<unsigned>(std::countr_zero(types));
+    types &= types - 1;
+    out.type_ns[t] = len[j] - (types != 0 ? len[j + 1] : 0);
+  }
+  out.covered_ns = present != 0 ? len[0] : 0;
+  out.device_ns = len[kDevice];
+  return out;
+}
 
 }  // namespace
 
@@ -153,30 +214,28 @@ StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, const Catalog& cat
     row.end_ns = step.device_end_ns;
   }
 
-  // Boundaries of every event taking part, as four runs (device begins,
-  // device ends, host begins, host ends). Each run is nearly in order already
-  // (events arrive by end), so sorting a run is cheap and the runs merge.
-  const size_t n = (use_host ? step.host_events.size() : 0) + (use_device ? step.device_events.size() : 0);
-  std::vector<uint64_t>& keys = scratch->keys;
-  std::vector<uint64_t>& ends = scratch->ends;
-  keys.clear();
-  ends.clear();
-  keys.reserve(2 * n);
-  ends.reserve(n);
-  uint64_t base = ~uint64_t{0};
-  if (use_host) for (const Event& e : step.host_events) base = std::min(base, e.ts);
-  if (use_device) for (const Event& e : step.device_events) base = std::min(base, e.ts);
+  // Each event taking part becomes a segment clipped to the span, in two
+  // runs (device, host), each in order of end already when events arrive in
+  // completion order (else sorted), then merged.
+  std::vector<Segment>& device_segs = scratch->device_segs;
+  std::vector<Segment>& host_segs = scratch->host_segs;
+  device_segs.clear();
+  host_segs.clear();
+  const uint64_t sb = row.begin_ns, se = row.end_ns;
   bool has_compute = false;
-  auto add = [&](const Event& e, SpanType t, bool device) {
-    const uint64_t low = static_cast<uint64_t>(t) | (device ? kDeviceBit : 0);
-    keys.push_back(((e.ts - base) << kTimeShift) | kBeginBit | low);
-    ends.push_back(((e.end() - base) << kTimeShift) | low);
+  uint32_t present = 0;  // bit t: a segment of type t exists.
+  auto add = [&](std::vector<Segment>& segs, const Event& e, SpanType t, bool device) {
+    const uint64_t b = std::max(e.ts, sb), en = std::min(e.end(), se);
+    if (en <= b) return;  // outside the span: it changes nothing.
+    segs.push_back({b, en, static_cast<uint8_t>(t), device});
+    present |= 1u << static_cast<unsigned>(t);
   };
   if (use_device) {
+    device_segs.reserve(step.device_events.size());
     for (const Event& e : step.device_events) {
       const SpanType t = ClassifyDeviceEvent(e, scratch->NameBits(catalog, e.name));
       if (t == SpanType::kDeviceCompute16 || t == SpanType::kDeviceCompute32) has_compute = true;
-      add(e, t, true);
+      add(device_segs, e, t, true);
       switch (e.kind) {
         case EventKind::kKernel:
           ++row.kernel_count;
@@ -201,69 +260,24 @@ StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, const Catalog& cat
       }
     }
   }
-  const size_t device_runs = keys.size();  // device begins = device ends in count.
   if (use_host) {
+    host_segs.reserve(step.host_events.size());
     for (const Event& e : step.host_events) {
       bool ignore = false;
       const SpanType t =
           ClassifyHostEvent(e, scratch->NameBits(catalog, e.name), device_step, &ignore);
       if (ignore) continue;
       if (t == SpanType::kHostCompute) has_compute = has_compute || !device_step;
-      add(e, t, false);
+      add(host_segs, e, t, false);
     }
   }
   *well_formed = has_compute;
-  if (ends.empty()) {
-    row.type_ns[0] = row.step_ns();
-  } else {
-    // Sort each run (usually a no-op check), then merge the four runs.
-    auto sort_run = [](auto first, auto last) {
-      if (!std::is_sorted(first, last)) std::sort(first, last);
-    };
-    const auto split = static_cast<ptrdiff_t>(device_runs);
-    sort_run(keys.begin(), keys.begin() + split);
-    sort_run(keys.begin() + split, keys.end());
-    sort_run(ends.begin(), ends.begin() + split);
-    sort_run(ends.begin() + split, ends.end());
-    std::vector<uint64_t>& merged = scratch->merged;
-    auto merge_into = [&merged](std::vector<uint64_t>& v, ptrdiff_t mid) {
-      if (mid == 0 || mid == static_cast<ptrdiff_t>(v.size())) return;
-      merged.resize(v.size());
-      std::merge(v.begin(), v.begin() + mid, v.begin() + mid, v.end(), merged.begin());
-      v.swap(merged);
-    };
-    merge_into(keys, split);
-    merge_into(ends, split);
-    const auto begins = static_cast<ptrdiff_t>(keys.size());
-    keys.insert(keys.end(), ends.begin(), ends.end());
-    merge_into(keys, begins);
-    std::array<uint32_t, kSpanTypeCount> count{};
-    uint32_t mask = 0;  // bit t set while count[t] > 0.
-    uint32_t device_active = 0;
-    const uint64_t sb = row.begin_ns, se = row.end_ns;
-    uint64_t covered = 0;
-    for (size_t i = 0; i + 1 < keys.size(); ++i) {
-      const uint64_t k = keys[i];
-      const size_t t = k & (kDeviceBit - 1);
-      if (k & kBeginBit) {
-        if (count[t]++ == 0) mask |= 1u << t;
-        if (k & kDeviceBit) ++device_active;
-      } else {
-        if (--count[t] == 0) mask &= ~(1u << t);
-        if (k & kDeviceBit) --device_active;
-      }
-      const uint64_t t0 = (k >> kTimeShift) + base;
-      const uint64_t t1 = (keys[i + 1] >> kTimeShift) + base;
-      if (t1 == t0) continue;
-      const uint64_t len = Overlap(t0, t1, sb, se);
-      if (len == 0) continue;
-      const size_t current = mask == 0 ? 0 : static_cast<size_t>(31 - std::countl_zero(mask));
-      row.type_ns[current] += len;
-      covered += len;
-      if (device_active > 0) row.device_busy_ns += len;
-    }
-    row.type_ns[0] += row.step_ns() - covered;  // before the first / after the last event.
-  }
+  present &= ~1u;  // "unknown" time is what nothing else covers.
+  const std::vector<Segment>& segs = MergeByEnd(scratch);
+  const SweepResult r = SweepByPriority(segs, present);
+  for (size_t t = 1; t < kSpanTypeCount; ++t) row.type_ns[t] = r.type_ns[t];
+  row.type_ns[0] = row.step_ns() - r.covered_ns;
+  row.device_busy_ns = r.device_ns;
   const auto& t = row.type_ns;
   auto T = [&](SpanType s) { return t[static_cast<size_t>(s)]; };
   auto& b = row.bucket_ns;

@@ -2,8 +2,8 @@
 // §2) over closed steps, per step and over rolling windows.
 //
 // Per step, every event of the step gets an xprof EventType (§2.1, §2.3); a
-// sweep over their boundaries makes them non-overlapping with the higher type
-// winning (§2.5); each type's time inside the step's span is summed, time in
+// priority sweep makes them non-overlapping with the higher type winning
+// (§2.5; computed as unions by descending end, see SweepByPriority); each type's time inside the step's span is summed, time in
 // the span that no event covers is "All others" (§2.6); the types fold into
 // the UI buckets (§2.7). Steps with no compute are left out as xprof does
 // (§2.6 item 2; counted step_without_compute).
@@ -125,8 +125,15 @@ SpanType ClassifyHostEvent(const Event& e, std::string_view name, bool has_devic
 
 // Buffers and the per-name classification kept between steps, so computing
 // a step allocates nothing once warm.
+// One event of a step cut to the step's span, with its type.
+struct Segment {
+  uint64_t begin = 0, end = 0;
+  uint8_t type = 0;  // SpanType
+  bool device = false;
+};
+
 struct BreakdownScratch {
-  std::vector<uint64_t> keys, ends, merged;
+  std::vector<Segment> device_segs, host_segs, merged;
   std::vector<uint8_t> name_bits;  // by NameId; 0 = not classified yet.
   uint8_t NameBits(const Catalog& catalog, NameId id);
 };

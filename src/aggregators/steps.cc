@@ -122,30 +122,27 @@ void StepAssembler::Consume(std::span<const Event> events) {
     // no lookup. Most host spans take this path.
     const bool waits = IsHostSpanKind(e.kind) && e.ts >= markers_end_;
     if (!waits && Place(e)) continue;
-    if (e.kind == EventKind::kRuntimeApi && e.corr != 0) {
-      *launch_step_.Insert(e.corr).first = kPendingLaunch;
-      pending_launches_.push_back(e);
-    } else {
-      pending_.push_back(e);
-    }
+    if (IsLaunch(e)) *launch_step_.Insert(e.corr).first = kPendingLaunch;
+    pending_.push_back(e);
   }
   if (new_step) Rescan();
   TrimWaiting();
 }
 
-void StepAssembler::TrimWaiting() {
-  for (std::vector<Event>* list : {&pending_launches_, &pending_}) {
-    if (list->size() <= options_.max_waiting_events) continue;
-    const size_t drop = list->size() - options_.max_waiting_events / 2;
-    if (list == &pending_launches_) {
-      for (size_t i = 0; i < drop; ++i) {
-        uint64_t unused;
-        launch_step_.Erase((*list)[i].corr, &unused);
-      }
-    }
-    if (diag_) diag_->Add(Diag::events_without_step, drop);
-    list->erase(list->begin(), list->begin() + static_cast<ptrdiff_t>(drop));
+void StepAssembler::ForgetWaitingLaunch(const Event& e) {
+  if (!IsLaunch(e)) return;
+  if (const uint64_t* packed = launch_step_.Find(e.corr); packed && *packed == kPendingLaunch) {
+    uint64_t unused;
+    launch_step_.Erase(e.corr, &unused);
   }
+}
+
+void StepAssembler::TrimWaiting() {
+  if (pending_.size() <= options_.max_waiting_events) return;
+  const size_t drop = pending_.size() - options_.max_waiting_events / 2;
+  for (size_t i = 0; i < drop; ++i) ForgetWaitingLaunch(pending_[i]);
+  if (diag_) diag_->Add(Diag::events_without_step, drop);
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(drop));
 }
 
 void StepAssembler::AddStep(const Event& marker, int64_t step_num) {
@@ -170,23 +167,20 @@ void StepAssembler::AddStep(const Event& marker, int64_t step_num) {
 
 StepAssembler::OpenStep* StepAssembler::StepAtHostTime(uint64_t ts) {
   if (open_.empty()) return nullptr;
-  // Most lookups are for the newest step (its children, placed when it arrives).
-  if (OpenStep& last = open_.back(); last.rec.host_begin_ns <= ts) {
-    return ts < last.rec.host_end_ns ? &last : nullptr;
-  }
-  // Then the few before it, newest first (a handful are open when steps are
-  // long); beyond those, search (thousands are open when steps are short
-  // and the pipeline is behind).
+  // Events wait in completion order and steps are by begin, so a rescan
+  // asks for the same step as the last lookup, or the one after it.
   const size_t n = open_.size();
-  const size_t scan_to = n > 8 ? n - 8 : 0;
-  for (size_t i = n - 1; i-- > scan_to;) {
+  for (size_t i = std::min(hint_, n - 1), stop = std::min(i + 2, n); i < stop; ++i) {
     OpenStep& s = open_[i];
-    if (s.rec.host_begin_ns <= ts) return ts < s.rec.host_end_ns ? &s : nullptr;
+    if (s.rec.host_begin_ns <= ts && (i + 1 == n || ts < open_[i + 1].rec.host_begin_ns)) {
+      hint_ = i;
+      return ts < s.rec.host_end_ns ? &s : nullptr;
+    }
   }
-  if (scan_to == 0) return nullptr;
-  auto it = std::upper_bound(open_.begin(), open_.begin() + static_cast<ptrdiff_t>(scan_to), ts,
+  auto it = std::upper_bound(open_.begin(), open_.end(), ts,
                              [](uint64_t t, const OpenStep& o) { return t < o.rec.host_begin_ns; });
   if (it == open_.begin()) return nullptr;
+  hint_ = static_cast<size_t>(it - open_.begin()) - 1;
   OpenStep& s = *(it - 1);
   return ts < s.rec.host_end_ns ? &s : nullptr;
 }
@@ -245,6 +239,7 @@ bool StepAssembler::Place(const Event& e) {
     // Before a step whose marker we already have, and in none: stepless.
     if (any_marker_ && (e.ts < latest_marker_begin_ || e.ts < last_closed_host_end_)) {
       if (diag_) diag_->Add(Diag::events_without_step);
+      ForgetWaitingLaunch(e);  // if it waited: its device work goes by time.
       return true;
     }
     return false;
@@ -252,7 +247,10 @@ bool StepAssembler::Place(const Event& e) {
   // Device work: through its launch first.
   if (e.corr != 0) {
     if (uint64_t* packed = launch_step_.Find(e.corr)) {
-      if (*packed == kPendingLaunch) return false;  // the launch waits for its step.
+      if (*packed == kPendingLaunch) {  // the launch waits for its step.
+        waited_on_launch_ = true;
+        return false;
+      }
       if (OpenStep* s = StepBySeq(*packed >> 1)) {
         if ((*packed & 1) == 0) {
           *packed |= 1;
@@ -281,45 +279,40 @@ bool StepAssembler::Place(const Event& e) {
 }
 
 void StepAssembler::Rescan() {
-  // Launches first, so that their device work finds them afterwards. Each
-  // list keeps what still waits, in arrival order.
-  size_t keep = 0;
-  for (const Event& e : pending_launches_) {
-    if (!Place(e)) {
-      pending_launches_[keep++] = e;
-      continue;
+  // In arrival order, so that each step's events stay in completion order
+  // (the breakdown then need not sort them). Device work that came before
+  // its launch waits for a second pass, after the launch found its step.
+  auto pass = [this] {
+    size_t keep = 0;
+    waited_on_launch_ = false;
+    bool placed_launch = false;
+    for (const Event& e : pending_) {
+      if (!Place(e)) {
+        pending_[keep++] = e;
+        continue;
+      }
+      placed_launch = placed_launch || IsLaunch(e);
     }
-    // Placed in no step (stepless): its device work goes by time.
-    if (const uint64_t* packed = launch_step_.Find(e.corr); packed && *packed == kPendingLaunch) {
-      uint64_t unused;
-      launch_step_.Erase(e.corr, &unused);
-    }
-  }
-  pending_launches_.resize(keep);
-  keep = 0;
-  for (const Event& e : pending_) {
-    if (!Place(e)) pending_[keep++] = e;
-  }
-  pending_.resize(keep);
+    pending_.resize(keep);
+    return waited_on_launch_ && placed_launch;
+  };
+  if (pass()) pass();
 }
 
 void StepAssembler::Advance(uint64_t watermark_ns) {
   // Waiting too long with no marker: stepless.
   if (watermark_ns > options_.max_step_ns) {
     const uint64_t limit = watermark_ns - options_.max_step_ns;
-    for (std::vector<Event>* list : {&pending_launches_, &pending_}) {
-      size_t keep = 0;
-      for (const Event& e : *list) {
-        if (e.end() < limit) {
-          if (diag_) diag_->Add(Diag::events_without_step);
-          uint64_t unused;
-          if (list == &pending_launches_) launch_step_.Erase(e.corr, &unused);
-        } else {
-          (*list)[keep++] = e;
-        }
+    size_t keep = 0;
+    for (const Event& e : pending_) {
+      if (e.end() < limit) {
+        if (diag_) diag_->Add(Diag::events_without_step);
+        ForgetWaitingLaunch(e);
+      } else {
+        pending_[keep++] = e;
       }
-      list->resize(keep);
     }
+    pending_.resize(keep);
   }
   size_t n = 0;
   for (size_t i = 0; i < open_.size(); ++i) {
@@ -339,8 +332,7 @@ void StepAssembler::Advance(uint64_t watermark_ns) {
 void StepAssembler::Flush() {
   flushing_ = true;
   Rescan();
-  if (diag_) diag_->Add(Diag::events_without_step, pending_launches_.size() + pending_.size());
-  pending_launches_.clear();
+  if (diag_) diag_->Add(Diag::events_without_step, pending_.size());
   pending_.clear();
   for (OpenStep& s : open_) s.rec.closed_by_timeout = true;
   Close(open_.size());
@@ -349,7 +341,7 @@ void StepAssembler::Flush() {
 
 void StepAssembler::Close(size_t count) {
   for (size_t i = 0; i < count; ++i) {
-    OpenStep& s = open_.front();
+    OpenStep& s = open_[i];
     last_closed_host_end_ = std::max(last_closed_host_end_, s.rec.host_end_ns);
     closed_launches_.push_back(std::move(s.launches));
     if (closed_launches_.size() > kRememberClosed) {
@@ -360,9 +352,10 @@ void StepAssembler::Close(size_t count) {
     host_events_hint_ = s.rec.host_events.size();
     device_events_hint_ = s.rec.device_events.size();
     closed_.push_back(std::move(s.rec));
-    open_.pop_front();
     ++steps_closed_;
   }
+  open_.erase(open_.begin(), open_.begin() + static_cast<ptrdiff_t>(count));
+  hint_ = hint_ > count ? hint_ - count : 0;
 }
 
 std::vector<StepRecord> StepAssembler::TakeClosed() {

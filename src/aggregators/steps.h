@@ -99,7 +99,7 @@ class StepAssembler {
 
   StepSource source() const { return source_; }
   size_t open_steps() const { return open_.size(); }
-  size_t pending_events() const { return pending_launches_.size() + pending_.size(); }
+  size_t pending_events() const { return pending_.size(); }
   uint64_t steps_closed() const { return steps_closed_; }
 
  private:
@@ -121,8 +121,12 @@ class StepAssembler {
   bool Place(const Event& e);
   void AddToStep(OpenStep& s, const Event& e, bool by_corr);
   OpenStep* StepAtHostTime(uint64_t ts);
-  // Applies Options::max_waiting_events to the waiting lists.
+  // Applies Options::max_waiting_events to the waiting list.
   void TrimWaiting();
+  // A runtime API call that may have device work (has a correlation id).
+  static bool IsLaunch(const Event& e) { return e.kind == EventKind::kRuntimeApi && e.corr != 0; }
+  // Drops the kPendingLaunch entry of a launch that leaves the waiting list.
+  void ForgetWaitingLaunch(const Event& e);
   // The open step with this seq, or null (closed).
   OpenStep* StepBySeq(uint64_t seq);
   void Rescan();
@@ -134,12 +138,15 @@ class StepAssembler {
   std::vector<NameInfo> names_;
   StepSource source_ = StepSource::kNone;
 
-  std::deque<OpenStep> open_;  // by host begin.
+  // By host begin. A vector, not a deque: OpenStep is 144 bytes, so a deque
+  // holds 3 per block and every index divides; the few open steps move
+  // cheaply when the oldest close.
+  std::vector<OpenStep> open_;
+  size_t hint_ = 0;  // where the last host-time lookup found its step.
   bool open_by_seq_ = true;    // and by seq too (no marker out of order since open_ was empty).
-  // Waiting events: launches (runtime API with a correlation id) apart, so
-  // that a rescan places them first without sorting the rest out.
-  std::vector<Event> pending_launches_;
+  // Waiting events, in arrival order.
   std::vector<Event> pending_;
+  bool waited_on_launch_ = false;  // Place() left device work for a waiting launch.
   // Sizes of the last closed step, to reserve a new step's event lists once.
   size_t host_events_hint_ = 0;
   size_t device_events_hint_ = 0;
