@@ -53,12 +53,14 @@ void BM_StepPath(benchmark::State& state) {
   for (auto _ : state) {
     Diagnostics diag;
     StepAssembler steps(&catalog, &diag, StepAssembler::Options{});
-    StepBreakdown breakdown(&catalog, &diag, StepBreakdown::Options{});
+    StepBreakdown breakdown(&diag, StepBreakdown::Options{});
     for (size_t i = 0; i < w.events.size(); i += 4096) {
       const std::span<const Event> part(w.events.data() + i, std::min<size_t>(4096, w.events.size() - i));
       steps.Consume(part);
       steps.Advance(part.back().end());
-      breakdown.Consume(steps.TakeClosed());
+      std::vector<StepRecord> closed = steps.TakeClosed();
+      breakdown.Consume(closed);
+      steps.Recycle(std::move(closed));
     }
     steps.Flush();
     breakdown.Consume(steps.TakeClosed());

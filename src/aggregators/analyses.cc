@@ -130,7 +130,7 @@ Analyses::Analyses(AnalysesOptions options, Diagnostics* diag)
     : options_(std::move(options)),
       diag_(diag),
       steps_(&catalog_, diag, options_.steps),
-      breakdown_(&catalog_, diag, options_.breakdown),
+      breakdown_(diag, options_.breakdown),
       op_stats_(&catalog_, diag, options_.op_stats),
       kernels_(&catalog_, diag, options_.kernels),
       utilization_(&catalog_, diag, options_.utilization),
@@ -182,12 +182,14 @@ std::span<const Event> Analyses::DropBadSpans(std::span<const Event> part) {
 
 void Analyses::CloseSteps(uint64_t /*watermark_ns*/) {
   std::vector<StepRecord> closed = steps_.TakeClosed();
-  if (!closed.empty()) {
+  const bool any = !closed.empty();
+  if (any) {
     breakdown_.Consume(closed);
     last_step_end_ns_ = std::max(last_step_end_ns_, closed.back().host_end_ns);
     last_step_num_ = closed.back().step_num;
+    steps_.Recycle(std::move(closed));
   }
-  EvaluateAlerts(now_ns_, !closed.empty());
+  EvaluateAlerts(now_ns_, any);
 }
 
 void Analyses::Flush(uint64_t now_ns) {
@@ -242,7 +244,7 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
   const InputPipelineSnapshot input = AnalyzeInputPipeline(steps.window, ops.host_input_ops);
 
   OverviewInputs oi{&steps.window, &input, &ops, &kernels, &util, options_.env,
-                    options_.breakdown.small_kernel_ns};
+                    options_.steps.small_kernel_ns};
   oi.env.devices = catalog_.devices();
   oi.env.step_source = std::string(StepSourceName(steps_.source()));
   oi.env.breakdown_mode = std::string(BreakdownModeName(steps.mode));

@@ -10,29 +10,16 @@ namespace liveprof {
 
 namespace {
 
-constexpr auto EndLess = [](const Segment& a, const Segment& b) { return a.end < b.end; };
+constexpr auto EndLess = [](const StepSpan& a, const StepSpan& b) { return a.end < b.end; };
 
-// The device and host runs, each sorted by end if it is not, merged into one.
-const std::vector<Segment>& MergeByEnd(BreakdownScratch* scratch) {
-  std::vector<Segment>& d = scratch->device_segs;
-  std::vector<Segment>& h = scratch->host_segs;
-  for (std::vector<Segment>* run : {&d, &h}) {
-    if (!std::is_sorted(run->begin(), run->end(), EndLess)) {
-      std::stable_sort(run->begin(), run->end(), EndLess);
-    }
-  }
-  if (h.empty()) return d;
-  if (d.empty()) return h;
-  scratch->merged.resize(d.size() + h.size());
-  std::merge(d.begin(), d.end(), h.begin(), h.end(), scratch->merged.begin(), EndLess);
-  return scratch->merged;
+// `spans` if in order of end (the usual case: events come in completion
+// order), else a sorted copy in `copy`.
+std::span<const StepSpan> ByEnd(const std::vector<StepSpan>& spans, std::vector<StepSpan>* copy) {
+  if (std::is_sorted(spans.begin(), spans.end(), EndLess)) return spans;
+  copy->assign(spans.begin(), spans.end());
+  std::stable_sort(copy->begin(), copy->end(), EndLess);
+  return *copy;
 }
-
-struct SweepResult {
-  std::array<uint64_t, kSpanTypeCount> type_ns{};
-  uint64_t covered_ns = 0;  // covered by any segment.
-  uint64_t device_ns = 0;   // covered by a device segment.
-};
 
 // The time each type is the highest one present (§2.5), without sorting the
 // boundaries: for each type t present, L(t) = |union of the segments of type
@@ -40,48 +27,54 @@ struct SweepResult {
 // taken by DESCENDING end needs one running component: a segment that ends at
 // or after the component's begin joins it (its end cannot pass the
 // component's end), else it starts a new one wholly to the left. So one
-// backward pass over `segs` (sorted by end) updates, per segment, the
-// components of every threshold at or below its type.
-SweepResult SweepByPriority(const std::vector<Segment>& segs, uint32_t present) {
-  SweepResult out;
-  constexpr uint64_t kNone = ~uint64_t{0};
-  std::array<uint64_t, kSpanTypeCount + 1> lo, hi, len{};
-  lo.fill(kNone);
-  hi.fill(kNone);
-  // Component kSpanTypeCount: device segments, for the busy time.
-  constexpr size_t kDevice = kSpanTypeCount;
-  auto join = [&](size_t j, uint64_t b, uint64_t e) {
-    if (e >= lo[j]) {
-      lo[j] = std::min(lo[j], b);
-    } else {
-      len[j] += hi[j] - lo[j];
-      hi[j] = e;
-      lo[j] = b;
+// backward pass updates, per segment, the components of every threshold at
+// or below its type, and one more for the device segments (busy time).
+class PrioritySweep {
+ public:
+  explicit PrioritySweep(uint32_t present) : present_(present & ~1u) {  // 0: what nothing covers.
+    lo_.fill(kNone);
+    hi_.fill(kNone);
+    // rank_[t]: how many types present are <= t; a segment of type t updates
+    // the components 0..rank_[t]-1 (the thresholds at or below it).
+    for (size_t t = 0, n = 0; t < kSpanTypeCount; ++t) {
+      if (present_ & (1u << t)) ++n;
+      rank_[t] = static_cast<uint8_t>(n);
     }
-  };
-  // rank[t]: how many types present are <= t, so a segment of type t
-  // updates the components 0..rank[t]-1 (the thresholds at or below it).
-  std::array<uint8_t, kSpanTypeCount> rank{};
-  for (size_t t = 0, n = 0; t < kSpanTypeCount; ++t) {
-    if (present & (1u << t)) ++n;
-    rank[t] = static_cast<uint8_t>(n);
   }
-  for (size_t i = segs.size(); i-- > 0;) {
-    const Segment& s = segs[i];
-    for (size_t j = 0; j < rank[s.type]; ++j) join(j, s.begin, s.end);
-    if (s.device) join(kDevice, s.begin, s.end);
+  // Segments in order of descending end.
+  void Add(uint64_t b, uint64_t e, SpanType type, bool device) {
+    for (size_t j = 0, n = rank_[static_cast<size_t>(type)]; j < n; ++j) Join(j, b, e);
+    if (device) Join(kDevice, b, e);
   }
-  for (size_t j = 0; j <= kSpanTypeCount; ++j) len[j] += hi[j] - lo[j];
-  uint32_t types = present;
-  for (size_t j = 0; types != 0; ++j) {
-    const unsigned t = static_cast<unsigned>(std::countr_zero(types));
-    types &= types - 1;
-    out.type_ns[t] = len[j] - (types != 0 ? len[j + 1] : 0);
+  // Fills type_ns (type 0 = the span minus everything covered) and the busy time.
+  void Finish(uint64_t span_ns, std::array<uint64_t, kSpanTypeCount>* type_ns, uint64_t* device_ns) {
+    for (size_t j = 0; j <= kDevice; ++j) len_[j] += hi_[j] - lo_[j];
+    uint32_t types = present_;
+    for (size_t j = 0; types != 0; ++j) {
+      const unsigned t = static_cast<unsigned>(std::countr_zero(types));
+      types &= types - 1;
+      (*type_ns)[t] = len_[j] - (types != 0 ? len_[j + 1] : 0);
+    }
+    (*type_ns)[0] = span_ns - (present_ != 0 ? len_[0] : 0);
+    *device_ns = len_[kDevice];
   }
-  out.covered_ns = present != 0 ? len[0] : 0;
-  out.device_ns = len[kDevice];
-  return out;
-}
+
+ private:
+  static constexpr uint64_t kNone = ~uint64_t{0};
+  static constexpr size_t kDevice = kSpanTypeCount;
+  void Join(size_t j, uint64_t b, uint64_t e) {
+    if (e >= lo_[j]) {
+      lo_[j] = std::min(lo_[j], b);
+    } else {
+      len_[j] += hi_[j] - lo_[j];
+      hi_[j] = e;
+      lo_[j] = b;
+    }
+  }
+  uint32_t present_;
+  std::array<uint8_t, kSpanTypeCount> rank_{};
+  std::array<uint64_t, kSpanTypeCount + 1> lo_, hi_, len_{};
+};
 
 }  // namespace
 
@@ -104,84 +97,14 @@ std::string_view BreakdownModeName(BreakdownMode m) {
   return m == BreakdownMode::kDeviceOnly ? "device_only" : "host_and_device";
 }
 
-uint8_t ClassifyName(std::string_view name) {
-  uint8_t bits = kNameClassified;
-  if (StartsWithNoCase(name, "nccl")) bits |= kNameCollective;
-  if (name.find("half") != std::string_view::npos || name.find("fp16") != std::string_view::npos) {
-    bits |= kName16Bit;
-  }
-  if (name.starts_with("EagerExecute") || name.starts_with("EagerLocalExecute") ||
-      name.starts_with("EagerKernelExecute") || name.starts_with("FunctionRun")) {
-    bits |= kNameIgnored;
-  }
-  if (StartsWithNoCase(name, "memcpyhtod") || name.starts_with("InfeedEnqueue")) bits |= kNameToDevice;
-  if (StartsWithNoCase(name, "memcpyhtoh")) bits |= kNameHostToHost;
-  if (name.starts_with("ExecutorState::Process")) bits |= kNameExecutor;
-  if (StartsWithNoCase(name, "iteratorgetnext")) bits |= kNameWaitInput;
-  return bits;
-}
-
-SpanType ClassifyDeviceEvent(const Event& e, uint8_t name_bits) {
-  switch (e.kind) {
-    case EventKind::kMemcpyHtoD: return SpanType::kHostToDevice;
-    case EventKind::kMemcpyDtoH: return SpanType::kDeviceToHost;
-    case EventKind::kMemcpyDtoD:
-    case EventKind::kMemcpyPtoP: return SpanType::kDeviceToDevice;
-    case EventKind::kMemcpyHtoH: return SpanType::kHostToHost;
-    default: break;
-  }
-  if (e.kind == EventKind::kKernel && (name_bits & kNameCollective) != 0) {
-    return SpanType::kDeviceCollectives;
-  }
-  // §2.3: 16-bit when the producer says so, or the name has "half" / "fp16".
-  if ((e.flags & kFlag16Bit) != 0 || (name_bits & kName16Bit) != 0) return SpanType::kDeviceCompute16;
-  return SpanType::kDeviceCompute32;
-}
-
-SpanType ClassifyHostEvent(const Event& e, uint8_t name_bits, bool has_device, bool* ignore) {
-  *ignore = (name_bits & kNameIgnored) != 0;
-  if (*ignore) return SpanType::kUnknown;
-  if (e.kind == EventKind::kInputSpan &&
-      static_cast<InputStage>(e.sub) == InputStage::kEnqueue) {
-    return SpanType::kHostToDevice;  // §2.3 host rule 1 (InfeedEnqueue / MemcpyHToD).
-  }
-  if (name_bits & kNameToDevice) return SpanType::kHostToDevice;
-  if (name_bits & kNameHostToHost) return SpanType::kHostToHost;
-  if (has_device && (e.kind == EventKind::kRuntimeApi || (name_bits & kNameExecutor) != 0)) {
-    return SpanType::kHostPrepare;
-  }
-  if (e.kind == EventKind::kInputSpan || (name_bits & kNameWaitInput) != 0) {
-    return SpanType::kHostWaitInput;
-  }
-  return SpanType::kHostCompute;
-}
-
-SpanType ClassifyDeviceEvent(const Event& e, std::string_view name) {
-  return ClassifyDeviceEvent(e, ClassifyName(name));
-}
-
-SpanType ClassifyHostEvent(const Event& e, std::string_view name, bool has_device, bool* ignore) {
-  return ClassifyHostEvent(e, ClassifyName(name), has_device, ignore);
-}
-
-uint8_t BreakdownScratch::NameBits(const Catalog& catalog, NameId id) {
-  if (id >= name_bits.size()) name_bits.resize(id + 1, 0);
-  uint8_t& bits = name_bits[id];
-  if (bits == 0) bits = ClassifyName(catalog.Name(id));
-  return bits;
-}
-
-StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, const Catalog& catalog,
-                                      BreakdownMode mode, bool profile_has_device,
-                                      uint64_t small_kernel_ns, bool* well_formed) {
+StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, BreakdownMode mode,
+                                      bool profile_has_device, bool* well_formed) {
   BreakdownScratch scratch;
-  return ComputeStepBreakdown(step, catalog, mode, profile_has_device, small_kernel_ns, well_formed,
-                              &scratch);
+  return ComputeStepBreakdown(step, mode, profile_has_device, well_formed, &scratch);
 }
 
-StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, const Catalog& catalog,
-                                      BreakdownMode mode, bool profile_has_device,
-                                      uint64_t small_kernel_ns, bool* well_formed,
+StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, BreakdownMode mode,
+                                      bool profile_has_device, bool* well_formed,
                                       BreakdownScratch* scratch) {
   StepBreakdownRow row;
   row.step_num = step.step_num;
@@ -214,70 +137,29 @@ StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, const Catalog& cat
     row.end_ns = step.device_end_ns;
   }
 
-  // Each event taking part becomes a segment clipped to the span, in two
-  // runs (device, host), each in order of end already when events arrive in
-  // completion order (else sorted), then merged.
-  std::vector<Segment>& device_segs = scratch->device_segs;
-  std::vector<Segment>& host_segs = scratch->host_segs;
-  device_segs.clear();
-  host_segs.clear();
+  row.work = step.work;
+  // Both runs by descending end, merged on the fly, each span cut to the
+  // step's span (cutting keeps the order).
+  const uint32_t host_types = device_step ? step.host_types : step.cpu_host_types;
+  const uint32_t present = (use_device ? step.device_types : 0) | (use_host ? host_types : 0);
+  constexpr uint32_t kCompute = (1u << static_cast<unsigned>(SpanType::kDeviceCompute16)) |
+                                (1u << static_cast<unsigned>(SpanType::kDeviceCompute32));
+  *well_formed = device_step ? (present & kCompute) != 0
+                             : (present & (1u << static_cast<unsigned>(SpanType::kHostCompute))) != 0;
+  const std::span<const StepSpan> dev =
+      use_device ? ByEnd(step.device_spans, &scratch->device) : std::span<const StepSpan>();
+  const std::span<const StepSpan> host =
+      use_host ? ByEnd(step.host_spans, &scratch->host) : std::span<const StepSpan>();
   const uint64_t sb = row.begin_ns, se = row.end_ns;
-  bool has_compute = false;
-  uint32_t present = 0;  // bit t: a segment of type t exists.
-  auto add = [&](std::vector<Segment>& segs, const Event& e, SpanType t, bool device) {
-    const uint64_t b = std::max(e.ts, sb), en = std::min(e.end(), se);
-    if (en <= b) return;  // outside the span: it changes nothing.
-    segs.push_back({b, en, static_cast<uint8_t>(t), device});
-    present |= 1u << static_cast<unsigned>(t);
-  };
-  if (use_device) {
-    device_segs.reserve(step.device_events.size());
-    for (const Event& e : step.device_events) {
-      const SpanType t = ClassifyDeviceEvent(e, scratch->NameBits(catalog, e.name));
-      if (t == SpanType::kDeviceCompute16 || t == SpanType::kDeviceCompute32) has_compute = true;
-      add(device_segs, e, t, true);
-      switch (e.kind) {
-        case EventKind::kKernel:
-          ++row.kernel_count;
-          if (e.dur < small_kernel_ns) ++row.small_kernel_count;
-          break;
-        case EventKind::kMemcpyHtoD:
-          ++row.h2d_count;
-          row.h2d_bytes += e.payload.copy.bytes;
-          row.h2d_ns += e.dur;
-          break;
-        case EventKind::kMemcpyDtoH:
-          ++row.d2h_count;
-          row.d2h_bytes += e.payload.copy.bytes;
-          row.d2h_ns += e.dur;
-          break;
-        case EventKind::kMemcpyDtoD:
-        case EventKind::kMemcpyPtoP:
-          ++row.d2d_count;
-          row.d2d_bytes += e.payload.copy.bytes;
-          break;
-        default: break;
-      }
-    }
+  PrioritySweep sweep(present);
+  for (size_t i = dev.size(), k = host.size(); i > 0 || k > 0;) {
+    const bool device = k == 0 || (i > 0 && dev[i - 1].end >= host[k - 1].end);
+    const StepSpan& s = device ? dev[--i] : host[--k];
+    const uint64_t b = std::max(s.begin, sb), e = std::min(s.end, se);
+    if (e <= b) continue;  // outside the step's span.
+    sweep.Add(b, e, device || device_step ? s.type : s.cpu_type, device);
   }
-  if (use_host) {
-    host_segs.reserve(step.host_events.size());
-    for (const Event& e : step.host_events) {
-      bool ignore = false;
-      const SpanType t =
-          ClassifyHostEvent(e, scratch->NameBits(catalog, e.name), device_step, &ignore);
-      if (ignore) continue;
-      if (t == SpanType::kHostCompute) has_compute = has_compute || !device_step;
-      add(host_segs, e, t, false);
-    }
-  }
-  *well_formed = has_compute;
-  present &= ~1u;  // "unknown" time is what nothing else covers.
-  const std::vector<Segment>& segs = MergeByEnd(scratch);
-  const SweepResult r = SweepByPriority(segs, present);
-  for (size_t t = 1; t < kSpanTypeCount; ++t) row.type_ns[t] = r.type_ns[t];
-  row.type_ns[0] = row.step_ns() - r.covered_ns;
-  row.device_busy_ns = r.device_ns;
+  sweep.Finish(row.step_ns(), &row.type_ns, &row.device_busy_ns);
   const auto& t = row.type_ns;
   auto T = [&](SpanType s) { return t[static_cast<size_t>(s)]; };
   auto& b = row.bucket_ns;
@@ -323,16 +205,16 @@ double StepWindow::precision16_pct() const {
   return all == 0 ? 0 : 100.0 * static_cast<double>(compute16_ns) / static_cast<double>(all);
 }
 
-StepBreakdown::StepBreakdown(const Catalog* catalog, Diagnostics* diag, Options options)
-    : catalog_(catalog), diag_(diag), options_(options) {}
+StepBreakdown::StepBreakdown(Diagnostics* diag, Options options)
+    : diag_(diag), options_(options) {}
 
 void StepBreakdown::Consume(std::span<const StepRecord> steps) {
   for (const StepRecord& s : steps) {
     if (s.has_device()) has_device_ = true;
     ++steps_total_;
     bool well_formed = false;
-    StepBreakdownRow row = ComputeStepBreakdown(s, *catalog_, options_.mode, has_device_,
-                                                options_.small_kernel_ns, &well_formed, &scratch_);
+    StepBreakdownRow row =
+        ComputeStepBreakdown(s, options_.mode, has_device_, &well_formed, &scratch_);
     if (!well_formed) {
       ++steps_dropped_;
       if (diag_) diag_->Add(Diag::step_without_compute);
@@ -390,16 +272,16 @@ StepWindow StepBreakdown::Window(const WindowSel& sel) const {
                                   static_cast<double>(ns));
     w.compute16_ns += r.type_ns[static_cast<size_t>(SpanType::kDeviceCompute16)];
     w.compute32_ns += r.type_ns[static_cast<size_t>(SpanType::kDeviceCompute32)];
-    w.h2d_count += r.h2d_count;
-    w.d2h_count += r.d2h_count;
-    w.d2d_count += r.d2d_count;
-    w.h2d_bytes += r.h2d_bytes;
-    w.d2h_bytes += r.d2h_bytes;
-    w.d2d_bytes += r.d2d_bytes;
-    w.h2d_ns += r.h2d_ns;
-    w.d2h_ns += r.d2h_ns;
-    w.kernel_count += r.kernel_count;
-    w.small_kernel_count += r.small_kernel_count;
+    w.h2d_count += r.work.h2d_count;
+    w.d2h_count += r.work.d2h_count;
+    w.d2d_count += r.work.d2d_count;
+    w.h2d_bytes += r.work.h2d_bytes;
+    w.d2h_bytes += r.work.d2h_bytes;
+    w.d2d_bytes += r.work.d2d_bytes;
+    w.h2d_ns += r.work.h2d_ns;
+    w.d2h_ns += r.work.d2h_ns;
+    w.kernel_count += r.work.kernel_count;
+    w.small_kernel_count += r.work.small_kernel_count;
     w.device_busy_ns += r.device_busy_ns;
     w.has_device = w.has_device || r.has_device;
   }

@@ -16,10 +16,8 @@
 //   kDeviceOnly (current xprof): only device events, span = device span; a
 //     CPU-only step uses its host events and host marker.
 //
-// Deviations from xprof, both deliberate: copies are classified by their CUPTI
-// kind rather than by name (xprof's name test misses CUPTI's "MemcpyH2D", see
-// §2.3's caveat), and host-to-host copies are HOST_TO_HOST (not shown) rather
-// than device compute.
+// The events' types come with the step (span_type.h, classified by the
+// StepAssembler when each event joined).
 //
 // Windows: the last Options::max_steps rows are kept; a window (last N steps
 // or last T seconds) combines them as ratios of sums (§3.2).
@@ -39,29 +37,6 @@
 #include "stream/diagnostics.h"
 
 namespace liveprof {
-
-// xprof's EventType values divided by 10 (§2.1): the index is the priority.
-enum class SpanType : uint8_t {
-  kUnknown = 0,
-  kHostCompute = 1,
-  kHostPreprocess = 2,
-  kHostPostprocess = 3,
-  kHostBatchFormation = 4,
-  kHostRuntime = 5,
-  kHostCompile = 6,
-  kHostToHost = 7,
-  kHostToDevice = 8,
-  kHostPrepare = 9,
-  kDeviceCollectives = 10,
-  kHostWaitInput = 11,
-  kDeviceToDevice = 12,
-  kDeviceToHost = 13,
-  kDeviceCompute32 = 14,
-  kDeviceCompute16 = 15,
-  kDeviceWaitDevice = 16,
-  kDeviceWaitHost = 17,
-};
-inline constexpr size_t kSpanTypeCount = 18;
 
 // The UI buckets of §2.7, in the step-time graph's column order.
 enum class Bucket : uint8_t {
@@ -92,61 +67,26 @@ struct StepBreakdownRow {
   uint64_t host_end_ns = 0;
   std::array<uint64_t, kSpanTypeCount> type_ns{};
   std::array<uint64_t, kBucketCount> bucket_ns{};
-  // Copies per step (counts, bytes, device time).
-  uint32_t h2d_count = 0, d2h_count = 0, d2d_count = 0;
-  uint64_t h2d_bytes = 0, d2h_bytes = 0, d2d_bytes = 0;
-  uint64_t h2d_ns = 0, d2h_ns = 0;
-  uint32_t kernel_count = 0;
-  uint32_t small_kernel_count = 0;  // kernels shorter than Options::small_kernel_ns.
+  DeviceWorkCounts work;  // kernels and copies of the step.
   uint64_t device_busy_ns = 0;      // union of device work inside the span.
   bool has_device = false;
   bool closed_by_timeout = false;
   uint64_t step_ns() const { return end_ns - begin_ns; }
 };
 
-// What a name says for classification (§2.3), worked out once per name.
-inline constexpr uint8_t kNameClassified = 1 << 0;
-inline constexpr uint8_t kNameCollective = 1 << 1;  // starts with "nccl" (any case).
-inline constexpr uint8_t kName16Bit = 1 << 2;       // contains "half" or "fp16".
-inline constexpr uint8_t kNameIgnored = 1 << 3;     // EagerExecute*, FunctionRun*...
-inline constexpr uint8_t kNameToDevice = 1 << 4;    // MemcpyHToD*, InfeedEnqueue*.
-inline constexpr uint8_t kNameHostToHost = 1 << 5;  // MemcpyHToH*.
-inline constexpr uint8_t kNameExecutor = 1 << 6;    // ExecutorState::Process*.
-inline constexpr uint8_t kNameWaitInput = 1 << 7;   // IteratorGetNext* (any case).
-uint8_t ClassifyName(std::string_view name);
-
-// Classification, exposed for tests and for the overview.
-SpanType ClassifyDeviceEvent(const Event& e, uint8_t name_bits);
-SpanType ClassifyHostEvent(const Event& e, uint8_t name_bits, bool has_device, bool* ignore);
-SpanType ClassifyDeviceEvent(const Event& e, std::string_view name);
-// `has_device`: the profile has a GPU. kUnknown with *ignore = true for the
-// names xprof skips (EagerExecute*, FunctionRun*...).
-SpanType ClassifyHostEvent(const Event& e, std::string_view name, bool has_device, bool* ignore);
-
-// Buffers and the per-name classification kept between steps, so computing
-// a step allocates nothing once warm.
-// One event of a step cut to the step's span, with its type.
-struct Segment {
-  uint64_t begin = 0, end = 0;
-  uint8_t type = 0;  // SpanType
-  bool device = false;
-};
-
+// Buffers kept between steps for the rare step whose spans are not in order
+// of end, so computing a step allocates nothing once warm.
 struct BreakdownScratch {
-  std::vector<Segment> device_segs, host_segs, merged;
-  std::vector<uint8_t> name_bits;  // by NameId; 0 = not classified yet.
-  uint8_t NameBits(const Catalog& catalog, NameId id);
+  std::vector<StepSpan> device, host;
 };
 
 // Computes one step's row (a pure function of the step; the scratch only
 // holds buffers and caches).
-StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, const Catalog& catalog,
-                                      BreakdownMode mode, bool profile_has_device,
-                                      uint64_t small_kernel_ns, bool* well_formed,
+StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, BreakdownMode mode,
+                                      bool profile_has_device, bool* well_formed,
                                       BreakdownScratch* scratch);
-StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, const Catalog& catalog,
-                                      BreakdownMode mode, bool profile_has_device,
-                                      uint64_t small_kernel_ns, bool* well_formed);
+StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, BreakdownMode mode,
+                                      bool profile_has_device, bool* well_formed);
 
 // Sums over a set of steps: ratios of sums, and the per-step statistics of §0.4.
 struct RunningStats {
@@ -207,10 +147,9 @@ class StepBreakdown {
   struct Options {
     BreakdownMode mode = BreakdownMode::kHostAndDevice;
     size_t max_steps = 10'000;             // rows kept for windows.
-    uint64_t small_kernel_ns = 40'000;     // "tiny" kernels: about the launch latency.
     size_t graph_rows = 200;               // rows a snapshot carries at most.
   };
-  StepBreakdown(const Catalog* catalog, Diagnostics* diag, Options options);
+  StepBreakdown(Diagnostics* diag, Options options);
 
   // Adds closed steps, in order. Pipeline thread.
   void Consume(std::span<const StepRecord> steps);
@@ -229,7 +168,6 @@ class StepBreakdown {
   size_t WindowStart(const WindowSel& sel) const;
   size_t WindowEnd(const WindowSel& sel) const;  // one past the last row.
 
-  const Catalog* catalog_;
   Diagnostics* diag_;
   Options options_;
   bool has_device_ = false;

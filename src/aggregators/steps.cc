@@ -7,8 +7,10 @@ namespace liveprof {
 
 namespace {
 
-// launch_step_ values: (seq << 1) | satisfied, or kPendingLaunch.
+// launch_step_ values: (seq << 1) | satisfied.
 constexpr uint64_t Packed(uint64_t seq, bool satisfied) { return (seq << 1) | (satisfied ? 1 : 0); }
+
+constexpr uint32_t TypeBit(SpanType t) { return 1u << static_cast<unsigned>(t); }
 
 bool ParseInt(std::string_view s, int64_t* out) {
   if (s.empty()) return false;
@@ -57,10 +59,9 @@ bool MatchStepPattern(std::string_view pattern, std::string_view name, int64_t* 
 StepAssembler::StepAssembler(const Catalog* catalog, Diagnostics* diag, Options options)
     : catalog_(catalog), diag_(diag), options_(std::move(options)) {}
 
-const StepAssembler::NameInfo& StepAssembler::Info(NameId id) {
+const StepAssembler::NameInfo& StepAssembler::LearnName(NameId id) {
   if (id >= names_.size()) names_.resize(id + 1);
   NameInfo& info = names_[id];
-  if (info.state != 0) return info;
   const std::string_view name = catalog_->Name(id);
   info.state = 1;
   constexpr std::string_view kProfilerStep = "ProfilerStep#";
@@ -74,6 +75,7 @@ const StepAssembler::NameInfo& StepAssembler::Info(NameId id) {
       info.number = n;
     }
   }
+  info.bits = ClassifyName(name);
   info.launches = name.find("Launch") != std::string_view::npos ||
                   name.find("Memcpy") != std::string_view::npos ||
                   name.find("Memset") != std::string_view::npos;
@@ -122,27 +124,26 @@ void StepAssembler::Consume(std::span<const Event> events) {
     // no lookup. Most host spans take this path.
     const bool waits = IsHostSpanKind(e.kind) && e.ts >= markers_end_;
     if (!waits && Place(e)) continue;
-    if (IsLaunch(e)) *launch_step_.Insert(e.corr).first = kPendingLaunch;
+    if (IsLaunch(e)) min_waiting_launch_ = std::min(min_waiting_launch_, e.corr);
     pending_.push_back(e);
   }
   if (new_step) Rescan();
   TrimWaiting();
 }
 
-void StepAssembler::ForgetWaitingLaunch(const Event& e) {
-  if (!IsLaunch(e)) return;
-  if (const uint64_t* packed = launch_step_.Find(e.corr); packed && *packed == kPendingLaunch) {
-    uint64_t unused;
-    launch_step_.Erase(e.corr, &unused);
+void StepAssembler::UpdateMinWaitingLaunch() {
+  min_waiting_launch_ = kNoWaitingLaunch;
+  for (const Event& e : pending_) {
+    if (IsLaunch(e)) min_waiting_launch_ = std::min(min_waiting_launch_, e.corr);
   }
 }
 
 void StepAssembler::TrimWaiting() {
   if (pending_.size() <= options_.max_waiting_events) return;
   const size_t drop = pending_.size() - options_.max_waiting_events / 2;
-  for (size_t i = 0; i < drop; ++i) ForgetWaitingLaunch(pending_[i]);
   if (diag_) diag_->Add(Diag::events_without_step, drop);
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(drop));
+  UpdateMinWaitingLaunch();
 }
 
 void StepAssembler::AddStep(const Event& marker, int64_t step_num) {
@@ -155,8 +156,17 @@ void StepAssembler::AddStep(const Event& marker, int64_t step_num) {
   // begin all the same (a marker may be shorter than its predecessor).
   auto it = std::upper_bound(open_.begin(), open_.end(), marker.ts,
                              [](uint64_t t, const OpenStep& o) { return t < o.rec.host_begin_ns; });
-  s.rec.host_events.reserve(host_events_hint_);
-  s.rec.device_events.reserve(device_events_hint_);
+  s.launches.swap(spare_launches_);
+  s.launches.clear();
+  if (!spare_.empty()) {
+    s.rec.host_spans.swap(spare_.back().host_spans);
+    s.rec.device_spans.swap(spare_.back().device_spans);
+    spare_.pop_back();
+    s.rec.host_spans.clear();
+    s.rec.device_spans.clear();
+  }
+  s.rec.host_spans.reserve(host_spans_hint_);
+  s.rec.device_spans.reserve(device_spans_hint_);
   if (open_.empty()) open_by_seq_ = true;
   if (it != open_.end()) open_by_seq_ = false;  // seq order is not begin order now.
   open_.insert(it, std::move(s));
@@ -205,28 +215,65 @@ StepAssembler::OpenStep* StepAssembler::StepBySeq(uint64_t seq) {
 
 void StepAssembler::AddToStep(OpenStep& s, const Event& e, bool by_corr) {
   StepRecord& r = s.rec;
+  const NameInfo& info = Info(e.name);
+  const uint8_t bits = info.bits;
   if (IsDeviceKind(e.kind)) {
-    if (r.device_events.empty()) {
+    if (r.device_spans.empty()) {
       r.device_begin_ns = e.ts;
       r.device_end_ns = e.end();
     } else {
       r.device_begin_ns = std::min(r.device_begin_ns, e.ts);
       r.device_end_ns = std::max(r.device_end_ns, e.end());
     }
-    r.device_events.push_back(e);
+    const SpanType t = ClassifyDeviceEvent(e, bits);
+    r.device_spans.emplace_back(e.ts, e.end(), t, t);  // in place: a temporary's byte fields would stall the copy.
+    r.device_types |= TypeBit(t);
     (by_corr ? r.device_by_corr : r.device_by_time) += 1;
+    CountDeviceWork(e, &r.work);
     return;
   }
-  r.host_events.push_back(e);
+  bool ignore = false;
+  const SpanType type = ClassifyHostEvent(e, bits, /*has_device=*/true, &ignore);
+  if (!ignore) {
+    const SpanType cpu_type = ClassifyHostEvent(e, bits, /*has_device=*/false, &ignore);
+    r.host_spans.emplace_back(e.ts, e.end(), type, cpu_type);
+    r.host_types |= TypeBit(type);
+    r.cpu_host_types |= TypeBit(cpu_type);
+  }
   if (e.kind == EventKind::kRuntimeApi && e.corr != 0) {
     const auto [slot, inserted] = launch_step_.Insert(e.corr);
     // A second API record of the same call (CUPTI's runtime record and the
     // driver record inside it share the correlation id): one launch.
-    if (!inserted && *slot != kPendingLaunch && (*slot >> 1) == r.seq) return;
-    const bool launches = Info(e.name).launches;
+    if (!inserted && (*slot >> 1) == r.seq) return;
+    const bool launches = info.launches;
     *slot = Packed(r.seq, !launches);
     s.launches.push_back(e.corr);
     if (launches) ++s.outstanding_launches;
+  }
+}
+
+void StepAssembler::CountDeviceWork(const Event& e, DeviceWorkCounts* w) const {
+  switch (e.kind) {
+    case EventKind::kKernel:
+      ++w->kernel_count;
+      if (e.dur < options_.small_kernel_ns) ++w->small_kernel_count;
+      break;
+    case EventKind::kMemcpyHtoD:
+      ++w->h2d_count;
+      w->h2d_bytes += e.payload.copy.bytes;
+      w->h2d_ns += e.dur;
+      break;
+    case EventKind::kMemcpyDtoH:
+      ++w->d2h_count;
+      w->d2h_bytes += e.payload.copy.bytes;
+      w->d2h_ns += e.dur;
+      break;
+    case EventKind::kMemcpyDtoD:
+    case EventKind::kMemcpyPtoP:
+      ++w->d2d_count;
+      w->d2d_bytes += e.payload.copy.bytes;
+      break;
+    default: break;
   }
 }
 
@@ -239,7 +286,6 @@ bool StepAssembler::Place(const Event& e) {
     // Before a step whose marker we already have, and in none: stepless.
     if (any_marker_ && (e.ts < latest_marker_begin_ || e.ts < last_closed_host_end_)) {
       if (diag_) diag_->Add(Diag::events_without_step);
-      ForgetWaitingLaunch(e);  // if it waited: its device work goes by time.
       return true;
     }
     return false;
@@ -247,10 +293,6 @@ bool StepAssembler::Place(const Event& e) {
   // Device work: through its launch first.
   if (e.corr != 0) {
     if (uint64_t* packed = launch_step_.Find(e.corr)) {
-      if (*packed == kPendingLaunch) {  // the launch waits for its step.
-        waited_on_launch_ = true;
-        return false;
-      }
       if (OpenStep* s = StepBySeq(*packed >> 1)) {
         if ((*packed & 1) == 0) {
           *packed |= 1;
@@ -261,6 +303,12 @@ bool StepAssembler::Place(const Event& e) {
       }
       if (diag_) diag_->Add(Diag::late_for_step);  // its step closed already.
       return true;
+    }
+    // Its launch may be one that waits for its step (correlation ids grow):
+    // wait too rather than go by time.
+    if (e.corr >= min_waiting_launch_) {
+      waited_on_launch_ = true;
+      return false;
     }
   }
   // By time: [begin, next begin) of a step, decided once a later marker
@@ -294,6 +342,7 @@ void StepAssembler::Rescan() {
       placed_launch = placed_launch || IsLaunch(e);
     }
     pending_.resize(keep);
+    UpdateMinWaitingLaunch();
     return waited_on_launch_ && placed_launch;
   };
   if (pass()) pass();
@@ -307,12 +356,12 @@ void StepAssembler::Advance(uint64_t watermark_ns) {
     for (const Event& e : pending_) {
       if (e.end() < limit) {
         if (diag_) diag_->Add(Diag::events_without_step);
-        ForgetWaitingLaunch(e);
       } else {
         pending_[keep++] = e;
       }
     }
     pending_.resize(keep);
+    UpdateMinWaitingLaunch();
   }
   size_t n = 0;
   for (size_t i = 0; i < open_.size(); ++i) {
@@ -334,6 +383,7 @@ void StepAssembler::Flush() {
   Rescan();
   if (diag_) diag_->Add(Diag::events_without_step, pending_.size());
   pending_.clear();
+  min_waiting_launch_ = kNoWaitingLaunch;
   for (OpenStep& s : open_) s.rec.closed_by_timeout = true;
   Close(open_.size());
   flushing_ = false;
@@ -347,10 +397,11 @@ void StepAssembler::Close(size_t count) {
     if (closed_launches_.size() > kRememberClosed) {
       uint64_t unused;
       for (uint32_t corr : closed_launches_.front()) launch_step_.Erase(corr, &unused);
+      spare_launches_.swap(closed_launches_.front());  // for the next step.
       closed_launches_.pop_front();
     }
-    host_events_hint_ = s.rec.host_events.size();
-    device_events_hint_ = s.rec.device_events.size();
+    host_spans_hint_ = s.rec.host_spans.size();
+    device_spans_hint_ = s.rec.device_spans.size();
     closed_.push_back(std::move(s.rec));
     ++steps_closed_;
   }
@@ -358,8 +409,17 @@ void StepAssembler::Close(size_t count) {
   hint_ = hint_ > count ? hint_ - count : 0;
 }
 
+void StepAssembler::Recycle(std::vector<StepRecord>&& steps) {
+  for (StepRecord& r : steps) {
+    if (spare_.size() >= 64) break;
+    spare_.push_back(std::move(r));
+  }
+  steps.clear();
+}
+
 std::vector<StepRecord> StepAssembler::TakeClosed() {
   std::vector<StepRecord> out;
+  out.reserve(closed_.capacity());
   out.swap(closed_);
   return out;
 }

@@ -40,6 +40,7 @@
 
 #include "aggregators/catalog.h"
 #include "aggregators/flat_map.h"
+#include "aggregators/span_type.h"
 #include "stream/diagnostics.h"
 #include "stream/event.h"
 
@@ -52,6 +53,23 @@ std::string_view StepSourceName(StepSource s);
 // digits, stored in *number; -1 when the pattern has no `{n}`).
 bool MatchStepPattern(std::string_view pattern, std::string_view name, int64_t* number);
 
+// One host span or device event of a step: its interval and what it counts
+// as in the breakdown (span_type.h), classified when it joined the step.
+struct StepSpan {
+  uint64_t begin = 0, end = 0;
+  SpanType type = SpanType::kUnknown;      // when the profile has a device.
+  SpanType cpu_type = SpanType::kUnknown;  // when it has none (differs for host spans only).
+};
+
+// A step's device work in numbers, counted as each event joins.
+struct DeviceWorkCounts {
+  uint32_t kernel_count = 0;
+  uint32_t small_kernel_count = 0;  // kernels shorter than Options::small_kernel_ns.
+  uint32_t h2d_count = 0, d2h_count = 0, d2d_count = 0;
+  uint64_t h2d_bytes = 0, d2h_bytes = 0, d2d_bytes = 0;
+  uint64_t h2d_ns = 0, d2h_ns = 0;
+};
+
 struct StepRecord {
   int64_t step_num = 0;
   uint64_t seq = 0;  // 0, 1, 2... in host order.
@@ -60,12 +78,18 @@ struct StepRecord {
   // First begin and last end of the step's device work; both 0 if none.
   uint64_t device_begin_ns = 0;
   uint64_t device_end_ns = 0;
-  std::vector<Event> host_events;    // host spans in the step, marker excluded.
-  std::vector<Event> device_events;  // kernels, copies, memsets of the step.
+  // In arrival order (completion order when the stream is). Host spans
+  // exclude the marker and the names xprof ignores (kNameIgnored).
+  std::vector<StepSpan> host_spans;
+  std::vector<StepSpan> device_spans;  // kernels, copies, memsets.
+  // Bit t set: a span of SpanType t is in the list (host: as classified for
+  // a profile with a device, and for one without).
+  uint32_t device_types = 0, host_types = 0, cpu_host_types = 0;
+  DeviceWorkCounts work;
   uint32_t device_by_corr = 0;       // joined through their launch.
   uint32_t device_by_time = 0;       // joined by time.
   bool closed_by_timeout = false;    // closed by close_lag_ns, not by a successor.
-  bool has_device() const { return !device_events.empty(); }
+  bool has_device() const { return !device_spans.empty(); }
 };
 
 class StepAssembler {
@@ -83,6 +107,7 @@ class StepAssembler {
     // make more wait, and every new marker looks at each of them again.
     size_t max_waiting_events = size_t{1} << 16;
     uint64_t max_step_ns = 60'000'000'000;  // events waiting longer leave as stepless.
+    uint64_t small_kernel_ns = 40'000;  // "tiny" kernels: about the launch latency.
   };
 
   StepAssembler(const Catalog* catalog, Diagnostics* diag, Options options);
@@ -96,6 +121,9 @@ class StepAssembler {
   void Flush();
   // The steps closed since the last call, in order.
   std::vector<StepRecord> TakeClosed();
+  // Gives closed steps back once read, so that new steps reuse their
+  // (warm) span lists instead of allocating.
+  void Recycle(std::vector<StepRecord>&& steps);
 
   StepSource source() const { return source_; }
   size_t open_steps() const { return open_.size(); }
@@ -111,22 +139,27 @@ class StepAssembler {
   struct NameInfo {
     uint8_t state = 0;  // 0 unknown, 1 not a step, 2 step (ProfilerStep), 3 step (pattern).
     bool launches = false;  // a runtime API that makes device work.
+    uint8_t bits = 0;       // ClassifyName.
     int64_t number = -1;
   };
 
-  const NameInfo& Info(NameId id);
+  const NameInfo& Info(NameId id) {
+    return id < names_.size() && names_[id].state != 0 ? names_[id] : LearnName(id);
+  }
+  const NameInfo& LearnName(NameId id);
   bool IsMarker(const Event& e, int64_t* step_num);
   void AddStep(const Event& marker, int64_t step_num);
   // Tries to place `e`; false if it must keep waiting.
   bool Place(const Event& e);
   void AddToStep(OpenStep& s, const Event& e, bool by_corr);
+  void CountDeviceWork(const Event& e, DeviceWorkCounts* w) const;
   OpenStep* StepAtHostTime(uint64_t ts);
   // Applies Options::max_waiting_events to the waiting list.
   void TrimWaiting();
   // A runtime API call that may have device work (has a correlation id).
   static bool IsLaunch(const Event& e) { return e.kind == EventKind::kRuntimeApi && e.corr != 0; }
-  // Drops the kPendingLaunch entry of a launch that leaves the waiting list.
-  void ForgetWaitingLaunch(const Event& e);
+  // Recomputes min_waiting_launch_ after the waiting list changed.
+  void UpdateMinWaitingLaunch();
   // The open step with this seq, or null (closed).
   OpenStep* StepBySeq(uint64_t seq);
   void Rescan();
@@ -147,10 +180,15 @@ class StepAssembler {
   // Waiting events, in arrival order.
   std::vector<Event> pending_;
   bool waited_on_launch_ = false;  // Place() left device work for a waiting launch.
-  // Sizes of the last closed step, to reserve a new step's event lists once.
-  size_t host_events_hint_ = 0;
-  size_t device_events_hint_ = 0;
+  // The smallest correlation id of a waiting launch: device work whose launch
+  // is unknown and whose id is not below it may belong to one and waits too.
+  static constexpr uint32_t kNoWaitingLaunch = ~uint32_t{0};
+  uint32_t min_waiting_launch_ = kNoWaitingLaunch;
+  // Sizes of the last closed step, to reserve a new step's span lists once.
+  size_t host_spans_hint_ = 0;
+  size_t device_spans_hint_ = 0;
   std::vector<StepRecord> closed_;
+  std::vector<StepRecord> spare_;  // recycled, for their span lists.
   uint64_t next_seq_ = 0;
   uint64_t steps_closed_ = 0;
   uint64_t last_closed_host_end_ = 0;   // host end of the newest closed step.
@@ -160,13 +198,12 @@ class StepAssembler {
   bool flushing_ = false;
   uint64_t pattern_seq_ = 0;
 
-  // Launch correlation id -> the seq of its step (open or recently closed);
-  // kPendingLaunch while the launch itself waits for its step.
-  static constexpr uint64_t kPendingLaunch = ~uint64_t{0};
+  // Launch correlation id -> the seq of its step (open or recently closed).
   U64Map launch_step_;
   // The launches of closed steps, forgotten kRememberClosed steps later.
   static constexpr size_t kRememberClosed = 16;
   std::deque<std::vector<uint32_t>> closed_launches_;
+  std::vector<uint32_t> spare_launches_;  // the list of the step forgotten last.
 };
 
 }  // namespace liveprof

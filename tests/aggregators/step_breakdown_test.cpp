@@ -105,7 +105,39 @@ TEST_CASE("steps: the waiting list is bounded; the oldest half leaves as steples
   a.Flush();
   const std::vector<StepRecord> closed = a.TakeClosed();
   REQUIRE(closed.size() == 1);
-  CHECK(closed[0].host_events.size() == 4);
+  CHECK(closed[0].host_spans.size() == 4);
+}
+
+TEST_CASE("step breakdown: a stream out of completion order gives the same buckets") {
+  // The breakdown walks each step's spans by descending end; spans that did
+  // not arrive in order of end are sorted first. Reversed, the fixture must
+  // give what it gives in completion order, and every kernel must still join
+  // through its launch although it arrives before it.
+  const Catalog c = MakeCatalog();
+  std::vector<Event> reversed = FixtureStep();
+  const Event marker = reversed.back();  // the marker ends last.
+  reversed.pop_back();
+  std::reverse(reversed.begin(), reversed.end());
+  reversed.push_back(marker);
+  Diagnostics d1, d2;
+  const auto in_order = Assemble(c, FixtureStep(), &d1);
+  const auto out_of_order = Assemble(c, reversed, &d2);
+  REQUIRE(in_order.size() == 1);
+  REQUIRE(out_of_order.size() == 1);
+  CHECK_FALSE(std::is_sorted(out_of_order[0].host_spans.begin(), out_of_order[0].host_spans.end(),
+                             [](const StepSpan& a, const StepSpan& b) { return a.end < b.end; }));
+  CHECK(out_of_order[0].device_by_corr == 5);
+  CHECK(out_of_order[0].device_by_time == 0);
+  CHECK(d2.Get(Diag::device_without_launch) == 0);
+  bool ok1 = false, ok2 = false;
+  const StepBreakdownRow a = ComputeStepBreakdown(in_order[0], BreakdownMode::kHostAndDevice, true, &ok1);
+  const StepBreakdownRow b = ComputeStepBreakdown(out_of_order[0], BreakdownMode::kHostAndDevice, true, &ok2);
+  CHECK(ok1);
+  CHECK(ok2);
+  CHECK(a.type_ns == b.type_ns);
+  CHECK(a.bucket_ns == b.bucket_ns);
+  CHECK(a.device_busy_ns == b.device_busy_ns);
+  CHECK(b.bucket_ns[static_cast<size_t>(Bucket::kInput)] == 250);
 }
 
 TEST_CASE("step breakdown: every bucket by hand, host+device mode") {
@@ -114,12 +146,12 @@ TEST_CASE("step breakdown: every bucket by hand, host+device mode") {
   const auto steps = Assemble(c, FixtureStep(), &diag);
   REQUIRE(steps.size() == 1);
   CHECK(steps[0].step_num == 7);
-  CHECK(steps[0].host_events.size() == 7);
-  CHECK(steps[0].device_events.size() == 5);
+  CHECK(steps[0].host_spans.size() == 7);
+  CHECK(steps[0].device_spans.size() == 5);
   CHECK(steps[0].device_by_corr == 5);
   bool ok = false;
   const StepBreakdownRow r =
-      ComputeStepBreakdown(steps[0], c, BreakdownMode::kHostAndDevice, true, 40'000, &ok);
+      ComputeStepBreakdown(steps[0], BreakdownMode::kHostAndDevice, true, &ok);
   CHECK(ok);
   CHECK(r.begin_ns == 0);
   CHECK(r.end_ns == 1000);
@@ -134,10 +166,10 @@ TEST_CASE("step breakdown: every bucket by hand, host+device mode") {
   CHECK(r.bucket_ns[B(Bucket::kAllOthers)] == 150);
   CHECK(r.type_ns[static_cast<size_t>(SpanType::kDeviceCompute16)] == 100);
   CHECK(r.type_ns[static_cast<size_t>(SpanType::kDeviceCompute32)] == 250);
-  CHECK(r.h2d_count == 1);
-  CHECK(r.h2d_bytes == 4096);
-  CHECK(r.d2h_count == 1);
-  CHECK(r.kernel_count == 3);
+  CHECK(r.work.h2d_count == 1);
+  CHECK(r.work.h2d_bytes == 4096);
+  CHECK(r.work.d2h_count == 1);
+  CHECK(r.work.kernel_count == 3);
   CHECK(r.device_busy_ns == 600);  // [150,250) ∪ [350,850).
 }
 
@@ -147,7 +179,7 @@ TEST_CASE("step breakdown: device-only mode uses the device span") {
   const auto steps = Assemble(c, FixtureStep(), &diag);
   bool ok = false;
   const StepBreakdownRow r =
-      ComputeStepBreakdown(steps[0], c, BreakdownMode::kDeviceOnly, true, 40'000, &ok);
+      ComputeStepBreakdown(steps[0], BreakdownMode::kDeviceOnly, true, &ok);
   CHECK(ok);
   // Span [150, 850): H2D 100, gap 100, compute32 250, compute16 100, nccl 100, D2H 50.
   CHECK(r.step_ns() == 700);
@@ -164,7 +196,7 @@ TEST_CASE("step breakdown: CPU-only steps use host compute; a step without it is
   std::vector<Event> v = {Marker(0, 100, 1), Input(0, 40, kGetNext), Op(50, 30, kDenseOp),
                           Marker(100, 100, 2), Input(100, 100, kGetNext)};
   SortCompletion(&v);
-  StepBreakdown sb(&c, &diag, {});
+  StepBreakdown sb(&diag, {});
   const auto steps = Assemble(c, v, &diag);
   REQUIRE(steps.size() == 2);
   sb.Consume(steps);
@@ -201,8 +233,7 @@ TEST_CASE("steps: a GPU tail joins its step by correlation; stray work is counte
   bool ok = false;
   // The host marker [0,100) does not contain the device span [20,170): the
   // device span is the step (§2.4).
-  const StepBreakdownRow r = ComputeStepBreakdown(steps[0], c, BreakdownMode::kHostAndDevice, true,
-                                                  40'000, &ok);
+  const StepBreakdownRow r = ComputeStepBreakdown(steps[0], BreakdownMode::kHostAndDevice, true, &ok);
   CHECK(r.begin_ns == 20);
   CHECK(r.end_ns == 170);
 }
@@ -264,7 +295,7 @@ TEST_CASE("steps: a runtime and a driver record of one launch wait for one kerne
   auto closed = a.TakeClosed();
   REQUIRE(closed.size() == 1);
   CHECK_FALSE(closed[0].closed_by_timeout);
-  CHECK(closed[0].host_events.size() == 2);  // both API spans are kept.
+  CHECK(closed[0].host_spans.size() == 2);  // both API spans are kept.
   CHECK(closed[0].device_by_corr == 1);
 }
 
@@ -274,7 +305,7 @@ TEST_CASE("steps: a bad duration is counted and left out") {
   std::vector<Event> v = {Op(10, ~uint64_t{0} - 5, kDenseOp), Marker(0, 100, 1), Op(10, 20, kDenseOp)};
   const auto steps = Assemble(c, v, &diag);
   REQUIRE(steps.size() == 1);
-  CHECK(steps[0].host_events.size() == 1);
+  CHECK(steps[0].host_spans.size() == 1);
   CHECK(diag.Get(Diag::bad_duration) == 1);
 }
 
@@ -286,7 +317,7 @@ TEST_CASE("step window: ratios of sums, σ, median, last N and last T") {
                           Marker(100, 200, 2),  Input(100, 100, kGetNext), Op(200, 100, kDenseOp),
                           Marker(400, 400, 3),  Op(400, 400, kDenseOp)};
   SortCompletion(&v);
-  StepBreakdown sb(&c, &diag, {});
+  StepBreakdown sb(&diag, {});
   sb.Consume(Assemble(c, v, &diag));
   const StepWindow all = sb.Window({});
   CHECK(all.steps == 3);
@@ -360,7 +391,12 @@ std::vector<StepBreakdownRow> Reference(const Catalog& c, const std::vector<Even
   std::map<uint32_t, size_t> launch_step;
   for (const Event& e : events) if (e.kind == EventKind::kStepMarker) markers.push_back(e);
   std::sort(markers.begin(), markers.end(), [](const Event& a, const Event& b) { return a.ts < b.ts; });
-  std::vector<StepRecord> steps(markers.size());
+  struct RefStep {
+    int64_t step_num = 0;
+    uint64_t host_begin_ns = 0, host_end_ns = 0, device_begin_ns = 0, device_end_ns = 0;
+    std::vector<Event> host_events, device_events;
+  };
+  std::vector<RefStep> steps(markers.size());
   auto host_step = [&](uint64_t ts) -> int {
     for (size_t i = 0; i < markers.size(); ++i) if (markers[i].ts <= ts && ts < markers[i].end()) return static_cast<int>(i);
     return -1;
@@ -383,14 +419,14 @@ std::vector<StepBreakdownRow> Reference(const Catalog& c, const std::vector<Even
     } else if (IsDeviceKind(e.kind)) {
       auto it = launch_step.find(e.corr);
       if (it == launch_step.end()) continue;
-      StepRecord& r = steps[it->second];
+      RefStep& r = steps[it->second];
       r.device_begin_ns = r.device_events.empty() ? e.ts : std::min(r.device_begin_ns, e.ts);
       r.device_end_ns = std::max(r.device_end_ns, e.end());
       r.device_events.push_back(e);
     }
   }
   std::vector<StepBreakdownRow> rows;
-  for (const StepRecord& s : steps) {
+  for (const RefStep& s : steps) {
     bool compute = false;
     for (const Event& e : s.device_events) {
       const SpanType t = ClassifyDeviceEvent(e, c.Name(e.name));
@@ -432,7 +468,7 @@ TEST_CASE("step breakdown: incremental equals batch and the per-nanosecond refer
       // Incremental: random chunks, Advance and TakeClosed between them.
       Diagnostics diag;
       StepAssembler a(&c, &diag, {});
-      StepBreakdown sb(&c, &diag, {.mode = mode});
+      StepBreakdown sb(&diag, {.mode = mode});
       sb.SetProfileHasDevice();
       std::mt19937 rng(seed * 7);
       uint64_t watermark = 0;
