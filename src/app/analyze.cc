@@ -157,7 +157,8 @@ int Analyze(int argc, char** argv) {
   render.steps = WindowSel{.last_steps = 100'000};  // every step of the file.
   TraceAnalysis analysis;
   std::string error;
-  if (!AnalyzeTrace(path, options, render, &analysis, &error)) {
+  ProgressLine progress(path);  // on stderr, when it is a terminal.
+  if (!AnalyzeTrace(path, options, render, &analysis, &error, &progress)) {
     std::fprintf(stderr, "liveprof analyze: %s\n", error.c_str());
     return 1;
   }

@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "import/progress.h"
 #include "stream/event.h"
 #include "stream/name_table.h"
 #include "stream/stream.h"
@@ -68,7 +69,9 @@ class ChromeTraceImporter {
   // Imports `path` (plain or gzip). false on an unreadable or malformed file:
   // *error says what and where; what was imported before it was handed over
   // (the report says how much).
-  bool ImportFile(const std::string& path, const Sink& sink, ImportReport* report, std::string* error);
+  // `progress`, when set, is called after each chunk.
+  bool ImportFile(const std::string& path, const Sink& sink, ImportReport* report, std::string* error,
+                  const ImportProgressFn& progress = {});
   // The same over text already in memory (tests, fuzzing).
   bool ImportText(std::string_view text, const Sink& sink, ImportReport* report, std::string* error);
 

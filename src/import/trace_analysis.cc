@@ -8,7 +8,7 @@
 namespace liveprof {
 
 bool AnalyzeTrace(const std::string& path, const AnalysesOptions& options, const RenderOptions& render,
-                  TraceAnalysis* out, std::string* error) {
+                  TraceAnalysis* out, std::string* error, ProgressLine* progress) {
   ChromeTraceImporter importer;
   std::vector<Event> definitions;
   std::vector<Event> events;
@@ -18,8 +18,14 @@ bool AnalyzeTrace(const std::string& path, const AnalysesOptions& options, const
         definitions.insert(definitions.end(), defs.begin(), defs.end());
         events.insert(events.end(), batch.begin(), batch.end());
       },
-      &out->report, error);
-  if (!ok) return false;
+      &out->report, error,
+      progress ? ImportProgressFn([progress](const ImportProgress& p) { progress->Update(p); })
+               : ImportProgressFn());
+  if (!ok) {
+    if (progress) progress->Clear();
+    return false;
+  }
+  if (progress) progress->Say("sorting and analysing " + std::to_string(events.size()) + " events");
   std::stable_sort(events.begin(), events.end(), CompletionOrderLess);
 
   Diagnostics diag;
@@ -39,6 +45,7 @@ bool AnalyzeTrace(const std::string& path, const AnalysesOptions& options, const
   out->events = events.size();
   out->views = analyses.Render(render);
   out->devices = analyses.utilization().Snapshot(0);
+  if (progress) progress->Clear();
   return true;
 }
 

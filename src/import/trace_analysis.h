@@ -13,6 +13,7 @@
 
 #include "aggregators/analyses.h"
 #include "import/chrome_trace.h"
+#include "import/progress.h"
 
 namespace liveprof {
 
@@ -26,8 +27,9 @@ struct TraceAnalysis {
 
 // Imports `path` (Chrome trace JSON or Kineto, plain or gzip) and renders
 // every view with `render`. false with *error on an unreadable file.
+// `progress` (may be null) shows the import and then the phases after it.
 bool AnalyzeTrace(const std::string& path, const AnalysesOptions& options, const RenderOptions& render,
-                  TraceAnalysis* out, std::string* error);
+                  TraceAnalysis* out, std::string* error, ProgressLine* progress = nullptr);
 
 }  // namespace liveprof
 
