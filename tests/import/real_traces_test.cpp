@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 
@@ -215,6 +217,73 @@ TEST_CASE("import: GPU busy and total time equal TraceLens' gpu_timeline.csv (be
     CHECK(std::abs(static_cast<double>(gpu.busy_ns) - published.at("busy_time") * 1e6) <= 1.5);
     CHECK(std::abs(static_cast<double>(gpu.span_ns) - published.at("total_time") * 1e6) <= 1.5);
   }
+}
+
+// HTA's trace_filter demo (examples/trace_filter_demo.ipynb) on rank 0 of a
+// 128-rank job: the published counts of three filters, over our import.
+TEST_CASE("import: HTA's trace_filter sample gives HTA's published filter counts") {
+  const std::string path = TracePath("facebookresearch__HolisticTraceAnalysis/tests/data/trace_filter/sampled_rank-0.json.gz");
+  if (path.empty()) return;
+  ChromeTraceImporter importer;
+  ImportReport report;
+  std::string error;
+  std::vector<Event> events;
+  std::map<TrackId, uint64_t> stream_of;  // GPU track -> CUDA stream.
+  REQUIRE_MESSAGE(importer.ImportFile(path, [&](std::span<const Event> defs, std::span<const Event> batch) {
+    for (const Event& d : defs) {
+      if (d.kind == EventKind::kTrackDef) stream_of[d.track] = d.payload.track_def.os_tid;
+    }
+    events.insert(events.end(), batch.begin(), batch.end());
+  }, &report, &error), error);
+  auto name = [&](const Event& e) { return importer.names().Get(e.name); };
+
+  // NameFilter("aten::.*mm") (a regex search): 378 events.
+  uint64_t mm = 0;
+  for (const Event& e : events) {
+    const std::string_view n = name(e);
+    const size_t at = n.find("aten::");
+    mm += IsSpanKind(e.kind) && at != std::string_view::npos && n.find("mm", at + 6) != std::string_view::npos;
+  }
+  CHECK(mm == 378);
+
+  // TimeRangeFilter((1682725898237042, 1682725898240570)) µs: the 93 events
+  // that lie wholly inside (96 begin inside).
+  const uint64_t t0 = 1682725898237042'000, t1 = 1682725898240570'000;
+  uint64_t inside = 0, begin_inside = 0;
+  for (const Event& e : events) {
+    if (!IsSpanKind(e.kind)) continue;
+    inside += e.ts >= t0 && e.end() <= t1;
+    begin_inside += e.ts >= t0 && e.ts <= t1;
+  }
+  CHECK(inside == 93);
+  CHECK(begin_inside == 96);
+
+  // IterationIndexFilter(0) + GPUKernelFilter() + NameFilter("^nccl"): the
+  // five NCCL kernels of the first iteration (ProfilerStep#551), as
+  // (ts µs, dur µs, stream). A kernel's iteration is its launch's step.
+  uint64_t step_begin = 0, step_end = 0;
+  std::map<uint32_t, uint64_t> launch_ts;
+  for (const Event& e : events) {
+    if (name(e) == "ProfilerStep#551") step_begin = e.ts, step_end = e.end();
+    if (e.kind == EventKind::kRuntimeApi && e.corr != 0) launch_ts[e.corr] = e.ts;
+  }
+  REQUIRE(step_end > step_begin);
+  std::vector<std::array<uint64_t, 3>> nccl;
+  for (const Event& e : events) {
+    if (e.kind != EventKind::kKernel || !name(e).starts_with("nccl")) continue;
+    const auto launch = launch_ts.find(e.corr);
+    REQUIRE(launch != launch_ts.end());
+    if (launch->second >= step_begin && launch->second < step_end) {
+      nccl.push_back({e.ts / 1000, e.dur / 1000, stream_of[e.track]});
+      // HTA's table shows the name without its parameter list.
+      CHECK(name(e).starts_with("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t("));
+    }
+  }
+  std::sort(nccl.begin(), nccl.end());
+  const std::vector<std::array<uint64_t, 3>> published = {
+      {1682725898094377, 30669, 84}, {1682725898125052, 62783, 84}, {1682725898295662, 11727, 84},
+      {1682725898348496, 47652, 84}, {1682725898585321, 42496, 203}};
+  CHECK(nccl == published);
 }
 
 }  // namespace
