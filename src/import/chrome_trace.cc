@@ -155,6 +155,7 @@ struct ChromeTraceImporter::Parser {
   uint32_t names_sent = 0;
   size_t tracks_sent = 1;
   std::string key;  // scratch
+  bool saw_table = false;  // an element with "cols" (a TensorBoard profiler table).
 
   TrackId HostTrack(std::string_view pid, std::string_view tid) {
     key.assign(pid).append(1, '/').append(tid);
@@ -280,6 +281,7 @@ struct ChromeTraceImporter::Parser {
         else if (k == "dur") f.dur = Text(v, bad), f.has_dur = true;
         else if (k == "id") f.id = Text(v, bad);
         else if (k == "s") f.scope = Text(v, bad);
+        else if (k == "cols") saw_table = true;
         else if (k == "args") {
           od::object args;
           if (!v.get_object().get(args) && !ReadArgs(args, f, bad)) ok = false;
@@ -482,12 +484,36 @@ bool ChromeTraceImporter::Run(const std::function<bool(std::string_view*)>& next
                " trace events is a JSON object";
       return false;
     }
+    const auto no_phase = report->phases.find("");
+    if (no_phase != report->phases.end() && no_phase->second == report->trace_events) {
+      *error = "not a Chrome trace: none of its " + std::to_string(report->trace_events) +
+               " trace events has a phase (\"ph\")" +
+               (p.saw_table ? "; it holds tables (\"cols\", \"rows\"): the output of a TensorBoard "
+                              "profiler tool, not a trace"
+                            : "");
+      return false;
+    }
+    if (report->events_out == 0) {  // a trace, but of nothing liveprof reads: say what it holds.
+      *error = "nothing to import: none of its " + std::to_string(report->trace_events) +
+               " trace events is of a kind liveprof reads (";
+      bool first = true;
+      for (const auto& [reason, n] : report->dropped) {
+        *error += (first ? "" : ", ") + reason + ": " + std::to_string(n);
+        first = false;
+      }
+      *error += ")";
+      return false;
+    }
   }
   return ok;
 }
 
 bool ChromeTraceImporter::ImportFile(const std::string& path, const Sink& sink, ImportReport* report,
                                      std::string* error, const ImportProgressFn& progress) {
+  if (path.ends_with(".xplane.pb")) {
+    *error = path + ": an XPlane protobuf (TensorFlow / JAX profiler): XPlane import is not built yet";
+    return false;
+  }
   ChunkReader reader;
   if (!reader.Open(path)) {
     *error = reader.error();

@@ -157,10 +157,25 @@ TEST_CASE("import: malformed events are errors with the event's number; the even
   CHECK(r.error.starts_with("invalid JSON in trace event"));
 
   Imported s;
-  Import(s, R"({"traceEvents": [{"ph":"X","name":"a","ts":"soon","dur":1,"pid":1,"tid":1}, 5]})");
+  Import(s, R"({"traceEvents": [{"ph":"X","name":"a","ts":"soon","dur":1,"pid":1,"tid":1}, 5,
+                                  {"ph":"X","name":"b","ts":2,"dur":1,"pid":1,"tid":1}]})");
   CHECK(s.ok);
   CHECK(s.report.dropped.at("no usable ts") == 1);
   CHECK(s.report.dropped.at("not an object") == 1);
+  CHECK(s.events.size() == 1);
+
+  Imported n;  // a trace, but of nothing liveprof reads: an error that says what it holds.
+  Import(n, R"({"traceEvents": [{"ph":"b","name":"a","ts":1,"pid":1,"tid":1,"id":"0x1","cat":"c"},
+                                  {"ph":"O","name":"s","ts":2,"pid":1,"tid":1,"id":"0x1"}]})");
+  CHECK(!n.ok);
+  CHECK(n.error == "nothing to import: none of its 2 trace events is of a kind liveprof reads "
+                   "(phase O (not imported): 1, phase b (not imported): 1)");
+
+  Imported table;  // a TensorBoard profiler tool's JSON: objects, but tables.
+  Import(table, R"([{"cols": [{"id": "stepnum"}], "rows": []}])");
+  CHECK(!table.ok);
+  CHECK(table.error == "not a Chrome trace: none of its 1 trace events has a phase (\"ph\"); it holds tables "
+                       "(\"cols\", \"rows\"): the output of a TensorBoard profiler tool, not a trace");
 
   Imported t;  // an array of tables (an xprof tool's JSON), not of events.
   Import(t, R"([[1, 2], [3, 4]])");

@@ -286,5 +286,44 @@ TEST_CASE("import: HTA's trace_filter sample gives HTA's published filter counts
   CHECK(nccl == published);
 }
 
+// Issue #8: every file in the traces folder imports, or fails with a message
+// that says what it is instead. The CSV, text and Markdown files there are
+// published results, not traces.
+TEST_CASE("import: every trace file in the folder imports or says why not") {
+  const std::string root = TracePath("MANIFEST.md");
+  if (root.empty()) return;
+  const std::filesystem::path dir = std::filesystem::path(root).parent_path();
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || entry.path().string().find("/expected/") != std::string::npos) continue;
+    if (name.ends_with(".json") || name.ends_with(".gz") || name.ends_with(".pb")) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  REQUIRE(files.size() >= 60);
+  size_t imported = 0;
+  for (const auto& file : files) {
+    CAPTURE(file.string());
+    ChromeTraceImporter importer;
+    ImportReport report;
+    std::string error;
+    const bool ok = importer.ImportFile(file.string(), [](std::span<const Event>, std::span<const Event>) {},
+                                        &report, &error);
+    if (ok) {
+      ++imported;
+      CHECK(report.events_out > 0);  // a trace that imports gives events.
+      continue;
+    }
+    // Not a trace, said so with what it is.
+    const bool said = error.find("not a Chrome trace") != std::string::npos ||
+                      error.find("nothing to import: ") != std::string::npos ||
+                      error.find("XPlane import is not built yet") != std::string::npos;
+    CHECK_MESSAGE(said, error);
+    CHECK(error.starts_with(file.string()));
+  }
+  MESSAGE(imported << " of " << files.size() << " files imported; the others said why not");
+  CHECK(imported >= 36);
+}
+
 }  // namespace
 }  // namespace liveprof
