@@ -8,6 +8,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "aggregators/flat_map.h"
 #include "import/chunk_reader.h"
 #include "import/decimal.h"
 #include "import/json_splitter.h"
@@ -156,6 +157,11 @@ struct ChromeTraceImporter::Parser {
   size_t tracks_sent = 1;
   std::string key;  // scratch
   bool saw_table = false;  // an element with "cols" (a TensorBoard profiler table).
+  // An op's External id -> its name, for the kernels it launched (their
+  // "external id"): Kineto writes the CPU ops before the GPU activity.
+  // 16-32 bytes per op, at most kMaxOps of them.
+  static constexpr size_t kMaxOps = size_t{1} << 23;
+  U64Map op_of_external;
 
   TrackId HostTrack(std::string_view pid, std::string_view tid) {
     key.assign(pid).append(1, '/').append(tid);
@@ -207,7 +213,8 @@ struct ChromeTraceImporter::Parser {
         if (!v.get_double().get(d)) f.counters.emplace_back(k, d);
         continue;
       }
-      if (k == "External id") f.external_id = Text(v, bad);
+      // Ops have "External id"; the kernels of old traces "external id".
+      if (k == "External id" || k == "external id") f.external_id = Text(v, bad);
       else if (k == "correlation") f.correlation = Text(v, bad);
       else if (k == "device") f.device = Text(v, bad);
       else if (k == "stream") f.stream = Text(v, bad);
@@ -372,6 +379,13 @@ struct ChromeTraceImporter::Parser {
           if (f.has_block) d += " block:" + std::to_string(f.block[0]) + "," + std::to_string(f.block[1]) + "," + std::to_string(f.block[2]);
           if (!f.occupancy.empty()) d += " occ_pct:" + std::string(f.occupancy);
           e.payload.kernel.details = names->Intern(d);
+          if (!f.external_id.empty()) {
+            if (const uint64_t* op = op_of_external.Find(U64(f.external_id))) {
+              e.payload.kernel.op = static_cast<NameId>(*op);
+            } else {
+              Count(report->caveats, "kernel whose op is not before it (no kernel-op link)");
+            }
+          }
           break;
         }
         case Cat::kMemcpy:
@@ -392,6 +406,13 @@ struct ChromeTraceImporter::Parser {
       case Cat::kOp:
         e.kind = EventKind::kFrameworkOp;
         e.corr = static_cast<uint32_t>(U64(f.external_id));
+        if (!f.external_id.empty()) {
+          if (op_of_external.size() < kMaxOps) {
+            *op_of_external.Insert(U64(f.external_id)).first = e.name;
+          } else {
+            Count(report->caveats, "ops beyond 8 Mi remembered for kernel-op links");
+          }
+        }
         break;
       case Cat::kRuntime:
         e.kind = EventKind::kRuntimeApi;

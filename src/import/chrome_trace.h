@@ -8,7 +8,9 @@
 //   ph X, cat Operator / cpu_op          kFrameworkOp, corr = args["External id"]
 //   ph X, cat user_annotation            kHostSpan
 //   ph X, cat Runtime / cuda_runtime     kRuntimeApi, corr = args.correlation
-//   ph X, cat Kernel / kernel            kKernel on (device, stream), corr, launch details
+//   ph X, cat Kernel / kernel            kKernel on (device, stream), corr, launch details,
+//                                        kernel.op = the op whose External id is the kernel's
+//                                        (Kineto: the innermost op at the launch; ops come first)
 //   ph X, cat Memcpy / gpu_memcpy        kMemcpy{HtoD,DtoH,DtoD,HtoH,PtoP,Other} by name, bytes
 //   ph X, cat Memset / gpu_memset        kMemset, bytes
 //   ph X, other categories               kHostSpan (a host track) or dropped (a GPU track)

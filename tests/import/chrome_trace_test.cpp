@@ -38,7 +38,7 @@ constexpr std::string_view kKineto = R"json({"schemaVersion": 1, "traceEvents": 
   {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 25738, "ts": 1002, "dur": 4,
    "args": {"cbid": 211, "correlation": 900, "External id": 41}},
   {"ph": "X", "cat": "kernel", "name": "implicit_convolve_sgemm", "pid": 0, "tid": "stream 7", "ts": 1010, "dur": 55.5,
-   "args": {"device": 0, "stream": 7, "correlation": 900, "registers per thread": 72, "shared memory": 4096,
+   "args": {"device": 0, "stream": 7, "correlation": 900, "External id": 41, "registers per thread": 72, "shared memory": 4096,
             "grid": [100, 2, 1], "block": [128, 1, 1], "est. achieved occupancy %": 25}},
   {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": "stream 7", "ts": 1100, "dur": 3,
    "args": {"device": 0, "stream": 7, "correlation": 901, "bytes": 602112}},
@@ -89,6 +89,7 @@ TEST_CASE("import: Kineto's events become liveprof's, each with its fields") {
   CHECK(r.Name(kernels[0].payload.kernel.details) ==
         "regs:72 static_shared:4096 dynamic_shared:0 grid:100,2,1 block:128,1,1 occ_pct:25");
   CHECK(kernels[0].track != ops[0].track);
+  CHECK(r.Name(kernels[0].payload.kernel.op) == "aten::conv2d");  // through External id 41.
 
   const auto copies = r.OfKind(EventKind::kMemcpyHtoD);
   REQUIRE(copies.size() == 1);

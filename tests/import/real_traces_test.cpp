@@ -91,9 +91,14 @@ TEST_CASE("import: the ResNet50 Kineto trace's kernels, runtime calls, ops, copi
   ImportReport report;
   std::string error;
   std::map<EventKind, uint64_t> kinds;
+  uint64_t kernels_with_op = 0;
   REQUIRE_MESSAGE(importer.ImportFile(path, [&](std::span<const Event>, std::span<const Event> events) {
-    for (const Event& e : events) ++kinds[e.kind];
+    for (const Event& e : events) {
+      ++kinds[e.kind];
+      kernels_with_op += e.kind == EventKind::kKernel && e.payload.kernel.op != 0;
+    }
   }, &report, &error), error);
+  CHECK(kernels_with_op == 8'772);  // every kernel finds its op through its external id.
   CHECK(report.trace_events == 75'718);
   // MANIFEST.md: 8 772 kernels, 12 838 memory events; the categories' counts.
   CHECK(kinds[EventKind::kKernel] == 8'772);
