@@ -79,7 +79,7 @@ mkdir -p build
 run_suite "release" build -DCMAKE_BUILD_TYPE=Release
 # ASan+UBSan: every test (stream, producers, analyses, server); TSan: the
 # threaded parts only: the stream and host API, then the pipeline thread, the
-# simulated workload's threads and the server (the analyses themselves run
+# simulated workload's threads, the replay thread and the server (the analyses themselves run
 # on one thread).
 run_suite "asan+ubsan" build/asan -DCMAKE_BUILD_TYPE=Debug -DLIVEPROF_SANITIZE=address \
   -DLIVEPROF_BUILD_BENCH=OFF
@@ -87,7 +87,7 @@ TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
   run_suite "tsan" build/tsan -DCMAKE_BUILD_TYPE=Debug -DLIVEPROF_SANITIZE=thread \
   -DLIVEPROF_STREAM_TESTS_ONLY=ON -DLIVEPROF_BUILD_BENCH=OFF
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" SUITE_TARGETS="liveprof_tests liveprof" \
-  SUITE_TESTS="^(pipeline|server|simulated workload|web: python|import: (gzip|a truncated|a plain))" \
+  SUITE_TESTS="^(pipeline|server|simulated workload|replay|web: python|import: (gzip|a truncated|a plain))" \
   run_suite "tsan (pipeline and server)" build/tsan-web -DCMAKE_BUILD_TYPE=Debug \
   -DLIVEPROF_SANITIZE=thread -DLIVEPROF_BUILD_BENCH=OFF
 run_fuzz "fuzz (control messages)" control_message build/fuzz

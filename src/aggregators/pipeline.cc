@@ -30,9 +30,8 @@ void Pipeline::Stop() {
   if (stopped_) return;
   stopped_ = true;
   drain_.Stop();  // joins the pipeline thread: from here on it is ours.
-  const uint64_t now = HostNowNs();
-  analyses_.Flush(now);
-  Publish(now);
+  analyses_.Flush(drain_.Now());
+  Publish(HostNowNs());
   AnswerRequests(/*stopped=*/true);
 }
 
@@ -92,9 +91,10 @@ void Pipeline::OnBatch(const Batch& b) {
     }
   }
 
-  if (b.now_ns >= next_publish_ns_) {
-    Publish(b.now_ns);
-    ScheduleNextPublish(b.now_ns);
+  // Publications keep the host clock's period, whatever the stream's clock.
+  if (const uint64_t now = HostNowNs(); now >= next_publish_ns_) {
+    Publish(now);
+    ScheduleNextPublish(now);
   }
   if (has_requests_.load(std::memory_order_acquire)) AnswerRequests(/*stopped=*/false);
 }

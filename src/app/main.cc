@@ -56,6 +56,8 @@ constexpr char kUsage[] =
     "            memory_growth|schedule, --seconds N, --rate R (events/s), --seed N\n"
     "  analyze   a trace file (Chrome trace JSON, PyTorch/Kineto; .json or .json.gz)\n"
     "            through the analyses: tables, or --json; --view tf|pytorch\n"
+    "  replay    serve a trace file fed through the live path as if it ran now:\n"
+    "            replay FILE [--speed X|max] [--loop], see replay --help\n"
     "  version   print the version\n";
 
 // The text of member `key` of the JSON object `json` (its value, an object
@@ -203,8 +205,9 @@ int main(int argc, char** argv) {
   }
   const std::string_view cmd = argv[1];
   if (cmd == "analyze") return liveprof::Analyze(argc, argv);
-  if (cmd == "demo") return liveprof::Serve(argc, argv, /*demo=*/true);
-  if (cmd == "serve") return liveprof::Serve(argc, argv, /*demo=*/false);
+  if (cmd == "demo") return liveprof::Serve(argc, argv, liveprof::ServeMode::kDemo);
+  if (cmd == "serve") return liveprof::Serve(argc, argv, liveprof::ServeMode::kServe);
+  if (cmd == "replay") return liveprof::Serve(argc, argv, liveprof::ServeMode::kReplay);
   if (cmd == "example") return liveprof::Example(argc, argv);
   if (cmd == "simulate") return liveprof::Simulate(argc, argv);
   if (cmd == "version") {

@@ -14,6 +14,7 @@
 
 #include "aggregators/pipeline.h"
 #include "app/args.h"
+#include "import/replay.h"
 #include "producers/host_api.h"
 #include "producers/simulated_workload.h"
 #ifdef LIVEPROF_HAVE_CUPTI
@@ -33,6 +34,7 @@ namespace {
 
 constexpr char kServeUsage[] =
     "usage: liveprof serve|demo [options]\n"
+    "       liveprof replay FILE [--speed X|max] [--loop] [options]\n"
     "  --port N           port to listen on (default 8080; 0 picks a free one)\n"
     "  --bind ADDR        address to listen on (default 127.0.0.1; any other needs --token)\n"
     "  --token T          require T on every request (Authorization: Bearer T, ?token=T,\n"
@@ -47,7 +49,12 @@ constexpr char kServeUsage[] =
     "  --rate R           events per second, 1e4..5e6 (default: the model's own, ~7 k/s)\n"
     "  --seed N           the model's seed (default 1)\n"
     "  --steps N          stop the workload after N training steps; the server goes on\n"
-    "                     serving what it analysed (default: run until stopped)\n";
+    "                     serving what it analysed (default: run until stopped)\n"
+    "replay only:\n"
+    "  FILE               a Chrome trace JSON or PyTorch (Kineto) trace, .json or .json.gz\n"
+    "  --speed X          X times the trace's own pace (default 1), or max: as fast as\n"
+    "                     the pipeline takes it; the analyses keep the trace's times\n"
+    "  --loop             start again after the end (until Ctrl-C or --seconds)\n";
 
 // What the console shows while serving: alerts as they change, and a line
 // about the last steps every few seconds.
@@ -65,14 +72,17 @@ void PrintProgress(const PipelineSnapshot& s) {
 
 }  // namespace
 
-int Serve(int argc, char** argv, bool demo) {
-  const char* command = demo ? "liveprof demo" : "liveprof serve";
+int Serve(int argc, char** argv, ServeMode mode) {
+  const bool demo = mode == ServeMode::kDemo;
+  const char* command = demo ? "liveprof demo" : mode == ServeMode::kReplay ? "liveprof replay" : "liveprof serve";
   ServerOptions so;
   so.version = LIVEPROF_VERSION;
   so.static_dir = LIVEPROF_STATIC_DIR;
   double seconds = 0;
   SimulatedWorkloadOptions wo;
   wo.model.schedule = DefaultSchedule();
+  std::string replay_file;
+  TraceReplay::Options ro;
   for (int i = 2; i < argc; ++i) {
     const std::string_view a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -93,11 +103,26 @@ int Serve(int argc, char** argv, bool demo) {
       seconds = NumberArg(argc, argv, i, 0.1, 1e9, command);
     } else if (demo && WorkloadOption(argc, argv, i, &wo, command)) {
       continue;
+    } else if (mode == ServeMode::kReplay && a == "--speed" && has_value) {
+      if (std::string_view(argv[i + 1]) == "max") {
+        ro.max_speed = true;
+        ++i;
+      } else {
+        ro.speed = NumberArg(argc, argv, i, 1e-3, 1e6, command);
+      }
+    } else if (mode == ServeMode::kReplay && a == "--loop") {
+      ro.loop = true;
+    } else if (mode == ServeMode::kReplay && replay_file.empty() && !a.starts_with("-")) {
+      replay_file = a;
     } else {
       std::fprintf(stderr, "%s: unknown option '%s'%s\n%s", command, argv[i],
                    has_value ? "" : " (or its value is missing)", kServeUsage);
       return 2;
     }
+  }
+  if (mode == ServeMode::kReplay && replay_file.empty()) {
+    std::fprintf(stderr, "%s: which file?\n%s", command, kServeUsage);
+    return 2;
   }
   if (const std::string invalid = ValidateServerOptions(so); !invalid.empty()) {
     std::fprintf(stderr, "%s: %s\n", command, invalid.c_str());
@@ -117,17 +142,29 @@ int Serve(int argc, char** argv, bool demo) {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) po.analyses.env.hostname = host;
   std::unique_ptr<SimulatedWorkload> workload;
+  std::unique_ptr<TraceReplay> replay;
 #ifdef LIVEPROF_HAVE_CUPTI
   std::unique_ptr<CuptiSource> cupti;
 #endif
-  if (demo) {
+  if (mode == ServeMode::kReplay) {
+    replay = std::make_unique<TraceReplay>(stream, ro);
+    ProgressLine progress(replay_file);
+    std::string error;
+    if (!replay->Load(replay_file, &error, &progress)) {
+      std::fprintf(stderr, "%s: %s\n", command, error.c_str());
+      return 1;
+    }
+    po.analyses.env.gpu_note = "replay of " + replay_file;
+    // The stream runs on the replay's clock: the trace's time at any speed.
+    po.drain.clock = [r = replay.get()] { return r->Clock(); };
+  } else if (demo) {
     po.analyses.env.device_type = "GPU (simulated)";
     po.analyses.env.gpu_note = "simulated GPU workload (liveprof demo); no real GPU is traced";
     // Device batches every 10 ms (CUPTI's own source flushes less often):
     // the dashboard then trails the workload by ~10 ms plus a publication.
     wo.flush_period_ns = 10'000'000;
     workload = std::make_unique<SimulatedWorkload>(stream, wo);
-  } else {
+  } else {  // serve
 #ifdef LIVEPROF_HAVE_CUPTI
     cupti = std::make_unique<CuptiSource>(stream);
     if (!cupti->Start()) po.analyses.env.gpu_note = cupti->message();
@@ -146,11 +183,20 @@ int Serve(int argc, char** argv, bool demo) {
   }
   pipeline.Start();
   if (workload) workload->Start();
+  if (replay) replay->Start();
   const std::string shown_host = so.bind.find(':') != std::string::npos ? "[" + so.bind + "]" : so.bind;
   std::printf("listening on http://%s:%u/\n", shown_host.c_str(), server.port());
   if (demo) {
     std::printf("serving the simulated GPU workload (seed %" PRIu64 "); Ctrl-C stops\n", wo.model.seed);
   }
+  if (replay) {
+    char pace[32] = "max speed";
+    if (!ro.max_speed) std::snprintf(pace, sizeof pace, "%gx", ro.speed);
+    std::printf("replaying %s: %zu events over %.6g s of trace time, at %s%s; Ctrl-C stops\n",
+                replay_file.c_str(), replay->events(), static_cast<double>(replay->span_ns()) / 1e9, pace,
+                ro.loop ? ", looping" : "");
+  }
+  bool replay_reported = false;
   std::fflush(stdout);
 
   const auto start = std::chrono::steady_clock::now();
@@ -166,6 +212,10 @@ int Serve(int argc, char** argv, bool demo) {
       std::printf("  ALERT %s %s: %s\n", std::string(AlertEventStateName(e.state)).c_str(),
                   e.rule.c_str(), e.summary.c_str());
     }
+    if (replay && replay->done() && !replay_reported) {
+      replay_reported = true;
+      std::printf("replay done: %" PRIu64 " events written; still serving\n", replay->events_written());
+    }
     if (++ticks % 5 == 0) {
       if (const auto latest = pipeline.Latest()) PrintProgress(*latest);
     }
@@ -175,6 +225,7 @@ int Serve(int argc, char** argv, bool demo) {
   }
 
   if (workload) workload->Stop();
+  if (replay) replay->Stop();
 #ifdef LIVEPROF_HAVE_CUPTI
   if (cupti) cupti->Stop();
 #endif

@@ -7,24 +7,27 @@
 
 namespace liveprof {
 
+bool ImportWhole(ChromeTraceImporter& importer, const std::string& path, std::vector<Event>* definitions,
+                 std::vector<Event>* events, ImportReport* report, std::string* error, ProgressLine* progress) {
+  const bool ok = importer.ImportFile(
+      path,
+      [&](std::span<const Event> defs, std::span<const Event> batch) {
+        definitions->insert(definitions->end(), defs.begin(), defs.end());
+        events->insert(events->end(), batch.begin(), batch.end());
+      },
+      report, error,
+      progress ? ImportProgressFn([progress](const ImportProgress& p) { progress->Update(p); })
+               : ImportProgressFn());
+  if (!ok && progress) progress->Clear();
+  return ok;
+}
+
 bool AnalyzeTrace(const std::string& path, const AnalysesOptions& options, const RenderOptions& render,
                   TraceAnalysis* out, std::string* error, ProgressLine* progress) {
   ChromeTraceImporter importer;
   std::vector<Event> definitions;
   std::vector<Event> events;
-  const bool ok = importer.ImportFile(
-      path,
-      [&](std::span<const Event> defs, std::span<const Event> batch) {
-        definitions.insert(definitions.end(), defs.begin(), defs.end());
-        events.insert(events.end(), batch.begin(), batch.end());
-      },
-      &out->report, error,
-      progress ? ImportProgressFn([progress](const ImportProgress& p) { progress->Update(p); })
-               : ImportProgressFn());
-  if (!ok) {
-    if (progress) progress->Clear();
-    return false;
-  }
+  if (!ImportWhole(importer, path, &definitions, &events, &out->report, error, progress)) return false;
   if (progress) progress->Say("sorting and analysing " + std::to_string(events.size()) + " events");
   std::stable_sort(events.begin(), events.end(), CompletionOrderLess);
 

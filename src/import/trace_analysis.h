@@ -25,6 +25,13 @@ struct TraceAnalysis {
   uint64_t first_ns = 0, last_ns = 0;
 };
 
+// Imports all of `path` into memory: its definitions and its events (file
+// order), with the progress shown on `progress` (may be null). false with
+// *error as ChromeTraceImporter::ImportFile. The importer owns the strings
+// the definitions point to.
+bool ImportWhole(ChromeTraceImporter& importer, const std::string& path, std::vector<Event>* definitions,
+                 std::vector<Event>* events, ImportReport* report, std::string* error, ProgressLine* progress);
+
 // Imports `path` (Chrome trace JSON or Kineto, plain or gzip) and renders
 // every view with `render`. false with *error on an unreadable file.
 // `progress` (may be null) shows the import and then the phases after it.

@@ -46,7 +46,7 @@ void DrainLoop::Run() {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   while (!stop_.load(std::memory_order_relaxed)) {
     bool busy = false;
-    const uint64_t now = HostNowNs();
+    const uint64_t now = Now();
     DrainRings(now, &busy);
     Deliver(now);
     // A backlog left in the reorder buffer: drain the rings and go on at once.
@@ -64,12 +64,12 @@ size_t DrainLoop::RunOnce(uint64_t now_ns) {
 
 void DrainLoop::Flush() {
   bool busy = false;
-  DrainRings(HostNowNs(), &busy);
+  DrainRings(Now(), &busy);
   definitions_.clear();
   EmitDefinitions();
   const ReorderBuffer::Released r = reorder_.Flush();
   if (!definitions_.empty() || !r.events.empty() || !r.late.empty()) {
-    consumer_(Batch{definitions_, r.events, r.late, reorder_.watermark(), HostNowNs()});
+    consumer_(Batch{definitions_, r.events, r.late, reorder_.watermark(), Now()});
   }
 }
 
@@ -79,7 +79,8 @@ size_t DrainLoop::DrainRings(uint64_t now_ns, bool* any_ring_busy) {
     ring_generation_ = gen;
     stream_.CopyRings(&rings_);
   }
-  if (now_ns - last_pair_ns_ >= kPairPeriodNs) {
+  // TSC pairs are on the host clock, whatever the stream's clock is.
+  if (HostNowNs() - last_pair_ns_ >= kPairPeriodNs) {
     const TscPair p = ReadTscPair();
     tsc_map_.AddPair(p.tsc, p.host_ns);
     last_pair_ns_ = p.host_ns;

@@ -61,6 +61,12 @@ class DrainLoop {
     // producer may take between reading its clock and publishing the event
     // (a preemption). Later than that, an event is late (counted, flagged).
     uint64_t writes_at_end_slack_ns = 10'000'000;
+    // The stream's time: what the reorder window, the progress of
+    // writes-at-end rings and the batches' now_ns are measured on. Empty: the
+    // host clock. A replay runs the stream on its own clock (its position in
+    // the trace), so that windows and alerts keep the trace's time at any
+    // speed. Called on the pipeline thread; must not block.
+    std::function<uint64_t()> clock;
   };
   // Called on the drain thread for each batch; the spans live until it returns.
   using Consumer = std::function<void(const Batch&)>;
@@ -76,8 +82,11 @@ class DrainLoop {
   // reorder buffer. Idempotent; from the owner's thread.
   void Stop();
 
-  // One round on the caller's thread at host time `now_ns` (tests, benches,
-  // replay). Only while the thread is not running. Returns events drained.
+  // The stream's time now (Options::clock, else the host clock).
+  uint64_t Now() const { return options_.clock ? options_.clock() : HostNowNs(); }
+
+  // One round on the caller's thread at host time `now_ns` (tests, benches).
+  // Only while the thread is not running. Returns events drained.
   size_t RunOnce(uint64_t now_ns);
   // Drains every ring and releases everything pending. Only while stopped.
   void Flush();
