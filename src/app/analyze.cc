@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "import/chrome_export.h"
 #include "import/trace_analysis.h"
 
 namespace liveprof {
@@ -168,6 +169,26 @@ int Analyze(int argc, char** argv) {
   } else {
     PrintTables(document, pytorch);
   }
+  return 0;
+}
+
+int Export(int argc, char** argv) {
+  constexpr char kExportUsage[] =
+      "usage: liveprof export IN OUT\n"
+      "  IN    a trace file liveprof reads (Chrome trace JSON, Kineto; .json or .json.gz)\n"
+      "  OUT   the Chrome trace JSON to write (gzip when it ends in .gz): Perfetto and\n"
+      "        chrome://tracing open it, liveprof analyze reads it back the same\n";
+  if (argc != 4 || std::string_view(argv[2]).starts_with("-")) {
+    std::fputs(kExportUsage, argc == 3 && std::string_view(argv[2]) == "--help" ? stdout : stderr);
+    return argc == 3 && std::string_view(argv[2]) == "--help" ? 0 : 2;
+  }
+  uint64_t events = 0;
+  std::string error;
+  if (!ExportTraceFile(argv[2], argv[3], &events, &error)) {
+    std::fprintf(stderr, "liveprof export: %s\n", error.c_str());
+    return 1;
+  }
+  std::printf("%s: %" PRIu64 " events written\n", argv[3], events);
   return 0;
 }
 

@@ -56,6 +56,7 @@ constexpr char kUsage[] =
     "            memory_growth|schedule, --seconds N, --rate R (events/s), --seed N\n"
     "  analyze   a trace file (Chrome trace JSON, PyTorch/Kineto; .json or .json.gz)\n"
     "            through the analyses: tables, or --json; --view tf|pytorch\n"
+    "  export    export IN OUT: a trace file rewritten as Chrome trace JSON (.json.gz)\n"
     "  replay    serve a trace file fed through the live path as if it ran now:\n"
     "            replay FILE [--speed X|max] [--loop], see replay --help\n"
     "  version   print the version\n";
@@ -205,6 +206,7 @@ int main(int argc, char** argv) {
   }
   const std::string_view cmd = argv[1];
   if (cmd == "analyze") return liveprof::Analyze(argc, argv);
+  if (cmd == "export") return liveprof::Export(argc, argv);
   if (cmd == "demo") return liveprof::Serve(argc, argv, liveprof::ServeMode::kDemo);
   if (cmd == "serve") return liveprof::Serve(argc, argv, liveprof::ServeMode::kServe);
   if (cmd == "replay") return liveprof::Serve(argc, argv, liveprof::ServeMode::kReplay);

@@ -102,8 +102,11 @@ EventKind MemcpyKind(std::string_view name) {
 }
 
 // What liveprof makes of a ph X category.
-enum class Cat : uint8_t { kOp, kAnnotation, kRuntime, kKernel, kMemcpy, kMemset, kOther, kDrop };
+enum class Cat : uint8_t { kOp, kAnnotation, kRuntime, kKernel, kMemcpy, kMemset, kStep, kInput, kOther, kDrop };
 Cat Classify(std::string_view cat) {
+  // liveprof's own (chrome_export.h): kinds with no Kineto form.
+  if (cat == "liveprof_step") return Cat::kStep;
+  if (cat == "liveprof_input") return Cat::kInput;
   if (cat == "Operator" || cat == "cpu_op") return Cat::kOp;
   if (cat == "user_annotation") return Cat::kAnnotation;
   if (cat == "Runtime" || cat == "cuda_runtime") return Cat::kRuntime;
@@ -125,7 +128,7 @@ struct Fields {
   bool has_dur = false;
   // args
   std::string_view external_id, correlation, device, stream, bytes, addr, device_type, device_id;
-  std::string_view regs, shared, occupancy, m_name;
+  std::string_view regs, shared, occupancy, m_name, step_num, stage;
   uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   bool has_grid = false, has_block = false;
   std::vector<std::pair<std::string_view, double>> counters;
@@ -226,6 +229,8 @@ struct ChromeTraceImporter::Parser {
       else if (k == "shared memory") f.shared = Text(v, bad);
       else if (k == "est. achieved occupancy %") f.occupancy = Text(v, bad);
       else if (k == "name") f.m_name = Text(v, bad);
+      else if (k == "step_num") f.step_num = Text(v, bad);
+      else if (k == "stage") f.stage = Text(v, bad);
       else if (k == "grid" || k == "block") {
         uint32_t* out = k == "grid" ? f.grid : f.block;
         od::array a;
@@ -417,6 +422,14 @@ struct ChromeTraceImporter::Parser {
       case Cat::kRuntime:
         e.kind = EventKind::kRuntimeApi;
         e.corr = static_cast<uint32_t>(U64(f.correlation));
+        break;
+      case Cat::kStep:
+        e.kind = EventKind::kStepMarker;
+        e.payload.step.step_num = I64(f.step_num);
+        break;
+      case Cat::kInput:
+        e.kind = EventKind::kInputSpan;
+        e.sub = static_cast<uint8_t>(U64(f.stage));
         break;
       default:
         e.kind = EventKind::kHostSpan;

@@ -1,0 +1,360 @@
+#include "import/chrome_export.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstring>
+
+#include "import/trace_analysis.h"
+
+namespace liveprof {
+
+namespace {
+
+constexpr size_t kFlushBytes = size_t{1} << 20;
+
+// ns -> Chrome's µs, exactly: "1234.567".
+void AppendMicros(std::string* out, uint64_t ns) {
+  char buf[32];
+  const int n = std::snprintf(buf, sizeof buf, "%" PRIu64 ".%03" PRIu64, ns / 1000, ns % 1000);
+  out->append(buf, static_cast<size_t>(n));
+}
+
+void AppendJsonString(std::string* out, std::string_view s) {
+  out->push_back('"');
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(c);
+    } else if (u < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", u);
+      out->append(buf);
+    } else {
+      out->push_back(c);
+    }
+  }
+  out->push_back('"');
+}
+
+// The value after "key:" in a kernel's details ("regs:72 static_shared:4096
+// ... grid:100,2,1"), or "".
+std::string_view Detail(std::string_view details, std::string_view key) {
+  size_t at = 0;
+  while ((at = details.find(key, at)) != std::string_view::npos) {
+    if ((at == 0 || details[at - 1] == ' ') && at + key.size() < details.size() && details[at + key.size()] == ':') {
+      const size_t begin = at + key.size() + 1;
+      const size_t end = details.find(' ', begin);
+      return details.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin);
+    }
+    at += key.size();
+  }
+  return {};
+}
+
+// What the importer looks for in a copy's name ("" when nothing).
+std::string_view CopyDirection(EventKind k) {
+  switch (k) {
+    case EventKind::kMemcpyHtoD: return "HtoD";
+    case EventKind::kMemcpyDtoH: return "DtoH";
+    case EventKind::kMemcpyDtoD: return "DtoD";
+    case EventKind::kMemcpyHtoH: return "HtoH";
+    case EventKind::kMemcpyPtoP: return "PtoP";
+    default: return "";
+  }
+}
+
+}  // namespace
+
+struct ChromeTraceWriter::Deflater {
+  z_stream z{};
+  bool ready = false;
+  ~Deflater() {
+    if (ready) deflateEnd(&z);
+  }
+};
+
+ChromeTraceWriter::ChromeTraceWriter() = default;
+
+ChromeTraceWriter::~ChromeTraceWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+bool ChromeTraceWriter::Open(const std::string& path, std::string* error) {
+  file_ = std::fopen(path.c_str(), "wb");
+  if (file_ == nullptr) {
+    *error = path + ": " + std::strerror(errno);
+    return false;
+  }
+  gzip_ = path.ends_with(".gz");
+  if (gzip_) {
+    deflater_ = std::make_unique<Deflater>();
+    // windowBits 15 + 16: a gzip header and trailer around the deflate stream.
+    if (deflateInit2(&deflater_->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+      *error = path + ": zlib could not start";
+      return false;
+    }
+    deflater_->ready = true;
+  }
+  buf_ = R"({"schemaVersion": 1, "displayTimeUnit": "ns", "traceEvents": [)";
+  buf_ += '\n';
+  return true;
+}
+
+std::string_view ChromeTraceWriter::Name(NameId id) const { return id < names_.size() ? names_[id] : ""; }
+
+std::string ChromeTraceWriter::Track(TrackId id) const {
+  const TrackInfo info = id < tracks_.size() ? tracks_[id] : TrackInfo{};
+  if (info.type == TrackType::kGpuStream) {
+    return "\"pid\":" + std::to_string(info.device) + ",\"tid\":\"stream " + std::to_string(info.os_id) + "\"";
+  }
+  return "\"pid\":1,\"tid\":" + std::to_string(info.os_id != 0 ? info.os_id : id);
+}
+
+void ChromeTraceWriter::Define(const Event& d) {
+  if (d.kind == EventKind::kNameDef) {
+    if (d.name >= names_.size()) names_.resize(d.name + 1);
+    names_[d.name] = std::string_view(d.payload.name_def.data, d.payload.name_def.size);
+  } else if (d.kind == EventKind::kTrackDef) {
+    if (d.track >= tracks_.size()) {
+      tracks_.resize(d.track + 1);
+      track_named_.resize(d.track + 1, false);
+    }
+    tracks_[d.track] = TrackInfo{d.name, d.payload.track_def.type, d.payload.track_def.os_tid, d.device};
+    track_named_[d.track] = false;  // (re)named below, before its next event.
+  }
+}
+
+void ChromeTraceWriter::Emit(std::string_view json) {
+  if (!first_) buf_ += ",\n";
+  first_ = false;
+  buf_ += json;
+  ++written_;
+}
+
+void ChromeTraceWriter::WriteEvent(const Event& e) {
+  // A host thread's name, once, before its first event.
+  if (e.track != 0 && e.track < tracks_.size() && !track_named_[e.track] &&
+      tracks_[e.track].type == TrackType::kHostThread && tracks_[e.track].name != 0) {
+    track_named_[e.track] = true;
+    std::string m = "{\"ph\":\"M\",\"name\":\"thread_name\"," + Track(e.track) + ",\"args\":{\"name\":";
+    AppendJsonString(&m, Name(tracks_[e.track].name));
+    m += "}}";
+    Emit(m);
+    --written_;  // metadata, not an event.
+  }
+  std::string j = "{";
+  auto head = [&](std::string_view ph, std::string_view cat, std::string_view name) {
+    j += "\"ph\":\"";
+    j += ph;
+    j += '"';
+    if (!cat.empty()) {
+      j += ",\"cat\":\"";
+      j += cat;
+      j += '"';
+    }
+    j += ",\"name\":";
+    AppendJsonString(&j, name);
+    j += ',' + Track(e.track) + ",\"ts\":";
+    AppendMicros(&j, e.ts);
+    if (ph == "X") {
+      j += ",\"dur\":";
+      AppendMicros(&j, e.dur);
+    }
+  };
+  auto arg = [&](std::string_view key, std::string_view value, bool first) {
+    j += first ? ",\"args\":{" : ",";
+    AppendJsonString(&j, key);
+    j += ':';
+    j += value;
+  };
+  const std::string_view name = Name(e.name);
+  switch (e.kind) {
+    case EventKind::kFrameworkOp: {
+      head("X", "cpu_op", name);
+      // An op without an external id gets one, from the top of the id space,
+      // so that its kernels can name it.
+      const uint32_t id = e.corr != 0 ? e.corr : next_external_id_++;
+      arg("External id", std::to_string(id), true);
+      j += '}';
+      op_external_[e.name] = id;
+      break;
+    }
+    case EventKind::kHostSpan: head("X", "user_annotation", name); break;
+    case EventKind::kRuntimeApi:
+      head("X", "cuda_runtime", name);
+      arg("correlation", std::to_string(e.corr), true);
+      j += '}';
+      break;
+    case EventKind::kStepMarker:
+      head("X", "liveprof_step", name);
+      arg("step_num", std::to_string(e.payload.step.step_num), true);
+      j += '}';
+      break;
+    case EventKind::kInputSpan:
+      head("X", "liveprof_input", name);
+      arg("stage", std::to_string(e.sub), true);
+      j += '}';
+      break;
+    case EventKind::kKernel: {
+      head("X", "kernel", name);
+      const TrackInfo t = e.track < tracks_.size() ? tracks_[e.track] : TrackInfo{};
+      arg("device", std::to_string(e.device), true);
+      arg("stream", std::to_string(t.os_id), false);
+      arg("correlation", std::to_string(e.corr), false);
+      if (const auto op = op_external_.find(e.payload.kernel.op);
+          e.payload.kernel.op != 0 && op != op_external_.end()) {
+        arg("External id", std::to_string(op->second), false);
+      }
+      const std::string_view details = Name(e.payload.kernel.details);
+      if (const std::string_view v = Detail(details, "regs"); !v.empty()) arg("registers per thread", v, false);
+      if (const std::string_view v = Detail(details, "static_shared"); !v.empty()) arg("shared memory", v, false);
+      if (const std::string_view v = Detail(details, "grid"); !v.empty()) arg("grid", "[" + std::string(v) + "]", false);
+      if (const std::string_view v = Detail(details, "block"); !v.empty()) arg("block", "[" + std::string(v) + "]", false);
+      if (const std::string_view v = Detail(details, "occ_pct"); !v.empty()) {
+        arg("est. achieved occupancy %", v, false);
+      }
+      j += '}';
+      break;
+    }
+    case EventKind::kAlloc:
+    case EventKind::kFree: {
+      const bool device = static_cast<MemoryKind>(e.sub) == MemoryKind::kDevice;
+      head("i", "", "[memory]");
+      j += ",\"s\":\"t\"";
+      arg("Device Type", device ? "1" : "0", true);
+      // Kineto's allocators are "CUDA:<id>" / "CPU:<id>" (the CPU's id is -1):
+      // keep the id the name carries, else the device's ordinal.
+      std::string id = std::to_string(e.device);
+      for (const std::string_view prefix : {"CUDA:", "CPU:"}) {
+        if (name.starts_with(prefix) && name.size() > prefix.size() && name.size() - prefix.size() < 12 &&
+            name.substr(prefix.size()).find_first_not_of("-0123456789") == std::string_view::npos) {
+          id = std::string(name.substr(prefix.size()));
+        }
+      }
+      arg("Device Id", id, false);
+      arg("Addr", std::to_string(e.payload.memory.address), false);
+      const std::string bytes = std::to_string(e.payload.memory.bytes);
+      arg("Bytes", e.kind == EventKind::kFree ? "-" + bytes : bytes, false);
+      j += '}';
+      break;
+    }
+    case EventKind::kCounter: {
+      const size_t slash = name.rfind('/');
+      head("C", "", slash == std::string_view::npos ? name : name.substr(0, slash));
+      char v[40];
+      std::snprintf(v, sizeof v, "%.17g", e.payload.counter.value);
+      j += ",\"args\":{";
+      AppendJsonString(&j, slash == std::string_view::npos ? std::string_view("value") : name.substr(slash + 1));
+      j += ':';
+      j += v;
+      j += '}';
+      break;
+    }
+    case EventKind::kInstant:
+      head("i", "", name);
+      j += ",\"s\":\"t\"";
+      break;
+    case EventKind::kFlow:
+      head(e.sub == 0 ? "s" : e.sub == 1 ? "t" : "f", "flow", name);
+      j += ",\"id\":" + std::to_string(e.corr);
+      if (e.sub == 2) j += ",\"bp\":\"e\"";
+      break;
+    default: {
+      if (!IsDeviceKind(e.kind)) {  // no Chrome form (device info...).
+        ++skipped_;
+        return;
+      }
+      // Copies and memsets (the kernel is above).
+      const bool memset = e.kind == EventKind::kMemset;
+      // The importer reads a copy's direction from its name: keep a name
+      // that says it, else write Kineto's.
+      const std::string_view direction = CopyDirection(e.kind);
+      const bool keep = !name.empty() && (direction.empty() || name.find(direction) != std::string_view::npos);
+      const std::string fallback = memset ? "Memset (Device)" : "Memcpy " + std::string(direction);
+      head("X", memset ? "gpu_memset" : "gpu_memcpy", keep ? name : std::string_view(fallback));
+      const TrackInfo t = e.track < tracks_.size() ? tracks_[e.track] : TrackInfo{};
+      arg("device", std::to_string(e.device), true);
+      arg("stream", std::to_string(t.os_id), false);
+      arg("correlation", std::to_string(e.corr), false);
+      arg("bytes", std::to_string(e.payload.copy.bytes), false);
+      j += '}';
+      break;
+    }
+  }
+  j += '}';
+  Emit(j);
+}
+
+bool ChromeTraceWriter::Write(std::span<const Event> definitions, std::span<const Event> events,
+                              std::string* error) {
+  for (const Event& d : definitions) Define(d);
+  for (const Event& e : events) {
+    if (e.kind == EventKind::kNameDef || e.kind == EventKind::kTrackDef) {
+      Define(e);
+    } else {
+      WriteEvent(e);
+    }
+    if (buf_.size() >= kFlushBytes && !Flush(false, error)) return false;
+  }
+  return true;
+}
+
+bool ChromeTraceWriter::Flush(bool finish, std::string* error) {
+  if (!gzip_) {
+    if (!buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), file_) != buf_.size()) {
+      *error = std::string("write failed: ") + std::strerror(errno);
+      return false;
+    }
+    buf_.clear();
+    return true;
+  }
+  z_stream& z = deflater_->z;
+  z.next_in = reinterpret_cast<Bytef*>(buf_.data());
+  z.avail_in = static_cast<uInt>(buf_.size());
+  unsigned char out[1 << 16];
+  int rc = Z_OK;
+  do {
+    z.next_out = out;
+    z.avail_out = sizeof out;
+    rc = deflate(&z, finish ? Z_FINISH : Z_NO_FLUSH);
+    const size_t n = sizeof out - z.avail_out;
+    if (n != 0 && std::fwrite(out, 1, n, file_) != n) {
+      *error = std::string("write failed: ") + std::strerror(errno);
+      return false;
+    }
+  } while (z.avail_out == 0 || (finish && rc != Z_STREAM_END));
+  buf_.clear();
+  return true;
+}
+
+bool ChromeTraceWriter::Close(std::string* error) {
+  if (file_ == nullptr) return true;
+  buf_ += "\n]}\n";
+  const bool ok = Flush(true, error);
+  const bool closed = std::fclose(file_) == 0;
+  file_ = nullptr;
+  if (ok && !closed) *error = std::string("close failed: ") + std::strerror(errno);
+  return ok && closed;
+}
+
+bool ExportTraceFile(const std::string& in, const std::string& out, uint64_t* events, std::string* error) {
+  ChromeTraceImporter importer;
+  std::vector<Event> definitions, all;
+  ImportReport report;
+  if (!ImportWhole(importer, in, &definitions, &all, &report, error, nullptr)) return false;
+  // Host events first: a kernel's op must come before it for the link.
+  std::stable_partition(all.begin(), all.end(), [](const Event& e) { return !IsDeviceKind(e.kind); });
+  ChromeTraceWriter writer;
+  if (!writer.Open(out, error)) return false;  // the message names the file.
+  if (!writer.Write(definitions, all, error) || !writer.Close(error)) {
+    *error = out + ": " + *error;
+    return false;
+  }
+  *events = writer.events_written();
+  return true;
+}
+
+}  // namespace liveprof

@@ -1,0 +1,93 @@
+// ChromeTraceWriter: liveprof events out as Chrome trace JSON (the Trace
+// Event Format, in Kineto's category names), plain or gzip, written as a
+// stream: what `liveprof export` writes, what Perfetto and chrome://tracing
+// open, and what ChromeTraceImporter reads back into the same events (so an
+// import → export → import gives the same analyses; a test checks it).
+//
+// Mapping (the inverse of chrome_trace.h):
+//   kFrameworkOp   X cat cpu_op, args "External id" = corr (one from 2^31 up
+//                  when it has none, for its kernels)
+//   kHostSpan      X cat user_annotation
+//   kRuntimeApi    X cat cuda_runtime, args correlation
+//   kKernel        X cat kernel on pid = device, tid "stream N"; correlation,
+//                  launch details back into Kineto's args, and "External id"
+//                  of the last op written with the kernel's op name (so the
+//                  kernel finds its op again)
+//   kMemcpy*       X cat gpu_memcpy named "Memcpy HtoD" etc. unless the name
+//                  says the direction already; bytes
+//   kMemset        X cat gpu_memset; bytes
+//   kAlloc/kFree   i "[memory]": Device Type (1 device, 0 host), Device Id,
+//                  Addr, Bytes (negative for a free)
+//   kCounter       C, "<name>/<key>" split back into name and args key
+//   kInstant       i;  kFlow  s / t / f cat flow with id = corr
+//   kStepMarker    X cat liveprof_step, args step_num (liveprof's own: a
+//                  TF-style step marker has no Kineto form)
+//   kInputSpan     X cat liveprof_input, args stage (InputStage)
+// Tracks: host threads on pid 1 with tid = the OS thread id (or the track
+// id), named by M thread_name; GPU streams on pid = the device. The host API's
+// allocator names become Kineto's "CUDA:<id>" / "CPU:<id>". Kinds with no
+// Chrome form (device info) are counted, not written.
+#ifndef LIVEPROF_IMPORT_CHROME_EXPORT_H_
+#define LIVEPROF_IMPORT_CHROME_EXPORT_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "stream/event.h"
+#include "stream/stream.h"
+
+namespace liveprof {
+
+class ChromeTraceWriter {
+ public:
+  ChromeTraceWriter();
+  ~ChromeTraceWriter();
+  ChromeTraceWriter(const ChromeTraceWriter&) = delete;
+  ChromeTraceWriter& operator=(const ChromeTraceWriter&) = delete;
+
+  // Opens `path` for writing; gzip when it ends in ".gz". false with *error.
+  bool Open(const std::string& path, std::string* error);
+  // Definitions (kNameDef, kTrackDef) come before the events using them, as
+  // from the stream or the importer; the strings they point to must live
+  // until Close(). Events in any order.
+  bool Write(std::span<const Event> definitions, std::span<const Event> events, std::string* error);
+  // Writes the end of the document and closes the file.
+  bool Close(std::string* error);
+
+  uint64_t events_written() const { return written_; }
+  uint64_t events_skipped() const { return skipped_; }  // kinds with no Chrome form.
+
+ private:
+  void Define(const Event& d);
+  void WriteEvent(const Event& e);
+  void Emit(std::string_view json);  // one element of traceEvents.
+  bool Flush(bool finish, std::string* error);
+  std::string_view Name(NameId id) const;
+  std::string Track(TrackId id) const;  // "\"pid\":P,\"tid\":T"
+
+  std::FILE* file_ = nullptr;
+  bool gzip_ = false;
+  struct Deflater;
+  std::unique_ptr<Deflater> deflater_;
+  std::string buf_;  // JSON text not yet written.
+  bool first_ = true;
+  std::vector<std::string_view> names_;  // by NameId.
+  std::vector<TrackInfo> tracks_;        // by TrackId.
+  std::vector<bool> track_named_;        // its thread_name written.
+  std::unordered_map<NameId, uint32_t> op_external_;  // op name -> its last External id.
+  uint32_t next_external_id_ = 0x80000000u;           // for ops that had none.
+  uint64_t written_ = 0, skipped_ = 0;
+};
+
+// `liveprof export IN OUT`: imports IN (any file the importer reads) and
+// writes it to OUT. false with *error.
+bool ExportTraceFile(const std::string& in, const std::string& out, uint64_t* events, std::string* error);
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_IMPORT_CHROME_EXPORT_H_
