@@ -262,8 +262,11 @@ void ChromeTraceWriter::WriteEvent(const Event& e) {
       j += ",\"id\":" + std::to_string(e.corr);
       if (e.sub == 2) j += ",\"bp\":\"e\"";
       break;
+    case EventKind::kDeviceInfo:  // written at the end, as Kineto's "deviceProperties".
+      gpus_.push_back(e);
+      return;
     default: {
-      if (!IsDeviceKind(e.kind)) {  // no Chrome form (device info...).
+      if (!IsDeviceKind(e.kind)) {  // no Chrome form.
         ++skipped_;
         return;
       }
@@ -332,7 +335,23 @@ bool ChromeTraceWriter::Flush(bool finish, std::string* error) {
 
 bool ChromeTraceWriter::Close(std::string* error) {
   if (file_ == nullptr) return true;
-  buf_ += "\n]}\n";
+  buf_ += "\n]";
+  if (!gpus_.empty()) {
+    buf_ += ",\n\"deviceProperties\": [";
+    for (size_t i = 0; i < gpus_.size(); ++i) {
+      const Event& g = gpus_[i];
+      buf_ += i ? ",\n  {" : "\n  {";
+      buf_ += "\"id\": " + std::to_string(g.device) + ", \"name\": ";
+      AppendJsonString(&buf_, Name(g.name));
+      buf_ += ", \"totalGlobalMem\": " + std::to_string(g.payload.device_info.memory_bytes) +
+              ", \"computeMajor\": " + std::to_string(g.payload.device_info.cc_major) +
+              ", \"computeMinor\": " + std::to_string(g.payload.device_info.cc_minor) +
+              ", \"numSms\": " + std::to_string(g.payload.device_info.sm_count) + "}";
+    }
+    buf_ += "\n]";
+    written_ += gpus_.size();
+  }
+  buf_ += "}\n";
   const bool ok = Flush(true, error);
   const bool closed = std::fclose(file_) == 0;
   file_ = nullptr;

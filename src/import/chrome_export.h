@@ -23,10 +23,12 @@
 //   kStepMarker    X cat liveprof_step, args step_num (liveprof's own: a
 //                  TF-style step marker has no Kineto form)
 //   kInputSpan     X cat liveprof_input, args stage (InputStage)
+//   kDeviceInfo    an entry of the top-level "deviceProperties" (id, name,
+//                  totalGlobalMem, computeMajor/Minor, numSms), after traceEvents
 // Tracks: host threads on pid 1 with tid = the OS thread id (or the track
 // id), named by M thread_name; GPU streams on pid = the device. The host API's
 // allocator names become Kineto's "CUDA:<id>" / "CPU:<id>". Kinds with no
-// Chrome form (device info) are counted, not written.
+// Chrome form are counted, not written.
 #ifndef LIVEPROF_IMPORT_CHROME_EXPORT_H_
 #define LIVEPROF_IMPORT_CHROME_EXPORT_H_
 
@@ -81,6 +83,7 @@ class ChromeTraceWriter {
   std::vector<bool> track_named_;        // its thread_name written.
   std::unordered_map<NameId, uint32_t> op_external_;  // op name -> its last External id.
   uint32_t next_external_id_ = 0x80000000u;           // for ops that had none.
+  std::vector<Event> gpus_;  // kDeviceInfo, written as "deviceProperties" at the end.
   uint64_t written_ = 0, skipped_ = 0;
 };
 

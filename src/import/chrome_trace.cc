@@ -438,6 +438,41 @@ struct ChromeTraceImporter::Parser {
     Emit(e);
   }
 
+  // Kineto's "deviceProperties": [{"id", "name", "totalGlobalMem",
+  // "computeMajor", "computeMinor", "numSms", ...}] become kDeviceInfo
+  // events (the GPU's name, memory and compute capability in every view).
+  void DeviceProperties(std::string_view value) {
+    const simdjson::padded_string text(value);
+    od::parser local;
+    od::document doc;
+    od::array gpus;
+    if (local.iterate(text).get(doc) || doc.get_array().get(gpus)) {
+      return Count(report->caveats, "deviceProperties that is not an array (ignored)");
+    }
+    for (auto element : gpus) {
+      od::object gpu;
+      if (element.get_object().get(gpu)) continue;
+      Event e;
+      e.kind = EventKind::kDeviceInfo;
+      bool has_id = false;
+      for (auto field : gpu) {
+        std::string_view k;
+        od::value v;
+        if (field.unescaped_key().get(k) || field.value().get(v)) break;
+        uint64_t n = 0;
+        std::string_view str;
+        if (k == "name" && !v.get_string().get(str)) e.name = names->Intern(str);
+        else if (v.get_uint64().get(n)) continue;  // the numbers below only.
+        else if (k == "id") e.device = static_cast<uint8_t>(n), has_id = true;
+        else if (k == "totalGlobalMem") e.payload.device_info.memory_bytes = n;
+        else if (k == "numSms") e.payload.device_info.sm_count = static_cast<uint32_t>(n);
+        else if (k == "computeMajor") e.payload.device_info.cc_major = static_cast<uint8_t>(n);
+        else if (k == "computeMinor") e.payload.device_info.cc_minor = static_cast<uint8_t>(n);
+      }
+      if (has_id) Emit(e);
+    }
+  }
+
   void Memory(const Fields& f, Event& e) {
     const int64_t bytes = I64(f.bytes);
     if (bytes == 0) return Drop("[memory] without Bytes");
@@ -495,6 +530,9 @@ bool ChromeTraceImporter::Run(const std::function<bool(std::string_view*)>& next
           report->base_time_ns = I64(Trim(value));
         } else if (key == "schemaVersion") {
           report->schema = std::string(Trim(value));
+        } else if (key == "deviceProperties") {
+          p.DeviceProperties(value);
+          flush();
         }
         return true;
       });

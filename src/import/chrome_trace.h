@@ -20,6 +20,8 @@
 //   ph C                                 a kCounter per numeric args member, named "<name>/<key>"
 //   ph M process_name / thread_name      track names
 //   ph s / t / f                         kFlow (sub: 0 start, 1 step, 2 end), corr = id
+//   "deviceProperties" (top level)       a kDeviceInfo per GPU (name, memory, SMs, compute
+//                                        capability), ts 0
 // Dropped and counted, by reason, in ImportReport: other phases, the
 // categories liveprof does not analyse (python_function, cuda_driver,
 // gpu_user_annotation, ...), unmatched E, events without a usable ts.

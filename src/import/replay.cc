@@ -60,8 +60,12 @@ bool TraceReplay::Load(const std::string& path, std::string* error, ProgressLine
     }
   }
   std::stable_sort(events_.begin(), events_.end(), CompletionOrderLess);
-  first_ts_ = events_.front().ts;
-  for (const Event& e : events_) first_ts_ = std::min(first_ts_, e.ts);
+  // The trace's first instant (device descriptions carry no time: ts 0).
+  first_ts_ = ~uint64_t{0};
+  for (const Event& e : events_) {
+    if (e.kind != EventKind::kDeviceInfo) first_ts_ = std::min(first_ts_, e.ts);
+  }
+  if (first_ts_ == ~uint64_t{0}) first_ts_ = 0;
   last_end_ = events_.back().end();
   for (const Event& e : events_) max_corr_ = std::max(max_corr_, e.corr);
   return true;
@@ -82,6 +86,10 @@ void TraceReplay::Stop() {
   if (ring_) ring_->closed.store(true, std::memory_order_release);
 }
 
+uint64_t TraceReplay::Moved(uint64_t t, uint64_t shift) const {
+  return t < first_ts_ ? shift : t - first_ts_ + shift;  // before it: a device description (ts 0).
+}
+
 void TraceReplay::Advance(uint64_t clock_ns) {
   // Everything ending at or before it is written: the ring's progress and the
   // stream's time together.
@@ -92,7 +100,7 @@ void TraceReplay::Advance(uint64_t clock_ns) {
 bool TraceReplay::Write(size_t from, size_t to, uint64_t shift, uint32_t corr_shift) {
   for (size_t i = from; i < to; ++i) {
     Event e = events_[i];
-    e.ts = e.ts - first_ts_ + shift;
+    e.ts = Moved(e.ts, shift);
     if (e.corr != 0) e.corr += corr_shift;  // each loop its own ids (wrapping after 2^32).
     // Full: wait for the drain rather than drop (a failed push would count as
     // a drop). Only the drain frees slots, so room seen here stays.
@@ -121,19 +129,19 @@ void TraceReplay::Run() {
     while (next < events_.size() && !stop_.load(std::memory_order_relaxed)) {
       uint64_t position;  // the replay's time, in the moved trace.
       if (options_.max_speed) {
-        position = events_[std::min(next + kSlice, events_.size()) - 1].end() - first_ts_ + loop_start;
+        position = MovedEnd(std::min(next + kSlice, events_.size()) - 1, loop_start);
       } else {
         const double wall = std::chrono::duration<double>(Wall::now() - wall_start).count();
         position = start_ns + static_cast<uint64_t>(wall * 1e9 * options_.speed);
       }
       // The events that have ended by then.
       size_t to = next;
-      while (to < events_.size() && events_[to].end() - first_ts_ + loop_start <= position) ++to;
+      while (to < events_.size() && MovedEnd(to, loop_start) <= position) ++to;
       if (!Write(next, to, loop_start, corr_shift)) return;
       next = to;
       // Nothing else ends before the next event: that far is complete.
       const uint64_t complete =
-          next < events_.size() ? std::min(position, events_[next].end() - first_ts_ + loop_start - 1) : position;
+          next < events_.size() ? std::min(position, MovedEnd(next, loop_start) - 1) : position;
       Advance(std::max(complete, Clock()));
       if (!options_.max_speed && next < events_.size()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }

@@ -68,6 +68,9 @@ class TraceReplay {
   // (correlation ids); false if stopped meanwhile.
   bool Write(size_t from, size_t to, uint64_t shift, uint32_t corr_shift);
   void Advance(uint64_t clock_ns);
+  // A time of the file moved so that its first instant lands on `shift`.
+  uint64_t Moved(uint64_t t, uint64_t shift) const;
+  uint64_t MovedEnd(size_t i, uint64_t shift) const { return Moved(events_[i].end(), shift); }
 
   Stream& stream_;
   Options options_;

@@ -40,9 +40,12 @@ bool AnalyzeTrace(const std::string& path, const AnalysesOptions& options, const
     analyses.Consume({}, slice, {}, slice.back().end(), slice.back().end());
   }
   if (!events.empty()) {
-    out->first_ns = events.front().ts;
-    for (const Event& e : events) out->first_ns = std::min(out->first_ns, e.ts);
+    out->first_ns = ~uint64_t{0};
+    for (const Event& e : events) {
+      if (e.kind != EventKind::kDeviceInfo) out->first_ns = std::min(out->first_ns, e.ts);  // (ts 0)
+    }
     out->last_ns = events.back().end();
+    if (out->first_ns > out->last_ns) out->first_ns = out->last_ns;
   }
   analyses.Flush(out->last_ns);
   out->events = events.size();
