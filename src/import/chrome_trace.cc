@@ -166,6 +166,18 @@ struct ChromeTraceImporter::Parser {
   static constexpr size_t kMaxOps = size_t{1} << 23;
   U64Map op_of_external;
 
+  void RememberOp(uint64_t id, NameId name) {
+    if (op_of_external.size() < kMaxOps) {
+      *op_of_external.Insert(id).first = name;
+    } else {
+      Count(report->caveats, "ops beyond 8 Mi remembered for kernel-op links");
+    }
+  }
+  NameId OpOf(uint64_t id) {
+    const uint64_t* op = op_of_external.Find(id);
+    return op ? static_cast<NameId>(*op) : 0;
+  }
+
   TrackId HostTrack(std::string_view pid, std::string_view tid) {
     key.assign(pid).append(1, '/').append(tid);
     if (auto it = by_key.find(key); it != by_key.end()) return it->second;
@@ -205,6 +217,30 @@ struct ChromeTraceImporter::Parser {
 
   void Drop(std::string_view why) { Count(report->dropped, why); }
 
+  // The field an args member fills, by its first letter and then the whole
+  // key: most of Kineto's args are none of these, and one compare rejects
+  // them (a chain of compares per member cost the import ~10 % of its speed).
+  static std::string_view* ArgField(std::string_view k, Fields& f) {
+    if (k.empty()) return nullptr;
+    switch (k[0]) {
+      // Ops have "External id"; the kernels of old traces "external id".
+      case 'E': return k == "External id" ? &f.external_id : nullptr;
+      case 'e': return k == "external id" ? &f.external_id : k == "est. achieved occupancy %" ? &f.occupancy : nullptr;
+      case 'c': return k == "correlation" ? &f.correlation : nullptr;
+      case 'd': return k == "device" ? &f.device : nullptr;
+      case 's':
+        return k == "stream" ? &f.stream : k == "shared memory" ? &f.shared : k == "step_num" ? &f.step_num
+               : k == "stage" ? &f.stage : nullptr;
+      case 'b': return k == "bytes" ? &f.bytes : nullptr;
+      case 'B': return k == "Bytes" ? &f.bytes : nullptr;
+      case 'A': return k == "Addr" ? &f.addr : nullptr;
+      case 'D': return k == "Device Type" ? &f.device_type : k == "Device Id" ? &f.device_id : nullptr;
+      case 'r': return k == "registers per thread" ? &f.regs : nullptr;
+      case 'n': return k == "name" ? &f.m_name : nullptr;
+      default: return nullptr;
+    }
+  }
+
   bool ReadArgs(od::object args, Fields& f, bool* bad) {
     for (auto field : args) {
       std::string_view k;
@@ -216,22 +252,9 @@ struct ChromeTraceImporter::Parser {
         if (!v.get_double().get(d)) f.counters.emplace_back(k, d);
         continue;
       }
-      // Ops have "External id"; the kernels of old traces "external id".
-      if (k == "External id" || k == "external id") f.external_id = Text(v, bad);
-      else if (k == "correlation") f.correlation = Text(v, bad);
-      else if (k == "device") f.device = Text(v, bad);
-      else if (k == "stream") f.stream = Text(v, bad);
-      else if (k == "bytes" || k == "Bytes") f.bytes = Text(v, bad);
-      else if (k == "Addr") f.addr = Text(v, bad);
-      else if (k == "Device Type") f.device_type = Text(v, bad);
-      else if (k == "Device Id") f.device_id = Text(v, bad);
-      else if (k == "registers per thread") f.regs = Text(v, bad);
-      else if (k == "shared memory") f.shared = Text(v, bad);
-      else if (k == "est. achieved occupancy %") f.occupancy = Text(v, bad);
-      else if (k == "name") f.m_name = Text(v, bad);
-      else if (k == "step_num") f.step_num = Text(v, bad);
-      else if (k == "stage") f.stage = Text(v, bad);
-      else if (k == "grid" || k == "block") {
+      if (std::string_view* slot = ArgField(k, f)) {
+        *slot = Text(v, bad);
+      } else if (k == "grid" || k == "block") {
         uint32_t* out = k == "grid" ? f.grid : f.block;
         od::array a;
         if (v.get_array().get(a)) continue;
@@ -284,17 +307,19 @@ struct ChromeTraceImporter::Parser {
           ok = false;
           break;
         }
-        if (k == "ph") f.ph = Text(v, bad);
-        else if (k == "cat") f.cat = Text(v, bad);
-        else if (k == "name") f.name = Text(v, bad);
-        else if (k == "pid") f.pid = Text(v, bad);
-        else if (k == "tid") f.tid = Text(v, bad);
-        else if (k == "ts") f.ts = Text(v, bad);
-        else if (k == "dur") f.dur = Text(v, bad), f.has_dur = true;
-        else if (k == "id") f.id = Text(v, bad);
-        else if (k == "s") f.scope = Text(v, bad);
-        else if (k == "cols") saw_table = true;
-        else if (k == "args") {
+        // By length first: every event has these members, in any order.
+        const size_t n = k.size();
+        if (n == 2 && k == "ph") f.ph = Text(v, bad);
+        else if (n == 2 && k == "ts") f.ts = Text(v, bad);
+        else if (n == 3 && k == "cat") f.cat = Text(v, bad);
+        else if (n == 3 && k == "pid") f.pid = Text(v, bad);
+        else if (n == 3 && k == "tid") f.tid = Text(v, bad);
+        else if (n == 3 && k == "dur") f.dur = Text(v, bad), f.has_dur = true;
+        else if (n == 4 && k == "name") f.name = Text(v, bad);
+        else if (n == 2 && k == "id") f.id = Text(v, bad);
+        else if (n == 1 && k == "s") f.scope = Text(v, bad);
+        else if (n == 4 && k == "cols") saw_table = true;
+        else if (n == 4 && k == "args") {
           od::object args;
           if (!v.get_object().get(args) && !ReadArgs(args, f, bad)) ok = false;
         }
@@ -385,11 +410,8 @@ struct ChromeTraceImporter::Parser {
           if (!f.occupancy.empty()) d += " occ_pct:" + std::string(f.occupancy);
           e.payload.kernel.details = names->Intern(d);
           if (!f.external_id.empty()) {
-            if (const uint64_t* op = op_of_external.Find(U64(f.external_id))) {
-              e.payload.kernel.op = static_cast<NameId>(*op);
-            } else {
-              Count(report->caveats, "kernel whose op is not before it (no kernel-op link)");
-            }
+            e.payload.kernel.op = OpOf(U64(f.external_id));
+            if (e.payload.kernel.op == 0) Count(report->caveats, "kernel whose op is not before it (no kernel-op link)");
           }
           break;
         }
@@ -411,13 +433,7 @@ struct ChromeTraceImporter::Parser {
       case Cat::kOp:
         e.kind = EventKind::kFrameworkOp;
         e.corr = static_cast<uint32_t>(U64(f.external_id));
-        if (!f.external_id.empty()) {
-          if (op_of_external.size() < kMaxOps) {
-            *op_of_external.Insert(U64(f.external_id)).first = e.name;
-          } else {
-            Count(report->caveats, "ops beyond 8 Mi remembered for kernel-op links");
-          }
-        }
+        if (!f.external_id.empty()) RememberOp(U64(f.external_id), e.name);
         break;
       case Cat::kRuntime:
         e.kind = EventKind::kRuntimeApi;
