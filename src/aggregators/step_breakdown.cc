@@ -4,7 +4,6 @@
 #include <bit>
 #include <cmath>
 
-#include "aggregators/tf_op_name.h"
 
 namespace liveprof {
 

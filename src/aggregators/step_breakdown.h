@@ -3,8 +3,9 @@
 //
 // Per step, every event of the step gets an xprof EventType (§2.1, §2.3); a
 // priority sweep makes them non-overlapping with the higher type winning
-// (§2.5; computed as unions by descending end, see SweepByPriority); each type's time inside the step's span is summed, time in
-// the span that no event covers is "All others" (§2.6); the types fold into
+// (§2.5; computed as unions by descending end: PrioritySweep in the .cc);
+// each type's time inside the step's span is summed, time in the span that
+// no event covers is "All others" (§2.6); the types fold into
 // the UI buckets (§2.7). Steps with no compute are left out as xprof does
 // (§2.6 item 2; counted step_without_compute).
 //
@@ -31,7 +32,6 @@
 #include <string_view>
 #include <vector>
 
-#include "aggregators/catalog.h"
 #include "aggregators/json_writer.h"
 #include "aggregators/steps.h"
 #include "stream/diagnostics.h"
@@ -81,7 +81,7 @@ struct BreakdownScratch {
 };
 
 // Computes one step's row (a pure function of the step; the scratch only
-// holds buffers and caches).
+// holds buffers).
 StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, BreakdownMode mode,
                                       bool profile_has_device, bool* well_formed,
                                       BreakdownScratch* scratch);

@@ -235,7 +235,9 @@ void StepAssembler::AddToStep(OpenStep& s, const Event& e, bool by_corr) {
   bool ignore = false;
   const SpanType type = ClassifyHostEvent(e, bits, /*has_device=*/true, &ignore);
   if (!ignore) {
-    const SpanType cpu_type = ClassifyHostEvent(e, bits, /*has_device=*/false, &ignore);
+    // Without a GPU in the profile only "kernel launch" reads otherwise.
+    const SpanType cpu_type =
+        type == SpanType::kHostPrepare ? ClassifyHostEvent(e, bits, /*has_device=*/false, &ignore) : type;
     r.host_spans.emplace_back(e.ts, e.end(), type, cpu_type);
     r.host_types |= TypeBit(type);
     r.cpu_host_types |= TypeBit(cpu_type);
@@ -304,8 +306,10 @@ bool StepAssembler::Place(const Event& e) {
       if (diag_) diag_->Add(Diag::late_for_step);  // its step closed already.
       return true;
     }
-    // Its launch may be one that waits for its step (correlation ids grow):
-    // wait too rather than go by time.
+    // Its launch may be one that waits for its step: wait too rather than
+    // go by time. This assumes correlation ids grow (CUPTI's do, per
+    // process); where they do not, such work only waits until a later
+    // marker and then goes by time.
     if (e.corr >= min_waiting_launch_) {
       waited_on_launch_ = true;
       return false;
@@ -334,15 +338,17 @@ void StepAssembler::Rescan() {
     size_t keep = 0;
     waited_on_launch_ = false;
     bool placed_launch = false;
+    uint32_t min_launch = kNoWaitingLaunch;  // of the launches still waiting.
     for (const Event& e : pending_) {
       if (!Place(e)) {
         pending_[keep++] = e;
+        if (IsLaunch(e)) min_launch = std::min(min_launch, e.corr);
         continue;
       }
       placed_launch = placed_launch || IsLaunch(e);
     }
     pending_.resize(keep);
-    UpdateMinWaitingLaunch();
+    min_waiting_launch_ = min_launch;
     return waited_on_launch_ && placed_launch;
   };
   if (pass()) pass();
@@ -353,15 +359,17 @@ void StepAssembler::Advance(uint64_t watermark_ns) {
   if (watermark_ns > options_.max_step_ns) {
     const uint64_t limit = watermark_ns - options_.max_step_ns;
     size_t keep = 0;
+    uint32_t min_launch = kNoWaitingLaunch;
     for (const Event& e : pending_) {
       if (e.end() < limit) {
         if (diag_) diag_->Add(Diag::events_without_step);
       } else {
         pending_[keep++] = e;
+        if (IsLaunch(e)) min_launch = std::min(min_launch, e.corr);
       }
     }
     pending_.resize(keep);
-    UpdateMinWaitingLaunch();
+    min_waiting_launch_ = min_launch;
   }
   size_t n = 0;
   for (size_t i = 0; i < open_.size(); ++i) {
@@ -410,16 +418,22 @@ void StepAssembler::Close(size_t count) {
 }
 
 void StepAssembler::Recycle(std::vector<StepRecord>&& steps) {
+  // A few spares suffice (about one step closes per batch). Lists far larger
+  // than the last step's (a warm-up or a stall) are freed, not kept forever.
+  constexpr size_t kSpares = 8;
+  const size_t host_cap = 4 * host_spans_hint_ + 1024, device_cap = 4 * device_spans_hint_ + 1024;
   for (StepRecord& r : steps) {
-    if (spare_.size() >= 64) break;
+    if (spare_.size() >= kSpares) break;
+    if (r.host_spans.capacity() > host_cap || r.device_spans.capacity() > device_cap) continue;
     spare_.push_back(std::move(r));
   }
   steps.clear();
+  // The vector itself goes back to hold the next closed steps.
+  if (closed_.empty() && closed_.capacity() < steps.capacity()) closed_.swap(steps);
 }
 
 std::vector<StepRecord> StepAssembler::TakeClosed() {
   std::vector<StepRecord> out;
-  out.reserve(closed_.capacity());
   out.swap(closed_);
   return out;
 }

@@ -101,7 +101,8 @@ class StepAssembler {
     // timed out. Bounds memory and work when device work never comes (its
     // records were dropped) and steps are short.
     size_t max_open_steps = 256;
-    // At most this many events wait for their step (each list); beyond, the
+    // At most this many events wait for their step (launches and the rest
+    // share it); beyond, the
     // oldest half leave as stepless. A step's events wait for its marker, a
     // few thousand at most; only lost markers and launches (a full ring)
     // make more wait, and every new marker looks at each of them again.
@@ -158,7 +159,7 @@ class StepAssembler {
   void TrimWaiting();
   // A runtime API call that may have device work (has a correlation id).
   static bool IsLaunch(const Event& e) { return e.kind == EventKind::kRuntimeApi && e.corr != 0; }
-  // Recomputes min_waiting_launch_ after the waiting list changed.
+  // Recomputes min_waiting_launch_ after the waiting list was trimmed.
   void UpdateMinWaitingLaunch();
   // The open step with this seq, or null (closed).
   OpenStep* StepBySeq(uint64_t seq);
@@ -171,8 +172,8 @@ class StepAssembler {
   std::vector<NameInfo> names_;
   StepSource source_ = StepSource::kNone;
 
-  // By host begin. A vector, not a deque: OpenStep is 144 bytes, so a deque
-  // holds 3 per block and every index divides; the few open steps move
+  // By host begin. A vector, not a deque: OpenStep is over 200 bytes, so a
+  // deque holds 2 per block and every index divides; the few open steps move
   // cheaply when the oldest close.
   std::vector<OpenStep> open_;
   size_t hint_ = 0;  // where the last host-time lookup found its step.

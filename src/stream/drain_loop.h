@@ -65,7 +65,9 @@ class DrainLoop {
     // writes-at-end rings and the batches' now_ns are measured on. Empty: the
     // host clock. A replay runs the stream on its own clock (its position in
     // the trace), so that windows and alerts keep the trace's time at any
-    // speed. Called on the pipeline thread; must not block.
+    // speed. Called on the pipeline thread (and on the owner's after
+    // Stop()); must not block. Only declared-progress rings should feed a
+    // stream on another clock: a writes-at-end ring's progress is read on it.
     std::function<uint64_t()> clock;
   };
   // Called on the drain thread for each batch; the spans live until it returns.

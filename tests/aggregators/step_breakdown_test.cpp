@@ -478,7 +478,9 @@ TEST_CASE("step breakdown: incremental equals batch and the per-nanosecond refer
         a.Consume(chunk);
         for (const Event& e : chunk) watermark = std::max(watermark, e.end());
         a.Advance(watermark);
-        sb.Consume(a.TakeClosed());
+        std::vector<StepRecord> closed = a.TakeClosed();
+        sb.Consume(closed);
+        a.Recycle(std::move(closed));  // as the pipeline does: reused lists must not leak into new steps.
         i += n;
       }
       a.Flush();
