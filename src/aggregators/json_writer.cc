@@ -134,31 +134,43 @@ void JsonWriter::Key(std::string_view key) {
   after_key_ = true;
 }
 
-void JsonWriter::String(std::string_view s) {
-  BeforeValue();
-  out_.push_back('"');
+void AppendJsonString(std::string* out, std::string_view s) {
+  out->push_back('"');
   // Runs that need no escape are appended whole; names rarely need any.
   while (true) {
     const size_t run = PlainPrefix(s);
-    out_.append(s.data(), run);  // UTF-8 passes through as it is.
+    out->append(s.data(), run);  // UTF-8 passes through as it is.
     if (run == s.size()) break;
     const auto c = static_cast<unsigned char>(s[run]);
     s.remove_prefix(run + 1);
     switch (c) {
-      case '"': out_ += "\\\""; break;
-      case '\\': out_ += "\\\\"; break;
-      case '\n': out_ += "\\n"; break;
-      case '\r': out_ += "\\r"; break;
-      case '\t': out_ += "\\t"; break;
+      case '"': *out += "\\\""; break;
+      case '\\': *out += "\\\\"; break;
+      case '\n': *out += "\\n"; break;
+      case '\r': *out += "\\r"; break;
+      case '\t': *out += "\\t"; break;
       default: {
         static constexpr char kHex[] = "0123456789abcdef";
-        out_ += "\\u00";
-        out_.push_back(kHex[c >> 4]);
-        out_.push_back(kHex[c & 15]);
+        *out += "\\u00";
+        out->push_back(kHex[c >> 4]);
+        out->push_back(kHex[c & 15]);
       }
     }
   }
-  out_.push_back('"');
+  out->push_back('"');
+}
+
+void AppendJsonDouble(std::string* out, double v) {
+  if (!std::isfinite(v)) {
+    *out += "null";
+    return;
+  }
+  AppendShortest(out, v);
+}
+
+void JsonWriter::String(std::string_view s) {
+  BeforeValue();
+  AppendJsonString(&out_, s);
 }
 
 void JsonWriter::Int(int64_t v) {
@@ -177,11 +189,7 @@ void JsonWriter::UInt(uint64_t v) {
 
 void JsonWriter::Double(double v) {
   BeforeValue();
-  if (!std::isfinite(v)) {
-    out_ += "null";
-    return;
-  }
-  AppendShortest(&out_, v);
+  AppendJsonDouble(&out_, v);
 }
 
 void JsonWriter::Fixed(double v, int decimals) {

@@ -21,6 +21,11 @@
 
 namespace liveprof {
 
+// The pieces, for text built by hand (chrome_export.cc): a quoted, escaped
+// string; a double as its shortest round-trip text, null when not finite.
+void AppendJsonString(std::string* out, std::string_view s);
+void AppendJsonDouble(std::string* out, double v);
+
 class JsonWriter {
  public:
   JsonWriter() = default;

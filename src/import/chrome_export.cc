@@ -6,7 +6,8 @@
 #include <cinttypes>
 #include <cstring>
 
-#include "import/trace_analysis.h"
+#include "aggregators/json_writer.h"
+#include "import/chrome_trace.h"
 
 namespace liveprof {
 
@@ -19,24 +20,6 @@ void AppendMicros(std::string* out, uint64_t ns) {
   char buf[32];
   const int n = std::snprintf(buf, sizeof buf, "%" PRIu64 ".%03" PRIu64, ns / 1000, ns % 1000);
   out->append(buf, static_cast<size_t>(n));
-}
-
-void AppendJsonString(std::string* out, std::string_view s) {
-  out->push_back('"');
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(c);
-    } else if (u < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", u);
-      out->append(buf);
-    } else {
-      out->push_back(c);
-    }
-  }
-  out->push_back('"');
 }
 
 // The value after "key:" in a kernel's details ("regs:72 static_shared:4096
@@ -118,12 +101,10 @@ void ChromeTraceWriter::Define(const Event& d) {
     if (d.name >= names_.size()) names_.resize(d.name + 1);
     names_[d.name] = std::string_view(d.payload.name_def.data, d.payload.name_def.size);
   } else if (d.kind == EventKind::kTrackDef) {
-    if (d.track >= tracks_.size()) {
-      tracks_.resize(d.track + 1);
-      track_named_.resize(d.track + 1, false);
-    }
+    if (d.track >= tracks_.size()) tracks_.resize(d.track + 1);
+    // The last definition wins (a thread's name may come late): names are
+    // written at the end.
     tracks_[d.track] = TrackInfo{d.name, d.payload.track_def.type, d.payload.track_def.os_tid, d.device};
-    track_named_[d.track] = false;  // (re)named below, before its next event.
   }
 }
 
@@ -135,16 +116,6 @@ void ChromeTraceWriter::Emit(std::string_view json) {
 }
 
 void ChromeTraceWriter::WriteEvent(const Event& e) {
-  // A host thread's name, once, before its first event.
-  if (e.track != 0 && e.track < tracks_.size() && !track_named_[e.track] &&
-      tracks_[e.track].type == TrackType::kHostThread && tracks_[e.track].name != 0) {
-    track_named_[e.track] = true;
-    std::string m = "{\"ph\":\"M\",\"name\":\"thread_name\"," + Track(e.track) + ",\"args\":{\"name\":";
-    AppendJsonString(&m, Name(tracks_[e.track].name));
-    m += "}}";
-    Emit(m);
-    --written_;  // metadata, not an event.
-  }
   std::string j = "{";
   auto head = [&](std::string_view ph, std::string_view cat, std::string_view name) {
     j += "\"ph\":\"";
@@ -244,12 +215,10 @@ void ChromeTraceWriter::WriteEvent(const Event& e) {
     case EventKind::kCounter: {
       const size_t slash = name.rfind('/');
       head("C", "", slash == std::string_view::npos ? name : name.substr(0, slash));
-      char v[40];
-      std::snprintf(v, sizeof v, "%.17g", e.payload.counter.value);
       j += ",\"args\":{";
       AppendJsonString(&j, slash == std::string_view::npos ? std::string_view("value") : name.substr(slash + 1));
       j += ':';
-      j += v;
+      AppendJsonDouble(&j, e.payload.counter.value);  // null when not finite.
       j += '}';
       break;
     }
@@ -335,6 +304,15 @@ bool ChromeTraceWriter::Flush(bool finish, std::string* error) {
 
 bool ChromeTraceWriter::Close(std::string* error) {
   if (file_ == nullptr) return true;
+  // Host threads' names (metadata: where they stand does not matter).
+  for (TrackId t = 1; t < tracks_.size(); ++t) {
+    if (tracks_[t].type != TrackType::kHostThread || tracks_[t].name == 0) continue;
+    std::string m = "{\"ph\":\"M\",\"name\":\"thread_name\"," + Track(t) + ",\"args\":{\"name\":";
+    AppendJsonString(&m, Name(tracks_[t].name));
+    m += "}}";
+    Emit(m);
+    --written_;  // metadata, not an event.
+  }
   buf_ += "\n]";
   if (!gpus_.empty()) {
     buf_ += ",\n\"deviceProperties\": [";
@@ -360,16 +338,22 @@ bool ChromeTraceWriter::Close(std::string* error) {
 }
 
 bool ExportTraceFile(const std::string& in, const std::string& out, uint64_t* events, std::string* error) {
-  ChromeTraceImporter importer;
-  std::vector<Event> definitions, all;
-  ImportReport report;
-  if (!ImportWhole(importer, in, &definitions, &all, &report, error, nullptr)) return false;
-  // Host events first: a kernel's op must come before it for the link.
-  std::stable_partition(all.begin(), all.end(), [](const Event& e) { return !IsDeviceKind(e.kind); });
   ChromeTraceWriter writer;
   if (!writer.Open(out, error)) return false;  // the message names the file.
-  if (!writer.Write(definitions, all, error) || !writer.Close(error)) {
-    *error = out + ": " + *error;
+  // Batch by batch, in file order: the importer links a kernel to an op only
+  // when the op came first, so the op is written before the kernel too.
+  ChromeTraceImporter importer;
+  ImportReport report;
+  std::string write_error;
+  const bool read = importer.ImportFile(
+      in,
+      [&](std::span<const Event> defs, std::span<const Event> batch) {
+        if (write_error.empty()) writer.Write(defs, batch, &write_error);
+      },
+      &report, error);
+  if (!read) return false;  // the message names the input.
+  if (!write_error.empty() || !writer.Close(&write_error)) {
+    *error = out + ": " + write_error;
     return false;
   }
   *events = writer.events_written();

@@ -26,7 +26,8 @@
 //   kDeviceInfo    an entry of the top-level "deviceProperties" (id, name,
 //                  totalGlobalMem, computeMajor/Minor, numSms), after traceEvents
 // Tracks: host threads on pid 1 with tid = the OS thread id (or the track
-// id), named by M thread_name; GPU streams on pid = the device. The host API's
+// id), named by M thread_name events at the end; GPU streams on pid = the
+// device. The host API's
 // allocator names become Kineto's "CUDA:<id>" / "CPU:<id>". Kinds with no
 // Chrome form are counted, not written.
 #ifndef LIVEPROF_IMPORT_CHROME_EXPORT_H_
@@ -56,7 +57,8 @@ class ChromeTraceWriter {
   bool Open(const std::string& path, std::string* error);
   // Definitions (kNameDef, kTrackDef) come before the events using them, as
   // from the stream or the importer; the strings they point to must live
-  // until Close(). Events in any order.
+  // until Close(). Events in any order, but a kernel's op before the kernel
+  // (file order does that) for the kernel to name it.
   bool Write(std::span<const Event> definitions, std::span<const Event> events, std::string* error);
   // Writes the end of the document and closes the file.
   bool Close(std::string* error);
@@ -80,7 +82,6 @@ class ChromeTraceWriter {
   bool first_ = true;
   std::vector<std::string_view> names_;  // by NameId.
   std::vector<TrackInfo> tracks_;        // by TrackId.
-  std::vector<bool> track_named_;        // its thread_name written.
   std::unordered_map<NameId, uint32_t> op_external_;  // op name -> its last External id.
   uint32_t next_external_id_ = 0x80000000u;           // for ops that had none.
   std::vector<Event> gpus_;  // kDeviceInfo, written as "deviceProperties" at the end.
@@ -88,7 +89,8 @@ class ChromeTraceWriter {
 };
 
 // `liveprof export IN OUT`: imports IN (any file the importer reads) and
-// writes it to OUT. false with *error.
+// writes it to OUT batch by batch (memory does not grow with the file).
+// false with *error.
 bool ExportTraceFile(const std::string& in, const std::string& out, uint64_t* events, std::string* error);
 
 }  // namespace liveprof

@@ -252,7 +252,22 @@ struct ChromeTraceImporter::Parser {
         if (!v.get_double().get(d)) f.counters.emplace_back(k, d);
         continue;
       }
-      if (std::string_view* slot = ArgField(k, f)) {
+      std::string_view* slot = ArgField(k, f);
+      if (f.ph.empty()) {
+        // "args" before "ph" (members come in any order): keep the numbers
+        // as a counter's too, in case it is one.
+        od::json_type type;
+        if (!v.type().get(type) && type == od::json_type::number) {
+          const std::string_view text = Text(v, bad);
+          double d = 0;
+          if (std::from_chars(text.data(), text.data() + text.size(), d).ec == std::errc()) {
+            f.counters.emplace_back(k, d);
+          }
+          if (slot) *slot = text;
+          continue;
+        }
+      }
+      if (slot) {
         *slot = Text(v, bad);
       } else if (k == "grid" || k == "block") {
         uint32_t* out = k == "grid" ? f.grid : f.block;
@@ -377,6 +392,7 @@ struct ChromeTraceImporter::Parser {
         e.payload.counter.value = value;
         Emit(e);
       }
+      if (f.counters.empty()) Drop("C without a numeric arg");
       return;
     }
     if (f.ph == "s" || f.ph == "t" || f.ph == "f") {
@@ -394,7 +410,10 @@ struct ChromeTraceImporter::Parser {
 
   void Complete(const Fields& f, Event& e) {
     const Cat c = Classify(f.cat);
-    const bool gpu = !f.stream.empty() || c == Cat::kKernel || c == Cat::kMemcpy || c == Cat::kMemset;
+    // By category: runtime calls and ops may carry a "stream" arg too (ROCm's
+    // hipLaunchKernel, Triton's ops) and stay on the host.
+    const bool gpu = c == Cat::kKernel || c == Cat::kMemcpy || c == Cat::kMemset ||
+                     (c == Cat::kOther && !f.stream.empty());
     if (c == Cat::kDrop) return Drop("category " + std::string(f.cat) + " (not analysed)");
     if (gpu) {
       e.device = static_cast<uint8_t>(U64(f.device.empty() ? f.pid : f.device));
@@ -500,7 +519,7 @@ struct ChromeTraceImporter::Parser {
     e.device = cuda ? static_cast<uint8_t>(U64(id)) : 0;
     e.track = HostTrack(f.pid, f.tid);
     e.payload.memory.address = U64(f.addr);
-    e.payload.memory.bytes = static_cast<uint64_t>(bytes > 0 ? bytes : -bytes);
+    e.payload.memory.bytes = bytes > 0 ? static_cast<uint64_t>(bytes) : 0 - static_cast<uint64_t>(bytes);
     if (f.addr.empty()) Count(report->caveats, "[memory] without Addr (address 0)");
     Emit(e);
   }

@@ -227,12 +227,20 @@ bool TraceJsonSplitter::Feed(std::string_view data) {
             batch_ += ',';
           }
           batch_mark_ = batch_.size() - 1;
+          event_begin_ = offset_ + i;
           BeginValue(c, State::kEvent);
         }
         break;
       case State::kEvent: {
         bool ended = false;
         const size_t j = ScanValue(data, i, &ended);
+        if (batch_.size() - batch_mark_ + (j - i) > options_.max_event_bytes) {
+          batch_.resize(batch_mark_);  // the events before it are kept.
+          if (!FlushBatch()) return false;
+          return Fail("trace event #" + std::to_string(events_ + 1) + " beginning at byte " +
+                      std::to_string(event_begin_) + " is over " + std::to_string(options_.max_event_bytes >> 20) +
+                      " MiB: an unclosed string or bracket?");
+        }
         batch_.append(data.substr(i, j - i));
         i = j;
         if (ended) {

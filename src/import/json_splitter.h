@@ -28,6 +28,9 @@ class TraceJsonSplitter {
   struct Options {
     size_t batch_bytes = size_t{1} << 20;
     size_t max_member_bytes = size_t{16} << 20;
+    // One trace event is a few hundred bytes; one this long is an unclosed
+    // string or bracket, which would otherwise hold the rest of the file.
+    size_t max_event_bytes = size_t{64} << 20;
   };
   // json: "[e,...]"; `count` elements; json.data()[json.size() .. +kPadding) is
   // readable. Return false to stop the import.
@@ -86,6 +89,7 @@ class TraceJsonSplitter {
   std::string batch_;
   size_t batch_count_ = 0;
   size_t batch_mark_ = 0;  // batch_'s size before the event being scanned.
+  uint64_t event_begin_ = 0;  // the byte where the event being scanned begins.
   uint64_t offset_ = 0;
   uint64_t events_ = 0;
   std::string error_;

@@ -24,8 +24,11 @@ TraceReplay::TraceReplay(Stream& stream, Options options) : stream_(stream), opt
 TraceReplay::~TraceReplay() { Stop(); }
 
 bool TraceReplay::Load(const std::string& path, std::string* error, ProgressLine* progress) {
+  // The importer only lives through the load: every name is interned in the
+  // stream's table below.
+  ChromeTraceImporter importer;
   std::vector<Event> definitions;
-  if (!ImportWhole(importer_, path, &definitions, &events_, &report_, error, progress)) return false;
+  if (!ImportWhole(importer, path, &definitions, &events_, &report_, error, progress)) return false;
   if (progress) progress->Clear();
   if (events_.empty()) {
     *error = path + ": no events to replay";
@@ -67,7 +70,10 @@ bool TraceReplay::Load(const std::string& path, std::string* error, ProgressLine
   }
   if (first_ts_ == ~uint64_t{0}) first_ts_ = 0;
   last_end_ = events_.back().end();
-  for (const Event& e : events_) max_corr_ = std::max(max_corr_, e.corr);
+  // Launch and op ids only (a flow's id may be a hash over all 32 bits).
+  for (const Event& e : events_) {
+    if (e.kind != EventKind::kFlow) max_corr_ = std::max(max_corr_, e.corr);
+  }
   return true;
 }
 
@@ -139,10 +145,8 @@ void TraceReplay::Run() {
       while (to < events_.size() && MovedEnd(to, loop_start) <= position) ++to;
       if (!Write(next, to, loop_start, corr_shift)) return;
       next = to;
-      // Nothing else ends before the next event: that far is complete.
-      const uint64_t complete =
-          next < events_.size() ? std::min(position, MovedEnd(next, loop_start) - 1) : position;
-      Advance(std::max(complete, Clock()));
+      // Every event ending by `position` is written (the next ends after it).
+      Advance(std::max(position, Clock()));
       if (!options_.max_speed && next < events_.size()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     if (stop_.load(std::memory_order_relaxed)) return;

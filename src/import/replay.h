@@ -74,7 +74,6 @@ class TraceReplay {
 
   Stream& stream_;
   Options options_;
-  ChromeTraceImporter importer_;  // owns the strings the definitions point to.
   ImportReport report_;
   std::vector<Event> events_;  // remapped to the stream's ids, completion order.
   uint64_t first_ts_ = 0, last_end_ = 0;

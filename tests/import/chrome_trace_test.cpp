@@ -151,6 +151,31 @@ TEST_CASE("import: Kineto's events become liveprof's, each with its fields") {
   CHECK(renamed);
 }
 
+TEST_CASE("import: members in any order; a runtime call with a stream arg stays on the host") {
+  Imported r;
+  Import(r, R"({"traceEvents": [
+    {"name": "ctr", "args": {"value": 2, "bytes": 7.5}, "pid": 1, "tid": 1, "ts": 10, "ph": "C"},
+    {"args": {"correlation": 5, "stream": 3}, "ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel",
+     "pid": 1, "tid": 1, "ts": 20, "dur": 4},
+    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": "stream 3", "ts": 30, "dur": 5,
+     "args": {"device": 0, "stream": 3, "correlation": 5}},
+    {"ph": "C", "name": "empty", "pid": 1, "tid": 1, "ts": 40, "args": {"note": "text"}}]})");
+  REQUIRE(r.ok);
+  const auto counters = r.OfKind(EventKind::kCounter);
+  REQUIRE(counters.size() == 2);
+  CHECK(r.Name(counters[0].name) == "ctr/value");
+  CHECK(counters[0].payload.counter.value == 2);
+  CHECK(r.Name(counters[1].name) == "ctr/bytes");
+  CHECK(counters[1].payload.counter.value == 7.5);
+  const auto calls = r.OfKind(EventKind::kRuntimeApi);
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0].corr == 5);
+  CHECK(r.OfKind(EventKind::kKernel).size() == 1);
+  CHECK(calls[0].track != r.OfKind(EventKind::kKernel)[0].track);
+  CHECK(r.report.dropped.at("C without a numeric arg") == 1);
+  CHECK(r.report.dropped_total() == 1);
+}
+
 TEST_CASE("import: malformed events are errors with the event's number; the events before are kept") {
   Imported r;
   Import(r, R"({"traceEvents": [{"ph":"i","name":"a","ts":1,"pid":1,"tid":1}, {"ph":"i","ts": tru}]})");

@@ -23,7 +23,8 @@ struct Split {
 };
 
 // Feeds `text` cut at the given points (ascending).
-Split Run(std::string_view text, std::vector<size_t> cuts, size_t batch_bytes = 1 << 20) {
+Split Run(std::string_view text, std::vector<size_t> cuts, size_t batch_bytes = 1 << 20,
+          size_t max_event_bytes = size_t{64} << 20) {
   Split s;
   TraceJsonSplitter sp(
       [&](std::string_view batch, size_t count) {
@@ -38,7 +39,7 @@ Split Run(std::string_view text, std::vector<size_t> cuts, size_t batch_bytes = 
         s.members.emplace_back(std::string(key), json::parse(value));
         return true;
       },
-      TraceJsonSplitter::Options{.batch_bytes = batch_bytes});
+      TraceJsonSplitter::Options{.batch_bytes = batch_bytes, .max_event_bytes = max_event_bytes});
   size_t at = 0;
   cuts.push_back(text.size());
   for (const size_t cut : cuts) {
@@ -126,6 +127,18 @@ TEST_CASE("import: a cut file keeps the whole events and says where it ends") {
   CHECK(!no_bracket.finished);
   CHECK(no_bracket.events.size() == 1);
   CHECK(no_bracket.error.find("inside traceEvents") != std::string::npos);
+}
+
+TEST_CASE("import: an unclosed string stops at the event's size cap, not at the end of the file") {
+  // 1 MiB cap; the second event's string never closes and the text goes on.
+  std::string text = R"({"traceEvents": [{"ph":"i","ts":1}, {"ph":"i","name":"open)";
+  const size_t second = text.find(R"({"ph":"i","name")");
+  text += std::string(3u << 20, 'x');
+  const Split s = Run(text, {1000, 1u << 20, 2u << 20}, 1 << 20, 1u << 20);
+  CHECK(!s.fed);
+  CHECK(s.events.size() == 1);  // the event before it is kept.
+  CHECK(s.error == "trace event #2 beginning at byte " + std::to_string(second) +
+                       " is over 1 MiB: an unclosed string or bracket?");
 }
 
 TEST_CASE("import: what is not a Chrome trace is refused with where") {
