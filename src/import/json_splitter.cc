@@ -1,6 +1,10 @@
 #include "import/json_splitter.h"
 
-#include <cstring>
+#include <cstdint>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace liveprof {
 namespace {
@@ -18,6 +22,25 @@ std::string Shown(char c) {
   if (u >= 0x20 && u < 0x7f) return std::string("'") + c + "'";
   static const char kHex[] = "0123456789abcdef";
   return std::string("byte 0x") + kHex[u >> 4] + kHex[u & 15];
+}
+
+// The bytes that matter to the scan: quotes, backslashes and brackets. OR-ing
+// 0x20 maps '[' ']' '\\' onto '{' '}' '|', so three compares cover five of
+// them ('|' itself is a false hit that the scan ignores).
+#if defined(__SSE2__)
+uint32_t StructuralMask16(const char* p) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i folded = _mm_or_si128(b, _mm_set1_epi8(0x20));
+  const __m128i hits = _mm_or_si128(
+      _mm_or_si128(_mm_cmpeq_epi8(b, _mm_set1_epi8('"')), _mm_cmpeq_epi8(folded, _mm_set1_epi8('{'))),
+      _mm_or_si128(_mm_cmpeq_epi8(folded, _mm_set1_epi8('|')), _mm_cmpeq_epi8(folded, _mm_set1_epi8('}'))));
+  return static_cast<uint32_t>(_mm_movemask_epi8(hits));
+}
+#endif
+
+bool MaybeStructural(char c) {
+  const char f = static_cast<char>(c | 0x20);
+  return c == '"' || f == '{' || f == '|' || f == '}';
 }
 
 }  // namespace
@@ -41,67 +64,64 @@ void TraceJsonSplitter::BeginValue(char first, State scanning) {
 size_t TraceJsonSplitter::ScanValue(std::string_view data, size_t i, bool* ended) {
   *ended = false;
   const size_t n = data.size();
-  while (i < n) {
-    if (in_string_) {
-      // Most of a trace is string bytes: jump from quote to quote (memchr),
-      // and look back at the backslashes before one to see if it is escaped.
-      const size_t j = StringEnd(data, i);
-      if (j == n) return n;
-      in_string_ = false;
-      i = j + 1;
-      if (depth_ == 0) {
-        *ended = true;
-        return i;
-      }
-      continue;
-    }
-    const char c = data[i];
-    if (scalar_) {
+  if (scalar_) {  // a number or literal: it ends at a delimiter.
+    for (; i < n; ++i) {
+      const char c = data[i];
       if (c == ',' || c == '}' || c == ']' || IsSpace(c)) {
         *ended = true;
         return i;  // the delimiter belongs to the container.
       }
-      ++i;
-      continue;
     }
-    ++i;
-    switch (c) {
-      case '"': in_string_ = true; break;
-      case '{':
-      case '[': ++depth_; break;
-      case '}':
-      case ']':
-        if (--depth_ <= 0) {
-          *ended = true;
-          return i;
-        }
-        break;
-      default: break;
-    }
+    return n;
   }
-  return i;
-}
-
-size_t TraceJsonSplitter::StringEnd(std::string_view data, size_t i) {
-  const size_t n = data.size();
-  bool carry = escape_;  // data[i] is escaped by a backslash of the previous chunk.
+  // Only quotes, backslashes and brackets change the state; the scan visits
+  // those bytes alone (16 at a time where SSE2 is there). `skip` is the byte
+  // after a backslash in a string: the escaped byte, whatever it is.
+  int depth = depth_;
+  bool in_string = in_string_;
+  size_t skip = escape_ ? i : SIZE_MAX;
   escape_ = false;
-  for (size_t from = i;;) {
-    const void* q = from < n ? std::memchr(data.data() + from, '"', n - from) : nullptr;
-    const size_t end = q ? static_cast<size_t>(static_cast<const char*>(q) - data.data()) : n;
-    // The run of backslashes just before `end` (within this string's bytes).
-    size_t run = 0;
-    while (end - run > from && data[end - run - 1] == '\\') ++run;
-    const bool reaches = end - run == from;
-    const bool escaped = ((run + (reaches && carry ? 1 : 0)) & 1) != 0;
-    if (!q) {
-      escape_ = escaped;  // the next chunk's first byte is escaped.
-      return n;
+  // One byte that may matter, at k; true when the value ends with it.
+  auto visit = [&](size_t k) {
+    if (k == skip) return false;
+    const char c = data[k];
+    if (in_string) {
+      if (c == '\\') {
+        skip = k + 1;
+      } else if (c == '"') {
+        in_string = false;
+        return depth == 0;  // a string value: it ends here.
+      }
+      return false;
     }
-    if (!escaped) return end;
-    from = end + 1;  // an escaped quote: the string goes on.
-    carry = false;
+    switch (c) {
+      case '"': in_string = true; return false;
+      case '{':
+      case '[': ++depth; return false;
+      case '}':
+      case ']': return --depth <= 0;
+      default: return false;  // '\\' or '|' outside a string: simdjson will say.
+    }
+  };
+  auto finish = [&](size_t end, bool done) {
+    depth_ = depth;
+    in_string_ = in_string;
+    escape_ = !done && skip == n;  // the next chunk's first byte is escaped.
+    *ended = done;
+    return end;
+  };
+#if defined(__SSE2__)
+  for (; i + 16 <= n; i += 16) {
+    for (uint32_t m = StructuralMask16(data.data() + i); m != 0; m &= m - 1) {
+      const size_t k = i + static_cast<size_t>(__builtin_ctz(m));
+      if (visit(k)) return finish(k + 1, true);
+    }
   }
+#endif
+  for (; i < n; ++i) {
+    if (MaybeStructural(data[i]) && visit(i)) return finish(i + 1, true);
+  }
+  return finish(n, false);
 }
 
 bool TraceJsonSplitter::FlushBatch() {

@@ -67,10 +67,6 @@ class TraceJsonSplitter {
   // Sets *ended when the value ended (at data[return - 1]).
   size_t ScanValue(std::string_view data, size_t i, bool* ended);
   bool EndMember();
-  // In a string from data[i]: the index of its closing quote, or data.size()
-  // when the string goes on past this chunk (escape_ then says whether the
-  // next chunk's first byte is escaped).
-  size_t StringEnd(std::string_view data, size_t i);
 
   EventsFn on_events_;
   MemberFn on_member_;

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,34 @@ TEST_CASE("import: the splitter gives the same wherever the chunks are cut") {
   const Split bytewise = Run(kTrace, every);
   CHECK(bytewise.finished);
   CHECK(bytewise.events == once.events);
+}
+
+TEST_CASE("import: strings dense with escapes, quotes and brackets, cut anywhere, split as a JSON parser reads them") {
+  // The scan looks at 16 bytes at a time and at single bytes near a chunk's
+  // end: random strings of backslash runs, escaped quotes and brackets, and
+  // random cuts, put both (and the escape carried over a cut) to the test.
+  std::mt19937 rng(7);
+  const char* const kPieces[] = {"\\\\", "\\\"", "{", "}", "[", "]", "|", ",", ":", "a", " ", "\\n", "\\u0041"};
+  for (int round = 0; round < 200; ++round) {
+    json events = json::array();
+    std::string text = "{\"traceEvents\": [";
+    for (int e = 0; e < 6; ++e) {
+      std::string raw;
+      const int pieces = static_cast<int>(rng() % 40);
+      for (int k = 0; k < pieces; ++k) raw += kPieces[rng() % std::size(kPieces)];
+      const std::string event = R"({"ph":"i","name":")" + raw + R"(","args":{"k":[")" + raw + R"(", {"x": [1, {}]}]},"ts":)" +
+                                std::to_string(e) + "}";
+      events.push_back(json::parse(event));
+      text += (e ? ", " : "") + event;
+    }
+    text += "]}";
+    std::vector<size_t> cuts;
+    for (size_t at = rng() % 23 + 1; at < text.size(); at += rng() % 23 + 1) cuts.push_back(at);
+    CAPTURE(text);
+    const Split s = Run(text, cuts);
+    REQUIRE(s.finished);
+    CHECK(s.events == events);
+  }
 }
 
 TEST_CASE("import: batches of about batch_bytes, each a JSON array of whole events") {
