@@ -22,6 +22,8 @@ find_package(FlatBuffers CONFIG REQUIRED)
 if(NOT LIVEPROF_STREAM_TESTS_ONLY)
   find_package(ZLIB REQUIRED)
   find_package(simdjson CONFIG REQUIRED)
+  # libprotobuf-dev + protobuf-compiler: XPlane trace files (src/import/xplane.proto).
+  find_package(Protobuf REQUIRED)
 endif()
 
 # nlohmann-json3-dev: alert rule files (aggregators), tests.

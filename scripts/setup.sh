@@ -13,6 +13,7 @@ PACKAGES=(
   libconcurrentqueue-dev
   nlohmann-json3-dev
   zlib1g-dev libsimdjson-dev  # trace files: gzip, JSON (src/import)
+  libprotobuf-dev protobuf-compiler  # XPlane trace files (src/import/xplane.proto)
   doctest-dev
   libbenchmark-dev
   prometheus  # for /usr/bin/promtool: `promtool check metrics` / `test rules` in the tests

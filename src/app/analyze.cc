@@ -54,7 +54,8 @@ json Document(const std::string& path, const TraceAnalysis& a) {
       {"file", path},
       {"import", {{"bytes", r.bytes}, {"trace_events", r.trace_events}, {"events", r.events_out},
                   {"dropped", r.dropped}, {"caveats", r.caveats}, {"base_time_ns", r.base_time_ns},
-                  {"schema", r.schema}}},
+                  {"schema", r.schema}, {"format", IsXPlanePath(path) ? "xplane" : "chrome_json"},
+                  {"hosts", r.hosts}}},
       {"overview", json::parse(v.overview)},
       {"steps", StepsInNs(steps)},
       {"steps_window", steps["window"]},
@@ -72,9 +73,11 @@ json Document(const std::string& path, const TraceAnalysis& a) {
 
 void PrintTables(const json& d, bool pytorch) {
   const json& imp = d["import"];
-  std::printf("%s: %.1f MB of JSON, %" PRIu64 " trace events -> %" PRIu64 " events",
-              d["file"].get<std::string>().c_str(), imp["bytes"].get<double>() / 1e6,
-              imp["trace_events"].get<uint64_t>(), imp["events"].get<uint64_t>());
+  const bool xplane = imp["format"] == "xplane";
+  std::printf("%s: %.1f MB of %s, %" PRIu64 " %s -> %" PRIu64 " events", d["file"].get<std::string>().c_str(),
+              imp["bytes"].get<double>() / 1e6, xplane ? "XSpace protobuf" : "JSON",
+              imp["trace_events"].get<uint64_t>(), xplane ? "XEvents" : "trace events",
+              imp["events"].get<uint64_t>());
   std::printf("; %" PRIu64 " not imported\n", d["dropped_events"].get<uint64_t>());
   for (const auto& [why, n] : imp["dropped"].items()) std::printf("    %8" PRIu64 "  %s\n", n.get<uint64_t>(), why.c_str());
 

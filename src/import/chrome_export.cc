@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "aggregators/json_writer.h"
-#include "import/chrome_trace.h"
+#include "import/trace_file.h"
 
 namespace liveprof {
 
@@ -178,6 +178,11 @@ void ChromeTraceWriter::WriteEvent(const Event& e) {
       if (const auto op = op_external_.find(e.payload.kernel.op);
           e.payload.kernel.op != 0 && op != op_external_.end()) {
         arg("External id", std::to_string(op->second), false);
+      } else if (e.payload.kernel.op != 0) {
+        // An op known by name only (XPlane's tf_op): liveprof's own arg.
+        std::string op_name;
+        AppendJsonString(&op_name, Name(e.payload.kernel.op));
+        arg("framework op", op_name, false);
       }
       const std::string_view details = Name(e.payload.kernel.details);
       if (const std::string_view v = Detail(details, "regs"); !v.empty()) arg("registers per thread", v, false);
@@ -199,13 +204,20 @@ void ChromeTraceWriter::WriteEvent(const Event& e) {
       // Kineto's allocators are "CUDA:<id>" / "CPU:<id>" (the CPU's id is -1):
       // keep the id the name carries, else the device's ordinal.
       std::string id = std::to_string(e.device);
+      bool kineto_name = false;
       for (const std::string_view prefix : {"CUDA:", "CPU:"}) {
         if (name.starts_with(prefix) && name.size() > prefix.size() && name.size() - prefix.size() < 12 &&
             name.substr(prefix.size()).find_first_not_of("-0123456789") == std::string_view::npos) {
           id = std::string(name.substr(prefix.size()));
+          kineto_name = true;
         }
       }
       arg("Device Id", id, false);
+      if (!kineto_name) {  // another allocator (XPlane's "GPU_0_bfc"): liveprof's own arg.
+        std::string allocator;
+        AppendJsonString(&allocator, name);
+        arg("Allocator", allocator, false);
+      }
       arg("Addr", std::to_string(e.payload.memory.address), false);
       const std::string bytes = std::to_string(e.payload.memory.bytes);
       arg("Bytes", e.kind == EventKind::kFree ? "-" + bytes : bytes, false);
@@ -342,7 +354,7 @@ bool ExportTraceFile(const std::string& in, const std::string& out, uint64_t* ev
   if (!writer.Open(out, error)) return false;  // the message names the file.
   // Batch by batch, in file order: the importer links a kernel to an op only
   // when the op came first, so the op is written before the kernel too.
-  ChromeTraceImporter importer;
+  TraceFileImporter importer;
   ImportReport report;
   std::string write_error;
   const bool read = importer.ImportFile(

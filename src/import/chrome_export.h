@@ -12,12 +12,14 @@
 //   kKernel        X cat kernel on pid = device, tid "stream N"; correlation,
 //                  launch details back into Kineto's args, and "External id"
 //                  of the last op written with the kernel's op name (so the
-//                  kernel finds its op again)
+//                  kernel finds its op again); with no such op (XPlane's
+//                  tf_op), the name itself in "framework op" (liveprof's own)
 //   kMemcpy*       X cat gpu_memcpy named "Memcpy HtoD" etc. unless the name
 //                  says the direction already; bytes
 //   kMemset        X cat gpu_memset; bytes
 //   kAlloc/kFree   i "[memory]": Device Type (1 device, 0 host), Device Id,
-//                  Addr, Bytes (negative for a free)
+//                  Addr, Bytes (negative for a free); "Allocator" (liveprof's
+//                  own) when the allocator is not Kineto's "CUDA:N" / "CPU:N"
 //   kCounter       C, "<name>/<key>" split back into name and args key
 //   kInstant       i;  kFlow  s / t / f cat flow with id = corr
 //   kStepMarker    X cat liveprof_step, args step_num (liveprof's own: a
@@ -27,9 +29,7 @@
 //                  totalGlobalMem, computeMajor/Minor, numSms), after traceEvents
 // Tracks: host threads on pid 1 with tid = the OS thread id (or the track
 // id), named by M thread_name events at the end; GPU streams on pid = the
-// device. The host API's
-// allocator names become Kineto's "CUDA:<id>" / "CPU:<id>". Kinds with no
-// Chrome form are counted, not written.
+// device. Kinds with no Chrome form are counted, not written.
 #ifndef LIVEPROF_IMPORT_CHROME_EXPORT_H_
 #define LIVEPROF_IMPORT_CHROME_EXPORT_H_
 

@@ -129,6 +129,7 @@ struct Fields {
   // args
   std::string_view external_id, correlation, device, stream, bytes, addr, device_type, device_id;
   std::string_view regs, shared, occupancy, m_name, step_num, stage;
+  std::string_view allocator, op_name;  // liveprof's own args (chrome_export.h).
   uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   bool has_grid = false, has_block = false;
   std::vector<std::pair<std::string_view, double>> counters;
@@ -233,7 +234,8 @@ struct ChromeTraceImporter::Parser {
                : k == "stage" ? &f.stage : nullptr;
       case 'b': return k == "bytes" ? &f.bytes : nullptr;
       case 'B': return k == "Bytes" ? &f.bytes : nullptr;
-      case 'A': return k == "Addr" ? &f.addr : nullptr;
+      case 'A': return k == "Addr" ? &f.addr : k == "Allocator" ? &f.allocator : nullptr;
+      case 'f': return k == "framework op" ? &f.op_name : nullptr;
       case 'D': return k == "Device Type" ? &f.device_type : k == "Device Id" ? &f.device_id : nullptr;
       case 'r': return k == "registers per thread" ? &f.regs : nullptr;
       case 'n': return k == "name" ? &f.m_name : nullptr;
@@ -431,6 +433,8 @@ struct ChromeTraceImporter::Parser {
           if (!f.external_id.empty()) {
             e.payload.kernel.op = OpOf(U64(f.external_id));
             if (e.payload.kernel.op == 0) Count(report->caveats, "kernel whose op is not before it (no kernel-op link)");
+          } else if (!f.op_name.empty()) {
+            e.payload.kernel.op = names->Intern(f.op_name);
           }
           break;
         }
@@ -514,7 +518,7 @@ struct ChromeTraceImporter::Parser {
     const bool cuda = f.device_type == "1";
     const std::string id = f.device_id.empty() ? "0" : std::string(f.device_id);
     e.kind = bytes > 0 ? EventKind::kAlloc : EventKind::kFree;
-    e.name = names->Intern(cuda ? "CUDA:" + id : "CPU:" + id);
+    e.name = !f.allocator.empty() ? names->Intern(f.allocator) : names->Intern(cuda ? "CUDA:" + id : "CPU:" + id);
     e.sub = static_cast<uint8_t>(cuda ? MemoryKind::kDevice : MemoryKind::kHost);
     e.device = cuda ? static_cast<uint8_t>(U64(id)) : 0;
     e.track = HostTrack(f.pid, f.tid);
@@ -537,7 +541,9 @@ struct ChromeTraceImporter::Parser {
   }
 };
 
-ChromeTraceImporter::ChromeTraceImporter() : parser_(std::make_unique<Parser>(&names_)) {}
+ChromeTraceImporter::ChromeTraceImporter() : ChromeTraceImporter(nullptr) {}
+ChromeTraceImporter::ChromeTraceImporter(NameTable* names)
+    : names_(names ? names : &own_names_), parser_(std::make_unique<Parser>(names_)) {}
 ChromeTraceImporter::~ChromeTraceImporter() = default;
 
 bool ChromeTraceImporter::Run(const std::function<bool(std::string_view*)>& next_chunk, const Sink& sink,
@@ -617,10 +623,6 @@ bool ChromeTraceImporter::Run(const std::function<bool(std::string_view*)>& next
 
 bool ChromeTraceImporter::ImportFile(const std::string& path, const Sink& sink, ImportReport* report,
                                      std::string* error, const ImportProgressFn& progress) {
-  if (path.ends_with(".xplane.pb")) {
-    *error = path + ": an XPlane protobuf (TensorFlow / JAX profiler): XPlane import is not built yet";
-    return false;
-  }
   ChunkReader reader;
   if (!reader.Open(path)) {
     *error = reader.error();

@@ -10,12 +10,14 @@
 //   ph X, cat Runtime / cuda_runtime     kRuntimeApi, corr = args.correlation
 //   ph X, cat Kernel / kernel            kKernel on (device, stream), corr, launch details,
 //                                        kernel.op = the op whose External id is the kernel's
-//                                        (Kineto: the innermost op at the launch; ops come first)
+//                                        (Kineto: the innermost op at the launch; ops come first),
+//                                        else liveprof's own "framework op" arg (chrome_export.h)
 //   ph X, cat Memcpy / gpu_memcpy        kMemcpy{HtoD,DtoH,DtoD,HtoH,PtoP,Other} by name, bytes
 //   ph X, cat Memset / gpu_memset        kMemset, bytes
 //   ph X, other categories               kHostSpan (a host track) or dropped (a GPU track)
 //   ph B / E                             a kHostSpan per matched pair (a stack per track)
 //   ph i / I, name "[memory]"            kAlloc (Bytes > 0) / kFree (Bytes < 0), allocator "<Device Type>:<Id>"
+//                                        (or liveprof's own "Allocator" arg, chrome_export.h)
 //   ph i / I, others                     kInstant
 //   ph C                                 a kCounter per numeric args member, named "<name>/<key>"
 //   ph M process_name / thread_name      track names
@@ -58,6 +60,7 @@ struct ImportReport {
   int64_t base_time_ns = 0;    // baseTimeNanoseconds, when given.
   bool has_base_time = false;
   std::string schema;          // schemaVersion, as written.
+  std::vector<std::string> hosts;  // XPlane: the XSpace's host names.
   uint64_t dropped_total() const;
 };
 
@@ -67,7 +70,9 @@ class ChromeTraceImporter {
   // come before the events that use them.
   using Sink = std::function<void(std::span<const Event> definitions, std::span<const Event> events)>;
 
+  // Names go to the importer's own table, or to `names` (which must outlive it).
   ChromeTraceImporter();
+  explicit ChromeTraceImporter(NameTable* names);
   ~ChromeTraceImporter();
 
   // Imports `path` (plain or gzip). false on an unreadable or malformed file:
@@ -79,14 +84,15 @@ class ChromeTraceImporter {
   // The same over text already in memory (tests, fuzzing).
   bool ImportText(std::string_view text, const Sink& sink, ImportReport* report, std::string* error);
 
-  const NameTable& names() const { return names_; }
+  const NameTable& names() const { return *names_; }
 
  private:
   struct Parser;
   bool Run(const std::function<bool(std::string_view*)>& next_chunk, const Sink& sink, ImportReport* report,
            std::string* error);
 
-  NameTable names_;
+  NameTable own_names_;
+  NameTable* names_;
   std::unique_ptr<Parser> parser_;
 };
 

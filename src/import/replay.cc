@@ -26,7 +26,7 @@ TraceReplay::~TraceReplay() { Stop(); }
 bool TraceReplay::Load(const std::string& path, std::string* error, ProgressLine* progress) {
   // The importer only lives through the load: every name is interned in the
   // stream's table below.
-  ChromeTraceImporter importer;
+  TraceFileImporter importer;
   std::vector<Event> definitions;
   if (!ImportWhole(importer, path, &definitions, &events_, &report_, error, progress)) return false;
   if (progress) progress->Clear();

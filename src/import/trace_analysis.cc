@@ -7,7 +7,7 @@
 
 namespace liveprof {
 
-bool ImportWhole(ChromeTraceImporter& importer, const std::string& path, std::vector<Event>* definitions,
+bool ImportWhole(TraceFileImporter& importer, const std::string& path, std::vector<Event>* definitions,
                  std::vector<Event>* events, ImportReport* report, std::string* error, ProgressLine* progress) {
   const bool ok = importer.ImportFile(
       path,
@@ -24,7 +24,7 @@ bool ImportWhole(ChromeTraceImporter& importer, const std::string& path, std::ve
 
 bool AnalyzeTrace(const std::string& path, const AnalysesOptions& options, const RenderOptions& render,
                   TraceAnalysis* out, std::string* error, ProgressLine* progress) {
-  ChromeTraceImporter importer;
+  TraceFileImporter importer;
   std::vector<Event> definitions;
   std::vector<Event> events;
   if (!ImportWhole(importer, path, &definitions, &events, &out->report, error, progress)) return false;

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "aggregators/analyses.h"
-#include "import/chrome_trace.h"
+#include "import/trace_file.h"
 #include "import/progress.h"
 
 namespace liveprof {
@@ -29,7 +29,7 @@ struct TraceAnalysis {
 // order), with the progress shown on `progress` (may be null). false with
 // *error as ChromeTraceImporter::ImportFile. The importer owns the strings
 // the definitions point to.
-bool ImportWhole(ChromeTraceImporter& importer, const std::string& path, std::vector<Event>* definitions,
+bool ImportWhole(TraceFileImporter& importer, const std::string& path, std::vector<Event>* definitions,
                  std::vector<Event>* events, ImportReport* report, std::string* error, ProgressLine* progress);
 
 // Imports `path` (Chrome trace JSON or Kineto, plain or gzip) and renders

@@ -17,20 +17,12 @@
 #include "import/trace_analysis.h"
 #include "import/chunk_reader.h"
 #include "import/json_splitter.h"
+#include "real_traces.h"
 
 namespace liveprof {
 namespace {
 
-// The traces folder beside the repository, or "" (with a message) without it.
-std::string TracePath(const std::string& relative) {
-  const std::filesystem::path p =
-      std::filesystem::path(LIVEPROF_SOURCE_DIR) / ".." / "shared" / "data" / "traces" / relative;
-  if (!std::filesystem::exists(p)) {
-    MESSAGE("skipped: " << p.string() << " is absent (the real traces live in ../shared/data/traces)");
-    return "";
-  }
-  return p.string();
-}
+using test::TracePath;
 
 // The PyTorch plugin's own sample (tb_plugin run resnet50_num_workers_0,
 // worker0, span 1) and its published responses, one per line.
@@ -309,7 +301,7 @@ TEST_CASE("import: every trace file in the folder imports or says why not") {
   size_t imported = 0;
   for (const auto& file : files) {
     CAPTURE(file.string());
-    ChromeTraceImporter importer;
+    TraceFileImporter importer;  // Chrome JSON, or XPlane by the name.
     ImportReport report;
     std::string error;
     const bool ok = importer.ImportFile(file.string(), [](std::span<const Event>, std::span<const Event>) {},
@@ -321,13 +313,12 @@ TEST_CASE("import: every trace file in the folder imports or says why not") {
     }
     // Not a trace, said so with what it is.
     const bool said = error.find("not a Chrome trace") != std::string::npos ||
-                      error.find("nothing to import: ") != std::string::npos ||
-                      error.find("XPlane import is not built yet") != std::string::npos;
+                      error.find("nothing to import: ") != std::string::npos;
     CHECK_MESSAGE(said, error);
     CHECK(error.starts_with(file.string()));
   }
   MESSAGE(imported << " of " << files.size() << " files imported; the others said why not");
-  CHECK(imported >= 36);
+  CHECK(imported >= 38);  // 36 JSON traces, 2 XPlane files.
 }
 
 }  // namespace
