@@ -56,6 +56,25 @@ constexpr std::string_view kEligibleInfixes[] = {
     "CudnnRNNBackprop",
 };
 
+// PyTorch ops the profiler plugin calls Tensor Core eligible: exact names
+// (torch_tb_profiler's op allowlist: the ops autocast runs in fp16, from
+// ATen's autocast_mode.cpp, and the backward ops they were seen to launch).
+constexpr std::string_view kTorchEligible[] = {
+    "aten::_convolution", "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_tbc",
+    "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d", "aten::convolution",
+    "aten::cudnn_convolution", "aten::cudnn_convolution_transpose", "aten::prelu", "aten::addmm", "aten::addmv",
+    "aten::addr", "aten::matmul", "aten::mm", "aten::mv", "aten::linear", "aten::addbmm", "aten::baddbmm",
+    "aten::bmm", "aten::chain_matmul", "aten::linalg_multi_dot", "aten::_thnn_fused_lstm_cell",
+    "aten::_thnn_fused_gru_cell", "aten::lstm_cell", "aten::gru_cell", "aten::rnn_tanh_cell",
+    "aten::rnn_relu_cell",
+    // backward
+    "CudnnConvolutionBackward", "BmmBackward0", "aten::cudnn_convolution_transpose_backward",
+    "CudnnConvolutionTransposeBackward", "MmBackward", "aten::cudnn_convolution_backward_weight", "aten::addmm_",
+    "AddmvBackward", "MvBackward", "aten::cudnn_convolution_transpose_backward_weight",
+    "aten::cudnn_convolution_transpose_backward_input", "AddmmBackward", "aten::cudnn_convolution_backward_input",
+    "AddbmmBackward", "aten::cudnn_convolution_backward",
+};
+
 // absl::SimpleAtoi-like: surrounding ASCII whitespace allowed, optional '+',
 // decimal digits, must fit in uint32.
 std::string_view TrimAscii(std::string_view s) {
@@ -140,6 +159,9 @@ bool KernelUsesTensorCore(std::string_view kernel_name) {
 }
 
 bool IsOpTensorCoreEligible(std::string_view op_name) {
+  for (std::string_view s : kTorchEligible) {
+    if (op_name == s) return true;
+  }
   for (std::string_view s : kEligibleSuffixes) {
     if (op_name.ends_with(s)) return true;
   }

@@ -55,7 +55,8 @@ bool KernelUsesTensorCore(std::string_view kernel_name);
 
 // The §7 op-name rules: ends with Conv2D, ..., /MatMul, FusedMatMul, ...;
 // contains BatchMatMul, CudnnRNNV, .... (No einsum equation in our events.)
-// Any thread.
+// PyTorch ops: the profiler plugin's list (aten::conv2d, aten::mm,
+// CudnnConvolutionBackward, ...), by exact name. Any thread.
 bool IsOpTensorCoreEligible(std::string_view op_name);
 
 // Duration histogram bins: exact for 0..7 ns, then 8 bins per power of two

@@ -179,6 +179,29 @@ TEST_CASE("import: the ResNet50 trace's kernel totals equal the plugin's kernel 
   }
 }
 
+TEST_CASE("import: the ResNet50 trace's ops are Tensor Core eligible exactly where the plugin says") {
+  const std::string path = TracePath(kResnetTrace);
+  const nlohmann::json response = PluginResponse(3);  // operator table: tc_eligible per op.
+  if (path.empty() || response.is_null()) return;
+  std::map<std::string, bool> published;
+  for (const auto& op : response["data"]) published[op["name"].get<std::string>()] = op["tc_eligible"] == "Yes";
+  TraceAnalysis analysis;
+  std::string error;
+  REQUIRE_MESSAGE(AnalyzeTrace(path, AnalysesOptions{}, RenderOptions{}, &analysis, &error), error);
+  const nlohmann::json kernels = nlohmann::json::parse(analysis.views.kernel_stats);
+  size_t compared = 0, eligible = 0;
+  for (const auto& op : kernels["ops"]) {  // the ops that launched kernels.
+    const std::string name = op["op_name"].get<std::string>();
+    CAPTURE(name);
+    REQUIRE(published.count(name) == 1);
+    CHECK(op["op_tc_eligible"].get<bool>() == published[name]);
+    ++compared;
+    eligible += published[name];
+  }
+  CHECK(compared >= 20);
+  CHECK(eligible >= 4);  // convolutions (forward and both backward halves), addmm.
+}
+
 // TraceLens' gpu_timeline.csv "busy_time" and "total_time" (ms) of a CSV.
 std::map<std::string, double> GpuTimeline(const std::string& path) {
   std::map<std::string, double> ms;
