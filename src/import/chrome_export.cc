@@ -341,6 +341,8 @@ bool ChromeTraceWriter::Close(std::string* error) {
     buf_ += "\n]";
     written_ += gpus_.size();
   }
+  if (!distributed_.empty()) buf_ += ",\n\"distributedInfo\": " + distributed_;
+  if (base_time_ns_ != 0) buf_ += ",\n\"baseTimeNanoseconds\": " + std::to_string(base_time_ns_);
   buf_ += "}\n";
   const bool ok = Flush(true, error);
   const bool closed = std::fclose(file_) == 0;
@@ -364,6 +366,9 @@ bool ExportTraceFile(const std::string& in, const std::string& out, uint64_t* ev
       },
       &report, error);
   if (!read) return false;  // the message names the input.
+  // The events were written as read, relative to the base time if any.
+  if (report.has_base_time) writer.SetBaseTime(report.base_time_ns);
+  writer.SetDistributedInfo(report.distributed);
   if (!write_error.empty() || !writer.Close(&write_error)) {
     *error = out + ": " + write_error;
     return false;

@@ -62,6 +62,11 @@ class ChromeTraceWriter {
   bool Write(std::span<const Event> definitions, std::span<const Event> events, std::string* error);
   // Writes the end of the document and closes the file.
   bool Close(std::string* error);
+  // Top-level members written by Close() (what the source trace had):
+  // Kineto's baseTimeNanoseconds (the events' ts are then relative to it)
+  // and distributedInfo (JSON text).
+  void SetBaseTime(int64_t ns) { base_time_ns_ = ns; }
+  void SetDistributedInfo(std::string json) { distributed_ = std::move(json); }
 
   uint64_t events_written() const { return written_; }
   uint64_t events_skipped() const { return skipped_; }  // kinds with no Chrome form.
@@ -85,6 +90,8 @@ class ChromeTraceWriter {
   std::unordered_map<NameId, uint32_t> op_external_;  // op name -> its last External id.
   uint32_t next_external_id_ = 0x80000000u;           // for ops that had none.
   std::vector<Event> gpus_;  // kDeviceInfo, written as "deviceProperties" at the end.
+  int64_t base_time_ns_ = 0;  // 0: none.
+  std::string distributed_;
   uint64_t written_ = 0, skipped_ = 0;
 };
 

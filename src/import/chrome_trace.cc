@@ -512,6 +512,20 @@ struct ChromeTraceImporter::Parser {
     }
   }
 
+  // Kineto's "distributedInfo": {"backend", "rank", "world_size", ...},
+  // kept (validated, minified) for the report and for export.
+  void Distributed(std::string_view value) {
+    simdjson::dom::parser local;
+    simdjson::dom::object info;
+    if (local.parse(value.data(), value.size()).get_object().get(info)) {
+      return Count(report->caveats, "distributedInfo that is not a JSON object (ignored)");
+    }
+    report->distributed = simdjson::minify(info);
+    int64_t n = 0;
+    if (!info["rank"].get_int64().get(n)) report->rank = n;
+    if (!info["world_size"].get_int64().get(n)) report->world_size = n;
+  }
+
   void Memory(const Fields& f, Event& e) {
     const int64_t bytes = I64(f.bytes);
     if (bytes == 0) return Drop("[memory] without Bytes");
@@ -571,6 +585,8 @@ bool ChromeTraceImporter::Run(const std::function<bool(std::string_view*)>& next
           report->base_time_ns = I64(Trim(value));
         } else if (key == "schemaVersion") {
           report->schema = std::string(Trim(value));
+        } else if (key == "distributedInfo") {
+          p.Distributed(value);
         } else if (key == "deviceProperties") {
           p.DeviceProperties(value);
           flush();

@@ -29,8 +29,10 @@
 // gpu_user_annotation, ...), unmatched E, events without a usable ts.
 //
 // Events come out in file order (not completion order), with timestamps as
-// written (µs → ns, exactly); `baseTimeNanoseconds` (new Kineto traces: ts
-// relative to it) is reported, not applied.
+// written (µs → ns, exactly). `baseTimeNanoseconds` (new Kineto traces: ts
+// relative to it) is reported, not applied here: Kineto writes it after the
+// events, which are already handed over by then; ImportWhole
+// (trace_analysis.h) applies it.
 #ifndef LIVEPROF_IMPORT_CHROME_TRACE_H_
 #define LIVEPROF_IMPORT_CHROME_TRACE_H_
 
@@ -60,6 +62,10 @@ struct ImportReport {
   int64_t base_time_ns = 0;    // baseTimeNanoseconds, when given.
   bool has_base_time = false;
   std::string schema;          // schemaVersion, as written.
+  // Kineto's "distributedInfo" (the rank in its job), as written (JSON
+  // text, "" without), and the numbers read from it (-1 without).
+  std::string distributed;
+  int64_t rank = -1, world_size = -1;
   std::vector<std::string> hosts;  // XPlane: the XSpace's host names.
   uint64_t dropped_total() const;
 };

@@ -19,6 +19,14 @@ bool ImportWhole(TraceFileImporter& importer, const std::string& path, std::vect
       progress ? ImportProgressFn([progress](const ImportProgress& p) { progress->Update(p); })
                : ImportProgressFn());
   if (!ok && progress) progress->Clear();
+  // Kineto's timestamps count from baseTimeNanoseconds (written after the
+  // events): with it, the events are on the wall clock, as other ranks' are.
+  if (ok && report->has_base_time && report->base_time_ns > 0) {
+    const auto base = static_cast<uint64_t>(report->base_time_ns);
+    for (Event& e : *events) {
+      if (e.kind != EventKind::kDeviceInfo) e.ts += base;  // (ts 0: no time)
+    }
+  }
   return ok;
 }
 

@@ -26,7 +26,8 @@ struct TraceAnalysis {
 };
 
 // Imports all of `path` into memory: its definitions and its events (file
-// order), with the progress shown on `progress` (may be null). false with
+// order, on the wall clock when the file gives Kineto's
+// baseTimeNanoseconds), with the progress shown on `progress` (may be null). false with
 // *error as ChromeTraceImporter::ImportFile. The importer owns the strings
 // the definitions point to.
 bool ImportWhole(TraceFileImporter& importer, const std::string& path, std::vector<Event>* definitions,

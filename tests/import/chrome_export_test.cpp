@@ -65,7 +65,9 @@ TEST_CASE("export: real Kineto and XPlane traces exported and read back give eve
       // XPlane to Chrome JSON: TF's allocator names and tf_op kernel-op links
       // go through liveprof's own args.
       {"tensorflow__profiler/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb", 16'919},
-      {"AMD-AGI__TraceLens/tests/traces/mi300/jax_conv_minimal_08/tw003.xplane.pb", 3'658}};
+      {"AMD-AGI__TraceLens/tests/traces/mi300/jax_conv_minimal_08/tw003.xplane.pb", 3'658},
+      // baseTimeNanoseconds and distributedInfo (written after the events).
+      {"facebookresearch__HolisticTraceAnalysis/tests/data/nccl_parser_config/nccl_data.json.gz", 27'998}};
   for (const auto& [relative, expected_events] : files) {
   CAPTURE(relative);
   const std::filesystem::path trace = test::TracePath(relative);
@@ -84,6 +86,12 @@ TEST_CASE("export: real Kineto and XPlane traces exported and read back give eve
   std::filesystem::remove(out);
   CHECK(after.events == before.events);
   CHECK(after.report.dropped_total() == 0);  // everything written is read.
+  CHECK(after.report.base_time_ns == before.report.base_time_ns);
+  CHECK(after.report.distributed == before.report.distributed);
+  CHECK(after.report.rank == before.report.rank);
+  CHECK(after.first_ns == before.first_ns);
+  // Kineto's relative timestamps are put on the wall clock.
+  if (before.report.has_base_time) CHECK(before.first_ns > static_cast<uint64_t>(before.report.base_time_ns));
   const auto a = Views(before), b = Views(after);
   CHECK(after.events == written);
   for (const auto& [name, json] : a) {

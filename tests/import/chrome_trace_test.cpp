@@ -209,5 +209,26 @@ TEST_CASE("import: malformed events are errors with the event's number; the even
   CHECK(t.error == "not a Chrome trace: none of its 2 trace events is a JSON object");
 }
 
+TEST_CASE("import: distributedInfo and baseTimeNanoseconds, wherever they stand, are reported") {
+  Imported r;
+  Import(r, R"({"traceEvents": [{"ph":"i","name":"x","pid":1,"tid":1,"ts":5}],
+    "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8, "pg_config": [{"ranks": [0, 1]}]},
+    "baseTimeNanoseconds": 1711964646000000000})");
+  REQUIRE(r.ok);
+  CHECK(r.report.rank == 3);
+  CHECK(r.report.world_size == 8);
+  CHECK(r.report.distributed == R"({"backend":"nccl","rank":3,"world_size":8,"pg_config":[{"ranks":[0,1]}]})");
+  CHECK(r.report.has_base_time);
+  CHECK(r.report.base_time_ns == 1711964646000000000);
+  CHECK(r.events.at(0).ts == 5000);  // relative here; ImportWhole applies the base.
+
+  Imported bad;
+  Import(bad, R"({"distributedInfo": [1, 2], "traceEvents": [{"ph":"i","name":"x","pid":1,"tid":1,"ts":5}]})");
+  REQUIRE(bad.ok);
+  CHECK(bad.report.rank == -1);
+  CHECK(bad.report.distributed.empty());
+  CHECK(bad.report.caveats.at("distributedInfo that is not a JSON object (ignored)") == 1);
+}
+
 }  // namespace
 }  // namespace liveprof
