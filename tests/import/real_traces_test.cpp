@@ -306,6 +306,26 @@ TEST_CASE("import: HTA's trace_filter sample gives HTA's published filter counts
   CHECK(nccl == published);
 }
 
+// Catapult's edge case (MANIFEST: 1684 B, 1680 E): the matched pairs become
+// spans, the 4 slices never closed are counted, not guessed.
+TEST_CASE("import: unclosed B slices are counted and the closed ones kept (Catapult)") {
+  const std::string path = TracePath("catapult-project__catapult/tracing/test_data/main_thread_has_unclosed_slices.json");
+  if (path.empty()) return;
+  ChromeTraceImporter importer;
+  ImportReport report;
+  std::string error;
+  uint64_t spans = 0;
+  REQUIRE_MESSAGE(importer.ImportFile(path, [&](std::span<const Event>, std::span<const Event> events) {
+    for (const Event& e : events) spans += e.kind == EventKind::kHostSpan;
+  }, &report, &error), error);
+  CHECK(report.phases.at("B") == 1684);
+  CHECK(report.phases.at("E") == 1680);
+  CHECK(report.dropped.at("B without E") == 4);
+  CHECK(report.dropped.count("E without B") == 0);
+  CHECK(report.phases.count("X") == 0);
+  CHECK(spans == 1680);
+}
+
 // Issue #8: every file in the traces folder imports, or fails with a message
 // that says what it is instead. The CSV, text and Markdown files there are
 // published results, not traces.
