@@ -7,8 +7,9 @@
 #
 #   fuzz/build_and_run.sh TARGET OUT_DIR [RUNS]    (RUNS defaults to 1000000)
 #
-# TARGET: control_message (the WebSocket control-message decoder) or
-# chrome_trace (the Chrome trace JSON importer).
+# TARGET: control_message (the WebSocket control-message decoder),
+# chrome_trace (the Chrome trace JSON importer) or xplane (the XPlane
+# importer; its seeds are text-format XSpaces that protoc encodes here).
 #
 # Needs Debian's clang-14 and libclang-rt-14-dev (libFuzzer, the sanitizer
 # runtimes); scripts/setup.sh installs them.
@@ -43,8 +44,20 @@ case "${target}" in
     libs=(-lsimdjson -lz -lpthread)
     max_len=4096
     ;;
+  xplane)
+    # The generated XSpace classes (protoc, as the build does), compiled on
+    # their own: generated code is not held to our warnings.
+    mkdir -p "${out}/gen"
+    protoc --cpp_out="${out}/gen" -Isrc/import src/import/xplane.proto
+    "${FUZZ_CXX:-clang++-14}" -std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+      -fno-sanitize-recover=all -w -c "${out}/gen/xplane.pb.cc" -o "${out}/gen/xplane.pb.o"
+    sources=(src/import/xplane.cc src/import/chunk_reader.cc src/import/chrome_trace.cc src/import/decimal.cc
+             src/import/json_splitter.cc src/aggregators/tf_op_name.cc src/stream/*.cc "${out}/gen/xplane.pb.o")
+    libs=(-isystem "${out}/gen" -lprotobuf -lsimdjson -lz -lpthread)
+    max_len=4096
+    ;;
   *)
-    echo "$0: unknown target '${target}' (control_message or chrome_trace)" >&2
+    echo "$0: unknown target '${target}' (control_message, chrome_trace or xplane)" >&2
     exit 2
     ;;
 esac
@@ -56,7 +69,13 @@ echo "fuzz: building ${out}/${target}_fuzz with ${cxx}"
 
 corpus=$(mktemp -d)
 trap 'rm -rf "${corpus}"' EXIT
-cp fuzz/corpus/"${target}"/*.json "${corpus}/"
+if [[ ${target} == xplane ]]; then
+  for seed in fuzz/corpus/xplane/*.txtpb; do
+    protoc -Isrc/import --encode=liveprof.xplane.XSpace xplane.proto <"${seed}" >"${corpus}/$(basename "${seed}" .txtpb).pb"
+  done
+else
+  cp fuzz/corpus/"${target}"/*.json "${corpus}/"
+fi
 
 echo "fuzz: ${runs} runs on a copy of fuzz/corpus/${target} ($(ls "${corpus}" | wc -l) seeds)"
 start=$(date +%s)

@@ -11,6 +11,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <filesystem>
 #include <optional>
 #include <unordered_map>
@@ -140,7 +141,10 @@ class PlaneStats {
     switch (s.value_case()) {
       case XStat::kUint64Value: return s.uint64_value();
       case XStat::kInt64Value: return static_cast<uint64_t>(s.int64_value());
-      case XStat::kDoubleValue: return s.double_value() >= 0 ? std::optional<uint64_t>(static_cast<uint64_t>(s.double_value())) : std::nullopt;
+      case XStat::kDoubleValue: {  // in range, or nothing (NaN fails both tests).
+        const double d = s.double_value();
+        return d >= 0 && d < 1.8e19 ? std::optional<uint64_t>(static_cast<uint64_t>(d)) : std::nullopt;
+      }
       case XStat::kStrValue: {
         uint64_t n = 0;
         const std::string& t = s.str_value();
@@ -219,12 +223,16 @@ class Converter {
   uint64_t planes() const { return planes_; }
 
  private:
-  // Begin and end in ns of an event of `line`; nullopt when before 0.
+  // Begin and end in ns of an event of `line`; nullopt when it has no
+  // offset, is before 0 or overflows (a corrupt file).
   static std::optional<std::pair<uint64_t, uint64_t>> Times(const XLine& line, const XEvent& e) {
-    const int64_t base = line.timestamp_ns();
-    const int64_t begin = base + e.offset_ps() / 1000;
-    const int64_t end = base + (e.offset_ps() + std::max<int64_t>(0, e.duration_ps())) / 1000;
-    if (begin < 0 || e.data_case() != XEvent::kOffsetPs) return std::nullopt;
+    int64_t end_ps = 0, begin = 0, end = 0;
+    if (e.data_case() != XEvent::kOffsetPs ||
+        __builtin_add_overflow(e.offset_ps(), std::max<int64_t>(0, e.duration_ps()), &end_ps) ||
+        __builtin_add_overflow(line.timestamp_ns(), e.offset_ps() / 1000, &begin) ||
+        __builtin_add_overflow(line.timestamp_ns(), end_ps / 1000, &end) || begin < 0) {
+      return std::nullopt;
+    }
     return std::pair<uint64_t, uint64_t>(static_cast<uint64_t>(begin), static_cast<uint64_t>(end));
   }
 
@@ -244,7 +252,7 @@ class Converter {
             Event* e, Stats* s) {
     const auto times = Times(line, x);
     if (!times) {
-      Count(report_->dropped, "events without a time (aggregated or before 0)");
+      Count(report_->dropped, "events without a usable time (aggregated, before 0 or out of range)");
       return false;
     }
     e->ts = times->first;
@@ -438,6 +446,72 @@ class Converter {
 
 bool IsXPlanePath(std::string_view path) { return path.ends_with(".xplane.pb") || path.ends_with(".xplane.pb.gz"); }
 
+namespace {
+
+// The XSpace in `input`, named `name` in messages. `input_error` says why
+// the input ended early (a read or gzip error), if it did; `on_field` is
+// called after each top-level field with the bytes read so far.
+bool ImportXSpace(pb::io::ZeroCopyInputStream* input, const std::string& name, NameTable* names,
+                  const ChromeTraceImporter::Sink& sink, ImportReport* report, std::string* error,
+                  const std::function<std::optional<std::string>()>& input_error,
+                  const std::function<void(uint64_t offset)>& on_field) {
+  Converter convert(names, report);
+  uint64_t offset = 0;  // bytes of the XSpace read (uncompressed).
+  auto fail = [&](const std::string& what) {
+    convert.Flush(sink);
+    *error = name + ": " + what + " at byte " + std::to_string(offset) + " (" + std::to_string(convert.planes()) +
+             " planes kept)";
+    return false;
+  };
+  using pb::internal::WireFormatLite;
+  // XSpace, one top-level field at a time: a plane (1) is parsed alone, the
+  // host names (4) are kept, the rest skipped. A CodedInputStream per field:
+  // its 2 GB limit applies to one plane, not to the file.
+  for (;;) {
+    pb::io::CodedInputStream in(input);
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) {
+      if (const auto why = input_error()) return fail(*why);
+      break;
+    }
+    const uint32_t field = WireFormatLite::GetTagFieldNumber(tag);
+    const auto wire = WireFormatLite::GetTagWireType(tag);
+    if (field == 1 && wire == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      uint32_t length = 0;
+      if (!in.ReadVarint32(&length) || length > static_cast<uint32_t>(INT32_MAX)) {
+        return fail("not an XSpace: a cut or impossible plane length");
+      }
+      const auto limit = in.PushLimit(static_cast<int>(length));
+      XPlane plane;
+      if (!plane.ParseFromCodedStream(&in) || in.BytesUntilLimit() != 0) {
+        return fail("not an XSpace, or truncated: plane #" + std::to_string(convert.planes() + 1) + " (" +
+                    std::to_string(length) + " bytes) does not parse");
+      }
+      in.PopLimit(limit);
+      convert.Plane(plane);
+      convert.Flush(sink);
+    } else if (field == 4 && wire == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      std::string host;
+      if (!WireFormatLite::ReadString(&in, &host)) return fail("not an XSpace: a cut host name");
+      report->hosts.push_back(std::move(host));
+    } else if (field == 0 || !WireFormatLite::SkipField(&in, tag)) {
+      return fail("not an XSpace: field " + std::to_string(field) + " does not parse");
+    }
+    offset += static_cast<uint64_t>(in.CurrentPosition());
+    report->bytes = offset;
+    on_field(offset);
+  }
+  if (convert.planes() == 0) {
+    *error = name + ": not an XSpace: no planes";
+    return false;
+  }
+  convert.Finish();
+  convert.Flush(sink);
+  return true;
+}
+
+}  // namespace
+
 bool ImportXPlaneFile(const std::string& path, NameTable* names, const ChromeTraceImporter::Sink& sink,
                       ImportReport* report, std::string* error, const ImportProgressFn& progress) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -452,61 +526,30 @@ bool ImportXPlaneFile(const std::string& path, NameTable* names, const ChromeTra
   std::optional<pb::io::GzipInputStream> gzip;
   if (path.ends_with(".gz")) gzip.emplace(&file, pb::io::GzipInputStream::GZIP);
   pb::io::ZeroCopyInputStream* input = gzip ? static_cast<pb::io::ZeroCopyInputStream*>(&*gzip) : &file;
-
-  Converter convert(names, report);
   const auto start = std::chrono::steady_clock::now();
-  uint64_t offset = 0;  // bytes of the XSpace read (uncompressed).
-  auto fail = [&](const std::string& what) {
-    convert.Flush(sink);
-    *error = path + ": " + what + " at byte " + std::to_string(offset) + " (" + std::to_string(convert.planes()) +
-             " planes kept)";
-    return false;
-  };
-  // XSpace, one top-level field at a time: a plane (1) is parsed alone, the
-  // host names (4) are kept, the rest skipped. A CodedInputStream per field:
-  // its 2 GB limit applies to one plane, not to the file.
-  for (;;) {
-    pb::io::CodedInputStream in(input);
-    const uint32_t tag = in.ReadTag();
-    if (tag == 0) {
-      if (gzip && gzip->ZlibErrorMessage() != nullptr) return fail(std::string("gzip: ") + gzip->ZlibErrorMessage());
-      break;
-    }
-    const uint32_t field = pb::internal::WireFormatLite::GetTagFieldNumber(tag);
-    const auto wire = pb::internal::WireFormatLite::GetTagWireType(tag);
-    if (field == 1 && wire == pb::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
-      uint32_t length = 0;
-      if (!in.ReadVarint32(&length)) return fail("not an XSpace: a cut plane length");
-      const auto limit = in.PushLimit(static_cast<int>(length));
-      XPlane plane;
-      if (!plane.ParseFromCodedStream(&in) || in.BytesUntilLimit() != 0) {
-        return fail("not an XSpace, or truncated: plane #" + std::to_string(convert.planes() + 1) + " (" +
-                    std::to_string(length) + " bytes) does not parse");
-      }
-      in.PopLimit(limit);
-      convert.Plane(plane);
-      convert.Flush(sink);
-    } else if (field == 4 && wire == pb::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
-      std::string host;
-      if (!pb::internal::WireFormatLite::ReadString(&in, &host)) return fail("not an XSpace: a cut host name");
-      report->hosts.push_back(std::move(host));
-    } else if (field == 0 || !pb::internal::WireFormatLite::SkipField(&in, tag)) {
-      return fail("not an XSpace: field " + std::to_string(field) + " does not parse");
-    }
-    offset += static_cast<uint64_t>(in.CurrentPosition());
-    report->bytes = offset;
-    if (progress) {
-      progress({static_cast<uint64_t>(file.ByteCount()), size_error ? 0 : static_cast<uint64_t>(size), offset,
-                report->events_out, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
-    }
-  }
-  if (convert.planes() == 0) {
-    *error = path + ": not an XSpace: no planes";
+  return ImportXSpace(
+      input, path, names, sink, report, error,
+      [&]() -> std::optional<std::string> {
+        if (file.GetErrno() != 0) return std::string("read error: ") + std::strerror(file.GetErrno());
+        if (gzip && gzip->ZlibErrorMessage() != nullptr) return std::string("gzip: ") + gzip->ZlibErrorMessage();
+        return std::nullopt;
+      },
+      [&](uint64_t offset) {
+        if (!progress) return;
+        progress({static_cast<uint64_t>(file.ByteCount()), size_error ? 0 : static_cast<uint64_t>(size), offset,
+                  report->events_out, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
+      });
+}
+
+bool ImportXPlaneBytes(std::string_view bytes, NameTable* names, const ChromeTraceImporter::Sink& sink,
+                       ImportReport* report, std::string* error) {
+  if (bytes.size() > static_cast<size_t>(INT32_MAX)) {
+    *error = "XSpace bytes: over 2 GiB in memory (import the file instead)";
     return false;
   }
-  convert.Finish();
-  convert.Flush(sink);
-  return true;
+  pb::io::ArrayInputStream input(bytes.data(), static_cast<int>(bytes.size()));
+  return ImportXSpace(&input, "XSpace bytes", names, sink, report, error, [] { return std::nullopt; },
+                      [](uint64_t) {});
 }
 
 }  // namespace liveprof

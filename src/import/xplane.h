@@ -45,6 +45,9 @@ bool IsXPlanePath(std::string_view path);
 // before it were handed over.
 bool ImportXPlaneFile(const std::string& path, NameTable* names, const ChromeTraceImporter::Sink& sink,
                       ImportReport* report, std::string* error, const ImportProgressFn& progress = {});
+// The same over a serialized XSpace in memory (tests, fuzzing; under 2 GiB).
+bool ImportXPlaneBytes(std::string_view bytes, NameTable* names, const ChromeTraceImporter::Sink& sink,
+                       ImportReport* report, std::string* error);
 
 }  // namespace liveprof
 
