@@ -1,0 +1,171 @@
+// TraceStore: every event the pipeline sees, kept per track for the trace
+// viewer and for exports, and queried by viewport: (tracks, t0, t1, width in
+// pixels) returns each event at least one pixel wide on its own and folds the
+// others into per-pixel summaries, so the answer's size follows the screen,
+// not the trace (issue #7; tf-profiler-semantics.md §9, perf-anchors.md §1.5).
+//
+// Layout. Per track, events in arrival order (the pipeline's completion
+// order) in chunks of up to kChunkEvents. A chunk's columns are byte streams
+// of LEB128 varints: ends as deltas from the previous end (zigzag: a late
+// event may end earlier), durations, name ids, kinds, correlation ids as
+// zigzag deltas, and the payload of the kinds that have one (kernel details
+// and op, copy bytes, memory address and bytes, step number, counter value).
+// Each chunk has a summary (count, first start, last start, last end, longest
+// event, sum of durations); summaries of 16 chunks make a node of the next
+// level, and so on: the level-of-detail index. A query walks it top down and
+// folds a whole node into one pixel when every event in it starts inside that
+// pixel and is shorter than a pixel; otherwise it goes down, to the events.
+//
+// Nesting depth is worked out per query, over the events it returns: an
+// event's ancestors overlap the view and are at least as long, so they are
+// returned too and the stack of returned events gives the exact depth.
+//
+// Folded summaries, per pixel: the number of events, the sum of their
+// durations as a fraction of the pixel (capped at 1: nested folded events
+// count twice) and the longest one's name and duration. An event belongs to
+// the pixel of its start (clamped to the view).
+//
+// Threads: Append on the pipeline thread only; every other method on any
+// thread. A std::shared_mutex: Append holds it exclusively for one batch
+// (microseconds), a query shares it for its whole walk, so a query sees
+// whole batches. Memory: in RAM, under Options::max_bytes: past it the
+// oldest sealed chunks are freed (their ids stay, their events are gone;
+// stats() says how many and up to when). The spill to disk segments of
+// issue #7 is not built yet.
+#ifndef LIVEPROF_AGGREGATORS_TRACE_STORE_H_
+#define LIVEPROF_AGGREGATORS_TRACE_STORE_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stream/event.h"
+#include "stream/stream.h"
+
+namespace liveprof {
+
+// An event's place in the store: (track << 40) | index in its track.
+using StoredEventId = uint64_t;
+
+struct TraceQuery {
+  std::vector<TrackId> tracks;  // empty: every track.
+  uint64_t t0 = 0, t1 = 0;      // ns, t0 < t1.
+  uint32_t width_px = 1000;     // 1 .. kMaxWidthPx.
+};
+
+struct TraceQueryResult {
+  struct Slice {  // an event at least one pixel wide.
+    StoredEventId id = 0;
+    uint64_t ts = 0, dur = 0;
+    NameId name = 0;
+    uint32_t corr = 0;
+    EventKind kind = EventKind::kInvalid;
+    uint8_t depth = 0;  // nesting among the returned events of its track.
+  };
+  struct Summary {  // the events under one pixel, folded.
+    uint32_t px = 0;
+    uint32_t count = 0;
+    double busy = 0;  // sum of durations / pixel width, at most 1.
+    NameId longest = 0;
+    uint64_t longest_dur = 0;
+  };
+  struct Track {
+    TrackId track = 0;
+    std::vector<Slice> slices;       // by ts, then longer first.
+    std::vector<Summary> summaries;  // by px.
+  };
+  struct Flow {  // a launch and its device work, both in the view.
+    StoredEventId from = 0, to = 0;
+  };
+  uint64_t t0 = 0, t1 = 0;
+  uint32_t width_px = 0;
+  double ns_per_px = 0;
+  std::vector<Track> tracks;
+  std::vector<Flow> flows;
+  uint64_t events_visited = 0;  // decoded one by one (the rest folded by node).
+};
+
+class TraceStore {
+ public:
+  static constexpr uint32_t kChunkEvents = 64;
+  static constexpr uint32_t kFanout = 16;
+  static constexpr uint32_t kMaxWidthPx = 1 << 16;
+
+  struct Options {
+    // Retention: past this many bytes, the oldest sealed chunks (first
+    // sealed, any track) are freed and counted in stats().dropped_events.
+    uint64_t max_bytes = uint64_t{1} << 30;
+  };
+  TraceStore() : TraceStore(Options{}) {}
+  explicit TraceStore(Options options);
+  ~TraceStore();
+  TraceStore(const TraceStore&) = delete;
+  TraceStore& operator=(const TraceStore&) = delete;
+
+  // Takes the batch's definitions (kNameDef, kTrackDef: names are copied)
+  // and keeps its events. Pipeline thread only.
+  void Append(std::span<const Event> definitions, std::span<const Event> events);
+
+  // The viewport query above. Any thread.
+  TraceQueryResult Query(const TraceQuery& q) const;
+  // One event whole, by id (nullopt for an unknown id). Any thread.
+  std::optional<Event> Get(StoredEventId id) const;
+  // The first event on `tracks` (empty: all) whose name contains `text`,
+  // starting after `from` (forward) or before it (backward). Any thread.
+  std::optional<std::pair<StoredEventId, Event>> Search(std::string_view text, uint64_t from, bool forward,
+                                                        const std::vector<TrackId>& tracks = {}) const;
+  // Every event of `tracks` (empty: all) overlapping [t0, t1], track by
+  // track in arrival order. Any thread (holds the lock throughout).
+  void ForEach(uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
+               const std::function<void(StoredEventId, const Event&)>& fn) const;
+
+  // Names and tracks as defined so far. Any thread.
+  std::string Name(NameId id) const;
+  std::vector<std::string> Names() const;  // by NameId.
+  std::vector<std::pair<TrackId, TrackInfo>> Tracks() const;
+
+  struct Stats {
+    uint64_t events = 0;
+    uint64_t chunks = 0;
+    uint64_t bytes = 0;  // columns, summaries and index (not the name strings).
+    uint64_t first_ns = 0, last_ns = 0;
+    uint64_t dropped_events = 0;  // freed by the retention rule, oldest first.
+    uint64_t dropped_until_ns = 0;  // the latest end among them.
+  };
+  Stats stats() const;
+
+ private:
+  struct Node;
+  struct Level;
+  struct Chunk;
+  struct TrackStore;
+  TrackStore& Track(TrackId id);
+  const TrackStore* FindTrack(TrackId id) const;
+  void QueryTrack(const TrackStore& t, TrackId id, const TraceQuery& q, TraceQueryResult::Track* out,
+                  uint64_t* visited) const;
+
+  void Retain();
+
+  Options options_;
+  mutable std::shared_mutex mu_;
+  std::deque<TrackId> sealed_;  // the track of each sealed chunk, in sealing order.
+  uint64_t sealed_bytes_ = 0;
+  uint64_t dropped_events_ = 0, dropped_until_ns_ = 0;
+  std::vector<std::unique_ptr<TrackStore>> tracks_;  // by TrackId.
+  std::vector<TrackInfo> track_info_;                // by TrackId.
+  std::deque<std::string> name_text_;                // owned copies.
+  std::vector<std::string_view> names_;              // by NameId, into name_text_.
+  uint64_t events_ = 0;
+  uint64_t first_ns_ = UINT64_MAX, last_ns_ = 0;
+};
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_AGGREGATORS_TRACE_STORE_H_
