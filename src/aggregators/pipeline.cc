@@ -12,7 +12,11 @@ Pipeline::Pipeline(Stream& stream, Options options)
       options_(std::move(options)),
       analyses_(options_.analyses, &stream.diagnostics()),
       drain_(stream, options_.drain, [this](const Batch& b) { OnBatch(b); }),
-      chunk_(std::make_shared<EventChunk>()) {}
+      chunk_(std::make_shared<EventChunk>()) {
+  if (options_.trace_store_bytes > 0) {
+    trace_store_ = std::make_unique<TraceStore>(TraceStore::Options{.max_bytes = options_.trace_store_bytes});
+  }
+}
 
 Pipeline::~Pipeline() { Stop(); }
 
@@ -79,6 +83,10 @@ void Pipeline::OnBatch(const Batch& b) {
     }
   }
   analyses_.Consume(definitions, rest, b.late, b.watermark_ns, b.now_ns);
+  if (trace_store_) {
+    trace_store_->Append(b.definitions, b.events);
+    trace_store_->Append({}, b.late);
+  }
 
   EventChunk& c = *chunk_;
   c.definitions.insert(c.definitions.end(), b.definitions.begin(), b.definitions.end());

@@ -6,7 +6,8 @@
 //   - an EventChunk with the name and track definitions of the period and,
 //     while someone wants them (SetEventTap), the raw events themselves;
 //   - answers to render requests with other options (a longer step window,
-//     CSV), rendered on the pipeline thread.
+//     CSV), rendered on the pipeline thread;
+//   - every event, in a TraceStore that other threads query (trace_store()).
 //
 // Readers (the web threads, the command line) never touch the analyses: they
 // keep the shared_ptrs they were handed. Sinks run on the pipeline thread and
@@ -24,6 +25,7 @@
 
 #include "aggregators/analyses.h"
 #include "aggregators/metrics_input.h"
+#include "aggregators/trace_store.h"
 #include "stream/drain_loop.h"
 #include "stream/event.h"
 #include "stream/stream.h"
@@ -66,6 +68,9 @@ class Pipeline {
     std::chrono::milliseconds publish_period{100};
     RenderOptions render;  // what each publication renders.
     size_t max_chunk_events = size_t{1} << 21;  // 2 Mi a period: 21 M events/s at 10 Hz.
+    // Every event also goes to a TraceStore (the trace viewer, exports) of
+    // this byte budget; 0: no store.
+    uint64_t trace_store_bytes = uint64_t{1} << 30;
   };
   using SnapshotSink = std::function<void(std::shared_ptr<const PipelineSnapshot>)>;
   using ChunkSink = std::function<void(std::shared_ptr<const EventChunk>)>;
@@ -97,6 +102,9 @@ class Pipeline {
   std::vector<AlertEvent> TakeAlertEvents();
 
   const Options& options() const { return options_; }
+  // The trace store the pipeline thread fills (null without one): queries
+  // from any thread.
+  const TraceStore* trace_store() const { return trace_store_.get(); }
   uint64_t publications() const { return publications_.load(std::memory_order_relaxed); }
 
  private:
@@ -108,6 +116,7 @@ class Pipeline {
   Stream& stream_;
   Options options_;
   Analyses analyses_;  // pipeline thread only.
+  std::unique_ptr<TraceStore> trace_store_;  // appended on the pipeline thread.
   DrainLoop drain_;
   SnapshotSink snapshot_sink_;
   ChunkSink chunk_sink_;

@@ -14,6 +14,7 @@
 
 #include "aggregators/pipeline.h"
 #include "app/args.h"
+#include "import/chrome_export.h"
 #include "import/replay.h"
 #include "producers/host_api.h"
 #include "producers/simulated_workload.h"
@@ -77,6 +78,7 @@ int Serve(int argc, char** argv, ServeMode mode) {
   const char* command = demo ? "liveprof demo" : mode == ServeMode::kReplay ? "liveprof replay" : "liveprof serve";
   ServerOptions so;
   so.version = LIVEPROF_VERSION;
+  so.export_trace = ExportStoreRange;  // /api/export
   so.static_dir = LIVEPROF_STATIC_DIR;
   double seconds = 0;
   SimulatedWorkloadOptions wo;

@@ -1,8 +1,13 @@
 #include "import/chrome_export.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <iterator>
+#include <fstream>
+#include <filesystem>
+#include <atomic>
 #include <cinttypes>
 #include <cstring>
 
@@ -375,6 +380,45 @@ bool ExportTraceFile(const std::string& in, const std::string& out, uint64_t* ev
   }
   *events = writer.events_written();
   return true;
+}
+
+bool ExportStoreRange(const TraceStore& store, uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
+                      std::string* gz, std::string* error) {
+  static std::atomic<uint64_t> serial{0};
+  const std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                     ("liveprof-export-" + std::to_string(::getpid()) + "-" +
+                                      std::to_string(serial.fetch_add(1)) + ".json.gz");
+  ChromeTraceWriter writer;
+  if (!writer.Open(path.string(), error)) return false;
+  // Definitions first: every name and track the store knows.
+  const std::vector<std::string> names = store.Names();
+  std::vector<Event> defs;
+  for (NameId n = 0; n < names.size(); ++n) defs.push_back(NameDefEvent(n, names[n]));
+  for (const auto& [id, info] : store.Tracks()) defs.push_back(TrackDefEvent(id, info));
+  std::string write_error;
+  writer.Write(defs, {}, &write_error);
+  std::vector<Event> batch;
+  auto flush = [&] {
+    if (write_error.empty()) writer.Write({}, batch, &write_error);
+    batch.clear();
+  };
+  store.ForEach(t0, t1, tracks, [&](StoredEventId, const Event& e) {
+    batch.push_back(e);
+    if (batch.size() == 4096) flush();
+  });
+  flush();
+  const bool closed = writer.Close(&write_error);
+  bool ok = write_error.empty() && closed;
+  if (ok) {
+    std::ifstream in(path, std::ios::binary);
+    gz->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    ok = in.good() || in.eof();
+    if (!ok) write_error = "cannot read back " + path.string();
+  }
+  std::error_code ignored;
+  std::filesystem::remove(path, ignored);
+  if (!ok) *error = write_error;
+  return ok;
 }
 
 }  // namespace liveprof

@@ -41,6 +41,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "aggregators/trace_store.h"
 #include "stream/event.h"
 #include "stream/stream.h"
 
@@ -99,6 +100,13 @@ class ChromeTraceWriter {
 // writes it to OUT batch by batch (memory does not grow with the file).
 // false with *error.
 bool ExportTraceFile(const std::string& in, const std::string& out, uint64_t* events, std::string* error);
+
+// The events of `store` overlapping [t0, t1] on `tracks` (empty: all), as
+// a gzip Chrome trace in *gz (the server's /api/export). false with *error.
+// Any thread (the store locks for itself); the file goes through a
+// temporary file in the system's temp folder, removed after.
+bool ExportStoreRange(const TraceStore& store, uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
+                      std::string* gz, std::string* error);
 
 }  // namespace liveprof
 

@@ -15,6 +15,7 @@
 #include "web/metrics.h"
 #include "web/rest.h"
 #include "web/static_files.h"
+#include "web/trace_api.h"
 #include "web/websocket_session.h"
 
 namespace liveprof {
@@ -125,6 +126,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       case Route::Kind::kMetrics:
         if (!latest) return SendReply(NotYet(), version);
         return SendReply(Reply{200, std::string(kPrometheusContentType), RenderPrometheus(latest->metrics)},
+                         version);
+      case Route::Kind::kTrace:
+        return SendReply(TraceReply(ParseRequestTarget(target), state_->pipeline().trace_store(),
+                                    state_->options().export_trace),
                          version);
       case Route::Kind::kView:
         break;

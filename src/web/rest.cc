@@ -5,6 +5,7 @@
 
 #include "aggregators/json_writer.h"
 #include "web/static_files.h"  // PercentDecode
+#include "web/trace_api.h"
 
 namespace liveprof {
 namespace {
@@ -124,6 +125,8 @@ Route RouteRequest(std::string_view raw_target, uint32_t published_last_steps) {
     r.kind = Route::Kind::kMetrics;
   } else if (target.path == "/api" || target.path == "/api/") {
     r.kind = Route::Kind::kIndex;
+  } else if (IsTracePath(target.path)) {
+    r.kind = Route::Kind::kTrace;  // trace_api.cc checks its parameters.
   } else {
     const Endpoint* found = nullptr;
     for (const Endpoint& e : kEndpoints) {
@@ -236,10 +239,12 @@ Reply IndexReply() {
     w.KV("csv", !e.csv.empty());
     w.EndObject();
   }
-  w.BeginObject();
-  w.KV("path", "/metrics");
-  w.KV("csv", false);
-  w.EndObject();
+  for (const char* path : {"/api/trace", "/api/trace/event", "/api/trace/search", "/api/export", "/metrics"}) {
+    w.BeginObject();
+    w.KV("path", path);
+    w.KV("csv", false);
+    w.EndObject();
+  }
   w.EndArray();
   w.KV("websocket", "/ws");
   w.EndObject();

@@ -15,6 +15,8 @@
 //   /api/status               sources, rates, drops, run environment, protocol
 //                             version, and the server's own counters
 //   /metrics                  Prometheus text format
+//   /api/trace, /api/trace/event, /api/trace/search, /api/export
+//                             the trace store (trace_api.h)
 //
 // Pure functions; any thread.
 #ifndef LIVEPROF_WEB_REST_H_
@@ -48,6 +50,7 @@ struct Route {
     kIndex,    // /api
     kView,     // /api/<topic>
     kMetrics,  // /metrics
+    kTrace,    // /api/trace..., /api/export: the trace store (trace_api.h)
     kError,    // a bad /api request: status and message say why.
   };
   Kind kind = Kind::kStatic;

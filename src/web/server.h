@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,13 @@
 #include "aggregators/pipeline.h"
 
 namespace liveprof {
+
+// Writes events [t0, t1] of `tracks` (empty: all) of `store` as a gzip
+// Chrome trace into *gz; false with *error. What /api/export serves; set by
+// the application (the writer lives in src/import, which the web layer does
+// not include).
+using TraceExportFn = std::function<bool(const TraceStore& store, uint64_t t0, uint64_t t1,
+                                         const std::vector<TrackId>& tracks, std::string* gz, std::string* error)>;
 
 struct ServerOptions {
   std::string bind = "127.0.0.1";  // anything but loopback needs `token`.
@@ -47,6 +55,7 @@ struct ServerOptions {
   uint32_t max_bad_messages = 16;
   uint32_t frame_hz = 10;  // said in the hello: the pipeline's publish rate.
   std::string version;     // liveprof's version, in the hello and Server header.
+  TraceExportFn export_trace;  // /api/export; empty: 501.
 };
 
 // "" when the options can be served, else why not (e.g. a non-loopback bind

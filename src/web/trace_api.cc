@@ -1,0 +1,266 @@
+#include "web/trace_api.h"
+
+#include <algorithm>
+#include <charconv>
+#include <optional>
+
+#include "aggregators/json_writer.h"
+#include "stream/event.h"
+
+namespace liveprof {
+namespace {
+
+std::optional<uint64_t> Number(std::string_view text) {
+  uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return n;
+}
+
+// "1,2,5" -> {1, 2, 5}; nullopt on anything else.
+std::optional<std::vector<TrackId>> TrackList(std::string_view text) {
+  std::vector<TrackId> out;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const auto n = Number(text.substr(0, comma));
+    if (!n || *n > UINT32_MAX) return std::nullopt;
+    out.push_back(static_cast<TrackId>(*n));
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+  }
+  return out;
+}
+
+Reply Json(std::string body) { return Reply{200, "application/json", std::move(body)}; }
+
+std::string_view TrackTypeName(TrackType t) {
+  switch (t) {
+    case TrackType::kHostThread: return "host_thread";
+    case TrackType::kGpuStream: return "gpu_stream";
+    case TrackType::kCounter: return "counter";
+    case TrackType::kProcess: return "process";
+  }
+  return "unknown";
+}
+
+void EventJson(JsonWriter& w, const TraceStore& store, StoredEventId id, const Event& e) {
+  w.BeginObject();
+  w.KV("id", id);
+  w.KV("track", uint64_t{e.track});
+  w.KV("kind", EventKindName(e.kind));
+  w.KV("name", store.Name(e.name));
+  w.KV("ts", e.ts);
+  w.KV("dur", e.dur);
+  w.KV("corr", uint64_t{e.corr});
+  w.KV("device", uint64_t{e.device});
+  switch (e.kind) {
+    case EventKind::kKernel:
+      w.KV("details", store.Name(e.payload.kernel.details));
+      w.KV("op", store.Name(e.payload.kernel.op));
+      w.KV("context", uint64_t{e.payload.kernel.context});
+      w.KV("graph_id", uint64_t{e.payload.kernel.graph_id});
+      break;
+    case EventKind::kAlloc:
+    case EventKind::kFree:
+      w.KV("address", e.payload.memory.address);
+      w.KV("bytes", e.payload.memory.bytes);
+      break;
+    case EventKind::kStepMarker: w.KV("step_num", e.payload.step.step_num); break;
+    case EventKind::kCounter: w.KV("value", e.payload.counter.value); break;
+    default:
+      if (IsDeviceKind(e.kind)) w.KV("bytes", e.payload.copy.bytes);
+      break;
+  }
+  w.EndObject();
+}
+
+// The query parameters every trace path shares, checked; `allowed` lists
+// the others the path takes.
+struct Params {
+  uint64_t t0 = 0, t1 = 0;
+  uint32_t width = 1000;
+  std::vector<TrackId> tracks;
+  std::string error;
+};
+
+Params ReadParams(const RequestTarget& target, const TraceStore::Stats& stats,
+                  std::initializer_list<std::string_view> allowed) {
+  Params p;
+  p.t0 = stats.first_ns;
+  p.t1 = std::max(stats.last_ns, stats.first_ns + 1);
+  for (const auto& [key, value] : target.query) {
+    if (key == "token" || std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      if (key != "token") p.error = "unknown query parameter '" + key + "' for " + target.path;
+      continue;
+    }
+    if (key == "t0" || key == "t1" || key == "width" || key == "from" || key == "id") {
+      const auto n = Number(value);
+      if (!n) {
+        p.error = key + "='" + value + "': expected a whole number" + (key == "width" ? " of pixels" : " (ns)");
+        return p;
+      }
+      if (key == "t0") p.t0 = *n;
+      if (key == "t1") p.t1 = *n;
+      if (key == "width") {
+        if (*n < 1 || *n > TraceStore::kMaxWidthPx) {
+          p.error = "width='" + value + "': expected 1.." + std::to_string(TraceStore::kMaxWidthPx) + " pixels";
+          return p;
+        }
+        p.width = static_cast<uint32_t>(*n);
+      }
+    } else if (key == "tracks") {
+      const auto list = TrackList(value);
+      if (!list) {
+        p.error = "tracks='" + value + "': expected track ids separated by commas";
+        return p;
+      }
+      p.tracks = *list;
+    }
+  }
+  if (p.error.empty() && p.t1 <= p.t0) p.error = "t1 must be after t0";
+  return p;
+}
+
+Reply Viewport(const RequestTarget& target, const TraceStore& store) {
+  const TraceStore::Stats stats = store.stats();
+  const Params p = ReadParams(target, stats, {"t0", "t1", "width", "tracks"});
+  if (!p.error.empty()) return ErrorReply(400, p.error);
+  const TraceQueryResult r = store.Query({p.tracks, p.t0, p.t1, p.width});
+  const std::vector<std::string> names = store.Names();
+  const auto track_info = store.Tracks();
+  JsonWriter w;
+  w.BeginObject();
+  w.KV("type", "trace");
+  w.KV("v", 1);
+  w.KV("t0", r.t0);
+  w.KV("t1", r.t1);
+  w.KV("width_px", r.width_px);
+  w.KV("ns_per_px", r.ns_per_px);
+  w.KV("first_ns", stats.first_ns);
+  w.KV("last_ns", stats.last_ns);
+  w.KV("dropped_events", stats.dropped_events);
+  std::vector<NameId> used;
+  w.Key("tracks");
+  w.BeginArray();
+  for (const auto& t : r.tracks) {
+    w.BeginObject();
+    w.KV("track", uint64_t{t.track});
+    for (const auto& [id, info] : track_info) {
+      if (id != t.track) continue;
+      w.KV("name", info.name < names.size() ? names[info.name] : std::string());
+      w.KV("type", TrackTypeName(info.type));
+      w.KV("device", uint64_t{info.device});
+      w.KV("os_id", info.os_id);
+    }
+    w.Key("slices");  // [id, ts, dur, name, depth, kind]
+    w.BeginArray();
+    for (const auto& s : t.slices) {
+      w.BeginArray();
+      w.UInt(s.id);
+      w.UInt(s.ts);
+      w.UInt(s.dur);
+      w.UInt(s.name);
+      w.UInt(s.depth);
+      w.String(EventKindName(s.kind));
+      w.EndArray();
+      used.push_back(s.name);
+    }
+    w.EndArray();
+    w.Key("summaries");  // [px, count, busy, longest name, longest dur]
+    w.BeginArray();
+    for (const auto& s : t.summaries) {
+      w.BeginArray();
+      w.UInt(s.px);
+      w.UInt(s.count);
+      w.Fixed(s.busy, 4);
+      w.UInt(s.longest);
+      w.UInt(s.longest_dur);
+      w.EndArray();
+      used.push_back(s.longest);
+    }
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("flows");
+  w.BeginArray();
+  for (const auto& f : r.flows) {
+    w.BeginArray();
+    w.UInt(f.from);
+    w.UInt(f.to);
+    w.EndArray();
+  }
+  w.EndArray();
+  std::sort(used.begin(), used.end());
+  used.erase(std::unique(used.begin(), used.end()), used.end());
+  w.Key("names");  // the names the slices and summaries use, by id.
+  w.BeginObject();
+  for (const NameId n : used) w.KV(std::to_string(n), n < names.size() ? names[n] : std::string());
+  w.EndObject();
+  w.EndObject();
+  return Json(w.Take());
+}
+
+Reply OneEvent(const RequestTarget& target, const TraceStore& store) {
+  const auto id_text = target.Param("id");
+  const auto id = id_text ? Number(*id_text) : std::nullopt;
+  if (!id) return ErrorReply(400, "id: expected an event id (a whole number, from /api/trace)");
+  for (const auto& [key, value] : target.query) {
+    if (key != "id" && key != "token") return ErrorReply(400, "unknown query parameter '" + key + "' for " + target.path);
+  }
+  const std::optional<Event> e = store.Get(*id);
+  if (!e) return ErrorReply(404, "no event " + std::to_string(*id) + " (unknown, or freed by the retention rule)");
+  JsonWriter w;
+  EventJson(w, store, *id, *e);
+  return Json(w.Take());
+}
+
+Reply Search(const RequestTarget& target, const TraceStore& store) {
+  const Params p = ReadParams(target, store.stats(), {"q", "from", "dir", "tracks"});
+  if (!p.error.empty()) return ErrorReply(400, p.error);
+  const auto text = target.Param("q");
+  if (!text || text->empty()) return ErrorReply(400, "q: the text to find in event names is missing");
+  const std::string_view dir = target.Param("dir").value_or("next");
+  if (dir != "next" && dir != "prev") return ErrorReply(400, "dir='" + std::string(dir) + "': expected next or prev");
+  const auto from_text = target.Param("from");
+  const uint64_t from = from_text ? Number(*from_text).value_or(0) : (dir == "next" ? 0 : UINT64_MAX);
+  const auto found = store.Search(*text, from, dir == "next", p.tracks);
+  JsonWriter w;
+  w.BeginObject();
+  w.KV("type", "trace_search");
+  w.KV("v", 1);
+  w.Key("event");
+  if (found) {
+    EventJson(w, store, found->first, found->second);
+  } else {
+    w.Null();
+  }
+  w.EndObject();
+  return Json(w.Take());
+}
+
+Reply Export(const RequestTarget& target, const TraceStore& store, const TraceExportFn& export_fn) {
+  const Params p = ReadParams(target, store.stats(), {"t0", "t1", "tracks"});
+  if (!p.error.empty()) return ErrorReply(400, p.error);
+  if (!export_fn) return ErrorReply(501, "this server was started without an exporter");
+  std::string gz, error;
+  if (!export_fn(store, p.t0, p.t1, p.tracks, &gz, &error)) return ErrorReply(500, "export failed: " + error);
+  return Reply{200, "application/gzip", std::move(gz)};
+}
+
+}  // namespace
+
+bool IsTracePath(std::string_view path) {
+  return path == "/api/trace" || path == "/api/trace/event" || path == "/api/trace/search" || path == "/api/export";
+}
+
+Reply TraceReply(const RequestTarget& target, const TraceStore* store, const TraceExportFn& export_fn) {
+  if (!target.error.empty()) return ErrorReply(400, target.error);
+  if (store == nullptr) return ErrorReply(404, "this server keeps no trace store (started with it off)");
+  if (target.path == "/api/trace") return Viewport(target, *store);
+  if (target.path == "/api/trace/event") return OneEvent(target, *store);
+  if (target.path == "/api/trace/search") return Search(target, *store);
+  if (target.path == "/api/export") return Export(target, *store, export_fn);
+  return ErrorReply(404, "no endpoint " + target.path);
+}
+
+}  // namespace liveprof

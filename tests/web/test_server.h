@@ -1,0 +1,110 @@
+// What the server tests share: options with short timeouts, polling, JSON
+// replies, and a server with its pipeline and the simulated workload.
+#ifndef LIVEPROF_TESTS_WEB_TEST_SERVER_H_
+#define LIVEPROF_TESTS_WEB_TEST_SERVER_H_
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "aggregators/pipeline.h"
+#include "producers/simulated_workload.h"
+#include "stream/stream.h"
+#include "web/server.h"
+#include "web/ws_raw_client.h"
+
+namespace liveprof::test {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// How long any condition may take before the test gives up on it.
+constexpr milliseconds kPatience{10'000};
+constexpr milliseconds kPoll{20};
+constexpr uint32_t kMaxBadMessages = 5;
+constexpr size_t kPerAddressCap = 64;
+
+inline ServerOptions ShortOptions() {
+  ServerOptions o;
+  o.bind = "127.0.0.1";
+  o.port = 0;
+  o.version = "test";
+  o.send_deadline = milliseconds(500);
+  o.ws_idle_timeout = milliseconds(1500);
+  o.http_timeout = milliseconds(1500);
+  o.max_connections_per_address = kPerAddressCap;
+  o.max_bad_messages = kMaxBadMessages;
+  return o;
+}
+
+// Polls `f` until it is true or kPatience passes.
+template <typename F>
+bool WaitFor(F f, milliseconds patience = kPatience) {
+  const auto until = Clock::now() + patience;
+  while (!f()) {
+    if (Clock::now() >= until) return f();
+    std::this_thread::sleep_for(kPoll);
+  }
+  return true;
+}
+
+inline nlohmann::json ParseJson(const std::string& text) {
+  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+// A JSON error body: {"type":"error",...}.
+inline bool IsJsonError(const HttpReply& r) {
+  const nlohmann::json j = ParseJson(r.body);
+  return j.is_object() && j.value("type", "") == "error" && r.Header("Content-Type") == "application/json";
+}
+
+// The server, its pipeline and the simulated workload at its default rate.
+class TestServer {
+ public:
+  explicit TestServer(ServerOptions options = ShortOptions())
+      : pipeline_(stream_, Pipeline::Options{}), server_(pipeline_, std::move(options)) {
+    started_ = server_.Start(&error_);
+    if (!started_) return;
+    pipeline_.Start();
+    SimulatedWorkloadOptions w;
+    w.model.schedule = DefaultSchedule();
+    workload_ = std::make_unique<SimulatedWorkload>(stream_, w);
+    workload_->Start();
+  }
+  ~TestServer() {
+    if (workload_) workload_->Stop();
+    pipeline_.Stop();
+    server_.Stop();
+  }
+
+  bool started() const { return started_; }
+  const std::string& error() const { return error_; }
+  uint16_t port() const { return server_.port(); }
+  Server& server() { return server_; }
+  Pipeline& pipeline() { return pipeline_; }
+  ServerStats stats() const { return server_.stats(); }
+
+  // True once the first snapshot is published (GET /api/status answers 200).
+  bool WaitReady(const test::Headers& headers = {}) {
+    return WaitFor([&] {
+      RawClient c(port());
+      return c.HttpGet("/api/status", headers).status == 200;
+    });
+  }
+
+ private:
+  Stream stream_;
+  Pipeline pipeline_;
+  Server server_;
+  std::unique_ptr<SimulatedWorkload> workload_;
+  bool started_ = false;
+  std::string error_;
+};
+
+}  // namespace liveprof::test
+
+#endif  // LIVEPROF_TESTS_WEB_TEST_SERVER_H_

@@ -1,0 +1,141 @@
+// The trace store over real HTTP: /api/trace, /api/trace/event,
+// /api/trace/search and /api/export on a server whose pipeline runs the
+// simulated workload; what the export serves is gzip Chrome trace JSON that
+// the importer reads back, the very events the store holds in that range.
+#include "web/trace_api.h"
+
+#include <doctest/doctest.h>
+#include <zlib.h>
+
+#include <set>
+#include <string>
+
+#include "import/chrome_export.h"
+#include "import/chrome_trace.h"
+#include "web/test_server.h"
+
+namespace liveprof {
+namespace {
+
+using test::ParseJson;
+using test::RawClient;
+
+std::string Gunzip(const std::string& gz) {
+  z_stream z{};
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return {};
+  std::string out;
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));
+  z.avail_in = static_cast<uInt>(gz.size());
+  char buf[1 << 16];
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof(buf);
+    rc = inflate(&z, Z_NO_FLUSH);
+    out.append(buf, sizeof(buf) - z.avail_out);
+  }
+  inflateEnd(&z);
+  return rc == Z_STREAM_END ? out : std::string();
+}
+
+TEST_CASE("trace api: viewport, one event, search and export over real HTTP") {
+  ServerOptions options = test::ShortOptions();
+  options.export_trace = ExportStoreRange;
+  test::TestServer server(options);
+  REQUIRE_MESSAGE(server.started(), server.error());
+  REQUIRE(server.WaitReady());
+  const TraceStore* store = server.pipeline().trace_store();
+  REQUIRE(store != nullptr);
+  REQUIRE(test::WaitFor([&] { return store->stats().events > 50'000; }));
+  const TraceStore::Stats s = store->stats();
+  // A range in the past: nothing more will arrive in it.
+  const uint64_t t0 = s.first_ns, t1 = s.first_ns + (s.last_ns - s.first_ns) / 2;
+  RawClient c(server.port());
+
+  const auto view = c.HttpGet("/api/trace?t0=" + std::to_string(t0) + "&t1=" + std::to_string(t1) + "&width=800");
+  REQUIRE(view.status == 200);
+  const nlohmann::json v = ParseJson(view.body);
+  REQUIRE(v.is_object());
+  CHECK(v["type"] == "trace");
+  CHECK(v["width_px"] == 800);
+  CHECK(v["ns_per_px"].get<double>() == doctest::Approx(static_cast<double>(t1 - t0) / 800));
+  REQUIRE(!v["tracks"].empty());
+  uint64_t kernel_id = 0, items = 0;
+  std::string kernel_name;
+  for (const auto& t : v["tracks"]) {
+    CHECK(t.contains("name"));
+    for (const auto& sl : t["slices"]) {
+      ++items;
+      CHECK(sl[1].get<uint64_t>() <= t1);
+      if (sl[5] == "kernel" && kernel_id == 0) {
+        kernel_id = sl[0].get<uint64_t>();
+        kernel_name = v["names"][std::to_string(sl[3].get<uint64_t>())].get<std::string>();
+      }
+    }
+    for (const auto& p : t["summaries"]) {
+      ++items;
+      CHECK(p[0].get<uint32_t>() < 800);
+      CHECK(p[1].get<uint32_t>() >= 1);
+    }
+  }
+  CHECK(items > 0);
+
+  if (kernel_id != 0) {
+    const auto one = c.HttpGet("/api/trace/event?id=" + std::to_string(kernel_id));
+    REQUIRE(one.status == 200);
+    const nlohmann::json e = ParseJson(one.body);
+    CHECK(e["id"] == kernel_id);
+    CHECK(e["kind"] == "kernel");
+    CHECK(e["name"] == kernel_name);
+    CHECK(e.contains("details"));
+    const auto found = c.HttpGet("/api/trace/search?q=" + kernel_name.substr(0, 6) + "&from=" + std::to_string(t0));
+    REQUIRE(found.status == 200);
+    CHECK(ParseJson(found.body)["event"].is_object());
+  }
+
+  // Export: gzip Chrome trace JSON of exactly the store's events in range.
+  const auto exported = c.HttpGet("/api/export?t0=" + std::to_string(t0) + "&t1=" + std::to_string(t1));
+  REQUIRE(exported.status == 200);
+  CHECK(exported.Header("Content-Type") == "application/gzip");
+  const std::string json = Gunzip(exported.body);
+  REQUIRE(!json.empty());
+  uint64_t in_store = 0;
+  std::set<EventKind> kinds;
+  store->ForEach(t0, t1, {}, [&](StoredEventId, const Event& e) {
+    in_store += e.kind != EventKind::kDeviceInfo;
+    kinds.insert(e.kind);
+  });
+  ChromeTraceImporter importer;
+  ImportReport report;
+  std::string error;
+  uint64_t imported = 0;
+  REQUIRE_MESSAGE(importer.ImportText(json, [&](std::span<const Event>, std::span<const Event> ev) {
+    for (const Event& e : ev) imported += e.kind != EventKind::kDeviceInfo;
+  }, &report, &error), error);
+  CHECK(report.dropped_total() == 0);
+  CHECK(imported == in_store);
+  CHECK(kinds.count(EventKind::kKernel) == 1);
+
+  // Bad requests are JSON errors that say what.
+  for (const char* bad : {"/api/trace?width=0", "/api/trace?tracks=a,b", "/api/trace?t0=5&t1=5",
+                          "/api/trace?color=red", "/api/trace/event", "/api/trace/search?from=3"}) {
+    CAPTURE(bad);
+    const auto r = c.HttpGet(bad);
+    CHECK(r.status == 400);
+    CHECK(test::IsJsonError(r));
+  }
+  CHECK(c.HttpGet("/api/trace/event?id=99999999999999").status == 404);
+}
+
+TEST_CASE("trace api: without an exporter /api/export says so, and routing knows the paths") {
+  TraceStore store;
+  const Reply r = TraceReply(ParseRequestTarget("/api/export"), &store, {});
+  CHECK(r.status == 501);
+  CHECK(TraceReply(ParseRequestTarget("/api/trace"), nullptr, {}).status == 404);
+  CHECK(RouteRequest("/api/trace?t0=1&t1=2", 100).kind == Route::Kind::kTrace);
+  CHECK(RouteRequest("/api/export", 100).kind == Route::Kind::kTrace);
+  CHECK(RouteRequest("/api/traces", 100).kind == Route::Kind::kError);
+}
+
+}  // namespace
+}  // namespace liveprof
