@@ -239,6 +239,7 @@ bool TraceJsonSplitter::Feed(std::string_view data) {
           state_ = bare_array_ ? State::kDone : State::kKey;
           ++i;
         } else if (c == '}' || c == ':') {
+          if (!FlushBatch()) return false;  // the whole events before it are kept.
           return Fail("invalid JSON " + at(i) + ": " + Shown(c) + " where a trace event should begin");
         } else {
           if (batch_count_ == 0) {

@@ -170,6 +170,32 @@ TEST_CASE("import: an unclosed string stops at the event's size cap, not at the 
                        " is over 1 MiB: an unclosed string or bracket?");
 }
 
+TEST_CASE("import: past 2 GiB, counts and byte positions stay exact (64-bit offsets)") {
+  // 2.2 GB of trace events in 1 MiB chunks, then one bad byte: the error
+  // names its byte and every event before it came through.
+  std::string chunk;
+  size_t per_chunk = 0;
+  while (chunk.size() < (1u << 20) - 100) {
+    chunk += R"({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":12.5,"dur":3},)";
+    ++per_chunk;
+  }
+  constexpr size_t kChunks = 2100;
+  uint64_t events = 0;
+  TraceJsonSplitter sp([&](std::string_view, size_t count) { return events += count, true; },
+                       [](std::string_view, std::string_view) { return true; });
+  REQUIRE(sp.Feed(R"({"traceEvents":[)"));
+  uint64_t offset = 16;
+  for (size_t i = 0; i < kChunks; ++i) {
+    REQUIRE(sp.Feed(chunk));
+    offset += chunk.size();
+  }
+  CHECK(offset > (uint64_t{1} << 31));
+  CHECK(!sp.Feed("}"));
+  CHECK(sp.error() == "invalid JSON at byte " + std::to_string(offset) + ": '}' where a trace event should begin");
+  CHECK(events == per_chunk * kChunks);
+  CHECK(sp.bytes() == offset);
+}
+
 TEST_CASE("import: what is not a Chrome trace is refused with where") {
   Split s = Run("hello", {});
   CHECK(!s.fed);
