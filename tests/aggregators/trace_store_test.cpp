@@ -45,10 +45,9 @@ void Nest(std::mt19937_64& rng, uint64_t begin, uint64_t end, int depth, TrackId
 Trace MakeTrace(uint64_t seed, size_t host_tracks, size_t gpu_events) {
   std::mt19937_64 rng(seed);
   Trace t;
-  for (NameId n = 0; n <= 20; ++n) {
-    t.names.push_back(n == 0 ? "" : "name_" + std::to_string(n));
-    t.defs.push_back(NameDefEvent(n, t.names.back()));
-  }
+  for (NameId n = 0; n <= 20; ++n) t.names.push_back(n == 0 ? "" : "name_" + std::to_string(n));
+  // (after: a definition points into its string, which must not move again)
+  for (NameId n = 0; n <= 20; ++n) t.defs.push_back(NameDefEvent(n, t.names[n]));
   for (size_t h = 0; h < host_tracks; ++h) Nest(rng, 0, 2'000'000, 0, static_cast<TrackId>(1 + h), &t.events);
   uint64_t at = 0;
   for (size_t i = 0; i < gpu_events; ++i) {
