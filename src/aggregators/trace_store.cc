@@ -168,6 +168,7 @@ struct TraceStore::TrackStore {
   std::deque<Chunk> chunks;
   std::vector<Level> levels{1};
   uint64_t events = 0;
+  uint64_t dirty_from = UINT64_MAX;  // the first chunk changed since the last Reindex.
 
   uint64_t base() const { return levels[0].base; }
   const Chunk& chunk(uint64_t j) const { return chunks[j - base()]; }
@@ -183,6 +184,7 @@ struct TraceStore::TrackStore {
     chunks.back().Put(e);
     levels[0].nodes.back().Add(e.ts, e.dur, e.name);
     ++events;
+    dirty_from = std::min(dirty_from, levels[0].end() - 1);
     return sealed;
   }
 
@@ -216,16 +218,20 @@ struct TraceStore::TrackStore {
     return freed;
   }
 
-  // Brings the upper levels up to date with level 0 (the last two nodes of
-  // each level are the only ones that can have changed since the last call).
+  // Brings the upper levels up to date with level 0: the nodes above the
+  // chunks changed since the last call (a batch may fill many chunks).
   void Reindex() {
+    if (dirty_from == UINT64_MAX) return;
+    uint64_t dirty = dirty_from;
     for (size_t k = 1; levels[k - 1].end() > 1; ++k) {
       if (levels.size() == k) levels.emplace_back();
       Level& level = levels[k];
+      dirty /= kFanout;
       const uint64_t want = (levels[k - 1].end() + kFanout - 1) / kFanout;
       while (level.end() < want) level.nodes.emplace_back();
-      for (uint64_t j = std::max(level.base, want >= 2 ? want - 2 : 0); j < want; ++j) level.at(j) = Combine(k, j);
+      for (uint64_t j = std::max(level.base, dirty); j < want; ++j) level.at(j) = Combine(k, j);
     }
+    dirty_from = UINT64_MAX;
   }
 };
 
@@ -399,6 +405,8 @@ TraceQueryResult TraceStore::Query(const TraceQuery& q) const {
   r.ns_per_px = static_cast<double>(q.t1 - q.t0) / q.width_px;
   std::shared_lock lock(mu_);
   std::vector<TrackId> ids = q.tracks;
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   if (ids.empty()) {
     for (TrackId id = 0; id < tracks_.size(); ++id) {
       if (tracks_[id]) ids.push_back(id);
@@ -478,15 +486,27 @@ std::optional<std::pair<StoredEventId, Event>> TraceStore::Search(std::string_vi
 
 void TraceStore::ForEach(uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
                          const std::function<void(StoredEventId, const Event&)>& fn) const {
-  std::shared_lock lock(mu_);
+  // The lock is held while one chunk is decoded, never while `fn` runs (an
+  // export compresses and writes: the pipeline must not wait for it).
   std::vector<Event> decoded;
-  for (TrackId id = 0; id < tracks_.size(); ++id) {
-    if (!tracks_[id] || (!tracks.empty() && std::find(tracks.begin(), tracks.end(), id) == tracks.end())) continue;
-    const TrackStore& t = *tracks_[id];
-    for (uint64_t j = t.base(); j < t.levels[0].end(); ++j) {
-      const Node& n = t.levels[0].at(j);
-      if (n.min_start > t1 || n.max_end < t0) continue;
-      t.chunk(j).Decode(&decoded);
+  size_t track_count;
+  {
+    std::shared_lock lock(mu_);
+    track_count = tracks_.size();
+  }
+  for (TrackId id = 0; id < track_count; ++id) {
+    if (!tracks.empty() && std::find(tracks.begin(), tracks.end(), id) == tracks.end()) continue;
+    for (uint64_t j = 0;; ++j) {
+      {
+        std::shared_lock lock(mu_);
+        const TrackStore* t = FindTrack(id);
+        if (t == nullptr || j >= t->levels[0].end()) break;
+        j = std::max(j, t->base());  // chunks freed meanwhile are skipped.
+        if (j >= t->levels[0].end()) break;
+        const Node& n = t->levels[0].at(j);
+        if (n.min_start > t1 || n.max_end < t0) continue;
+        t->chunk(j).Decode(&decoded);
+      }
       for (uint32_t i = 0; i < decoded.size(); ++i) {
         Event& e = decoded[i];
         if (e.ts > t1 || e.end() < t0) continue;

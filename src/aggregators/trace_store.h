@@ -55,7 +55,7 @@ namespace liveprof {
 using StoredEventId = uint64_t;
 
 struct TraceQuery {
-  std::vector<TrackId> tracks;  // empty: every track.
+  std::vector<TrackId> tracks;  // empty: every track; repeats count once.
   uint64_t t0 = 0, t1 = 0;      // ns, t0 < t1.
   uint32_t width_px = 1000;     // 1 .. kMaxWidthPx.
 };
@@ -122,7 +122,9 @@ class TraceStore {
   std::optional<std::pair<StoredEventId, Event>> Search(std::string_view text, uint64_t from, bool forward,
                                                         const std::vector<TrackId>& tracks = {}) const;
   // Every event of `tracks` (empty: all) overlapping [t0, t1], track by
-  // track in arrival order. Any thread (holds the lock throughout).
+  // track in arrival order. Any thread; the lock is taken per chunk, not
+  // held while `fn` runs, so appends go on (and may add events to the open
+  // chunk's range, or free chunks, meanwhile).
   void ForEach(uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
                const std::function<void(StoredEventId, const Event&)>& fn) const;
 

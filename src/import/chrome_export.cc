@@ -7,7 +7,6 @@
 #include <iterator>
 #include <fstream>
 #include <filesystem>
-#include <atomic>
 #include <cinttypes>
 #include <cstring>
 
@@ -384,12 +383,16 @@ bool ExportTraceFile(const std::string& in, const std::string& out, uint64_t* ev
 
 bool ExportStoreRange(const TraceStore& store, uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
                       std::string* gz, std::string* error) {
-  static std::atomic<uint64_t> serial{0};
-  const std::filesystem::path path = std::filesystem::temp_directory_path() /
-                                     ("liveprof-export-" + std::to_string(::getpid()) + "-" +
-                                      std::to_string(serial.fetch_add(1)) + ".json.gz");
+  // A temporary file of our own (O_EXCL, an unguessable name).
+  std::string path = (std::filesystem::temp_directory_path() / "liveprof-export-XXXXXX.json.gz").string();
+  const int fd = ::mkstemps(path.data(), 8);
+  if (fd < 0) {
+    *error = "cannot create a temporary file in " + std::filesystem::temp_directory_path().string();
+    return false;
+  }
+  ::close(fd);
   ChromeTraceWriter writer;
-  if (!writer.Open(path.string(), error)) return false;
+  if (!writer.Open(path, error)) return false;
   // Definitions first: every name and track the store knows.
   const std::vector<std::string> names = store.Names();
   std::vector<Event> defs;
@@ -402,18 +405,24 @@ bool ExportStoreRange(const TraceStore& store, uint64_t t0, uint64_t t1, const s
     if (write_error.empty()) writer.Write({}, batch, &write_error);
     batch.clear();
   };
+  uint64_t events = 0;
   store.ForEach(t0, t1, tracks, [&](StoredEventId, const Event& e) {
+    if (++events > kMaxExportEvents) return;
     batch.push_back(e);
     if (batch.size() == 4096) flush();
   });
+  if (events > kMaxExportEvents && write_error.empty()) {
+    write_error = "the range holds " + std::to_string(events) + " events, over the " +
+                  std::to_string(kMaxExportEvents) + " one export takes: narrow t0 / t1 or tracks";
+  }
   flush();
   const bool closed = writer.Close(&write_error);
   bool ok = write_error.empty() && closed;
   if (ok) {
-    std::ifstream in(path, std::ios::binary);
+    std::ifstream in(path, std::ios::binary);  // (at most ~100 MB: the event cap)
     gz->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     ok = in.good() || in.eof();
-    if (!ok) write_error = "cannot read back " + path.string();
+    if (!ok) write_error = "cannot read back " + path;
   }
   std::error_code ignored;
   std::filesystem::remove(path, ignored);

@@ -102,9 +102,11 @@ class ChromeTraceWriter {
 bool ExportTraceFile(const std::string& in, const std::string& out, uint64_t* events, std::string* error);
 
 // The events of `store` overlapping [t0, t1] on `tracks` (empty: all), as
-// a gzip Chrome trace in *gz (the server's /api/export). false with *error.
-// Any thread (the store locks for itself); the file goes through a
-// temporary file in the system's temp folder, removed after.
+// a gzip Chrome trace in *gz (the server's /api/export). false with *error,
+// also when the range holds over kMaxExportEvents events (the web thread
+// waits for it: a few seconds at most). Any thread (the store locks per
+// chunk); the file goes through a temporary file (mkstemps), removed after.
+inline constexpr uint64_t kMaxExportEvents = 5'000'000;
 bool ExportStoreRange(const TraceStore& store, uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
                       std::string* gz, std::string* error);
 

@@ -125,7 +125,6 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
   const Params p = ReadParams(target, stats, {"t0", "t1", "width", "tracks"});
   if (!p.error.empty()) return ErrorReply(400, p.error);
   const TraceQueryResult r = store.Query({p.tracks, p.t0, p.t1, p.width});
-  const std::vector<std::string> names = store.Names();
   const auto track_info = store.Tracks();
   JsonWriter w;
   w.BeginObject();
@@ -146,7 +145,7 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
     w.KV("track", uint64_t{t.track});
     for (const auto& [id, info] : track_info) {
       if (id != t.track) continue;
-      w.KV("name", info.name < names.size() ? names[info.name] : std::string());
+      w.KV("name", store.Name(info.name));
       w.KV("type", TrackTypeName(info.type));
       w.KV("device", uint64_t{info.device});
       w.KV("os_id", info.os_id);
@@ -194,7 +193,7 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
   used.erase(std::unique(used.begin(), used.end()), used.end());
   w.Key("names");  // the names the slices and summaries use, by id.
   w.BeginObject();
-  for (const NameId n : used) w.KV(std::to_string(n), n < names.size() ? names[n] : std::string());
+  for (const NameId n : used) w.KV(std::to_string(n), store.Name(n));
   w.EndObject();
   w.EndObject();
   return Json(w.Take());

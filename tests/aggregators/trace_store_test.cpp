@@ -182,8 +182,15 @@ TEST_CASE("trace store: the answer's size follows the screen, not the trace") {
   const uint64_t end = store.stats().last_ns;
   for (const uint32_t width : {100u, 1000u}) {
     const TraceQueryResult r = store.Query({{}, 0, end, width});
-    size_t items = 0;
-    for (const auto& t : r.tracks) items += t.slices.size() + t.summaries.size();
+    size_t items = 0, events = 0;
+    for (const auto& t : r.tracks) {
+      items += t.slices.size() + t.summaries.size();
+      events += t.slices.size();
+      for (const auto& p : t.summaries) events += p.count;
+    }
+    // One batch of 200 k events (thousands of chunks on a track): the index
+    // above every one of them is up to date, so every event is counted once.
+    CHECK(events == trace.events.size());
     CHECK(items < 3 * width + 2000);  // about a pixel row per track, plus the wide ones.
     // With many chunks to a pixel, most fold as whole nodes, undecoded.
     if (width == 100) CHECK(r.events_visited < trace.events.size() / 4);
