@@ -18,14 +18,6 @@ namespace {
 
 namespace od = simdjson::ondemand;
 
-void Count(std::map<std::string, uint64_t, std::less<>>& m, std::string_view key, uint64_t n = 1) {
-  if (auto it = m.find(key); it != m.end()) {
-    it->second += n;
-  } else {
-    m.emplace(std::string(key), n);
-  }
-}
-
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) s.remove_suffix(1);
   return s;
@@ -92,15 +84,6 @@ uint32_t Id32(std::string_view text) {
   return h;
 }
 
-EventKind MemcpyKind(std::string_view name) {
-  if (name.find("HtoD") != std::string_view::npos) return EventKind::kMemcpyHtoD;
-  if (name.find("DtoH") != std::string_view::npos) return EventKind::kMemcpyDtoH;
-  if (name.find("DtoD") != std::string_view::npos) return EventKind::kMemcpyDtoD;
-  if (name.find("HtoH") != std::string_view::npos) return EventKind::kMemcpyHtoH;
-  if (name.find("PtoP") != std::string_view::npos) return EventKind::kMemcpyPtoP;
-  return EventKind::kMemcpyOther;
-}
-
 // What liveprof makes of a ph X category.
 enum class Cat : uint8_t { kOp, kAnnotation, kRuntime, kKernel, kMemcpy, kMemset, kStep, kInput, kOther, kDrop };
 Cat Classify(std::string_view cat) {
@@ -137,6 +120,26 @@ struct Fields {
 
 }  // namespace
 
+void AddCount(std::map<std::string, uint64_t, std::less<>>& counts, std::string_view key, uint64_t n) {
+  if (auto it = counts.find(key); it != counts.end()) {
+    it->second += n;
+  } else {
+    counts.emplace(std::string(key), n);
+  }
+}
+
+EventKind CopyKindFromName(std::string_view name) {
+  auto says = [&](std::string_view a, std::string_view b) {
+    return name.find(a) != std::string_view::npos || name.find(b) != std::string_view::npos;
+  };
+  if (says("HtoD", "H2D")) return EventKind::kMemcpyHtoD;
+  if (says("DtoH", "D2H")) return EventKind::kMemcpyDtoH;
+  if (says("DtoD", "D2D")) return EventKind::kMemcpyDtoD;
+  if (says("HtoH", "H2H")) return EventKind::kMemcpyHtoH;
+  if (says("PtoP", "P2P")) return EventKind::kMemcpyPtoP;
+  return EventKind::kMemcpyOther;
+}
+
 uint64_t ImportReport::dropped_total() const {
   uint64_t n = 0;
   for (const auto& [_, c] : dropped) n += c;
@@ -171,7 +174,7 @@ struct ChromeTraceImporter::Parser {
     if (op_of_external.size() < kMaxOps) {
       *op_of_external.Insert(id).first = name;
     } else {
-      Count(report->caveats, "ops beyond 8 Mi remembered for kernel-op links");
+      AddCount(report->caveats, "ops beyond 8 Mi remembered for kernel-op links");
     }
   }
   NameId OpOf(uint64_t id) {
@@ -216,7 +219,7 @@ struct ChromeTraceImporter::Parser {
     }
   }
 
-  void Drop(std::string_view why) { Count(report->dropped, why); }
+  void Drop(std::string_view why) { AddCount(report->dropped, why); }
 
   // The field an args member fills, by its first letter and then the whole
   // key: most of Kineto's args are none of these, and one compare rejects
@@ -351,7 +354,7 @@ struct ChromeTraceImporter::Parser {
   }
 
   void Convert(const Fields& f) {
-    Count(report->phases, f.ph);
+    AddCount(report->phases, f.ph);
     if (f.ph == "M") return Metadata(f);
     const std::optional<int64_t> ts = MicrosTextToNs(f.ts);
     if (!ts || *ts < 0) return Drop("no usable ts");
@@ -359,7 +362,7 @@ struct ChromeTraceImporter::Parser {
     e.ts = static_cast<uint64_t>(*ts);
     e.name = names->Intern(f.name);
     if (f.ph == "X") {
-      Count(report->categories, f.cat);
+      AddCount(report->categories, f.cat);
       const std::optional<int64_t> dur = f.has_dur ? MicrosTextToNs(f.dur) : std::optional<int64_t>(0);
       if (!dur || *dur < 0) return Drop("X without a usable dur");
       e.dur = static_cast<uint64_t>(*dur);
@@ -432,14 +435,14 @@ struct ChromeTraceImporter::Parser {
           e.payload.kernel.details = names->Intern(d);
           if (!f.external_id.empty()) {
             e.payload.kernel.op = OpOf(U64(f.external_id));
-            if (e.payload.kernel.op == 0) Count(report->caveats, "kernel whose op is not before it (no kernel-op link)");
+            if (e.payload.kernel.op == 0) AddCount(report->caveats, "kernel whose op is not before it (no kernel-op link)");
           } else if (!f.op_name.empty()) {
             e.payload.kernel.op = names->Intern(f.op_name);
           }
           break;
         }
         case Cat::kMemcpy:
-          e.kind = MemcpyKind(f.name);
+          e.kind = CopyKindFromName(f.name);
           e.payload.copy.bytes = U64(f.bytes);
           break;
         case Cat::kMemset:
@@ -486,7 +489,7 @@ struct ChromeTraceImporter::Parser {
     od::document doc;
     od::array gpus;
     if (local.iterate(text).get(doc) || doc.get_array().get(gpus)) {
-      return Count(report->caveats, "deviceProperties that is not an array (ignored)");
+      return AddCount(report->caveats, "deviceProperties that is not an array (ignored)");
     }
     for (auto element : gpus) {
       od::object gpu;
@@ -518,7 +521,7 @@ struct ChromeTraceImporter::Parser {
     simdjson::dom::parser local;
     simdjson::dom::object info;
     if (local.parse(value.data(), value.size()).get_object().get(info)) {
-      return Count(report->caveats, "distributedInfo that is not a JSON object (ignored)");
+      return AddCount(report->caveats, "distributedInfo that is not a JSON object (ignored)");
     }
     report->distributed = simdjson::minify(info);
     int64_t n = 0;
@@ -538,7 +541,7 @@ struct ChromeTraceImporter::Parser {
     e.track = HostTrack(f.pid, f.tid);
     e.payload.memory.address = U64(f.addr);
     e.payload.memory.bytes = bytes > 0 ? static_cast<uint64_t>(bytes) : 0 - static_cast<uint64_t>(bytes);
-    if (f.addr.empty()) Count(report->caveats, "[memory] without Addr (address 0)");
+    if (f.addr.empty()) AddCount(report->caveats, "[memory] without Addr (address 0)");
     Emit(e);
   }
 
@@ -601,7 +604,7 @@ bool ChromeTraceImporter::Run(const std::function<bool(std::string_view*)>& next
   }
   if (ok) ok = splitter.Finish();
   for (const auto& t : p.tracks) {
-    if (!t.open.empty()) Count(report->dropped, "B without E", t.open.size());
+    if (!t.open.empty()) AddCount(report->dropped, "B without E", t.open.size());
   }
   flush();
   if (!ok) *error = batch_error.empty() ? splitter.error() : batch_error;

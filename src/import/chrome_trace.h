@@ -70,6 +70,14 @@ struct ImportReport {
   uint64_t dropped_total() const;
 };
 
+// Adds `n` to `key`'s count in one of ImportReport's maps (any importer).
+void AddCount(std::map<std::string, uint64_t, std::less<>>& counts, std::string_view key, uint64_t n = 1);
+
+// A copy's direction from its name, in either spelling: Kineto's and
+// CUPTI's "HtoD" or TF's "H2D" (likewise DtoH, DtoD, HtoH, PtoP);
+// kMemcpyOther when the name does not say.
+EventKind CopyKindFromName(std::string_view name);
+
 class ChromeTraceImporter {
  public:
   // Every event, in file order, in batches. Definitions (kNameDef, kTrackDef)

@@ -28,14 +28,6 @@ using xplane::XLine;
 using xplane::XPlane;
 using xplane::XStat;
 
-void Count(std::map<std::string, uint64_t, std::less<>>& m, std::string_view key, uint64_t n = 1) {
-  if (auto it = m.find(key); it != m.end()) {
-    it->second += n;
-  } else {
-    m.emplace(std::string(key), n);
-  }
-}
-
 // The stats the importer reads (xplane_schema.cc's names).
 enum class Stat : uint8_t {
   kOther, kCorrelationId, kKernelDetails, kMemcpyDetails, kTfOp, kLevel0, kGroupId, kStepName, kStepNum,
@@ -80,18 +72,6 @@ std::optional<uint8_t> GpuOrdinal(std::string_view plane) {
   const auto [p, ec] = std::from_chars(plane.data() + kPrefix.size(), end, n);
   if (ec != std::errc() || p != end || n > 255) return std::nullopt;
   return static_cast<uint8_t>(n);
-}
-
-EventKind CopyKind(std::string_view name) {
-  auto has = [&](std::string_view a, std::string_view b) {
-    return name.find(a) != std::string_view::npos || name.find(b) != std::string_view::npos;
-  };
-  if (has("H2D", "HtoD")) return EventKind::kMemcpyHtoD;
-  if (has("D2H", "DtoH")) return EventKind::kMemcpyDtoH;
-  if (has("D2D", "DtoD")) return EventKind::kMemcpyDtoD;
-  if (has("H2H", "HtoH")) return EventKind::kMemcpyHtoH;
-  if (has("P2P", "PtoP")) return EventKind::kMemcpyPtoP;
-  return EventKind::kMemcpyOther;
 }
 
 // "size:6144 dest:4 async:1" -> 6144.
@@ -194,7 +174,7 @@ class Converter {
     const std::string_view name = plane.name();
     if (const auto gpu = GpuOrdinal(name)) return DevicePlane(plane, *gpu);
     if (name.starts_with("/host:") && name != "/host:metadata") return HostPlane(plane);
-    if (n > 0) Count(report_->dropped, "events of plane " + std::string(name) + " (not analysed)", n);
+    if (n > 0) AddCount(report_->dropped, "events of plane " + std::string(name) + " (not analysed)", n);
   }
 
   // The host's step roots, when no device had a Steps line.
@@ -202,7 +182,7 @@ class Converter {
     if (!steps_from_device_) {
       for (const Event& e : host_roots_) Emit(e);
     } else if (!host_roots_.empty()) {
-      Count(report_->caveats, "host step roots (_r) not used: the devices' Steps lines were", host_roots_.size());
+      AddCount(report_->caveats, "host step roots (_r) not used: the devices' Steps lines were", host_roots_.size());
     }
     host_roots_.clear();
   }
@@ -252,7 +232,7 @@ class Converter {
             Event* e, Stats* s) {
     const auto times = Times(line, x);
     if (!times) {
-      Count(report_->dropped, "events without a usable time (aggregated, before 0 or out of range)");
+      AddCount(report_->dropped, "events without a usable time (aggregated, before 0 or out of range)");
       return false;
     }
     e->ts = times->first;
@@ -309,7 +289,7 @@ class Converter {
   // address, the block's bytes.
   void Memory(Event& e, const Stats& s, bool alloc) {
     const std::optional<uint64_t> bytes = s.allocation_bytes ? s.allocation_bytes : s.requested_bytes;
-    if (!bytes || s.allocator.empty()) return Count(report_->dropped, "memory events without allocator_name or bytes");
+    if (!bytes || s.allocator.empty()) return AddCount(report_->dropped, "memory events without allocator_name or bytes");
     uint8_t device = 0;
     const bool gpu = s.allocator.starts_with("GPU_") || s.allocator.starts_with("gpu_");
     if (gpu) {
@@ -324,7 +304,7 @@ class Converter {
     e.dur = 0;
     e.payload.memory.address = s.addr.value_or(0);
     e.payload.memory.bytes = *bytes;
-    if (!s.addr) Count(report_->caveats, "memory events without addr (address 0)");
+    if (!s.addr) AddCount(report_->caveats, "memory events without addr (address 0)");
     Emit(e);
   }
 
@@ -337,7 +317,7 @@ class Converter {
       if (line.name() == "Steps") {
         had_steps = true;
         if (steps_from_device_ && steps_device_ != device) {
-          Count(report_->caveats, "Steps lines of more devices (the same steps, not repeated)");
+          AddCount(report_->caveats, "Steps lines of more devices (the same steps, not repeated)");
           continue;
         }
         Steps(plane, stats, line);
@@ -345,7 +325,7 @@ class Converter {
       }
       if (IsDerivedLine(line)) {
         if (line.events_size() > 0) {
-          Count(report_->dropped, "events of derived line " + line.name() + " (the other lines hold them)",
+          AddCount(report_->dropped, "events of derived line " + line.name() + " (the other lines hold them)",
                 static_cast<uint64_t>(line.events_size()));
         }
         continue;
@@ -369,7 +349,7 @@ class Converter {
     e.corr = static_cast<uint32_t>(s.correlation.value_or(0));
     const std::string_view name = names_->Get(e.name);
     if (!s.memcpy_details.empty() || StartsWithNoCase(name, "memcpy")) {
-      e.kind = CopyKind(name);
+      e.kind = CopyKindFromName(name);
       e.payload.copy.bytes = CopyBytes(s.memcpy_details);
     } else if (StartsWithNoCase(name, "memset")) {
       e.kind = EventKind::kMemset;
