@@ -267,8 +267,8 @@ void TraceStore::Append(std::span<const Event> definitions, std::span<const Even
     if (last == nullptr || e.track != last_id) {
       last = &Track(e.track);
       last_id = e.track;
-      if (std::find(touched.begin(), touched.end(), last) == touched.end()) touched.push_back(last);
     }
+    if (last->dirty_from == UINT64_MAX) touched.push_back(last);  // its first event of the batch.
     if (last->Append(e)) {
       sealed_bytes_ += last->chunks[last->chunks.size() - 2].Bytes();
       sealed_.push_back(last_id);
@@ -543,9 +543,10 @@ TraceStore::Stats TraceStore::stats() const {
   for (const auto& t : tracks_) {
     if (!t) continue;
     s.chunks += t->chunks.size();
-    for (const Chunk& c : t->chunks) s.bytes += c.Bytes();
+    if (!t->chunks.empty()) s.bytes += t->chunks.back().Bytes();  // the open chunk (the sealed ones: below)
     for (const Level& level : t->levels) s.bytes += level.nodes.size() * sizeof(Node);
   }
+  s.bytes += sealed_bytes_;
   if (events_ > 0) s.first_ns = first_ns_, s.last_ns = last_ns_;
   s.dropped_events = dropped_events_;
   s.dropped_until_ns = dropped_until_ns_;

@@ -33,14 +33,6 @@ constexpr Endpoint kEndpoints[] = {
     {"/api/status", Topic::kStatus, "", false, false, false},
 };
 
-// A whole number in [lo, hi], the whole of `text`.
-std::optional<uint64_t> WholeNumber(std::string_view text, uint64_t lo, uint64_t hi) {
-  uint64_t n = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc() || end != text.data() + text.size() || n < lo || n > hi) return std::nullopt;
-  return n;
-}
-
 Route Error(int status, std::string message) {
   Route r;
   r.kind = Route::Kind::kError;
@@ -113,6 +105,13 @@ RequestTarget ParseRequestTarget(std::string_view target) {
     t.query.emplace_back(std::move(*key), std::move(*value));
   }
   return t;
+}
+
+std::optional<uint64_t> WholeNumber(std::string_view text, uint64_t lo, uint64_t hi) {
+  uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < lo || n > hi) return std::nullopt;
+  return n;
 }
 
 Route RouteRequest(std::string_view raw_target, uint32_t published_last_steps) {

@@ -44,6 +44,10 @@ struct RequestTarget {
 };
 RequestTarget ParseRequestTarget(std::string_view target);
 
+// A query parameter's value as a whole number in [lo, hi] (the whole text,
+// decimal digits only), or nullopt.
+std::optional<uint64_t> WholeNumber(std::string_view text, uint64_t lo = 0, uint64_t hi = UINT64_MAX);
+
 struct Route {
   enum class Kind {
     kStatic,   // not /api or /metrics: a file from static/.

@@ -1,8 +1,8 @@
 #include "web/trace_api.h"
 
 #include <algorithm>
-#include <charconv>
 #include <optional>
+#include <unordered_map>
 
 #include "aggregators/json_writer.h"
 #include "stream/event.h"
@@ -10,19 +10,12 @@
 namespace liveprof {
 namespace {
 
-std::optional<uint64_t> Number(std::string_view text) {
-  uint64_t n = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return n;
-}
-
 // "1,2,5" -> {1, 2, 5}; nullopt on anything else.
 std::optional<std::vector<TrackId>> TrackList(std::string_view text) {
   std::vector<TrackId> out;
   while (!text.empty()) {
     const size_t comma = text.find(',');
-    const auto n = Number(text.substr(0, comma));
+    const auto n = WholeNumber(text.substr(0, comma));
     if (!n || *n > UINT32_MAX) return std::nullopt;
     out.push_back(static_cast<TrackId>(*n));
     text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
@@ -93,7 +86,7 @@ Params ReadParams(const RequestTarget& target, const TraceStore::Stats& stats,
       continue;
     }
     if (key == "t0" || key == "t1" || key == "width" || key == "from" || key == "id") {
-      const auto n = Number(value);
+      const auto n = WholeNumber(value);
       if (!n) {
         p.error = key + "='" + value + "': expected a whole number" + (key == "width" ? " of pixels" : " (ns)");
         return p;
@@ -125,7 +118,8 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
   const Params p = ReadParams(target, stats, {"t0", "t1", "width", "tracks"});
   if (!p.error.empty()) return ErrorReply(400, p.error);
   const TraceQueryResult r = store.Query({p.tracks, p.t0, p.t1, p.width});
-  const auto track_info = store.Tracks();
+  std::unordered_map<TrackId, TrackInfo> track_info;
+  for (const auto& [id, info] : store.Tracks()) track_info.emplace(id, info);
   JsonWriter w;
   w.BeginObject();
   w.KV("type", "trace");
@@ -143,12 +137,11 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
   for (const auto& t : r.tracks) {
     w.BeginObject();
     w.KV("track", uint64_t{t.track});
-    for (const auto& [id, info] : track_info) {
-      if (id != t.track) continue;
-      w.KV("name", store.Name(info.name));
-      w.KV("type", TrackTypeName(info.type));
-      w.KV("device", uint64_t{info.device});
-      w.KV("os_id", info.os_id);
+    if (const auto it = track_info.find(t.track); it != track_info.end()) {
+      w.KV("name", store.Name(it->second.name));
+      w.KV("type", TrackTypeName(it->second.type));
+      w.KV("device", uint64_t{it->second.device});
+      w.KV("os_id", it->second.os_id);
     }
     w.Key("slices");  // [id, ts, dur, name, depth, kind]
     w.BeginArray();
@@ -201,7 +194,7 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
 
 Reply OneEvent(const RequestTarget& target, const TraceStore& store) {
   const auto id_text = target.Param("id");
-  const auto id = id_text ? Number(*id_text) : std::nullopt;
+  const auto id = id_text ? WholeNumber(*id_text) : std::nullopt;
   if (!id) return ErrorReply(400, "id: expected an event id (a whole number, from /api/trace)");
   for (const auto& [key, value] : target.query) {
     if (key != "id" && key != "token") return ErrorReply(400, "unknown query parameter '" + key + "' for " + target.path);
@@ -221,7 +214,7 @@ Reply Search(const RequestTarget& target, const TraceStore& store) {
   const std::string_view dir = target.Param("dir").value_or("next");
   if (dir != "next" && dir != "prev") return ErrorReply(400, "dir='" + std::string(dir) + "': expected next or prev");
   const auto from_text = target.Param("from");
-  const uint64_t from = from_text ? Number(*from_text).value_or(0) : (dir == "next" ? 0 : UINT64_MAX);
+  const uint64_t from = from_text ? WholeNumber(*from_text).value_or(0) : (dir == "next" ? 0 : UINT64_MAX);
   const auto found = store.Search(*text, from, dir == "next", p.tracks);
   JsonWriter w;
   w.BeginObject();
