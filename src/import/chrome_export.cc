@@ -1,12 +1,8 @@
 #include "import/chrome_export.h"
 
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
-#include <iterator>
-#include <fstream>
-#include <filesystem>
 #include <cinttypes>
 #include <cstring>
 
@@ -75,12 +71,22 @@ bool ChromeTraceWriter::Open(const std::string& path, std::string* error) {
     *error = path + ": " + std::strerror(errno);
     return false;
   }
-  gzip_ = path.ends_with(".gz");
+  return Start(path.ends_with(".gz"), path, error);
+}
+
+bool ChromeTraceWriter::OpenString(std::string* out, bool gzip, std::string* error) {
+  out_ = out;
+  out_->clear();
+  return Start(gzip, "the export", error);
+}
+
+bool ChromeTraceWriter::Start(bool gzip, const std::string& what, std::string* error) {
+  gzip_ = gzip;
   if (gzip_) {
     deflater_ = std::make_unique<Deflater>();
     // windowBits 15 + 16: a gzip header and trailer around the deflate stream.
     if (deflateInit2(&deflater_->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-      *error = path + ": zlib could not start";
+      *error = what + ": zlib could not start";
       return false;
     }
     deflater_->ready = true;
@@ -290,12 +296,21 @@ bool ChromeTraceWriter::Write(std::span<const Event> definitions, std::span<cons
   return true;
 }
 
+bool ChromeTraceWriter::Put(const void* data, size_t n, std::string* error) {
+  if (out_ != nullptr) {
+    out_->append(static_cast<const char*>(data), n);
+    return true;
+  }
+  if (n != 0 && std::fwrite(data, 1, n, file_) != n) {
+    *error = std::string("write failed: ") + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
 bool ChromeTraceWriter::Flush(bool finish, std::string* error) {
   if (!gzip_) {
-    if (!buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), file_) != buf_.size()) {
-      *error = std::string("write failed: ") + std::strerror(errno);
-      return false;
-    }
+    if (!Put(buf_.data(), buf_.size(), error)) return false;
     buf_.clear();
     return true;
   }
@@ -308,18 +323,14 @@ bool ChromeTraceWriter::Flush(bool finish, std::string* error) {
     z.next_out = out;
     z.avail_out = sizeof out;
     rc = deflate(&z, finish ? Z_FINISH : Z_NO_FLUSH);
-    const size_t n = sizeof out - z.avail_out;
-    if (n != 0 && std::fwrite(out, 1, n, file_) != n) {
-      *error = std::string("write failed: ") + std::strerror(errno);
-      return false;
-    }
+    if (!Put(out, sizeof out - z.avail_out, error)) return false;
   } while (z.avail_out == 0 || (finish && rc != Z_STREAM_END));
   buf_.clear();
   return true;
 }
 
 bool ChromeTraceWriter::Close(std::string* error) {
-  if (file_ == nullptr) return true;
+  if (file_ == nullptr && out_ == nullptr) return true;
   // Host threads' names (metadata: where they stand does not matter).
   for (TrackId t = 1; t < tracks_.size(); ++t) {
     if (tracks_[t].type != TrackType::kHostThread || tracks_[t].name == 0) continue;
@@ -349,8 +360,9 @@ bool ChromeTraceWriter::Close(std::string* error) {
   if (base_time_ns_ != 0) buf_ += ",\n\"baseTimeNanoseconds\": " + std::to_string(base_time_ns_);
   buf_ += "}\n";
   const bool ok = Flush(true, error);
-  const bool closed = std::fclose(file_) == 0;
+  const bool closed = out_ != nullptr || std::fclose(file_) == 0;
   file_ = nullptr;
+  out_ = nullptr;
   if (ok && !closed) *error = std::string("close failed: ") + std::strerror(errno);
   return ok && closed;
 }
@@ -383,16 +395,8 @@ bool ExportTraceFile(const std::string& in, const std::string& out, uint64_t* ev
 
 bool ExportStoreRange(const TraceStore& store, uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
                       std::string* gz, std::string* error) {
-  // A temporary file of our own (O_EXCL, an unguessable name).
-  std::string path = (std::filesystem::temp_directory_path() / "liveprof-export-XXXXXX.json.gz").string();
-  const int fd = ::mkstemps(path.data(), 8);
-  if (fd < 0) {
-    *error = "cannot create a temporary file in " + std::filesystem::temp_directory_path().string();
-    return false;
-  }
-  ::close(fd);
   ChromeTraceWriter writer;
-  if (!writer.Open(path, error)) return false;
+  if (!writer.OpenString(gz, /*gzip=*/true, error)) return false;
   // Definitions first: every name and track the store knows.
   const std::vector<std::string> names = store.Names();
   std::vector<Event> defs;
@@ -416,16 +420,7 @@ bool ExportStoreRange(const TraceStore& store, uint64_t t0, uint64_t t1, const s
                   std::to_string(kMaxExportEvents) + " one export takes: narrow t0 / t1 or tracks";
   }
   flush();
-  const bool closed = writer.Close(&write_error);
-  bool ok = write_error.empty() && closed;
-  if (ok) {
-    std::ifstream in(path, std::ios::binary);  // (at most ~100 MB: the event cap)
-    gz->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    ok = in.good() || in.eof();
-    if (!ok) write_error = "cannot read back " + path;
-  }
-  std::error_code ignored;
-  std::filesystem::remove(path, ignored);
+  const bool ok = writer.Close(&write_error) && write_error.empty();
   if (!ok) *error = write_error;
   return ok;
 }

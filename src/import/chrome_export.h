@@ -56,6 +56,8 @@ class ChromeTraceWriter {
 
   // Opens `path` for writing; gzip when it ends in ".gz". false with *error.
   bool Open(const std::string& path, std::string* error);
+  // Writes into *out instead (cleared first), gzip or not.
+  bool OpenString(std::string* out, bool gzip, std::string* error);
   // Definitions (kNameDef, kTrackDef) come before the events using them, as
   // from the stream or the importer; the strings they point to must live
   // until Close(). Events in any order, but a kernel's op before the kernel
@@ -76,11 +78,14 @@ class ChromeTraceWriter {
   void Define(const Event& d);
   void WriteEvent(const Event& e);
   void Emit(std::string_view json);  // one element of traceEvents.
+  bool Start(bool gzip, const std::string& what, std::string* error);  // after Open / OpenString.
+  bool Put(const void* data, size_t n, std::string* error);  // to the file or the string.
   bool Flush(bool finish, std::string* error);
   std::string_view Name(NameId id) const;
   std::string Track(TrackId id) const;  // "\"pid\":P,\"tid\":T"
 
   std::FILE* file_ = nullptr;
+  std::string* out_ = nullptr;  // OpenString's, instead of file_.
   bool gzip_ = false;
   struct Deflater;
   std::unique_ptr<Deflater> deflater_;
@@ -105,7 +110,7 @@ bool ExportTraceFile(const std::string& in, const std::string& out, uint64_t* ev
 // a gzip Chrome trace in *gz (the server's /api/export). false with *error,
 // also when the range holds over kMaxExportEvents events (the web thread
 // waits for it: a few seconds at most). Any thread (the store locks per
-// chunk); the file goes through a temporary file (mkstemps), removed after.
+// chunk).
 inline constexpr uint64_t kMaxExportEvents = 5'000'000;
 bool ExportStoreRange(const TraceStore& store, uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
                       std::string* gz, std::string* error);
