@@ -255,15 +255,16 @@ void TraceStore::Append(std::span<const Event> definitions, std::span<const Even
       if (d.name >= names_.size()) names_.resize(size_t{d.name} + 1);
       name_text_.emplace_back(d.payload.name_def.data, d.payload.name_def.size);
       names_[d.name] = name_text_.back();
-    } else if (d.kind == EventKind::kTrackDef) {
+    } else if (d.kind == EventKind::kTrackDef && d.track < DerivedRows::kFirstDerivedTrack) {
       if (d.track >= track_info_.size()) track_info_.resize(size_t{d.track} + 1);
       track_info_[d.track] = TrackInfo{d.name, d.payload.track_def.type, d.payload.track_def.os_tid, d.device};
+      derived_.Define(d.track, track_info_[d.track]);
     }
   }
   TrackStore* last = nullptr;
   TrackId last_id = 0;
   std::vector<TrackStore*> touched;
-  for (const Event& e : events) {
+  auto put = [&](const Event& e) {
     if (last == nullptr || e.track != last_id) {
       last = &Track(e.track);
       last_id = e.track;
@@ -273,13 +274,22 @@ void TraceStore::Append(std::span<const Event> definitions, std::span<const Even
       sealed_bytes_ += last->chunks[last->chunks.size() - 2].Bytes();
       sealed_.push_back(last_id);
     }
+  };
+  for (const Event& e : events) {
+    if (e.track >= DerivedRows::kFirstDerivedTrack) {
+      ++unstored_events_;
+      continue;
+    }
+    put(e);
+    ++events_;
     if (e.kind != EventKind::kDeviceInfo) {
       first_ns_ = std::min(first_ns_, e.ts);
       last_ns_ = std::max(last_ns_, e.end());
     }
   }
+  derived_.Derive(events, &derived_events_);
+  for (const Event& e : derived_events_) put(e);
   for (TrackStore* t : touched) t->Reindex();
-  events_ += events.size();
   Retain();
 }
 
@@ -287,11 +297,13 @@ void TraceStore::Retain() {
   // A track's chunks seal in order, so the oldest sealed chunk of the
   // track named first is its front one.
   while (sealed_bytes_ > options_.max_bytes && !sealed_.empty()) {
-    TrackStore& t = *tracks_[sealed_.front()];
+    const TrackId sealed_track = sealed_.front();
+    TrackStore& t = *tracks_[sealed_track];
     sealed_.pop_front();
     sealed_bytes_ -= t.chunks.front().Bytes();
     dropped_until_ns_ = std::max(dropped_until_ns_, t.levels[0].nodes.front().max_end);
-    dropped_events_ += t.FreeFront();
+    const uint64_t freed = t.FreeFront();
+    if (!DerivedRows::IsDerived(sealed_track)) dropped_events_ += freed;
   }
 }
 
@@ -495,7 +507,9 @@ void TraceStore::ForEach(uint64_t t0, uint64_t t1, const std::vector<TrackId>& t
     track_count = tracks_.size();
   }
   for (TrackId id = 0; id < track_count; ++id) {
-    if (!tracks.empty() && std::find(tracks.begin(), tracks.end(), id) == tracks.end()) continue;
+    if (tracks.empty() ? DerivedRows::IsDerived(id) : std::find(tracks.begin(), tracks.end(), id) == tracks.end()) {
+      continue;  // the derived rows are the store's own: only when asked for.
+    }
     for (uint64_t j = 0;; ++j) {
       {
         std::shared_lock lock(mu_);
@@ -531,7 +545,12 @@ std::vector<std::pair<TrackId, TrackInfo>> TraceStore::Tracks() const {
   std::shared_lock lock(mu_);
   std::vector<std::pair<TrackId, TrackInfo>> out;
   for (TrackId id = 0; id < tracks_.size(); ++id) {
-    if (tracks_[id]) out.emplace_back(id, id < track_info_.size() ? track_info_[id] : TrackInfo{});
+    if (!tracks_[id]) continue;
+    if (DerivedRows::IsDerived(id)) {
+      out.emplace_back(id, TrackInfo{0, TrackType::kGpuStream, 0, DerivedRows::DeviceOf(id)});
+    } else {
+      out.emplace_back(id, id < track_info_.size() ? track_info_[id] : TrackInfo{});
+    }
   }
   return out;
 }
@@ -550,6 +569,7 @@ TraceStore::Stats TraceStore::stats() const {
   if (events_ > 0) s.first_ns = first_ns_, s.last_ns = last_ns_;
   s.dropped_events = dropped_events_;
   s.dropped_until_ns = dropped_until_ns_;
+  s.unstored_events = unstored_events_;
   return s;
 }
 

@@ -16,6 +16,9 @@
 // folds a whole node into one pixel when every event in it starts inside that
 // pixel and is shorter than a pixel; otherwise it goes down, to the events.
 //
+// Besides the producers' tracks, each GPU has two rows the store derives
+// (derived_rows.h): its Steps and its Framework ops, as TF's viewer shows.
+//
 // Nesting depth is worked out per query, over the events it returns: an
 // event's ancestors overlap the view and are at least as long, so they are
 // returned too and the stack of returned events gives the exact depth.
@@ -46,6 +49,7 @@
 #include <string_view>
 #include <vector>
 
+#include "aggregators/derived_rows.h"
 #include "stream/event.h"
 #include "stream/stream.h"
 
@@ -121,14 +125,15 @@ class TraceStore {
   // starting after `from` (forward) or before it (backward). Any thread.
   std::optional<std::pair<StoredEventId, Event>> Search(std::string_view text, uint64_t from, bool forward,
                                                         const std::vector<TrackId>& tracks = {}) const;
-  // Every event of `tracks` (empty: all) overlapping [t0, t1], track by
+  // Every event of `tracks` (empty: all but the derived rows) overlapping [t0, t1], track by
   // track in arrival order. Any thread; the lock is taken per chunk, not
   // held while `fn` runs, so appends go on (and may add events to the open
   // chunk's range, or free chunks, meanwhile).
   void ForEach(uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
                const std::function<void(StoredEventId, const Event&)>& fn) const;
 
-  // Names and tracks as defined so far. Any thread.
+  // Names and tracks as defined so far, the derived rows (derived_rows.h)
+  // included: a GPU's rows, unnamed. Any thread.
   std::string Name(NameId id) const;
   std::vector<std::string> Names() const;  // by NameId.
   std::vector<std::pair<TrackId, TrackInfo>> Tracks() const;
@@ -140,6 +145,7 @@ class TraceStore {
     uint64_t first_ns = 0, last_ns = 0;
     uint64_t dropped_events = 0;  // freed by the retention rule, oldest first.
     uint64_t dropped_until_ns = 0;  // the latest end among them.
+    uint64_t unstored_events = 0;   // on track ids >= DerivedRows::kFirstDerivedTrack.
   };
   Stats stats() const;
 
@@ -165,6 +171,9 @@ class TraceStore {
   std::deque<std::string> name_text_;                // owned copies.
   std::vector<std::string_view> names_;              // by NameId, into name_text_.
   uint64_t events_ = 0;
+  uint64_t unstored_events_ = 0;  // on a track id the derived rows reserve.
+  DerivedRows derived_;
+  std::vector<Event> derived_events_;  // reused per batch.
   uint64_t first_ns_ = UINT64_MAX, last_ns_ = 0;
 };
 

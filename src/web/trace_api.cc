@@ -137,7 +137,13 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
   for (const auto& t : r.tracks) {
     w.BeginObject();
     w.KV("track", uint64_t{t.track});
-    if (const auto it = track_info.find(t.track); it != track_info.end()) {
+    if (DerivedRows::IsDerived(t.track)) {
+      const bool steps = DerivedRows::RowOf(t.track) == DerivedRows::Row::kSteps;
+      w.KV("name", steps ? "Steps" : "Framework ops");
+      w.KV("type", steps ? "steps" : "framework_ops");
+      w.KV("device", uint64_t{DerivedRows::DeviceOf(t.track)});
+      w.KV("os_id", 0);
+    } else if (const auto it = track_info.find(t.track); it != track_info.end()) {
       w.KV("name", store.Name(it->second.name));
       w.KV("type", TrackTypeName(it->second.type));
       w.KV("device", uint64_t{it->second.device});

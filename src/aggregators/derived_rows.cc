@@ -1,0 +1,60 @@
+#include "aggregators/derived_rows.h"
+
+namespace liveprof {
+
+void DerivedRows::SeeDevice(uint8_t device) {
+  if (seen_[device]) return;
+  seen_[device] = true;
+  devices_.push_back(device);
+}
+
+void DerivedRows::Define(TrackId /*id*/, const TrackInfo& info) {
+  if (info.type == TrackType::kGpuStream) SeeDevice(info.device);
+}
+
+void DerivedRows::Close(uint8_t device, std::vector<Event>* out) {
+  std::optional<OpenOp>& open = open_[device];
+  if (!open) return;
+  Event e;
+  e.kind = EventKind::kFrameworkOp;
+  e.track = TrackOf(device, Row::kFrameworkOps);
+  e.device = device;
+  e.name = open->op;
+  e.ts = open->ts;
+  e.dur = open->end - open->ts;
+  out->push_back(e);
+  open.reset();
+}
+
+void DerivedRows::Derive(std::span<const Event> events, std::vector<Event>* out) {
+  out->clear();
+  for (const Event& e : events) {
+    if (e.kind == EventKind::kStepMarker) {
+      for (const uint8_t d : devices_) {
+        Event step = e;
+        step.track = TrackOf(d, Row::kSteps);
+        step.device = d;
+        out->push_back(step);
+      }
+    } else if (e.kind == EventKind::kKernel) {
+      SeeDevice(e.device);
+      const NameId op = e.payload.kernel.op;
+      if (op == 0) continue;
+      std::optional<OpenOp>& open = open_[e.device];
+      if (open && open->op == op) {
+        open->ts = std::min(open->ts, e.ts);
+        open->end = std::max(open->end, e.end());
+        continue;
+      }
+      Close(e.device, out);
+      open = OpenOp{op, e.ts, e.end()};
+    }
+  }
+}
+
+void DerivedRows::Flush(std::vector<Event>* out) {
+  out->clear();
+  for (const uint8_t d : devices_) Close(d, out);
+}
+
+}  // namespace liveprof

@@ -1,0 +1,119 @@
+// DerivedRows: each GPU's Steps and Framework ops rows, as xprof derives
+// them (tf-profiler-semantics.md §9.5), and the store keeping them apart
+// from the producers' tracks.
+#include "aggregators/derived_rows.h"
+
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "aggregators/trace_store.h"
+
+namespace liveprof {
+namespace {
+
+Event Kernel(uint8_t device, TrackId stream, uint64_t ts, uint64_t dur, NameId op) {
+  Event k;
+  k.kind = EventKind::kKernel;
+  k.device = device;
+  k.track = stream;
+  k.ts = ts;
+  k.dur = dur;
+  k.name = 99;
+  k.corr = static_cast<uint32_t>(ts);
+  k.payload.kernel.op = op;
+  return k;
+}
+
+Event Step(uint64_t ts, uint64_t dur, int64_t n) {
+  Event s;
+  s.kind = EventKind::kStepMarker;
+  s.track = 1;
+  s.ts = ts;
+  s.dur = dur;
+  s.name = 7;
+  s.payload.step.step_num = n;
+  return s;
+}
+
+TEST_CASE("derived rows: consecutive kernels of one op make one Framework ops event per GPU") {
+  DerivedRows rows;
+  std::vector<Event> out;
+  // GPU 0: op 5 (two kernels on two streams, out of start order), op 6, op 0
+  // (no op: skipped), op 5 again (a new event: not consecutive). GPU 1: op 6.
+  rows.Derive({{Kernel(0, 3, 100, 10, 5), Kernel(0, 4, 90, 5, 5), Kernel(1, 8, 95, 50, 6), Kernel(0, 3, 130, 20, 6),
+                Kernel(0, 3, 160, 5, 0), Kernel(0, 3, 170, 5, 5)}},
+              &out);
+  REQUIRE(out.size() == 2);  // op 5 [90, 110] and op 6 [130, 150] closed; GPU 0's second op 5 and GPU 1's op 6 open.
+  CHECK(out[0].track == DerivedRows::TrackOf(0, DerivedRows::Row::kFrameworkOps));
+  CHECK(out[0].kind == EventKind::kFrameworkOp);
+  CHECK(out[0].name == 5);
+  CHECK(out[0].ts == 90);
+  CHECK(out[0].dur == 20);
+  CHECK(out[0].corr == 0);  // no second arrow from the launch.
+  CHECK(out[1].name == 6);
+  CHECK(out[1].ts == 130);
+  CHECK(out[1].dur == 20);
+  // The open ones carry over to the next batch: op 5 goes on.
+  rows.Derive({{Kernel(0, 3, 180, 10, 5)}}, &out);
+  CHECK(out.empty());
+  rows.Flush(&out);
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].track == DerivedRows::TrackOf(0, DerivedRows::Row::kFrameworkOps));
+  CHECK(out[0].ts == 170);
+  CHECK(out[0].dur == 20);
+  CHECK(out[1].track == DerivedRows::TrackOf(1, DerivedRows::Row::kFrameworkOps));
+  CHECK(out[1].device == 1);
+  CHECK(out[1].name == 6);
+}
+
+TEST_CASE("derived rows: every step on every GPU seen, from its stream's definition or its first kernel") {
+  DerivedRows rows;
+  std::vector<Event> out;
+  rows.Derive({{Step(0, 100, 1)}}, &out);
+  CHECK(out.empty());  // no GPU yet: a host-only run has no device rows.
+  rows.Define(4, TrackInfo{0, TrackType::kGpuStream, 7, 2});
+  rows.Define(5, TrackInfo{0, TrackType::kHostThread, 7, 0});
+  rows.Derive({{Kernel(3, 9, 150, 1, 0), Step(100, 100, 2)}}, &out);
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].track == DerivedRows::TrackOf(2, DerivedRows::Row::kSteps));
+  CHECK(out[1].track == DerivedRows::TrackOf(3, DerivedRows::Row::kSteps));
+  for (const Event& s : out) {
+    CHECK(s.kind == EventKind::kStepMarker);
+    CHECK(s.ts == 100);
+    CHECK(s.dur == 100);
+    CHECK(s.payload.step.step_num == 2);
+    CHECK(DerivedRows::IsDerived(s.track));
+    CHECK(DerivedRows::DeviceOf(s.track) == s.device);
+  }
+  CHECK(DerivedRows::RowOf(out[0].track) == DerivedRows::Row::kSteps);
+  CHECK(!DerivedRows::IsDerived(DerivedRows::kFirstDerivedTrack - 1));
+  CHECK(DerivedRows::TrackOf(255, DerivedRows::Row::kFrameworkOps) == 8191);
+}
+
+TEST_CASE("derived rows: the store shows them, exports leave them out, and refuses their ids to producers") {
+  TraceStore store;
+  const std::vector<Event> defs = {TrackDefEvent(4, TrackInfo{0, TrackType::kGpuStream, 7, 0})};
+  Event foreign = Step(0, 10, 0);
+  foreign.track = DerivedRows::kFirstDerivedTrack + 3;
+  store.Append(defs, {{Step(0, 1000, 1), Kernel(0, 4, 10, 100, 5), Kernel(0, 4, 200, 100, 6), foreign}});
+  const TraceStore::Stats s = store.stats();
+  CHECK(s.events == 3);
+  CHECK(s.unstored_events == 1);
+  const TraceQueryResult r = store.Query({{}, 0, 1000, 100});
+  std::vector<TrackId> tracks;
+  for (const auto& t : r.tracks) tracks.push_back(t.track);
+  CHECK(tracks == std::vector<TrackId>{1, 4, DerivedRows::TrackOf(0, DerivedRows::Row::kSteps),
+                                       DerivedRows::TrackOf(0, DerivedRows::Row::kFrameworkOps)});
+  REQUIRE(r.tracks[3].slices.size() == 1);
+  CHECK(r.tracks[3].slices[0].name == 5);  // op 6 is still open.
+  size_t exported = 0;
+  store.ForEach(0, 1000, {}, [&](StoredEventId, const Event& e) {
+    ++exported;
+    CHECK(!DerivedRows::IsDerived(e.track));
+  });
+  CHECK(exported == 3);
+}
+
+}  // namespace
+}  // namespace liveprof
