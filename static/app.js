@@ -51,6 +51,8 @@ const mounted = new Map();  // page id -> {el, panel}
 
 const ctx = {
   exportCsv,
+  token,
+  get: (path, params) => feed.get(path, params),
   setParams(topic, params) {
     state.params[topic] = params;
     delete state.pending[topic];

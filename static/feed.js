@@ -58,7 +58,7 @@ export class Feed {
     }
     if (params.format === 'csv') return body;
     const msg = JSON.parse(body);
-    if (msg.v !== PROTOCOL_VERSION) this.mismatch(msg.v);
+    if (msg.v !== undefined && msg.v !== PROTOCOL_VERSION) this.mismatch(msg.v);  // (one event's details carry no v)
     return msg;
   }
 

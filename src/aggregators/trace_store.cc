@@ -276,16 +276,19 @@ void TraceStore::Append(std::span<const Event> definitions, std::span<const Even
     }
   };
   for (const Event& e : events) {
+    if (e.kind == EventKind::kDeviceInfo) {  // a description, not on a timeline.
+      device_info_.push_back(e);
+      ++events_;
+      continue;
+    }
     if (e.track >= DerivedRows::kFirstDerivedTrack) {
       ++unstored_events_;
       continue;
     }
     put(e);
     ++events_;
-    if (e.kind != EventKind::kDeviceInfo) {
-      first_ns_ = std::min(first_ns_, e.ts);
-      last_ns_ = std::max(last_ns_, e.end());
-    }
+    first_ns_ = std::min(first_ns_, e.ts);
+    last_ns_ = std::max(last_ns_, e.end());
   }
   derived_.Derive(events, &derived_events_);
   for (const Event& e : derived_events_) put(e);
@@ -505,7 +508,11 @@ void TraceStore::ForEach(uint64_t t0, uint64_t t1, const std::vector<TrackId>& t
   {
     std::shared_lock lock(mu_);
     track_count = tracks_.size();
+    for (const Event& d : device_info_) {
+      if (tracks.empty() || std::find(tracks.begin(), tracks.end(), d.track) != tracks.end()) decoded.push_back(d);
+    }
   }
+  for (const Event& d : decoded) fn(kNoEventId, d);
   for (TrackId id = 0; id < track_count; ++id) {
     if (tracks.empty() ? DerivedRows::IsDerived(id) : std::find(tracks.begin(), tracks.end(), id) == tracks.end()) {
       continue;  // the derived rows are the store's own: only when asked for.

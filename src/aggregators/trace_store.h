@@ -57,6 +57,7 @@ namespace liveprof {
 
 // An event's place in the store: (track << 40) | index in its track.
 using StoredEventId = uint64_t;
+inline constexpr StoredEventId kNoEventId = UINT64_MAX;  // a device's description (ForEach).
 
 struct TraceQuery {
   std::vector<TrackId> tracks;  // empty: every track; repeats count once.
@@ -125,10 +126,12 @@ class TraceStore {
   // starting after `from` (forward) or before it (backward). Any thread.
   std::optional<std::pair<StoredEventId, Event>> Search(std::string_view text, uint64_t from, bool forward,
                                                         const std::vector<TrackId>& tracks = {}) const;
-  // Every event of `tracks` (empty: all but the derived rows) overlapping [t0, t1], track by
-  // track in arrival order. Any thread; the lock is taken per chunk, not
-  // held while `fn` runs, so appends go on (and may add events to the open
-  // chunk's range, or free chunks, meanwhile).
+  // The devices' descriptions (kDeviceInfo, id kNoEventId: they are on no
+  // timeline), then every event of `tracks` (empty: all but the derived
+  // rows) overlapping [t0, t1], track by track in arrival order. Any
+  // thread; the lock is taken per chunk, not held while `fn` runs, so
+  // appends go on (and may add events to the open chunk's range, or free
+  // chunks, meanwhile).
   void ForEach(uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
                const std::function<void(StoredEventId, const Event&)>& fn) const;
 
@@ -171,6 +174,7 @@ class TraceStore {
   std::deque<std::string> name_text_;                // owned copies.
   std::vector<std::string_view> names_;              // by NameId, into name_text_.
   uint64_t events_ = 0;
+  std::vector<Event> device_info_;  // kDeviceInfo events, kept whole.
   uint64_t unstored_events_ = 0;  // on a track id the derived rows reserve.
   DerivedRows derived_;
   std::vector<Event> derived_events_;  // reused per batch.

@@ -131,6 +131,7 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
   w.KV("first_ns", stats.first_ns);
   w.KV("last_ns", stats.last_ns);
   w.KV("dropped_events", stats.dropped_events);
+  w.KV("events", stats.events);
   std::vector<NameId> used;
   w.Key("tracks");
   w.BeginArray();

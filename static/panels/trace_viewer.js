@@ -1,17 +1,442 @@
-// The trace viewer's tab. The streaming viewer (every event, only the
-// viewport's sent) is its own work item (issue #7); until it lands this tab
-// says where the raw events are today.
+// The trace viewer: every event the server keeps, drawn on a canvas from
+// the tile in hand (trace/tiles.js) while a better one loads. Input as in
+// chrome://tracing: the wheel zooms (shift+wheel pans), W/S zoom and A/D
+// pan, 1-4 pick the mouse's mode (select, pan, zoom, timing), F frames the
+// selection, 0 the whole trace, Esc clears. A click selects one event (its
+// details and flows), a drag in select mode sums up a box of events, the
+// timing tool marks an interval and says its length. "Follow" tails the
+// newest events at the current zoom.
+import {bytes, duration, esc, int, num} from '../format.js';
+import {drawTrace, prepareTile, timeToX, xToTime} from '../trace/draw.js';
+import {GUTTER, MAX_LANES, laneAt, layoutRows, rowAt} from '../trace/layout.js';
+import {TileLoader} from '../trace/tiles.js';
+
+const MODES = ['select', 'pan', 'zoom', 'timing'];
+const MIN_SPAN_NS = 200;
+const KEY_ZOOM = 1.3;
+const KEY_PAN = 0.15;
+const MAX_SAMPLES = 2000;
+
 export default {
   id: 'trace_viewer',
   title: 'Trace viewer',
-  topics: [],
+  topics: ['status'],
 
-  mount(root) {
-    root.innerHTML = `<section class="card"><h3>Trace viewer</h3>
-      <p>The streaming trace viewer (every event kept, only what the viewport needs sent, no event cap) is
-      not built yet. The raw events are already live on the WebSocket feed's <code>events</code> topic as
-      FlatBuffers frames: see <code>docs/protocol.md</code> in the liveprof repository, section
-      “The events topic: binary frames”.</p></section>`;
-    return {render() {}};
+  mount(root, ctx) {
+    root.innerHTML = `<section class="card trace-card">
+      <div class="trace-bar">
+        <span class="trace-modes" role="group" aria-label="mouse mode">${MODES.map((m, i) =>
+          `<button data-mode="${m}" title="${m} (${i + 1})">${i + 1} ${m}</button>`).join('')}</span>
+        <label><input type="checkbox" class="follow"> follow</label>
+        <button class="fit" title="the whole trace (0)">whole trace</button>
+        <input type="search" class="search" placeholder="find event by name" aria-label="find event by name">
+        <button class="prev" title="previous match">◀</button><button class="next" title="next match (Enter)">▶</button>
+        <a class="export" download="liveprof-trace.json.gz" title="the events in view as Chrome trace JSON">export view</a>
+        <span class="spacer"></span><span class="trace-status muted"></span>
+      </div>
+      <div class="trace-canvas-box"><canvas class="trace-canvas" tabindex="0" aria-label="trace timeline"></canvas>
+        <div class="trace-tip hidden"></div></div>
+      <div class="trace-details" aria-live="polite"><p class="muted">Click an event for its details; drag to sum up a
+        box of events; W/S zoom, A/D pan, wheel zooms, 1-4 mouse mode.</p></div>
+    </section>`;
+    const $ = (s) => root.querySelector(s);
+    const canvas = $('.trace-canvas');
+    const g = canvas.getContext('2d');
+    const tip = $('.trace-tip');
+
+    const st = {
+      view: null,            // {t0, t1} ns
+      bounds: {first: 0, last: 1},
+      tile: null,            // prepareTile's
+      tracks: new Map(),     // id -> the answer's track (name, type, device, os_id)
+      lanes: new Map(),      // id -> lanes the tile in hand needs
+      collapsed: new Set(),
+      layout: {rows: [], height: 100},
+      mode: 'select',
+      follow: false,
+      selectedId: null,
+      timing: null,
+      box: null,
+      drag: null,
+      mouse: null,           // the last {x, y} over the canvas
+      W: 800,
+      events: 0,
+      dropped: 0,
+      loadMs: 0,
+      inputAt: null,         // the first input not yet drawn with its own data
+      samples: {frame: [], data: []},  // input -> drawn frame; input -> frame with fresh data (ms)
+    };
+
+    const loader = new TileLoader((q) => ctx.get('trace', q), (tile, ms) => {
+      st.loadMs = ms;
+      st.bounds = {first: tile.first_ns, last: Math.max(tile.last_ns, tile.first_ns + 1)};
+      st.events = tile.events;
+      st.dropped = tile.dropped_events;
+      for (const t of tile.tracks) if (!st.tracks.has(t.track)) st.tracks.set(t.track, t);
+      st.tile = prepareTile(tile);
+      for (const [id, n] of st.tile.lanesNeeded) st.lanes.set(id, n);
+      if (!st.view) st.view = {t0: st.bounds.first, t1: st.bounds.last};
+      st.fresh = true;
+      relayout();
+      request();
+    }, (e) => {
+      $('.trace-status').textContent = `could not load the trace: ${e.message}`;
+    });
+
+    // ---- view changes ----
+
+    function px() { return Math.max(1, st.W - GUTTER); }
+    function request(force = false) {
+      if (st.view) loader.want({t0: st.view.t0, t1: st.view.t1, px: px()}, st.bounds, force);
+    }
+    function setView(t0, t1, input = true) {
+      let span = Math.max(MIN_SPAN_NS, t1 - t0);
+      const whole = st.bounds.last - st.bounds.first;
+      span = Math.min(span, Math.max(whole * 1.2, MIN_SPAN_NS));
+      const mid = Math.min(Math.max((t0 + t1) / 2, st.bounds.first - whole * 0.1), st.bounds.last + whole * 0.1);
+      st.view = {t0: mid - span / 2, t1: mid + span / 2};
+      if (input && st.inputAt === null) st.inputAt = performance.now();
+      request();
+      schedule();
+    }
+    function zoom(factor, atX) {
+      if (!st.view) return;
+      const x = atX ?? (GUTTER + px() / 2);
+      const t = xToTime(st.view, st.W, x);
+      setView(t - (t - st.view.t0) * factor, t + (st.view.t1 - t) * factor);
+    }
+    function pan(fraction) {
+      if (!st.view) return;
+      const d = (st.view.t1 - st.view.t0) * fraction;
+      setView(st.view.t0 + d, st.view.t1 + d);
+    }
+    function fit() { setView(st.bounds.first, st.bounds.last); }
+
+    // ---- drawing ----
+
+    function relayout() {
+      st.layout = layoutRows(st.tracks, st.lanes, st.collapsed);
+      schedule();
+    }
+    let frame = 0;
+    function schedule() { if (!frame) frame = requestAnimationFrame(draw); }
+    function draw() {
+      frame = 0;
+      const dpr = window.devicePixelRatio || 1;
+      const W = Math.max(300, $('.trace-canvas-box').clientWidth);
+      const H = Math.min(st.layout.height, 16000);
+      if (canvas.width !== Math.round(W * dpr) || canvas.height !== Math.round(H * dpr)) {
+        canvas.width = Math.round(W * dpr);
+        canvas.height = Math.round(H * dpr);
+        canvas.style.width = `${W}px`;
+        canvas.style.height = `${H}px`;
+      }
+      if (W !== st.W) {
+        st.W = W;
+        request();
+      }
+      g.setTransform(dpr, 0, 0, dpr, 0, 0);
+      if (st.view) {
+        drawTrace(g, {W, H, view: st.view, bounds: st.bounds, rows: st.layout.rows, tile: st.tile,
+          names: st.tile?.names ?? new Map(), selectedId: st.selectedId, timing: st.timing, box: st.box});
+      }
+      const now = performance.now();
+      if (st.inputAt !== null) {
+        push(st.samples.frame, now - st.inputAt);
+        if (st.fresh || loader.tile && !loader.inflight) {
+          // The frame drew a tile that covers the view: the input's data is in.
+          const t = st.tile;
+          if (t && t.t0 <= st.view.t0 && t.t1 >= st.view.t1) {
+            push(st.samples.data, now - st.inputAt);
+            st.inputAt = null;
+          }
+        }
+      }
+      st.fresh = false;
+      drawStatus();
+      canvas.dataset.drawn = String(Number(canvas.dataset.drawn ?? 0) + 1);
+    }
+    function push(a, v) {
+      a.push(v);
+      if (a.length > MAX_SAMPLES) a.shift();
+    }
+    function drawStatus() {
+      const v = st.view;
+      const parts = [`${int(st.events)} events stored`];
+      if (st.dropped) parts.push(`${int(st.dropped)} freed by retention`);
+      if (st.tile) parts.push(`tile ${num(st.loadMs, 0)} ms`);
+      if (v) parts.push(`${duration(Math.round(v.t1 - v.t0))} in view`);
+      $('.trace-status').textContent = parts.join(' · ');
+      for (const b of root.querySelectorAll('[data-mode]')) b.setAttribute('aria-pressed', String(b.dataset.mode === st.mode));
+      if (v) {
+        const q = new URLSearchParams({t0: Math.max(0, Math.floor(v.t0)), t1: Math.ceil(v.t1)});
+        if (ctx.token) q.set('token', ctx.token);
+        $('.export').href = `api/export?${q}`;
+      }
+    }
+
+    // ---- picking ----
+
+    function pick(x, y) {
+      const row = rowAt(st.layout.rows, y);
+      if (!row || row.kind !== 'track' || !st.tile || x < GUTTER) return {row};
+      const lane = laneAt(row, y);
+      const data = st.tile.tracks.get(row.id);
+      if (!data) return {row};
+      const t = xToTime(st.view, st.W, x);
+      const slack = 2 * (st.view.t1 - st.view.t0) / px();
+      let best = null;
+      for (const s of data.slices) {
+        const sLane = Math.min(s.depth, MAX_LANES - 1);
+        if (sLane !== lane || s.ts > t + slack || s.ts + s.dur < t - slack) continue;
+        if (!best || s.dur < best.dur) best = s;
+      }
+      if (best) return {row, slice: best};
+      const w = st.tile.nspp;
+      const folded = data.summaries.find((f) => f.lane === lane && f.ts <= t + slack && f.ts + w >= t - slack);
+      return {row, folded};
+    }
+
+    async function select(id) {
+      st.selectedId = id;
+      schedule();
+      const box = $('.trace-details');
+      if (id === null) {
+        box.innerHTML = '';
+        return;
+      }
+      try {
+        const e = await ctx.get('trace/event', {id});
+        if (st.selectedId !== id) return;
+        box.innerHTML = eventDetails(e);
+        for (const b of box.querySelectorAll('[data-goto]')) b.addEventListener('click', () => reveal(+b.dataset.goto));
+      } catch (err) {
+        box.innerHTML = `<p class="note">${esc(err.message)}</p>`;
+      }
+    }
+    function eventDetails(e) {
+      const skip = new Set(['id', 'name', 'track', 'ts', 'dur']);
+      const track = st.tracks.get(e.track);
+      const rows = [['Name', e.name], ['Start', `${duration(e.ts - st.bounds.first)} (ts ${e.ts} ns)`],
+        ['Duration', duration(e.dur)], ['Row', track ? `${track.name || `track ${e.track}`}` : e.track]];
+      for (const [k, v] of Object.entries(e)) {
+        if (skip.has(k) || v === '' || v === 0 && k !== 'step_num') continue;
+        rows.push([k, k === 'bytes' ? `${bytes(v)} (${int(v)})` : v]);
+      }
+      const links = (st.tile?.flows ?? []).filter(([a, b]) => a === e.id || b === e.id).map(([a, b]) => {
+        const other = a === e.id ? b : a;
+        const o = st.tile.byId.get(other);
+        const label = o ? st.tile.names.get(o.name) : other;
+        return `<button data-goto="${other}">${a === e.id ? 'launches' : 'launched by'}: ${esc(label)}</button>`;
+      });
+      return `<h4>${esc(e.name)}</h4><table class="kv">${rows.map(([k, v]) =>
+        `<tr><th>${esc(k)}</th><td>${esc(v)}</td></tr>`).join('')}</table>${links.length ? `<p>${links.join(' ')}</p>` : ''}`;
+    }
+    // Centres an event (by id) and selects it; the zoom stays unless it is too narrow.
+    async function reveal(id) {
+      const e = await ctx.get('trace/event', {id});
+      showEvent(e);
+    }
+    function showEvent(e) {
+      let span = st.view.t1 - st.view.t0;
+      if (e.dur > span * 0.8) span = e.dur * 1.25;
+      st.follow = false;
+      $('.follow').checked = false;
+      const mid = e.ts + e.dur / 2;
+      setView(mid - span / 2, mid + span / 2);
+      select(e.id);
+    }
+
+    // The events of a box: per name, count and time, from the tile.
+    function summarize(box) {
+      const ta = Math.min(box.t0, box.t1), tb = Math.max(box.t0, box.t1);
+      const ya = Math.min(box.y0, box.y1), yb = Math.max(box.y0, box.y1);
+      const by = new Map();
+      let folded = 0;
+      for (const row of st.layout.rows) {
+        if (row.kind !== 'track' || row.y + row.h < ya || row.y > yb) continue;
+        const data = st.tile?.tracks.get(row.id);
+        if (!data) continue;
+        for (const s of data.slices) {
+          if (s.ts > tb || s.ts + s.dur < ta) continue;
+          const n = st.tile.names.get(s.name) ?? '';
+          const a = by.get(n) ?? {count: 0, total: 0};
+          a.count++;
+          a.total += s.dur;
+          by.set(n, a);
+        }
+        for (const f of data.summaries) if (f.ts >= ta && f.ts <= tb) folded += f.count;
+      }
+      const list = [...by.entries()].sort((a, b) => b[1].total - a[1].total);
+      const total = list.reduce((a, [, v]) => a + v.count, 0);
+      $('.trace-details').innerHTML = `<h4>${int(total)} events in ${duration(Math.round(tb - ta))}` +
+        `${folded ? ` (and ${int(folded)} under a pixel each: zoom in to list them)` : ''}</h4>` +
+        `<table class="box-sum"><thead><tr><th>Name</th><th class="num">Count</th><th class="num">Wall time</th>` +
+        `<th class="num">Average</th></tr></thead><tbody>${list.slice(0, 200).map(([n, v]) =>
+          `<tr><td class="name">${esc(n)}</td><td class="num">${int(v.count)}</td><td class="num">${duration(v.total)}</td>` +
+          `<td class="num">${duration(Math.round(v.total / v.count))}</td></tr>`).join('')}</tbody></table>`;
+    }
+
+    // ---- input ----
+
+    function local(e) {
+      const r = canvas.getBoundingClientRect();
+      return {x: e.clientX - r.left, y: e.clientY - r.top};
+    }
+    canvas.addEventListener('wheel', (e) => {
+      if (!st.view) return;
+      e.preventDefault();
+      const {x} = local(e);
+      if (e.shiftKey || Math.abs(e.deltaX) > Math.abs(e.deltaY)) pan((e.deltaX || e.deltaY) / px());
+      else zoom(Math.exp(e.deltaY * 0.002), Math.max(GUTTER, x));
+    }, {passive: false});
+    canvas.addEventListener('mousedown', (e) => {
+      if (!st.view) return;
+      const p = local(e);
+      canvas.focus();
+      if (p.x < GUTTER) {
+        const row = rowAt(st.layout.rows, p.y);
+        if (row?.kind === 'section') {
+          if (st.collapsed.has(row.key)) st.collapsed.delete(row.key);
+          else st.collapsed.add(row.key);
+          relayout();
+        }
+        return;
+      }
+      const mode = e.button === 1 ? 'pan' : st.mode;
+      st.drag = {mode, x: p.x, y: p.y, t: xToTime(st.view, st.W, p.x), view: {...st.view}, moved: false};
+      e.preventDefault();
+    });
+    window.addEventListener('mousemove', (e) => {
+      const p = local(e);
+      st.mouse = p;
+      const d = st.drag;
+      if (!d) return hover(p, e);
+      if (Math.abs(p.x - d.x) + Math.abs(p.y - d.y) > 3) d.moved = true;
+      if (!d.moved) return;
+      const t = xToTime(d.view, st.W, p.x);
+      if (d.mode === 'pan') {
+        const dt = (p.x - d.x) * (d.view.t1 - d.view.t0) / px();
+        setView(d.view.t0 - dt, d.view.t1 - dt);
+      } else if (d.mode === 'timing') {
+        st.timing = {t0: Math.min(d.t, t), t1: Math.max(d.t, t)};
+      } else {
+        st.box = {t0: d.t, t1: t, y0: d.mode === 'zoom' ? 0 : d.y, y1: d.mode === 'zoom' ? st.layout.height : p.y};
+      }
+      schedule();
+    });
+    window.addEventListener('mouseup', (e) => {
+      const d = st.drag;
+      if (!d) return;
+      st.drag = null;
+      const p = local(e);
+      if (!d.moved) {
+        const hit = pick(p.x, p.y);
+        if (hit.slice) select(hit.slice.id);
+        else if (hit.folded) {
+          const f = hit.folded;
+          $('.trace-details').innerHTML = `<h4>${int(f.count)} events under one pixel</h4><p>The longest:
+            ${esc(st.tile.names.get(f.longest) ?? '')} (${duration(f.longestDur)}); busy ${num(f.busy * 100, 0)} % of the pixel.
+            Zoom in (W) to see them one by one.</p>`;
+        } else select(null);
+        return;
+      }
+      if (d.mode === 'zoom' && st.box) {
+        const a = Math.min(st.box.t0, st.box.t1), b = Math.max(st.box.t0, st.box.t1);
+        st.box = null;
+        setView(a, b);
+      } else if (d.mode === 'select' && st.box) {
+        summarize(st.box);
+        st.box = null;
+      }
+      schedule();
+    });
+    function hover(p, e) {
+      if (e.target !== canvas || !st.tile) {
+        tip.classList.add('hidden');
+        return;
+      }
+      const hit = pick(p.x, p.y);
+      const s = hit.slice;
+      if (!s) {
+        tip.classList.add('hidden');
+        return;
+      }
+      tip.textContent = `${st.tile.names.get(s.name) ?? ''} · ${duration(s.dur)}`;
+      tip.style.left = `${Math.min(p.x + 12, st.W - 200)}px`;
+      tip.style.top = `${p.y + 14}px`;
+      tip.classList.remove('hidden');
+    }
+    document.addEventListener('keydown', (e) => {
+      if (root.hidden || root.closest('[hidden]') || e.target.closest?.('input, select, textarea') || e.ctrlKey || e.metaKey || e.altKey) return;
+      const k = e.key.toLowerCase();
+      const atX = st.mouse && st.mouse.x > GUTTER && st.mouse.x < st.W ? st.mouse.x : undefined;
+      if (k === 'w') zoom(1 / KEY_ZOOM, atX);
+      else if (k === 's') zoom(KEY_ZOOM, atX);
+      else if (k === 'a') pan(-KEY_PAN);
+      else if (k === 'd') pan(KEY_PAN);
+      else if (k >= '1' && k <= '4') st.mode = MODES[+k - 1];
+      else if (k === '0') fit();
+      else if (k === 'f') {
+        const s = st.selectedId !== null && st.tile?.byId.get(st.selectedId);
+        if (s) setView(s.ts - s.dur * 0.1, s.ts + s.dur * 1.1);
+        else if (st.timing) setView(st.timing.t0, st.timing.t1);
+      } else if (k === 'escape') {
+        st.timing = null;
+        select(null);
+      } else return;
+      e.preventDefault();
+      schedule();
+    });
+    for (const b of root.querySelectorAll('[data-mode]')) {
+      b.addEventListener('click', () => { st.mode = b.dataset.mode; schedule(); });
+    }
+    $('.fit').addEventListener('click', fit);
+    $('.follow').addEventListener('change', (e) => {
+      st.follow = e.target.checked;
+      if (st.follow) follow();
+    });
+    async function find(forward) {
+      const q = $('.search').value.trim();
+      if (!q || !st.view) return;
+      const sel = st.selectedId !== null && st.tile?.byId.get(st.selectedId);
+      const from = Math.round(sel ? sel.ts : forward ? st.view.t0 : st.view.t1);
+      try {
+        const r = await ctx.get('trace/search', {q, from, dir: forward ? 'next' : 'prev'});
+        if (r.event) showEvent(r.event);
+        else $('.trace-details').innerHTML = `<p class="muted">No ${forward ? 'later' : 'earlier'} event named like “${esc(q)}”.</p>`;
+      } catch (err) {
+        $('.trace-details').innerHTML = `<p class="note">${esc(err.message)}</p>`;
+      }
+    }
+    $('.next').addEventListener('click', () => find(true));
+    $('.prev').addEventListener('click', () => find(false));
+    $('.search').addEventListener('keydown', (e) => {
+      if (e.key === 'Enter') find(!e.shiftKey);
+    });
+    new ResizeObserver(() => schedule()).observe($('.trace-canvas-box'));
+
+    // Follow: the newest events at the zoom on screen.
+    function follow() {
+      if (!st.view || !st.follow) return;
+      const span = st.view.t1 - st.view.t0;
+      st.view = {t0: st.bounds.last - span, t1: st.bounds.last};
+      request(true);
+      schedule();
+    }
+
+    // What tests and the benchmark read.
+    window.liveprofTrace = {
+      state: st,
+      zoom, pan, fit, setView, select,
+      ready: () => !!st.tile && !loader.inflight,
+    };
+
+    loader.want(null, st.bounds, true, Math.max(300, root.clientWidth - GUTTER));  // the first tile: the whole trace
+    return {
+      render() {
+        if (st.follow) follow();
+      },
+    };
   },
 };

@@ -1,0 +1,65 @@
+// The trace viewer's loader: keeps one "tile" of /api/trace (about three
+// viewport widths at the screen's resolution, as TF's streaming viewer
+// fetches: tf-profiler-semantics.md §9.4) and says when the view has left
+// it. Drawing never waits for it: the view draws from the tile it has, and
+// the loader fetches a better one in the background, one request at a time.
+
+// Refetch when the view's centre-doubled range leaves the tile, or after a
+// zoom in of more than this (events under a tile pixel would stay folded).
+export const ZOOM_REFETCH = 1.5;
+export const FETCH_WIDTHS = 3;
+export const MAX_WIDTH_PX = 65536;
+
+// True when `tile` can stand for `view` ({t0, t1, px}) as drawn.
+export function covers(tile, view, bounds) {
+  if (!tile) return false;
+  const span = view.t1 - view.t0;
+  // The range to keep loaded: the view, doubled about its centre, inside the trace.
+  const lo = Math.max(bounds.first, view.t0 - span / 2);
+  const hi = Math.min(bounds.last, view.t1 + span / 2);
+  if (tile.t0 > lo || tile.t1 < Math.max(lo, hi)) return false;
+  return tile.ns_per_px <= ZOOM_REFETCH * (span / view.px);
+}
+
+// The query for `view`: three viewport widths about it, at its resolution.
+export function fetchRange(view) {
+  const span = view.t1 - view.t0;
+  const t0 = Math.max(0, Math.floor(view.t0 - span));
+  const t1 = Math.ceil(view.t1 + span);
+  const px = Math.max(1, Math.min(MAX_WIDTH_PX, Math.round(view.px * (t1 - t0) / span)));
+  return {t0, t1: Math.max(t1, t0 + 1), width: px};
+}
+
+// One tile in hand, one request in flight; `get(params)` resolves to the
+// /api/trace answer. `onTile(tile, ms)` follows every new tile.
+export class TileLoader {
+  constructor(get, onTile, onError) {
+    this.get = get;
+    this.onTile = onTile;
+    this.onError = onError;
+    this.tile = null;
+    this.inflight = null;
+    this.next = null;  // the newest view asked for while one was in flight.
+  }
+
+  // Asks for `view` unless the tile covers it (or `force`: new events).
+  // With no view: the whole trace at `px` pixels (the first tile).
+  want(view, bounds, force = false, px = 1000) {
+    if (view && !force && covers(this.tile, view, bounds)) return;
+    if (this.inflight) {
+      this.next = {view, bounds, force, px};
+      return;
+    }
+    const q = view ? fetchRange(view) : {width: Math.min(MAX_WIDTH_PX, Math.round(px))};
+    const started = performance.now();
+    this.inflight = this.get(q).then((tile) => {
+      this.tile = tile;
+      this.onTile(tile, performance.now() - started);
+    }, (e) => this.onError(e)).finally(() => {
+      this.inflight = null;
+      const n = this.next;
+      this.next = null;
+      if (n) this.want(n.view, n.bounds, n.force, n.px);
+    });
+  }
+}

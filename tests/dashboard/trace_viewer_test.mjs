@@ -1,0 +1,235 @@
+// The trace viewer in a real browser against `liveprof demo`: its rows are
+// TF's (per GPU Steps, Framework ops, streams; host threads), what it draws
+// is what /api/trace answers, and the input works as in chrome://tracing:
+// W/S/A/D, the wheel, click for details and flows, drag for a box's sums,
+// the timing tool, search, collapsing, follow, export of the view.
+import assert from 'node:assert/strict';
+import {gunzipSync} from 'node:zlib';
+import {after, before, describe, test} from 'node:test';
+import {api, launchBrowser, openPage, screenshot, startServer, stopServer} from './harness.mjs';
+
+const STEPS = 40;
+let server;
+let browser;
+let base;
+
+before(async () => {
+  server = await startServer(['demo', '--port', '0', '--scenario', 'input_bound', '--steps', String(STEPS)]);
+  base = server.url;
+  browser = await launchBrowser();
+  for (let i = 0; i < 300; i++) {
+    const s = await api(base, '/api/status');
+    if (s.steps_closed === STEPS && s.steps_open === 0) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await new Promise((r) => setTimeout(r, 500));
+});
+
+after(async () => {
+  await browser?.close();
+  await stopServer(server);
+});
+
+const tv = (page, fn, arg) => page.evaluate(fn, arg);
+const ready = (page) => page.waitForFunction(() => window.liveprofTrace?.ready());
+
+// The canvas's page coordinates of a time and a row's lane.
+async function point(page, t, trackId, lane = 0) {
+  return tv(page, ([t, id, lane]) => {
+    const s = window.liveprofTrace.state;
+    const r = document.querySelector('.trace-canvas').getBoundingClientRect();
+    const row = s.layout.rows.find((x) => x.kind === 'track' && x.id === id);
+    const x = 190 + (t - s.view.t0) * (s.W - 190) / (s.view.t1 - s.view.t0);
+    return {x: r.left + x, y: r.top + row.y + 3 + lane * 17 + 8};
+  }, [t, trackId, lane]);
+}
+
+async function openViewer() {
+  const page = await openPage(browser, `${base}#trace_viewer`);
+  await ready(page);
+  return page;
+}
+
+describe('the trace viewer', () => {
+  test('rows as TF lays them out, and the tile drawn is /api/trace', async () => {
+    const page = await openViewer();
+    const rows = await tv(page, () => window.liveprofTrace.state.layout.rows.map((r) => r.kind === 'section' ? `# ${r.title}` : r.label));
+    assert.deepEqual(rows.slice(0, 3), ['# GPU 0', 'Steps', 'Framework ops']);
+    assert.ok(rows.slice(3).some((r) => /^GPU 0 stream/.test(r)), rows.join(' | '));
+    const host = rows.indexOf('# Host threads');
+    assert.ok(host > 3 && rows.includes('sim: training thread') && rows.includes('sim: data loader'), rows.join(' | '));
+    assert.ok(!rows.includes('track 0'), 'device descriptions are not a row');
+
+    // The tile in hand, asked again over HTTP: the same slices and folded pixels per track.
+    const tile = await tv(page, () => {
+      const t = window.liveprofTrace.state.tile;
+      return {t0: t.t0, t1: t.t1, width: Math.round((t.t1 - t.t0) / t.nspp),
+        tracks: [...t.tracks].map(([id, d]) => [id, d.slices.length, d.summaries.reduce((a, f) => a + f.count, 0)])};
+    });
+    const again = await api(base, `/api/trace?t0=${tile.t0}&t1=${tile.t1}&width=${tile.width}`);
+    assert.deepEqual(tile.tracks, again.tracks.map((t) => [t.track, t.slices.length,
+      t.summaries.reduce((a, f) => a + f[1], 0)]));
+    const stored = again.tracks.reduce((a, t) => a + t.slices.length + t.summaries.reduce((b, f) => b + f[1], 0), 0);
+    assert.ok(stored > 1000, `${stored} events in the first tile`);
+
+    // Drawn: a pixel inside a step on the Steps row has the step's colour, not the background.
+    const step = again.tracks.find((t) => t.type === 'steps').slices[3];
+    const at = await point(page, step[1] + step[2] / 2, again.tracks.find((t) => t.type === 'steps').track);
+    const pixel = await tv(page, ([x, y]) => {
+      const c = document.querySelector('.trace-canvas');
+      const r = c.getBoundingClientRect();
+      const dpr = window.devicePixelRatio || 1;
+      return [...c.getContext('2d').getImageData(Math.round((x - r.left) * dpr), Math.round((y - r.top) * dpr), 1, 1).data];
+    }, [at.x, at.y]);
+    assert.notDeepEqual(pixel.slice(0, 3), [255, 255, 255], 'a step is drawn where it is');
+    await screenshot(page, 'trace_viewer_whole');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
+  test('W/S zoom and A/D pan about the view; the next tile has the new resolution', async () => {
+    const page = await openViewer();
+    const v0 = await tv(page, () => ({...window.liveprofTrace.state.view}));
+    await page.locator('.trace-canvas').focus();
+    for (let i = 0; i < 4; i++) await page.keyboard.press('w');
+    const v1 = await tv(page, () => ({...window.liveprofTrace.state.view}));
+    const ratio = (v0.t1 - v0.t0) / (v1.t1 - v1.t0);
+    assert.ok(Math.abs(ratio - 1.3 ** 4) < 1e-6, `zoomed ${ratio}x`);
+    await page.keyboard.press('d');
+    const v2 = await tv(page, () => ({...window.liveprofTrace.state.view}));
+    assert.ok(Math.abs((v2.t0 - v1.t0) - 0.15 * (v1.t1 - v1.t0)) < 1, 'D pans 15 % of the view');
+    await page.keyboard.press('a');
+    await page.keyboard.press('s');
+    await ready(page);
+    const t = await tv(page, () => {
+      const s = window.liveprofTrace.state;
+      return {tileNspp: s.tile.nspp, viewNspp: (s.view.t1 - s.view.t0) / (s.W - 190), t0: s.tile.t0, t1: s.tile.t1, v: s.view};
+    });
+    assert.ok(t.tileNspp <= 1.5 * t.viewNspp + 1e-6, `tile ${t.tileNspp} ns/px for a view of ${t.viewNspp}`);
+    assert.ok(t.t0 <= t.v.t0 && t.t1 >= t.v.t1, 'the tile covers the view');
+    // The wheel zooms about the mouse: the time under it stays put.
+    const box = await page.locator('.trace-canvas').boundingBox();
+    const x = box.x + 600;
+    const before = await tv(page, (x) => {
+      const s = window.liveprofTrace.state;
+      return s.view.t0 + (x - 190) * (s.view.t1 - s.view.t0) / (s.W - 190);
+    }, 600);
+    await page.mouse.move(x, box.y + 60);
+    await page.mouse.wheel(0, -300);
+    await page.waitForFunction((span) => window.liveprofTrace.state.view.t1 - window.liveprofTrace.state.view.t0 < span,
+      t.v.t1 - t.v.t0);
+    const afterWheel = await tv(page, (x) => {
+      const s = window.liveprofTrace.state;
+      return {t: s.view.t0 + (x - 190) * (s.view.t1 - s.view.t0) / (s.W - 190), span: s.view.t1 - s.view.t0};
+    }, 600);
+    // (within the pixel: the mouse's position is whole pixels, the box's not)
+    assert.ok(Math.abs(afterWheel.t - before) < t.viewNspp, 'the time under the mouse stays');
+    assert.ok(afterWheel.span < t.v.t1 - t.v.t0, 'the wheel zoomed in');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
+  test('a click shows one event whole; its flow leads to the launch', async () => {
+    const page = await openViewer();
+    // Zoom to one step's first kernels, where launches and kernels are slices.
+    const whole = await api(base, '/api/trace?width=2000');
+    const step = whole.tracks.find((t) => t.type === 'steps').slices[5];
+    const fine = await api(base, `/api/trace?t0=${step[1]}&t1=${step[1] + step[2]}&width=65536`);
+    const [from, to] = fine.flows[0];
+    const [l, k] = [await api(base, `/api/trace/event?id=${from}`), await api(base, `/api/trace/event?id=${to}`)];
+    await tv(page, ([a, b]) => window.liveprofTrace.setView(a, b), [l.ts - 20000, k.ts + k.dur + 20000]);
+    await ready(page);
+    const target = await tv(page, () => {
+      const s = window.liveprofTrace.state;
+      const flows = new Set(s.tile.flows.map(([, to]) => to));
+      return [...s.tile.byId.values()].find((x) => x.kind === 'kernel' && flows.has(x.id) &&
+        x.ts > s.view.t0 && x.ts + x.dur < s.view.t1);
+    });
+    assert.ok(target, 'a kernel with its launch in view');
+    const at = await point(page, target.ts + target.dur / 2, target.track, target.depth);
+    await page.mouse.click(at.x, at.y);
+    await page.waitForSelector('.trace-details h4');
+    const e = await api(base, `/api/trace/event?id=${target.id}`);
+    assert.equal(await page.locator('.trace-details h4').innerText(), e.name);
+    assert.match(await page.locator('.trace-details').innerText(), new RegExp(`ts ${e.ts} ns`));
+    assert.equal(e.kind, 'kernel');
+    assert.equal(await tv(page, () => window.liveprofTrace.state.selectedId), target.id);
+    await page.locator('.trace-details [data-goto]').first().click();
+    await page.waitForFunction((id) => window.liveprofTrace.state.selectedId !== id, target.id);
+    const launch = await api(base, `/api/trace/event?id=${await tv(page, () => window.liveprofTrace.state.selectedId)}`);
+    assert.equal(launch.kind, 'runtime_api');
+    assert.equal(launch.corr, e.corr);
+    await screenshot(page, 'trace_viewer_flow');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
+  test('the timing tool measures, a box sums up, search finds, sections collapse, follow tails', async () => {
+    const page = await openViewer();
+    const box = await page.locator('.trace-canvas').boundingBox();
+    await page.locator('.trace-canvas').focus();
+    // Timing: 4, then a drag of 300 px is 300 px of time.
+    await page.keyboard.press('4');
+    const nspp = await tv(page, () => {
+      const s = window.liveprofTrace.state;
+      return (s.view.t1 - s.view.t0) / (s.W - 190);
+    });
+    await page.mouse.move(box.x + 300, box.y + 100);
+    await page.mouse.down();
+    await page.mouse.move(box.x + 450, box.y + 100);
+    await page.mouse.move(box.x + 600, box.y + 100);
+    await page.mouse.up();
+    const timing = await tv(page, () => window.liveprofTrace.state.timing);
+    assert.ok(Math.abs((timing.t1 - timing.t0) - 300 * nspp) < nspp, 'the interval is the drag');
+
+    // A box over the training thread: the sums list the tile's slices there.
+    await page.keyboard.press('1');
+    const rowsY = await tv(page, () => window.liveprofTrace.state.layout.rows.find((r) => r.label === 'sim: training thread'));
+    await page.mouse.move(box.x + 250, box.y + rowsY.y + 2);
+    await page.mouse.down();
+    await page.mouse.move(box.x + 700, box.y + rowsY.y + rowsY.h - 2);
+    await page.mouse.up();
+    const want = await tv(page, ([a, b, id]) => {
+      const s = window.liveprofTrace.state;
+      const t = (x) => s.view.t0 + (x - 190) * (s.view.t1 - s.view.t0) / (s.W - 190);
+      return s.tile.tracks.get(id).slices.filter((x) => x.ts <= t(b) && x.ts + x.dur >= t(a)).length;
+    }, [250, 700, rowsY.id]);
+    const sums = await page.locator('.trace-details h4').innerText();
+    assert.match(sums, new RegExp(`^${want} events in`), sums);
+
+    // Search: the next "train_step" from the start, centred and selected.
+    await page.locator('.search').fill('train_step');
+    await page.locator('.search').press('Enter');
+    await page.waitForFunction(() => window.liveprofTrace.state.selectedId !== null);
+    const found = await api(base, `/api/trace/event?id=${await tv(page, () => window.liveprofTrace.state.selectedId)}`);
+    assert.match(found.name, /train_step/);
+    const v = await tv(page, () => window.liveprofTrace.state.view);
+    assert.ok(v.t0 <= found.ts && v.t1 >= found.ts + found.dur, 'the found event is in view');
+
+    // Collapse the GPU section: its rows go, the host's move up; and back.
+    const count = await tv(page, () => window.liveprofTrace.state.layout.rows.length);
+    await page.mouse.click(box.x + 40, box.y + 26 + 8);
+    const collapsed = await tv(page, () => window.liveprofTrace.state.layout.rows.map((r) => r.label ?? r.title));
+    assert.ok(collapsed.length < count && !collapsed.includes('Steps'), collapsed.join(' | '));
+    await page.mouse.click(box.x + 40, box.y + 26 + 8);
+    assert.equal(await tv(page, () => window.liveprofTrace.state.layout.rows.length), count);
+
+    // Follow: the view ends at the newest event, at the zoom it had.
+    const span = v.t1 - v.t0;
+    await page.locator('.follow').check();
+    await ready(page);
+    const f = await tv(page, () => ({view: window.liveprofTrace.state.view, last: window.liveprofTrace.state.bounds.last}));
+    assert.equal(f.view.t1, f.last);
+    assert.ok(Math.abs((f.view.t1 - f.view.t0) - span) < 1);
+
+    // Export of the view: gzip Chrome trace JSON.
+    const href = await page.locator('.export').getAttribute('href');
+    const r = await fetch(new URL(href, base));
+    assert.equal(r.status, 200);
+    const json = JSON.parse(gunzipSync(Buffer.from(await r.arrayBuffer())).toString());
+    assert.ok(json.traceEvents.length > 0);
+    await screenshot(page, 'trace_viewer_tools');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+});
