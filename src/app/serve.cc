@@ -44,6 +44,8 @@ constexpr char kServeUsage[] =
     "                     (repeatable)\n"
     "  --static DIR       the dashboard's files (default: the source tree's static/)\n"
     "  --seconds N        stop after N seconds (default: run until Ctrl-C)\n"
+    "  --trace-mb N       the trace viewer's memory for events, MiB; past it the oldest\n"
+    "                     go (default 1024; 0 keeps none)\n"
     "demo only:\n"
     "  --scenario S       balanced | input_bound | launch_bound | memory_growth | schedule\n"
     "                     (default: the schedule that cycles through all four)\n"
@@ -81,6 +83,7 @@ int Serve(int argc, char** argv, ServeMode mode) {
   so.export_trace = ExportStoreRange;  // /api/export
   so.static_dir = LIVEPROF_STATIC_DIR;
   double seconds = 0;
+  double trace_mb = 1024;
   SimulatedWorkloadOptions wo;
   wo.model.schedule = DefaultSchedule();
   std::string replay_file;
@@ -103,6 +106,8 @@ int Serve(int argc, char** argv, ServeMode mode) {
       so.static_dir = argv[++i];
     } else if (a == "--seconds") {
       seconds = NumberArg(argc, argv, i, 0.1, 1e9, command);
+    } else if (a == "--trace-mb") {
+      trace_mb = NumberArg(argc, argv, i, 0, 1 << 20, command);
     } else if (demo && WorkloadOption(argc, argv, i, &wo, command)) {
       continue;
     } else if (mode == ServeMode::kReplay && a == "--speed" && has_value) {
@@ -141,6 +146,7 @@ int Serve(int argc, char** argv, ServeMode mode) {
 
   Stream& stream = GlobalStream();
   Pipeline::Options po;
+  po.trace_store_bytes = static_cast<uint64_t>(trace_mb * 1024 * 1024);
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) po.analyses.env.hostname = host;
   std::unique_ptr<SimulatedWorkload> workload;

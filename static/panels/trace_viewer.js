@@ -9,7 +9,7 @@
 import {bytes, duration, esc, int, num} from '../format.js';
 import {drawTrace, prepareTile, timeToX, xToTime} from '../trace/draw.js';
 import {GUTTER, MAX_LANES, laneAt, layoutRows, rowAt} from '../trace/layout.js';
-import {TileLoader} from '../trace/tiles.js';
+import {TileLoader, covers} from '../trace/tiles.js';
 
 const MODES = ['select', 'pan', 'zoom', 'timing'];
 const MIN_SPAN_NS = 200;
@@ -64,6 +64,7 @@ export default {
       dropped: 0,
       loadMs: 0,
       inputAt: null,         // the first input not yet drawn with its own data
+      inputFramed: false,    // and whether a frame has followed it
       samples: {frame: [], data: []},  // input -> drawn frame; input -> frame with fresh data (ms)
     };
 
@@ -95,7 +96,10 @@ export default {
       span = Math.min(span, Math.max(whole * 1.2, MIN_SPAN_NS));
       const mid = Math.min(Math.max((t0 + t1) / 2, st.bounds.first - whole * 0.1), st.bounds.last + whole * 0.1);
       st.view = {t0: mid - span / 2, t1: mid + span / 2};
-      if (input && st.inputAt === null) st.inputAt = performance.now();
+      if (input && st.inputAt === null) {
+        st.inputAt = performance.now();
+        st.inputFramed = false;
+      }
       request();
       schedule();
     }
@@ -142,14 +146,12 @@ export default {
       }
       const now = performance.now();
       if (st.inputAt !== null) {
-        push(st.samples.frame, now - st.inputAt);
-        if (st.fresh || loader.tile && !loader.inflight) {
-          // The frame drew a tile that covers the view: the input's data is in.
-          const t = st.tile;
-          if (t && t.t0 <= st.view.t0 && t.t1 >= st.view.t1) {
-            push(st.samples.data, now - st.inputAt);
-            st.inputAt = null;
-          }
+        if (!st.inputFramed) push(st.samples.frame, now - st.inputAt);  // its first frame, from the tile in hand
+        st.inputFramed = true;
+        // Drawn from a tile that covers the view at its resolution: the input's data is in.
+        if (st.tile && !loader.inflight && covers(loader.tile, {...st.view, px: px()}, st.bounds)) {
+          push(st.samples.data, now - st.inputAt);
+          st.inputAt = null;
         }
       }
       st.fresh = false;
