@@ -359,9 +359,14 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQuery& q
   auto visit = [&](auto&& self, size_t level, uint64_t j) -> void {
     const Node& n = t.levels[level].at(j);
     if (n.count == 0 || n.min_start > q.t1 || n.max_end < q.t0) return;
-    if (n.min_end >= q.t0 && n.max_start <= q.t1 && !wide(n.max_dur) && px_of(n.min_start) == px_of(n.max_start)) {
-      fold(px_of(n.min_start), n.count, n.sum_dur, n.max_dur, n.longest);
-      return;
+    if (n.min_end >= q.t0 && n.max_start <= q.t1 && !wide(n.max_dur)) {
+      // All its starts in one pixel: [lo, hi) of its first start's pixel
+      // (cached: nodes come in time order, mostly in the pixel before).
+      const uint32_t p = px_cached(n.min_start);
+      if (n.max_start < hi) {
+        fold(p, n.count, n.sum_dur, n.max_dur, n.longest);
+        return;
+      }
     }
     if (level > 0) {
       const Level& below = t.levels[level - 1];
