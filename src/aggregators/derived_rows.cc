@@ -29,7 +29,10 @@ void DerivedRows::Close(uint8_t device, std::vector<Event>* out) {
 void DerivedRows::Derive(std::span<const Event> events, std::vector<Event>* out) {
   out->clear();
   for (const Event& e : events) {
+    if (e.track >= kFirstDerivedTrack) continue;  // not stored: not shown.
     if (e.kind == EventKind::kStepMarker) {
+      // A step ends: its ops are done (xprof merges within a step only).
+      for (const uint8_t d : devices_) Close(d, out);
       for (const uint8_t d : devices_) {
         Event step = e;
         step.track = TrackOf(d, Row::kSteps);
@@ -38,6 +41,9 @@ void DerivedRows::Derive(std::span<const Event> events, std::vector<Event>* out)
       }
     } else if (e.kind == EventKind::kKernel) {
       SeeDevice(e.device);
+      // Late (past the reorder window): its op's neighbours are gone; merging
+      // it would stretch whatever op is open back over others.
+      if (e.flags & kFlagLate) continue;
       const NameId op = e.payload.kernel.op;
       if (op == 0) continue;
       std::optional<OpenOp>& open = open_[e.device];

@@ -9,8 +9,14 @@
 //                    merged into one event named by the op, from the first
 //                    kernel's start to the latest end; kernels without an op
 //                    are skipped. As xprof's GPU planes: merged whatever the
-//                    gap between them. The newest op of a device is held
-//                    open until a kernel of another op arrives (or Flush).
+//                    gap between them, within a step: a step marker
+//                    closes every open op. The newest op of a device is
+//                    held open until a kernel of another op or a step's end
+//                    arrives (or Flush). Late kernels (kFlagLate) are left
+//                    out: merged, they would stretch an op over others.
+//
+// Events on the reserved track ids below are not derived from (the store
+// does not keep them either).
 //
 // Their track ids are reserved at the top of what the store takes:
 // kFirstDerivedTrack + device * kRowsPerDevice + row. Pure; one thread.

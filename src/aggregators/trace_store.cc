@@ -276,9 +276,14 @@ void TraceStore::Append(std::span<const Event> definitions, std::span<const Even
     }
   };
   for (const Event& e : events) {
-    if (e.kind == EventKind::kDeviceInfo) {  // a description, not on a timeline.
-      device_info_.push_back(e);
-      ++events_;
+    if (e.kind == EventKind::kDeviceInfo) {  // a description, not on a timeline: the latest per device.
+      const auto same = std::find_if(device_info_.begin(), device_info_.end(),
+                                     [&](const Event& d) { return d.device == e.device; });
+      if (same == device_info_.end()) {
+        device_info_.push_back(e);
+      } else {
+        *same = e;
+      }
       continue;
     }
     if (e.track >= DerivedRows::kFirstDerivedTrack) {
@@ -513,14 +518,12 @@ void TraceStore::ForEach(uint64_t t0, uint64_t t1, const std::vector<TrackId>& t
   {
     std::shared_lock lock(mu_);
     track_count = tracks_.size();
-    for (const Event& d : device_info_) {
-      if (tracks.empty() || std::find(tracks.begin(), tracks.end(), d.track) != tracks.end()) decoded.push_back(d);
-    }
+    decoded = device_info_;  // whatever the tracks: an export describes its devices.
   }
   for (const Event& d : decoded) fn(kNoEventId, d);
   for (TrackId id = 0; id < track_count; ++id) {
-    if (tracks.empty() ? DerivedRows::IsDerived(id) : std::find(tracks.begin(), tracks.end(), id) == tracks.end()) {
-      continue;  // the derived rows are the store's own: only when asked for.
+    if (DerivedRows::IsDerived(id) || (!tracks.empty() && std::find(tracks.begin(), tracks.end(), id) == tracks.end())) {
+      continue;  // the derived rows are the store's own view: never exported.
     }
     for (uint64_t j = 0;; ++j) {
       {
@@ -578,7 +581,7 @@ TraceStore::Stats TraceStore::stats() const {
     for (const Level& level : t->levels) s.bytes += level.nodes.size() * sizeof(Node);
   }
   s.bytes += sealed_bytes_;
-  if (events_ > 0) s.first_ns = first_ns_, s.last_ns = last_ns_;
+  if (first_ns_ <= last_ns_) s.first_ns = first_ns_, s.last_ns = last_ns_;
   s.dropped_events = dropped_events_;
   s.dropped_until_ns = dropped_until_ns_;
   s.unstored_events = unstored_events_;

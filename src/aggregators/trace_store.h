@@ -126,9 +126,10 @@ class TraceStore {
   // starting after `from` (forward) or before it (backward). Any thread.
   std::optional<std::pair<StoredEventId, Event>> Search(std::string_view text, uint64_t from, bool forward,
                                                         const std::vector<TrackId>& tracks = {}) const;
-  // The devices' descriptions (kDeviceInfo, id kNoEventId: they are on no
-  // timeline), then every event of `tracks` (empty: all but the derived
-  // rows) overlapping [t0, t1], track by track in arrival order. Any
+  // The devices' descriptions (kDeviceInfo, the latest per device, id
+  // kNoEventId: they are on no timeline), then every event of `tracks`
+  // (empty: all; never the derived rows) overlapping [t0, t1], track by
+  // track in arrival order. Any
   // thread; the lock is taken per chunk, not held while `fn` runs, so
   // appends go on (and may add events to the open chunk's range, or free
   // chunks, meanwhile).
@@ -142,7 +143,7 @@ class TraceStore {
   std::vector<std::pair<TrackId, TrackInfo>> Tracks() const;
 
   struct Stats {
-    uint64_t events = 0;
+    uint64_t events = 0;  // on timelines (devices' descriptions are not).
     uint64_t chunks = 0;
     uint64_t bytes = 0;  // columns, summaries and index (not the name strings).
     uint64_t first_ns = 0, last_ns = 0;

@@ -132,6 +132,7 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
   w.KV("last_ns", stats.last_ns);
   w.KV("dropped_events", stats.dropped_events);
   w.KV("events", stats.events);
+  w.KV("unstored_events", stats.unstored_events);
   std::vector<NameId> used;
   w.Key("tracks");
   w.BeginArray();

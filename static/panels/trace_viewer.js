@@ -16,11 +16,12 @@ const MIN_SPAN_NS = 200;
 const KEY_ZOOM = 1.3;
 const KEY_PAN = 0.15;
 const MAX_SAMPLES = 2000;
+const FOLLOW_MS = 500;
 
 export default {
   id: 'trace_viewer',
   title: 'Trace viewer',
-  topics: ['status'],
+  topics: [],
 
   mount(root, ctx) {
     root.innerHTML = `<section class="card trace-card">
@@ -65,6 +66,7 @@ export default {
       loadMs: 0,
       inputAt: null,         // the first input not yet drawn with its own data
       inputFramed: false,    // and whether a frame has followed it
+      fitting: false,        // the next tile is the whole trace: show it whole
       samples: {frame: [], data: []},  // input -> drawn frame; input -> frame with fresh data (ms)
     };
 
@@ -76,7 +78,9 @@ export default {
       for (const t of tile.tracks) if (!st.tracks.has(t.track)) st.tracks.set(t.track, t);
       st.tile = prepareTile(tile);
       for (const [id, n] of st.tile.lanesNeeded) st.lanes.set(id, n);
-      if (!st.view) st.view = {t0: st.bounds.first, t1: st.bounds.last};
+      if (!st.view || st.fitting) st.view = {t0: st.bounds.first, t1: st.bounds.last};
+      st.fitting = false;
+      if (!tile.events) setTimeout(fit, 1000);  // nothing stored yet: look again.
       st.fresh = true;
       relayout();
       request();
@@ -114,7 +118,16 @@ export default {
       const d = (st.view.t1 - st.view.t0) * fraction;
       setView(st.view.t0 + d, st.view.t1 + d);
     }
-    function fit() { setView(st.bounds.first, st.bounds.last); }
+    // The whole trace as it is now: asks the server (the bounds in hand are
+    // those of the last tile, and events keep coming).
+    function fit() {
+      st.fitting = true;
+      if (st.inputAt === null) {
+        st.inputAt = performance.now();
+        st.inputFramed = false;
+      }
+      loader.want(null, st.bounds, true, px());
+    }
 
     // ---- drawing ----
 
@@ -236,8 +249,11 @@ export default {
     }
     // Centres an event (by id) and selects it; the zoom stays unless it is too narrow.
     async function reveal(id) {
-      const e = await ctx.get('trace/event', {id});
-      showEvent(e);
+      try {
+        showEvent(await ctx.get('trace/event', {id}));
+      } catch (err) {
+        $('.trace-details').insertAdjacentHTML('beforeend', `<p class="note">${esc(err.message)}</p>`);
+      }
     }
     function showEvent(e) {
       let span = st.view.t1 - st.view.t0;
@@ -434,11 +450,13 @@ export default {
       ready: () => !!st.tile && !loader.inflight,
     };
 
+    st.fitting = true;
     loader.want(null, st.bounds, true, Math.max(300, root.clientWidth - GUTTER));  // the first tile: the whole trace
-    return {
-      render() {
-        if (st.follow) follow();
-      },
-    };
+    // (the page's render follows the feed's status, which the header takes
+    // first: a timer of its own instead)
+    setInterval(() => {
+      if (st.follow && !root.closest('[hidden]')) follow();
+    }, FOLLOW_MS);
+    return {render() {}};
   },
 };

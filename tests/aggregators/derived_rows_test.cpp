@@ -67,6 +67,33 @@ TEST_CASE("derived rows: consecutive kernels of one op make one Framework ops ev
   CHECK(out[1].name == 6);
 }
 
+TEST_CASE("derived rows: a step's end closes the ops; late kernels and unstored tracks are left out") {
+  DerivedRows rows;
+  std::vector<Event> out;
+  Event late = Kernel(0, 3, 100, 5, 5);
+  late.flags = kFlagLate;
+  Event foreign = Step(0, 50, 9);
+  foreign.track = DerivedRows::kFirstDerivedTrack + 3;
+  // Ops 5, 6, 5 around 1,000 ns; a late op-5 kernel at 100 ns must not
+  // stretch the open op 5 back over op 6.
+  rows.Derive({{Kernel(0, 3, 1000, 50, 5), Kernel(0, 3, 1100, 50, 6), Kernel(0, 3, 1200, 10, 5), late, foreign}}, &out);
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].name == 5);
+  CHECK(out[1].name == 6);  // (the foreign step made no Steps copy)
+  // The step ends: the open op 5 closes where it ended, before the step's copy.
+  rows.Derive({{Step(900, 400, 1), Kernel(0, 3, 1400, 10, 5)}}, &out);
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].track == DerivedRows::TrackOf(0, DerivedRows::Row::kFrameworkOps));
+  CHECK(out[0].name == 5);
+  CHECK(out[0].ts == 1200);
+  CHECK(out[0].dur == 10);
+  CHECK(out[1].track == DerivedRows::TrackOf(0, DerivedRows::Row::kSteps));
+  // The next step's op 5 is a new event.
+  rows.Flush(&out);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].ts == 1400);
+}
+
 TEST_CASE("derived rows: every step on every GPU seen, from its stream's definition or its first kernel") {
   DerivedRows rows;
   std::vector<Event> out;
@@ -113,6 +140,39 @@ TEST_CASE("derived rows: the store shows them, exports leave them out, and refus
     CHECK(!DerivedRows::IsDerived(e.track));
   });
   CHECK(exported == 3);
+  // Asked for by id, a derived row is still not exported (a re-import would count steps twice).
+  exported = 0;
+  store.ForEach(0, 1000, {DerivedRows::TrackOf(0, DerivedRows::Row::kSteps)}, [&](StoredEventId, const Event&) { ++exported; });
+  CHECK(exported == 0);
+}
+
+TEST_CASE("trace store: devices' descriptions, the latest per device, come first in every export") {
+  TraceStore store;
+  Event gpu0;
+  gpu0.kind = EventKind::kDeviceInfo;
+  gpu0.device = 0;
+  gpu0.name = 1;
+  Event gpu1 = gpu0;
+  gpu1.device = 1;
+  Event gpu0_again = gpu0;
+  gpu0_again.name = 2;  // a replay's next loop describes it again
+  store.Append({}, {{gpu0, gpu1, Step(10, 100, 1)}});
+  store.Append({}, {{gpu0_again}});
+  CHECK(store.stats().events == 1);  // descriptions are on no timeline
+  CHECK(store.stats().first_ns == 10);
+  std::vector<std::pair<StoredEventId, Event>> seen;
+  store.ForEach(0, 1000, {1}, [&](StoredEventId id, const Event& e) { seen.emplace_back(id, e); });
+  REQUIRE(seen.size() == 3);
+  CHECK(seen[0].first == kNoEventId);
+  CHECK(seen[0].second.device == 0);
+  CHECK(seen[0].second.name == 2);
+  CHECK(seen[1].second.device == 1);
+  CHECK(seen[2].second.kind == EventKind::kStepMarker);
+  // Only descriptions: no time range yet (not a range of [UINT64_MAX, 0]).
+  TraceStore only;
+  only.Append({}, {{gpu0}});
+  CHECK(only.stats().first_ns == 0);
+  CHECK(only.stats().last_ns == 0);
 }
 
 }  // namespace

@@ -194,6 +194,7 @@ describe('the trace viewer', () => {
       const t = (x) => s.view.t0 + (x - 190) * (s.view.t1 - s.view.t0) / (s.W - 190);
       return s.tile.tracks.get(id).slices.filter((x) => x.ts <= t(b) && x.ts + x.dur >= t(a)).length;
     }, [250, 700, rowsY.id]);
+    assert.ok(want > 5, `${want} slices in the box`);
     const sums = await page.locator('.trace-details h4').innerText();
     assert.match(sums, new RegExp(`^${want} events in`), sums);
 
@@ -214,14 +215,6 @@ describe('the trace viewer', () => {
     await page.mouse.click(box.x + 40, box.y + 26 + 8);
     assert.equal(await tv(page, () => window.liveprofTrace.state.layout.rows.length), count);
 
-    // Follow: the view ends at the newest event, at the zoom it had.
-    const span = v.t1 - v.t0;
-    await page.locator('.follow').check();
-    await ready(page);
-    const f = await tv(page, () => ({view: window.liveprofTrace.state.view, last: window.liveprofTrace.state.bounds.last}));
-    assert.equal(f.view.t1, f.last);
-    assert.ok(Math.abs((f.view.t1 - f.view.t0) - span) < 1);
-
     // Export of the view: gzip Chrome trace JSON.
     const href = await page.locator('.export').getAttribute('href');
     const r = await fetch(new URL(href, base));
@@ -229,6 +222,37 @@ describe('the trace viewer', () => {
     const json = JSON.parse(gunzipSync(Buffer.from(await r.arrayBuffer())).toString());
     assert.ok(json.traceEvents.length > 0);
     await screenshot(page, 'trace_viewer_tools');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+});
+
+describe('the trace viewer on a live run', () => {
+  let live;
+  before(async () => {
+    live = await startServer(['demo', '--port', '0', '--scenario', 'balanced']);
+  });
+  after(async () => stopServer(live));
+
+  test('"whole trace" and follow take in the events that came since the page opened', async () => {
+    const page = await openPage(browser, `${live.url}#trace_viewer`);
+    await ready(page);
+    const first = await tv(page, () => window.liveprofTrace.state.view.t1);
+    await new Promise((r) => setTimeout(r, 1500));
+    const now = (await api(live.url, '/api/trace?width=1')).last_ns;
+    assert.ok(now > first + 5e8, 'the run went on');
+    await page.locator('.trace-canvas').focus();
+    await page.keyboard.press('0');
+    await page.waitForFunction((t) => window.liveprofTrace.state.view.t1 >= t, now);
+    // Follow: at the zoom it had, the view's end moves with the newest events.
+    await page.keyboard.press('w');
+    await page.keyboard.press('w');
+    const span = await tv(page, () => window.liveprofTrace.state.view.t1 - window.liveprofTrace.state.view.t0);
+    await page.locator('.follow').check();
+    const later = (await api(live.url, '/api/trace?width=1')).last_ns + 3e8;
+    await page.waitForFunction((t) => window.liveprofTrace.state.view.t1 >= t, later, {timeout: 10000});
+    const v = await tv(page, () => window.liveprofTrace.state.view);
+    assert.ok(Math.abs((v.t1 - v.t0) - span) < 1, 'follow keeps the zoom');
     assert.deepEqual(page.errors, []);
     await page.close();
   });
