@@ -119,7 +119,6 @@ let pageTimer = 0;
 function draw() {
   frame = 0;
   if (state.dirty.has('status') || state.dirty.has('alerts')) drawHeader();
-  state.dirty.delete('status');
   drawEmpty();
   const page = state.page;
   const m = page && mounted.get(page.id);

@@ -94,16 +94,19 @@ export default {
     function request(force = false) {
       if (st.view) loader.want({t0: st.view.t0, t1: st.view.t1, px: px()}, st.bounds, force);
     }
-    function setView(t0, t1, input = true) {
+    // An input's time, for the latency samples (the first one not yet drawn with its data).
+    function markInput() {
+      if (st.inputAt !== null) return;
+      st.inputAt = performance.now();
+      st.inputFramed = false;
+    }
+    function setView(t0, t1) {
       let span = Math.max(MIN_SPAN_NS, t1 - t0);
       const whole = st.bounds.last - st.bounds.first;
       span = Math.min(span, Math.max(whole * 1.2, MIN_SPAN_NS));
       const mid = Math.min(Math.max((t0 + t1) / 2, st.bounds.first - whole * 0.1), st.bounds.last + whole * 0.1);
       st.view = {t0: mid - span / 2, t1: mid + span / 2};
-      if (input && st.inputAt === null) {
-        st.inputAt = performance.now();
-        st.inputFramed = false;
-      }
+      markInput();
       request();
       schedule();
     }
@@ -122,10 +125,7 @@ export default {
     // those of the last tile, and events keep coming).
     function fit() {
       st.fitting = true;
-      if (st.inputAt === null) {
-        st.inputAt = performance.now();
-        st.inputFramed = false;
-      }
+      markInput();
       loader.want(null, st.bounds, true, px());
     }
 

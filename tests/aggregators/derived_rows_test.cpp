@@ -8,33 +8,17 @@
 #include <vector>
 
 #include "aggregators/trace_store.h"
+#include "event_builder.h"
 
 namespace liveprof {
 namespace {
 
+// A kernel of `op` on a device's stream (the corr: its start, unique here).
 Event Kernel(uint8_t device, TrackId stream, uint64_t ts, uint64_t dur, NameId op) {
-  Event k;
-  k.kind = EventKind::kKernel;
-  k.device = device;
-  k.track = stream;
-  k.ts = ts;
-  k.dur = dur;
-  k.name = 99;
-  k.corr = static_cast<uint32_t>(ts);
-  k.payload.kernel.op = op;
-  return k;
+  return test::Kernel(ts, dur, 99, static_cast<uint32_t>(ts), stream, op, 0, device);
 }
 
-Event Step(uint64_t ts, uint64_t dur, int64_t n) {
-  Event s;
-  s.kind = EventKind::kStepMarker;
-  s.track = 1;
-  s.ts = ts;
-  s.dur = dur;
-  s.name = 7;
-  s.payload.step.step_num = n;
-  return s;
-}
+Event Step(uint64_t ts, uint64_t dur, int64_t n) { return test::Step(ts, dur, n, 1); }
 
 TEST_CASE("derived rows: consecutive kernels of one op make one Framework ops event per GPU") {
   DerivedRows rows;
