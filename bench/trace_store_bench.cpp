@@ -100,7 +100,9 @@ size_t StoreEvents() {
 // One store for the query benchmarks, built once.
 const TraceStore& BigStore() {
   static TraceStore* store = [] {
-    auto* s = new TraceStore(TraceStore::Options{.max_bytes = UINT64_MAX});  // keep every event.
+    TraceStore::Options o;
+    o.max_bytes = UINT64_MAX;
+    auto* s = new TraceStore(o);  // keep every event.
     TraceGen gen(2);
     std::vector<Event> batch;
     for (size_t n = 0; n < StoreEvents(); n += 4096) {

@@ -18,7 +18,8 @@ endif()
 # is the runtime (builder, verifier). The package's config is "FlatBuffers": case matters.
 find_package(FlatBuffers CONFIG REQUIRED)
 
-# zlib1g-dev: gzip trace files; libsimdjson-dev: their JSON (src/import).
+# zlib1g-dev: gzip trace files (src/import) and the CRC-32 of the trace store's
+# segments (src/aggregators); libsimdjson-dev: trace files' JSON (src/import).
 if(NOT LIVEPROF_STREAM_TESTS_ONLY)
   find_package(ZLIB REQUIRED)
   find_package(simdjson CONFIG REQUIRED)

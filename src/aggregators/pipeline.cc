@@ -13,8 +13,12 @@ Pipeline::Pipeline(Stream& stream, Options options)
       analyses_(options_.analyses, &stream.diagnostics()),
       drain_(stream, options_.drain, [this](const Batch& b) { OnBatch(b); }),
       chunk_(std::make_shared<EventChunk>()) {
-  if (options_.trace_store_bytes > 0) {
-    trace_store_ = std::make_unique<TraceStore>(TraceStore::Options{.max_bytes = options_.trace_store_bytes});
+  if (options_.trace_store) {
+    trace_store_ = options_.trace_store;
+  } else if (options_.trace_store_bytes > 0) {
+    TraceStore::Options o;
+    o.max_bytes = options_.trace_store_bytes;
+    trace_store_ = std::make_shared<TraceStore>(o);
   }
 }
 

@@ -69,8 +69,10 @@ class Pipeline {
     RenderOptions render;  // what each publication renders.
     size_t max_chunk_events = size_t{1} << 21;  // 2 Mi a period: 21 M events/s at 10 Hz.
     // Every event also goes to a TraceStore (the trace viewer, exports) of
-    // this byte budget; 0: no store.
+    // this byte budget; 0: no store. Or to this one, if set (a run
+    // folder's: its owner Create()s or Open()s it first).
     uint64_t trace_store_bytes = uint64_t{1} << 30;
+    std::shared_ptr<TraceStore> trace_store;
   };
   using SnapshotSink = std::function<void(std::shared_ptr<const PipelineSnapshot>)>;
   using ChunkSink = std::function<void(std::shared_ptr<const EventChunk>)>;
@@ -116,7 +118,7 @@ class Pipeline {
   Stream& stream_;
   Options options_;
   Analyses analyses_;  // pipeline thread only.
-  std::unique_ptr<TraceStore> trace_store_;  // appended on the pipeline thread.
+  std::shared_ptr<TraceStore> trace_store_;  // appended on the pipeline thread.
   DrainLoop drain_;
   SnapshotSink snapshot_sink_;
   ChunkSink chunk_sink_;

@@ -31,10 +31,19 @@
 // Threads: Append on the pipeline thread only; every other method on any
 // thread. A std::shared_mutex: Append holds it exclusively for one batch
 // (microseconds), a query shares it for its whole walk, so a query sees
-// whole batches. Memory: in RAM, under Options::max_bytes: past it the
-// oldest sealed chunks are freed (their ids stay, their events are gone;
-// stats() says how many and up to when). The spill to disk segments of
-// issue #7 is not built yet.
+// whole batches.
+//
+// Memory and disk. Without a run folder, the store keeps Options::max_bytes
+// of sealed columns in RAM and past it frees the oldest sealed chunks (their
+// ids stay, their events are gone; stats() says how many and up to when).
+// With one (Options::dir, then Create), every chunk is written to the
+// folder's segments as it seals (trace_segments.h), in one write per batch;
+// past max_bytes the oldest leave RAM but stay on disk, and queries read them
+// back (their index stays in RAM: a full-range view folds whole nodes and
+// rarely reads). Past max_disk_bytes the oldest segments are deleted, their
+// events counted as dropped. A process killed after Append returned loses
+// none of the sealed chunks; a clean stop (the destructor) writes the open
+// ones too. Open reads a run's folder back, read-only.
 #ifndef LIVEPROF_AGGREGATORS_TRACE_STORE_H_
 #define LIVEPROF_AGGREGATORS_TRACE_STORE_H_
 
@@ -49,11 +58,16 @@
 #include <string_view>
 #include <vector>
 
+#include <atomic>
+
 #include "aggregators/derived_rows.h"
+#include "aggregators/trace_chunk.h"
 #include "stream/event.h"
 #include "stream/stream.h"
 
 namespace liveprof {
+
+class SegmentLog;
 
 // An event's place in the store: (track << 40) | index in its track.
 using StoredEventId = uint64_t;
@@ -104,15 +118,33 @@ class TraceStore {
   static constexpr uint32_t kMaxWidthPx = 1 << 16;
 
   struct Options {
-    // Retention: past this many bytes, the oldest sealed chunks (first
-    // sealed, any track) are freed and counted in stats().dropped_events.
+    // RAM for sealed columns: past it, the oldest sealed chunks (first
+    // sealed, any track) leave RAM: to the run folder's copy when there is
+    // one, else freed and counted in stats().dropped_events.
     uint64_t max_bytes = uint64_t{1} << 30;
+    // The run folder (empty: none). Create() starts a run in it, Open()
+    // reads one back.
+    std::string dir;
+    // Disk for the segments (0: no limit): past it, the oldest segments
+    // are deleted and their events counted as dropped.
+    uint64_t max_disk_bytes = 0;
+    uint64_t segment_bytes = uint64_t{64} << 20;
   };
   TraceStore() : TraceStore(Options{}) {}
   explicit TraceStore(Options options);
   ~TraceStore();
   TraceStore(const TraceStore&) = delete;
   TraceStore& operator=(const TraceStore&) = delete;
+
+  // A new run in Options::dir: the folder is created if needed and must
+  // hold no segments. Before the first Append. False with `error`.
+  bool Create(std::string* error);
+  // The run in Options::dir read back: every chunk it holds, sealed before
+  // a kill or written at a clean stop; the store is read-only after (Append
+  // ignores what it gets). Records that fail their checks are skipped and
+  // listed in problems(). False with `error` when there is no run there.
+  bool Open(std::string* error);
+  std::vector<std::string> problems() const;
 
   // Takes the batch's definitions (kNameDef, kTrackDef: names are copied)
   // and keeps its events. Pipeline thread only.
@@ -150,6 +182,11 @@ class TraceStore {
     uint64_t dropped_events = 0;  // freed by the retention rule, oldest first.
     uint64_t dropped_until_ns = 0;  // the latest end among them.
     uint64_t unstored_events = 0;   // on track ids >= DerivedRows::kFirstDerivedTrack.
+    uint64_t disk_bytes = 0;        // the run folder's segments.
+    uint64_t segments = 0;
+    uint64_t spilled_chunks = 0;    // sealed chunks only on disk now.
+    uint64_t read_errors = 0;       // chunks that failed to read back (skipped).
+    std::string spill_error;        // why the run folder stopped taking chunks, if it did.
   };
   Stats stats() const;
 
@@ -163,12 +200,29 @@ class TraceStore {
   void QueryTrack(const TrackStore& t, TrackId id, const TraceQuery& q, TraceQueryResult::Track* out,
                   uint64_t* visited) const;
 
-  void Retain();
+  // trace_store_disk.cc:
+  void Seal(TrackStore& t, TrackId id);  // its open chunk, to RAM and to the run folder.
+  void Retain();                          // the memory and disk budgets.
+  ChunkView View(const TrackStore& t, uint64_t j, std::string* scratch) const;  // from RAM or disk.
+  void WriteName(NameId id);
+  void WriteTrack(TrackId id);
+  void WriteDevice(const Event& e);
+  void WriteDefinitions();
 
   Options options_;
   mutable std::shared_mutex mu_;
-  std::deque<TrackId> sealed_;  // the track of each sealed chunk, in sealing order.
-  uint64_t sealed_bytes_ = 0;
+  std::deque<TrackId> resident_;  // the track of each sealed chunk in RAM, in sealing order.
+  uint64_t resident_bytes_ = 0;   // their columns.
+  std::unique_ptr<SegmentLog> log_;  // the run folder, if any.
+  bool read_only_ = false;           // a run read back (Open).
+  struct SegmentChunks {
+    uint32_t number = 0;
+    std::vector<TrackId> tracks;  // of its chunks, in order.
+  };
+  std::deque<SegmentChunks> segment_chunks_;
+  uint64_t spilled_chunks_ = 0;
+  mutable std::atomic<uint64_t> read_errors_{0};
+  std::vector<std::string> problems_;
   uint64_t dropped_events_ = 0, dropped_until_ns_ = 0;
   std::vector<std::unique_ptr<TrackStore>> tracks_;  // by TrackId.
   std::vector<TrackInfo> track_info_;                // by TrackId.

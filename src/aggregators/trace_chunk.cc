@@ -1,0 +1,135 @@
+#include "aggregators/trace_chunk.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace liveprof {
+namespace {
+
+enum Column { kEnds, kDurs, kNames, kKinds, kCorrs, kPayload };
+
+void PutVarint(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+uint64_t GetVarint(const char*& p) {
+  uint64_t v = 0;
+  for (int shift = 0;; shift += 7) {
+    const auto b = static_cast<uint8_t>(*p++);
+    v |= uint64_t{b & 0x7fu} << shift;
+    if (b < 0x80) return v;
+  }
+}
+
+uint64_t ZigZag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
+int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
+
+}  // namespace
+
+ChunkView ViewOf(const char* data, const ColumnEnds& ends, uint32_t count) {
+  ChunkView v;
+  v.count = count;
+  for (int c = 0; c < kChunkColumns; ++c) v.col[c] = data + (c == 0 ? 0 : ends[c - 1]);
+  return v;
+}
+
+void DecodeChunk(const ChunkView& v, std::vector<Event>* out, uint32_t n, bool times_only) {
+  n = std::min(n, v.count);
+  out->resize(n);
+  const char *pe = v.col[kEnds], *pd = v.col[kDurs], *pn = v.col[kNames], *pk = v.col[kKinds],
+             *pc = v.col[kCorrs], *pp = v.col[kPayload];
+  uint64_t end = 0;
+  uint32_t corr = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    Event& e = (*out)[i];
+    end += static_cast<uint64_t>(UnZigZag(GetVarint(pe)));
+    e.dur = GetVarint(pd);
+    e.ts = end - e.dur;
+    e.name = static_cast<NameId>(GetVarint(pn));
+    if (times_only) continue;
+    e.kind = static_cast<EventKind>(*pk++);
+    const uint64_t extra = GetVarint(pk);
+    e.sub = static_cast<uint8_t>(extra);
+    e.flags = static_cast<uint8_t>(extra >> 8);
+    e.device = static_cast<uint8_t>(extra >> 16);
+    corr = static_cast<uint32_t>(static_cast<int64_t>(corr) + UnZigZag(GetVarint(pc)));
+    e.corr = corr;
+    e.payload.raw[0] = e.payload.raw[1] = 0;
+    if (e.kind == EventKind::kKernel) {
+      e.payload.kernel.details = static_cast<NameId>(GetVarint(pp));
+      e.payload.kernel.context = static_cast<uint32_t>(GetVarint(pp));
+      e.payload.kernel.graph_id = static_cast<uint32_t>(GetVarint(pp));
+      e.payload.kernel.op = static_cast<NameId>(GetVarint(pp));
+    } else if (e.kind == EventKind::kCounter) {
+      std::memcpy(&e.payload.counter.value, pp, 8);
+      pp += 8;
+    } else {
+      e.payload.raw[0] = GetVarint(pp);
+      e.payload.raw[1] = GetVarint(pp);
+    }
+  }
+}
+
+void ChunkBuilder::Put(const Event& e) {
+  const uint64_t end = e.ts + e.dur;
+  PutVarint(&cols_[kEnds], ZigZag(static_cast<int64_t>(end - last_end_)));
+  last_end_ = end;
+  PutVarint(&cols_[kDurs], e.dur);
+  PutVarint(&cols_[kNames], e.name);
+  cols_[kKinds].push_back(static_cast<char>(e.kind));
+  PutVarint(&cols_[kKinds], uint64_t{e.sub} | uint64_t{e.flags} << 8 | uint64_t{e.device} << 16);
+  PutVarint(&cols_[kCorrs], ZigZag(static_cast<int64_t>(e.corr) - static_cast<int64_t>(last_corr_)));
+  last_corr_ = e.corr;
+  std::string& payload = cols_[kPayload];
+  if (e.kind == EventKind::kKernel) {
+    PutVarint(&payload, e.payload.kernel.details);
+    PutVarint(&payload, e.payload.kernel.context);
+    PutVarint(&payload, e.payload.kernel.graph_id);
+    PutVarint(&payload, e.payload.kernel.op);
+  } else if (e.kind == EventKind::kCounter) {
+    char raw[8];
+    std::memcpy(raw, &e.payload.counter.value, 8);
+    payload.append(raw, 8);
+  } else {
+    PutVarint(&payload, e.payload.raw[0]);
+    PutVarint(&payload, e.payload.raw[1]);
+  }
+  ++count_;
+}
+
+ChunkView ChunkBuilder::view() const {
+  ChunkView v;
+  v.count = count_;
+  for (int c = 0; c < kChunkColumns; ++c) v.col[c] = cols_[c].data();
+  return v;
+}
+
+size_t ChunkBuilder::bytes() const {
+  size_t n = 0;
+  for (const std::string& c : cols_) n += c.size();
+  return n;
+}
+
+ColumnEnds ChunkBuilder::SealInto(char* out) const {
+  ColumnEnds ends{};
+  size_t at = 0;
+  for (int c = 0; c < kChunkColumns; ++c) {
+    std::memcpy(out + at, cols_[c].data(), cols_[c].size());
+    at += cols_[c].size();
+    ends[c] = static_cast<uint16_t>(at);
+  }
+  return ends;
+}
+
+void ChunkBuilder::Clear() {
+  for (std::string& c : cols_) c.clear();  // keeps the capacity for the next chunk.
+  last_end_ = 0;
+  last_corr_ = 0;
+  count_ = 0;
+}
+
+}  // namespace liveprof

@@ -1,0 +1,67 @@
+// A chunk of the trace store (trace_store.h): up to 64 events of one track
+// in arrival order, as six byte columns of LEB128 varints:
+//
+//   ends      end times as zigzag deltas from the previous end (a late event
+//             may end earlier than the one before it)
+//   durs      durations
+//   names     name ids
+//   kinds     the kind byte, then a varint of sub | flags << 8 | device << 16
+//   corrs     correlation ids as zigzag deltas
+//   payload   per kind: a kernel's details, context, graph id and op; a
+//             counter's 8 raw bytes; two varints otherwise (copy bytes,
+//             memory address and bytes, step number, ...)
+//
+// A ChunkBuilder encodes the open chunk; sealed, the columns go back to back
+// into one buffer (in RAM, and as the body of a segment record on disk:
+// trace_segments.h), described by the ends of the columns. DecodeChunk reads
+// either.
+#ifndef LIVEPROF_AGGREGATORS_TRACE_CHUNK_H_
+#define LIVEPROF_AGGREGATORS_TRACE_CHUNK_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stream/event.h"
+
+namespace liveprof {
+
+inline constexpr int kChunkColumns = 6;
+
+// Where a chunk's columns begin (the decoder reads `count` events' worth).
+struct ChunkView {
+  std::array<const char*, kChunkColumns> col{};
+  uint32_t count = 0;
+};
+
+// The sealed columns' ends, as offsets into their buffer (a sealed chunk is
+// at most a few KiB: 64 events of at most ~70 bytes).
+using ColumnEnds = std::array<uint16_t, kChunkColumns>;
+
+ChunkView ViewOf(const char* data, const ColumnEnds& ends, uint32_t count);
+
+// Decodes the first `n` events of `v` (all when n >= count) into `out`
+// (track unset); only their times and names when `times_only`.
+void DecodeChunk(const ChunkView& v, std::vector<Event>* out, uint32_t n = UINT32_MAX, bool times_only = false);
+
+class ChunkBuilder {
+ public:
+  void Put(const Event& e);
+  uint32_t count() const { return count_; }
+  ChunkView view() const;
+  // The columns back to back into `out` (bytes() long); their ends.
+  size_t bytes() const;
+  ColumnEnds SealInto(char* out) const;
+  void Clear();
+
+ private:
+  std::array<std::string, kChunkColumns> cols_;
+  uint64_t last_end_ = 0;  // the encoder's state: deltas from these.
+  uint32_t last_corr_ = 0;
+  uint32_t count_ = 0;
+};
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_AGGREGATORS_TRACE_CHUNK_H_

@@ -1,0 +1,188 @@
+// The trace store's inner parts (trace_store.h), shared by trace_store.cc
+// (appends and queries) and trace_store_disk.cc (the run's folder): a node
+// of the level-of-detail index, a chunk, an index level and a track.
+#ifndef LIVEPROF_AGGREGATORS_TRACE_STORE_PARTS_H_
+#define LIVEPROF_AGGREGATORS_TRACE_STORE_PARTS_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "aggregators/trace_chunk.h"
+#include "aggregators/trace_segments.h"
+#include "aggregators/trace_store.h"
+
+namespace liveprof {
+
+// The longer wins; between equals, the smaller name (any order gives the same).
+inline bool Longer(uint64_t dur, NameId name, uint64_t than_dur, NameId than_name) {
+  return dur > than_dur || (dur == than_dur && name < than_name);
+}
+
+// What a chunk or a node of chunks holds, for the query's walk.
+struct TraceStore::Node {
+  uint64_t min_start = UINT64_MAX, max_start = 0;
+  uint64_t min_end = UINT64_MAX, max_end = 0;
+  uint64_t max_dur = 0, sum_dur = 0;
+  uint32_t count = 0;
+  NameId longest = 0;
+
+  void Add(uint64_t start, uint64_t dur, NameId name) {
+    if (count == 0 || Longer(dur, name, max_dur, longest)) max_dur = dur, longest = name;
+    min_start = std::min(min_start, start);
+    max_start = std::max(max_start, start);
+    min_end = std::min(min_end, start + dur);
+    max_end = std::max(max_end, start + dur);
+    sum_dur += dur;
+    ++count;
+  }
+  void Add(const Node& o) {
+    if (o.count == 0) return;
+    if (count == 0 || Longer(o.max_dur, o.longest, max_dur, longest)) max_dur = o.max_dur, longest = o.longest;
+    min_start = std::min(min_start, o.min_start);
+    max_start = std::max(max_start, o.max_start);
+    min_end = std::min(min_end, o.min_end);
+    max_end = std::max(max_end, o.max_end);
+    sum_dur += o.sum_dur;
+    count += o.count;
+  }
+};
+
+// A chunk of up to kChunkEvents events (trace_chunk.h). The open one (the
+// last of its track) is in its track's builder; a sealed one is one buffer
+// in RAM, or only on disk at `disk` once the memory budget let it go, or
+// both.
+struct TraceStore::Chunk {
+  std::unique_ptr<char[]> data;  // the sealed columns; null while open or only on disk.
+  ColumnEnds ends{};
+  uint32_t count = 0;
+  uint64_t name_bits = 0;  // one bit per name id mod 64: Search skips chunks.
+  uint64_t disk = SegmentLog::kNowhere;
+
+  // What its columns take in RAM: the buffer as malloc rounds it.
+  uint64_t DataBytes() const { return data ? (uint64_t{ends.back()} + 8 + 15) & ~uint64_t{15} : 0; }
+};
+
+// One level of a track's index: nodes by absolute position j (node j of
+// level k covers chunks j*16^k .. (j+1)*16^k - 1), the first `base` of them
+// gone with the chunks the retention rule freed.
+struct TraceStore::Level {
+  std::deque<Node> nodes;
+  uint64_t base = 0;
+  uint64_t end() const { return base + nodes.size(); }
+  Node& at(uint64_t j) { return nodes[j - base]; }
+  const Node& at(uint64_t j) const { return nodes[j - base]; }
+};
+
+// One track: its chunks (chunk j is chunks[j - base]) and the index over
+// them: levels[0] summarises the chunks, levels[k] nodes of 16 nodes of
+// levels[k - 1].
+struct TraceStore::TrackStore {
+  std::deque<Chunk> chunks;
+  std::vector<Level> levels{1};
+  ChunkBuilder open;      // the last chunk's events while it is open.
+  bool building = false;  // the last chunk is open.
+  uint64_t events = 0;    // ever appended: the next event's index.
+  uint64_t dirty_from = UINT64_MAX;  // the first chunk changed since the last Reindex.
+  uint64_t resident_from = 0;        // the next chunk the memory budget lets go.
+
+  uint64_t base() const { return levels[0].base; }
+  uint64_t end() const { return levels[0].end(); }
+  const Chunk& chunk(uint64_t j) const { return chunks[j - base()]; }
+  Chunk& chunk(uint64_t j) { return chunks[j - base()]; }
+  bool is_open(uint64_t j) const { return building && j + 1 == end(); }
+
+  // Adds `e` to the open chunk; true when that filled it (Seal it then).
+  bool Append(const Event& e) {
+    if (!building) {
+      chunks.emplace_back();
+      levels[0].nodes.emplace_back();
+      building = true;
+    }
+    open.Put(e);
+    Chunk& c = chunks.back();
+    c.count = open.count();
+    c.name_bits |= uint64_t{1} << (e.name & 63);
+    levels[0].nodes.back().Add(e.ts, e.dur, e.name);
+    ++events;
+    dirty_from = std::min(dirty_from, end() - 1);
+    return c.count == kChunkEvents;
+  }
+
+  // The open chunk into one buffer.
+  Chunk& Seal() {
+    Chunk& c = chunks.back();
+    c.data.reset(new char[std::max<size_t>(open.bytes(), 1)]);
+    c.ends = open.SealInto(c.data.get());
+    open.Clear();
+    building = false;
+    return c;
+  }
+
+  // Adds a sealed chunk read back from disk (chunk j, not in RAM).
+  void AddFromDisk(uint64_t j, const Chunk& head, const Node& node) {
+    if (chunks.empty()) {
+      levels[0].base = j;  // the levels above start from it (Reindex).
+      resident_from = j;
+    }
+    chunks.push_back(Chunk{nullptr, head.ends, head.count, head.name_bits, head.disk});  // count 0: lost.
+    levels[0].nodes.push_back(node);
+    events = j * kChunkEvents + head.count;
+    dirty_from = std::min(dirty_from, j);
+  }
+
+  // Node j of level k from its children that are left.
+  Node Combine(size_t k, uint64_t j) const {
+    const Level& below = levels[k - 1];
+    Node n;
+    for (uint64_t c = std::max(j * kFanout, below.base); c < std::min((j + 1) * kFanout, below.end()); ++c) {
+      n.Add(below.at(c));
+    }
+    return n;
+  }
+
+  // Frees the first chunk (sealed); the index above it follows. Returns
+  // its event count.
+  uint64_t FreeFront() {
+    const uint64_t freed = chunks.front().count;
+    chunks.pop_front();
+    levels[0].nodes.pop_front();
+    ++levels[0].base;
+    for (size_t k = 1; k < levels.size(); ++k) {
+      Level& level = levels[k];
+      if (level.nodes.empty()) break;
+      if (levels[k - 1].base >= (level.base + 1) * kFanout) {  // all its children gone.
+        level.nodes.pop_front();
+        ++level.base;
+      } else {
+        level.at(level.base) = Combine(k, level.base);
+      }
+    }
+    return freed;
+  }
+
+  // Brings the upper levels up to date with level 0: the nodes above the
+  // chunks changed since the last call (a batch may fill many chunks).
+  void Reindex() {
+    if (dirty_from == UINT64_MAX) return;
+    uint64_t dirty = dirty_from;
+    for (size_t k = 1; levels[k - 1].end() > 1; ++k) {
+      if (levels.size() == k) {
+        levels.emplace_back();
+        levels.back().base = levels[k - 1].base / kFanout;
+      }
+      Level& level = levels[k];
+      dirty /= kFanout;
+      const uint64_t want = (levels[k - 1].end() + kFanout - 1) / kFanout;
+      while (level.end() < want) level.nodes.emplace_back();
+      for (uint64_t j = std::max(level.base, dirty); j < want; ++j) level.at(j) = Combine(k, j);
+    }
+    dirty_from = UINT64_MAX;
+  }
+};
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_AGGREGATORS_TRACE_STORE_PARTS_H_

@@ -1,0 +1,191 @@
+// Random traces for the trace store's tests and the query's definition,
+// event by event, to check the store's answers against (brute force).
+#ifndef LIVEPROF_TESTS_AGGREGATORS_TRACE_SAMPLES_H_
+#define LIVEPROF_TESTS_AGGREGATORS_TRACE_SAMPLES_H_
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "aggregators/derived_rows.h"
+#include "aggregators/trace_store.h"
+
+namespace liveprof {
+
+inline TraceStore::Options InMemory(uint64_t max_bytes) {
+  TraceStore::Options o;
+  o.max_bytes = max_bytes;
+  return o;
+}
+
+// A random trace: host tracks of properly nested spans (in completion
+// order, as the pipeline delivers) and GPU tracks of back-to-back kernels.
+struct Trace {
+  std::vector<Event> defs, events;
+  std::vector<std::string> names;
+};
+
+inline void Nest(std::mt19937_64& rng, uint64_t begin, uint64_t end, int depth, TrackId track, std::vector<Event>* out) {
+  uint64_t at = begin;
+  while (at < end) {
+    const uint64_t gap = rng() % 50;
+    const uint64_t len = 1 + rng() % std::max<uint64_t>(1, (end - begin) / (depth == 0 ? 3 : 2));
+    if (at + gap + len > end) break;
+    Event e;
+    e.kind = rng() % 5 == 0 ? EventKind::kRuntimeApi : EventKind::kHostSpan;
+    e.ts = at + gap;
+    e.dur = len;
+    e.track = track;
+    e.name = static_cast<NameId>(1 + rng() % 20);
+    e.corr = e.kind == EventKind::kRuntimeApi ? static_cast<uint32_t>(1 + rng() % 5000) : 0;
+    if (depth < 5 && len > 20) Nest(rng, e.ts, e.end(), depth + 1, track, out);  // children first.
+    out->push_back(e);
+    at = e.end();
+  }
+}
+
+inline Trace MakeTrace(uint64_t seed, size_t host_tracks, size_t gpu_events) {
+  std::mt19937_64 rng(seed);
+  Trace t;
+  for (NameId n = 0; n <= 20; ++n) t.names.push_back(n == 0 ? "" : "name_" + std::to_string(n));
+  // (after: a definition points into its string, which must not move again)
+  for (NameId n = 0; n <= 20; ++n) t.defs.push_back(NameDefEvent(n, t.names[n]));
+  for (size_t h = 0; h < host_tracks; ++h) Nest(rng, 0, 2'000'000, 0, static_cast<TrackId>(1 + h), &t.events);
+  uint64_t at = 0;
+  for (size_t i = 0; i < gpu_events; ++i) {
+    Event k;
+    k.kind = EventKind::kKernel;
+    k.ts = at + rng() % 300;
+    k.dur = 1 + rng() % (i % 97 == 0 ? 20000 : 400);
+    k.track = static_cast<TrackId>(1 + host_tracks);
+    k.device = 1;
+    k.name = static_cast<NameId>(1 + rng() % 20);
+    k.corr = static_cast<uint32_t>(1 + rng() % 5000);
+    k.payload.kernel.details = static_cast<NameId>(rng() % 20);
+    k.payload.kernel.op = static_cast<NameId>(rng() % 20);
+    t.events.push_back(k);
+    at = k.end();
+  }
+  // Completion order, as the pipeline gives it.
+  std::stable_sort(t.events.begin(), t.events.end(), [](const Event& a, const Event& b) { return a.end() < b.end(); });
+  return t;
+}
+
+// The events with the rows the store derives from them (derived_rows.h),
+// as one pass over all of them: the store's batches must not change them.
+inline std::vector<Event> WithDerived(const std::vector<Event>& events) {
+  DerivedRows rows;
+  std::vector<Event> all = events, derived;
+  rows.Derive(events, &derived);
+  all.insert(all.end(), derived.begin(), derived.end());
+  return all;
+}
+
+// Events a query result holds on the producers' tracks (slices and folded).
+inline uint64_t ProducerEvents(const TraceQueryResult& r) {
+  uint64_t n = 0;
+  for (const auto& t : r.tracks) {
+    if (DerivedRows::IsDerived(t.track)) continue;
+    n += t.slices.size();
+    for (const auto& p : t.summaries) n += p.count;
+  }
+  return n;
+}
+
+// The query's definition, event by event.
+inline TraceQueryResult BruteForce(const std::vector<Event>& events, const TraceQuery& q) {
+  TraceQueryResult r;
+  const uint64_t span = q.t1 - q.t0;
+  std::map<TrackId, std::vector<size_t>> by_track;
+  for (size_t i = 0; i < events.size(); ++i) by_track[events[i].track].push_back(i);
+  for (const auto& [track, idx] : by_track) {
+    TraceQueryResult::Track out;
+    out.track = track;
+    std::map<uint32_t, TraceQueryResult::Summary> px;
+    std::map<uint32_t, uint64_t> sums;
+    for (size_t n = 0; n < idx.size(); ++n) {
+      const Event& e = events[idx[n]];
+      if (e.ts > q.t1 || e.end() < q.t0) continue;
+      if (static_cast<unsigned __int128>(e.dur) * q.width_px >= span) {
+        TraceQueryResult::Slice s;
+        s.id = (uint64_t{track} << 40) | n;
+        s.ts = e.ts, s.dur = e.dur, s.name = e.name, s.kind = e.kind, s.corr = e.corr;
+        // Depth: the returned events of the track that contain it.
+        out.slices.push_back(s);
+        continue;
+      }
+      const uint64_t at = std::clamp(e.ts, q.t0, q.t1) - q.t0;
+      const auto p = static_cast<uint32_t>(std::min<uint64_t>(
+          static_cast<uint64_t>(static_cast<unsigned __int128>(at) * q.width_px / span), q.width_px - 1));
+      auto& s = px[p];
+      if (s.count == 0 || e.dur > s.longest_dur || (e.dur == s.longest_dur && e.name < s.longest)) {
+        s.longest_dur = e.dur, s.longest = e.name;
+      }
+      s.px = p;
+      ++s.count;
+      sums[p] += e.dur;
+    }
+    for (auto& s : out.slices) {
+      int depth = 0;
+      for (const auto& o : out.slices) {
+        const bool contains = o.ts <= s.ts && o.ts + o.dur >= s.ts + s.dur && o.id != s.id &&
+                              (o.dur > s.dur || (o.dur == s.dur && o.ts < s.ts) ||
+                               (o.dur == s.dur && o.ts == s.ts && o.id < s.id));
+        depth += contains;
+      }
+      s.depth = static_cast<uint8_t>(depth);
+    }
+    for (auto& [p, s] : px) {
+      s.busy = std::min(1.0, static_cast<double>(sums[p]) * q.width_px / static_cast<double>(span));
+      out.summaries.push_back(s);
+    }
+    r.tracks.push_back(std::move(out));
+  }
+  return r;
+}
+
+// The store's answer against brute force: the same slices with the same
+// depths, every folded pixel exact.
+inline void ExpectSame(const TraceQueryResult& got, const TraceQueryResult& want) {
+  REQUIRE(got.tracks.size() == want.tracks.size());
+  for (size_t t = 0; t < want.tracks.size(); ++t) {
+    const auto& g = got.tracks[t];
+    const auto& w = want.tracks[t];
+    CHECK(g.track == w.track);
+    // Slices: the same set, with the same depths.
+    std::map<StoredEventId, const TraceQueryResult::Slice*> gs, ws;
+    for (const auto& s : g.slices) gs[s.id] = &s;
+    for (const auto& s : w.slices) ws[s.id] = &s;
+    REQUIRE(gs.size() == ws.size());
+    for (const auto& [id, s] : ws) {
+      REQUIRE(gs.count(id) == 1);
+      CHECK(gs[id]->ts == s->ts);
+      CHECK(gs[id]->dur == s->dur);
+      CHECK(gs[id]->depth == s->depth);
+    }
+    REQUIRE(g.summaries.size() == w.summaries.size());
+    for (size_t i = 0; i < w.summaries.size(); ++i) {
+      CHECK(g.summaries[i].px == w.summaries[i].px);
+      CHECK(g.summaries[i].count == w.summaries[i].count);
+      CHECK(g.summaries[i].busy == w.summaries[i].busy);
+      CHECK(g.summaries[i].longest_dur == w.summaries[i].longest_dur);
+      CHECK(g.summaries[i].longest == w.summaries[i].longest);
+    }
+  }
+}
+
+// Appends `trace` in batches of `batch` events, the definitions first.
+inline void AppendInBatches(TraceStore& store, const Trace& trace, size_t batch) {
+  for (size_t i = 0; i < trace.events.size(); i += batch) {
+    store.Append(i == 0 ? std::span<const Event>(trace.defs) : std::span<const Event>(),
+                 std::span<const Event>(trace.events.data() + i, std::min(batch, trace.events.size() - i)));
+  }
+}
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_TESTS_AGGREGATORS_TRACE_SAMPLES_H_
