@@ -218,10 +218,14 @@ function drawAlertNotice(a) {
 }
 
 // Nothing connected: the server runs but no producer has sent an event.
+// A run read back (liveprof open): its events are in the trace viewer only.
 function drawEmpty() {
   const st = state.views.status;
   const empty = st && st.events_consumed === 0 && !(st.sources ?? []).some((s) => s.published > 0);
-  $('#empty').classList.toggle('hidden', !empty);
+  const opened = st?.run_environment?.opened_run;
+  $('#empty').classList.toggle('hidden', !empty || !!opened);
+  $('#opened').classList.toggle('hidden', !opened);
+  if (opened) $('#opened-dir').textContent = opened;
 }
 
 // ---- pages, windows, pause ----

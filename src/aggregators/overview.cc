@@ -225,6 +225,7 @@ void WriteRunEnvironment(JsonWriter& w, const RunEnvironment& env) {
   w.KV("step_source", env.step_source);
   w.KV("breakdown_mode", env.breakdown_mode);
   w.KV("gpu_note", env.gpu_note);
+  if (!env.opened_run.empty()) w.KV("opened_run", env.opened_run);
   w.Key("devices");
   w.BeginArray();
   for (const DeviceDef& d : env.devices) {

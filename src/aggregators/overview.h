@@ -43,6 +43,7 @@ struct RunEnvironment {
   std::string step_source;  // which step markers were found.
   std::string breakdown_mode;
   std::string gpu_note;  // e.g. why there is no GPU activity (CUPTI missing...).
+  std::string opened_run;  // liveprof open: the run folder read back ("" when live).
 };
 
 // The run environment as a JSON object (in the overview and status views).

@@ -59,6 +59,8 @@ constexpr char kUsage[] =
     "  export    export IN OUT: a trace file rewritten as Chrome trace JSON (.json.gz)\n"
     "  replay    serve a trace file fed through the live path as if it ran now:\n"
     "            replay FILE [--speed X|max] [--loop], see replay --help\n"
+    "  open      serve a run folder written with --trace-dir (stopped or killed):\n"
+    "            open DIR [--port N], its events in the trace viewer\n"
     "  version   print the version\n";
 
 // The text of member `key` of the JSON object `json` (its value, an object
@@ -210,6 +212,7 @@ int main(int argc, char** argv) {
   if (cmd == "demo") return liveprof::Serve(argc, argv, liveprof::ServeMode::kDemo);
   if (cmd == "serve") return liveprof::Serve(argc, argv, liveprof::ServeMode::kServe);
   if (cmd == "replay") return liveprof::Serve(argc, argv, liveprof::ServeMode::kReplay);
+  if (cmd == "open") return liveprof::Serve(argc, argv, liveprof::ServeMode::kOpen);
   if (cmd == "example") return liveprof::Example(argc, argv);
   if (cmd == "simulate") return liveprof::Simulate(argc, argv);
   if (cmd == "version") {

@@ -36,6 +36,7 @@ namespace {
 constexpr char kServeUsage[] =
     "usage: liveprof serve|demo [options]\n"
     "       liveprof replay FILE [--speed X|max] [--loop] [options]\n"
+    "       liveprof open DIR [options]\n"
     "  --port N           port to listen on (default 8080; 0 picks a free one)\n"
     "  --bind ADDR        address to listen on (default 127.0.0.1; any other needs --token)\n"
     "  --token T          require T on every request (Authorization: Bearer T, ?token=T,\n"
@@ -45,7 +46,12 @@ constexpr char kServeUsage[] =
     "  --static DIR       the dashboard's files (default: the source tree's static/)\n"
     "  --seconds N        stop after N seconds (default: run until Ctrl-C)\n"
     "  --trace-mb N       the trace viewer's memory for events, MiB; past it the oldest\n"
-    "                     go (default 1024; 0 keeps none)\n"
+    "                     go (to --trace-dir if given; default 1024; 0 keeps none)\n"
+    "  --trace-dir DIR    write every event to this run folder as well (a new or empty\n"
+    "                     folder): past --trace-mb they stay there for the viewer, and\n"
+    "                     a run stopped or killed can be read back (liveprof open DIR)\n"
+    "  --trace-disk-mb N  the run folder's size, MiB; past it the oldest segments are\n"
+    "                     deleted (default: no limit)\n"
     "demo only:\n"
     "  --scenario S       balanced | input_bound | launch_bound | memory_growth | schedule\n"
     "                     (default: the schedule that cycles through all four)\n"
@@ -57,7 +63,10 @@ constexpr char kServeUsage[] =
     "  FILE               a Chrome trace JSON or PyTorch (Kineto) trace, .json or .json.gz\n"
     "  --speed X          X times the trace's own pace (default 1), or max: as fast as\n"
     "                     the pipeline takes it; the analyses keep the trace's times\n"
-    "  --loop             start again after the end (until Ctrl-C or --seconds)\n";
+    "  --loop             start again after the end (until Ctrl-C or --seconds)\n"
+    "open only:\n"
+    "  DIR                a run folder (--trace-dir): its events in the trace viewer,\n"
+    "                     read-only; the live analyses' pages stay empty\n";
 
 // What the console shows while serving: alerts as they change, and a line
 // about the last steps every few seconds.
@@ -77,7 +86,10 @@ void PrintProgress(const PipelineSnapshot& s) {
 
 int Serve(int argc, char** argv, ServeMode mode) {
   const bool demo = mode == ServeMode::kDemo;
-  const char* command = demo ? "liveprof demo" : mode == ServeMode::kReplay ? "liveprof replay" : "liveprof serve";
+  const char* command = demo                        ? "liveprof demo"
+                        : mode == ServeMode::kReplay ? "liveprof replay"
+                        : mode == ServeMode::kOpen   ? "liveprof open"
+                                                     : "liveprof serve";
   ServerOptions so;
   so.version = LIVEPROF_VERSION;
   so.export_trace = ExportStoreRange;  // /api/export
@@ -87,6 +99,7 @@ int Serve(int argc, char** argv, ServeMode mode) {
   SimulatedWorkloadOptions wo;
   wo.model.schedule = DefaultSchedule();
   std::string replay_file;
+  TraceStore::Options trace;
   TraceReplay::Options ro;
   for (int i = 2; i < argc; ++i) {
     const std::string_view a = argv[i];
@@ -108,6 +121,10 @@ int Serve(int argc, char** argv, ServeMode mode) {
       seconds = NumberArg(argc, argv, i, 0.1, 1e9, command);
     } else if (a == "--trace-mb") {
       trace_mb = NumberArg(argc, argv, i, 0, 1 << 20, command);
+    } else if (a == "--trace-dir" && has_value && mode != ServeMode::kOpen) {
+      trace.dir = argv[++i];
+    } else if (a == "--trace-disk-mb" && mode != ServeMode::kOpen) {
+      trace.max_disk_bytes = static_cast<uint64_t>(NumberArg(argc, argv, i, 1, 1 << 30, command) * 1024 * 1024);
     } else if (demo && WorkloadOption(argc, argv, i, &wo, command)) {
       continue;
     } else if (mode == ServeMode::kReplay && a == "--speed" && has_value) {
@@ -119,16 +136,21 @@ int Serve(int argc, char** argv, ServeMode mode) {
       }
     } else if (mode == ServeMode::kReplay && a == "--loop") {
       ro.loop = true;
-    } else if (mode == ServeMode::kReplay && replay_file.empty() && !a.starts_with("-")) {
-      replay_file = a;
+    } else if ((mode == ServeMode::kReplay || mode == ServeMode::kOpen) && replay_file.empty() &&
+               !a.starts_with("-")) {
+      replay_file = a;  // the file to replay, the folder to open.
     } else {
       std::fprintf(stderr, "%s: unknown option '%s'%s\n%s", command, argv[i],
                    has_value ? "" : " (or its value is missing)", kServeUsage);
       return 2;
     }
   }
-  if (mode == ServeMode::kReplay && replay_file.empty()) {
-    std::fprintf(stderr, "%s: which file?\n%s", command, kServeUsage);
+  if ((mode == ServeMode::kReplay || mode == ServeMode::kOpen) && replay_file.empty()) {
+    std::fprintf(stderr, "%s: which %s?\n%s", command, mode == ServeMode::kOpen ? "folder" : "file", kServeUsage);
+    return 2;
+  }
+  if (trace.max_disk_bytes > 0 && trace.dir.empty()) {
+    std::fprintf(stderr, "%s: --trace-disk-mb needs --trace-dir\n", command);
     return 2;
   }
   if (const std::string invalid = ValidateServerOptions(so); !invalid.empty()) {
@@ -147,6 +169,17 @@ int Serve(int argc, char** argv, ServeMode mode) {
   Stream& stream = GlobalStream();
   Pipeline::Options po;
   po.trace_store_bytes = static_cast<uint64_t>(trace_mb * 1024 * 1024);
+  if (mode == ServeMode::kOpen || !trace.dir.empty()) {
+    if (mode == ServeMode::kOpen) trace.dir = replay_file;
+    trace.max_bytes = po.trace_store_bytes;
+    po.trace_store = std::make_shared<TraceStore>(trace);
+    std::string error;
+    if (mode == ServeMode::kOpen ? !po.trace_store->Open(&error) : !po.trace_store->Create(&error)) {
+      std::fprintf(stderr, "%s: %s\n", command, error.c_str());
+      return 1;
+    }
+    for (const std::string& problem : po.trace_store->problems()) std::printf("  %s\n", problem.c_str());
+  }
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) po.analyses.env.hostname = host;
   std::unique_ptr<SimulatedWorkload> workload;
@@ -154,7 +187,10 @@ int Serve(int argc, char** argv, ServeMode mode) {
 #ifdef LIVEPROF_HAVE_CUPTI
   std::unique_ptr<CuptiSource> cupti;
 #endif
-  if (mode == ServeMode::kReplay) {
+  if (mode == ServeMode::kOpen) {
+    po.analyses.env.gpu_note = "a run read back from " + replay_file + " (liveprof open): the trace viewer only";
+    po.analyses.env.opened_run = replay_file;
+  } else if (mode == ServeMode::kReplay) {
     replay = std::make_unique<TraceReplay>(stream, ro);
     ProgressLine progress(replay_file);
     std::string error;
@@ -203,6 +239,15 @@ int Serve(int argc, char** argv, ServeMode mode) {
     std::printf("replaying %s: %zu events over %.6g s of trace time, at %s%s; Ctrl-C stops\n",
                 replay_file.c_str(), replay->events(), static_cast<double>(replay->span_ns()) / 1e9, pace,
                 ro.loop ? ", looping" : "");
+  }
+  if (mode == ServeMode::kOpen) {
+    const TraceStore::Stats st = po.trace_store->stats();
+    std::printf("opened %s: %" PRIu64 " events over %.6g s, %" PRIu64 " segments (%.1f MiB), %zu problems; "
+                "the trace viewer shows them; Ctrl-C stops\n",
+                replay_file.c_str(), st.events, static_cast<double>(st.last_ns - st.first_ns) / 1e9, st.segments,
+                static_cast<double>(st.disk_bytes) / (1 << 20), po.trace_store->problems().size());
+  } else if (!trace.dir.empty()) {
+    std::printf("writing every event to %s\n", trace.dir.c_str());
   }
   bool replay_reported = false;
   std::fflush(stdout);

@@ -2,16 +2,17 @@
 // (src/web/server.h) until Ctrl-C or --seconds. serve takes real producers
 // (CUPTI in this process; socket ingest feeds the same stream); demo is serve
 // plus the simulated GPU workload on a scenario schedule; replay is serve
-// plus a trace file fed through the live path (src/import/replay.h). Each
+// plus a trace file fed through the live path (src/import/replay.h); open
+// serves a run folder written with --trace-dir, read-only. Each
 // prints "listening on http://127.0.0.1:PORT/" once ready.
 #ifndef LIVEPROF_APP_SERVE_H_
 #define LIVEPROF_APP_SERVE_H_
 
 namespace liveprof {
 
-enum class ServeMode { kServe, kDemo, kReplay };
+enum class ServeMode { kServe, kDemo, kReplay, kOpen };
 
-// argv[1] is "serve", "demo" or "replay". Returns the exit code.
+// argv[1] is "serve", "demo", "replay" or "open". Returns the exit code.
 int Serve(int argc, char** argv, ServeMode mode);
 
 }  // namespace liveprof

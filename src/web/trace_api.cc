@@ -133,6 +133,10 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
   w.KV("dropped_events", stats.dropped_events);
   w.KV("events", stats.events);
   w.KV("unstored_events", stats.unstored_events);
+  w.KV("disk_bytes", stats.disk_bytes);  // the run folder's (--trace-dir), 0 without one.
+  w.KV("spilled_chunks", stats.spilled_chunks);
+  w.KV("read_errors", stats.read_errors);
+  if (!stats.spill_error.empty()) w.KV("spill_error", stats.spill_error);
   std::vector<NameId> used;
   w.Key("tracks");
   w.BeginArray();

@@ -4,6 +4,9 @@
 // W/S/A/D, the wheel, click for details and flows, drag for a box's sums,
 // the timing tool, search, collapsing, follow, export of the view.
 import assert from 'node:assert/strict';
+import {mkdtempSync, readdirSync, rmSync} from 'node:fs';
+import {tmpdir} from 'node:os';
+import path from 'node:path';
 import {gunzipSync} from 'node:zlib';
 import {after, before, describe, test} from 'node:test';
 import {api, launchBrowser, openPage, screenshot, startServer, stopServer} from './harness.mjs';
@@ -255,5 +258,50 @@ describe('the trace viewer on a live run', () => {
     assert.ok(Math.abs((v.t1 - v.t0) - span) < 1, 'follow keeps the zoom');
     assert.deepEqual(page.errors, []);
     await page.close();
+  });
+});
+
+describe('a run folder', () => {
+  let dir;
+  before(() => { dir = mkdtempSync(path.join(tmpdir(), 'liveprof-run-')); });
+  after(() => rmSync(dir, {recursive: true, force: true}));
+
+  test('a run killed with SIGKILL opens again (liveprof open) with every event it had sealed, drawn', async () => {
+    const run = path.join(dir, 'run');
+    // 2 MiB of RAM for the viewer: most of the run is only on disk.
+    const live = await startServer(['demo', '--port', '0', '--rate', '300000', '--trace-dir', run, '--trace-mb', '2']);
+    let before;
+    for (let i = 0; i < 200; i++) {
+      before = await api(live.url, '/api/trace?width=1');
+      if (before.events > 600000 && before.spilled_chunks > 1000) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.ok(before.spilled_chunks > 1000, JSON.stringify(before).slice(0, 300));
+    live.kill('SIGKILL');
+    await new Promise((r) => live.on('exit', r));
+    assert.ok(readdirSync(run).some((f) => /^seg-\d{8}\.lps$/.test(f)));
+
+    const opened = await startServer(['open', run, '--port', '0']);
+    try {
+      const after = await api(opened.url, '/api/trace?width=1');
+      // Every event the live server held when asked (all but each track's
+      // open chunk, at most 64 per track), and those it took after.
+      const tracks = after.tracks.length;
+      assert.ok(after.events >= before.events - 64 * tracks, `${after.events} after, ${before.events} before`);
+      assert.equal(after.first_ns, before.first_ns);
+      assert.ok(after.last_ns >= before.last_ns - 1e9);
+      assert.equal(after.read_errors, 0);
+      // The viewer draws it: the first tile holds the events.
+      const page = await openPage(browser, `${opened.url}#trace_viewer`);
+      await ready(page);
+      const shown = await tv(page, () => [...window.liveprofTrace.state.tile.tracks.values()]
+        .reduce((a, d) => a + d.slices.length + d.summaries.reduce((b, f) => b + f.count, 0), 0));
+      assert.ok(shown >= after.events * 0.99, `${shown} events in the tile of ${after.events}`);
+      await screenshot(page, 'trace_viewer_opened_run');
+      assert.deepEqual(page.errors, []);
+      await page.close();
+    } finally {
+      await stopServer(opened);
+    }
   });
 });
