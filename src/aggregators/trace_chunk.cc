@@ -30,9 +30,10 @@ int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cas
 
 }  // namespace
 
-ChunkView ViewOf(const char* data, const ColumnEnds& ends, uint32_t count) {
+ChunkView ViewOf(const char* data, const ColumnEnds& ends, uint32_t count, uint8_t uniform) {
   ChunkView v;
   v.count = count;
+  v.uniform = uniform;
   for (int c = 0; c < kChunkColumns; ++c) v.col[c] = data + (c == 0 ? 0 : ends[c - 1]);
   return v;
 }
@@ -44,7 +45,16 @@ void DecodeChunk(const ChunkView& v, std::vector<Event>* out, uint32_t n, bool t
              *pc = v.col[kCorrs], *pp = v.col[kPayload];
   uint64_t end = 0;
   uint32_t corr = 0;
+  const uint8_t uniform = v.uniform;
   for (uint32_t i = 0; i < n; ++i) {
+    if (uniform != 0 && i > 0) {  // a uniform column: its one entry again.
+      if (uniform & (1 << kEnds)) pe = v.col[kEnds];
+      if (uniform & (1 << kDurs)) pd = v.col[kDurs];
+      if (uniform & (1 << kNames)) pn = v.col[kNames];
+      if (uniform & (1 << kKinds)) pk = v.col[kKinds];
+      if (uniform & (1 << kCorrs)) pc = v.col[kCorrs];
+      if (uniform & (1 << kPayload)) pp = v.col[kPayload];
+    }
     Event& e = (*out)[i];
     end += static_cast<uint64_t>(UnZigZag(GetVarint(pe)));
     e.dur = GetVarint(pd);
@@ -75,6 +85,8 @@ void DecodeChunk(const ChunkView& v, std::vector<Event>* out, uint32_t n, bool t
 }
 
 void ChunkBuilder::Put(const Event& e) {
+  std::array<size_t, kChunkColumns> before;
+  for (int c = 0; c < kChunkColumns; ++c) before[c] = cols_[c].size();
   const uint64_t end = e.ts + e.dur;
   PutVarint(&cols_[kEnds], ZigZag(static_cast<int64_t>(end - last_end_)));
   last_end_ = end;
@@ -98,6 +110,9 @@ void ChunkBuilder::Put(const Event& e) {
     PutVarint(&payload, e.payload.raw[0]);
     PutVarint(&payload, e.payload.raw[1]);
   }
+  if (count_ == 0) {
+    for (int c = 0; c < kChunkColumns; ++c) first_len_[c] = static_cast<uint16_t>(cols_[c].size() - before[c]);
+  }
   ++count_;
 }
 
@@ -114,12 +129,33 @@ size_t ChunkBuilder::bytes() const {
   return n;
 }
 
-ColumnEnds ChunkBuilder::SealInto(char* out) const {
+uint8_t ChunkBuilder::Uniform() const {
+  if (count_ < 2) return 0;
+  uint8_t uniform = 0;
+  for (int c = 0; c < kChunkColumns; ++c) {
+    const std::string& col = cols_[c];
+    const size_t len = first_len_[c];
+    if (len == 0 || col.size() != len * count_) continue;
+    bool same = true;
+    for (size_t at = len; same && at < col.size(); at += len) same = std::memcmp(col.data(), col.data() + at, len) == 0;
+    if (same) uniform |= static_cast<uint8_t>(1 << c);
+  }
+  return uniform;
+}
+
+size_t ChunkBuilder::SealedBytes(uint8_t uniform) const {
+  size_t n = 0;
+  for (int c = 0; c < kChunkColumns; ++c) n += (uniform & (1 << c)) ? first_len_[c] : cols_[c].size();
+  return n;
+}
+
+ColumnEnds ChunkBuilder::SealInto(char* out, uint8_t uniform) const {
   ColumnEnds ends{};
   size_t at = 0;
   for (int c = 0; c < kChunkColumns; ++c) {
-    std::memcpy(out + at, cols_[c].data(), cols_[c].size());
-    at += cols_[c].size();
+    const size_t len = (uniform & (1 << c)) ? first_len_[c] : cols_[c].size();
+    std::memcpy(out + at, cols_[c].data(), len);
+    at += len;
     ends[c] = static_cast<uint16_t>(at);
   }
   return ends;

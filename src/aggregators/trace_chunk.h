@@ -13,8 +13,11 @@
 //
 // A ChunkBuilder encodes the open chunk; sealed, the columns go back to back
 // into one buffer (in RAM, and as the body of a segment record on disk:
-// trace_segments.h), described by the ends of the columns. DecodeChunk reads
-// either.
+// trace_segments.h), described by the ends of the columns. A column whose
+// entries are all the same bytes (a host span's kind, its zero correlation
+// id and payload; a GPU stream's kind and device) is sealed as its first
+// entry alone, and marked uniform: the decoder reads that entry for every
+// event. DecodeChunk reads either form.
 #ifndef LIVEPROF_AGGREGATORS_TRACE_CHUNK_H_
 #define LIVEPROF_AGGREGATORS_TRACE_CHUNK_H_
 
@@ -29,17 +32,19 @@ namespace liveprof {
 
 inline constexpr int kChunkColumns = 6;
 
-// Where a chunk's columns begin (the decoder reads `count` events' worth).
+// Where a chunk's columns begin (the decoder reads `count` events' worth),
+// and which hold one entry for all (bit c: column c).
 struct ChunkView {
   std::array<const char*, kChunkColumns> col{};
   uint32_t count = 0;
+  uint8_t uniform = 0;
 };
 
 // The sealed columns' ends, as offsets into their buffer (a sealed chunk is
 // at most a few KiB: 64 events of at most ~70 bytes).
 using ColumnEnds = std::array<uint16_t, kChunkColumns>;
 
-ChunkView ViewOf(const char* data, const ColumnEnds& ends, uint32_t count);
+ChunkView ViewOf(const char* data, const ColumnEnds& ends, uint32_t count, uint8_t uniform);
 
 // Decodes the first `n` events of `v` (all when n >= count) into `out`
 // (track unset); only their times and names when `times_only`.
@@ -50,13 +55,18 @@ class ChunkBuilder {
   void Put(const Event& e);
   uint32_t count() const { return count_; }
   ChunkView view() const;
-  // The columns back to back into `out` (bytes() long); their ends.
-  size_t bytes() const;
-  ColumnEnds SealInto(char* out) const;
+  size_t bytes() const;  // as built (every entry).
+  // Sealing: the columns that are one entry repeated (a bit each), the bytes
+  // they take sealed so, and the columns back to back into `out` (that many
+  // bytes) with their ends.
+  uint8_t Uniform() const;
+  size_t SealedBytes(uint8_t uniform) const;
+  ColumnEnds SealInto(char* out, uint8_t uniform) const;
   void Clear();
 
  private:
   std::array<std::string, kChunkColumns> cols_;
+  std::array<uint16_t, kChunkColumns> first_len_{};  // the first event's entry, per column.
   uint64_t last_end_ = 0;  // the encoder's state: deltas from these.
   uint32_t last_corr_ = 0;
   uint32_t count_ = 0;

@@ -57,7 +57,8 @@ struct TraceStore::Node {
 struct TraceStore::Chunk {
   std::unique_ptr<char[]> data;  // the sealed columns; null while open or only on disk.
   ColumnEnds ends{};
-  uint32_t count = 0;
+  uint16_t count = 0;
+  uint8_t uniform = 0;     // its columns that hold one entry for all (trace_chunk.h).
   uint64_t name_bits = 0;  // one bit per name id mod 64: Search skips chunks.
   uint64_t disk = SegmentLog::kNowhere;
 
@@ -103,7 +104,7 @@ struct TraceStore::TrackStore {
     }
     open.Put(e);
     Chunk& c = chunks.back();
-    c.count = open.count();
+    c.count = static_cast<uint16_t>(open.count());
     c.name_bits |= uint64_t{1} << (e.name & 63);
     levels[0].nodes.back().Add(e.ts, e.dur, e.name);
     ++events;
@@ -114,8 +115,9 @@ struct TraceStore::TrackStore {
   // The open chunk into one buffer.
   Chunk& Seal() {
     Chunk& c = chunks.back();
-    c.data.reset(new char[std::max<size_t>(open.bytes(), 1)]);
-    c.ends = open.SealInto(c.data.get());
+    c.uniform = open.Uniform();
+    c.data.reset(new char[std::max<size_t>(open.SealedBytes(c.uniform), 1)]);
+    c.ends = open.SealInto(c.data.get(), c.uniform);
     open.Clear();
     building = false;
     return c;
@@ -127,7 +129,7 @@ struct TraceStore::TrackStore {
       levels[0].base = j;  // the levels above start from it (Reindex).
       resident_from = j;
     }
-    chunks.push_back(Chunk{nullptr, head.ends, head.count, head.name_bits, head.disk});  // count 0: lost.
+    chunks.push_back(Chunk{nullptr, head.ends, head.count, head.uniform, head.name_bits, head.disk});  // count 0: lost.
     levels[0].nodes.push_back(node);
     events = j * kChunkEvents + head.count;
     dirty_from = std::min(dirty_from, j);
