@@ -1,5 +1,7 @@
 #include "aggregators/derived_rows.h"
 
+#include <algorithm>
+
 namespace liveprof {
 
 void DerivedRows::SeeDevice(uint8_t device) {
@@ -26,6 +28,34 @@ void DerivedRows::Close(uint8_t device, std::vector<Event>* out) {
   open.reset();
 }
 
+void DerivedRows::Memory(const Event& e, std::vector<Event>* out) {
+  const auto kind = static_cast<MemoryKind>(e.sub);
+  if (kind != MemoryKind::kDevice && kind != MemoryKind::kManaged) return;
+  SeeDevice(e.device);
+  uint64_t& in_use = in_use_[e.device];
+  auto& live = live_[e.device];
+  const uint64_t address = e.payload.memory.address;
+  if (e.kind == EventKind::kAlloc) {
+    in_use += e.payload.memory.bytes;
+    live[address] = e.payload.memory.bytes;
+  } else {
+    const auto it = live.find(address);
+    uint64_t bytes = e.payload.memory.bytes;
+    if (it != live.end()) {
+      if (bytes == 0) bytes = it->second;
+      live.erase(it);
+    }
+    in_use -= std::min(in_use, bytes);  // a free of what was allocated before we saw it: not below 0.
+  }
+  Event c;
+  c.kind = EventKind::kCounter;
+  c.track = TrackOf(e.device, Row::kMemory);
+  c.device = e.device;
+  c.ts = e.ts;
+  c.payload.counter.value = static_cast<double>(in_use);
+  out->push_back(c);
+}
+
 void DerivedRows::Derive(std::span<const Event> events, std::vector<Event>* out) {
   out->clear();
   for (const Event& e : events) {
@@ -39,6 +69,8 @@ void DerivedRows::Derive(std::span<const Event> events, std::vector<Event>* out)
         step.device = d;
         out->push_back(step);
       }
+    } else if (e.kind == EventKind::kAlloc || e.kind == EventKind::kFree) {
+      Memory(e, out);
     } else if (e.kind == EventKind::kKernel) {
       SeeDevice(e.device);
       // Late (past the reorder window): its op's neighbours are gone; merging

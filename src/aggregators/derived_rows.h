@@ -14,6 +14,11 @@
 //                    held open until a kernel of another op or a step's end
 //                    arrives (or Flush). Late kernels (kFlagLate) are left
 //                    out: merged, they would stretch an op over others.
+//   "Memory in use"  per GPU, a counter (kCounter samples, name 0) of the
+//                    bytes its device allocators hold: the sum of kAlloc
+//                    less kFree of device memory (MemoryKind kDevice or
+//                    kManaged) on that device, one sample per allocation or
+//                    free (a free without its size takes its allocation's).
 //
 // Events on the reserved track ids below are not derived from (the store
 // does not keep them either).
@@ -27,6 +32,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "stream/event.h"
@@ -36,8 +42,8 @@ namespace liveprof {
 
 class DerivedRows {
  public:
-  enum class Row : uint8_t { kSteps = 0, kFrameworkOps = 1 };
-  static constexpr uint32_t kRowsPerDevice = 2;
+  enum class Row : uint8_t { kSteps = 0, kFrameworkOps = 1, kMemory = 2 };
+  static constexpr uint32_t kRowsPerDevice = 3;
   static constexpr uint32_t kDevices = 256;  // Event::device is 8 bits.
   // Producers number tracks from 1 up; the last kDevices * kRowsPerDevice
   // ids below 8192 (event ids stay under 2^53, trace_store.h) are these.
@@ -64,10 +70,13 @@ class DerivedRows {
   };
   void Close(uint8_t device, std::vector<Event>* out);
   void SeeDevice(uint8_t device);
+  void Memory(const Event& e, std::vector<Event>* out);
 
   std::vector<uint8_t> devices_;                    // GPUs seen, in order.
   std::array<bool, kDevices> seen_{};
   std::array<std::optional<OpenOp>, kDevices> open_{};
+  std::array<uint64_t, kDevices> in_use_{};                            // bytes, per device.
+  std::array<std::unordered_map<uint64_t, uint64_t>, kDevices> live_;  // address -> bytes.
 };
 
 }  // namespace liveprof

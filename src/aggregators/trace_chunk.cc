@@ -30,10 +30,11 @@ int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cas
 
 }  // namespace
 
-ChunkView ViewOf(const char* data, const ColumnEnds& ends, uint32_t count, uint8_t uniform) {
+ChunkView ViewOf(const char* data, const ColumnEnds& ends, uint32_t count, uint8_t uniform, bool counters) {
   ChunkView v;
   v.count = count;
   v.uniform = uniform;
+  v.counters = counters;
   for (int c = 0; c < kChunkColumns; ++c) v.col[c] = data + (c == 0 ? 0 : ends[c - 1]);
   return v;
 }
@@ -110,6 +111,7 @@ void ChunkBuilder::Put(const Event& e) {
     PutVarint(&payload, e.payload.raw[0]);
     PutVarint(&payload, e.payload.raw[1]);
   }
+  counters_ |= e.kind == EventKind::kCounter;
   if (count_ == 0) {
     for (int c = 0; c < kChunkColumns; ++c) first_len_[c] = static_cast<uint16_t>(cols_[c].size() - before[c]);
   }
@@ -119,6 +121,7 @@ void ChunkBuilder::Put(const Event& e) {
 ChunkView ChunkBuilder::view() const {
   ChunkView v;
   v.count = count_;
+  v.counters = counters_;
   for (int c = 0; c < kChunkColumns; ++c) v.col[c] = cols_[c].data();
   return v;
 }
@@ -166,6 +169,7 @@ void ChunkBuilder::Clear() {
   last_end_ = 0;
   last_corr_ = 0;
   count_ = 0;
+  counters_ = false;
 }
 
 }  // namespace liveprof

@@ -38,13 +38,14 @@ struct ChunkView {
   std::array<const char*, kChunkColumns> col{};
   uint32_t count = 0;
   uint8_t uniform = 0;
+  bool counters = false;  // it holds counter samples (kCounter), whose values queries fold.
 };
 
 // The sealed columns' ends, as offsets into their buffer (a sealed chunk is
 // at most a few KiB: 64 events of at most ~70 bytes).
 using ColumnEnds = std::array<uint16_t, kChunkColumns>;
 
-ChunkView ViewOf(const char* data, const ColumnEnds& ends, uint32_t count, uint8_t uniform);
+ChunkView ViewOf(const char* data, const ColumnEnds& ends, uint32_t count, uint8_t uniform, bool counters);
 
 // Decodes the first `n` events of `v` (all when n >= count) into `out`
 // (track unset); only their times and names when `times_only`.
@@ -54,6 +55,7 @@ class ChunkBuilder {
  public:
   void Put(const Event& e);
   uint32_t count() const { return count_; }
+  bool counters() const { return counters_; }
   ChunkView view() const;
   size_t bytes() const;  // as built (every entry).
   // Sealing: the columns that are one entry repeated (a bit each), the bytes
@@ -70,6 +72,7 @@ class ChunkBuilder {
   uint64_t last_end_ = 0;  // the encoder's state: deltas from these.
   uint32_t last_corr_ = 0;
   uint32_t count_ = 0;
+  bool counters_ = false;
 };
 
 }  // namespace liveprof

@@ -118,14 +118,18 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQuery& q
     uint32_t count = 0;
     uint64_t sum = 0, longest_dur = 0;
     NameId longest = 0;
+    double max_value = -HUGE_VAL, last_value = 0;
   };
   thread_local std::vector<Fold> folds;  // by pixel.
   folds.assign(width, Fold{});
-  auto fold = [&](uint32_t px, uint32_t count, uint64_t sum, uint64_t dur, NameId name) {
+  auto fold = [&](uint32_t px, uint32_t count, uint64_t sum, uint64_t dur, NameId name, double max_value,
+                  double last_value) {
     Fold& f = folds[px];
     if (f.count == 0 || Longer(dur, name, f.longest_dur, f.longest)) f.longest_dur = dur, f.longest = name;
     f.count += count;
     f.sum += sum;
+    f.max_value = std::max(f.max_value, max_value);
+    f.last_value = last_value;  // the walk goes in arrival order.
   };
   thread_local std::vector<Event> decoded;
   thread_local std::string scratch;
@@ -138,7 +142,7 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQuery& q
       // (cached: nodes come in time order, mostly in the pixel before).
       const uint32_t p = px_cached(n.min_start);
       if (n.max_start < hi) {
-        fold(p, n.count, n.sum_dur, n.max_dur, n.longest);
+        fold(p, n.count, n.sum_dur, n.max_dur, n.longest, n.max_value, n.last_value);
         return;
       }
     }
@@ -149,7 +153,8 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQuery& q
       }
       return;
     }
-    DecodeChunk(View(t, j, &scratch), &decoded, UINT32_MAX, /*times_only=*/!wide(n.max_dur));
+    const ChunkView v = View(t, j, &scratch);
+    DecodeChunk(v, &decoded, UINT32_MAX, /*times_only=*/!wide(n.max_dur) && !v.counters);
     *visited += decoded.size();
     for (uint32_t i = 0; i < decoded.size(); ++i) {
       const Event& e = decoded[i];
@@ -164,7 +169,8 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQuery& q
         s.kind = e.kind;
         out->slices.push_back(s);
       } else {
-        fold(px_cached(e.ts), 1, e.dur, e.dur, e.name);
+        const double value = v.counters ? ValueOf(e) : 0;  // (times_only leaves the kind unset)
+        fold(px_cached(e.ts), 1, e.dur, e.dur, e.name, value, value);
       }
     }
   };
@@ -186,7 +192,7 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQuery& q
     const Fold& f = folds[px];
     if (f.count == 0) continue;
     const double busy = static_cast<double>(f.sum) * width / static_cast<double>(span);
-    out->summaries.push_back({px, f.count, std::min(1.0, busy), f.longest, f.longest_dur});
+    out->summaries.push_back({px, f.count, std::min(1.0, busy), f.longest, f.longest_dur, f.max_value, f.last_value});
   }
 }
 

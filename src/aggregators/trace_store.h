@@ -94,6 +94,9 @@ struct TraceQueryResult {
     double busy = 0;  // sum of durations / pixel width, at most 1.
     NameId longest = 0;
     uint64_t longest_dur = 0;
+    // Counter samples (kCounter: a counter track, a GPU's memory row): the
+    // largest value, and the value of the last to arrive. 0 for other events.
+    double max_value = 0, last_value = 0;
   };
   struct Track {
     TrackId track = 0;

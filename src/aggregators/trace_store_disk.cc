@@ -14,10 +14,11 @@ namespace {
 using Record = SegmentLog::Record;
 
 // A chunk record's body: this head, then the chunk's columns.
-//   u32 track | u64 chunk index | u16 count | u8 uniform columns | u8 0 | u64 name bits
+//   u32 track | u64 chunk index | u16 count | u8 uniform columns | u8 counters | u64 name bits
 //   | node: u64 min_start, max_start, min_end, max_end, max_dur, sum_dur | u32 longest
+//     | f64 max_value, last_value
 //   | u16 column ends x 6
-constexpr size_t kChunkHead = 4 + 8 + 4 + 8 + 6 * 8 + 4 + 2 * kChunkColumns;
+constexpr size_t kChunkHead = 4 + 8 + 4 + 8 + 6 * 8 + 4 + 2 * 8 + 2 * kChunkColumns;
 constexpr size_t kTrackBody = 4 + 4 + 1 + 1 + 8;
 
 class Writer {
@@ -108,8 +109,8 @@ void TraceStore::Seal(TrackStore& t, TrackId id) {
   const Node& n = t.levels[0].at(j);
   char head[kChunkHead];
   Writer w(head);
-  w << id << j << c.count << c.uniform << uint8_t{0} << c.name_bits << n.min_start << n.max_start << n.min_end << n.max_end << n.max_dur
-    << n.sum_dur << n.longest;
+  w << id << j << c.count << c.uniform << c.counters << c.name_bits << n.min_start << n.max_start << n.min_end << n.max_end << n.max_dur
+    << n.sum_dur << n.longest << n.max_value << n.last_value;
   for (const uint16_t end : c.ends) w << end;
   if (log_->Full(kChunkHead + c.ends.back())) {
     log_->Rotate();
@@ -174,11 +175,11 @@ ChunkView TraceStore::View(const TrackStore& t, uint64_t j, std::string* scratch
   if (t.is_open(j)) return t.open.view();
   const Chunk& c = t.chunk(j);
   if (c.count == 0) return ChunkView{};  // lost in a damaged segment (Open).
-  if (c.data) return ViewOf(c.data.get(), c.ends, c.count, c.uniform);
+  if (c.data) return ViewOf(c.data.get(), c.ends, c.count, c.uniform, c.counters);
   if (log_ && c.disk != SegmentLog::kNowhere && log_->Read(c.disk, kChunkHead + c.ends.back(), scratch)) {
     uint64_t index = 0;
     Reader(scratch->data() + 4) >> index;
-    if (index == j) return ViewOf(scratch->data() + kChunkHead, c.ends, c.count, c.uniform);
+    if (index == j) return ViewOf(scratch->data() + kChunkHead, c.ends, c.count, c.uniform, c.counters);
   }
   read_errors_.fetch_add(1, std::memory_order_relaxed);
   return ChunkView{};
@@ -219,14 +220,15 @@ bool TraceStore::Open(std::string* error) {
       Chunk c;
       Node n;
       Reader r(body.data());
-      uint8_t zero = 0;
-      r >> id >> j >> c.count >> c.uniform >> zero >> c.name_bits >> n.min_start >> n.max_start >> n.min_end >> n.max_end >> n.max_dur >>
-          n.sum_dur >> n.longest;
+      uint8_t counters = 0;
+      r >> id >> j >> c.count >> c.uniform >> counters >> c.name_bits >> n.min_start >> n.max_start >> n.min_end >> n.max_end >> n.max_dur >>
+          n.sum_dur >> n.longest >> n.max_value >> n.last_value;
       for (uint16_t& end : c.ends) r >> end;
       n.count = c.count;
+      c.counters = counters == 1;
       c.disk = pos;
       const bool ends_ok = std::is_sorted(c.ends.begin(), c.ends.end()) && kChunkHead + c.ends.back() == body.size();
-      if (c.count == 0 || c.count > kChunkEvents || !ends_ok || c.uniform >= (1 << kChunkColumns) || id >= DerivedRows::kFirstDerivedTrack + 512 ||
+      if (c.count == 0 || c.count > kChunkEvents || !ends_ok || c.uniform >= (1 << kChunkColumns) || counters > 1 || id >= DerivedRows::kFirstDerivedTrack + 512 ||
           j >= (uint64_t{1} << 34)) {
         return problem(pos, "a chunk record that does not hold together");
       }

@@ -5,6 +5,7 @@
 #define LIVEPROF_AGGREGATORS_TRACE_STORE_PARTS_H_
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -15,6 +16,10 @@
 #include "aggregators/trace_store.h"
 
 namespace liveprof {
+
+// What a query's summaries report of an event: a counter sample's value
+// (0 for the others).
+inline double ValueOf(const Event& e) { return e.kind == EventKind::kCounter ? e.payload.counter.value : 0; }
 
 // The longer wins; between equals, the smaller name (any order gives the same).
 inline bool Longer(uint64_t dur, NameId name, uint64_t than_dur, NameId than_name) {
@@ -28,9 +33,13 @@ struct TraceStore::Node {
   uint64_t max_dur = 0, sum_dur = 0;
   uint32_t count = 0;
   NameId longest = 0;
+  // Counter samples' values (ValueOf): the largest, and the last to arrive.
+  double max_value = -HUGE_VAL, last_value = 0;
 
-  void Add(uint64_t start, uint64_t dur, NameId name) {
+  void Add(uint64_t start, uint64_t dur, NameId name, double value) {
     if (count == 0 || Longer(dur, name, max_dur, longest)) max_dur = dur, longest = name;
+    max_value = std::max(max_value, value);
+    last_value = value;
     min_start = std::min(min_start, start);
     max_start = std::max(max_start, start);
     min_end = std::min(min_end, start + dur);
@@ -41,6 +50,8 @@ struct TraceStore::Node {
   void Add(const Node& o) {
     if (o.count == 0) return;
     if (count == 0 || Longer(o.max_dur, o.longest, max_dur, longest)) max_dur = o.max_dur, longest = o.longest;
+    max_value = std::max(max_value, o.max_value);
+    last_value = o.last_value;  // children come in arrival order.
     min_start = std::min(min_start, o.min_start);
     max_start = std::max(max_start, o.max_start);
     min_end = std::min(min_end, o.min_end);
@@ -59,6 +70,7 @@ struct TraceStore::Chunk {
   ColumnEnds ends{};
   uint16_t count = 0;
   uint8_t uniform = 0;     // its columns that hold one entry for all (trace_chunk.h).
+  bool counters = false;   // it holds counter samples.
   uint64_t name_bits = 0;  // one bit per name id mod 64: Search skips chunks.
   uint64_t disk = SegmentLog::kNowhere;
 
@@ -106,7 +118,7 @@ struct TraceStore::TrackStore {
     Chunk& c = chunks.back();
     c.count = static_cast<uint16_t>(open.count());
     c.name_bits |= uint64_t{1} << (e.name & 63);
-    levels[0].nodes.back().Add(e.ts, e.dur, e.name);
+    levels[0].nodes.back().Add(e.ts, e.dur, e.name, ValueOf(e));
     ++events;
     dirty_from = std::min(dirty_from, end() - 1);
     return c.count == kChunkEvents;
@@ -116,6 +128,7 @@ struct TraceStore::TrackStore {
   Chunk& Seal() {
     Chunk& c = chunks.back();
     c.uniform = open.Uniform();
+    c.counters = open.counters();
     c.data.reset(new char[std::max<size_t>(open.SealedBytes(c.uniform), 1)]);
     c.ends = open.SealInto(c.data.get(), c.uniform);
     open.Clear();
@@ -129,7 +142,7 @@ struct TraceStore::TrackStore {
       levels[0].base = j;  // the levels above start from it (Reindex).
       resident_from = j;
     }
-    chunks.push_back(Chunk{nullptr, head.ends, head.count, head.uniform, head.name_bits, head.disk});  // count 0: lost.
+    chunks.push_back(Chunk{nullptr, head.ends, head.count, head.uniform, head.counters, head.name_bits, head.disk});  // count 0: lost.
     levels[0].nodes.push_back(node);
     events = j * kChunkEvents + head.count;
     dirty_from = std::min(dirty_from, j);

@@ -143,17 +143,22 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
   for (const auto& t : r.tracks) {
     w.BeginObject();
     w.KV("track", uint64_t{t.track});
+    bool counter = false;  // its summaries carry the values of counter samples.
     if (DerivedRows::IsDerived(t.track)) {
-      const bool steps = DerivedRows::RowOf(t.track) == DerivedRows::Row::kSteps;
-      w.KV("name", steps ? "Steps" : "Framework ops");
-      w.KV("type", steps ? "steps" : "framework_ops");
+      static constexpr const char* kRows[][2] = {
+          {"Steps", "steps"}, {"Framework ops", "framework_ops"}, {"Memory in use", "memory"}};
+      const auto row = static_cast<size_t>(DerivedRows::RowOf(t.track));
+      w.KV("name", kRows[row][0]);
+      w.KV("type", kRows[row][1]);
       w.KV("device", uint64_t{DerivedRows::DeviceOf(t.track)});
       w.KV("os_id", 0);
+      counter = DerivedRows::RowOf(t.track) == DerivedRows::Row::kMemory;
     } else if (const auto it = track_info.find(t.track); it != track_info.end()) {
       w.KV("name", store.Name(it->second.name));
       w.KV("type", TrackTypeName(it->second.type));
       w.KV("device", uint64_t{it->second.device});
       w.KV("os_id", it->second.os_id);
+      counter = it->second.type == TrackType::kCounter;
     }
     w.Key("slices");  // [id, ts, dur, name, depth, kind]
     w.BeginArray();
@@ -169,7 +174,7 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
       used.push_back(s.name);
     }
     w.EndArray();
-    w.Key("summaries");  // [px, count, busy, longest name, longest dur]
+    w.Key("summaries");  // [px, count, busy, longest name, longest dur (, max value, last value)]
     w.BeginArray();
     for (const auto& s : t.summaries) {
       w.BeginArray();
@@ -178,6 +183,10 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
       w.Fixed(s.busy, 4);
       w.UInt(s.longest);
       w.UInt(s.longest_dur);
+      if (counter) {
+        w.Double(s.max_value);
+        w.Double(s.last_value);
+      }
       w.EndArray();
       used.push_back(s.longest);
     }

@@ -7,7 +7,7 @@
 // timing tool marks an interval and says its length. "Follow" tails the
 // newest events at the current zoom.
 import {bytes, duration, esc, int, num} from '../format.js';
-import {drawTrace, prepareTile, timeToX, xToTime} from '../trace/draw.js';
+import {counterText, drawTrace, prepareTile, timeToX, xToTime} from '../trace/draw.js';
 import {GUTTER, MAX_LANES, laneAt, layoutRows, rowAt} from '../trace/layout.js';
 import {TileLoader, covers} from '../trace/tiles.js';
 
@@ -207,6 +207,11 @@ export default {
         if (!best || s.dur < best.dur) best = s;
       }
       if (best) return {row, slice: best};
+      if (data.counter) {  // the value at t: the last sample's at or before it.
+        let at = null;
+        for (const f of data.summaries) if (f.ts <= t) at = f;
+        return {row, counter: at, data};
+      }
       const w = st.tile.nspp;
       const folded = data.summaries.find((f) => f.lane === lane && f.ts <= t + slack && f.ts + w >= t - slack);
       return {row, folded};
@@ -351,7 +356,12 @@ export default {
       if (!d.moved) {
         const hit = pick(p.x, p.y);
         if (hit.slice) select(hit.slice.id);
-        else if (hit.folded) {
+        else if (hit.counter) {
+          const f = hit.counter;
+          $('.trace-details').innerHTML = `<h4>${esc(hit.row.label)}: ${counterText(hit.data, f.last)}</h4><p>From
+            ${int(f.count)} samples under one pixel, the last ${counterText(hit.data, f.last)}, the largest
+            ${counterText(hit.data, f.max)}; it holds until the next sample.</p>`;
+        } else if (hit.folded) {
           const f = hit.folded;
           $('.trace-details').innerHTML = `<h4>${int(f.count)} events under one pixel</h4><p>The longest:
             ${esc(st.tile.names.get(f.longest) ?? '')} (${duration(f.longestDur)}); busy ${num(f.busy * 100, 0)} % of the pixel.

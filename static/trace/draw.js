@@ -1,9 +1,9 @@
 // The trace viewer's canvas: the time axis, the rows' labels, every slice of
 // the tile in hand (an event at least a pixel wide), the folded pixels
-// (their opacity is the busy fraction), flow arrows, the selection and the
-// timing tool's interval. Synchronous: it draws what the tile has, at the
+// (their opacity is the busy fraction), counters (a GPU's memory in use) as
+// a step chart, flow arrows, the selection and the timing tool's interval. Synchronous: it draws what the tile has, at the
 // view's zoom, whatever the tile's own.
-import {duration} from '../format.js';
+import {bytes, duration, num} from '../format.js';
 import {AXIS_H, GUTTER, LANE_H, ROW_PAD, laneY} from './layout.js';
 
 const FONT = '11px system-ui, sans-serif';
@@ -17,6 +17,15 @@ export function prepareTile(tile) {
   const byId = new Map();
   const lanesNeeded = new Map();
   for (const t of tile.tracks) {
+    if (t.type === 'memory' || t.type === 'counter') {
+      // A counter: per pixel its samples' largest value and the last one's,
+      // which holds until the next sample. Two lanes tall.
+      const summaries = t.summaries.map(([px, count, , , , max, last]) =>
+        ({px, count, max, last, lane: 0, ts: tile.t0 + px * nspp}));
+      tracks.set(t.track, {slices: [], summaries, counter: true, unit: t.type === 'memory' ? 'bytes' : ''});
+      lanesNeeded.set(t.track, 2);
+      continue;
+    }
     // Per tile pixel, the lanes of the slices that cover it whole (its
     // folded events' ancestors): folded events draw in the lane below.
     const occupied = new Uint8Array(tile.width_px);
@@ -97,8 +106,40 @@ function cut(text, px) {
   return text.length <= n ? text : `${text.slice(0, Math.max(0, n - 1))}…`;
 }
 
+export function counterText(data, v) {
+  return data.unit === 'bytes' ? bytes(v) : num(v);
+}
+
+// A step chart from 0 (or the lowest value, if below) to the largest value
+// in the tile: each pixel's largest value, then its last until the next.
+function drawCounter(g, s, row, data) {
+  const {view, W} = s;
+  const x0 = GUTTER, scale = (W - GUTTER) / (view.t1 - view.t0);
+  if (data.summaries.length === 0) return;
+  let hi = 0, lo = 0;
+  for (const f of data.summaries) hi = Math.max(hi, f.max), lo = Math.min(lo, f.last, f.max);
+  const top = row.y + ROW_PAD, h = row.h - 2 * ROW_PAD;
+  const y = (v) => top + h - (hi > lo ? (v - lo) / (hi - lo) : 0) * h;
+  const w = Math.max(1, s.tile.nspp * scale);
+  g.fillStyle = 'rgba(26, 115, 232, 0.35)';
+  g.strokeStyle = '#1a73e8';
+  g.beginPath();
+  const list = data.summaries;
+  for (let i = 0; i < list.length; i++) {
+    const f = list[i];
+    const a = x0 + (f.ts - view.t0) * scale;
+    const b = i + 1 < list.length ? x0 + (list[i + 1].ts - view.t0) * scale : W;
+    if (b < x0 || a > W) continue;
+    g.fillRect(Math.max(a, x0), y(f.max), w, y(lo) - y(f.max));                      // its pixel: the largest.
+    if (b > a + w) g.fillRect(Math.max(a + w, x0), y(f.last), b - a - w, y(lo) - y(f.last));  // then the last, held.
+  }
+  g.fillStyle = '#3c4043';
+  g.fillText(`max ${counterText(data, hi)}`, W - 90, top + 10);
+}
+
 function drawTrack(g, s, row, data) {
   const {view, W} = s;
+  if (data.counter) return drawCounter(g, s, row, data);
   const x0 = GUTTER, scale = (W - GUTTER) / (view.t1 - view.t0);
   const name = (id) => s.names.get(id) ?? '';
   for (const sl of data.slices) {

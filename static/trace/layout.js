@@ -1,7 +1,7 @@
 // The trace viewer's rows, as TF's viewer lays them out (tf-profiler-
 // semantics.md §9.1): per GPU a section with its Steps row, its Framework
-// ops row and one row per stream; then the host's threads, nested; then
-// counters. Sections collapse. Pure: tracks in, rows with y positions out.
+// ops row, its Memory in use (a counter) and one row per stream; then the
+// host's threads, nested; then counters. Sections collapse. Pure: tracks in, rows with y positions out.
 
 export const AXIS_H = 26;
 export const SECTION_H = 20;
@@ -15,7 +15,8 @@ function place(t) {
   switch (t.type) {
     case 'steps': return {key: `gpu:${t.device}`, title: `GPU ${t.device}`, order: [0, 0, t.track]};
     case 'framework_ops': return {key: `gpu:${t.device}`, title: `GPU ${t.device}`, order: [0, 1, t.track]};
-    case 'gpu_stream': return {key: `gpu:${t.device}`, title: `GPU ${t.device}`, order: [0, 2, t.os_id ?? t.track]};
+    case 'memory': return {key: `gpu:${t.device}`, title: `GPU ${t.device}`, order: [0, 2, t.track]};
+    case 'gpu_stream': return {key: `gpu:${t.device}`, title: `GPU ${t.device}`, order: [0, 3, t.os_id ?? t.track]};
     case 'counter': return {key: 'counters', title: 'Counters', order: [2, 0, t.track]};
     default: return {key: 'host', title: 'Host threads', order: [1, 0, t.track]};
   }

@@ -99,7 +99,33 @@ TEST_CASE("derived rows: every step on every GPU seen, from its stream's definit
   }
   CHECK(DerivedRows::RowOf(out[0].track) == DerivedRows::Row::kSteps);
   CHECK(!DerivedRows::IsDerived(DerivedRows::kFirstDerivedTrack - 1));
-  CHECK(DerivedRows::TrackOf(255, DerivedRows::Row::kFrameworkOps) == 8191);
+  CHECK(DerivedRows::TrackOf(255, DerivedRows::Row::kMemory) == 8191);
+}
+
+TEST_CASE("derived rows: a GPU's memory in use, one sample per allocation and free of device memory") {
+  DerivedRows rows;
+  std::vector<Event> out;
+  using test::Alloc;
+  using test::Free;
+  const std::vector<Event> in = {Alloc(10, 1, 0x1000, 500), Alloc(20, 1, 0x2000, 300, MemoryKind::kDevice, 2),
+                Alloc(30, 1, 0x3000, 200),                       // device 0: 700
+                Alloc(35, 1, 0x9000, 999, MemoryKind::kPinned),  // host memory: not a GPU's.
+                Free(40, 1, 0x1000),                             // its size from the allocation: 200
+                Free(50, 1, 0x7777, 50),                         // allocated before we saw it: 150
+                Free(60, 1, 0x7778, 1'000'000),                  // never below 0
+                Alloc(70, 1, 0x4000, 64, MemoryKind::kManaged, 2)};
+  rows.Derive(in, &out);
+  std::vector<std::pair<uint64_t, double>> dev0, dev2;
+  for (const Event& c : out) {
+    REQUIRE(c.kind == EventKind::kCounter);
+    CHECK(c.dur == 0);
+    CHECK(DerivedRows::RowOf(c.track) == DerivedRows::Row::kMemory);
+    CHECK(DerivedRows::DeviceOf(c.track) == c.device);
+    (c.device == 0 ? dev0 : dev2).emplace_back(c.ts, c.payload.counter.value);
+  }
+  using Samples = std::vector<std::pair<uint64_t, double>>;
+  CHECK(dev0 == Samples{{10, 500}, {30, 700}, {40, 200}, {50, 150}, {60, 0}});
+  CHECK(dev2 == Samples{{20, 300}, {70, 364}});
 }
 
 TEST_CASE("derived rows: the store shows them, exports leave them out, and refuses their ids to producers") {

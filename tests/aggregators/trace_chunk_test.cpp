@@ -25,7 +25,7 @@ std::vector<Event> SealAndDecode(const ChunkBuilder& b, uint8_t uniform, size_t*
   const ColumnEnds ends = b.SealInto(data.get(), uniform);
   CHECK(ends.back() == *sealed_bytes);
   std::vector<Event> out;
-  DecodeChunk(ViewOf(data.get(), ends, b.count(), uniform), &out);
+  DecodeChunk(ViewOf(data.get(), ends, b.count(), uniform, b.counters()), &out);
   return out;
 }
 

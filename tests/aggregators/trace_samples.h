@@ -48,7 +48,10 @@ inline void Nest(std::mt19937_64& rng, uint64_t begin, uint64_t end, int depth, 
   }
 }
 
-inline Trace MakeTrace(uint64_t seed, size_t host_tracks, size_t gpu_events) {
+// With `memory_events` > 0: as many device allocations and frees on the
+// first host track (the GPU's Memory in use row), and as many samples of a
+// counter on a counter track of its own (values of either sign).
+inline Trace MakeTrace(uint64_t seed, size_t host_tracks, size_t gpu_events, size_t memory_events = 0) {
   std::mt19937_64 rng(seed);
   Trace t;
   for (NameId n = 0; n <= 20; ++n) t.names.push_back(n == 0 ? "" : "name_" + std::to_string(n));
@@ -69,6 +72,32 @@ inline Trace MakeTrace(uint64_t seed, size_t host_tracks, size_t gpu_events) {
     k.payload.kernel.op = static_cast<NameId>(rng() % 20);
     t.events.push_back(k);
     at = k.end();
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> live;  // address, bytes.
+  for (size_t i = 0; i < memory_events; ++i) {
+    Event m;
+    m.ts = rng() % std::max<uint64_t>(at, 1);
+    m.track = 1;
+    m.device = 1;
+    m.sub = static_cast<uint8_t>(MemoryKind::kDevice);
+    if (live.empty() || rng() % 2 == 0) {
+      m.kind = EventKind::kAlloc;
+      m.payload.memory = {0x1000 + i * 64, 1 + rng() % 100'000};
+      live.emplace_back(m.payload.memory.address, m.payload.memory.bytes);
+    } else {
+      m.kind = EventKind::kFree;
+      const size_t k = rng() % live.size();
+      m.payload.memory = {live[k].first, rng() % 2 == 0 ? live[k].second : 0};
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+    t.events.push_back(m);
+    Event c;
+    c.kind = EventKind::kCounter;
+    c.ts = rng() % std::max<uint64_t>(at, 1);
+    c.track = static_cast<TrackId>(2 + host_tracks);
+    c.name = 3;
+    c.payload.counter.value = static_cast<double>(static_cast<int64_t>(rng() % 2001) - 1000) / 8;
+    t.events.push_back(c);
   }
   // Completion order, as the pipeline gives it.
   std::stable_sort(t.events.begin(), t.events.end(), [](const Event& a, const Event& b) { return a.end() < b.end(); });
@@ -125,6 +154,9 @@ inline TraceQueryResult BruteForce(const std::vector<Event>& events, const Trace
       if (s.count == 0 || e.dur > s.longest_dur || (e.dur == s.longest_dur && e.name < s.longest)) {
         s.longest_dur = e.dur, s.longest = e.name;
       }
+      const double value = e.kind == EventKind::kCounter ? e.payload.counter.value : 0;
+      s.max_value = s.count == 0 ? value : std::max(s.max_value, value);
+      s.last_value = value;  // arrival order.
       s.px = p;
       ++s.count;
       sums[p] += e.dur;
@@ -174,6 +206,8 @@ inline void ExpectSame(const TraceQueryResult& got, const TraceQueryResult& want
       CHECK(g.summaries[i].busy == w.summaries[i].busy);
       CHECK(g.summaries[i].longest_dur == w.summaries[i].longest_dur);
       CHECK(g.summaries[i].longest == w.summaries[i].longest);
+      CHECK(g.summaries[i].max_value == w.summaries[i].max_value);
+      CHECK(g.summaries[i].last_value == w.summaries[i].last_value);
     }
   }
 }

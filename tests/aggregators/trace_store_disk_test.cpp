@@ -86,7 +86,7 @@ bool SameEvent(const Event& a, const Event& b) {
 
 TEST_CASE("trace store disk: chunks past the memory budget are read back from the run folder") {
   TempDir tmp;
-  const Trace trace = MakeTrace(31, 3, 60'000);
+  const Trace trace = MakeTrace(31, 3, 60'000, 5'000);
   TraceStore store(InFolder(tmp.run(), 100'000));
   std::string error;
   REQUIRE(store.Create(&error));

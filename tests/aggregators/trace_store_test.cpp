@@ -21,13 +21,18 @@ namespace {
 
 TEST_CASE("trace store: viewport queries equal brute force at every zoom") {
   for (uint64_t seed : {1, 2, 3}) {
-    const Trace trace = MakeTrace(seed, 3, 30'000);
+    const Trace trace = MakeTrace(seed, 3, 30'000, 3'000);
     TraceStore store;
     // In batches, as the pipeline appends.
     AppendInBatches(store, trace, 777);
     CHECK(store.stats().events == trace.events.size());
     const std::vector<Event> all = WithDerived(trace.events);
     REQUIRE(all.size() > trace.events.size() + 1000);  // the GPU's Framework ops row.
+    size_t memory_samples = 0;
+    for (size_t i = trace.events.size(); i < all.size(); ++i) {
+      memory_samples += DerivedRows::RowOf(all[i].track) == DerivedRows::Row::kMemory;
+    }
+    REQUIRE(memory_samples == 3'000);  // the GPU's Memory in use row.
     const uint64_t end = store.stats().last_ns;
     std::mt19937_64 rng(seed * 77);
     std::vector<TraceQuery> queries = {{{}, 0, end, 2000}, {{}, 0, end, 1}, {{}, end / 3, end / 3 + end / 50, 1500}};

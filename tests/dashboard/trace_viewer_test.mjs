@@ -57,7 +57,7 @@ describe('the trace viewer', () => {
   test('rows as TF lays them out, and the tile drawn is /api/trace', async () => {
     const page = await openViewer();
     const rows = await tv(page, () => window.liveprofTrace.state.layout.rows.map((r) => r.kind === 'section' ? `# ${r.title}` : r.label));
-    assert.deepEqual(rows.slice(0, 3), ['# GPU 0', 'Steps', 'Framework ops']);
+    assert.deepEqual(rows.slice(0, 4), ['# GPU 0', 'Steps', 'Framework ops', 'Memory in use']);
     assert.ok(rows.slice(3).some((r) => /^GPU 0 stream/.test(r)), rows.join(' | '));
     const host = rows.indexOf('# Host threads');
     assert.ok(host > 3 && rows.includes('sim: training thread') && rows.includes('sim: data loader'), rows.join(' | '));
@@ -85,6 +85,27 @@ describe('the trace viewer', () => {
       return [...c.getContext('2d').getImageData(Math.round((x - r.left) * dpr), Math.round((y - r.top) * dpr), 1, 1).data];
     }, [at.x, at.y]);
     assert.notDeepEqual(pixel.slice(0, 3), [255, 255, 255], 'a step is drawn where it is');
+    // Memory in use: over the whole run, its largest value is the memory
+    // profile's lifetime peak, its last the heap in use now (the analyses
+    // compute those apart, from the same allocations).
+    const whole = await api(base, '/api/trace?width=1');
+    const memRow = whole.tracks.find((t) => t.type === 'memory');
+    const [, samples, , , , max, last] = memRow.summaries[0];
+    const gpu0 = (await api(base, '/api/memory')).memories.find((m) => m.id.startsWith('GPU:0'));
+    assert.equal(samples, gpu0.num_allocations + gpu0.num_deallocations);
+    assert.equal(max, gpu0.lifetime_peak_heap_bytes);
+    assert.equal(last, gpu0.heap_bytes);
+    // Drawn: the row holds the chart's blue somewhere.
+    const memTrack = await tv(page, (id) => window.liveprofTrace.state.layout.rows.find((r) => r.id === id), memRow.track);
+    const blue = await tv(page, (r) => {
+      const c = document.querySelector('.trace-canvas');
+      const dpr = window.devicePixelRatio || 1;
+      const d = c.getContext('2d').getImageData(200 * dpr, r.y * dpr, (c.width - 200 * dpr), r.h * dpr).data;
+      let n = 0;
+      for (let i = 0; i < d.length; i += 4) n += d[i + 2] > 200 && d[i] < 200;
+      return n;
+    }, memTrack);
+    assert.ok(blue > 100, `${blue} blue pixels in the Memory in use row`);
     await screenshot(page, 'trace_viewer_whole');
     assert.deepEqual(page.errors, []);
     await page.close();
