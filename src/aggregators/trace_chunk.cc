@@ -16,15 +16,6 @@ void PutVarint(std::string* out, uint64_t v) {
   out->push_back(static_cast<char>(v));
 }
 
-uint64_t GetVarint(const char*& p) {
-  uint64_t v = 0;
-  for (int shift = 0;; shift += 7) {
-    const auto b = static_cast<uint8_t>(*p++);
-    v |= uint64_t{b & 0x7fu} << shift;
-    if (b < 0x80) return v;
-  }
-}
-
 uint64_t ZigZag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
 int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
 
@@ -39,14 +30,38 @@ ChunkView ViewOf(const char* data, const ColumnEnds& ends, uint32_t count, uint8
   return v;
 }
 
-void DecodeChunk(const ChunkView& v, std::vector<Event>* out, uint32_t n, bool times_only) {
+namespace {
+
+// One LEB128 varint at p; checked: not past `lim` and at most 10 bytes
+// (false otherwise). Unchecked for the store's own bytes in RAM.
+template <bool kChecked>
+inline bool Varint(const char*& p, const char* lim, uint64_t* v) {
+  uint64_t x = 0;
+  for (int shift = 0;; shift += 7) {
+    if constexpr (kChecked) {
+      if (p >= lim || shift > 63) return false;
+    }
+    const auto b = static_cast<uint8_t>(*p++);
+    x |= uint64_t{b & 0x7fu} << shift;
+    if (b < 0x80) {
+      *v = x;
+      return true;
+    }
+  }
+}
+
+// DecodeChunk; checked, each column stops at `lim` (a read past it: false).
+template <bool kChecked>
+bool Decode(const ChunkView& v, const std::array<const char*, kChunkColumns>& lim, std::vector<Event>* out,
+            uint32_t n, bool times_only) {
   n = std::min(n, v.count);
   out->resize(n);
   const char *pe = v.col[kEnds], *pd = v.col[kDurs], *pn = v.col[kNames], *pk = v.col[kKinds],
              *pc = v.col[kCorrs], *pp = v.col[kPayload];
-  uint64_t end = 0;
+  uint64_t end = 0, x = 0;
   uint32_t corr = 0;
   const uint8_t uniform = v.uniform;
+  auto get = [&](const char*& p, int column) { return Varint<kChecked>(p, lim[column], &x); };
   for (uint32_t i = 0; i < n; ++i) {
     if (uniform != 0 && i > 0) {  // a uniform column: its one entry again.
       if (uniform & (1 << kEnds)) pe = v.col[kEnds];
@@ -57,32 +72,60 @@ void DecodeChunk(const ChunkView& v, std::vector<Event>* out, uint32_t n, bool t
       if (uniform & (1 << kPayload)) pp = v.col[kPayload];
     }
     Event& e = (*out)[i];
-    end += static_cast<uint64_t>(UnZigZag(GetVarint(pe)));
-    e.dur = GetVarint(pd);
+    if (!get(pe, kEnds)) return false;
+    end += static_cast<uint64_t>(UnZigZag(x));
+    if (!get(pd, kDurs)) return false;
+    e.dur = x;
     e.ts = end - e.dur;
-    e.name = static_cast<NameId>(GetVarint(pn));
+    if (!get(pn, kNames)) return false;
+    e.name = static_cast<NameId>(x);
     if (times_only) continue;
+    if (kChecked && pk >= lim[kKinds]) return false;
     e.kind = static_cast<EventKind>(*pk++);
-    const uint64_t extra = GetVarint(pk);
-    e.sub = static_cast<uint8_t>(extra);
-    e.flags = static_cast<uint8_t>(extra >> 8);
-    e.device = static_cast<uint8_t>(extra >> 16);
-    corr = static_cast<uint32_t>(static_cast<int64_t>(corr) + UnZigZag(GetVarint(pc)));
+    if (!get(pk, kKinds)) return false;
+    e.sub = static_cast<uint8_t>(x);
+    e.flags = static_cast<uint8_t>(x >> 8);
+    e.device = static_cast<uint8_t>(x >> 16);
+    if (!get(pc, kCorrs)) return false;
+    corr = static_cast<uint32_t>(static_cast<int64_t>(corr) + UnZigZag(x));
     e.corr = corr;
     e.payload.raw[0] = e.payload.raw[1] = 0;
     if (e.kind == EventKind::kKernel) {
-      e.payload.kernel.details = static_cast<NameId>(GetVarint(pp));
-      e.payload.kernel.context = static_cast<uint32_t>(GetVarint(pp));
-      e.payload.kernel.graph_id = static_cast<uint32_t>(GetVarint(pp));
-      e.payload.kernel.op = static_cast<NameId>(GetVarint(pp));
+      if (!get(pp, kPayload)) return false;
+      e.payload.kernel.details = static_cast<NameId>(x);
+      if (!get(pp, kPayload)) return false;
+      e.payload.kernel.context = static_cast<uint32_t>(x);
+      if (!get(pp, kPayload)) return false;
+      e.payload.kernel.graph_id = static_cast<uint32_t>(x);
+      if (!get(pp, kPayload)) return false;
+      e.payload.kernel.op = static_cast<NameId>(x);
     } else if (e.kind == EventKind::kCounter) {
+      if (kChecked && lim[kPayload] - pp < 8) return false;
       std::memcpy(&e.payload.counter.value, pp, 8);
       pp += 8;
     } else {
-      e.payload.raw[0] = GetVarint(pp);
-      e.payload.raw[1] = GetVarint(pp);
+      if (!get(pp, kPayload)) return false;
+      e.payload.raw[0] = x;
+      if (!get(pp, kPayload)) return false;
+      e.payload.raw[1] = x;
     }
   }
+  return true;
+}
+
+}  // namespace
+
+void DecodeChunk(const ChunkView& v, std::vector<Event>* out, uint32_t n, bool times_only) {
+  Decode<false>(v, {}, out, n, times_only);
+}
+
+bool CheckChunk(const char* data, const ColumnEnds& ends, uint32_t count, uint8_t uniform) {
+  if (count == 0 || !std::is_sorted(ends.begin(), ends.end())) return false;
+  const ChunkView v = ViewOf(data, ends, count, uniform, false);
+  std::array<const char*, kChunkColumns> lim;
+  for (int c = 0; c < kChunkColumns; ++c) lim[c] = data + ends[c];
+  thread_local std::vector<Event> scratch;
+  return Decode<true>(v, lim, &scratch, count, false);
 }
 
 void ChunkBuilder::Put(const Event& e) {

@@ -50,6 +50,9 @@ ChunkView ViewOf(const char* data, const ColumnEnds& ends, uint32_t count, uint8
 // Decodes the first `n` events of `v` (all when n >= count) into `out`
 // (track unset); only their times and names when `times_only`.
 void DecodeChunk(const ChunkView& v, std::vector<Event>* out, uint32_t n = UINT32_MAX, bool times_only = false);
+// Whether sealed columns read from outside (a segment) decode within their
+// bounds: DecodeChunk trusts what it is given.
+bool CheckChunk(const char* data, const ColumnEnds& ends, uint32_t count, uint8_t uniform);
 
 class ChunkBuilder {
  public:

@@ -33,12 +33,25 @@ uint32_t Checksum(uint8_t type, std::string_view a, std::string_view b = {}) {
   return static_cast<uint32_t>(crc);
 }
 
-// The segment number in a file name "seg-NNNNNNNN.lps", or 0.
+// The segment number in a file name "seg-NNNNNNNN.lps" (8 digits), or 0.
 uint32_t NumberOf(const std::string& name) {
-  unsigned n = 0;
-  char tail[8] = {};
-  if (name.size() != 16 || std::sscanf(name.c_str(), "seg-%8u.%3s", &n, tail) != 2) return 0;
-  return std::string_view(tail) == "lps" ? n : 0;
+  if (name.size() != 16 || !name.starts_with("seg-") || !name.ends_with(".lps")) return 0;
+  uint32_t n = 0;
+  for (size_t i = 4; i < 12; ++i) {
+    if (name[i] < '0' || name[i] > '9') return 0;
+    n = n * 10 + static_cast<uint32_t>(name[i] - '0');
+  }
+  return n;
+}
+
+// The segment numbers in `dir`, sorted; false with `ec` if it cannot be read.
+bool ListSegments(const std::string& dir, std::vector<uint32_t>* numbers, std::error_code& ec) {
+  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    if (const uint32_t n = NumberOf(it->path().filename().string()); n != 0) numbers->push_back(n);
+  }
+  std::sort(numbers->begin(), numbers->end());
+  return !ec;
 }
 
 std::string Errno() { return std::strerror(errno); }
@@ -49,7 +62,9 @@ SegmentLog::SegmentLog(std::string dir, uint64_t segment_bytes)
     : dir_(std::move(dir)), segment_bytes_(segment_bytes) {}
 
 SegmentLog::~SegmentLog() {
-  for (auto& [number, s] : segments_) ::close(s.fd);
+  for (auto& [number, s] : segments_) {
+    if (s.fd >= 0) ::close(s.fd);
+  }
 }
 
 std::string SegmentLog::PathOf(uint32_t number) const {
@@ -71,15 +86,14 @@ bool SegmentLog::Create(std::string* error) {
     *error = "cannot create the trace folder '" + dir_ + "': " + ec.message();
     return false;
   }
-  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-    if (NumberOf(entry.path().filename().string()) != 0) {
-      *error = "the trace folder '" + dir_ + "' holds a run already ('liveprof open " + dir_ +
-               "' shows it); give a new folder";
-      return false;
-    }
-  }
-  if (ec) {
+  std::vector<uint32_t> numbers;
+  if (!ListSegments(dir_, &numbers, ec)) {
     *error = "cannot list the trace folder '" + dir_ + "': " + ec.message();
+    return false;
+  }
+  if (!numbers.empty()) {
+    *error = "the trace folder '" + dir_ + "' holds a run already ('liveprof open " + dir_ +
+             "' shows it); give a new folder";
     return false;
   }
   if (!StartSegment(1)) {
@@ -98,6 +112,7 @@ bool SegmentLog::StartSegment(uint32_t number) {
   }
   segments_[number] = Segment{fd, 0};
   current_ = number;
+  KeepFewFds();
   char header[kHeaderBytes] = {};
   std::memcpy(header, kMagic, 8);
   PutU32(header + 8, kVersion);
@@ -156,11 +171,26 @@ bool SegmentLog::Durable(uint64_t pos) const {
   return it != segments_.end() && (pos & kOffsetMask) < it->second.bytes;
 }
 
+void SegmentLog::KeepFewFds() {
+  // The newest kOpenFds segments keep theirs; an older one is opened per read.
+  size_t newer = 0;
+  for (auto it = segments_.rbegin(); it != segments_.rend(); ++it) {
+    if (++newer > kOpenFds && it->second.fd >= 0 && it->first != current_) {
+      ::close(it->second.fd);
+      it->second.fd = -1;
+    }
+  }
+}
+
 bool SegmentLog::Read(uint64_t pos, size_t body_size, std::string* out) const {
   const auto it = segments_.find(SegmentOf(pos));
   if (it == segments_.end()) return false;
   out->resize(kRecordHead + body_size);
-  const ssize_t n = ::pread(it->second.fd, out->data(), out->size(), static_cast<off_t>(pos & kOffsetMask));
+  int fd = it->second.fd;
+  if (fd < 0) fd = ::open(PathOf(it->first).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const ssize_t n = ::pread(fd, out->data(), out->size(), static_cast<off_t>(pos & kOffsetMask));
+  if (fd != it->second.fd) ::close(fd);
   if (n != static_cast<ssize_t>(out->size()) || GetU32(out->data()) != body_size) return false;
   const uint32_t crc = GetU32(out->data() + 4);
   const auto type = static_cast<uint8_t>((*out)[8]);
@@ -171,7 +201,7 @@ bool SegmentLog::Read(uint64_t pos, size_t body_size, std::string* out) const {
 void SegmentLog::Delete(uint32_t number) {
   const auto it = segments_.find(number);
   if (it == segments_.end() || number == current_) return;
-  ::close(it->second.fd);
+  if (it->second.fd >= 0) ::close(it->second.fd);
   ::unlink(PathOf(number).c_str());
   disk_bytes_ -= it->second.bytes;
   segments_.erase(it);
@@ -180,10 +210,7 @@ void SegmentLog::Delete(uint32_t number) {
 bool SegmentLog::Open(const RecordFn& fn, std::vector<std::string>* problems, std::string* error) {
   std::error_code ec;
   std::vector<uint32_t> numbers;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-    if (const uint32_t n = NumberOf(entry.path().filename().string()); n != 0) numbers.push_back(n);
-  }
-  if (ec) {
+  if (!ListSegments(dir_, &numbers, ec)) {
     *error = "the folder '" + dir_ + "' holds no trace segments: " + ec.message();
     return false;
   }
@@ -191,7 +218,6 @@ bool SegmentLog::Open(const RecordFn& fn, std::vector<std::string>* problems, st
     *error = "the folder '" + dir_ + "' holds no trace segments (seg-NNNNNNNN.lps)";
     return false;
   }
-  std::sort(numbers.begin(), numbers.end());
   failed_ = true;  // read-only: Add takes nothing.
   error_ = "opened read-only";
   std::string data;
@@ -212,9 +238,15 @@ bool SegmentLog::Open(const RecordFn& fn, std::vector<std::string>* problems, st
     segments_[number] = Segment{fd, data.size()};
     disk_bytes_ += data.size();
     current_ = number;
-    if (data.size() < kHeaderBytes || std::memcmp(data.data(), kMagic, 8) != 0 ||
-        GetU32(data.data() + 8) != kVersion) {
-      problems->push_back(path + ": not a liveprof segment of version " + std::to_string(kVersion));
+    KeepFewFds();
+    if (data.size() < kHeaderBytes) {  // a kill as the segment began: nothing in it.
+      if (!data.empty()) problems->push_back(path + ": cut short in its header: the run stopped as it began it");
+      continue;
+    }
+    if (std::memcmp(data.data(), kMagic, 8) != 0 || GetU32(data.data() + 8) != kVersion ||
+        GetU32(data.data() + 12) != number) {
+      problems->push_back(path + ": not liveprof segment " + std::to_string(number) + " of format version " +
+                          std::to_string(kVersion));
       continue;
     }
     size_t at = kHeaderBytes;

@@ -79,10 +79,12 @@ class SegmentLog {
 
  private:
   struct Segment {
-    int fd = -1;
+    int fd = -1;  // -1: opened per read (an old segment).
     uint64_t bytes = 0;  // written (and, for the current one, durable).
   };
+  static constexpr size_t kOpenFds = 32;  // the newest segments' fds stay open.
   std::string PathOf(uint32_t number) const;
+  void KeepFewFds();
   bool StartSegment(uint32_t number);
   void Fail(const std::string& what);
 

@@ -7,6 +7,7 @@
 
 #include "aggregators/trace_store.h"
 #include "aggregators/trace_store_parts.h"
+#include "stream/name_table.h"
 
 namespace liveprof {
 namespace {
@@ -20,6 +21,10 @@ using Record = SegmentLog::Record;
 //   | u16 column ends x 6
 constexpr size_t kChunkHead = 4 + 8 + 4 + 8 + 6 * 8 + 4 + 2 * 8 + 2 * kChunkColumns;
 constexpr size_t kTrackBody = 4 + 4 + 1 + 1 + 8;
+// Open: chunks lost in a damaged segment stay as empty placeholders (their
+// ids stay); at most this many, whatever a damaged or crafted folder says.
+constexpr uint64_t kMaxLostChunks = uint64_t{1} << 21;
+constexpr size_t kMaxProblems = 100;
 
 class Writer {
  public:
@@ -56,6 +61,12 @@ TraceStore::~TraceStore() {
   // A clean stop keeps the open chunks too (a kill keeps the sealed ones).
   if (!log_ || read_only_) return;
   std::unique_lock lock(mu_);
+  derived_.Flush(&derived_events_);  // the ops held open.
+  for (const Event& e : derived_events_) {
+    TrackStore& t = Track(e.track);
+    if (t.Append(e)) Seal(t, e.track);
+    t.Reindex();
+  }
   for (TrackId id = 0; id < tracks_.size(); ++id) {
     if (tracks_[id] && tracks_[id]->building) Seal(*tracks_[id], id);
   }
@@ -144,9 +155,12 @@ void TraceStore::Retain() {
       const uint64_t freed = t.FreeFront();
       if (!DerivedRows::IsDerived(id)) dropped_events_ += freed;
     } else {  // behind chunks on disk, and not written (the log failed): its events are lost.
-      c.data.reset();
       dropped_until_ns_ = std::max(dropped_until_ns_, t.levels[0].at(j).max_end);
       if (!DerivedRows::IsDerived(id)) dropped_events_ += c.count;
+      c = Chunk{};  // an empty placeholder: its ids stay, queries skip it.
+      t.levels[0].at(j) = Node{};
+      t.dirty_from = std::min(t.dirty_from, j);
+      t.Reindex();
     }
   }
   // Disk: past max_disk_bytes the oldest segments are deleted, and their
@@ -177,9 +191,13 @@ ChunkView TraceStore::View(const TrackStore& t, uint64_t j, std::string* scratch
   if (c.count == 0) return ChunkView{};  // lost in a damaged segment (Open).
   if (c.data) return ViewOf(c.data.get(), c.ends, c.count, c.uniform, c.counters);
   if (log_ && c.disk != SegmentLog::kNowhere && log_->Read(c.disk, kChunkHead + c.ends.back(), scratch)) {
+    TrackId track = 0;
     uint64_t index = 0;
-    Reader(scratch->data() + 4) >> index;
-    if (index == j) return ViewOf(scratch->data() + kChunkHead, c.ends, c.count, c.uniform, c.counters);
+    Reader(scratch->data()) >> track >> index;
+    const char* data = scratch->data() + kChunkHead;
+    if (index == j && &t == FindTrack(track) && CheckChunk(data, c.ends, c.count, c.uniform)) {
+      return ViewOf(data, c.ends, c.count, c.uniform, c.counters);
+    }
   }
   read_errors_.fetch_add(1, std::memory_order_relaxed);
   return ChunkView{};
@@ -188,7 +206,9 @@ ChunkView TraceStore::View(const TrackStore& t, uint64_t j, std::string* scratch
 bool TraceStore::Open(std::string* error) {
   std::unique_lock lock(mu_);
   auto log = std::make_unique<SegmentLog>(options_.dir, options_.segment_bytes);
+  uint64_t lost_chunks = 0, more_problems = 0;
   auto problem = [&](uint64_t pos, const std::string& what) {
+    if (problems_.size() >= kMaxProblems) return void(++more_problems);
     problems_.push_back("segment " + std::to_string(SegmentLog::SegmentOf(pos)) + ", byte " +
                         std::to_string(pos & ((uint64_t{1} << 40) - 1)) + ": " + what);
   };
@@ -196,8 +216,9 @@ bool TraceStore::Open(std::string* error) {
     if (type == Record::kName && body.size() >= 4) {
       NameId id;
       Reader(body.data()) >> id;
-      if (id >= (1u << 26)) return problem(pos, "name id " + std::to_string(id) + " out of range");
+      if (id >= NameTable::kMaxNames) return problem(pos, "name id " + std::to_string(id) + " out of range");
       if (id >= names_.size()) names_.resize(size_t{id} + 1);
+      if (names_[id] == body.substr(4)) return;  // restated by a later segment.
       name_text_.emplace_back(body.substr(4));
       names_[id] = name_text_.back();
     } else if (type == Record::kTrack && body.size() == kTrackBody) {
@@ -228,16 +249,20 @@ bool TraceStore::Open(std::string* error) {
       c.counters = counters == 1;
       c.disk = pos;
       const bool ends_ok = std::is_sorted(c.ends.begin(), c.ends.end()) && kChunkHead + c.ends.back() == body.size();
-      if (c.count == 0 || c.count > kChunkEvents || !ends_ok || c.uniform >= (1 << kChunkColumns) || counters > 1 || id >= DerivedRows::kFirstDerivedTrack + 512 ||
+      if (c.count == 0 || c.count > kChunkEvents || !ends_ok ||
+          !CheckChunk(body.data() + kChunkHead, c.ends, c.count, c.uniform) || c.uniform >= (1 << kChunkColumns) || counters > 1 || id >= DerivedRows::kFirstDerivedTrack + 512 ||
           j >= (uint64_t{1} << 34)) {
         return problem(pos, "a chunk record that does not hold together");
       }
       TrackStore& t = Track(id);
-      if (!t.chunks.empty() && (j < t.end() || j - t.end() > (1u << 20))) {
+      if (!t.chunks.empty() && (j < t.end() || j - t.end() > kMaxLostChunks - lost_chunks)) {
         return problem(pos, "chunk " + std::to_string(j) + " of track " + std::to_string(id) + " after chunk " +
                                 std::to_string(t.end() - 1));
       }
-      while (!t.chunks.empty() && t.end() < j) t.AddFromDisk(t.end(), Chunk{}, Node{});  // lost ones: empty.
+      while (!t.chunks.empty() && t.end() < j) {  // lost ones: empty.
+        t.AddFromDisk(t.end(), Chunk{}, Node{});
+        ++lost_chunks;
+      }
       t.AddFromDisk(j, c, n);
       ++spilled_chunks_;
       if (DerivedRows::IsDerived(id)) return;
@@ -250,6 +275,7 @@ bool TraceStore::Open(std::string* error) {
     }
   };
   if (!log->Open(on_record, &problems_, error)) return false;
+  if (more_problems > 0) problems_.push_back("and " + std::to_string(more_problems) + " more problems");
   log_ = std::move(log);
   read_only_ = true;
   for (const auto& t : tracks_) {

@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -172,9 +173,12 @@ int Serve(int argc, char** argv, ServeMode mode) {
   if (mode == ServeMode::kOpen || !trace.dir.empty()) {
     if (mode == ServeMode::kOpen) trace.dir = replay_file;
     trace.max_bytes = po.trace_store_bytes;
+    // Segments of an eighth of the disk budget (the newest, being written,
+    // is never deleted): the folder stays within about 9/8 of it.
+    if (trace.max_disk_bytes > 0) trace.segment_bytes = std::clamp<uint64_t>(trace.max_disk_bytes / 8, 1 << 20, 64 << 20);
     po.trace_store = std::make_shared<TraceStore>(trace);
     std::string error;
-    if (mode == ServeMode::kOpen ? !po.trace_store->Open(&error) : !po.trace_store->Create(&error)) {
+    if (mode == ServeMode::kOpen && !po.trace_store->Open(&error)) {  // (a new run's folder: once serving)
       std::fprintf(stderr, "%s: %s\n", command, error.c_str());
       return 1;
     }
@@ -222,6 +226,11 @@ int Serve(int argc, char** argv, ServeMode mode) {
   Server server(pipeline, so);
   std::string error;
   if (!server.Start(&error)) {
+    std::fprintf(stderr, "%s: %s\n", command, error.c_str());
+    return 1;
+  }
+  // The run folder once nothing else can fail: a failed start leaves none.
+  if (mode != ServeMode::kOpen && po.trace_store && !po.trace_store->Create(&error)) {
     std::fprintf(stderr, "%s: %s\n", command, error.c_str());
     return 1;
   }

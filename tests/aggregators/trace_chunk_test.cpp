@@ -64,6 +64,21 @@ TEST_CASE("trace chunk: columns that repeat one entry are sealed once and decode
   CHECK(again.back().corr == 99);
   CHECK(again.back().payload.raw[1] == 123456);
   CHECK(again[62].corr == 0);
+  // Columns read from outside are checked before they are decoded.
+  {
+    size_t n = 0;
+    const uint8_t u = b.Uniform();
+    n = b.SealedBytes(u);
+    std::vector<char> data(n);
+    const ColumnEnds ends = b.SealInto(data.data(), u);
+    CHECK(CheckChunk(data.data(), ends, b.count(), u));
+    CHECK(!CheckChunk(data.data(), ends, b.count() + 1, u));  // one more event than the columns hold.
+    std::vector<char> bad(n, '\x80');                          // varints that never end.
+    CHECK(!CheckChunk(bad.data(), ends, b.count(), u));
+    ColumnEnds unsorted = ends;
+    std::swap(unsorted[0], unsorted[1]);
+    CHECK(!CheckChunk(data.data(), unsorted, b.count(), u));
+  }
   // One event: nothing to share.
   b.Clear();
   b.Put(in[0]);

@@ -106,11 +106,17 @@ inline Trace MakeTrace(uint64_t seed, size_t host_tracks, size_t gpu_events, siz
 
 // The events with the rows the store derives from them (derived_rows.h),
 // as one pass over all of them: the store's batches must not change them.
-inline std::vector<Event> WithDerived(const std::vector<Event>& events) {
+// `stopped`: with the ops held open at the end too (a store's clean stop
+// writes them to its run folder).
+inline std::vector<Event> WithDerived(const std::vector<Event>& events, bool stopped = false) {
   DerivedRows rows;
   std::vector<Event> all = events, derived;
   rows.Derive(events, &derived);
   all.insert(all.end(), derived.begin(), derived.end());
+  if (stopped) {
+    rows.Flush(&derived);
+    all.insert(all.end(), derived.begin(), derived.end());
+  }
   return all;
 }
 
