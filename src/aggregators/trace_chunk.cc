@@ -60,7 +60,8 @@ bool Decode(const ChunkView& v, const std::array<const char*, kChunkColumns>& li
              *pc = v.col[kCorrs], *pp = v.col[kPayload];
   uint64_t end = 0, x = 0;
   uint32_t corr = 0;
-  const uint8_t uniform = v.uniform;
+  // (times only: the other columns are not read)
+  const uint8_t uniform = times_only ? v.uniform & ((1 << kEnds) | (1 << kDurs) | (1 << kNames)) : v.uniform;
   auto get = [&](const char*& p, int column) { return Varint<kChecked>(p, lim[column], &x); };
   for (uint32_t i = 0; i < n; ++i) {
     if (uniform != 0 && i > 0) {  // a uniform column: its one entry again.
@@ -129,8 +130,6 @@ bool CheckChunk(const char* data, const ColumnEnds& ends, uint32_t count, uint8_
 }
 
 void ChunkBuilder::Put(const Event& e) {
-  std::array<size_t, kChunkColumns> before;
-  for (int c = 0; c < kChunkColumns; ++c) before[c] = cols_[c].size();
   const uint64_t end = e.ts + e.dur;
   PutVarint(&cols_[kEnds], ZigZag(static_cast<int64_t>(end - last_end_)));
   last_end_ = end;
@@ -155,8 +154,8 @@ void ChunkBuilder::Put(const Event& e) {
     PutVarint(&payload, e.payload.raw[1]);
   }
   counters_ |= e.kind == EventKind::kCounter;
-  if (count_ == 0) {
-    for (int c = 0; c < kChunkColumns; ++c) first_len_[c] = static_cast<uint16_t>(cols_[c].size() - before[c]);
+  if (count_ == 0) {  // (the columns were empty)
+    for (int c = 0; c < kChunkColumns; ++c) first_len_[c] = static_cast<uint16_t>(cols_[c].size());
   }
   ++count_;
 }
