@@ -35,17 +35,19 @@ void DerivedRows::Memory(const Event& e, std::vector<Event>* out) {
   uint64_t& in_use = in_use_[e.device];
   auto& live = live_[e.device];
   const uint64_t address = e.payload.memory.address;
-  if (e.kind == EventKind::kAlloc) {
-    in_use += e.payload.memory.bytes;
-    live[address] = e.payload.memory.bytes;
+  const uint64_t bytes = e.payload.memory.bytes;
+  if (address == 0) {  // no address (some trace files): sizes alone, never below 0.
+    in_use = e.kind == EventKind::kAlloc ? in_use + bytes : in_use - std::min(in_use, bytes);
+  } else if (e.kind == EventKind::kAlloc) {
+    // As the memory profile: an address allocated again was freed unseen.
+    auto [it, added] = live.try_emplace(address, bytes);
+    if (!added) in_use -= std::min(in_use, it->second), it->second = bytes;
+    in_use += bytes;
+  } else if (const auto it = live.find(address); it != live.end()) {
+    in_use -= std::min(in_use, it->second);  // the size it was allocated with.
+    live.erase(it);
   } else {
-    const auto it = live.find(address);
-    uint64_t bytes = e.payload.memory.bytes;
-    if (it != live.end()) {
-      if (bytes == 0) bytes = it->second;
-      live.erase(it);
-    }
-    in_use -= std::min(in_use, bytes);  // a free of what was allocated before we saw it: not below 0.
+    return;  // a free of what was allocated before we saw it: nothing we counted.
   }
   Event c;
   c.kind = EventKind::kCounter;

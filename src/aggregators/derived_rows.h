@@ -18,7 +18,10 @@
 //                    bytes its device allocators hold: the sum of kAlloc
 //                    less kFree of device memory (MemoryKind kDevice or
 //                    kManaged) on that device, one sample per allocation or
-//                    free (a free without its size takes its allocation's).
+//                    free, counted as the memory profile does: a free takes
+//                    its allocation's size, a free of an address not seen
+//                    allocated is ignored, an address allocated again was
+//                    freed unseen (events without an address: by size).
 //
 // Events on the reserved track ids below are not derived from (the store
 // does not keep them either).

@@ -30,7 +30,7 @@ class SegmentLog {
  public:
   enum class Record : uint8_t { kName = 1, kTrack = 2, kDevice = 3, kChunk = 4 };
   static constexpr uint64_t kNowhere = UINT64_MAX;
-  static constexpr uint32_t kVersion = 1;
+  static constexpr uint32_t kVersion = 2;  // 2: chunk heads carry counter values.
   static constexpr size_t kRecordHead = 9;  // size, CRC, type.
 
   explicit SegmentLog(std::string dir, uint64_t segment_bytes = uint64_t{64} << 20);

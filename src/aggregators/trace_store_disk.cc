@@ -64,8 +64,7 @@ TraceStore::~TraceStore() {
   derived_.Flush(&derived_events_);  // the ops held open.
   for (const Event& e : derived_events_) {
     TrackStore& t = Track(e.track);
-    if (t.Append(e)) Seal(t, e.track);
-    t.Reindex();
+    if (t.Append(e)) Seal(t, e.track);  // (Seal reads its chunk's own node: no Reindex needed)
   }
   for (TrackId id = 0; id < tracks_.size(); ++id) {
     if (tracks_[id] && tracks_[id]->building) Seal(*tracks_[id], id);
@@ -159,8 +158,7 @@ void TraceStore::Retain() {
       if (!DerivedRows::IsDerived(id)) dropped_events_ += c.count;
       c = Chunk{};  // an empty placeholder: its ids stay, queries skip it.
       t.levels[0].at(j) = Node{};
-      t.dirty_from = std::min(t.dirty_from, j);
-      t.Reindex();
+      t.RefreshAncestors(j);
     }
   }
   // Disk: past max_disk_bytes the oldest segments are deleted, and their
@@ -250,7 +248,7 @@ bool TraceStore::Open(std::string* error) {
       c.disk = pos;
       const bool ends_ok = std::is_sorted(c.ends.begin(), c.ends.end()) && kChunkHead + c.ends.back() == body.size();
       if (c.count == 0 || c.count > kChunkEvents || !ends_ok ||
-          !CheckChunk(body.data() + kChunkHead, c.ends, c.count, c.uniform) || c.uniform >= (1 << kChunkColumns) || counters > 1 || id >= DerivedRows::kFirstDerivedTrack + 512 ||
+          !CheckChunk(body.data() + kChunkHead, c.ends, c.count, c.uniform) || c.uniform >= (1 << kChunkColumns) || counters > 1 || id >= DerivedRows::kFirstDerivedTrack + DerivedRows::kDevices * DerivedRows::kRowsPerDevice ||
           j >= (uint64_t{1} << 34)) {
         return problem(pos, "a chunk record that does not hold together");
       }

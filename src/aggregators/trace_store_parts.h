@@ -178,6 +178,15 @@ struct TraceStore::TrackStore {
     return freed;
   }
 
+  // Chunk j's summary changed in place: the nodes above it follow.
+  void RefreshAncestors(uint64_t j) {
+    for (size_t k = 1; k < levels.size(); ++k) {
+      j /= kFanout;
+      if (j < levels[k].base || j >= levels[k].end()) break;
+      levels[k].at(j) = Combine(k, j);
+    }
+  }
+
   // Brings the upper levels up to date with level 0: the nodes above the
   // chunks changed since the last call (a batch may fill many chunks).
   void Reindex() {

@@ -122,16 +122,18 @@ function drawCounter(g, s, row, data) {
   const y = (v) => top + h - (hi > lo ? (v - lo) / (hi - lo) : 0) * h;
   const w = Math.max(1, s.tile.nspp * scale);
   g.fillStyle = 'rgba(26, 115, 232, 0.35)';
-  g.strokeStyle = '#1a73e8';
-  g.beginPath();
+  // A bar from 0 to v over [left, right), clipped to the timeline.
+  const bar = (left, right, v) => {
+    const l = Math.max(left, x0), r = Math.min(right, W);
+    if (r > l) g.fillRect(l, Math.min(y(v), y(0)), r - l, Math.abs(y(0) - y(v)));
+  };
   const list = data.summaries;
   for (let i = 0; i < list.length; i++) {
     const f = list[i];
     const a = x0 + (f.ts - view.t0) * scale;
     const b = i + 1 < list.length ? x0 + (list[i + 1].ts - view.t0) * scale : W;
-    if (b < x0 || a > W) continue;
-    g.fillRect(Math.max(a, x0), y(f.max), w, y(lo) - y(f.max));                      // its pixel: the largest.
-    if (b > a + w) g.fillRect(Math.max(a + w, x0), y(f.last), b - a - w, y(lo) - y(f.last));  // then the last, held.
+    bar(a, a + w, f.max);   // its pixel: the largest.
+    bar(a + w, b, f.last);  // then the last, held until the next sample.
   }
   g.fillStyle = '#3c4043';
   g.fillText(`max ${counterText(data, hi)}`, W - 90, top + 10);

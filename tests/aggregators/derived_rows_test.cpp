@@ -110,9 +110,10 @@ TEST_CASE("derived rows: a GPU's memory in use, one sample per allocation and fr
   const std::vector<Event> in = {Alloc(10, 1, 0x1000, 500), Alloc(20, 1, 0x2000, 300, MemoryKind::kDevice, 2),
                 Alloc(30, 1, 0x3000, 200),                       // device 0: 700
                 Alloc(35, 1, 0x9000, 999, MemoryKind::kPinned),  // host memory: not a GPU's.
-                Free(40, 1, 0x1000),                             // its size from the allocation: 200
-                Free(50, 1, 0x7777, 50),                         // allocated before we saw it: 150
-                Free(60, 1, 0x7778, 1'000'000),                  // never below 0
+                Free(40, 1, 0x1000, 7),                          // its allocation's size: 200
+                Free(50, 1, 0x7777, 50),                         // allocated before we saw it: ignored
+                Alloc(60, 1, 0x3000, 1000),                      // again: 0x3000 was freed unseen, 1000
+                Alloc(65, 1, 0, 40), Free(66, 1, 0, 1'000'000),  // no address: by size, never below 0
                 Alloc(70, 1, 0x4000, 64, MemoryKind::kManaged, 2)};
   rows.Derive(in, &out);
   std::vector<std::pair<uint64_t, double>> dev0, dev2;
@@ -124,7 +125,7 @@ TEST_CASE("derived rows: a GPU's memory in use, one sample per allocation and fr
     (c.device == 0 ? dev0 : dev2).emplace_back(c.ts, c.payload.counter.value);
   }
   using Samples = std::vector<std::pair<uint64_t, double>>;
-  CHECK(dev0 == Samples{{10, 500}, {30, 700}, {40, 200}, {50, 150}, {60, 0}});
+  CHECK(dev0 == Samples{{10, 500}, {30, 700}, {40, 200}, {60, 1000}, {65, 1040}, {66, 0}});
   CHECK(dev2 == Samples{{20, 300}, {70, 364}});
 }
 
