@@ -182,20 +182,19 @@ void SegmentLog::KeepFewFds() {
   }
 }
 
-bool SegmentLog::Read(uint64_t pos, size_t body_size, std::string* out) const {
+std::string_view SegmentLog::Read(uint64_t pos, size_t body_size, std::string* buffer) const {
   const auto it = segments_.find(SegmentOf(pos));
-  if (it == segments_.end()) return false;
-  out->resize(kRecordHead + body_size);
+  if (it == segments_.end() || body_size == 0) return {};
+  buffer->resize(kRecordHead + body_size);
   int fd = it->second.fd;
   if (fd < 0) fd = ::open(PathOf(it->first).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const ssize_t n = ::pread(fd, out->data(), out->size(), static_cast<off_t>(pos & kOffsetMask));
+  if (fd < 0) return {};
+  const ssize_t n = ::pread(fd, buffer->data(), buffer->size(), static_cast<off_t>(pos & kOffsetMask));
   if (fd != it->second.fd) ::close(fd);
-  if (n != static_cast<ssize_t>(out->size()) || GetU32(out->data()) != body_size) return false;
-  const uint32_t crc = GetU32(out->data() + 4);
-  const auto type = static_cast<uint8_t>((*out)[8]);
-  out->erase(0, kRecordHead);
-  return Checksum(type, *out) == crc;
+  if (n != static_cast<ssize_t>(buffer->size()) || GetU32(buffer->data()) != body_size) return {};
+  const std::string_view body(buffer->data() + kRecordHead, body_size);
+  const auto type = static_cast<uint8_t>((*buffer)[8]);
+  return Checksum(type, body) == GetU32(buffer->data() + 4) ? body : std::string_view();
 }
 
 void SegmentLog::Delete(uint32_t number) {

@@ -63,10 +63,10 @@ class SegmentLog {
   // Whether the record at `pos` was written (Flush returned after it).
   bool Durable(uint64_t pos) const;
 
-  // The body of the record at `pos`, `body_size` bytes, into `out`, checked.
-  // False on an I/O error or a checksum mismatch. Any thread (pread), while
-  // the segment is not deleted.
-  bool Read(uint64_t pos, size_t body_size, std::string* out) const;
+  // The body of the record at `pos`, `body_size` bytes, read into `buffer`
+  // and checked; empty on an I/O error or a checksum mismatch. Any thread
+  // (pread), while no segment starts or is deleted (the store's lock).
+  std::string_view Read(uint64_t pos, size_t body_size, std::string* buffer) const;
 
   static uint32_t SegmentOf(uint64_t pos) { return static_cast<uint32_t>(pos >> 40); }
   uint32_t current() const { return current_; }

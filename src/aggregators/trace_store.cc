@@ -17,6 +17,16 @@ constexpr uint64_t kIndexMask = (uint64_t{1} << kIndexBits) - 1;
 
 TraceStore::TraceStore(Options options) : options_(options) {}
 
+void TraceStore::KeepDevice(const Event& e) {  // the latest per device.
+  const auto same =
+      std::find_if(device_info_.begin(), device_info_.end(), [&](const Event& d) { return d.device == e.device; });
+  if (same == device_info_.end()) {
+    device_info_.push_back(e);
+  } else {
+    *same = e;
+  }
+}
+
 TraceStore::TrackStore& TraceStore::Track(TrackId id) {
   if (id >= tracks_.size()) tracks_.resize(size_t{id} + 1);
   if (!tracks_[id]) tracks_[id] = std::make_unique<TrackStore>();
@@ -56,14 +66,8 @@ void TraceStore::Append(std::span<const Event> definitions, std::span<const Even
     if (last->Append(e)) Seal(*last, last_id);
   };
   for (const Event& e : events) {
-    if (e.kind == EventKind::kDeviceInfo) {  // a description, not on a timeline: the latest per device.
-      const auto same = std::find_if(device_info_.begin(), device_info_.end(),
-                                     [&](const Event& d) { return d.device == e.device; });
-      if (same == device_info_.end()) {
-        device_info_.push_back(e);
-      } else {
-        *same = e;
-      }
+    if (e.kind == EventKind::kDeviceInfo) {  // a description, not on a timeline.
+      KeepDevice(e);
       if (logging) WriteDevice(e);
       continue;
     }

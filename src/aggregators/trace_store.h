@@ -200,6 +200,7 @@ class TraceStore {
   struct TrackStore;
   TrackStore& Track(TrackId id);
   const TrackStore* FindTrack(TrackId id) const;
+  void KeepDevice(const Event& e);
   void QueryTrack(const TrackStore& t, TrackId id, const TraceQuery& q, TraceQueryResult::Track* out,
                   uint64_t* visited) const;
 
