@@ -8,12 +8,14 @@ namespace {
 
 enum Column { kEnds, kDurs, kNames, kKinds, kCorrs, kPayload };
 
-void PutVarint(std::string* out, uint64_t v) {
+// One LEB128 varint at p (room for 10 bytes); returns past it.
+inline uint8_t* PutVarint(uint8_t* p, uint64_t v) {
   while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
+    *p++ = static_cast<uint8_t>(v | 0x80);
     v >>= 7;
   }
-  out->push_back(static_cast<char>(v));
+  *p++ = static_cast<uint8_t>(v);
+  return p;
 }
 
 uint64_t ZigZag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
@@ -130,32 +132,55 @@ bool CheckChunk(const char* data, const ColumnEnds& ends, uint32_t count, uint8_
 }
 
 void ChunkBuilder::Put(const Event& e) {
+  // Each column's entry is written from one value (the payload's from the
+  // kind and two words): equal values, equal bytes. The columns whose
+  // values all equal the first event's are sealed uniform.
   const uint64_t end = e.ts + e.dur;
-  PutVarint(&cols_[kEnds], ZigZag(static_cast<int64_t>(end - last_end_)));
+  const std::array<uint64_t, kChunkColumns> value = {
+      ZigZag(static_cast<int64_t>(end - last_end_)),
+      e.dur,
+      e.name,
+      uint64_t{e.sub} | uint64_t{e.flags} << 8 | uint64_t{e.device} << 16 | uint64_t{static_cast<uint8_t>(e.kind)} << 24,
+      ZigZag(static_cast<int64_t>(e.corr) - static_cast<int64_t>(last_corr_)),
+      e.payload.raw[0]};
   last_end_ = end;
-  PutVarint(&cols_[kDurs], e.dur);
-  PutVarint(&cols_[kNames], e.name);
-  cols_[kKinds].push_back(static_cast<char>(e.kind));
-  PutVarint(&cols_[kKinds], uint64_t{e.sub} | uint64_t{e.flags} << 8 | uint64_t{e.device} << 16);
-  PutVarint(&cols_[kCorrs], ZigZag(static_cast<int64_t>(e.corr) - static_cast<int64_t>(last_corr_)));
   last_corr_ = e.corr;
-  std::string& payload = cols_[kPayload];
+  uint8_t* const base = buf_.data();
+  uint8_t* col[kChunkColumns];
+  for (int c = 0; c < kChunkColumns; ++c) col[c] = base + kStart[c] + len_[c];
+  uint8_t* p[kChunkColumns];
+  p[kEnds] = PutVarint(col[kEnds], value[kEnds]);
+  p[kDurs] = PutVarint(col[kDurs], value[kDurs]);
+  p[kNames] = PutVarint(col[kNames], value[kNames]);
+  *col[kKinds] = static_cast<uint8_t>(e.kind);
+  p[kKinds] = PutVarint(col[kKinds] + 1, value[kKinds] & 0xffffff);
+  p[kCorrs] = PutVarint(col[kCorrs], value[kCorrs]);
+  uint8_t* pp = col[kPayload];
   if (e.kind == EventKind::kKernel) {
-    PutVarint(&payload, e.payload.kernel.details);
-    PutVarint(&payload, e.payload.kernel.context);
-    PutVarint(&payload, e.payload.kernel.graph_id);
-    PutVarint(&payload, e.payload.kernel.op);
+    pp = PutVarint(pp, e.payload.kernel.details);
+    pp = PutVarint(pp, e.payload.kernel.context);
+    pp = PutVarint(pp, e.payload.kernel.graph_id);
+    pp = PutVarint(pp, e.payload.kernel.op);
   } else if (e.kind == EventKind::kCounter) {
-    char raw[8];
-    std::memcpy(raw, &e.payload.counter.value, 8);
-    payload.append(raw, 8);
+    std::memcpy(pp, &e.payload.counter.value, 8);
+    pp += 8;
   } else {
-    PutVarint(&payload, e.payload.raw[0]);
-    PutVarint(&payload, e.payload.raw[1]);
+    pp = PutVarint(pp, e.payload.raw[0]);
+    pp = PutVarint(pp, e.payload.raw[1]);
   }
+  p[kPayload] = pp;
   counters_ |= e.kind == EventKind::kCounter;
-  if (count_ == 0) {  // (the columns were empty)
-    for (int c = 0; c < kChunkColumns; ++c) first_len_[c] = static_cast<uint16_t>(cols_[c].size());
+  for (int c = 0; c < kChunkColumns; ++c) len_[c] = static_cast<uint16_t>(p[c] - base - kStart[c]);
+  if (count_ == 0) {
+    for (int c = 0; c < kChunkColumns; ++c) first_len_[c] = len_[c];
+    first_ = value;
+    first_payload_ = e.payload.raw[1];
+  } else {
+    unsigned differ = 0;
+    for (int c = 0; c < kChunkColumns; ++c) differ |= unsigned{value[c] != first_[c]} << c;
+    // (the payload's bytes follow from the kind and both words)
+    differ |= unsigned{e.payload.raw[1] != first_payload_ || value[kKinds] >> 24 != first_[kKinds] >> 24} << kPayload;
+    same_ = static_cast<uint8_t>(same_ & ~differ);
   }
   ++count_;
 }
@@ -164,33 +189,19 @@ ChunkView ChunkBuilder::view() const {
   ChunkView v;
   v.count = count_;
   v.counters = counters_;
-  for (int c = 0; c < kChunkColumns; ++c) v.col[c] = cols_[c].data();
+  for (int c = 0; c < kChunkColumns; ++c) v.col[c] = reinterpret_cast<const char*>(buf_.data() + kStart[c]);
   return v;
 }
 
 size_t ChunkBuilder::bytes() const {
   size_t n = 0;
-  for (const std::string& c : cols_) n += c.size();
+  for (const uint16_t len : len_) n += len;
   return n;
-}
-
-uint8_t ChunkBuilder::Uniform() const {
-  if (count_ < 2) return 0;
-  uint8_t uniform = 0;
-  for (int c = 0; c < kChunkColumns; ++c) {
-    const std::string& col = cols_[c];
-    const size_t len = first_len_[c];
-    if (len == 0 || col.size() != len * count_) continue;
-    bool same = true;
-    for (size_t at = len; same && at < col.size(); at += len) same = std::memcmp(col.data(), col.data() + at, len) == 0;
-    if (same) uniform |= static_cast<uint8_t>(1 << c);
-  }
-  return uniform;
 }
 
 size_t ChunkBuilder::SealedBytes(uint8_t uniform) const {
   size_t n = 0;
-  for (int c = 0; c < kChunkColumns; ++c) n += (uniform & (1 << c)) ? first_len_[c] : cols_[c].size();
+  for (int c = 0; c < kChunkColumns; ++c) n += (uniform & (1 << c)) ? first_len_[c] : len_[c];
   return n;
 }
 
@@ -198,8 +209,8 @@ ColumnEnds ChunkBuilder::SealInto(char* out, uint8_t uniform) const {
   ColumnEnds ends{};
   size_t at = 0;
   for (int c = 0; c < kChunkColumns; ++c) {
-    const size_t len = (uniform & (1 << c)) ? first_len_[c] : cols_[c].size();
-    std::memcpy(out + at, cols_[c].data(), len);
+    const size_t len = (uniform & (1 << c)) ? first_len_[c] : len_[c];
+    std::memcpy(out + at, buf_.data() + kStart[c], len);
     at += len;
     ends[c] = static_cast<uint16_t>(at);
   }
@@ -207,7 +218,8 @@ ColumnEnds ChunkBuilder::SealInto(char* out, uint8_t uniform) const {
 }
 
 void ChunkBuilder::Clear() {
-  for (std::string& c : cols_) c.clear();  // keeps the capacity for the next chunk.
+  len_.fill(0);
+  same_ = (1 << kChunkColumns) - 1;
   last_end_ = 0;
   last_corr_ = 0;
   count_ = 0;

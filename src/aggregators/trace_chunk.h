@@ -23,7 +23,6 @@
 
 #include <array>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "stream/event.h"
@@ -56,7 +55,13 @@ bool CheckChunk(const char* data, const ColumnEnds& ends, uint32_t count, uint8_
 
 class ChunkBuilder {
  public:
-  void Put(const Event& e);
+  // The most one event's entry takes in each column (varints of 64-bit
+  // deltas, 32-bit ids and correlations; a kernel's four ids; two 64-bit
+  // varints of payload).
+  static constexpr std::array<uint16_t, kChunkColumns> kMaxEntry = {10, 10, 5, 5, 5, 20};
+  static constexpr uint32_t kMaxEvents = 64;
+
+  void Put(const Event& e);  // at most kMaxEvents before Clear.
   uint32_t count() const { return count_; }
   bool counters() const { return counters_; }
   ChunkView view() const;
@@ -64,14 +69,26 @@ class ChunkBuilder {
   // Sealing: the columns that are one entry repeated (a bit each), the bytes
   // they take sealed so, and the columns back to back into `out` (that many
   // bytes) with their ends.
-  uint8_t Uniform() const;
+  uint8_t Uniform() const { return count_ < 2 ? 0 : same_; }
   size_t SealedBytes(uint8_t uniform) const;
   ColumnEnds SealInto(char* out, uint8_t uniform) const;
   void Clear();
 
  private:
-  std::array<std::string, kChunkColumns> cols_;
-  std::array<uint16_t, kChunkColumns> first_len_{};  // the first event's entry, per column.
+  // Column c starts at kStart[c] in buf_, with len_[c] bytes written: fixed
+  // room, so a varint is written with no capacity check (appends are the
+  // store's hot path).
+  static constexpr std::array<uint16_t, kChunkColumns + 1> kStart = [] {
+    std::array<uint16_t, kChunkColumns + 1> at{};
+    for (int c = 0; c < kChunkColumns; ++c) at[c + 1] = static_cast<uint16_t>(at[c] + kMaxEntry[c] * kMaxEvents);
+    return at;
+  }();
+  std::array<uint8_t, kStart[kChunkColumns]> buf_;
+  std::array<uint16_t, kChunkColumns> len_{};
+  std::array<uint16_t, kChunkColumns> first_len_{};  // the first event's entry, per column,
+  std::array<uint64_t, kChunkColumns> first_{};      // the value it was written from
+  uint64_t first_payload_ = 0;                       // (and the payload's second word).
+  uint8_t same_ = (1 << kChunkColumns) - 1;  // columns whose entries so far all equal the first.
   uint64_t last_end_ = 0;  // the encoder's state: deltas from these.
   uint32_t last_corr_ = 0;
   uint32_t count_ = 0;

@@ -93,10 +93,12 @@ struct TraceStore::Level {
 // them: levels[0] summarises the chunks, levels[k] nodes of 16 nodes of
 // levels[k - 1].
 struct TraceStore::TrackStore {
+  static_assert(kChunkEvents <= ChunkBuilder::kMaxEvents);
   std::deque<Chunk> chunks;
   std::vector<Level> levels{1};
   ChunkBuilder open;      // the last chunk's events while it is open.
-  bool building = false;  // the last chunk is open.
+  bool building = false;  // the last chunk is open: this is its shell.
+  Chunk* open_chunk = nullptr;
   uint64_t events = 0;    // ever appended: the next event's index.
   uint64_t dirty_from = UINT64_MAX;  // the first chunk changed since the last Reindex.
   uint64_t resident_from = 0;        // the next chunk the memory budget lets go.
@@ -110,18 +112,17 @@ struct TraceStore::TrackStore {
   // Adds `e` to the open chunk; true when that filled it (Seal it then).
   bool Append(const Event& e) {
     if (!building) {
-      chunks.emplace_back();
+      open_chunk = &chunks.emplace_back();  // (a deque keeps its elements in place)
       levels[0].nodes.emplace_back();
       building = true;
     }
     open.Put(e);
-    Chunk& c = chunks.back();
-    c.count = static_cast<uint16_t>(open.count());
-    c.name_bits |= uint64_t{1} << (e.name & 63);
-    levels[0].nodes.back().Add(e.ts, e.dur, e.name, ValueOf(e));
+    open_chunk->count = static_cast<uint16_t>(open.count());
+    open_chunk->name_bits |= uint64_t{1} << (e.name & 63);
+    levels[0].nodes.back().Add(e.ts, e.dur, e.name, e.kind == EventKind::kCounter ? e.payload.counter.value : 0);
     ++events;
-    dirty_from = std::min(dirty_from, end() - 1);
-    return c.count == kChunkEvents;
+    if (dirty_from == UINT64_MAX) dirty_from = end() - 1;  // else an earlier chunk of the batch.
+    return open_chunk->count == kChunkEvents;
   }
 
   // The open chunk into one buffer.
@@ -133,6 +134,7 @@ struct TraceStore::TrackStore {
     c.ends = open.SealInto(c.data.get(), c.uniform);
     open.Clear();
     building = false;
+    open_chunk = nullptr;
     return c;
   }
 
