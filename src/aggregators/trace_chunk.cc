@@ -18,6 +18,8 @@ inline uint8_t* PutVarint(uint8_t* p, uint64_t v) {
   return p;
 }
 
+int PayloadForm(EventKind kind) { return kind == EventKind::kKernel ? 1 : kind == EventKind::kCounter ? 2 : 0; }
+
 uint64_t ZigZag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
 int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
 
@@ -175,11 +177,13 @@ void ChunkBuilder::Put(const Event& e) {
     for (int c = 0; c < kChunkColumns; ++c) first_len_[c] = len_[c];
     first_ = value;
     first_payload_ = e.payload.raw[1];
+    first_form_ = PayloadForm(e.kind);
   } else {
     unsigned differ = 0;
     for (int c = 0; c < kChunkColumns; ++c) differ |= unsigned{value[c] != first_[c]} << c;
-    // (the payload's bytes follow from the kind and both words)
-    differ |= unsigned{e.payload.raw[1] != first_payload_ || value[kKinds] >> 24 != first_[kKinds] >> 24} << kPayload;
+    // (the payload's bytes follow from both words and how the kind writes
+    // them: a kernel's four ids, a counter's value, else two varints)
+    differ |= unsigned{e.payload.raw[1] != first_payload_ || PayloadForm(e.kind) != first_form_} << kPayload;
     same_ = static_cast<uint8_t>(same_ & ~differ);
   }
   ++count_;

@@ -87,7 +87,8 @@ class ChunkBuilder {
   std::array<uint16_t, kChunkColumns> len_{};
   std::array<uint16_t, kChunkColumns> first_len_{};  // the first event's entry, per column,
   std::array<uint64_t, kChunkColumns> first_{};      // the value it was written from
-  uint64_t first_payload_ = 0;                       // (and the payload's second word).
+  uint64_t first_payload_ = 0;                       // (and the payload's second word,
+  int first_form_ = 0;                               // and how its kind writes it).
   uint8_t same_ = (1 << kChunkColumns) - 1;  // columns whose entries so far all equal the first.
   uint64_t last_end_ = 0;  // the encoder's state: deltas from these.
   uint32_t last_corr_ = 0;

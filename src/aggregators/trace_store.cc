@@ -3,6 +3,8 @@
 #include "aggregators/trace_store_parts.h"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -87,68 +89,40 @@ void TraceStore::Append(std::span<const Event> definitions, std::span<const Even
   Retain();
 }
 
-void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQuery& q, TraceQueryResult::Track* out,
+void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQueryResult& grid, TraceQueryResult::Track* out,
                             uint64_t* visited) const {
-  const uint64_t span = q.t1 - q.t0;
-  const uint32_t width = q.width_px;
-  // Integer pixel arithmetic (exact, whatever the zoom).
-  const uint64_t no_overflow = UINT64_MAX / width;  // at * width fits 64 bits below this.
-  auto px_of = [&](uint64_t start) {
-    const uint64_t at = std::clamp(start, q.t0, q.t1) - q.t0;
-    const uint64_t px = at < no_overflow ? at * width / span
-                                         : static_cast<uint64_t>((static_cast<unsigned __int128>(at) * width) / span);
-    return static_cast<uint32_t>(std::min<uint64_t>(px, width - 1));
-  };
-  // dur * width >= span, as one compare.
-  const uint64_t min_wide = span / width + (span % width != 0);
-  auto wide = [&](uint64_t dur) { return dur >= min_wide; };
-  // The pixel of the last start seen and the starts it covers, [lo, hi):
-  // consecutive events mostly share a pixel, and then need no division.
-  uint32_t last_px = 0;
-  uint64_t lo = 1, hi = 0;
-  auto px_cached = [&](uint64_t start) {
-    if (start >= lo && start < hi) return last_px;
-    last_px = px_of(start);
-    // Pixel p holds the offsets `at` with at * width / span == p.
-    auto first_at = [&](uint64_t p) {
-      const auto v = static_cast<unsigned __int128>(p) * span;
-      return static_cast<uint64_t>(v / width + (v % width != 0));
-    };
-    lo = last_px == 0 ? 0 : q.t0 + first_at(last_px);
-    hi = last_px + 1 == width ? UINT64_MAX : q.t0 + first_at(last_px + 1);
-    return last_px;
-  };
-  struct Fold {
-    uint32_t count = 0;
-    uint64_t sum = 0, longest_dur = 0;
-    NameId longest = 0;
-    double max_value = -HUGE_VAL, last_value = 0;
-  };
-  thread_local std::vector<Fold> folds;  // by pixel.
-  folds.assign(width, Fold{});
-  auto fold = [&](uint32_t px, uint32_t count, uint64_t sum, uint64_t dur, NameId name, double max_value,
-                  double last_value) {
-    Fold& f = folds[px];
-    if (f.count == 0 || Longer(dur, name, f.longest_dur, f.longest)) f.longest_dur = dur, f.longest = name;
-    f.count += count;
-    f.sum += sum;
-    f.max_value = std::max(f.max_value, max_value);
-    f.last_value = last_value;  // the walk goes in arrival order.
-  };
+  const uint64_t t0 = grid.t0, t1 = grid.t1;  // [t0, t1): width pixels of 2^k ns.
+  const int k = std::countr_zero(static_cast<uint64_t>(grid.ns_per_px));
+  auto px_of = [&](uint64_t start) { return static_cast<uint32_t>((start - t0) >> k); };  // start in [t0, t1).
+  auto wide = [&](uint64_t dur) { return (dur >> k) != 0; };
+  // Folded events: the mipmap's buckets where it answers (pixels from
+  // `fold_end` on), the chunks' own events before it, and the open chunk's
+  // (not in the mipmap yet) everywhere.
+  uint64_t fold_end = t1;
+  if (t.mip.ready() && k >= t.mip.min_level()) {
+    const uint64_t from = t.mip.valid_from();  // the store freed what started before.
+    const uint64_t edge = from == 0 ? 0 : ((from - 1) >> k) + 1;  // the first pixel edge at or after it.
+    fold_end = edge <= (t0 >> k) ? t0 : edge >= (t0 >> k) + grid.width_px ? t1 : edge << k;
+  }
+  const uint64_t open_j = t.building ? t.end() - 1 : UINT64_MAX;
+  thread_local std::vector<MipBucket> folds;  // by pixel.
+  folds.assign(grid.width_px, MipBucket{});
   thread_local std::vector<Event> decoded;
   thread_local std::string scratch;
-  // Top down: fold a node whole into one pixel when it can, else go down.
+  constexpr int kFanoutBits = std::countr_zero(kFanout);
   auto visit = [&](auto&& self, size_t level, uint64_t j) -> void {
     const Node& n = t.levels[level].at(j);
-    if (n.count == 0 || n.min_start > q.t1 || n.max_end < q.t0) return;
-    if (n.min_end >= q.t0 && n.max_start <= q.t1 && !wide(n.max_dur)) {
-      // All its starts in one pixel: [lo, hi) of its first start's pixel
-      // (cached: nodes come in time order, mostly in the pixel before).
-      const uint32_t p = px_cached(n.min_start);
-      if (n.max_start < hi) {
-        fold(p, n.count, n.sum_dur, n.max_dur, n.longest, n.max_value, n.last_value);
-        return;
-      }
+    if (n.count == 0 || n.min_start >= t1 || n.max_end < t0) return;
+    const bool has_open = open_j != UINT64_MAX && (open_j >> (kFanoutBits * level)) == j;
+    const bool need_wide = wide(n.max_dur);
+    if (!need_wide && !has_open && (n.min_start >= fold_end || n.max_start < t0)) return;  // nothing of it drawn here.
+    if (!need_wide && !has_open && n.min_start >= t0 && n.max_start < fold_end && px_of(n.min_start) == px_of(n.max_start)) {
+      // All its starts in one pixel, all narrow: folded whole (its last
+      // event's sequence: the walk goes in arrival order).
+      const uint64_t last_chunk = std::min((j + 1) << (kFanoutBits * level), t.end()) - 1;
+      folds[px_of(n.min_start)].Add(
+          {n.sum_dur, n.max_dur, (last_chunk + 1) * kChunkEvents - 1, n.count, n.longest, n.max_value, n.last_value});
+      return;
     }
     if (level > 0) {
       const Level& below = t.levels[level - 1];
@@ -157,12 +131,13 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQuery& q
       }
       return;
     }
+    const bool open = j == open_j;
     const ChunkView v = View(t, j, &scratch);
-    DecodeChunk(v, &decoded, UINT32_MAX, /*times_only=*/!wide(n.max_dur) && !v.counters);
+    DecodeChunk(v, &decoded, UINT32_MAX, /*times_only=*/!need_wide && !v.counters);
     *visited += decoded.size();
     for (uint32_t i = 0; i < decoded.size(); ++i) {
       const Event& e = decoded[i];
-      if (e.ts > q.t1 || e.end() < q.t0) continue;
+      if (e.ts >= t1 || e.end() < t0) continue;
       if (wide(e.dur)) {
         TraceQueryResult::Slice s;
         s.id = (uint64_t{id} << kIndexBits) | (uint64_t{j} * kChunkEvents + i);
@@ -172,14 +147,19 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQuery& q
         s.corr = e.corr;
         s.kind = e.kind;
         out->slices.push_back(s);
-      } else {
+      } else if (e.ts >= t0 && (e.ts < fold_end || open)) {
         const double value = v.counters ? ValueOf(e) : 0;  // (times_only leaves the kind unset)
-        fold(px_cached(e.ts), 1, e.dur, e.dur, e.name, value, value);
+        folds[px_of(e.ts)].Add(MipBucket::Of(e.dur, e.name, value, j * kChunkEvents + i));
       }
     }
   };
   const size_t top = t.levels.size() - 1;
   for (uint64_t j = t.levels[top].base; j < t.levels[top].end(); ++j) visit(visit, top, j);
+  if (fold_end < t1) {
+    const uint64_t first = t0 >> k;
+    t.mip.ForEach(k, fold_end >> k, first + grid.width_px,
+                  [&](uint64_t index, const MipBucket& b) { folds[index - first].Add(b); });
+  }
   // Nesting among the returned slices: by start, the longer first.
   std::sort(out->slices.begin(), out->slices.end(), [](const auto& a, const auto& b) {
     return a.ts != b.ts ? a.ts < b.ts : a.dur != b.dur ? a.dur > b.dur : a.id < b.id;
@@ -192,10 +172,10 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQuery& q
     s.depth = static_cast<uint8_t>(std::min<size_t>(open_ends.size(), 255));
     open_ends.push_back(s.ts + s.dur);
   }
-  for (uint32_t px = 0; px < width; ++px) {
-    const Fold& f = folds[px];
+  for (uint32_t px = 0; px < grid.width_px; ++px) {
+    const MipBucket& f = folds[px];
     if (f.count == 0) continue;
-    const double busy = static_cast<double>(f.sum) * width / static_cast<double>(span);
+    const double busy = std::ldexp(static_cast<double>(f.sum_dur), -k);
     out->summaries.push_back({px, f.count, std::min(1.0, busy), f.longest, f.longest_dur, f.max_value, f.last_value});
   }
 }
@@ -206,7 +186,15 @@ TraceQueryResult TraceStore::Query(const TraceQuery& q) const {
   r.t1 = q.t1;
   r.width_px = q.width_px;
   if (q.t1 <= q.t0 || q.width_px == 0 || q.width_px > kMaxWidthPx) return r;
-  r.ns_per_px = static_cast<double>(q.t1 - q.t0) / q.width_px;
+  // The grid: 2^k ns per pixel, the least at least (t1 - t0) / width, from
+  // t0 rounded down to a pixel's edge (so the mipmap's buckets are pixels).
+  const uint64_t want = (q.t1 - q.t0 - 1) / q.width_px + 1;
+  const int k = std::bit_width(want - 1);
+  r.t0 = q.t0 >> k << k;
+  const uint64_t last_px = (q.t1 - 1 - r.t0) >> k;
+  r.width_px = static_cast<uint32_t>(last_px + 1);
+  r.t1 = r.t0 + ((last_px + 1) << k) - 1 < r.t0 ? UINT64_MAX : r.t0 + ((last_px + 1) << k);
+  r.ns_per_px = std::ldexp(1.0, k);
   std::shared_lock lock(mu_);
   std::vector<TrackId> ids = q.tracks;
   std::sort(ids.begin(), ids.end());
@@ -221,7 +209,7 @@ TraceQueryResult TraceStore::Query(const TraceQuery& q) const {
     if (t == nullptr) continue;
     r.tracks.emplace_back();
     r.tracks.back().track = id;
-    QueryTrack(*t, id, q, &r.tracks.back(), &r.events_visited);
+    QueryTrack(*t, id, r, &r.tracks.back(), &r.events_visited);
   }
   // Launch -> device work, both in the view.
   std::unordered_map<uint32_t, StoredEventId> launch;
@@ -362,6 +350,7 @@ TraceStore::Stats TraceStore::stats() const {
     s.chunks += t->chunks.size();
     s.bytes += t->chunks.size() * sizeof(Chunk) + t->open.bytes();  // columns in RAM: below.
     for (const Level& level : t->levels) s.bytes += level.nodes.size() * sizeof(Node);
+    s.bytes += t->mip.bytes();
   }
   s.bytes += resident_bytes_;
   s.disk_bytes = log_ ? log_->disk_bytes() : 0;

@@ -12,9 +12,22 @@
 // and op, copy bytes, memory address and bytes, step number, counter value).
 // Each chunk has a summary (count, first start, last start, last end, longest
 // event, sum of durations); summaries of 16 chunks make a node of the next
-// level, and so on: the level-of-detail index. A query walks it top down and
-// folds a whole node into one pixel when every event in it starts inside that
-// pixel and is shorter than a pixel; otherwise it goes down, to the events.
+// level, and so on: the level-of-detail index. Besides, each track has a
+// mipmap (trace_mipmap.h): its sealed events folded by time into buckets of
+// 2^k ns, per level k.
+//
+// The grid. A query's pixels are 2^k ns wide, the least power of two with
+// 2^k * width_px >= t1 - t0, from t0 rounded down to a multiple of it; the
+// result says which (t0, t1, width_px up to one more, ns_per_px), as
+// Perfetto's quantised buckets do. Events at least a pixel wide that
+// overlap it come one by one; the others that start in it are folded into
+// the pixel of their start. Zoomed out (2^k at least the track's finest
+// mipmap level), the folds are the mipmap's buckets, one per pixel, and
+// the index is walked only for the wide events (nodes whose longest event
+// is narrower are skipped whole) and the open chunk. Zoomed in, the walk
+// goes top down and folds a whole node into one pixel when every event in
+// it starts inside that pixel and is narrower; otherwise it goes down, to
+// the events.
 //
 // Besides the producers' tracks, each GPU has two rows the store derives
 // (derived_rows.h): its Steps and its Framework ops, as TF's viewer shows.
@@ -25,8 +38,8 @@
 //
 // Folded summaries, per pixel: the number of events, the sum of their
 // durations as a fraction of the pixel (capped at 1: nested folded events
-// count twice) and the longest one's name and duration. An event belongs to
-// the pixel of its start (clamped to the view).
+// count twice), the longest one's name and duration, and for counter
+// samples the largest value and the last to arrive.
 //
 // Threads: Append on the pipeline thread only; every other method on any
 // thread. A std::shared_mutex: Append holds it exclusively for one batch
@@ -75,8 +88,8 @@ inline constexpr StoredEventId kNoEventId = UINT64_MAX;  // a device's descripti
 
 struct TraceQuery {
   std::vector<TrackId> tracks;  // empty: every track; repeats count once.
-  uint64_t t0 = 0, t1 = 0;      // ns, t0 < t1.
-  uint32_t width_px = 1000;     // 1 .. kMaxWidthPx.
+  uint64_t t0 = 0, t1 = 0;      // ns, t0 < t1: the view [t0, t1).
+  uint32_t width_px = 1000;     // 1 .. kMaxWidthPx: at least this resolution.
 };
 
 struct TraceQueryResult {
@@ -106,6 +119,8 @@ struct TraceQueryResult {
   struct Flow {  // a launch and its device work, both in the view.
     StoredEventId from = 0, to = 0;
   };
+  // The grid (above): pixel p is [t0 + p * ns_per_px, t0 + (p + 1) * ns_per_px),
+  // t1 = t0 + width_px * ns_per_px; ns_per_px a power of two.
   uint64_t t0 = 0, t1 = 0;
   uint32_t width_px = 0;
   double ns_per_px = 0;
@@ -180,7 +195,7 @@ class TraceStore {
   struct Stats {
     uint64_t events = 0;  // on timelines (devices' descriptions are not).
     uint64_t chunks = 0;
-    uint64_t bytes = 0;  // columns, summaries and index (not the name strings).
+    uint64_t bytes = 0;  // columns, summaries, index and mipmaps (not the name strings).
     uint64_t first_ns = 0, last_ns = 0;
     uint64_t dropped_events = 0;  // freed by the retention rule, oldest first.
     uint64_t dropped_until_ns = 0;  // the latest end among them.
@@ -201,7 +216,7 @@ class TraceStore {
   TrackStore& Track(TrackId id);
   const TrackStore* FindTrack(TrackId id) const;
   void KeepDevice(const Event& e);
-  void QueryTrack(const TrackStore& t, TrackId id, const TraceQuery& q, TraceQueryResult::Track* out,
+  void QueryTrack(const TrackStore& t, TrackId id, const TraceQueryResult& grid, TraceQueryResult::Track* out,
                   uint64_t* visited) const;
 
   // trace_store_disk.cc:
@@ -237,6 +252,7 @@ class TraceStore {
   uint64_t unstored_events_ = 0;  // on a track id the derived rows reserve.
   DerivedRows derived_;
   std::vector<Event> derived_events_;  // reused per batch.
+  std::vector<Event> scratch_events_;  // a chunk decoded for the mipmap (Seal, Open).
   uint64_t first_ns_ = UINT64_MAX, last_ns_ = 0;
 };
 

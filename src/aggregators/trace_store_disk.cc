@@ -112,10 +112,11 @@ void TraceStore::WriteDefinitions() {
 
 void TraceStore::Seal(TrackStore& t, TrackId id) {
   Chunk& c = t.Seal();
+  const uint64_t j = t.end() - 1;
+  t.AddToMipmap(j, ViewOf(c.data.get(), c.ends, c.count, c.uniform, c.counters), &scratch_events_);
   resident_bytes_ += c.DataBytes();
   resident_.push_back(id);
   if (!log_ || read_only_) return;
-  const uint64_t j = t.end() - 1;
   const Node& n = t.levels[0].at(j);
   char head[kChunkHead];
   Writer w(head);
@@ -156,6 +157,7 @@ void TraceStore::Retain() {
     } else {  // behind chunks on disk, and not written (the log failed): its events are lost.
       dropped_until_ns_ = std::max(dropped_until_ns_, t.levels[0].at(j).max_end);
       if (!DerivedRows::IsDerived(id)) dropped_events_ += c.count;
+      t.mip.DropBefore(t.levels[0].at(j).max_start + 1);
       c = Chunk{};  // an empty placeholder: its ids stay, queries skip it.
       t.levels[0].at(j) = Node{};
       t.RefreshAncestors(j);
@@ -263,6 +265,7 @@ bool TraceStore::Open(std::string* error) {
         ++lost_chunks;
       }
       t.AddFromDisk(j, c, n);
+      t.AddToMipmap(j, ViewOf(body.data() + kChunkHead, c.ends, c.count, c.uniform, c.counters), &scratch_events_);
       ++spilled_chunks_;
       if (DerivedRows::IsDerived(id)) return;
       events_ += c.count;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "aggregators/trace_chunk.h"
+#include "aggregators/trace_mipmap.h"
 #include "aggregators/trace_segments.h"
 #include "aggregators/trace_store.h"
 
@@ -94,8 +95,10 @@ struct TraceStore::Level {
 // levels[k - 1].
 struct TraceStore::TrackStore {
   static_assert(kChunkEvents <= ChunkBuilder::kMaxEvents);
+
   std::deque<Chunk> chunks;
   std::vector<Level> levels{1};
+  TraceMipmap mip;        // the sealed chunks' events by time (trace_mipmap.h).
   ChunkBuilder open;      // the last chunk's events while it is open.
   bool building = false;  // the last chunk is open: this is its shell.
   Chunk* open_chunk = nullptr;
@@ -138,6 +141,32 @@ struct TraceStore::TrackStore {
     return c;
   }
 
+  // Sealed chunk j's events into the mipmap: whole when they fall in one of
+  // its finest buckets, else one by one. Chunks come in order.
+  void AddToMipmap(uint64_t j, const ChunkView& v, std::vector<Event>* scratch) {
+    const Node& n = levels[0].at(j);
+    if (n.count == 0) return;
+    if (!mip.ready()) mip.Choose(n.max_start - n.min_start);
+    const uint64_t first = j * kChunkEvents;  // arrival sequence: the index in the track.
+    const MipBucket whole{n.sum_dur, n.max_dur, first + n.count - 1, n.count, n.longest, n.max_value, n.last_value};
+    if (mip.AddWhole(n.min_start, n.max_start, n.max_dur, whole)) return;
+    DecodeChunk(v, scratch, UINT32_MAX, /*times_only=*/!v.counters);
+    // Runs of events bound for one bucket go in as one (most of them).
+    int level = -1;
+    uint64_t index = 0;
+    MipBucket run;
+    for (uint32_t i = 0; i < scratch->size(); ++i) {
+      const Event& e = (*scratch)[i];
+      const int l = mip.LevelOf(e.dur);
+      if (l != level || (e.ts >> l) != index) {
+        if (run.count > 0) mip.Add(level, index, run);
+        level = l, index = e.ts >> l, run = MipBucket{};
+      }
+      run.Add(MipBucket::Of(e.dur, e.name, v.counters ? ValueOf(e) : 0, first + i));
+    }
+    if (run.count > 0) mip.Add(level, index, run);
+  }
+
   // Adds a sealed chunk read back from disk (chunk j, not in RAM).
   void AddFromDisk(uint64_t j, const Chunk& head, const Node& node) {
     if (chunks.empty()) {
@@ -164,6 +193,7 @@ struct TraceStore::TrackStore {
   // its event count.
   uint64_t FreeFront() {
     const uint64_t freed = chunks.front().count;
+    if (freed > 0) mip.DropBefore(levels[0].nodes.front().max_start + 1);
     chunks.pop_front();
     levels[0].nodes.pop_front();
     ++levels[0].base;

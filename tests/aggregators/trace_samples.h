@@ -131,10 +131,25 @@ inline uint64_t ProducerEvents(const TraceQueryResult& r) {
   return n;
 }
 
-// The query's definition, event by event.
+// The query's grid (trace_store.h): pixels of B = 2^k ns, the least B with
+// B * width >= t1 - t0, from t0 rounded down to a multiple of B, as many as
+// reach t1.
+inline void Grid(const TraceQuery& q, TraceQueryResult* r) {
+  uint64_t b = 1;
+  while (static_cast<unsigned __int128>(b) * q.width_px < q.t1 - q.t0) b *= 2;
+  r->t0 = q.t0 - q.t0 % b;
+  r->width_px = static_cast<uint32_t>((q.t1 - 1 - r->t0) / b + 1);
+  r->t1 = r->t0 + r->width_px * b;
+  r->ns_per_px = static_cast<double>(b);
+}
+
+// The query's definition, event by event: events at least a pixel wide
+// that overlap the view, each; the others that start in it, folded into
+// the pixel of their start.
 inline TraceQueryResult BruteForce(const std::vector<Event>& events, const TraceQuery& q) {
   TraceQueryResult r;
-  const uint64_t span = q.t1 - q.t0;
+  Grid(q, &r);
+  const auto b = static_cast<uint64_t>(r.ns_per_px);
   std::map<TrackId, std::vector<size_t>> by_track;
   for (size_t i = 0; i < events.size(); ++i) by_track[events[i].track].push_back(i);
   for (const auto& [track, idx] : by_track) {
@@ -144,8 +159,8 @@ inline TraceQueryResult BruteForce(const std::vector<Event>& events, const Trace
     std::map<uint32_t, uint64_t> sums;
     for (size_t n = 0; n < idx.size(); ++n) {
       const Event& e = events[idx[n]];
-      if (e.ts > q.t1 || e.end() < q.t0) continue;
-      if (static_cast<unsigned __int128>(e.dur) * q.width_px >= span) {
+      if (e.ts >= r.t1 || e.end() < r.t0) continue;
+      if (e.dur >= b) {
         TraceQueryResult::Slice s;
         s.id = (uint64_t{track} << 40) | n;
         s.ts = e.ts, s.dur = e.dur, s.name = e.name, s.kind = e.kind, s.corr = e.corr;
@@ -153,9 +168,8 @@ inline TraceQueryResult BruteForce(const std::vector<Event>& events, const Trace
         out.slices.push_back(s);
         continue;
       }
-      const uint64_t at = std::clamp(e.ts, q.t0, q.t1) - q.t0;
-      const auto p = static_cast<uint32_t>(std::min<uint64_t>(
-          static_cast<uint64_t>(static_cast<unsigned __int128>(at) * q.width_px / span), q.width_px - 1));
+      if (e.ts < r.t0) continue;  // starts before the view: in no pixel of it.
+      const auto p = static_cast<uint32_t>((e.ts - r.t0) / b);
       auto& s = px[p];
       if (s.count == 0 || e.dur > s.longest_dur || (e.dur == s.longest_dur && e.name < s.longest)) {
         s.longest_dur = e.dur, s.longest = e.name;
@@ -178,7 +192,7 @@ inline TraceQueryResult BruteForce(const std::vector<Event>& events, const Trace
       s.depth = static_cast<uint8_t>(depth);
     }
     for (auto& [p, s] : px) {
-      s.busy = std::min(1.0, static_cast<double>(sums[p]) * q.width_px / static_cast<double>(span));
+      s.busy = std::min(1.0, static_cast<double>(sums[p]) / static_cast<double>(b));
       out.summaries.push_back(s);
     }
     r.tracks.push_back(std::move(out));
@@ -189,6 +203,10 @@ inline TraceQueryResult BruteForce(const std::vector<Event>& events, const Trace
 // The store's answer against brute force: the same slices with the same
 // depths, every folded pixel exact.
 inline void ExpectSame(const TraceQueryResult& got, const TraceQueryResult& want) {
+  CHECK(got.t0 == want.t0);
+  CHECK(got.t1 == want.t1);
+  CHECK(got.width_px == want.width_px);
+  CHECK(got.ns_per_px == want.ns_per_px);
   REQUIRE(got.tracks.size() == want.tracks.size());
   for (size_t t = 0; t < want.tracks.size(); ++t) {
     const auto& g = got.tracks[t];

@@ -99,7 +99,7 @@ TEST_CASE("trace store disk: chunks past the memory budget are read back from th
   CHECK(s.spilled_chunks > s.chunks / 2);
   CHECK(s.segments > 40);
   CHECK(s.disk_bytes > 400'000);
-  CHECK(s.bytes < 100'000 + 64 * 1024 + s.chunks * 120);  // the budget, open chunks, the index.
+  CHECK(s.bytes < 100'000 + 64 * 1024 + s.chunks * 240);  // the budget, open chunks, the index, the mipmaps.
   CHECK(s.spill_error.empty());
   const std::vector<Event> all = WithDerived(trace.events);
   for (const TraceQuery& q : SomeQueries(s.last_ns, 31)) {

@@ -57,8 +57,14 @@ TEST_CASE("trace api: viewport, one event, search and export over real HTTP") {
   const nlohmann::json v = ParseJson(view.body);
   REQUIRE(v.is_object());
   CHECK(v["type"] == "trace");
-  CHECK(v["width_px"] == 800);
-  CHECK(v["ns_per_px"].get<double>() == doctest::Approx(static_cast<double>(t1 - t0) / 800));
+  // The grid: 2^k ns per pixel, the least covering t1 - t0 in 800, from t0
+  // rounded down to a pixel edge.
+  uint64_t b = 1;
+  while (b * 800 < t1 - t0) b *= 2;
+  CHECK(v["ns_per_px"].get<double>() == static_cast<double>(b));
+  CHECK(v["t0"].get<uint64_t>() == t0 - t0 % b);
+  CHECK(v["width_px"] == (t1 - 1 - (t0 - t0 % b)) / b + 1);
+  CHECK(v["width_px"].get<uint32_t>() <= 801);
   REQUIRE(!v["tracks"].empty());
   uint64_t kernel_id = 0, items = 0;
   std::string kernel_name;
@@ -66,7 +72,7 @@ TEST_CASE("trace api: viewport, one event, search and export over real HTTP") {
     CHECK(t.contains("name"));
     for (const auto& sl : t["slices"]) {
       ++items;
-      CHECK(sl[1].get<uint64_t>() <= t1);
+      CHECK(sl[1].get<uint64_t>() < v["t1"].get<uint64_t>());
       if (sl[5] == "kernel" && kernel_id == 0) {
         kernel_id = sl[0].get<uint64_t>();
         kernel_name = v["names"][std::to_string(sl[3].get<uint64_t>())].get<std::string>();
