@@ -149,6 +149,7 @@ void ChunkBuilder::Put(const Event& e) {
   last_corr_ = e.corr;
   uint8_t* const base = buf_.data();
   uint8_t* col[kChunkColumns];
+#pragma GCC unroll 6
   for (int c = 0; c < kChunkColumns; ++c) col[c] = base + kStart[c] + len_[c];
   uint8_t* p[kChunkColumns];
   p[kEnds] = PutVarint(col[kEnds], value[kEnds]);
@@ -172,6 +173,7 @@ void ChunkBuilder::Put(const Event& e) {
   }
   p[kPayload] = pp;
   counters_ |= e.kind == EventKind::kCounter;
+#pragma GCC unroll 6
   for (int c = 0; c < kChunkColumns; ++c) len_[c] = static_cast<uint16_t>(p[c] - base - kStart[c]);
   if (count_ == 0) {
     for (int c = 0; c < kChunkColumns; ++c) first_len_[c] = len_[c];
@@ -180,6 +182,7 @@ void ChunkBuilder::Put(const Event& e) {
     first_form_ = PayloadForm(e.kind);
   } else {
     unsigned differ = 0;
+#pragma GCC unroll 6
     for (int c = 0; c < kChunkColumns; ++c) differ |= unsigned{value[c] != first_[c]} << c;
     // (the payload's bytes follow from both words and how the kind writes
     // them: a kernel's four ids, a counter's value, else two varints)

@@ -61,7 +61,7 @@ void TraceStore::Append(std::span<const Event> definitions, std::span<const Even
   std::vector<TrackStore*> touched;
   auto put = [&](const Event& e) {
     if (last == nullptr || e.track != last_id) {
-      last = &Track(e.track);
+      last = e.track < tracks_.size() && tracks_[e.track] ? tracks_[e.track].get() : &Track(e.track);
       last_id = e.track;
     }
     if (last->dirty_from == UINT64_MAX) touched.push_back(last);  // its first event of the batch.

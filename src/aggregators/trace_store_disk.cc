@@ -16,7 +16,7 @@ using Record = SegmentLog::Record;
 
 // A chunk record's body: this head, then the chunk's columns.
 //   u32 track | u64 chunk index | u16 count | u8 uniform columns | u8 counters | u64 name bits
-//   | node: u64 min_start, max_start, min_end, max_end, max_dur, sum_dur | u32 longest
+//   | node: u64 min_start, max_start, 0 (was the least end), max_end, max_dur, sum_dur | u32 longest
 //     | f64 max_value, last_value
 //   | u16 column ends x 6
 constexpr size_t kChunkHead = 4 + 8 + 4 + 8 + 6 * 8 + 4 + 2 * 8 + 2 * kChunkColumns;
@@ -120,7 +120,7 @@ void TraceStore::Seal(TrackStore& t, TrackId id) {
   const Node& n = t.levels[0].at(j);
   char head[kChunkHead];
   Writer w(head);
-  w << id << j << c.count << c.uniform << c.counters << c.name_bits << n.min_start << n.max_start << n.min_end << n.max_end << n.max_dur
+  w << id << j << c.count << c.uniform << c.counters << c.name_bits << n.min_start << n.max_start << uint64_t{0} << n.max_end << n.max_dur
     << n.sum_dur << n.longest << n.max_value << n.last_value;
   for (const uint16_t end : c.ends) w << end;
   if (log_->Full(kChunkHead + c.ends.back())) {
@@ -243,7 +243,8 @@ bool TraceStore::Open(std::string* error) {
       Node n;
       Reader r(body.data());
       uint8_t counters = 0;
-      r >> id >> j >> c.count >> c.uniform >> counters >> c.name_bits >> n.min_start >> n.max_start >> n.min_end >> n.max_end >> n.max_dur >>
+      uint64_t unused = 0;
+      r >> id >> j >> c.count >> c.uniform >> counters >> c.name_bits >> n.min_start >> n.max_start >> unused >> n.max_end >> n.max_dur >>
           n.sum_dur >> n.longest >> n.max_value >> n.last_value;
       for (uint16_t& end : c.ends) r >> end;
       n.count = c.count;

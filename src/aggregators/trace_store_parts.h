@@ -27,10 +27,10 @@ inline bool Longer(uint64_t dur, NameId name, uint64_t than_dur, NameId than_nam
   return dur > than_dur || (dur == than_dur && name < than_name);
 }
 
-// What a chunk or a node of chunks holds, for the query's walk.
+// What a chunk or a node of chunks holds, for the query's walk: 64 bytes.
 struct TraceStore::Node {
-  uint64_t min_start = UINT64_MAX, max_start = 0;
-  uint64_t min_end = UINT64_MAX, max_end = 0;
+  uint64_t min_start = UINT64_MAX, max_start = 0;  // (64 bytes: one cache line)
+  uint64_t max_end = 0;
   uint64_t max_dur = 0, sum_dur = 0;
   uint32_t count = 0;
   NameId longest = 0;
@@ -43,7 +43,6 @@ struct TraceStore::Node {
     last_value = value;
     min_start = std::min(min_start, start);
     max_start = std::max(max_start, start);
-    min_end = std::min(min_end, start + dur);
     max_end = std::max(max_end, start + dur);
     sum_dur += dur;
     ++count;
@@ -55,7 +54,6 @@ struct TraceStore::Node {
     last_value = o.last_value;  // children come in arrival order.
     min_start = std::min(min_start, o.min_start);
     max_start = std::max(max_start, o.max_start);
-    min_end = std::min(min_end, o.min_end);
     max_end = std::max(max_end, o.max_end);
     sum_dur += o.sum_dur;
     count += o.count;
@@ -95,13 +93,17 @@ struct TraceStore::Level {
 // levels[k - 1].
 struct TraceStore::TrackStore {
   static_assert(kChunkEvents <= ChunkBuilder::kMaxEvents);
+  static constexpr size_t kMaxLevels = 16;
 
   std::deque<Chunk> chunks;
   std::vector<Level> levels{1};
   TraceMipmap mip;        // the sealed chunks' events by time (trace_mipmap.h).
   ChunkBuilder open;      // the last chunk's events while it is open.
-  bool building = false;  // the last chunk is open: this is its shell.
-  Chunk* open_chunk = nullptr;
+  bool building = false;  // the last chunk is open: these are its shell and summary
+  Chunk* open_chunk = nullptr;  // (a deque keeps its elements in place, and
+  Node* open_node = nullptr;    // `levels` never reallocates: see the constructor)
+
+  TrackStore() { levels.reserve(kMaxLevels); }
   uint64_t events = 0;    // ever appended: the next event's index.
   uint64_t dirty_from = UINT64_MAX;  // the first chunk changed since the last Reindex.
   uint64_t resident_from = 0;        // the next chunk the memory budget lets go.
@@ -115,14 +117,14 @@ struct TraceStore::TrackStore {
   // Adds `e` to the open chunk; true when that filled it (Seal it then).
   bool Append(const Event& e) {
     if (!building) {
-      open_chunk = &chunks.emplace_back();  // (a deque keeps its elements in place)
-      levels[0].nodes.emplace_back();
+      open_chunk = &chunks.emplace_back();
+      open_node = &levels[0].nodes.emplace_back();
       building = true;
     }
     open.Put(e);
     open_chunk->count = static_cast<uint16_t>(open.count());
     open_chunk->name_bits |= uint64_t{1} << (e.name & 63);
-    levels[0].nodes.back().Add(e.ts, e.dur, e.name, e.kind == EventKind::kCounter ? e.payload.counter.value : 0);
+    open_node->Add(e.ts, e.dur, e.name, e.kind == EventKind::kCounter ? e.payload.counter.value : 0);
     ++events;
     if (dirty_from == UINT64_MAX) dirty_from = end() - 1;  // else an earlier chunk of the batch.
     return open_chunk->count == kChunkEvents;
@@ -138,6 +140,7 @@ struct TraceStore::TrackStore {
     open.Clear();
     building = false;
     open_chunk = nullptr;
+    open_node = nullptr;
     return c;
   }
 
@@ -226,6 +229,7 @@ struct TraceStore::TrackStore {
     uint64_t dirty = dirty_from;
     for (size_t k = 1; levels[k - 1].end() > 1; ++k) {
       if (levels.size() == k) {
+        if (k == kMaxLevels) break;  // 16^15 chunks: never.
         levels.emplace_back();
         levels.back().base = levels[k - 1].base / kFanout;
       }
