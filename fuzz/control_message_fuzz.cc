@@ -3,9 +3,11 @@
 // For any input, DecodeControlMessage must return (never throw, never crash
 // under ASan+UBSan), and:
 //   - a refusal has a known code, and its error reply (EncodeError) is JSON
-//     that nlohmann parses back (so valid UTF-8) with the same code;
-//   - a decoded message re-encodes (EncodeSubscribed, turned back into a
-//     request) to text that decodes to the same type, topics and filter.
+//     that nlohmann parses back (so valid UTF-8) with the same code and id;
+//   - a decoded subscribe or unsubscribe re-encodes (EncodeSubscribed,
+//     turned back into a request) to text that decodes to the same type,
+//     topics and filter; a decoded trace request, written again, decodes to
+//     the same request.
 // Any disagreement aborts, which libFuzzer reports as a crash.
 //
 // Built and run by fuzz/build_and_run.sh (clang 14, not part of CMake).
@@ -33,7 +35,7 @@ using nlohmann::json;
 
 bool KnownCode(const std::string& code) {
   return code == "bad_json" || code == "bad_message" || code == "unknown_topic" || code == "unknown_kind" ||
-         code == "too_large";
+         code == "too_large" || code == "no_trace_store";
 }
 
 void CheckRefusal(const DecodeError& e) {
@@ -43,9 +45,25 @@ void CheckRefusal(const DecodeError& e) {
   const json j = json::parse(reply, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) Fail("error reply is not JSON", reply);
   if (j.value("type", "") != "error" || j.value("code", "") != e.code) Fail("error reply fields", reply);
+  if (j.contains("id") != e.id.has_value() || (e.id && j["id"] != *e.id)) Fail("error reply id", reply);
+}
+
+// A trace request written out again (every key) decodes to the same request.
+void CheckTraceRoundTrip(const liveprof::TraceRequest& t) {
+  json j = {{"type", "trace"}, {"id", t.id}, {"width", t.width_px}, {"tracks", t.tracks}};
+  if (t.t0) j["t0"] = *t.t0;
+  if (t.t1) j["t1"] = *t.t1;
+  const std::string again = j.dump();
+  const auto r = liveprof::DecodeControlMessage(again);
+  if (const auto* e = std::get_if<DecodeError>(&r)) Fail("re-encoded trace request refused", e->message);
+  const liveprof::TraceRequest& t2 = std::get<ControlMessage>(r).trace;
+  if (t2.id != t.id || t2.t0 != t.t0 || t2.t1 != t.t1 || t2.width_px != t.width_px || t2.tracks != t.tracks) {
+    Fail("trace request disagrees", again);
+  }
 }
 
 void CheckRoundTrip(const ControlMessage& m) {
+  if (m.type == ControlMessage::Type::kTrace) return CheckTraceRoundTrip(m.trace);
   if (m.topics.none()) Fail("decoded a message without topics", "");
   const std::string subscribed = liveprof::EncodeSubscribed(m.topics, m.filter ? &*m.filter : nullptr);
   json j = json::parse(subscribed, nullptr, /*allow_exceptions=*/false);

@@ -27,13 +27,14 @@ PACKAGES=(
   chromium
 )
 
-# The dashboard's npm packages (package.json, package-lock.json): uPlot, which
-# the page serves from static/vendor/ (copied, never committed), and
-# playwright-core for the browser tests. Run after the Debian packages.
+# The dashboard's npm packages (package.json, package-lock.json): uPlot and
+# FlatBuffers' JavaScript runtime, which the page serves from static/vendor/
+# (copied, never committed), and playwright-core for the browser tests. Run
+# after the Debian packages.
 setup_npm() {
   if [[ ! -f node_modules/.package-lock.json ]] ||
     ! cmp -s package-lock.json node_modules/.liveprof-lock; then
-    echo "setup: npm ci (uplot, playwright-core)"
+    echo "setup: npm ci (uplot, flatbuffers, playwright-core)"
     npm ci --no-audit --no-fund --loglevel=error
     cp package-lock.json node_modules/.liveprof-lock
   fi
@@ -42,6 +43,15 @@ setup_npm() {
   for f in uPlot.iife.min.js uPlot.min.css; do
     if ! cmp -s "node_modules/uplot/dist/$f" "static/vendor/$f"; then
       cp "node_modules/uplot/dist/$f" "static/vendor/$f"
+    fi
+  done
+  # FlatBuffers' ES-module build (mjs/: one file per module, flatbuffers.js
+  # the entry) for static/trace/tile_reader.js; FlexBuffers is not used.
+  mkdir -p static/vendor/flatbuffers
+  for f in node_modules/flatbuffers/mjs/*.js; do
+    [[ $(basename "$f") == flexbuffers.js ]] && continue
+    if ! cmp -s "$f" "static/vendor/flatbuffers/$(basename "$f")"; then
+      cp "$f" static/vendor/flatbuffers/
     fi
   done
 }

@@ -53,6 +53,7 @@ const ctx = {
   exportCsv,
   token,
   get: (path, params) => feed.get(path, params),
+  traceTile: (q) => feed.traceTile(q),  // {tile, via}: over the WebSocket when it is open
   setParams(topic, params) {
     state.params[topic] = params;
     delete state.pending[topic];

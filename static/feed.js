@@ -1,13 +1,16 @@
 // The connection to the liveprof server: the WebSocket feed (/ws) for the
-// published views, REST (/api) for other windows and CSV. Reconnects with
-// backoff; a server of another protocol version is said plainly and not
-// retried (docs/protocol.md, Versioning).
+// published views and the trace viewer's binary tiles, REST (/api) for other
+// windows, CSV, and tiles while the socket is down. Reconnects with backoff;
+// a server of another protocol version is said plainly and not retried
+// (docs/protocol.md, Versioning).
 
 export const PROTOCOL_VERSION = 1;
 
 const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 10000;
 const REQUEST_TIMEOUT_MS = 5000;
+// How long a tile waits for a socket that is still connecting before it goes over HTTP.
+const CONNECT_WAIT_MS = 2000;
 
 // state: {phase, detail, retryAt, server}. phase is one of
 //   connecting | live | reconnecting | version_mismatch
@@ -24,6 +27,10 @@ export class Feed {
     this.timer = null;
     this.stopped = false;
     this.hello = null;
+    this.tiles = new Map();  // trace request id -> {resolve, reject, timer, q}: awaiting its tile.
+    this.tileId = 0;
+    this.tileReader = null;  // the import of trace/tile_reader.js, on first use.
+    this.liveWaiters = [];   // resolved when the socket says hello, or fails.
   }
 
   start() {
@@ -66,6 +73,94 @@ export class Feed {
     this.ws.send(JSON.stringify(msg));
   }
 
+  // A trace-viewer tile: /api/trace's answer to the query `q` ({t0, t1,
+  // width}, each optional). Over the WebSocket (a `trace` request answered
+  // by a binary TraceTile frame with its id) while the socket is open and
+  // its server offers tiles; else, or when the socket closes first, over
+  // HTTP. Resolves to {tile, via: 'ws' | 'http'}; `tile` is the JSON's shape
+  // either way.
+  async traceTile(q) {
+    // A socket not open yet (the page is loading: not started, or
+    // connecting) is worth a short wait; one waiting out a backoff is not.
+    const connecting = this.ws || this.timer === null;
+    if (!this.open() && !this.stopped && connecting) await this.waitLive(CONNECT_WAIT_MS);
+    const reader = this.open() && this.hello.trace ? await this.loadTileReader() : null;
+    if (!reader || !this.open()) return {tile: await this.get('trace', q), via: 'http'};
+    const id = this.tileId = (this.tileId + 1) % 2 ** 32;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.tiles.delete(id);
+        reject(new Error(`trace tile ${id}: no answer on the WebSocket in ${REQUEST_TIMEOUT_MS} ms`));
+      }, REQUEST_TIMEOUT_MS);
+      this.tiles.set(id, {resolve, reject, timer, q});
+      this.send({type: 'trace', id, ...q});
+    });
+  }
+
+  open() {
+    return !!this.ws && this.ws.readyState === WebSocket.OPEN && !!this.hello;
+  }
+
+  // Resolves once the socket has said hello, failed, or `ms` passed.
+  waitLive(ms) {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.liveWaiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+  wakeLiveWaiters() {
+    for (const wake of this.liveWaiters.splice(0)) wake();
+  }
+
+  // The binary tile reader needs FlatBuffers' runtime in static/vendor/
+  // (scripts/setup.sh): imported on first use; without it, tiles come over HTTP.
+  loadTileReader() {
+    this.tileReader ??= import('./trace/tile_reader.js').catch((e) => {
+      console.warn(`liveprof: trace tiles over HTTP: the binary reader did not load (${e.message}); run ./scripts/setup.sh`);
+      return null;
+    });
+    return this.tileReader;
+  }
+
+  // A binary message: a tile someone is waiting for (events frames are not
+  // this page's).
+  async onBinary(data) {
+    const reader = await this.tileReader;
+    let got = null;
+    try {
+      got = reader?.readTraceTile(data);
+    } catch (e) {
+      console.warn(`liveprof: ${e.message}`);
+    }
+    const waiting = got && this.tiles.get(got.id);
+    if (!waiting) return;
+    this.tiles.delete(got.id);
+    clearTimeout(waiting.timer);
+    waiting.resolve({tile: got.tile, via: 'ws'});
+  }
+
+  // An error naming a tile request that is waiting fails it (true); other
+  // errors are not a tile's (false).
+  failTile(msg) {
+    const waiting = this.tiles.get(msg.id);
+    if (!waiting) return false;
+    this.tiles.delete(msg.id);
+    clearTimeout(waiting.timer);
+    waiting.reject(new Error(`trace: ${msg.code}: ${msg.message}`));
+    return true;
+  }
+  // The socket closed: the tile requests still waiting are asked over HTTP.
+  tilesOverHttp() {
+    for (const w of this.tiles.values()) {
+      clearTimeout(w.timer);
+      this.get('trace', w.q).then((tile) => w.resolve({tile, via: 'http'}), w.reject);
+    }
+    this.tiles.clear();
+  }
+
   connect() {
     clearTimeout(this.timer);
     this.hello = null;
@@ -87,8 +182,9 @@ export class Feed {
       return;
     }
     this.ws = ws;
+    ws.binaryType = 'arraybuffer';  // trace tiles, read as they come
     ws.onmessage = (m) => {
-      if (typeof m.data !== 'string') return;  // events frames: the trace viewer's.
+      if (typeof m.data !== 'string') return this.onBinary(m.data);
       let msg;
       try {
         msg = JSON.parse(m.data);
@@ -97,6 +193,7 @@ export class Feed {
         return;
       }
       if (msg.type === 'hello') return this.onHello(msg);
+      if (msg.type === 'error' && this.failTile(msg)) return;
       if (msg.type === 'error') return console.warn(`liveprof server: ${msg.code}: ${msg.message}`);
       if (msg.type === 'subscribed') return;
       if (msg.v !== PROTOCOL_VERSION) return this.mismatch(msg.v);
@@ -105,6 +202,8 @@ export class Feed {
     ws.onclose = (e) => {
       if (this.ws !== ws || this.stopped) return;
       this.ws = null;
+      this.tilesOverHttp();
+      this.wakeLiveWaiters();
       this.retry(e.code === 1006 ? 'the server cannot be reached' : `closed (${e.code}${e.reason ? `: ${e.reason}` : ''})`);
     };
   }
@@ -113,6 +212,7 @@ export class Feed {
     if (hello.v !== PROTOCOL_VERSION) return this.mismatch(hello.v, hello.server);
     this.hello = hello;
     this.attempt = 0;
+    this.wakeLiveWaiters();
     this.onState({phase: 'live', detail: `liveprof ${hello.server}, protocol v${hello.v}`, server: hello.server});
     const offered = new Set(hello.topics);
     const topics = [...this.topics].filter((t) => offered.has(t));

@@ -205,6 +205,7 @@ class Server::Impl {
     s.websocket_sessions = c.websocket_sessions.load();
     s.view_frames_sent = c.view_frames_sent.load();
     s.event_frames_sent = c.event_frames_sent.load();
+    s.trace_tiles_sent = c.trace_tiles_sent.load();
     s.view_frames_replaced = c.view_frames_replaced.load();
     s.sessions_closed_blocked = c.sessions_closed_blocked.load();
     s.bad_messages = c.bad_messages.load();

@@ -214,19 +214,25 @@ std::optional<DecodeError> DecodeKinds(const json& j, EventFilter* filter) {
   return std::nullopt;
 }
 
-std::optional<DecodeError> DecodeTracks(const json& j, EventFilter* filter) {
-  if (auto e = ExpectArray(j, "filters.tracks", kMaxFilterTracks)) return e;
-  filter->tracks.clear();
-  filter->tracks.reserve(j.size());
+// An array of track ids (at most `max_entries`) at `where`, in its order.
+std::optional<DecodeError> DecodeTrackIds(const json& j, const std::string& where, size_t max_entries,
+                                          std::vector<TrackId>* tracks) {
+  if (auto e = ExpectArray(j, where, max_entries)) return e;
+  tracks->clear();
+  tracks->reserve(j.size());
   for (size_t i = 0; i < j.size(); ++i) {
     const json& t = j[i];
     if (!t.is_number_unsigned() || t.get<uint64_t>() > std::numeric_limits<TrackId>::max()) {
-      return Error("bad_message", "filters.tracks[" + std::to_string(i) +
-                                      "]: expected a track id (an integer 0..4294967295), got " +
-                                      Describe(t));
+      return Error("bad_message", where + "[" + std::to_string(i) +
+                                      "]: expected a track id (an integer 0..4294967295), got " + Describe(t));
     }
-    filter->tracks.push_back(static_cast<TrackId>(t.get<uint64_t>()));
+    tracks->push_back(static_cast<TrackId>(t.get<uint64_t>()));
   }
+  return std::nullopt;
+}
+
+std::optional<DecodeError> DecodeTracks(const json& j, EventFilter* filter) {
+  if (auto e = DecodeTrackIds(j, "filters.tracks", kMaxFilterTracks, &filter->tracks)) return e;
   std::sort(filter->tracks.begin(), filter->tracks.end());
   filter->tracks.erase(std::unique(filter->tracks.begin(), filter->tracks.end()), filter->tracks.end());
   return std::nullopt;
@@ -271,16 +277,77 @@ std::optional<DecodeError> DecodeFilter(const json& j, EventFilter* filter) {
   return std::nullopt;
 }
 
+// The unsigned integer at `key` of `root`, within [lo, hi]; nullopt when the
+// key is absent. `what` says what the value is, for the error.
+std::variant<std::optional<uint64_t>, DecodeError> OptionalUnsigned(const json& root, const std::string& key,
+                                                                    uint64_t lo, uint64_t hi,
+                                                                    std::string_view what) {
+  const auto it = root.find(key);
+  if (it == root.end()) return std::optional<uint64_t>();
+  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+  if (!it->is_number_integer()) {
+    return Error("bad_message", key + ": expected " + std::string(what) + " (an integer " + range + "), got " +
+                                    Describe(*it));
+  }
+  if (!it->is_number_unsigned() || it->get<uint64_t>() < lo || it->get<uint64_t>() > hi) {
+    return Error("bad_message", key + ": " + it->dump() + " is out of range " + range);
+  }
+  return std::optional<uint64_t>(it->get<uint64_t>());
+}
+
+// {"type":"trace","id":..,"t0":..,"t1":..,"width":..,"tracks":[..]}: every
+// key but type and id optional, as /api/trace's parameters.
+std::variant<ControlMessage, DecodeError> DecodeTrace(const json& root) {
+  ControlMessage m;
+  m.type = ControlMessage::Type::kTrace;
+  TraceRequest& r = m.trace;
+  // The id first: every later error carries it, so the client can tell
+  // which of its requests failed.
+  auto id = OptionalUnsigned(root, "id", 0, std::numeric_limits<uint32_t>::max(), "a request id");
+  if (DecodeError* e = std::get_if<DecodeError>(&id)) return *e;
+  if (!std::get<0>(id)) {
+    return Error("bad_message", "id: missing (an integer 0..4294967295 that the reply carries)");
+  }
+  r.id = static_cast<uint32_t>(*std::get<0>(id));
+  const auto fail = [&](DecodeError e) {
+    e.id = r.id;
+    return e;
+  };
+  static constexpr std::array<std::string_view, 6> kKeys = {"type", "id", "t0", "t1", "width", "tracks"};
+  if (auto e = CheckKeys(root, "the message", kKeys)) return fail(*e);
+  constexpr uint64_t kMaxNs = std::numeric_limits<uint64_t>::max();
+  auto t0 = OptionalUnsigned(root, "t0", 0, kMaxNs, "a time in ns");
+  if (DecodeError* e = std::get_if<DecodeError>(&t0)) return fail(*e);
+  r.t0 = std::get<0>(t0);
+  auto t1 = OptionalUnsigned(root, "t1", 0, kMaxNs, "a time in ns");
+  if (DecodeError* e = std::get_if<DecodeError>(&t1)) return fail(*e);
+  r.t1 = std::get<0>(t1);
+  if (r.t0 && r.t1 && *r.t1 <= *r.t0) {
+    return fail(Error("bad_message", "t1: " + std::to_string(*r.t1) + " is not after t0 (" +
+                                         std::to_string(*r.t0) + ")"));
+  }
+  auto width = OptionalUnsigned(root, "width", 1, kMaxTraceWidthPx, "a width in pixels");
+  if (DecodeError* e = std::get_if<DecodeError>(&width)) return fail(*e);
+  r.width_px = static_cast<uint32_t>(std::get<0>(width).value_or(kDefaultTraceWidthPx));
+  if (const auto tracks = root.find("tracks"); tracks != root.end()) {
+    if (auto e = DecodeTrackIds(*tracks, "tracks", kMaxTraceTracks, &r.tracks)) return fail(*e);
+  }
+  return m;
+}
+
 std::variant<ControlMessage, DecodeError> DecodeParsed(const json& root) {
   if (!root.is_object()) {
     return Error("bad_message", "the message: expected a JSON object, got " + TypeName(root));
   }
+  if (const auto type = root.find("type"); type != root.end() && *type == "trace") return DecodeTrace(root);
   static constexpr std::array<std::string_view, 3> kKeys = {"type", "topics", "filters"};
   if (auto e = CheckKeys(root, "the message", kKeys)) return *e;
 
   ControlMessage m;
   const auto type = root.find("type");
-  if (type == root.end()) return Error("bad_message", "type: missing (\"subscribe\" or \"unsubscribe\")");
+  if (type == root.end()) {
+    return Error("bad_message", "type: missing (\"subscribe\", \"unsubscribe\" or \"trace\")");
+  }
   if (!type->is_string()) return Error("bad_message", "type: expected a string, got " + TypeName(*type));
   const std::string& type_name = type->get_ref<const std::string&>();
   if (type_name == "subscribe") {
@@ -289,7 +356,7 @@ std::variant<ControlMessage, DecodeError> DecodeParsed(const json& root) {
     m.type = ControlMessage::Type::kUnsubscribe;
   } else {
     return Error("bad_message",
-                 "type: unknown message type " + Quote(type_name) + " (known: subscribe, unsubscribe)");
+                 "type: unknown message type " + Quote(type_name) + " (known: subscribe, unsubscribe, trace)");
   }
 
   const auto topics = root.find("topics");
@@ -470,6 +537,12 @@ std::string EncodeHello(std::string_view server_version, uint32_t max_events_per
   w.KV("max_events_per_second_cap", kMaxEventsPerSecondCap);
   w.KV("frame_hz", frame_hz);
   w.EndObject();
+  w.Key("trace");  // `trace` requests, answered with TraceTile frames.
+  w.BeginObject();
+  w.KV("encoding", "flatbuffers");
+  w.KV("body", "TraceTile");
+  w.KV("max_width_px", kMaxTraceWidthPx);
+  w.EndObject();
   w.Key("limits");
   w.BeginObject();
   w.KV("max_control_message_bytes", static_cast<uint64_t>(kMaxControlMessageBytes));
@@ -496,6 +569,7 @@ std::string EncodeError(const DecodeError& error) {
   WriteHead(w, "error");
   w.KV("code", SanitizeUtf8(error.code, 64));
   w.KV("message", SanitizeUtf8(error.message, kMaxErrorMessageBytes));
+  if (error.id) w.KV("id", *error.id);
   w.EndObject();
   return w.Take();
 }

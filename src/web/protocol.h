@@ -2,11 +2,13 @@
 // I/O, so that every rule is tested without a socket (docs/protocol.md).
 //
 //   client -> server  JSON text: subscribe / unsubscribe, with filters for the
-//                     events topic (DecodeControlMessage).
+//                     events topic, and trace (a trace-viewer tile)
+//                     (DecodeControlMessage).
 //   server -> client  JSON text: hello, subscribed, error (Encode*), and the
 //                     view topics' snapshots, which the pipeline renders;
 //                     binary: the events topic's FlatBuffers frames
-//                     (EventFeed; schema src/stream/liveprof.fbs).
+//                     (EventFeed; schema src/stream/liveprof.fbs) and the
+//                     tiles (trace_tile.h).
 //
 // Decoding never throws and never trusts its input: every limit below is
 // checked, and a refusal is a DecodeError whose message names what is wrong
@@ -51,6 +53,11 @@ inline constexpr size_t kMaxNamePrefixBytes = 256;
 // The events topic's rate cap, per connection.
 inline constexpr uint32_t kDefaultMaxEventsPerSecond = 100'000;
 inline constexpr uint32_t kMaxEventsPerSecondCap = 1'000'000;
+// A `trace` request: its width in pixels, 1..kMaxTraceWidthPx (the trace
+// store's TraceStore::kMaxWidthPx), and its tracks.
+inline constexpr uint32_t kDefaultTraceWidthPx = 1000;
+inline constexpr uint32_t kMaxTraceWidthPx = 1 << 16;
+inline constexpr size_t kMaxTraceTracks = 1024;
 
 // ---- Topics ----
 
@@ -140,24 +147,39 @@ struct EventFilter {
 
 // ---- Control messages (client -> server) ----
 
-// {"type":"subscribe","topics":[...],"filters":{...}} or
-// {"type":"unsubscribe","topics":[...]}.
+// {"type":"trace","id":7,"t0":..,"t1":..,"width":..,"tracks":[..]}: one
+// viewport of the trace store, answered with a binary TraceTile frame that
+// carries `id` (the same query as /api/trace?t0=&t1=&width=&tracks=).
+struct TraceRequest {
+  uint32_t id = 0;
+  // Default: the store's first event, its last (when asked; at least t0 + 1).
+  std::optional<uint64_t> t0 = std::nullopt, t1 = std::nullopt;
+  uint32_t width_px = kDefaultTraceWidthPx;
+  std::vector<TrackId> tracks = {};  // as sent; empty = every track.
+};
+
+// {"type":"subscribe","topics":[...],"filters":{...}},
+// {"type":"unsubscribe","topics":[...]} or a trace request.
 struct ControlMessage {
-  enum class Type { kSubscribe, kUnsubscribe };
+  enum class Type { kSubscribe, kUnsubscribe, kTrace };
   Type type = Type::kSubscribe;
-  TopicSet topics;  // never empty.
+  TopicSet topics;  // never empty for a subscribe or an unsubscribe.
   // A subscribe's filters, when given: they replace the connection's
   // events filter as a whole (a key left out takes its default).
   std::optional<EventFilter> filter;
+  TraceRequest trace;  // kTrace only.
 };
 
 // Why a control message was refused. `code` is one of "bad_json",
 // "bad_message" (wrong shape or type, a value out of range, an unknown key),
-// "unknown_topic", "unknown_kind", "too_large" (over a limit above);
-// `message` says what and where, in valid UTF-8.
+// "unknown_topic", "unknown_kind", "too_large" (over a limit above), and for
+// a trace request also "no_trace_store"; `message` says what and where, in
+// valid UTF-8. `id`: the trace request's, when it had a valid one (so that
+// the client knows which request failed).
 struct DecodeError {
   std::string code;
   std::string message;
+  std::optional<uint32_t> id = std::nullopt;
 };
 
 // Decodes one text message. Never throws; any input. Any thread.
@@ -173,14 +195,15 @@ std::variant<ControlMessage, DecodeError> DecodeControlMessage(std::string_view 
 //              "file_identifier":"LPF1","frame_version":1,
 //              "max_events_per_second":100000,
 //              "max_events_per_second_cap":1000000,"frame_hz":10},
+//    "trace":{"encoding":"flatbuffers","body":"TraceTile","max_width_px":65536},
 //    "limits":{"max_control_message_bytes":65536}}
 std::string EncodeHello(std::string_view server_version, uint32_t max_events_per_second, uint32_t frame_hz);
 // The answer to a subscribe or unsubscribe: the connection's topics now and,
 // when `filter` is not null, its events filter (in the form a subscribe
 // takes: kinds, tracks, name_prefix, max_events_per_second). Any thread.
 std::string EncodeSubscribed(const TopicSet& current, const EventFilter* filter);
-// {"type":"error","v":1,"code":"...","message":"..."}; the text is made
-// valid UTF-8 (a bad byte becomes U+FFFD) and cut at 1 KiB. Any thread.
+// {"type":"error","v":1,"code":"...","message":"..."(,"id":N)}; the text is
+// made valid UTF-8 (a bad byte becomes U+FFFD) and cut at 1 KiB. Any thread.
 std::string EncodeError(const DecodeError& error);
 
 // ---- The events topic's binary frames ----

@@ -269,6 +269,7 @@ std::string ServerStatsJson(const ServerStats& s) {
   w.KV("websocket_sessions", s.websocket_sessions);
   w.KV("view_frames_sent", s.view_frames_sent);
   w.KV("event_frames_sent", s.event_frames_sent);
+  w.KV("trace_tiles_sent", s.trace_tiles_sent);
   w.KV("view_frames_replaced", s.view_frames_replaced);
   w.KV("sessions_closed_blocked", s.sessions_closed_blocked);
   w.KV("bad_messages", s.bad_messages);

@@ -69,6 +69,7 @@ struct ServerStats {
   uint64_t websocket_sessions = 0;   // open now.
   uint64_t view_frames_sent = 0;
   uint64_t event_frames_sent = 0;
+  uint64_t trace_tiles_sent = 0;  // binary tiles answering WebSocket trace requests.
   uint64_t view_frames_replaced = 0;  // a newer snapshot took a pending one's place.
   uint64_t sessions_closed_blocked = 0;  // past the send deadline.
   uint64_t bad_messages = 0;

@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <optional>
-#include <unordered_map>
+#include <tuple>
 
 #include "aggregators/json_writer.h"
 #include "stream/event.h"
+#include "web/trace_tile.h"
 
 namespace liveprof {
 namespace {
@@ -24,16 +25,6 @@ std::optional<std::vector<TrackId>> TrackList(std::string_view text) {
 }
 
 Reply Json(std::string body) { return Reply{200, "application/json", std::move(body)}; }
-
-std::string_view TrackTypeName(TrackType t) {
-  switch (t) {
-    case TrackType::kHostThread: return "host_thread";
-    case TrackType::kGpuStream: return "gpu_stream";
-    case TrackType::kCounter: return "counter";
-    case TrackType::kProcess: return "process";
-  }
-  return "unknown";
-}
 
 void EventJson(JsonWriter& w, const TraceStore& store, StoredEventId id, const Event& e) {
   w.BeginObject();
@@ -78,8 +69,7 @@ struct Params {
 Params ReadParams(const RequestTarget& target, const TraceStore::Stats& stats,
                   std::initializer_list<std::string_view> allowed) {
   Params p;
-  p.t0 = stats.first_ns;
-  p.t1 = std::max(stats.last_ns, stats.first_ns + 1);
+  std::tie(p.t0, p.t1) = WholeRange(stats);
   for (const auto& [key, value] : target.query) {
     if (key == "token" || std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
       if (key != "token") p.error = "unknown query parameter '" + key + "' for " + target.path;
@@ -118,8 +108,7 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
   const Params p = ReadParams(target, stats, {"t0", "t1", "width", "tracks"});
   if (!p.error.empty()) return ErrorReply(400, p.error);
   const TraceQueryResult r = store.Query({p.tracks, p.t0, p.t1, p.width});
-  std::unordered_map<TrackId, TrackInfo> track_info;
-  for (const auto& [id, info] : store.Tracks()) track_info.emplace(id, info);
+  const TileTracks described(store);  // what the binary tile says of each row too (trace_tile.h).
   JsonWriter w;
   w.BeginObject();
   w.KV("type", "trace");
@@ -137,28 +126,17 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
   w.KV("spilled_chunks", stats.spilled_chunks);
   w.KV("read_errors", stats.read_errors);
   if (!stats.spill_error.empty()) w.KV("spill_error", stats.spill_error);
-  std::vector<NameId> used;
   w.Key("tracks");
   w.BeginArray();
   for (const auto& t : r.tracks) {
     w.BeginObject();
     w.KV("track", uint64_t{t.track});
-    bool counter = false;  // its summaries carry the values of counter samples.
-    if (DerivedRows::IsDerived(t.track)) {
-      static constexpr const char* kRows[][2] = {
-          {"Steps", "steps"}, {"Framework ops", "framework_ops"}, {"Memory in use", "memory"}};
-      const auto row = static_cast<size_t>(DerivedRows::RowOf(t.track));
-      w.KV("name", kRows[row][0]);
-      w.KV("type", kRows[row][1]);
-      w.KV("device", uint64_t{DerivedRows::DeviceOf(t.track)});
-      w.KV("os_id", 0);
-      counter = DerivedRows::RowOf(t.track) == DerivedRows::Row::kMemory;
-    } else if (const auto it = track_info.find(t.track); it != track_info.end()) {
-      w.KV("name", store.Name(it->second.name));
-      w.KV("type", TrackTypeName(it->second.type));
-      w.KV("device", uint64_t{it->second.device});
-      w.KV("os_id", it->second.os_id);
-      counter = it->second.type == TrackType::kCounter;
+    const TileTrackInfo info = described.Describe(t.track);
+    if (info.type != TileTrackType::kNone) {  // a track never defined: its id alone.
+      w.KV("name", info.name);
+      w.KV("type", TileTrackTypeName(info.type));
+      w.KV("device", uint64_t{info.device});
+      w.KV("os_id", info.os_id);
     }
     w.Key("slices");  // [id, ts, dur, name, depth, kind]
     w.BeginArray();
@@ -171,7 +149,6 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
       w.UInt(s.depth);
       w.String(EventKindName(s.kind));
       w.EndArray();
-      used.push_back(s.name);
     }
     w.EndArray();
     w.Key("summaries");  // [px, count, busy, longest name, longest dur (, max value, last value)]
@@ -180,15 +157,14 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
       w.BeginArray();
       w.UInt(s.px);
       w.UInt(s.count);
-      w.Fixed(s.busy, 4);
+      w.Fixed(BusyTenThousandths(s.busy) / 1e4, 4);  // the tile's busy_e4, to the digit.
       w.UInt(s.longest);
       w.UInt(s.longest_dur);
-      if (counter) {
+      if (info.counter()) {  // its summaries carry the values of counter samples.
         w.Double(s.max_value);
         w.Double(s.last_value);
       }
       w.EndArray();
-      used.push_back(s.longest);
     }
     w.EndArray();
     w.EndObject();
@@ -203,11 +179,9 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
     w.EndArray();
   }
   w.EndArray();
-  std::sort(used.begin(), used.end());
-  used.erase(std::unique(used.begin(), used.end()), used.end());
   w.Key("names");  // the names the slices and summaries use, by id.
   w.BeginObject();
-  for (const NameId n : used) w.KV(std::to_string(n), store.Name(n));
+  for (const NameId n : UsedNames(r)) w.KV(std::to_string(n), store.Name(n));
   w.EndObject();
   w.EndObject();
   return Json(w.Take());

@@ -14,6 +14,7 @@
 
 #include "stream/clock.h"
 #include "web/protocol.h"
+#include "web/trace_tile.h"
 
 namespace liveprof {
 
@@ -146,6 +147,7 @@ class WebsocketSession : public FeedSession, public std::enable_shared_from_this
   }
 
   void Apply(const ControlMessage& m) {
+    if (m.type == ControlMessage::Type::kTrace) return AnswerTrace(m.trace);
     const TopicSet before = topics_;
     if (m.type == ControlMessage::Type::kSubscribe) {
       // Filters, when given, replace the events filter (also before the
@@ -182,13 +184,21 @@ class WebsocketSession : public FeedSession, public std::enable_shared_from_this
     }
   }
 
-  void QueueControl(std::string json) {
+  // A trace request: its tile, queried here on the web thread as /api/trace
+  // is, goes out as a control reply (binary), or an error says why not.
+  void AnswerTrace(const TraceRequest& request) {
+    std::variant<std::string, DecodeError> answer = AnswerTraceRequest(request, state_->pipeline().trace_store());
+    if (DecodeError* e = std::get_if<DecodeError>(&answer)) return QueueControl(EncodeError(*e));
+    QueueControl(std::move(std::get<std::string>(answer)), /*binary=*/true);
+  }
+
+  void QueueControl(std::string message, bool binary = false) {
     if (closing_) return;
     if (control_.size() >= kMaxControlQueue) {
       // A client that sends faster than it reads its replies.
       return HardClose();
     }
-    control_.push_back(std::move(json));
+    control_.push_back(ControlReply{std::move(message), binary});
     MaybeWrite();
   }
 
@@ -197,10 +207,12 @@ class WebsocketSession : public FeedSession, public std::enable_shared_from_this
   void MaybeWrite() {
     if (writing_ || closing_) return;
     writing_view_.reset();
+    writing_tile_ = false;
     if (!control_.empty()) {
-      out_text_ = std::move(control_.front());
+      out_text_ = std::move(control_.front().message);
+      writing_tile_ = control_.front().binary;
       control_.pop_front();
-      return Write(true, net::buffer(out_text_));
+      return Write(!writing_tile_, net::buffer(out_text_));
     }
     if (!view_order_.empty()) {
       const Topic t = view_order_.front();
@@ -240,6 +252,8 @@ class WebsocketSession : public FeedSession, public std::enable_shared_from_this
       // The first frame of a topic has no "previous": nothing to time.
       if (last != 0) state_->latency().Record(last, writing_view_->watermark_ns, HostNowNs());
       last = writing_view_->watermark_ns;
+    } else if (writing_tile_) {
+      c.trace_tiles_sent.fetch_add(1, std::memory_order_relaxed);
     } else if (!ws_.text()) {
       c.event_frames_sent.fetch_add(1, std::memory_order_relaxed);
     }
@@ -266,8 +280,13 @@ class WebsocketSession : public FeedSession, public std::enable_shared_from_this
   std::optional<EventFeed> feed_;
   uint32_t bad_messages_ = 0;
 
-  // The send queue (see the header).
-  std::deque<std::string> control_;
+  // The send queue (see the header). Control replies: JSON text, and the
+  // binary tiles that answer trace requests.
+  struct ControlReply {
+    std::string message;
+    bool binary = false;
+  };
+  std::deque<ControlReply> control_;
   std::array<std::optional<ViewFrame>, kTopicCount> views_;
   std::deque<Topic> view_order_;
   std::deque<std::string> event_frames_;
@@ -275,6 +294,7 @@ class WebsocketSession : public FeedSession, public std::enable_shared_from_this
   uint64_t write_started_ns_ = 0;
   std::string out_text_;
   std::optional<ViewFrame> writing_view_;
+  bool writing_tile_ = false;
   std::array<uint64_t, kTopicCount> sent_watermark_{};
   bool closing_ = false;
   bool close_after_writes_ = false;

@@ -1,7 +1,8 @@
 // WebsocketSession: one /ws connection. Sends the hello, reads control
-// messages (subscribe / unsubscribe, protocol.h) and writes what its topics
-// publish from a bounded queue:
-//   - control replies first (at most 32 pending, else the connection closes);
+// messages (subscribe / unsubscribe / trace, protocol.h) and writes what its
+// topics publish from a bounded queue:
+//   - control replies first (at most 32 pending, else the connection closes),
+//     the binary tiles that answer trace requests among them (trace_tile.h);
 //   - view frames: one slot per topic, a newer snapshot replaces a pending
 //     one (the client sees a gap in seq, never stale data);
 //   - event frames: at most 8 pending; a chunk that finds the queue full is

@@ -64,13 +64,20 @@ export default {
       events: 0,
       dropped: 0,
       loadMs: 0,
+      tilesVia: {ws: 0, http: 0},  // how the tiles came: the WebSocket, or /api/trace
+      query: null,
       inputAt: null,         // the first input not yet drawn with its own data
       inputFramed: false,    // and whether a frame has followed it
       fitting: false,        // the next tile is the whole trace: show it whole
       samples: {frame: [], data: []},  // input -> drawn frame; input -> frame with fresh data (ms)
     };
 
-    const loader = new TileLoader((q) => ctx.get('trace', q), (tile, ms) => {
+    const loader = new TileLoader(async (q) => {
+      const {tile, via} = await ctx.traceTile(q);
+      st.tilesVia[via]++;
+      st.query = q;  // the tile in hand's query (tests ask /api/trace the same)
+      return tile;
+    }, (tile, ms) => {
       st.loadMs = ms;
       st.bounds = {first: tile.first_ns, last: Math.max(tile.last_ns, tile.first_ns + 1)};
       st.events = tile.events;
@@ -458,6 +465,7 @@ export default {
       state: st,
       zoom, pan, fit, setView, select,
       ready: () => !!st.tile && !loader.inflight,
+      rawTile: () => loader.tile,  // the tile in hand as it came: /api/trace's shape
     };
 
     st.fitting = true;

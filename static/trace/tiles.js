@@ -4,9 +4,11 @@
 // it. Drawing never waits for it: the view draws from the tile it has, and
 // the loader fetches a better one in the background, one request at a time.
 
-// Refetch when the view's centre-doubled range leaves the tile, or after a
-// zoom in of more than this (events under a tile pixel would stay folded).
-export const ZOOM_REFETCH = 1.5;
+// Refetch when the view's centre-doubled range leaves the tile, or when its
+// pixels are coarser than this many screen pixels (events under a tile
+// pixel stay folded). The store's pixels are powers of two ns, the least at
+// least the asked resolution: under twice it, so a new tile always covers.
+export const ZOOM_REFETCH = 2;
 export const FETCH_WIDTHS = 3;
 export const MAX_WIDTH_PX = 65536;
 

@@ -137,10 +137,10 @@ TEST_CASE("protocol: every error code says what and where") {
       {R"({"n":1e999})", "bad_json", "bad JSON: number overflow parsing '1e999'"},
       {R"([])", "bad_message", "the message: expected a JSON object, got array"},
       {R"("subscribe")", "bad_message", "the message: expected a JSON object, got string"},
-      {R"({"topics":["steps"]})", "bad_message", R"(type: missing ("subscribe" or "unsubscribe"))"},
+      {R"({"topics":["steps"]})", "bad_message", R"(type: missing ("subscribe", "unsubscribe" or "trace"))"},
       {R"({"type":1,"topics":["steps"]})", "bad_message", "type: expected a string, got number"},
       {R"({"type":"sub","topics":["steps"]})", "bad_message",
-       "type: unknown message type 'sub' (known: subscribe, unsubscribe)"},
+       "type: unknown message type 'sub' (known: subscribe, unsubscribe, trace)"},
       {R"({"type":"subscribe","topics":["steps"],"id":7})", "bad_message",
        "the message: unknown key 'id' (known: type, topics, filters)"},
       {R"({"type":"subscribe"})", "bad_message", "topics: missing (an array of: overview, steps, "},
@@ -305,6 +305,7 @@ TEST_CASE("protocol: hello and error parse back with their fields") {
       "events":{"encoding":"flatbuffers","schema":"liveprof.fbs","file_identifier":"LPF1",
                 "frame_version":1,"max_events_per_second":100000,
                 "max_events_per_second_cap":1000000,"frame_hz":10},
+      "trace":{"encoding":"flatbuffers","body":"TraceTile","max_width_px":65536},
       "limits":{"max_control_message_bytes":65536}})"));
 
   const json error = json::parse(EncodeError(Refused(R"({"type":"subscribe","topics":["nope"]})")));

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "aggregators/pipeline.h"
 #include "producers/simulated_workload.h"
@@ -87,6 +88,18 @@ class TestServer {
   Server& server() { return server_; }
   Pipeline& pipeline() { return pipeline_; }
   ServerStats stats() const { return server_.stats(); }
+
+  // Once the trace store holds over `min_events` events: the first half of
+  // its range, a range in the past (nothing more will arrive in it). Fails
+  // the test when the server is not ready, keeps no store or stays short.
+  std::pair<uint64_t, uint64_t> PastTraceRange(uint64_t min_events) {
+    REQUIRE(WaitReady());
+    const TraceStore* store = pipeline_.trace_store();
+    REQUIRE(store != nullptr);
+    REQUIRE(WaitFor([&] { return store->stats().events > min_events; }));
+    const TraceStore::Stats s = store->stats();
+    return {s.first_ns, s.first_ns + (s.last_ns - s.first_ns) / 2};
+  }
 
   // True once the first snapshot is published (GET /api/status answers 200).
   bool WaitReady(const test::Headers& headers = {}) {

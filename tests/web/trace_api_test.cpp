@@ -43,13 +43,8 @@ TEST_CASE("trace api: viewport, one event, search and export over real HTTP") {
   options.export_trace = ExportStoreRange;
   test::TestServer server(options);
   REQUIRE_MESSAGE(server.started(), server.error());
-  REQUIRE(server.WaitReady());
+  const auto [t0, t1] = server.PastTraceRange(50'000);
   const TraceStore* store = server.pipeline().trace_store();
-  REQUIRE(store != nullptr);
-  REQUIRE(test::WaitFor([&] { return store->stats().events > 50'000; }));
-  const TraceStore::Stats s = store->stats();
-  // A range in the past: nothing more will arrive in it.
-  const uint64_t t0 = s.first_ns, t1 = s.first_ns + (s.last_ns - s.first_ns) / 2;
   RawClient c(server.port());
 
   const auto view = c.HttpGet("/api/trace?t0=" + std::to_string(t0) + "&t1=" + std::to_string(t1) + "&width=800");
