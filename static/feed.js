@@ -88,9 +88,10 @@ export class Feed {
     if (!reader || !this.open()) return {tile: await this.get('trace', q), via: 'http'};
     const id = this.tileId = (this.tileId + 1) % 2 ** 32;
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const timer = setTimeout(() => {  // no answer on the socket: asked over HTTP.
         this.tiles.delete(id);
-        reject(new Error(`trace tile ${id}: no answer on the WebSocket in ${REQUEST_TIMEOUT_MS} ms`));
+        console.warn(`liveprof: trace tile ${id}: no answer on the WebSocket in ${REQUEST_TIMEOUT_MS} ms`);
+        this.get('trace', q).then((tile) => resolve({tile, via: 'http'}), reject);
       }, REQUEST_TIMEOUT_MS);
       this.tiles.set(id, {resolve, reject, timer, q});
       this.send({type: 'trace', id, ...q});
@@ -152,7 +153,8 @@ export class Feed {
     waiting.reject(new Error(`trace: ${msg.code}: ${msg.message}`));
     return true;
   }
-  // The socket closed: the tile requests still waiting are asked over HTTP.
+  // The socket closed (or is given up): the tile requests still waiting are
+  // asked over HTTP.
   tilesOverHttp() {
     for (const w of this.tiles.values()) {
       clearTimeout(w.timer);
@@ -178,6 +180,7 @@ export class Feed {
     try {
       ws = new WebSocket(url, protocols);
     } catch (e) {
+      this.wakeLiveWaiters();
       this.retry(String(e));
       return;
     }
@@ -222,7 +225,9 @@ export class Feed {
   mismatch(v, server = '') {
     this.stopped = true;
     if (this.ws) this.ws.close(1000, 'protocol version mismatch');
-    this.ws = null;
+    this.ws = null;  // (its close event is then not ours: the tiles waiting go over HTTP here)
+    this.tilesOverHttp();
+    this.wakeLiveWaiters();
     this.onState({
       phase: 'version_mismatch',
       detail: `This dashboard speaks liveprof protocol v${PROTOCOL_VERSION}, but the server` +

@@ -64,7 +64,7 @@ struct MipBucket {
 class TraceMipmap {
  public:
   static constexpr int kMinLevel = 10;  // 1 us: finer grids walk the chunks.
-  static constexpr int kMaxLevel = 62;
+  static constexpr int kMaxLevel = 63;  // a query's grid goes no coarser.
   static constexpr uint64_t kEventsPerBucket = 64;  // at least, on average, at the finest level.
 
   bool ready() const { return min_level_ > 0; }
@@ -73,7 +73,8 @@ class TraceMipmap {
   void Choose(uint64_t first_chunk_span);
 
   // The level an event of `dur` ns folds into first: the finest it is
-  // shorter than a bucket of (above kMaxLevel: none).
+  // shorter than a bucket of; above kMaxLevel (2^63 ns or longer) none: it
+  // is wide at every grid.
   int LevelOf(uint64_t dur) const { return std::max(min_level_, static_cast<int>(std::bit_width(dur))); }
   // Events folded into `b`, all for bucket `index` of `level` (LevelOf each).
   // (A level finer than the finest now, given up meanwhile: its bucket's

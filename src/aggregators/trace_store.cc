@@ -139,6 +139,7 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQueryRes
       const Event& e = decoded[i];
       if (e.ts >= t1 || e.end() < t0) continue;
       if (wide(e.dur)) {
+        if (e.end() == t0) continue;  // ends where the view begins: not in [t0, t1).
         TraceQueryResult::Slice s;
         s.id = (uint64_t{id} << kIndexBits) | (uint64_t{j} * kChunkEvents + i);
         s.ts = e.ts;
@@ -160,6 +161,7 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQueryRes
     t.mip.ForEach(k, fold_end >> k, first + grid.width_px,
                   [&](uint64_t index, const MipBucket& b) { folds[index - first].Add(b); });
   }
+  if (IsCounterRow(id)) HeldBefore(t, t0, out);
   // Nesting among the returned slices: by start, the longer first.
   std::sort(out->slices.begin(), out->slices.end(), [](const auto& a, const auto& b) {
     return a.ts != b.ts ? a.ts < b.ts : a.dur != b.dur ? a.dur > b.dur : a.id < b.id;
@@ -180,6 +182,41 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQueryRes
   }
 }
 
+bool TraceStore::IsCounterRow(TrackId id) const {
+  if (DerivedRows::IsDerived(id)) return DerivedRows::RowOf(id) == DerivedRows::Row::kMemory;
+  return id < track_info_.size() && track_info_[id].type == TrackType::kCounter;
+}
+
+void TraceStore::HeldBefore(const TrackStore& t, uint64_t t0, TraceQueryResult::Track* out) const {
+  // Right to left (the later arrivals first, so an equal start found later
+  // does not win), skipping what starts at t0 or later and what cannot
+  // start later than the best found: ~one chunk decoded when samples
+  // arrive in time order.
+  thread_local std::vector<Event> decoded;
+  thread_local std::string scratch;
+  auto visit = [&](auto&& self, size_t level, uint64_t j) -> void {
+    const Node& n = t.levels[level].at(j);
+    if (n.count == 0 || n.min_start >= t0 || (out->held && n.max_start <= out->held_ts)) return;
+    if (level > 0) {
+      const Level& below = t.levels[level - 1];
+      for (uint64_t c = std::min(below.end(), (j + 1) * kFanout); c-- > std::max(j * kFanout, below.base);) {
+        self(self, level - 1, c);
+      }
+      return;
+    }
+    DecodeChunk(View(t, j, &scratch), &decoded);
+    for (size_t i = decoded.size(); i-- > 0;) {
+      const Event& e = decoded[i];
+      if (e.kind != EventKind::kCounter || e.ts >= t0 || (out->held && e.ts <= out->held_ts)) continue;
+      out->held = true;
+      out->held_ts = e.ts;
+      out->held_value = e.payload.counter.value;
+    }
+  };
+  const size_t top = t.levels.size() - 1;
+  for (uint64_t j = t.levels[top].end(); j-- > t.levels[top].base;) visit(visit, top, j);
+}
+
 TraceQueryResult TraceStore::Query(const TraceQuery& q) const {
   TraceQueryResult r;
   r.t0 = q.t0;
@@ -188,12 +225,15 @@ TraceQueryResult TraceStore::Query(const TraceQuery& q) const {
   if (q.t1 <= q.t0 || q.width_px == 0 || q.width_px > kMaxWidthPx) return r;
   // The grid: 2^k ns per pixel, the least at least (t1 - t0) / width, from
   // t0 rounded down to a pixel's edge (so the mipmap's buckets are pixels).
+  // (At most 2^63 ns a pixel: a wider span takes two or three; the end is
+  // computed wide and held to the clock's last ns.)
   const uint64_t want = (q.t1 - q.t0 - 1) / q.width_px + 1;
-  const int k = std::bit_width(want - 1);
+  const int k = std::min(63, static_cast<int>(std::bit_width(want - 1)));
   r.t0 = q.t0 >> k << k;
   const uint64_t last_px = (q.t1 - 1 - r.t0) >> k;
   r.width_px = static_cast<uint32_t>(last_px + 1);
-  r.t1 = r.t0 + ((last_px + 1) << k) - 1 < r.t0 ? UINT64_MAX : r.t0 + ((last_px + 1) << k);
+  const unsigned __int128 end = r.t0 + (static_cast<unsigned __int128>(last_px + 1) << k);
+  r.t1 = end > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(end);
   r.ns_per_px = std::ldexp(1.0, k);
   std::shared_lock lock(mu_);
   std::vector<TrackId> ids = q.tracks;
@@ -348,7 +388,7 @@ TraceStore::Stats TraceStore::stats() const {
   for (const auto& t : tracks_) {
     if (!t) continue;
     s.chunks += t->chunks.size();
-    s.bytes += t->chunks.size() * sizeof(Chunk) + t->open.bytes();  // columns in RAM: below.
+    s.bytes += sizeof(TrackStore) + t->chunks.size() * sizeof(Chunk);  // (the open chunk's room inside; columns: below)
     for (const Level& level : t->levels) s.bytes += level.nodes.size() * sizeof(Node);
     s.bytes += t->mip.bytes();
   }

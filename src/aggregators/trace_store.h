@@ -115,12 +115,19 @@ struct TraceQueryResult {
     TrackId track = 0;
     std::vector<Slice> slices;       // by ts, then longer first.
     std::vector<Summary> summaries;  // by px.
+    // A counter row's (a counter-typed track, a GPU's Memory in use): the
+    // sample in force at t0, the latest to start before it (among equals,
+    // the last to arrive), so a view between samples still shows the level.
+    bool held = false;
+    uint64_t held_ts = 0;
+    double held_value = 0;
   };
   struct Flow {  // a launch and its device work, both in the view.
     StoredEventId from = 0, to = 0;
   };
   // The grid (above): pixel p is [t0 + p * ns_per_px, t0 + (p + 1) * ns_per_px),
-  // t1 = t0 + width_px * ns_per_px; ns_per_px a power of two.
+  // t1 = t0 + width_px * ns_per_px (at most UINT64_MAX); ns_per_px a power
+  // of two, at most 2^63.
   uint64_t t0 = 0, t1 = 0;
   uint32_t width_px = 0;
   double ns_per_px = 0;
@@ -138,7 +145,8 @@ class TraceStore {
   struct Options {
     // RAM for sealed columns: past it, the oldest sealed chunks (first
     // sealed, any track) leave RAM: to the run folder's copy when there is
-    // one, else freed and counted in stats().dropped_events.
+    // one, else freed and counted in stats().dropped_events. The index and
+    // the mipmaps (~3 bytes an event together) stay for the chunks on disk.
     uint64_t max_bytes = uint64_t{1} << 30;
     // The run folder (empty: none). Create() starts a run in it, Open()
     // reads one back.
@@ -218,6 +226,8 @@ class TraceStore {
   void KeepDevice(const Event& e);
   void QueryTrack(const TrackStore& t, TrackId id, const TraceQueryResult& grid, TraceQueryResult::Track* out,
                   uint64_t* visited) const;
+  void HeldBefore(const TrackStore& t, uint64_t t0, TraceQueryResult::Track* out) const;
+  bool IsCounterRow(TrackId id) const;
 
   // trace_store_disk.cc:
   void Seal(TrackStore& t, TrackId id);  // its open chunk, to RAM and to the run folder.

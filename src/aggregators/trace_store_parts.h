@@ -161,6 +161,7 @@ struct TraceStore::TrackStore {
     for (uint32_t i = 0; i < scratch->size(); ++i) {
       const Event& e = (*scratch)[i];
       const int l = mip.LevelOf(e.dur);
+      if (l > TraceMipmap::kMaxLevel) continue;  // wide at every grid.
       if (l != level || (e.ts >> l) != index) {
         if (run.count > 0) mip.Add(level, index, run);
         level = l, index = e.ts >> l, run = MipBucket{};

@@ -167,6 +167,13 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
       w.EndArray();
     }
     w.EndArray();
+    if (t.held) {  // [ts, value]: a counter row's sample in force at t0.
+      w.Key("held");
+      w.BeginArray();
+      w.UInt(t.held_ts);
+      w.Double(t.held_value);
+      w.EndArray();
+    }
     w.EndObject();
   }
   w.EndArray();

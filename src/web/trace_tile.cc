@@ -50,6 +50,7 @@ TileTrackInfo TileTracks::Describe(TrackId track) const {
     case TrackType::kGpuStream: out.type = TileTrackType::kGpuStream; break;
     case TrackType::kCounter: out.type = TileTrackType::kCounter; break;
     case TrackType::kProcess: out.type = TileTrackType::kProcess; break;
+    default: out.type = TileTrackType::kHostThread; break;  // a type this build does not know (a run read back).
   }
   out.name = store_.Name(it->second.name);
   out.device = it->second.device;
@@ -97,8 +98,9 @@ Offset<wire::TileTrack> BuildTrack(FlatBufferBuilder& fbb, const TraceQueryResul
   const auto slice_vec = fbb.CreateVectorOfStructs(slices.data(), slices.size());
   const auto summary_vec = fbb.CreateVectorOfStructs(summaries.data(), summaries.size());
   const auto value_vec = info.counter() ? fbb.CreateVectorOfStructs(values.data(), values.size()) : 0;
+  const wire::TileHeld held(t.held_ts, t.held_value);
   return wire::CreateTileTrack(fbb, t.track, static_cast<wire::TileTrackType>(info.type), name, info.device,
-                               info.os_id, slice_vec, summary_vec, value_vec);
+                               info.os_id, slice_vec, summary_vec, value_vec, t.held ? &held : nullptr);
 }
 
 }  // namespace
@@ -167,6 +169,16 @@ std::variant<std::string, DecodeError> AnswerTraceRequest(const TraceRequest& re
                        request.id};
   }
   const TraceQueryResult r = store->Query({request.tracks, t0, t1, request.width_px});
+  // A FlatBuffer stops at 2 GiB: a tile of ~65,536 px on thousands of rows
+  // is refused before it is built (~32 bytes an item).
+  uint64_t items = 0;
+  for (const auto& t : r.tracks) items += t.slices.size() + t.summaries.size();
+  if (items > kMaxTileItems) {
+    return DecodeError{"too_large",
+                       "trace: " + std::to_string(items) + " slices and pixels, more than a tile holds (" +
+                           std::to_string(kMaxTileItems) + "): fewer tracks, a narrower width or range",
+                       request.id};
+  }
   return EncodeTraceTile(request.id, r, stats, *store);
 }
 

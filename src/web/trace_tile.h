@@ -71,8 +71,13 @@ std::vector<NameId> UsedNames(const TraceQueryResult& r);
 // The range a viewport takes by default, [t0, t1): the store's first event
 // to its last end, included (an instant there too).
 inline std::pair<uint64_t, uint64_t> WholeRange(const TraceStore::Stats& s) {
-  return {s.first_ns, std::max(s.last_ns, s.first_ns) + 1};
+  const uint64_t last = std::max(s.last_ns, s.first_ns);
+  return {s.first_ns, last == UINT64_MAX ? last : last + 1};
 }
+
+// The most slices and folded pixels one tile carries (a FlatBuffer stops at
+// 2 GiB): a bigger answer is refused with "too_large".
+inline constexpr uint64_t kMaxTileItems = uint64_t{32} << 20;
 
 // One finished, verifiable binary frame (file identifier "LPF1",
 // Frame.version kFrameVersion) with a TraceTile body: the viewport `r`

@@ -214,8 +214,8 @@ export default {
         if (!best || s.dur < best.dur) best = s;
       }
       if (best) return {row, slice: best};
-      if (data.counter) {  // the value at t: the last sample's at or before it.
-        let at = null;
+      if (data.counter) {  // the value at t: the last sample's at or before it (before the tile: held).
+        let at = data.held ? {count: 0, last: data.held.value, max: data.held.value, ts: data.held.ts} : null;
         for (const f of data.summaries) if (f.ts <= t) at = f;
         return {row, counter: at, data};
       }
@@ -365,7 +365,10 @@ export default {
         if (hit.slice) select(hit.slice.id);
         else if (hit.counter) {
           const f = hit.counter;
-          $('.trace-details').innerHTML = `<h4>${esc(hit.row.label)}: ${counterText(hit.data, f.last)}</h4><p>From
+          $('.trace-details').innerHTML = f.count === 0
+            ? `<h4>${esc(hit.row.label)}: ${counterText(hit.data, f.last)}</h4><p>Held since the sample at
+              ${duration(f.ts - st.bounds.first)}, before this stretch; it holds until the next sample.</p>`
+            : `<h4>${esc(hit.row.label)}: ${counterText(hit.data, f.last)}</h4><p>From
             ${int(f.count)} samples under one pixel, the last ${counterText(hit.data, f.last)}, the largest
             ${counterText(hit.data, f.max)}; it holds until the next sample.</p>`;
         } else if (hit.folded) {

@@ -22,7 +22,8 @@ export function prepareTile(tile) {
       // which holds until the next sample. Two lanes tall.
       const summaries = t.summaries.map(([px, count, , , , max, last]) =>
         ({px, count, max, last, lane: 0, ts: tile.t0 + px * nspp}));
-      tracks.set(t.track, {slices: [], summaries, counter: true, unit: t.type === 'memory' ? 'bytes' : ''});
+      const held = t.held ? {ts: t.held[0], value: t.held[1]} : null;  // the level at the tile's t0.
+      tracks.set(t.track, {slices: [], summaries, held, counter: true, unit: t.type === 'memory' ? 'bytes' : ''});
       lanesNeeded.set(t.track, 2);
       continue;
     }
@@ -115,8 +116,9 @@ export function counterText(data, v) {
 function drawCounter(g, s, row, data) {
   const {view, W} = s;
   const x0 = GUTTER, scale = (W - GUTTER) / (view.t1 - view.t0);
-  if (data.summaries.length === 0) return;
+  if (data.summaries.length === 0 && !data.held) return;
   let hi = 0, lo = 0;
+  if (data.held) hi = Math.max(hi, data.held.value), lo = Math.min(lo, data.held.value);
   for (const f of data.summaries) hi = Math.max(hi, f.max), lo = Math.min(lo, f.last, f.max);
   const top = row.y + ROW_PAD, h = row.h - 2 * ROW_PAD;
   const y = (v) => top + h - (hi > lo ? (v - lo) / (hi - lo) : 0) * h;
@@ -128,6 +130,9 @@ function drawCounter(g, s, row, data) {
     if (r > l) g.fillRect(l, Math.min(y(v), y(0)), r - l, Math.abs(y(0) - y(v)));
   };
   const list = data.summaries;
+  if (data.held) {  // the level a sample before the tile left, until its first.
+    bar(x0 + (s.tile.t0 - view.t0) * scale, list.length ? x0 + (list[0].ts - view.t0) * scale : W, data.held.value);
+  }
   for (let i = 0; i < list.length; i++) {
     const f = list[i];
     const a = x0 + (f.ts - view.t0) * scale;

@@ -80,6 +80,9 @@ function readTrack(bb, pos) {
     if (i < cv.length) s.push(finite(bb.readFloat64(cv.start + 16 * i)), finite(bb.readFloat64(cv.start + 16 * i + 8)));
     out.summaries[i] = s;
   }
+  // TileHeld, 16 bytes inline: ts 0, value 8 (double); a counter row's level at t0.
+  const held = field(bb, pos, 8);
+  if (held) out.held = [u64(bb, held), finite(bb.readFloat64(held + 8))];
   return out;
 }
 

@@ -20,7 +20,8 @@ export function covers(tile, view, bounds) {
   const lo = Math.max(bounds.first, view.t0 - span / 2);
   const hi = Math.min(bounds.last, view.t1 + span / 2);
   if (tile.t0 > lo || tile.t1 < Math.max(lo, hi)) return false;
-  return tile.ns_per_px <= ZOOM_REFETCH * (span / view.px);
+  // (never finer than 1 ns a pixel: the store's grid stops there)
+  return tile.ns_per_px <= Math.max(1, ZOOM_REFETCH * (span / view.px));
 }
 
 // The query for `view`: three viewport widths about it, at its resolution.

@@ -22,6 +22,14 @@ inline TraceStore::Options InMemory(uint64_t max_bytes) {
   return o;
 }
 
+// The counter-typed track of MakeTrace's counter samples (a counter row).
+inline constexpr TrackId kCounterTrack = 100;
+
+// Counter rows (trace_store.h): counter-typed tracks, GPUs' Memory in use.
+inline bool IsCounterRow(TrackId id) {
+  return id == kCounterTrack || (DerivedRows::IsDerived(id) && DerivedRows::RowOf(id) == DerivedRows::Row::kMemory);
+}
+
 // A random trace: host tracks of properly nested spans (in completion
 // order, as the pipeline delivers) and GPU tracks of back-to-back kernels.
 struct Trace {
@@ -57,6 +65,7 @@ inline Trace MakeTrace(uint64_t seed, size_t host_tracks, size_t gpu_events, siz
   for (NameId n = 0; n <= 20; ++n) t.names.push_back(n == 0 ? "" : "name_" + std::to_string(n));
   // (after: a definition points into its string, which must not move again)
   for (NameId n = 0; n <= 20; ++n) t.defs.push_back(NameDefEvent(n, t.names[n]));
+  if (memory_events > 0) t.defs.push_back(TrackDefEvent(kCounterTrack, TrackInfo{3, TrackType::kCounter, 0, 0}));
   for (size_t h = 0; h < host_tracks; ++h) Nest(rng, 0, 2'000'000, 0, static_cast<TrackId>(1 + h), &t.events);
   uint64_t at = 0;
   for (size_t i = 0; i < gpu_events; ++i) {
@@ -94,7 +103,7 @@ inline Trace MakeTrace(uint64_t seed, size_t host_tracks, size_t gpu_events, siz
     Event c;
     c.kind = EventKind::kCounter;
     c.ts = rng() % std::max<uint64_t>(at, 1);
-    c.track = static_cast<TrackId>(2 + host_tracks);
+    c.track = kCounterTrack;
     c.name = 3;
     c.payload.counter.value = static_cast<double>(static_cast<int64_t>(rng() % 2001) - 1000) / 8;
     t.events.push_back(c);
@@ -134,12 +143,14 @@ inline uint64_t ProducerEvents(const TraceQueryResult& r) {
 // The query's grid (trace_store.h): pixels of B = 2^k ns, the least B with
 // B * width >= t1 - t0, from t0 rounded down to a multiple of B, as many as
 // reach t1.
+// (B at most 2^63; t1 at most UINT64_MAX.)
 inline void Grid(const TraceQuery& q, TraceQueryResult* r) {
   uint64_t b = 1;
-  while (static_cast<unsigned __int128>(b) * q.width_px < q.t1 - q.t0) b *= 2;
+  while (static_cast<unsigned __int128>(b) * q.width_px < q.t1 - q.t0 && b < (uint64_t{1} << 63)) b *= 2;
   r->t0 = q.t0 - q.t0 % b;
   r->width_px = static_cast<uint32_t>((q.t1 - 1 - r->t0) / b + 1);
-  r->t1 = r->t0 + r->width_px * b;
+  const unsigned __int128 t1 = r->t0 + static_cast<unsigned __int128>(r->width_px) * b;
+  r->t1 = t1 > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(t1);
   r->ns_per_px = static_cast<double>(b);
 }
 
@@ -159,8 +170,13 @@ inline TraceQueryResult BruteForce(const std::vector<Event>& events, const Trace
     std::map<uint32_t, uint64_t> sums;
     for (size_t n = 0; n < idx.size(); ++n) {
       const Event& e = events[idx[n]];
+      // A counter row's sample in force at t0: the latest before it.
+      if (IsCounterRow(track) && e.kind == EventKind::kCounter && e.ts < r.t0 && (!out.held || e.ts >= out.held_ts)) {
+        out.held = true, out.held_ts = e.ts, out.held_value = e.payload.counter.value;
+      }
       if (e.ts >= r.t1 || e.end() < r.t0) continue;
       if (e.dur >= b) {
+        if (e.end() == r.t0) continue;  // ends where the view begins.
         TraceQueryResult::Slice s;
         s.id = (uint64_t{track} << 40) | n;
         s.ts = e.ts, s.dur = e.dur, s.name = e.name, s.kind = e.kind, s.corr = e.corr;
@@ -212,6 +228,9 @@ inline void ExpectSame(const TraceQueryResult& got, const TraceQueryResult& want
     const auto& g = got.tracks[t];
     const auto& w = want.tracks[t];
     CHECK(g.track == w.track);
+    CHECK(g.held == w.held);
+    CHECK(g.held_ts == w.held_ts);
+    CHECK(g.held_value == w.held_value);
     // Slices: the same set, with the same depths.
     std::map<StoredEventId, const TraceQueryResult::Slice*> gs, ws;
     for (const auto& s : g.slices) gs[s.id] = &s;

@@ -20,6 +20,7 @@ namespace {
 
 
 TEST_CASE("trace store: viewport queries equal brute force at every zoom") {
+  size_t held = 0;
   for (uint64_t seed : {1, 2, 3}) {
     const Trace trace = MakeTrace(seed, 3, 30'000, 3'000);
     TraceStore store;
@@ -48,8 +49,10 @@ TEST_CASE("trace store: viewport queries equal brute force at every zoom") {
       const TraceQueryResult got = store.Query(q);
       const TraceQueryResult want = BruteForce(all, q);
       ExpectSame(got, want);
+      for (const auto& t : want.tracks) held += t.held;
     }
   }
+  CHECK(held > 100);  // counter rows' levels at t0 (the counter track, the memory row), compared.
 }
 
 // 10 M events (1 M under ASan, whose run is ~10x slower and 3x the memory):
@@ -208,6 +211,49 @@ TEST_CASE("trace store: past its budget, queries still equal brute force over th
     CAPTURE(q.t1);
     CAPTURE(q.width_px);
     ExpectSame(store.Query(q), BruteForce(kept, q));
+  }
+}
+
+TEST_CASE("trace store: grids at the clock's ends, and events longer than any pixel") {
+  // Times near 0 and near 2^64, durations up to 2^63: the grid's shifts
+  // and its end stay in range, and every event is where the definition says.
+  std::vector<Event> events;
+  std::mt19937_64 rng(64);
+  auto add = [&](uint64_t ts, uint64_t dur) {
+    Event e;
+    e.kind = EventKind::kHostSpan;
+    e.track = 1;
+    e.ts = ts, e.dur = dur;
+    e.name = static_cast<NameId>(1 + rng() % 5);
+    events.push_back(e);
+  };
+  // (properly nested, as a thread's spans are)
+  for (uint64_t i = 0; i < 3000; ++i) add(100 + i * 1000, rng() % 1000);  // near 0
+  add(10, (uint64_t{1} << 63) + 40), add(20, (uint64_t{1} << 63) + 20), add(30, (uint64_t{1} << 62) + 15),
+      add(40, uint64_t{1} << 62);
+  const uint64_t top = UINT64_MAX - 5'000'000;
+  for (uint64_t i = 0; i < 3000; ++i) add(top + i * 1000, rng() % 1000);  // near 2^64
+  add(UINT64_MAX - 100, 100), add(UINT64_MAX, 0);
+  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.end() < b.end(); });
+  TraceStore store;
+  store.Append({}, events);
+  const uint64_t half = uint64_t{1} << 63;
+  for (const TraceQuery& q : std::vector<TraceQuery>{{{}, 0, UINT64_MAX, 1},
+                                                     {{}, 0, UINT64_MAX, 2},
+                                                     {{}, 5, UINT64_MAX, 4},
+                                                     {{}, 0, half + 1, 2},
+                                                     {{}, 0, half, 1},
+                                                     {{}, UINT64_MAX - 2000, UINT64_MAX, 1000},
+                                                     {{}, top - 7, UINT64_MAX, 65536},
+                                                     {{}, 0, 4'000'000, 3000}}) {
+    CAPTURE(q.t0);
+    CAPTURE(q.t1);
+    CAPTURE(q.width_px);
+    const TraceQueryResult r = store.Query(q);
+    CHECK(r.ns_per_px <= static_cast<double>(half));
+    CHECK(r.width_px <= q.width_px + 2);
+    CHECK(r.t1 > r.t0);
+    ExpectSame(r, BruteForce(events, q));
   }
 }
 

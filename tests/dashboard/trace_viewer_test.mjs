@@ -79,6 +79,11 @@ describe('the trace viewer', () => {
     assert.deepEqual(Object.keys(got.query).sort(), ['t0', 't1', 'width']);
     const json = await api(base, `/api/trace?${new URLSearchParams(got.query)}`);
     assert.deepEqual(got.raw, json);
+    // Zoomed in, the memory row starts at the level a sample before the view left.
+    const mem = json.tracks.find((t) => t.type === 'memory');
+    assert.ok(mem?.held && mem.held[0] < json.t0 && mem.held[1] >= 0, JSON.stringify(mem?.held));
+    assert.deepEqual(await tv(page, (id) => window.liveprofTrace.state.tile.tracks.get(id).held, mem.track),
+      {ts: mem.held[0], value: mem.held[1]});
     const slices = json.tracks.reduce((a, t) => a + t.slices.length, 0);
     assert.ok(slices > 100, `${slices} slices in the zoomed tile`);
     // What the viewer holds for drawing is that tile: every slice by id, with its name.

@@ -138,6 +138,11 @@ void ExpectTileIs(const wire::TraceTile& tile, uint32_t id, const TraceQueryResu
       CHECK(s.depth() == w.depth);
       CHECK(s.kind() == static_cast<uint8_t>(w.kind));
     }
+    REQUIRE((got.held() != nullptr) == want.held);
+    if (want.held) {
+      CHECK(got.held()->ts() == want.held_ts);
+      CHECK(got.held()->value() == want.held_value);
+    }
     REQUIRE(got.summaries()->size() == want.summaries.size());
     REQUIRE((got.values() != nullptr) == info.counter());
     if (info.counter()) REQUIRE(got.values()->size() == want.summaries.size());
@@ -200,6 +205,13 @@ TEST_CASE("trace tile: a store's viewport, verified and decoded, is the query's 
   bool some_busy = false;
   for (const auto& s : by_track[kHost]->summaries) some_busy |= s.busy > 0 && s.busy < 1;
   CHECK(some_busy);
+
+  // From mid-run: the counter rows' levels at t0 too.
+  const TraceQueryResult mid = f.store.Query({{}, kBase + kStepNs / 2, kBase + kStepNs, 300});
+  ExpectTileIs(*Verified(EncodeTraceTile(kRequestId, mid, stats, f.store)), kRequestId, mid, stats, f.store);
+  size_t held = 0;
+  for (const auto& t : mid.tracks) held += t.held;
+  CHECK(held == 2);  // the counter track and the GPU's memory row.
 }
 
 TEST_CASE("trace tile: the tile says what /api/trace's JSON says for the same query") {
@@ -224,7 +236,7 @@ TEST_CASE("trace tile: the tile says what /api/trace's JSON says for the same qu
   CHECK(tile.first_ns() == j["first_ns"].get<uint64_t>());
   CHECK(tile.last_ns() == j["last_ns"].get<uint64_t>());
   REQUIRE(tile.tracks()->size() == j["tracks"].size());
-  size_t summaries = 0;
+  size_t summaries = 0, held = 0;
   for (size_t t = 0; t < j["tracks"].size(); ++t) {
     const json& jt = j["tracks"][t];
     const wire::TileTrack& tt = *tile.tracks()->Get(static_cast<flatbuffers::uoffset_t>(t));
@@ -245,6 +257,11 @@ TEST_CASE("trace tile: the tile says what /api/trace's JSON says for the same qu
       CHECK(js == json::array({s.id(), s.ts(), s.dur(), s.name(), s.depth(),
                                std::string(EventKindName(static_cast<EventKind>(s.kind())))}));
     }
+    REQUIRE(jt.contains("held") == (tt.held() != nullptr));
+    if (tt.held() != nullptr) {
+      CHECK(jt["held"] == json::array({tt.held()->ts(), tt.held()->value()}));
+      ++held;
+    }
     REQUIRE(jt["summaries"].size() == tt.summaries()->size());
     for (size_t i = 0; i < jt["summaries"].size(); ++i, ++summaries) {
       const json& js = jt["summaries"][i];
@@ -264,6 +281,7 @@ TEST_CASE("trace tile: the tile says what /api/trace's JSON says for the same qu
     }
   }
   CHECK(summaries > 100);
+  CHECK(held == 2);  // the counter track's level at t0, and the memory row's.
   REQUIRE(tile.flows()->size() == j["flows"].size());
   for (size_t i = 0; i < j["flows"].size(); ++i) {
     const wire::TileFlow& fl = *tile.flows()->Get(static_cast<flatbuffers::uoffset_t>(i));
