@@ -62,7 +62,14 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
     return Fail(where, "not a liveprof frame (the FlatBuffers verifier refused it, or no \"LPF1\")");
   }
   const wire::Frame* f = wire::GetFrame(frame.data());
+  pong_.reset();
   if (f->body() == nullptr) return Fail(where, "a frame without a body");
+  if (f->body_type() == wire::Body::IngestPong) {
+    if (!has_hello_) return Fail(where, "a pong before the hello");
+    const wire::IngestPong& p = *f->body_as_IngestPong();
+    pong_ = Pong{p.id(), p.server_ns(), p.sender_ns()};
+    return true;
+  }
   if (f->body_type() == wire::Body::IngestHello) {
     if (has_hello_) return Fail(where, "a second hello");
     const wire::IngestHello& h = *f->body_as_IngestHello();
@@ -83,7 +90,7 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
   }
   if (f->body_type() != wire::Body::IngestBatch) {
     return Fail(where, "a frame of body type " + std::to_string(static_cast<int>(f->body_type())) +
-                           " (an ingest connection sends IngestHello, then IngestBatch)");
+                           " (an ingest connection sends IngestHello, then IngestBatch and IngestPong)");
   }
   if (!has_hello_) return Fail(where, "a batch before the hello");
   const wire::IngestBatch& b = *f->body_as_IngestBatch();

@@ -83,6 +83,14 @@ class IngestDecoder {
   // `where` names the frame in the error ("frame 3 (bytes 120..4216)").
   bool Decode(std::string_view frame, const std::string& where, std::vector<Event>* out);
 
+  // A pong the last Decode took (IngestPong: no events), for the owner's
+  // clock estimate; cleared by the next Decode.
+  struct Pong {
+    uint32_t id = 0;
+    uint64_t server_ns = 0, sender_ns = 0;
+  };
+  const std::optional<Pong>& pong() const { return pong_; }
+
   bool has_hello() const { return has_hello_; }
   const IngestSource& source() const { return source_; }
   const std::string& error() const { return error_; }
@@ -101,6 +109,7 @@ class IngestDecoder {
   Stream& stream_;
   bool has_hello_ = false;
   IngestSource source_;
+  std::optional<Pong> pong_;
   std::unordered_map<uint32_t, NameId> names_;    // the sender's id -> the stream's.
   std::unordered_map<uint32_t, TrackId> tracks_;  // the sender's id -> the stream's.
   int64_t clock_offset_ns_ = 0;

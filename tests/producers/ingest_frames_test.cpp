@@ -154,6 +154,21 @@ TEST_CASE("ingest frames: a sender's names, tracks and clock become the stream's
   CHECK(d.sender_dropped() == 17);
   CHECK(d.batches() == 2);
 
+  // A pong: no events, its readings for the clock estimate.
+  {
+    FlatBufferBuilder fbb;
+    const std::string pong =
+        Finish(fbb, wire::Body::IngestPong, wire::CreateIngestPong(fbb, 9, 5'000, 7'500).Union());
+    REQUIRE(d.Decode(pong, "frame 4", &out));
+    REQUIRE(d.pong().has_value());
+    CHECK(d.pong()->id == 9);
+    CHECK(d.pong()->server_ns == 5'000);
+    CHECK(d.pong()->sender_ns == 7'500);
+    CHECK(out.size() == 4);
+    REQUIRE(d.Decode(Batch(5, {}, {}), "frame 5", &out));
+    CHECK(!d.pong().has_value());
+  }
+
   // No rank: host:pid.
   IngestDecoder other(stream);
   REQUIRE(other.Decode(Hello(-1), "frame 1", &out));
@@ -209,7 +224,7 @@ TEST_CASE("ingest frames: each refusal names the frame and what is wrong, and ta
   std::vector<Event> out;
   CHECK(!d.Decode(events, "frame 1 (bytes 0..40)", &out));
   CHECK(d.error() ==
-        "frame 1 (bytes 0..40): a frame of body type 1 (an ingest connection sends IngestHello, then IngestBatch)");
+        "frame 1 (bytes 0..40): a frame of body type 1 (an ingest connection sends IngestHello, then IngestBatch and IngestPong)");
 }
 
 }  // namespace
