@@ -8,8 +8,10 @@
 #   fuzz/build_and_run.sh TARGET OUT_DIR [RUNS]    (RUNS defaults to 1000000)
 #
 # TARGET: control_message (the WebSocket control-message decoder),
-# chrome_trace (the Chrome trace JSON importer) or xplane (the XPlane
-# importer; its seeds are text-format XSpaces that protoc encodes here).
+# chrome_trace (the Chrome trace JSON importer), xplane (the XPlane
+# importer; its seeds are text-format XSpaces that protoc encodes here) or
+# ingest_frame (socket ingest's frames; binary seeds, a leading byte that
+# sets how the stream is cut, then size-prefixed frames).
 #
 # Needs Debian's clang-14 and libclang-rt-14-dev (libFuzzer, the sanitizer
 # runtimes); scripts/setup.sh installs them.
@@ -17,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [[ $# -lt 2 ]]; then
-  echo "usage: $0 control_message|chrome_trace OUT_DIR [RUNS]" >&2
+  echo "usage: $0 control_message|chrome_trace|xplane|ingest_frame OUT_DIR [RUNS]" >&2
   exit 2
 fi
 target=$1
@@ -56,8 +58,17 @@ case "${target}" in
     libs=(-isystem "${out}/gen" -lprotobuf -lsimdjson -lz -lpthread)
     max_len=4096
     ;;
+  ingest_frame)
+    # The frame splitter and decoder with the stream they write to; the
+    # schema's header generated here (flatc, as the build does).
+    mkdir -p "${out}/gen/stream"
+    flatc --cpp --scoped-enums -o "${out}/gen/stream" src/stream/liveprof.fbs
+    sources=(src/producers/ingest_frames.cc src/stream/*.cc)
+    libs=(-isystem "${out}/gen" -lpthread)
+    max_len=4096
+    ;;
   *)
-    echo "$0: unknown target '${target}' (control_message, chrome_trace or xplane)" >&2
+    echo "$0: unknown target '${target}' (control_message, chrome_trace, xplane or ingest_frame)" >&2
     exit 2
     ;;
 esac
@@ -73,6 +84,8 @@ if [[ ${target} == xplane ]]; then
   for seed in fuzz/corpus/xplane/*.txtpb; do
     protoc -Isrc/import --encode=liveprof.xplane.XSpace xplane.proto <"${seed}" >"${corpus}/$(basename "${seed}" .txtpb).pb"
   done
+elif [[ ${target} == ingest_frame ]]; then
+  cp fuzz/corpus/ingest_frame/*.bin "${corpus}/"
 else
   cp fuzz/corpus/"${target}"/*.json "${corpus}/"
 fi

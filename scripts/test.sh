@@ -93,6 +93,7 @@ TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" SUITE_TARGETS="liveprof_t
 run_fuzz "fuzz (control messages)" control_message build/fuzz
 run_fuzz "fuzz (Chrome trace import)" chrome_trace build/fuzz-import
 run_fuzz "fuzz (XPlane import)" xplane build/fuzz-xplane
+run_fuzz "fuzz (ingest frames)" ingest_frame build/fuzz-ingest
 
 echo
 echo "tests: ${passed} passed, ${failed} failed"

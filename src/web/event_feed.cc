@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "stream/liveprof_generated.h"
+#include "stream/wire_event.h"
 #include "web/protocol.h"
 
 namespace liveprof {
@@ -16,7 +17,6 @@ namespace {
 
 constexpr uint64_t kNsPerSecond = 1'000'000'000;
 
-static_assert(sizeof(wire::Event) == sizeof(Event), "the wire's Event mirrors liveprof::Event");
 // payload0 / payload1 are Event::payload.raw[0] / raw[1] as they lie in
 // memory; docs/protocol.md's packing (32-bit fields low half first) is a
 // little-endian host's.
@@ -146,8 +146,7 @@ std::string EventFeed::Encode(std::span<const Event> events, const NameDirectory
       continue;
     }
     budget_ -= kNsPerSecond;
-    out.emplace_back(e.ts, e.dur, e.name, e.track, e.corr, static_cast<uint8_t>(e.kind), e.sub, e.flags,
-                     e.device, e.payload.raw[0], e.payload.raw[1]);
+    out.push_back(ToWire(e));
     defs.Use(e);
   }
   if (out.empty() && dropped_since_frame_ == 0) return {};

@@ -17,6 +17,7 @@
 
 #include "event_builder.h"
 #include "stream/liveprof_generated.h"
+#include "stream/wire_event.h"
 
 namespace liveprof {
 namespace {
@@ -392,21 +393,7 @@ DecodedFrame Decode(const std::string& bytes) {
   out.dropped_total = f->dropped_total();
   out.max_events_per_second = f->max_events_per_second();
   if (f->events()) {
-    for (const wire::Event* w : *f->events()) {
-      Event e;
-      e.ts = w->ts();
-      e.dur = w->dur();
-      e.name = w->name();
-      e.track = w->track();
-      e.corr = w->corr();
-      e.kind = static_cast<EventKind>(w->kind());
-      e.sub = w->sub();
-      e.flags = w->flags();
-      e.device = w->device();
-      e.payload.raw[0] = w->payload0();
-      e.payload.raw[1] = w->payload1();
-      out.events.push_back(e);
-    }
+    for (const wire::Event* w : *f->events()) out.events.push_back(FromWire(*w));
   }
   if (f->names()) {
     for (const wire::NameDef* n : *f->names()) out.names[n->id()] = n->name() ? n->name()->str() : "";

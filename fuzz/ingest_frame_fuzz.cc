@@ -1,0 +1,75 @@
+// libFuzzer target: socket ingest's frame decoding (producers/ingest_frames.h),
+// as a connection drives it: the input is a byte stream, fed to a
+// FrameSplitter in pieces (the first byte sets their size), each whole frame
+// decoded by one IngestDecoder until one is refused.
+//
+// For any input it must return (never crash under ASan+UBSan), and:
+//   - frames come out in order, each within 1..kMaxIngestFrameBytes, and the
+//     bytes they span add up to the stream's (no byte skipped or read twice);
+//   - a refused frame appends nothing, and says which frame;
+//   - every event appended has a known kind, a name the stream defines and
+//     a track the stream defines (a description: track 0).
+// Any disagreement aborts, which libFuzzer reports as a crash.
+//
+// Built and run by fuzz/build_and_run.sh (clang 14, not part of CMake).
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "producers/ingest_frames.h"
+
+namespace {
+
+[[noreturn]] void Fail(const char* what, const std::string& detail) {
+  std::fprintf(stderr, "ingest_frame_fuzz: %s: %s\n", what, detail.c_str());
+  std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const size_t piece = 1 + data[0] % 64;
+  const std::string_view bytes(reinterpret_cast<const char*>(data + 1), size - 1);
+  liveprof::Stream stream;
+  liveprof::FrameSplitter splitter;
+  liveprof::IngestDecoder decoder(stream);
+  std::vector<liveprof::Event> out;
+  uint64_t expect_begin = 0;
+  bool refused = false;
+  for (size_t at = 0; at < bytes.size() && !refused; at += piece) {
+    splitter.Feed(bytes.substr(at, piece));
+    while (auto frame = splitter.Next()) {
+      if (splitter.frame_begin() != expect_begin) Fail("frames out of place", std::to_string(splitter.frame_begin()));
+      if (frame->empty() || frame->size() > liveprof::kMaxIngestFrameBytes) Fail("frame size", std::to_string(frame->size()));
+      expect_begin = splitter.frame_end();
+      const std::string where = "frame " + std::to_string(splitter.frames());
+      const size_t had = out.size();
+      if (!decoder.Decode(*frame, where, &out)) {
+        if (out.size() != had) Fail("a refused frame appended events", decoder.error());
+        if (decoder.error().rfind(where + ": ", 0) != 0) Fail("an error that does not name its frame", decoder.error());
+        refused = true;
+        break;
+      }
+    }
+  }
+  if (!refused && splitter.error().empty() && expect_begin + splitter.pending_bytes() != bytes.size()) {
+    Fail("bytes lost", std::to_string(expect_begin) + " + " + std::to_string(splitter.pending_bytes()));
+  }
+  const uint32_t tracks = stream.track_count();
+  for (const liveprof::Event& e : out) {
+    if (liveprof::EventKindName(e.kind) == "unknown") Fail("unknown kind", std::to_string(static_cast<int>(e.kind)));
+    const uint32_t names = stream.names().size();
+    if (e.name >= names) Fail("a name the stream does not define", std::to_string(e.name));
+    if (e.kind == liveprof::EventKind::kKernel && (e.payload.kernel.details >= names || e.payload.kernel.op >= names)) {
+      Fail("a kernel's names the stream does not define", std::to_string(e.payload.kernel.details));
+    }
+    if (e.kind != liveprof::EventKind::kDeviceInfo && (e.track == 0 || e.track >= tracks)) {
+      Fail("a track the stream does not define", std::to_string(e.track));
+    }
+  }
+  return 0;
+}

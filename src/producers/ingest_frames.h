@@ -1,0 +1,124 @@
+// Socket ingest's frames (issue #9; liveprof.fbs: IngestHello, IngestBatch):
+// what another process sends to `liveprof serve --ingest ...`, checked and
+// turned into events of this server's stream.
+//
+//   FrameSplitter   cuts a connection's byte stream into frames, each a u32
+//                   little-endian size then that many bytes (a Frame).
+//   IngestDecoder   checks each frame (the FlatBuffers verifier, the file
+//                   identifier, the protocol, the order: one hello, then
+//                   batches) and turns a batch's events into the stream's
+//                   ids: the sender's name and track ids are its own,
+//                   defined once per connection; its tracks get rows of
+//                   their own, labelled with the sender (rank, host, pid).
+//
+// Both are pure (no sockets, no threads), so the unit tests and the fuzzer
+// drive them with bytes. A refusal says what and where ("frame 3 (bytes
+// 120..4216): event 17: name id 99 was never defined"); the connection is
+// then closed by its owner, the others go on. Times stay on the sender's
+// clock plus clock_offset_ns(), which the owner sets from its pings.
+#ifndef LIVEPROF_PRODUCERS_INGEST_FRAMES_H_
+#define LIVEPROF_PRODUCERS_INGEST_FRAMES_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "stream/event.h"
+#include "stream/stream.h"
+
+namespace liveprof {
+
+inline constexpr uint32_t kIngestProtocol = 1;
+inline constexpr uint32_t kMaxIngestFrameBytes = 16u << 20;
+// Per connection, so that one sender cannot fill the server's tables.
+inline constexpr uint32_t kMaxIngestNames = 1u << 20;
+inline constexpr uint32_t kMaxIngestTracks = 4096;
+
+class FrameSplitter {
+ public:
+  // Appends bytes as they were received.
+  void Feed(std::string_view bytes);
+  // The next whole frame (valid until the next Feed or Next), or nullopt:
+  // more bytes are needed, or the stream is broken (error() says how: a
+  // size of 0 or over kMaxIngestFrameBytes; nothing after it is read).
+  std::optional<std::string_view> Next();
+  const std::string& error() const { return error_; }
+  uint64_t frames() const { return frames_; }
+  // Where the last frame Next returned began and ended, in the stream.
+  uint64_t frame_begin() const { return frame_begin_; }
+  uint64_t frame_end() const { return frame_end_; }
+  // Bytes held of a frame not whole yet (a sender gone now lost them:
+  // nothing of that frame was taken).
+  size_t pending_bytes() const { return buf_.size() - pos_; }
+
+ private:
+  std::string buf_;
+  size_t pos_ = 0;          // the next frame's size prefix in buf_.
+  uint64_t consumed_ = 0;   // stream offset of buf_[0].
+  uint64_t frames_ = 0;
+  uint64_t frame_begin_ = 0, frame_end_ = 0;
+  std::string error_;
+};
+
+struct IngestSource {
+  uint32_t protocol = 0;
+  std::string host;
+  uint64_t pid = 0;
+  int32_t rank = -1;
+  std::string program;
+  uint64_t clock_ns = 0;  // the sender's clock in its hello.
+  std::string label;      // how its rows are named: "rank 3" or "host:pid".
+};
+
+class IngestDecoder {
+ public:
+  explicit IngestDecoder(Stream& stream) : stream_(stream) {}
+
+  // One frame (FrameSplitter::Next). Appends a batch's events to `out`, in
+  // the stream's name and track ids, times plus clock_offset_ns(). False,
+  // with error(), for a frame that is refused; nothing of it is appended.
+  // `where` names the frame in the error ("frame 3 (bytes 120..4216)").
+  bool Decode(std::string_view frame, const std::string& where, std::vector<Event>* out);
+
+  // A pong the last Decode took (IngestPong: no events), for the owner's
+  // clock estimate; cleared by the next Decode.
+  struct Pong {
+    uint32_t id = 0;
+    uint64_t server_ns = 0, sender_ns = 0;
+  };
+  const std::optional<Pong>& pong() const { return pong_; }
+
+  bool has_hello() const { return has_hello_; }
+  const IngestSource& source() const { return source_; }
+  const std::string& error() const { return error_; }
+
+  void set_clock_offset_ns(int64_t offset) { clock_offset_ns_ = offset; }
+  int64_t clock_offset_ns() const { return clock_offset_ns_; }
+
+  uint64_t batches() const { return batches_; }
+  uint64_t events() const { return events_; }
+  uint64_t lost_batches() const { return lost_batches_; }      // gaps in IngestBatch.seq.
+  uint64_t sender_dropped() const { return sender_dropped_; }  // IngestBatch.dropped, summed.
+
+ private:
+  bool Fail(const std::string& where, const std::string& what);
+
+  Stream& stream_;
+  bool has_hello_ = false;
+  IngestSource source_;
+  std::optional<Pong> pong_;
+  std::unordered_map<uint32_t, NameId> names_;    // the sender's id -> the stream's.
+  std::unordered_map<uint32_t, TrackId> tracks_;  // the sender's id -> the stream's.
+  int64_t clock_offset_ns_ = 0;
+  uint64_t last_seq_ = 0;
+  uint64_t batches_ = 0, events_ = 0, lost_batches_ = 0, sender_dropped_ = 0;
+  std::string error_;
+  std::vector<uint64_t> aligned_;  // a frame copied to 8-byte alignment.
+};
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_PRODUCERS_INGEST_FRAMES_H_

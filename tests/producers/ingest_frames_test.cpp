@@ -1,0 +1,231 @@
+// Socket ingest's frames (src/producers/ingest_frames.h): a byte stream cut
+// into frames wherever it was split, a sender's ids and clock mapped to the
+// stream's, and every refusal naming the frame and what was wrong.
+#include "producers/ingest_frames.h"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "stream/liveprof_generated.h"
+
+namespace liveprof {
+namespace {
+
+using flatbuffers::FlatBufferBuilder;
+
+std::string Finish(FlatBufferBuilder& fbb, wire::Body type, flatbuffers::Offset<void> body) {
+  fbb.Finish(wire::CreateFrame(fbb, 1, type, body), wire::FrameIdentifier());
+  return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
+}
+
+std::string Hello(int32_t rank = 3, uint32_t protocol = kIngestProtocol) {
+  FlatBufferBuilder fbb;
+  const auto body = wire::CreateIngestHelloDirect(fbb, protocol, "node7", 4242, rank, "train.py", 1'000);
+  return Finish(fbb, wire::Body::IngestHello, body.Union());
+}
+
+struct Def {
+  uint32_t id;
+  std::string name;
+};
+
+std::string Batch(uint64_t seq, const std::vector<Def>& names, const std::vector<wire::Event>& events,
+                  const std::vector<std::pair<uint32_t, uint32_t>>& tracks = {}, uint64_t dropped = 0) {
+  FlatBufferBuilder fbb;
+  std::vector<flatbuffers::Offset<wire::NameDef>> n;
+  for (const Def& d : names) n.push_back(wire::CreateNameDefDirect(fbb, d.id, d.name.c_str()));
+  std::vector<flatbuffers::Offset<wire::TrackDef>> t;
+  for (const auto& [id, name] : tracks) t.push_back(wire::CreateTrackDef(fbb, id, name, 0, 1000 + id));
+  const auto body = wire::CreateIngestBatchDirect(fbb, seq, &n, &t, &events, dropped);
+  return Finish(fbb, wire::Body::IngestBatch, body.Union());
+}
+
+wire::Event Span(uint64_t ts, uint64_t dur, uint32_t name, uint32_t track, EventKind kind = EventKind::kHostSpan) {
+  return wire::Event(ts, dur, name, track, 0, static_cast<uint8_t>(kind), 0, 0, 0, 0, 0);
+}
+
+// Size-prefixed, as a sender writes them.
+std::string Framed(const std::string& frame) {
+  const auto size = static_cast<uint32_t>(frame.size());
+  std::string out(4, '\0');
+  std::memcpy(out.data(), &size, 4);
+  return out + frame;
+}
+
+TEST_CASE("ingest frames: a stream cut anywhere gives the same frames") {
+  const std::string a = Hello(), b = Batch(1, {{1, "step"}}, {Span(10, 5, 1, 9)}, {{9, 1}});
+  const std::string bytes = Framed(a) + Framed(b) + Framed(a);
+  for (size_t chunk : {size_t{1}, size_t{3}, size_t{7}, bytes.size()}) {
+    CAPTURE(chunk);
+    FrameSplitter s;
+    std::vector<std::string> got;
+    std::vector<uint64_t> begins;
+    for (size_t at = 0; at < bytes.size(); at += chunk) {
+      s.Feed(std::string_view(bytes).substr(at, chunk));
+      while (auto f = s.Next()) got.emplace_back(*f), begins.push_back(s.frame_begin());
+    }
+    REQUIRE(got.size() == 3);
+    CHECK(got[0] == a);
+    CHECK(got[1] == b);
+    CHECK(got[2] == a);
+    CHECK(begins == std::vector<uint64_t>{0, 4 + a.size(), 8 + a.size() + b.size()});
+    CHECK(s.pending_bytes() == 0);
+    CHECK(s.error().empty());
+  }
+  // Half a frame held: what a sender gone mid-frame leaves (none of it taken).
+  FrameSplitter s;
+  s.Feed(bytes.substr(0, 4 + a.size() + 10));
+  CHECK(s.Next().has_value());
+  CHECK(!s.Next().has_value());
+  CHECK(s.pending_bytes() == 10);
+}
+
+TEST_CASE("ingest frames: a size of 0 or past the limit breaks the stream, and says where") {
+  FrameSplitter s;
+  const std::string a = Hello();
+  s.Feed(Framed(a));
+  const uint32_t huge = kMaxIngestFrameBytes + 1;
+  std::string prefix(4, '\0');
+  std::memcpy(prefix.data(), &huge, 4);
+  s.Feed(prefix + "junk");
+  CHECK(s.Next().has_value());
+  CHECK(!s.Next().has_value());
+  CHECK(s.error() == "frame 2 (byte " + std::to_string(4 + a.size()) + "): a size of 16777217 bytes (1..16777216)");
+  s.Feed(Framed(a));  // nothing after a broken size is read.
+  CHECK(!s.Next().has_value());
+  FrameSplitter zero;
+  zero.Feed(std::string(4, '\0'));
+  CHECK(!zero.Next().has_value());
+  CHECK(zero.error() == "frame 1 (byte 0): a size of 0 bytes (1..16777216)");
+}
+
+TEST_CASE("ingest frames: a sender's names, tracks and clock become the stream's") {
+  Stream stream;
+  const NameId existing = stream.names().Intern("already here");
+  IngestDecoder d(stream);
+  std::vector<Event> out;
+  REQUIRE(d.Decode(Hello(3), "frame 1", &out));
+  CHECK(d.has_hello());
+  CHECK(d.source().host == "node7");
+  CHECK(d.source().pid == 4242);
+  CHECK(d.source().rank == 3);
+  CHECK(d.source().program == "train.py");
+  CHECK(d.source().label == "rank 3");
+  CHECK(out.empty());
+
+  d.set_clock_offset_ns(-400);
+  wire::Event kernel(2'000, 50, 3, 2, 77, static_cast<uint8_t>(EventKind::kKernel), 0, 0, 1, 0, 0);
+  Event k;  // its payload: details and op as name ids (the sender's).
+  k.payload.kernel.details = 4;
+  k.payload.kernel.op = 1;
+  kernel = wire::Event(2'000, 50, 3, 2, 77, static_cast<uint8_t>(EventKind::kKernel), 0, 0, 1, k.payload.raw[0],
+                       k.payload.raw[1]);
+  REQUIRE(d.Decode(Batch(1, {{1, "MatMul"}, {2, "loader"}, {3, "gemm"}, {4, "grid:1"}, {5, "already here"}},
+                         {Span(1'000, 900, 1, 1, EventKind::kFrameworkOp), kernel, Span(1'500, 0, 5, 1)},
+                         {{1, 2}, {2, 3}}),
+                   "frame 2", &out));
+  REQUIRE(out.size() == 3);
+  // Ids: the stream's, whatever the sender's were.
+  CHECK(stream.names().Get(out[0].name) == "MatMul");
+  CHECK(out[2].name == existing);
+  CHECK(stream.names().Get(out[1].payload.kernel.details) == "grid:1");
+  CHECK(stream.names().Get(out[1].payload.kernel.op) == "MatMul");
+  CHECK(out[1].corr == 77);
+  CHECK(out[1].device == 1);
+  // Rows of their own, named for the sender.
+  const TrackInfo loader = stream.track(out[0].track);
+  CHECK(stream.names().Get(loader.name) == "rank 3 · loader");
+  CHECK(loader.os_id == 1001);
+  CHECK(stream.names().Get(stream.track(out[1].track).name) == "rank 3 · gemm");
+  CHECK(out[0].track != out[1].track);
+  // Times: the sender's clock plus the offset.
+  CHECK(out[0].ts == 600);
+  CHECK(out[0].dur == 900);
+  CHECK(out[1].ts == 1'600);
+  CHECK(d.events() == 3);
+
+  // Later batches use the ids defined before; a gap in seq counts lost batches.
+  REQUIRE(d.Decode(Batch(4, {}, {Span(3'000, 10, 3, 2)}, {}, 17), "frame 3", &out));
+  CHECK(out.size() == 4);
+  CHECK(out[3].track == out[1].track);
+  CHECK(d.lost_batches() == 2);
+  CHECK(d.sender_dropped() == 17);
+  CHECK(d.batches() == 2);
+
+  // A pong: no events, its readings for the clock estimate.
+  {
+    FlatBufferBuilder fbb;
+    const std::string pong =
+        Finish(fbb, wire::Body::IngestPong, wire::CreateIngestPong(fbb, 9, 5'000, 7'500).Union());
+    REQUIRE(d.Decode(pong, "frame 4", &out));
+    REQUIRE(d.pong().has_value());
+    CHECK(d.pong()->id == 9);
+    CHECK(d.pong()->server_ns == 5'000);
+    CHECK(d.pong()->sender_ns == 7'500);
+    CHECK(out.size() == 4);
+    REQUIRE(d.Decode(Batch(5, {}, {}), "frame 5", &out));
+    CHECK(!d.pong().has_value());
+  }
+
+  // No rank: host:pid.
+  IngestDecoder other(stream);
+  REQUIRE(other.Decode(Hello(-1), "frame 1", &out));
+  CHECK(other.source().label == "node7:4242");
+}
+
+TEST_CASE("ingest frames: each refusal names the frame and what is wrong, and takes nothing") {
+  Stream stream;
+  struct Case {
+    std::vector<std::string> before;
+    std::string frame;
+    std::string error;
+  };
+  const std::string hello = Hello();
+  const std::vector<Case> cases = {
+      {{}, "garbage that is not a frame at all",
+       "f: not a liveprof frame (the FlatBuffers verifier refused it, or no \"LPF1\")"},
+      {{}, Hello(0, 2), "f: ingest protocol 2; this server speaks 1"},
+      {{}, Batch(1, {}, {}), "f: a batch before the hello"},
+      {{hello}, hello, "f: a second hello"},
+      {{hello}, Batch(1, {}, {Span(1, 1, 9, 1)}, {}), "f: event 0: name id 9 was never defined"},
+      {{hello}, Batch(1, {{1, "a"}}, {Span(1, 1, 1, 1), Span(1, 1, 1, 5)}, {{1, 1}}),
+       "f: event 1: track 5 was never defined"},
+      {{hello}, Batch(1, {}, {}, {{1, 8}}), "f: track 1: name id 8 was never defined"},
+      {{hello}, Batch(1, {{1, "a"}}, {Span(1, 1, 1, 1, EventKind::kNameDef)}, {{1, 1}}),
+       "f: event 0: kind 1 (names and tracks travel as NameDef / TrackDef)"},
+      {{hello}, Batch(1, {{1, "a"}}, {Span(UINT64_MAX - 5, 10, 1, 1)}, {{1, 1}}), "f: event 0: ts + dur past 2^64 ns"},
+      {{hello, Batch(5, {}, {})}, Batch(5, {}, {}), "f: batch seq 5 after 5"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.error);
+    IngestDecoder d(stream);
+    std::vector<Event> out;
+    for (const std::string& b : c.before) REQUIRE(d.Decode(b, "before", &out));
+    const size_t had = out.size();
+    CHECK(!d.Decode(c.frame, "f", &out));
+    CHECK(d.error() == c.error);
+    CHECK(out.size() == had);
+  }
+  // A body type with no body.
+  {
+    FlatBufferBuilder fbb;
+    fbb.Finish(wire::CreateFrame(fbb, 1, wire::Body::IngestHello, 0), wire::FrameIdentifier());
+    IngestDecoder d(stream);
+    std::vector<Event> out;
+    CHECK(!d.Decode(std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize()), "f", &out));
+    CHECK(d.error() == "f: a frame without a body");
+  }
+  // An events frame (the WebSocket feed's) is not an ingest frame.
+  FlatBufferBuilder fbb;
+  const std::string events = Finish(fbb, wire::Body::EventFrame, wire::CreateEventFrame(fbb).Union());
+  IngestDecoder d(stream);
+  std::vector<Event> out;
+  CHECK(!d.Decode(events, "frame 1 (bytes 0..40)", &out));
+  CHECK(d.error() ==
+        "frame 1 (bytes 0..40): a frame of body type 1 (an ingest connection sends IngestHello, then IngestBatch and IngestPong)");
+}
+
+}  // namespace
+}  // namespace liveprof
