@@ -37,6 +37,12 @@
 
 namespace liveprof {
 
+// The longer wins; between equals, the smaller name (any order gives the
+// same). The index's nodes and the mipmap's buckets both fold by it.
+inline bool Longer(uint64_t dur, NameId name, uint64_t than_dur, NameId than_name) {
+  return dur > than_dur || (dur == than_dur && name < than_name);
+}
+
 // Events folded: how many, their durations' sum, the longest (ties: the
 // smaller name), counter samples' largest value and the value of the last
 // to arrive (by arrival sequence).
@@ -51,7 +57,7 @@ struct MipBucket {
   }
   void Add(const MipBucket& o) {
     if (o.count == 0) return;
-    if (count == 0 || o.longest_dur > longest_dur || (o.longest_dur == longest_dur && o.longest < longest)) {
+    if (count == 0 || Longer(o.longest_dur, o.longest, longest_dur, longest)) {
       longest_dur = o.longest_dur, longest = o.longest;
     }
     if (count == 0 || o.last_seq >= last_seq) last_seq = o.last_seq, last_value = o.last_value;

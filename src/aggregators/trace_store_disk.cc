@@ -229,6 +229,10 @@ bool TraceStore::Open(std::string* error) {
       Reader(body.data()) >> id >> info.name >> kind >> info.device >> info.os_id;
       info.type = static_cast<TrackType>(kind);
       if (id >= DerivedRows::kFirstDerivedTrack) return problem(pos, "track id " + std::to_string(id) + " reserved");
+      if (kind > static_cast<uint8_t>(TrackType::kProcess)) {  // one this build does not know: a plain row.
+        problem(pos, "track " + std::to_string(id) + ": type " + std::to_string(kind) + " unknown, shown as a host thread");
+        info.type = TrackType::kHostThread;
+      }
       if (id >= track_info_.size()) track_info_.resize(size_t{id} + 1);
       track_info_[id] = info;
     } else if (type == Record::kDevice && body.size() == sizeof(Event)) {

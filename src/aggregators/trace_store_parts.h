@@ -22,11 +22,6 @@ namespace liveprof {
 // (0 for the others).
 inline double ValueOf(const Event& e) { return e.kind == EventKind::kCounter ? e.payload.counter.value : 0; }
 
-// The longer wins; between equals, the smaller name (any order gives the same).
-inline bool Longer(uint64_t dur, NameId name, uint64_t than_dur, NameId than_name) {
-  return dur > than_dur || (dur == than_dur && name < than_name);
-}
-
 // What a chunk or a node of chunks holds, for the query's walk: 64 bytes.
 struct TraceStore::Node {
   uint64_t min_start = UINT64_MAX, max_start = 0;  // (64 bytes: one cache line)

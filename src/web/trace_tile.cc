@@ -50,7 +50,6 @@ TileTrackInfo TileTracks::Describe(TrackId track) const {
     case TrackType::kGpuStream: out.type = TileTrackType::kGpuStream; break;
     case TrackType::kCounter: out.type = TileTrackType::kCounter; break;
     case TrackType::kProcess: out.type = TileTrackType::kProcess; break;
-    default: out.type = TileTrackType::kHostThread; break;  // a type this build does not know (a run read back).
   }
   out.name = store_.Name(it->second.name);
   out.device = it->second.device;
