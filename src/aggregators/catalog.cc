@@ -34,6 +34,7 @@ void Catalog::Consume(std::span<const Event> events) {
         t.type = e.payload.track_def.type;
         t.os_id = e.payload.track_def.os_tid;
         t.device = e.device;
+        t.process = e.payload.track_def.process;
         t.defined = true;
         break;
       }

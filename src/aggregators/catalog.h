@@ -23,6 +23,7 @@ struct TrackDef {
   TrackType type = TrackType::kHostThread;
   uint64_t os_id = 0;  // OS thread id, or the stream id of a GPU stream.
   uint8_t device = 0;
+  uint32_t process = 0;  // 0: this process; else the worker id of an ingest source.
   bool defined = false;
 };
 

@@ -51,7 +51,8 @@ void TraceStore::Append(std::span<const Event> definitions, std::span<const Even
       if (logging) WriteName(d.name);
     } else if (d.kind == EventKind::kTrackDef && d.track < DerivedRows::kFirstDerivedTrack) {
       if (d.track >= track_info_.size()) track_info_.resize(size_t{d.track} + 1);
-      track_info_[d.track] = TrackInfo{d.name, d.payload.track_def.type, d.payload.track_def.os_tid, d.device};
+      track_info_[d.track] = TrackInfo{d.name, d.payload.track_def.type, d.payload.track_def.os_tid, d.device,
+                                     d.payload.track_def.process};
       derived_.Define(d.track, track_info_[d.track]);
       if (logging) WriteTrack(d.track);
     }

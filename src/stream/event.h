@@ -154,7 +154,11 @@ struct Event {
     struct {
       uint64_t os_tid;  // OS thread id (kHostThread) or stream id (kGpuStream).
       TrackType type;
-      uint8_t pad[7];
+      uint8_t pad[3];
+      // The process (worker) the track belongs to: 0 for this one; an ingest
+      // source's worker id (ingest_server.h) for another's. A kProcess track
+      // with the same number names the worker ("rank 3", "host:pid").
+      uint32_t process;
     } track_def;
     uint64_t raw[2];
   } payload = {.raw = {0, 0}};

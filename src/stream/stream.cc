@@ -104,6 +104,7 @@ Event TrackDefEvent(TrackId id, const TrackInfo& info) {
   e.device = info.device;
   e.payload.track_def.os_tid = info.os_id;
   e.payload.track_def.type = info.type;
+  e.payload.track_def.process = info.process;
   return e;
 }
 

@@ -56,6 +56,7 @@ struct TrackInfo {
   TrackType type = TrackType::kHostThread;
   uint64_t os_id = 0;  // OS thread id, or stream id for a GPU stream.
   uint8_t device = 0;
+  uint32_t process = 0;  // 0: this process; else a worker id (event.h, track_def).
 };
 
 // The definition events a consumer learns names and tracks from (kNameDef,
