@@ -6,9 +6,12 @@
 // For any input it must return (never crash under ASan+UBSan), and:
 //   - frames come out in order, each within 1..kMaxIngestFrameBytes, and the
 //     bytes they span add up to the stream's (no byte skipped or read twice);
-//   - a refused frame appends nothing, and says which frame;
-//   - every event appended has a known kind, a name the stream defines and
-//     a track the stream defines (a description: track 0).
+//   - a refused frame appends nothing, leaves no name or track behind, and
+//     says which frame;
+//   - every event appended has a known kind, a name the stream defines, a
+//     track the stream defines (a description: track 0), an end within
+//     2^64 ns whatever the clock offset (the first byte's top bits pick
+//     one), and no late flag (the server's to set).
 // Any disagreement aborts, which libFuzzer reports as a crash.
 //
 // Built and run by fuzz/build_and_run.sh (clang 14, not part of CMake).
@@ -33,10 +36,13 @@ namespace {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const size_t piece = 1 + data[0] % 64;
+  // The clock offset too: none, the extremes, a second either way.
+  constexpr int64_t kOffsets[] = {0, INT64_MAX, INT64_MIN, -1'000'000'000, 1'000'000'000};
   const std::string_view bytes(reinterpret_cast<const char*>(data + 1), size - 1);
   liveprof::Stream stream;
   liveprof::FrameSplitter splitter;
   liveprof::IngestDecoder decoder(stream);
+  decoder.set_clock_offset_ns(kOffsets[(data[0] >> 6) % 5]);
   std::vector<liveprof::Event> out;
   uint64_t expect_begin = 0;
   bool refused = false;
@@ -48,8 +54,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       expect_begin = splitter.frame_end();
       const std::string where = "frame " + std::to_string(splitter.frames());
       const size_t had = out.size();
+      const uint32_t names = stream.names().size(), tracks = stream.track_count();
       if (!decoder.Decode(*frame, where, &out)) {
         if (out.size() != had) Fail("a refused frame appended events", decoder.error());
+        if (stream.names().size() != names || stream.track_count() != tracks) {
+          Fail("a refused frame left names or tracks", decoder.error());
+        }
         if (decoder.error().rfind(where + ": ", 0) != 0) Fail("an error that does not name its frame", decoder.error());
         refused = true;
         break;
@@ -62,6 +72,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint32_t tracks = stream.track_count();
   for (const liveprof::Event& e : out) {
     if (liveprof::EventKindName(e.kind) == "unknown") Fail("unknown kind", std::to_string(static_cast<int>(e.kind)));
+    if (e.ts + e.dur < e.ts) Fail("an event past 2^64 ns", std::to_string(e.ts));
+    if ((e.flags & liveprof::kFlagLate) != 0) Fail("a sender set the late flag", std::to_string(e.flags));
     const uint32_t names = stream.names().size();
     if (e.name >= names) Fail("a name the stream does not define", std::to_string(e.name));
     if (e.kind == liveprof::EventKind::kKernel && (e.payload.kernel.details >= names || e.payload.kernel.op >= names)) {

@@ -1,5 +1,6 @@
 #include "producers/ingest_frames.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "stream/liveprof_generated.h"
@@ -83,8 +84,9 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
     source_.rank = h.rank();
     source_.program = h.program() ? h.program()->str() : "";
     source_.clock_ns = h.clock_ns();
-    source_.label = h.rank() >= 0 ? "rank " + std::to_string(h.rank())
-                                  : (source_.host.empty() ? "pid" : source_.host + ":") + std::to_string(h.pid());
+    source_.label = h.rank() >= 0      ? "rank " + std::to_string(h.rank())
+                    : source_.host.empty() ? "pid " + std::to_string(h.pid())
+                                           : source_.host + ":" + std::to_string(h.pid());
     has_hello_ = true;
     return true;
   }
@@ -97,85 +99,101 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
   if (b.seq() <= last_seq_) {
     return Fail(where, "batch seq " + std::to_string(b.seq()) + " after " + std::to_string(last_seq_));
   }
-  // The definitions first, checked whole before the stream learns any (a
-  // refused frame leaves nothing behind but the names it interned).
-  std::vector<std::pair<uint32_t, std::string_view>> names;
+  // Checked whole first; only then does the stream learn its names and
+  // tracks: a refused frame leaves nothing behind.
+  std::unordered_map<uint32_t, std::string_view> new_names;  // the sender's ids first defined here.
   if (b.names()) {
     for (const wire::NameDef* n : *b.names()) {
       if (!n->name()) return Fail(where, "name id " + std::to_string(n->id()) + " without its string");
-      names.emplace_back(n->id(), std::string_view(n->name()->data(), n->name()->size()));
+      const std::string_view text(n->name()->data(), n->name()->size());
+      const auto known = names_.find(n->id());
+      const auto here = new_names.find(n->id());
+      if ((known != names_.end() && stream_.names().Get(known->second) != text) ||
+          (here != new_names.end() && here->second != text)) {
+        return Fail(where, "name id " + std::to_string(n->id()) + " defined again as another string");
+      }
+      if (known == names_.end()) new_names.emplace(n->id(), text);
     }
   }
-  for (const auto& [id, text] : names) {
-    if (names_.size() >= kMaxIngestNames && !names_.count(id)) {
-      return Fail(where, "more than " + std::to_string(kMaxIngestNames) + " names on one connection");
-    }
+  if (names_.size() + new_names.size() > kMaxIngestNames) {
+    return Fail(where, "more than " + std::to_string(kMaxIngestNames) + " names on one connection");
   }
-  for (const auto& [id, text] : names) names_[id] = stream_.names().Intern(text);
-  auto name = [&](uint32_t id, NameId* ours) {
-    if (id == 0) return *ours = 0, true;  // the empty name, always.
-    const auto it = names_.find(id);
-    if (it == names_.end()) return false;
-    *ours = it->second;
-    return true;
-  };
+  auto defined = [&](uint32_t id) { return id == 0 || names_.count(id) || new_names.count(id); };
+  std::vector<const wire::TrackDef*> new_tracks;
   if (b.tracks()) {
     for (const wire::TrackDef* t : *b.tracks()) {
-      NameId track_name;
-      if (!name(t->name(), &track_name)) {
+      if (!defined(t->name())) {
         return Fail(where, "track " + std::to_string(t->id()) + ": name id " + std::to_string(t->name()) +
                                " was never defined");
       }
       if (t->type() > static_cast<uint8_t>(TrackType::kProcess)) {
         return Fail(where, "track " + std::to_string(t->id()) + ": type " + std::to_string(t->type()));
       }
-      if (tracks_.count(t->id())) continue;  // restated: the first stands.
-      if (tracks_.size() >= kMaxIngestTracks) {
-        return Fail(where, "more than " + std::to_string(kMaxIngestTracks) + " tracks on one connection");
-      }
-      // Its own row, named for the sender: "rank 3 · dataloader".
-      const std::string label = source_.label + " · " + std::string(stream_.names().Get(track_name));
-      tracks_[t->id()] = stream_.AddTrack(
-          TrackInfo{stream_.names().Intern(label), static_cast<TrackType>(t->type()), t->os_tid(), 0});
+      const bool seen = tracks_.count(t->id()) ||
+                        std::any_of(new_tracks.begin(), new_tracks.end(), [&](auto* n) { return n->id() == t->id(); });
+      if (!seen) new_tracks.push_back(t);  // restated: the first definition stands.
     }
   }
-  const size_t first = out->size();
-  if (b.events()) {
-    out->reserve(first + b.events()->size());
-    uint32_t i = 0;
-    for (const wire::Event* w : *b.events()) {
-      auto refuse = [&](const std::string& what) {
-        out->resize(first);
-        return Fail(where, "event " + std::to_string(i) + ": " + what);
-      };
-      Event e = FromWire(*w);  // (its name and track: the sender's ids, mapped below)
-      if (!KnownEventKind(w->kind()) || e.kind == EventKind::kInvalid || e.kind == EventKind::kNameDef ||
+  if (tracks_.size() + new_tracks.size() > kMaxIngestTracks) {
+    return Fail(where, "more than " + std::to_string(kMaxIngestTracks) + " tracks on one connection");
+  }
+  auto track_defined = [&](uint32_t id) {
+    return tracks_.count(id) ||
+           std::any_of(new_tracks.begin(), new_tracks.end(), [&](auto* n) { return n->id() == id; });
+  };
+  // The events, copied out: a crafted frame may place its vector of 8-byte
+  // structs off their alignment (the verifier checks bounds, not that).
+  const uint32_t count = b.events() ? b.events()->size() : 0;
+  auto event_at = [&](uint32_t i) {
+    wire::Event w;
+    std::memcpy(&w, b.events()->Data() + size_t{i} * sizeof(wire::Event), sizeof w);
+    return FromWire(w);
+  };
+  {
+    for (uint32_t i = 0; i < count; ++i) {
+      auto refuse = [&](const std::string& what) { return Fail(where, "event " + std::to_string(i) + ": " + what); };
+      const Event e = event_at(i);
+      const auto kind = static_cast<uint8_t>(e.kind);
+      if (!KnownEventKind(kind) || e.kind == EventKind::kInvalid || e.kind == EventKind::kNameDef ||
           e.kind == EventKind::kTrackDef) {
-        return refuse("kind " + std::to_string(w->kind()) + " (names and tracks travel as NameDef / TrackDef)");
+        return refuse("kind " + std::to_string(kind) + " (names and tracks travel as NameDef / TrackDef)");
       }
       if (e.ts + e.dur < e.ts) return refuse("ts + dur past 2^64 ns");
-      if (!name(w->name(), &e.name)) return refuse("name id " + std::to_string(w->name()) + " was never defined");
-      if (e.kind == EventKind::kKernel &&
-          (!name(e.payload.kernel.details, &e.payload.kernel.details) || !name(e.payload.kernel.op, &e.payload.kernel.op))) {
+      if (!defined(e.name)) return refuse("name id " + std::to_string(e.name) + " was never defined");
+      if (e.kind == EventKind::kKernel && (!defined(e.payload.kernel.details) || !defined(e.payload.kernel.op))) {
         return refuse("a kernel's details or op name id was never defined");
       }
-      if (e.kind == EventKind::kDeviceInfo) {
-        e.track = 0;  // a description: on no row.
-      } else {
-        const auto t = tracks_.find(w->track());
-        if (t == tracks_.end()) return refuse("track " + std::to_string(w->track()) + " was never defined");
-        e.track = t->second;
+      if (e.kind != EventKind::kDeviceInfo && !track_defined(e.track)) {
+        return refuse("track " + std::to_string(e.track) + " was never defined");
       }
-      // The server's clock: the sender's plus the measured offset (clamped at the ends).
-      const int64_t off = clock_offset_ns_;
-      if (off < 0) {
-        e.ts = e.ts >= static_cast<uint64_t>(-off) ? e.ts - static_cast<uint64_t>(-off) : 0;
-      } else {
-        e.ts = e.ts <= UINT64_MAX - e.dur - static_cast<uint64_t>(off) ? e.ts + static_cast<uint64_t>(off)
-                                                                       : UINT64_MAX - e.dur;
+    }
+  }
+  // Taken: names, then tracks (rows named for the sender: "rank 3 · loader"), then events.
+  for (const auto& [id, text] : new_names) names_[id] = stream_.names().Intern(text);
+  auto ours = [&](uint32_t id) -> NameId { return id == 0 ? 0 : names_.at(id); };
+  for (const wire::TrackDef* t : new_tracks) {
+    const std::string label = source_.label + " · " + std::string(stream_.names().Get(ours(t->name())));
+    tracks_[t->id()] =
+        stream_.AddTrack(TrackInfo{stream_.names().Intern(label), static_cast<TrackType>(t->type()), t->os_tid(), 0});
+  }
+  const size_t first = out->size();
+  if (count > 0) {
+    out->reserve(first + count);
+    for (uint32_t i = 0; i < count; ++i) {
+      Event e = event_at(i);
+      e.name = ours(e.name);
+      if (e.kind == EventKind::kKernel) {
+        e.payload.kernel.details = ours(e.payload.kernel.details);
+        e.payload.kernel.op = ours(e.payload.kernel.op);
       }
+      e.track = e.kind == EventKind::kDeviceInfo ? 0 : tracks_.at(e.track);  // (a description: on no row)
+      e.flags &= static_cast<uint8_t>(~kFlagLate);  // the server's to say.
+      // The server's clock: the sender's plus the measured offset, held
+      // inside [0, 2^64 - dur] (computed wide: no overflow either way).
+      const __int128 ts = static_cast<__int128>(e.ts) + clock_offset_ns_;
+      const __int128 last = static_cast<__int128>(UINT64_MAX - e.dur);
+      e.ts = static_cast<uint64_t>(ts < 0 ? 0 : ts > last ? last : ts);
       out->push_back(e);
-      ++i;
     }
   }
   lost_batches_ += b.seq() - last_seq_ - 1;  // (seq from 1: a first batch of 3 lost two)

@@ -33,7 +33,7 @@ namespace liveprof {
 
 inline constexpr uint32_t kIngestProtocol = 1;
 inline constexpr uint32_t kMaxIngestFrameBytes = 16u << 20;
-// Per connection, so that one sender cannot fill the server's tables.
+// Per connection (a server-wide budget across connections is still to come).
 inline constexpr uint32_t kMaxIngestNames = 1u << 20;
 inline constexpr uint32_t kMaxIngestTracks = 4096;
 
@@ -78,8 +78,12 @@ class IngestDecoder {
   explicit IngestDecoder(Stream& stream) : stream_(stream) {}
 
   // One frame (FrameSplitter::Next). Appends a batch's events to `out`, in
-  // the stream's name and track ids, times plus clock_offset_ns(). False,
-  // with error(), for a frame that is refused; nothing of it is appended.
+  // the stream's name and track ids, times plus clock_offset_ns() (held in
+  // [0, 2^64 - dur]), kFlagLate cleared (the server's to set). False, with
+  // error(), for a frame that is refused: checked whole first, it leaves
+  // nothing behind (no event, name or track). A name id is one string for
+  // the connection (defined again as another: refused); a track restated
+  // keeps its first definition.
   // `where` names the frame in the error ("frame 3 (bytes 120..4216)").
   bool Decode(std::string_view frame, const std::string& where, std::vector<Event>* out);
 

@@ -169,6 +169,22 @@ TEST_CASE("ingest frames: a sender's names, tracks and clock become the stream's
     CHECK(!d.pong().has_value());
   }
 
+  // Offsets held inside the clock, whatever they are; the late flag is the server's.
+  {
+    IngestDecoder e(stream);
+    std::vector<Event> got;
+    REQUIRE(e.Decode(Hello(4), "frame 1", &got));
+    wire::Event late(0, UINT64_MAX, 1, 1, 0, static_cast<uint8_t>(EventKind::kHostSpan), 0, kFlagLate | kFlag16Bit, 0, 0, 0);
+    e.set_clock_offset_ns(INT64_MAX);
+    REQUIRE(e.Decode(Batch(1, {{1, "x"}}, {late, Span(UINT64_MAX - 10, 10, 1, 1)}, {{1, 1}}), "frame 2", &got));
+    CHECK(got[0].ts == 0);  // ends at 2^64 - 1 already: it cannot move.
+    CHECK(got[0].flags == kFlag16Bit);
+    CHECK(got[1].ts == UINT64_MAX - 10);
+    e.set_clock_offset_ns(INT64_MIN);
+    REQUIRE(e.Decode(Batch(2, {}, {Span(5, 1, 1, 1)}), "frame 3", &got));
+    CHECK(got[2].ts == 0);
+  }
+
   // No rank: host:pid.
   IngestDecoder other(stream);
   REQUIRE(other.Decode(Hello(-1), "frame 1", &out));
@@ -197,6 +213,11 @@ TEST_CASE("ingest frames: each refusal names the frame and what is wrong, and ta
        "f: event 0: kind 1 (names and tracks travel as NameDef / TrackDef)"},
       {{hello}, Batch(1, {{1, "a"}}, {Span(UINT64_MAX - 5, 10, 1, 1)}, {{1, 1}}), "f: event 0: ts + dur past 2^64 ns"},
       {{hello, Batch(5, {}, {})}, Batch(5, {}, {}), "f: batch seq 5 after 5"},
+      // New names and tracks in a frame refused for its events: none taken.
+      {{hello}, Batch(1, {{1, "fresh"}, {2, "row"}}, {Span(1, 1, 1, 1), Span(1, 1, 7, 1)}, {{1, 2}}),
+       "f: event 1: name id 7 was never defined"},
+      {{hello, Batch(1, {{1, "a"}}, {})}, Batch(2, {{1, "b"}}, {}), "f: name id 1 defined again as another string"},
+      {{hello}, Batch(1, {{1, "a"}, {1, "b"}}, {}), "f: name id 1 defined again as another string"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.error);
@@ -204,9 +225,12 @@ TEST_CASE("ingest frames: each refusal names the frame and what is wrong, and ta
     std::vector<Event> out;
     for (const std::string& b : c.before) REQUIRE(d.Decode(b, "before", &out));
     const size_t had = out.size();
+    const uint32_t names = stream.names().size(), tracks = stream.track_count();
     CHECK(!d.Decode(c.frame, "f", &out));
     CHECK(d.error() == c.error);
     CHECK(out.size() == had);
+    CHECK(stream.names().size() == names);  // nothing of it taken.
+    CHECK(stream.track_count() == tracks);
   }
   // A body type with no body.
   {
