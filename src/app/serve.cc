@@ -160,7 +160,7 @@ int Serve(int argc, char** argv, ServeMode mode) {
       trace.dir = argv[++i];
     } else if (a == "--trace-disk-mb" && mode != ServeMode::kOpen) {
       trace.max_disk_bytes = static_cast<uint64_t>(NumberArg(argc, argv, i, 1, 1 << 30, command) * 1024 * 1024);
-    } else if (a == "--ingest" && has_value && mode != ServeMode::kOpen) {
+    } else if (a == "--ingest" && has_value && (mode == ServeMode::kServe || demo)) {  // (a replay runs on trace time)
       IngestEndpoint e;
       std::string error;
       if (!ParseIngestEndpoint(argv[++i], &e, &error)) {

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <algorithm>
 #include <cstring>
 
 #include "producers/ingest_frames.h"
@@ -21,6 +22,7 @@ namespace liveprof {
 namespace {
 
 constexpr size_t kReadBytes = 64 * 1024;
+constexpr size_t kPassBytes = 1 << 20;  // read from one connection before the next poll().
 constexpr size_t kMaxOutBytes = 1 << 20;  // acks and pings a sender has not read: it is not reading.
 constexpr size_t kMaxStatuses = 1024;
 
@@ -94,7 +96,8 @@ struct IngestServer::Connection {
   std::string out;  // frames to send: acks, pings.
   std::vector<Event> events;
   uint64_t connected_ns = 0, last_byte_ns = 0, next_ping_ns = 0;
-  uint32_t ping_id = 0;
+  uint32_t ping_id = 0;        // the ping in flight,
+  uint64_t ping_sent_ns = 0;   // and our clock in it.
   SourceStatus status;
 };
 
@@ -217,25 +220,32 @@ void IngestServer::Accept(size_t listener) {
 }
 
 void IngestServer::Read(Connection& c) {
+  // At most kPassBytes a pass, then back to poll(): one busy sender does not
+  // hold up the others (or Stop). One ack a pass: acks are cumulative.
   char buf[kReadBytes];
-  for (;;) {
+  const uint64_t acked = c.decoder.last_seq();
+  for (size_t taken = 0; taken < kPassBytes && !stop_.load(std::memory_order_relaxed);) {
     const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (n < 0 && errno != ECONNRESET) return Close(c, Errno("recv"));
     if (n <= 0) {  // the sender closed (a reset: it left acks unread): what it sent whole is kept.
+      AckTaken(c, acked);
       const size_t torn = c.splitter.pending_bytes();
       return Close(c, torn ? "closed mid-frame (" + std::to_string(torn) + " bytes of an unfinished frame dropped)" : "");
     }
     c.last_byte_ns = HostNowNs();
+    taken += static_cast<size_t>(n);
     c.splitter.Feed(std::string_view(buf, static_cast<size_t>(n)));
     while (auto frame = c.splitter.Next()) {
       const std::string where = "frame " + std::to_string(c.splitter.frames()) + " (bytes " +
                                 std::to_string(c.splitter.frame_begin()) + ".." +
                                 std::to_string(c.splitter.frame_end()) + ")";
       const bool had_hello = c.decoder.has_hello();
-      const uint64_t batches = c.decoder.batches();
       c.events.clear();
-      if (!c.decoder.Decode(*frame, where, &c.events)) return Close(c, c.decoder.error());
+      if (!c.decoder.Decode(*frame, where, &c.events)) {
+        AckTaken(c, acked);  // what it sent before this frame is the server's: say so before closing.
+        return Close(c, c.decoder.error());
+      }
       const uint64_t now = HostNowNs();
       if (!had_hello && c.decoder.has_hello()) {
         // Who it is; a first clock offset from its hello (one way), until a pong.
@@ -248,25 +258,33 @@ void IngestServer::Read(Connection& c) {
         c.next_ping_ns = now;
       }
       for (const Event& e : c.events) c.ring->queue->TryPush(e);  // full: dropped and counted.
-      if (c.decoder.batches() != batches) {
-        AppendFrame(&c.out, wire::Body::IngestAck,
-                    [&](auto& fbb) { return wire::CreateIngestAck(fbb, c.decoder.last_seq()).Union(); });
-      }
-      if (const auto& pong = c.decoder.pong(); pong && pong->server_ns <= now) {
+      // A pong to the ping in flight (its id and reading: no other counts).
+      if (const auto& pong = c.decoder.pong();
+          pong && pong->id == c.ping_id && pong->server_ns == c.ping_sent_ns && now >= pong->server_ns) {
         const uint64_t rtt = now - pong->server_ns;
         if (c.status.best_rtt_ns == 0 || rtt < c.status.best_rtt_ns) {
-          // The sender read its clock halfway through the round trip.
+          // The sender read its clock halfway through the round trip (wide: no overflow).
           c.status.best_rtt_ns = std::max<uint64_t>(rtt, 1);
-          c.decoder.set_clock_offset_ns(static_cast<int64_t>(pong->server_ns + rtt / 2) -
-                                        static_cast<int64_t>(pong->sender_ns));
+          const __int128 offset = static_cast<__int128>(pong->server_ns + rtt / 2) - pong->sender_ns;
+          c.decoder.set_clock_offset_ns(static_cast<int64_t>(std::clamp<__int128>(offset, INT64_MIN, INT64_MAX)));
         }
       }
     }
-    if (!c.splitter.error().empty()) return Close(c, c.splitter.error());
+    if (!c.splitter.error().empty()) {
+      AckTaken(c, acked);
+      return Close(c, c.splitter.error());
+    }
   }
+  AckTaken(c, acked);
   if (c.out.size() > kMaxOutBytes) return Close(c, "not reading what the server sends (acks, pings)");
-  Flush(c);
   Publish(c);
+}
+
+void IngestServer::AckTaken(Connection& c, uint64_t acked) {
+  if (c.decoder.last_seq() == acked) return;
+  AppendFrame(&c.out, wire::Body::IngestAck,
+              [&](auto& fbb) { return wire::CreateIngestAck(fbb, c.decoder.last_seq()).Union(); });
+  Flush(c);  // (non-blocking: what the socket takes now)
 }
 
 void IngestServer::Flush(Connection& c) {
@@ -288,8 +306,9 @@ void IngestServer::Tick(Connection& c, uint64_t now) {
   }
   if (c.decoder.has_hello() && now >= c.next_ping_ns) {
     c.next_ping_ns = now + options_.ping_interval_ns;
+    c.ping_sent_ns = HostNowNs();
     AppendFrame(&c.out, wire::Body::IngestPing,
-                [&](auto& fbb) { return wire::CreateIngestPing(fbb, ++c.ping_id, HostNowNs()).Union(); });
+                [&](auto& fbb) { return wire::CreateIngestPing(fbb, ++c.ping_id, c.ping_sent_ns).Union(); });
     Flush(c);
   }
 }

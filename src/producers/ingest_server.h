@@ -80,6 +80,7 @@ class IngestServer {
   void Accept(size_t listener);
   void Read(Connection& c);
   void Flush(Connection& c);
+  void AckTaken(Connection& c, uint64_t acked);  // an IngestAck when batches came since `acked`.
   void Tick(Connection& c, uint64_t now);
   void Close(Connection& c, const std::string& reason);
   void Publish(const Connection& c);

@@ -214,7 +214,7 @@ TEST_CASE("ingest server: senders over unix and TCP, acknowledged, clocks measur
   CHECK(s[0].connected);
   CHECK(s[0].events == 300);
   CHECK(s[0].endpoint == "unix:" + TempSocket());
-  CHECK(std::abs(s[0].clock_offset_ns - 1'000'000'000) < 50'000'000);
+  CHECK(std::abs(s[0].clock_offset_ns - 1'000'000'000) < 250'000'000);  // (the skew is 1 s; a loaded machine adds latency)
   CHECK(s[1].label == "rank 1");
   CHECK(s[1].closed_reason.starts_with("frame 2 (bytes "));
   CHECK(s[1].closed_reason.find("not a liveprof frame") != std::string::npos);
@@ -226,7 +226,7 @@ TEST_CASE("ingest server: senders over unix and TCP, acknowledged, clocks measur
   CHECK(stream.names().Get(stream.track(events[0].track).name) == "rank 0 · loader");
   CHECK(events[0].kind == EventKind::kInputSpan);
   const int64_t moved = static_cast<int64_t>(events[0].ts) - static_cast<int64_t>(t);
-  CHECK(std::abs(moved - 1'000'000'000) < 50'000'000);
+  CHECK(std::abs(moved - 1'000'000'000) < 250'000'000);
 
   // Gone mid-frame: the whole frames before it stay, the torn one is dropped and said.
   Client c(server.bound()[1]);
