@@ -17,7 +17,9 @@
 #include "app/args.h"
 #include "import/chrome_export.h"
 #include "import/replay.h"
+#include "aggregators/json_writer.h"
 #include "producers/host_api.h"
+#include "producers/ingest_server.h"
 #include "producers/simulated_workload.h"
 #ifdef LIVEPROF_HAVE_CUPTI
 #include "producers/cupti_source.h"
@@ -53,6 +55,8 @@ constexpr char kServeUsage[] =
     "                     a run stopped or killed can be read back (liveprof open DIR)\n"
     "  --trace-disk-mb N  the run folder's size, MiB; past it the oldest segments are\n"
     "                     deleted (default: no limit)\n"
+    "  --ingest E         take events from other processes at E: unix:PATH or\n"
+    "                     tcp:127.0.0.1:PORT (repeatable; docs/ingest.md)\n"
     "demo only:\n"
     "  --scenario S       balanced | input_bound | launch_bound | memory_growth | schedule\n"
     "                     (default: the schedule that cycles through all four)\n"
@@ -68,6 +72,35 @@ constexpr char kServeUsage[] =
     "open only:\n"
     "  DIR                a run folder (--trace-dir): its events in the trace viewer,\n"
     "                     read-only; the live analyses' pages stay empty\n";
+
+// /api/status's "ingest": every source, connected or not.
+std::string IngestStatusJson(const IngestServer& ingest) {
+  JsonWriter w;
+  w.BeginArray();
+  for (const IngestServer::SourceStatus& s : ingest.Sources()) {
+    w.BeginObject();
+    w.KV("id", s.id);
+    w.KV("endpoint", s.endpoint);
+    w.KV("label", s.label);
+    w.KV("host", s.host);
+    w.KV("pid", s.pid);
+    w.KV("rank", static_cast<int64_t>(s.rank));
+    w.KV("program", s.program);
+    w.KV("connected", s.connected);
+    w.KV("closed_reason", s.closed_reason);
+    w.KV("frames", s.frames);
+    w.KV("batches", s.batches);
+    w.KV("events", s.events);
+    w.KV("lost_batches", s.lost_batches);
+    w.KV("sender_dropped", s.sender_dropped);
+    w.KV("ring_dropped", s.ring_dropped);
+    w.KV("clock_offset_ns", s.clock_offset_ns);
+    w.KV("best_rtt_ns", s.best_rtt_ns);
+    w.EndObject();
+  }
+  w.EndArray();
+  return w.Take();
+}
 
 // What the console shows while serving: alerts as they change, and a line
 // about the last steps every few seconds.
@@ -102,6 +135,7 @@ int Serve(int argc, char** argv, ServeMode mode) {
   std::string replay_file;
   TraceStore::Options trace;
   TraceReplay::Options ro;
+  IngestServer::Options io;
   for (int i = 2; i < argc; ++i) {
     const std::string_view a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -126,6 +160,14 @@ int Serve(int argc, char** argv, ServeMode mode) {
       trace.dir = argv[++i];
     } else if (a == "--trace-disk-mb" && mode != ServeMode::kOpen) {
       trace.max_disk_bytes = static_cast<uint64_t>(NumberArg(argc, argv, i, 1, 1 << 30, command) * 1024 * 1024);
+    } else if (a == "--ingest" && has_value && (mode == ServeMode::kServe || demo)) {  // (a replay runs on trace time)
+      IngestEndpoint e;
+      std::string error;
+      if (!ParseIngestEndpoint(argv[++i], &e, &error)) {
+        std::fprintf(stderr, "%s: %s\n", command, error.c_str());
+        return 2;
+      }
+      io.endpoints.push_back(e);
     } else if (demo && WorkloadOption(argc, argv, i, &wo, command)) {
       continue;
     } else if (mode == ServeMode::kReplay && a == "--speed" && has_value) {
@@ -222,10 +264,15 @@ int Serve(int argc, char** argv, ServeMode mode) {
 #endif
   }
 
+  std::unique_ptr<IngestServer> ingest;
+  if (!io.endpoints.empty()) {
+    ingest = std::make_unique<IngestServer>(stream, io);
+    so.ingest_status = [&ingest] { return IngestStatusJson(*ingest); };
+  }
   Pipeline pipeline(stream, po);
   Server server(pipeline, so);
   std::string error;
-  if (!server.Start(&error)) {
+  if (!server.Start(&error) || (ingest && !ingest->Start(&error))) {
     std::fprintf(stderr, "%s: %s\n", command, error.c_str());
     return 1;
   }
@@ -239,6 +286,9 @@ int Serve(int argc, char** argv, ServeMode mode) {
   if (replay) replay->Start();
   const std::string shown_host = so.bind.find(':') != std::string::npos ? "[" + so.bind + "]" : so.bind;
   std::printf("listening on http://%s:%u/\n", shown_host.c_str(), server.port());
+  if (ingest) {
+    for (const IngestEndpoint& e : ingest->bound()) std::printf("ingest on %s\n", e.ToString().c_str());
+  }
   if (demo) {
     std::printf("serving the simulated GPU workload (seed %" PRIu64 "); Ctrl-C stops\n", wo.model.seed);
   }
@@ -288,6 +338,7 @@ int Serve(int argc, char** argv, ServeMode mode) {
 
   if (workload) workload->Stop();
   if (replay) replay->Stop();
+  if (ingest) ingest->Stop();
 #ifdef LIVEPROF_HAVE_CUPTI
   if (cupti) cupti->Stop();
 #endif

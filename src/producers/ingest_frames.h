@@ -102,6 +102,7 @@ class IngestDecoder {
   void set_clock_offset_ns(int64_t offset) { clock_offset_ns_ = offset; }
   int64_t clock_offset_ns() const { return clock_offset_ns_; }
 
+  uint64_t last_seq() const { return last_seq_; }  // the newest batch's seq (0: none yet).
   uint64_t batches() const { return batches_; }
   uint64_t events() const { return events_; }
   uint64_t lost_batches() const { return lost_batches_; }      // gaps in IngestBatch.seq.

@@ -217,6 +217,7 @@ class Server::Impl {
     if (has_cpu_clock_ && clock_gettime(cpu_clock_, &ts) == 0) {
       s.web_thread_cpu_seconds = static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
     }
+    if (state_->options().ingest_status) s.ingest_json = state_->options().ingest_status();
     return s;
   }
 

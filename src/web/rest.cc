@@ -282,7 +282,12 @@ std::string ServerStatsJson(const ServerStats& s) {
   w.EndObject();
   w.KV("web_thread_cpu_seconds", s.web_thread_cpu_seconds);
   w.EndObject();
-  return w.Take();
+  std::string out = w.Take();
+  if (!s.ingest_json.empty()) {  // (already JSON: spliced in)
+    out.pop_back();
+    out += ",\"ingest\":" + s.ingest_json + "}";
+  }
+  return out;
 }
 
 bool TokenAccepted(std::string_view token, std::string_view authorization,

@@ -56,6 +56,9 @@ struct ServerOptions {
   uint32_t frame_hz = 10;  // said in the hello: the pipeline's publish rate.
   std::string version;     // liveprof's version, in the hello and Server header.
   TraceExportFn export_trace;  // /api/export; empty: 501.
+  // /api/status's "ingest": a JSON array of the ingest sources (liveprof
+  // serve --ingest); empty: no key. Called on the web thread.
+  std::function<std::string()> ingest_status;
 };
 
 // "" when the options can be served, else why not (e.g. a non-loopback bind
@@ -78,6 +81,7 @@ struct ServerStats {
   double latency_p50_ms = 0, latency_p99_ms = 0, latency_max_ms = 0;
   uint64_t latency_samples = 0;
   double web_thread_cpu_seconds = 0;
+  std::string ingest_json;  // ServerOptions::ingest_status's answer (empty: none).
 };
 
 class Server {

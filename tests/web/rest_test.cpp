@@ -161,6 +161,12 @@ TEST_CASE("rest: views, CSV, and the status view with the server's counters") {
   CHECK(status["events_consumed"] == 10);
   CHECK(status["server"]["websocket_sessions"] == 4);
   CHECK(status["server"]["feed_latency_ms"]["p99"] == 87.0);
+  CHECK(!status["server"].contains("ingest"));  // no ingest: no key.
+  stats.ingest_json = R"([{"id":1,"label":"rank 0","connected":true}])";
+  const nlohmann::json with_ingest =
+      nlohmann::json::parse(ViewReply(RouteRequest("/api/status", kPublishedSteps), v, ServerStatsJson(stats)).body);
+  CHECK(with_ingest["server"]["ingest"][0]["label"] == "rank 0");
+  CHECK(with_ingest["server"]["websocket_sessions"] == 4);
 
   const nlohmann::json err = nlohmann::json::parse(ErrorReply(404, "no \"x\"").body);
   CHECK(err["type"] == "error");

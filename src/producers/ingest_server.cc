@@ -1,0 +1,345 @@
+#include "producers/ingest_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <algorithm>
+#include <cstring>
+
+#include "producers/ingest_frames.h"
+#include "stream/clock.h"
+#include "stream/liveprof_generated.h"
+
+namespace liveprof {
+namespace {
+
+constexpr size_t kReadBytes = 64 * 1024;
+constexpr size_t kPassBytes = 1 << 20;  // read from one connection before the next poll().
+constexpr size_t kMaxOutBytes = 1 << 20;  // acks and pings a sender has not read: it is not reading.
+constexpr size_t kMaxStatuses = 1024;
+
+std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+bool NonBlocking(int fd) {
+  const int flags = fcntl(fd, F_GETFL, 0);
+  return flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0;
+}
+
+// One size-prefixed frame with `body`, appended to `out`.
+template <typename Build>
+void AppendFrame(std::string* out, wire::Body type, Build&& build) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  const flatbuffers::Offset<void> body = build(fbb);
+  fbb.Finish(wire::CreateFrame(fbb, 1, type, body), wire::FrameIdentifier());
+  const auto size = static_cast<uint32_t>(fbb.GetSize());
+  out->append(reinterpret_cast<const char*>(&size), 4);
+  out->append(reinterpret_cast<const char*>(fbb.GetBufferPointer()), size);
+}
+
+}  // namespace
+
+std::string IngestEndpoint::ToString() const {
+  return tcp ? "tcp:" + host + ":" + std::to_string(port) : "unix:" + path;
+}
+
+bool ParseIngestEndpoint(std::string_view spec, IngestEndpoint* out, std::string* error) {
+  *out = IngestEndpoint{};
+  if (spec.starts_with("unix:")) {
+    out->path = std::string(spec.substr(5));
+    if (out->path.empty() || out->path.size() >= sizeof(sockaddr_un::sun_path)) {
+      *error = "--ingest " + std::string(spec) + ": a unix socket path of 1.." +
+               std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes";
+      return false;
+    }
+    return true;
+  }
+  if (spec.starts_with("tcp:")) {
+    const std::string_view rest = spec.substr(4);
+    const size_t colon = rest.rfind(':');
+    unsigned port = 0;
+    in_addr addr{};
+    const std::string host(rest.substr(0, colon == std::string_view::npos ? 0 : colon));
+    const std::string_view p = colon == std::string_view::npos ? "" : rest.substr(colon + 1);
+    const auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
+    if (colon == std::string_view::npos || ec != std::errc() || end != p.data() + p.size() || port > 65535 ||
+        inet_pton(AF_INET, host.c_str(), &addr) != 1) {
+      *error = "--ingest " + std::string(spec) + ": tcp:ADDRESS:PORT, e.g. tcp:127.0.0.1:7777";
+      return false;
+    }
+    if ((ntohl(addr.s_addr) >> 24) != 127) {
+      *error = "--ingest " + std::string(spec) + ": TCP ingest binds a loopback address (127.x.x.x) only";
+      return false;
+    }
+    out->tcp = true;
+    out->host = host;
+    out->port = static_cast<uint16_t>(port);
+    return true;
+  }
+  *error = "--ingest " + std::string(spec) + ": unix:PATH or tcp:127.0.0.1:PORT";
+  return false;
+}
+
+struct IngestServer::Connection {
+  explicit Connection(Stream& stream) : decoder(stream) {}
+  int fd = -1;
+  FrameSplitter splitter;
+  IngestDecoder decoder;
+  std::shared_ptr<Ring> ring;
+  std::string out;  // frames to send: acks, pings.
+  std::vector<Event> events;
+  uint64_t connected_ns = 0, last_byte_ns = 0, next_ping_ns = 0;
+  uint32_t ping_id = 0;        // the ping in flight,
+  uint64_t ping_sent_ns = 0;   // and our clock in it.
+  SourceStatus status;
+};
+
+IngestServer::IngestServer(Stream& stream, Options options) : stream_(stream), options_(std::move(options)) {}
+
+IngestServer::~IngestServer() { Stop(); }
+
+bool IngestServer::Start(std::string* error) {
+  auto fail = [&](const IngestEndpoint& e, const std::string& what) {
+    *error = "ingest " + e.ToString() + ": " + what;
+    for (const int fd : listeners_) ::close(fd);
+    listeners_.clear();
+    bound_.clear();
+    return false;
+  };
+  for (IngestEndpoint e : options_.endpoints) {
+    const int fd = ::socket(e.tcp ? AF_INET : AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return fail(e, Errno("socket"));
+    listeners_.push_back(fd);
+    if (e.tcp) {
+      const int one = 1;
+      setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(e.port);
+      inet_pton(AF_INET, e.host.c_str(), &a.sin_addr);
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return fail(e, Errno("bind"));
+      socklen_t len = sizeof a;
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+      e.port = ntohs(a.sin_port);
+    } else {
+      // A socket left by a run that died is replaced; any other file is not ours.
+      struct stat st;
+      if (lstat(e.path.c_str(), &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) return fail(e, "exists and is not a socket");
+        ::unlink(e.path.c_str());
+      }
+      sockaddr_un a{};
+      a.sun_family = AF_UNIX;
+      std::memcpy(a.sun_path, e.path.data(), e.path.size());
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return fail(e, Errno("bind"));
+    }
+    if (::listen(fd, 64) != 0 || !NonBlocking(fd)) return fail(e, Errno("listen"));
+    bound_.push_back(e);
+  }
+  if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) return fail(IngestEndpoint{}, Errno("pipe"));
+  thread_ = std::thread([this] { Run(); });
+  return true;
+}
+
+void IngestServer::Stop() {
+  if (!thread_.joinable()) return;
+  stop_.store(true);
+  const char byte = 1;
+  [[maybe_unused]] const ssize_t n = ::write(wake_[1], &byte, 1);
+  thread_.join();
+  for (auto& c : connections_) {
+    if (c->fd >= 0) Close(*c, "the server stopped");
+  }
+  connections_.clear();
+  for (const int fd : listeners_) ::close(fd);
+  for (const IngestEndpoint& e : bound_) {
+    if (!e.tcp) ::unlink(e.path.c_str());
+  }
+  listeners_.clear();
+  ::close(wake_[0]);
+  ::close(wake_[1]);
+}
+
+std::vector<IngestServer::SourceStatus> IngestServer::Sources() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_;
+}
+
+void IngestServer::Run() {
+  std::vector<pollfd> fds;
+  while (!stop_.load()) {
+    fds.clear();
+    fds.push_back({wake_[0], POLLIN, 0});
+    for (const int fd : listeners_) fds.push_back({fd, POLLIN, 0});
+    for (const auto& c : connections_) {
+      fds.push_back({c->fd, static_cast<short>(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
+    }
+    if (::poll(fds.data(), fds.size(), 50) < 0 && errno != EINTR) break;
+    for (size_t i = 0; i < listeners_.size(); ++i) {
+      if (fds[1 + i].revents & POLLIN) Accept(i);
+    }
+    const size_t first = 1 + listeners_.size();
+    for (size_t i = 0; i < connections_.size() && first + i < fds.size(); ++i) {
+      Connection& c = *connections_[i];
+      const short ev = fds[first + i].revents;
+      if (c.fd >= 0 && (ev & (POLLIN | POLLHUP | POLLERR))) Read(c);
+      if (c.fd >= 0 && (ev & POLLOUT)) Flush(c);
+    }
+    const uint64_t now = HostNowNs();
+    for (auto& c : connections_) {
+      if (c->fd >= 0) Tick(*c, now);
+    }
+    std::erase_if(connections_, [](const auto& c) { return c->fd < 0; });
+  }
+}
+
+void IngestServer::Accept(size_t listener) {
+  for (;;) {
+    const int fd = ::accept4(listeners_[listener], nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN: none left (errors: the next poll tries again).
+    auto c = std::make_unique<Connection>(stream_);
+    c->fd = fd;
+    c->connected_ns = c->last_byte_ns = HostNowNs();
+    c->status.id = next_id_++;
+    c->status.endpoint = bound_[listener].ToString();
+    c->status.connected = true;
+    if (connections_.size() >= options_.max_sources) {
+      Close(*c, "refused: " + std::to_string(options_.max_sources) + " sources connected already");
+      continue;
+    }
+    Publish(*c);
+    connections_.push_back(std::move(c));
+  }
+}
+
+void IngestServer::Read(Connection& c) {
+  // At most kPassBytes a pass, then back to poll(): one busy sender does not
+  // hold up the others (or Stop). One ack a pass: acks are cumulative.
+  char buf[kReadBytes];
+  const uint64_t acked = c.decoder.last_seq();
+  for (size_t taken = 0; taken < kPassBytes && !stop_.load(std::memory_order_relaxed);) {
+    const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n < 0 && errno != ECONNRESET) return Close(c, Errno("recv"));
+    if (n <= 0) {  // the sender closed (a reset: it left acks unread): what it sent whole is kept.
+      AckTaken(c, acked);
+      const size_t torn = c.splitter.pending_bytes();
+      return Close(c, torn ? "closed mid-frame (" + std::to_string(torn) + " bytes of an unfinished frame dropped)" : "");
+    }
+    c.last_byte_ns = HostNowNs();
+    taken += static_cast<size_t>(n);
+    c.splitter.Feed(std::string_view(buf, static_cast<size_t>(n)));
+    while (auto frame = c.splitter.Next()) {
+      const std::string where = "frame " + std::to_string(c.splitter.frames()) + " (bytes " +
+                                std::to_string(c.splitter.frame_begin()) + ".." +
+                                std::to_string(c.splitter.frame_end()) + ")";
+      const bool had_hello = c.decoder.has_hello();
+      c.events.clear();
+      if (!c.decoder.Decode(*frame, where, &c.events)) {
+        AckTaken(c, acked);  // what it sent before this frame is the server's: say so before closing.
+        return Close(c, c.decoder.error());
+      }
+      const uint64_t now = HostNowNs();
+      if (!had_hello && c.decoder.has_hello()) {
+        // Who it is; a first clock offset from its hello (one way), until a pong.
+        const IngestSource& s = c.decoder.source();
+        c.status.label = s.label, c.status.host = s.host, c.status.program = s.program;
+        c.status.pid = s.pid, c.status.rank = s.rank;
+        c.decoder.set_clock_offset_ns(static_cast<int64_t>(now - s.clock_ns));
+        c.ring = stream_.AddRing({.name = "ingest " + s.label, .capacity = options_.ring_capacity});
+        if (!c.ring) return Close(c, "no ring for it (memory)");
+        c.next_ping_ns = now;
+      }
+      for (const Event& e : c.events) c.ring->queue->TryPush(e);  // full: dropped and counted.
+      // A pong to the ping in flight (its id and reading: no other counts).
+      if (const auto& pong = c.decoder.pong();
+          pong && pong->id == c.ping_id && pong->server_ns == c.ping_sent_ns && now >= pong->server_ns) {
+        const uint64_t rtt = now - pong->server_ns;
+        if (c.status.best_rtt_ns == 0 || rtt < c.status.best_rtt_ns) {
+          // The sender read its clock halfway through the round trip (wide: no overflow).
+          c.status.best_rtt_ns = std::max<uint64_t>(rtt, 1);
+          const __int128 offset = static_cast<__int128>(pong->server_ns + rtt / 2) - pong->sender_ns;
+          c.decoder.set_clock_offset_ns(static_cast<int64_t>(std::clamp<__int128>(offset, INT64_MIN, INT64_MAX)));
+        }
+      }
+    }
+    if (!c.splitter.error().empty()) {
+      AckTaken(c, acked);
+      return Close(c, c.splitter.error());
+    }
+  }
+  AckTaken(c, acked);
+  if (c.out.size() > kMaxOutBytes) return Close(c, "not reading what the server sends (acks, pings)");
+  Publish(c);
+}
+
+void IngestServer::AckTaken(Connection& c, uint64_t acked) {
+  if (c.decoder.last_seq() == acked) return;
+  AppendFrame(&c.out, wire::Body::IngestAck,
+              [&](auto& fbb) { return wire::CreateIngestAck(fbb, c.decoder.last_seq()).Union(); });
+  Flush(c);  // (non-blocking: what the socket takes now)
+}
+
+void IngestServer::Flush(Connection& c) {
+  while (!c.out.empty()) {
+    const ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n < 0) return Close(c, Errno("send"));
+    c.out.erase(0, static_cast<size_t>(n));
+  }
+}
+
+void IngestServer::Tick(Connection& c, uint64_t now) {
+  if (!c.decoder.has_hello() && now - c.connected_ns > options_.stall_timeout_ns) {
+    return Close(c, "no hello in " + std::to_string(options_.stall_timeout_ns / 1'000'000) + " ms");
+  }
+  if (c.splitter.pending_bytes() > 0 && now - c.last_byte_ns > options_.stall_timeout_ns) {
+    return Close(c, "stalled mid-frame for " + std::to_string((now - c.last_byte_ns) / 1'000'000) + " ms (" +
+                        std::to_string(c.splitter.pending_bytes()) + " bytes of an unfinished frame dropped)");
+  }
+  if (c.decoder.has_hello() && now >= c.next_ping_ns) {
+    c.next_ping_ns = now + options_.ping_interval_ns;
+    c.ping_sent_ns = HostNowNs();
+    AppendFrame(&c.out, wire::Body::IngestPing,
+                [&](auto& fbb) { return wire::CreateIngestPing(fbb, ++c.ping_id, c.ping_sent_ns).Union(); });
+    Flush(c);
+  }
+}
+
+void IngestServer::Close(Connection& c, const std::string& reason) {
+  if (c.fd >= 0) ::close(c.fd);
+  c.fd = -1;
+  c.status.connected = false;
+  c.status.closed_reason = reason;
+  if (c.ring) c.ring->closed.store(true, std::memory_order_release);  // drained, then retired.
+  Publish(c);
+}
+
+void IngestServer::Publish(const Connection& c) {
+  SourceStatus s = c.status;
+  s.frames = c.splitter.frames();
+  s.batches = c.decoder.batches();
+  s.events = c.decoder.events();
+  s.lost_batches = c.decoder.lost_batches();
+  s.sender_dropped = c.decoder.sender_dropped();
+  s.ring_dropped = c.ring ? c.ring->queue->dropped() : 0;
+  s.clock_offset_ns = c.decoder.clock_offset_ns();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (SourceStatus& old : status_) {
+    if (old.id == s.id) return void(old = std::move(s));
+  }
+  if (status_.size() >= kMaxStatuses) {  // the oldest closed one makes room.
+    const auto gone = std::find_if(status_.begin(), status_.end(), [](const auto& o) { return !o.connected; });
+    if (gone != status_.end()) status_.erase(gone);
+  }
+  status_.push_back(std::move(s));
+}
+
+}  // namespace liveprof

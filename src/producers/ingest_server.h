@@ -1,0 +1,103 @@
+// IngestServer: other processes' events into this server's stream (issue #9;
+// docs/ingest.md). It listens on unix sockets and loopback TCP ports; each
+// connection is a source with its own ring, tracks and counters. One thread
+// runs every connection with poll(): it reads frames (ingest_frames.h),
+// writes the events to the source's ring (a full ring drops and counts, as
+// every producer's), acknowledges each batch (IngestAck) and pings the
+// sender for its clock (IngestPing / IngestPong, the least round trip wins).
+//
+// A refused frame, a sender silent mid-frame past the stall timeout, or an
+// output queue past its bound closes that connection, with the reason kept
+// in Sources(); the others go on. A sender that reconnects is a new source
+// (its hello says who it is again).
+#ifndef LIVEPROF_PRODUCERS_INGEST_SERVER_H_
+#define LIVEPROF_PRODUCERS_INGEST_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "stream/stream.h"
+
+namespace liveprof {
+
+// "unix:/run/liveprof.sock" or "tcp:127.0.0.1:7777" (port 0: any free one).
+struct IngestEndpoint {
+  bool tcp = false;
+  std::string path;       // unix
+  std::string host;       // tcp: a loopback address (127.x.x.x); others need the web token (later).
+  uint16_t port = 0;
+  std::string ToString() const;
+};
+bool ParseIngestEndpoint(std::string_view spec, IngestEndpoint* out, std::string* error);
+
+class IngestServer {
+ public:
+  struct Options {
+    std::vector<IngestEndpoint> endpoints;
+    size_t ring_capacity = 0;              // per source; 0: the stream's default.
+    uint64_t ping_interval_ns = 1'000'000'000;
+    uint64_t stall_timeout_ns = 10'000'000'000;  // silent mid-frame this long: closed.
+    size_t max_sources = 256;              // connections at once; more are refused.
+  };
+
+  struct SourceStatus {
+    uint64_t id = 0;  // from 1, in order of connection.
+    std::string endpoint, label, host, program;
+    uint64_t pid = 0;
+    int32_t rank = -1;
+    bool connected = false;
+    std::string closed_reason;  // empty while connected, or for a clean close.
+    uint64_t frames = 0, batches = 0, events = 0, lost_batches = 0, sender_dropped = 0, ring_dropped = 0;
+    int64_t clock_offset_ns = 0;
+    uint64_t best_rtt_ns = 0;  // 0: no pong yet.
+  };
+
+  IngestServer(Stream& stream, Options options);
+  ~IngestServer();  // Stop()
+  IngestServer(const IngestServer&) = delete;
+  IngestServer& operator=(const IngestServer&) = delete;
+
+  // Binds every endpoint (a unix path that is a stale socket is replaced;
+  // any other file there is an error) and starts the thread. False with
+  // `error` naming the endpoint; nothing is left listening then.
+  bool Start(std::string* error);
+  void Stop();
+
+  // The endpoints as bound (a TCP port 0 resolved). After Start.
+  std::vector<IngestEndpoint> bound() const { return bound_; }
+  // Every source since Start, connected or not (the newest 1,024). Any thread.
+  std::vector<SourceStatus> Sources() const;
+
+ private:
+  struct Connection;
+  void Run();
+  void Accept(size_t listener);
+  void Read(Connection& c);
+  void Flush(Connection& c);
+  void AckTaken(Connection& c, uint64_t acked);  // an IngestAck when batches came since `acked`.
+  void Tick(Connection& c, uint64_t now);
+  void Close(Connection& c, const std::string& reason);
+  void Publish(const Connection& c);
+
+  Stream& stream_;
+  Options options_;
+  std::vector<IngestEndpoint> bound_;
+  std::vector<int> listeners_;
+  std::vector<std::unique_ptr<Connection>> connections_;  // the thread's.
+  uint64_t next_id_ = 1;
+  std::atomic<bool> stop_{false};
+  int wake_[2] = {-1, -1};  // a pipe: Stop() wakes poll().
+  std::thread thread_;
+  mutable std::mutex mu_;  // guards status_.
+  std::vector<SourceStatus> status_;
+};
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_PRODUCERS_INGEST_SERVER_H_
