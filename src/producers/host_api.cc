@@ -15,6 +15,8 @@ namespace liveprof {
 namespace internal {
 
 std::atomic<bool> g_enabled{true};
+std::atomic<int> g_level{kHostLevelDetailed};
+std::atomic<bool> g_python_scopes{true};
 thread_local ThreadSlot t_slot{nullptr, 0};
 
 namespace {
@@ -130,6 +132,14 @@ Stream& GlobalStream() {
     if (const char* e = std::getenv("LIVEPROF_ENABLED"); e != nullptr && std::strcmp(e, "0") == 0) {
       internal::g_enabled.store(false, std::memory_order_relaxed);
     }
+    if (const char* e = std::getenv("LIVEPROF_HOST_LEVEL"); e != nullptr && *e != '\0') {
+      if (std::strcmp(e, "1") == 0 || std::strcmp(e, "2") == 0) {
+        internal::g_level.store(e[0] - '0', std::memory_order_relaxed);
+      } else {
+        std::fprintf(stderr, "liveprof: LIVEPROF_HOST_LEVEL='%s' is not 1 or 2; using %d\n", e,
+                     internal::g_level.load(std::memory_order_relaxed));
+      }
+    }
     // Never destroyed: threads may record during static destruction.
     s = new Stream(options);
     internal::g_stream.store(s, std::memory_order_release);
@@ -152,27 +162,54 @@ void SetTracingEnabled(bool enabled) {
   internal::g_enabled.store(enabled, std::memory_order_relaxed);
 }
 
+void SetHostTraceLevel(int level) {
+  GlobalStream();  // reads LIVEPROF_HOST_LEVEL first, so this call wins over it.
+  internal::g_level.store(level < kHostLevelCritical  ? kHostLevelCritical
+                          : level > kHostLevelDetailed ? kHostLevelDetailed
+                                                       : level,
+                          std::memory_order_relaxed);
+}
+
+int HostTraceLevel() {
+  GlobalStream();
+  return internal::g_level.load(std::memory_order_relaxed);
+}
+
+void SetPythonScopesEnabled(bool enabled) {
+  internal::g_python_scopes.store(enabled, std::memory_order_relaxed);
+}
+
+bool PythonScopesEnabled() { return internal::g_python_scopes.load(std::memory_order_relaxed); }
+
+// A span the level (or the off switch) left out at its begin is still pushed,
+// as kInvalid, so that its end pops it and nothing else: the level may change
+// between a begin and its end.
 void BeginSpan(NameId name, EventKind kind, uint32_t corr) {
-  if (!internal::Enabled() || internal::t_exited) return;
+  if (internal::t_exited) return;
   internal::ThreadState& st = internal::t_state;
   if (st.depth >= kMaxOpenSpans) {
     ++st.depth;  // keep counting so that the matching EndSpan calls balance.
     GlobalStream().diagnostics().Add(Diag::span_stack_overflow);
     return;
   }
+  if (!internal::Records(kind)) {
+    st.spans[st.depth++] = {0, 0, 0, EventKind::kInvalid};
+    return;
+  }
   st.spans[st.depth++] = {internal::Now(), name, corr, kind};
 }
 
 void EndSpan() {
-  if (!internal::Enabled() || internal::t_exited) return;
+  if (internal::t_exited) return;
   internal::ThreadState& st = internal::t_state;
   if (st.depth == 0) {
-    GlobalStream().diagnostics().Add(Diag::span_end_without_begin);
+    if (internal::Enabled()) GlobalStream().diagnostics().Add(Diag::span_end_without_begin);
     return;
   }
   --st.depth;
   if (st.depth >= kMaxOpenSpans) return;  // its begin was not recorded.
   const internal::ThreadState::Open& o = st.spans[st.depth];
+  if (o.kind == EventKind::kInvalid) return;  // left out at its begin.
   const uint64_t end = internal::Now();
   internal::Record(o.kind, o.name, o.begin, end - o.begin, o.corr, 0, 0, 0);
 }

@@ -52,6 +52,28 @@ NameId InternName(const char* name);
 // in the environment starts it off). Any thread.
 void SetTracingEnabled(bool enabled);
 
+// What is recorded while tracing is on, as TF's host_tracer_level (capture
+// on demand, docs/ingest.md, turns it up and back down at run time):
+//   1: steps, input-pipeline spans, counters, memory, instants, flows: what
+//      the step breakdown, the input analysis and the alerts need;
+//   2: + framework ops, runtime API calls and user scopes (the default).
+// LIVEPROF_HOST_LEVEL=1|2 in the environment sets the start level. Any thread.
+inline constexpr int kHostLevelCritical = 1;
+inline constexpr int kHostLevelDetailed = 2;
+void SetHostTraceLevel(int level);  // clamped to [1, 2].
+int HostTraceLevel();
+// The level at which a span of `kind` is recorded.
+constexpr int HostLevelOf(EventKind kind) {
+  return kind == EventKind::kHostSpan || kind == EventKind::kFrameworkOp ||
+                 kind == EventKind::kRuntimeApi
+             ? kHostLevelDetailed
+             : kHostLevelCritical;
+}
+// Python's liveprof.scope() spans (src/python): on by default; capture on
+// demand turns them on or off. Steps and input spans do not depend on it.
+void SetPythonScopesEnabled(bool enabled);
+bool PythonScopesEnabled();
+
 // Opens / closes a span on this thread's span stack, for callers that cannot
 // use RAII (the Python module). Ends match the innermost begin. An end with no
 // begin counts span_end_without_begin; nesting deeper than kMaxOpenSpans
@@ -69,6 +91,7 @@ void StepEnd(int64_t step_num);
 namespace internal {
 
 extern std::atomic<bool> g_enabled;
+extern std::atomic<int> g_level;
 
 // This thread's ring and track, trivially constructed so the hot path is a
 // plain TLS load. Null until the thread's first record.
@@ -88,6 +111,10 @@ inline bool Enabled() {
 #else
   return g_enabled.load(std::memory_order_relaxed);
 #endif
+}
+// Tracing is on and the level records `kind` (two relaxed loads).
+inline bool Records(EventKind kind) {
+  return Enabled() && g_level.load(std::memory_order_relaxed) >= HostLevelOf(kind);
 }
 
 // Host API timestamps: raw TSC ticks (converted by the drain loop).
@@ -131,7 +158,7 @@ inline bool TracingEnabled() { return internal::Enabled(); }
 class Scope {
  public:
   explicit Scope(NameId name, EventKind kind = EventKind::kHostSpan, uint32_t corr = 0) {
-    if (internal::Enabled()) {
+    if (internal::Records(kind)) {
       name_ = name;
       kind_ = kind;
       corr_ = corr;
