@@ -4,7 +4,7 @@
 //       The server with the simulated GPU workload (app/serve.h).
 //   liveprof serve [--port N] [--bind A --token T] ...
 //       The server for real producers (app/serve.h).
-//   liveprof example [--steps N] [--step-ms MS] [--input-share F]
+//   liveprof example [--steps N] [--step-ms MS] [--input-share F] [--connect ADDRESS [--rank R]]
 //       Runs an example training loop instrumented with the host tracing API,
 //       drains its events through the stream and prints what it carried.
 //   liveprof simulate [--scenario S] [--seconds N] [--rate R] [--seed N]
@@ -25,6 +25,7 @@
 #include "app/analyze.h"
 #include "app/args.h"
 #include "app/example_training.h"
+#include "producers/ingest_sender.h"
 #include "app/serve.h"
 #include "app/simulate.h"
 #include "producers/host_api.h"
@@ -49,6 +50,9 @@ constexpr char kUsage[] =
     "            print what the event stream carried\n"
     "            --steps N         training steps (default 50)\n"
     "            --step-ms MS      milliseconds per step (default 20)\n"
+    "            --connect ADDR    send the events to `liveprof serve --ingest ADDR`\n"
+    "                              (unix:PATH or tcp:127.0.0.1:PORT) instead\n"
+    "            --rank R          the rank said in its hello (default: $RANK)\n"
     "            --input-share F   share of a step spent waiting for input, 0..1\n"
     "                              (default 0.25)\n"
     "  simulate  run the simulated GPU workload through the analyses and print the\n"
@@ -133,8 +137,30 @@ void PrintSummary(const StreamSummarySnapshot& s, const Stream& stream, uint64_t
   std::printf("%s\n", any ? "" : " none");
 }
 
+// `liveprof example --connect ADDRESS`: the same loop, its events sent to a
+// `liveprof serve --ingest ADDRESS` (ingest_sender.h) instead of analysed here.
+int ExampleSending(const ExampleTrainingOptions& options, const SenderOptions& sender) {
+  std::string error;
+  if (!ConnectGlobalStream(sender, &error)) {
+    std::fprintf(stderr, "liveprof example: %s\n", error.c_str());
+    return 2;
+  }
+  std::printf("liveprof example: %d steps of %.1f ms, %.0f%% waiting for input, sent to %s\n", options.steps,
+              options.step_ms, options.input_share * 100, sender.address.c_str());
+  std::fflush(stdout);
+  RunExampleTraining(options);
+  DisconnectGlobalStream(5'000'000'000);
+  const SenderStatus s = GlobalSenderStatus();
+  std::printf("sent %" PRIu64 " events in %" PRIu64 " batches, %" PRIu64 " acknowledged, %" PRIu64
+              " dropped unacknowledged, %" PRIu64 " connections%s%s\n",
+              s.events_sent, s.batches_sent, s.batches_acked, s.batches_dropped, s.connects,
+              s.last_error.empty() ? "" : "; last error: ", s.last_error.c_str());
+  return s.batches_acked == s.batches_sent && s.batches_sent > 0 ? 0 : 1;
+}
+
 int Example(int argc, char** argv) {
   ExampleTrainingOptions options;
+  SenderOptions sender;
   for (int i = 2; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "--steps") {
@@ -143,12 +169,17 @@ int Example(int argc, char** argv) {
       options.step_ms = NumberArg(argc, argv, i, 0.01, 60'000, "liveprof");
     } else if (a == "--input-share") {
       options.input_share = NumberArg(argc, argv, i, 0, 1, "liveprof");
+    } else if (a == "--connect" && i + 1 < argc) {
+      sender.address = argv[++i];
+    } else if (a == "--rank") {
+      sender.rank = static_cast<int32_t>(NumberArg(argc, argv, i, 0, 1e6, "liveprof"));
     } else {
       std::fprintf(stderr, "liveprof example: unknown option '%s'\n%s", argv[i], kUsage);
       return 2;
     }
   }
 
+  if (!sender.address.empty()) return ExampleSending(options, sender);
   Stream& stream = GlobalStream();
   // The run environment says whether GPU activity is traced, and if not why.
   AnalysesOptions analyses_options;

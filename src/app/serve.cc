@@ -96,6 +96,22 @@ std::string IngestStatusJson(const IngestServer& ingest) {
     w.KV("ring_dropped", s.ring_dropped);
     w.KV("clock_offset_ns", s.clock_offset_ns);
     w.KV("best_rtt_ns", s.best_rtt_ns);
+    w.KV("worker", static_cast<uint64_t>(s.worker));
+    w.KV("duplicate_batches", s.duplicate_batches);
+    w.KV("future_dropped", s.future_dropped);
+    w.Key("capture");
+    if (!s.capture.known) {
+      w.Null();
+    } else {
+      w.BeginObject();
+      w.KV("control_id", static_cast<uint64_t>(s.capture.control_id));
+      w.KV("host_level", static_cast<int64_t>(s.capture.host_level));
+      w.KV("python_scopes", s.capture.python_scopes);
+      w.KV("gpu", s.capture.gpu);
+      w.KV("gpu_available", s.capture.gpu_available);
+      w.KV("until_ns", s.capture.until_ns);
+      w.EndObject();
+    }
     w.EndObject();
   }
   w.EndArray();
@@ -268,6 +284,11 @@ int Serve(int argc, char** argv, ServeMode mode) {
   if (!io.endpoints.empty()) {
     ingest = std::make_unique<IngestServer>(stream, io);
     so.ingest_status = [&ingest] { return IngestStatusJson(*ingest); };
+    so.capture = [&ingest](const CaptureQuery& q) {
+      std::string error;
+      const IngestServer::CaptureRequest r{q.host_level, q.python_scopes, q.gpu, q.duration_ns};
+      return ingest->Capture(q.source, r, &error) ? std::string() : error;
+    };
   }
   Pipeline pipeline(stream, po);
   Server server(pipeline, so);

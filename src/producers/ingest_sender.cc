@@ -474,6 +474,7 @@ void Sender::Run() {
 
 std::mutex g_sender_mu;
 std::unique_ptr<Sender> g_sender;
+SenderStatus g_final;  // the last sender's, once stopped.
 
 }  // namespace
 
@@ -512,7 +513,10 @@ void DisconnectGlobalStream(uint64_t timeout_ns) {
     std::lock_guard<std::mutex> lock(g_sender_mu);
     sender = std::move(g_sender);
   }
-  if (sender != nullptr) sender->Stop(timeout_ns);
+  if (sender == nullptr) return;
+  sender->Stop(timeout_ns);
+  std::lock_guard<std::mutex> lock(g_sender_mu);
+  g_final = sender->Status();
 }
 
 namespace internal {
@@ -530,7 +534,7 @@ void ConnectFromEnvironment() {
 
 SenderStatus GlobalSenderStatus() {
   std::lock_guard<std::mutex> lock(g_sender_mu);
-  return g_sender != nullptr ? g_sender->Status() : SenderStatus{};
+  return g_sender != nullptr ? g_sender->Status() : g_final;
 }
 
 }  // namespace liveprof

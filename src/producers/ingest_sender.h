@@ -44,6 +44,7 @@ bool ConnectGlobalStream(const SenderOptions& options, std::string* error);
 // Sends what is recorded, waits up to `timeout_ns` for its acknowledgement,
 // and stops the sender. Idempotent. Also run at exit when connected.
 void DisconnectGlobalStream(uint64_t timeout_ns = 2'000'000'000);
+// The running sender's counters, or the last one's once stopped.
 SenderStatus GlobalSenderStatus();
 
 namespace internal {

@@ -86,9 +86,19 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
                        version);
     }
     if (beast::websocket::is_upgrade(req)) return Upgrade(target);
+    if (req.method() == http::verb::post && target.path == "/api/capture") {
+      // A change, not a read: a page of another origin may not make it.
+      const std::string_view origin = req[http::field::origin];
+      if (!origin.empty() &&
+          !OriginAllowed(origin, req[http::field::host], state_->options().allowed_origins)) {
+        return SendReply(ErrorReply(403, "Origin '" + std::string(origin) + "' may not POST /api/capture"),
+                         version);
+      }
+      return SendReply(CaptureReply(std::string(req.target())), version);
+    }
     if (req.method() != http::verb::get && req.method() != http::verb::head) {
       return SendReply(ErrorReply(405, std::string(req.method_string()) +
-                                           " is not served: GET and HEAD only"),
+                                           " is not served: GET and HEAD only (POST for /api/capture)"),
                        version);
     }
     head_ = req.method() == http::verb::head;
@@ -115,6 +125,16 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
                         std::move(subprotocol));
   }
 
+  Reply CaptureReply(const std::string& target) {
+    const Route route = RouteRequest(target, 0);
+    if (route.kind == Route::Kind::kError) return ErrorReply(route.status, route.message);
+    if (!state_->options().capture) return ErrorReply(501, "this server takes no ingest (serve --ingest)");
+    const std::string error = state_->options().capture(route.capture);
+    if (!error.empty()) return ErrorReply(409, error);
+    return Reply{200, "application/json", "{\"type\":\"capture\",\"v\":1,\"source\":" +
+                                             std::to_string(route.capture.source) + ",\"sent\":true}"};
+  }
+
   void Serve(const std::string& target, unsigned version) {
     const std::shared_ptr<const PipelineSnapshot>& latest = state_->latest();
     const uint32_t published_last = state_->pipeline_render().steps.last_steps;
@@ -131,6 +151,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         return SendReply(TraceReply(ParseRequestTarget(target), state_->pipeline().trace_store(),
                                     state_->options().export_trace),
                          version);
+      case Route::Kind::kCapture:
+        return SendReply(ErrorReply(405, "/api/capture changes what a source records: POST it"), version);
       case Route::Kind::kView:
         break;
     }

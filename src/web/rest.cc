@@ -114,6 +114,41 @@ std::optional<uint64_t> WholeNumber(std::string_view text, uint64_t lo, uint64_t
   return n;
 }
 
+// POST /api/capture's parameters (server.h, CaptureQuery).
+static Route CaptureRoute(const RequestTarget& target) {
+  Route r;
+  r.kind = Route::Kind::kCapture;
+  bool has_source = false;
+  for (const auto& [key, value] : target.query) {
+    auto number = [&](uint64_t lo, uint64_t hi) { return WholeNumber(value, lo, hi); };
+    auto bad = [&](std::string_view expected) {
+      return Error(400, key + "='" + value + "': expected " + std::string(expected));
+    };
+    if (key == "source") {
+      const auto n = number(1, UINT64_MAX);
+      if (!n) return bad("a source id (/api/status: server.ingest[].id)");
+      r.capture.source = *n;
+      has_source = true;
+    } else if (key == "host_level") {
+      const auto n = number(1, 2);
+      if (!n) return bad("1 (steps, input, counters, memory) or 2 (+ ops and scopes)");
+      r.capture.host_level = static_cast<int>(*n);
+    } else if (key == "python_scopes" || key == "gpu") {
+      const auto n = number(0, 1);
+      if (!n) return bad("0 (off) or 1 (on)");
+      (key == "gpu" ? r.capture.gpu : r.capture.python_scopes) = static_cast<int>(*n);
+    } else if (key == "seconds") {
+      const auto n = number(0, 86'400);
+      if (!n) return bad("a whole number of seconds in 0..86400 (0: until the next capture)");
+      r.capture.duration_ns = *n * 1'000'000'000ull;
+    } else if (key != "token") {
+      return Error(400, "unknown query parameter '" + key + "' for /api/capture");
+    }
+  }
+  if (!has_source) return Error(400, "/api/capture needs source=ID (/api/status: server.ingest[].id)");
+  return r;
+}
+
 Route RouteRequest(std::string_view raw_target, uint32_t published_last_steps) {
   const RequestTarget target = ParseRequestTarget(raw_target);
   const bool api = target.path == "/api" || target.path.starts_with("/api/");
@@ -126,6 +161,8 @@ Route RouteRequest(std::string_view raw_target, uint32_t published_last_steps) {
     r.kind = Route::Kind::kIndex;
   } else if (IsTracePath(target.path)) {
     r.kind = Route::Kind::kTrace;  // trace_api.cc checks its parameters.
+  } else if (target.path == "/api/capture") {
+    return CaptureRoute(target);
   } else {
     const Endpoint* found = nullptr;
     for (const Endpoint& e : kEndpoints) {

@@ -55,6 +55,7 @@ struct Route {
     kView,     // /api/<topic>
     kMetrics,  // /metrics
     kTrace,    // /api/trace..., /api/export: the trace store (trace_api.h)
+    kCapture,  // POST /api/capture: capture on demand (`capture`).
     kError,    // a bad /api request: status and message say why.
   };
   Kind kind = Kind::kStatic;
@@ -63,6 +64,7 @@ struct Route {
   uint32_t last_steps = 0;  // ?last=N; 0: the published window.
   uint64_t last_ns = 0;     // ?last_s=T; 0: the published window (tables since start).
   bool exclude_idle = false;  // ?include_idle=false (tf_stats).
+  CaptureQuery capture;
   int status = 200;
   std::string message;
 };

@@ -31,6 +31,17 @@ namespace liveprof {
 using TraceExportFn = std::function<bool(const TraceStore& store, uint64_t t0, uint64_t t1,
                                          const std::vector<TrackId>& tracks, std::string* gz, std::string* error)>;
 
+// POST /api/capture?source=ID&host_level=1|2&python_scopes=0|1&gpu=0|1&seconds=S:
+// what to turn on or off in one ingest source, for S seconds (0 or none:
+// until the next capture). Parameters left out stay as they are.
+struct CaptureQuery {
+  uint64_t source = 0;
+  int host_level = 0;      // 0: unchanged.
+  int python_scopes = -1;  // -1: unchanged.
+  int gpu = -1;
+  uint64_t duration_ns = 0;
+};
+
 struct ServerOptions {
   std::string bind = "127.0.0.1";  // anything but loopback needs `token`.
   uint16_t port = 8080;            // 0: the system picks a free port.
@@ -59,6 +70,10 @@ struct ServerOptions {
   // /api/status's "ingest": a JSON array of the ingest sources (liveprof
   // serve --ingest); empty: no key. Called on the web thread.
   std::function<std::string()> ingest_status;
+  // POST /api/capture (capture on demand, docs/ingest.md): sends an ingest
+  // source a capture control. Returns "" when sent, else why not (a 409).
+  // Empty: 501. Called on the web thread.
+  std::function<std::string(const CaptureQuery&)> capture;
 };
 
 // "" when the options can be served, else why not (e.g. a non-loopback bind

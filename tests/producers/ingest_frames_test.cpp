@@ -251,5 +251,80 @@ TEST_CASE("ingest frames: each refusal names the frame and what is wrong, and ta
         "frame 1 (bytes 0..40): a frame of body type 1 (an ingest connection sends IngestHello, then IngestBatch, IngestPong and IngestState)");
 }
 
+TEST_CASE("ingest frames: a reconnecting sender's definitions (seq 0), batches taken before (skipped), its state") {
+  Stream stream;
+  std::unordered_map<std::string, TrackId> rows;
+  std::vector<Event> out;
+  TrackId first_row = 0;
+  {  // The first connection: batches 1 and 2 taken.
+    IngestDecoder d(stream);
+    d.set_worker(5, &rows);
+    REQUIRE(d.Decode(Hello(), "f1", &out));
+    REQUIRE(d.Decode(Batch(1, {{1, "step"}, {2, "loader"}}, {Span(10, 5, 1, 9)}, {{9, 2}}), "f2", &out));
+    REQUIRE(d.Decode(Batch(2, {}, {Span(20, 5, 1, 9)}), "f3", &out));
+    REQUIRE(out.size() == 2);
+    first_row = out[0].track;
+    CHECK(stream.track(first_row).process == 5);
+    CHECK(stream.names().Get(stream.track(first_row).name) == "rank 3 · loader");
+  }
+  // The second: told that 2 was taken; the sender restates its names (seq
+  // 0), sends 2 again (skipped, its definitions taken) and then 3.
+  IngestDecoder d(stream);
+  d.set_worker(5, &rows);
+  d.set_resume_seq(2);
+  REQUIRE(d.Decode(Hello(), "f1", &out));
+  REQUIRE(d.Decode(Batch(0, {{1, "step"}}, {}), "f2", &out));
+  CHECK(d.batches() == 0);
+  REQUIRE(d.Decode(Batch(2, {{2, "loader"}}, {Span(20, 5, 1, 9)}, {{9, 2}}), "f3", &out));
+  CHECK(out.size() == 2);  // skipped,
+  CHECK(d.duplicate_batches() == 1);
+  REQUIRE(d.Decode(Batch(3, {}, {Span(30, 5, 1, 9)}), "f4", &out));
+  REQUIRE(out.size() == 3);
+  CHECK(out[2].ts == 30);
+  CHECK(out[2].track == first_row);  // the worker's row again, not a new one.
+  CHECK(d.lost_batches() == 0);
+  CHECK(d.Decode(Batch(1, {}, {Span(30, 5, 1, 9)}), "f5", &out));  // at or below the resume point: skipped too.
+  CHECK(out.size() == 3);
+  CHECK(d.duplicate_batches() == 2);
+  CHECK(!d.Decode(Batch(0, {}, {Span(30, 5, 1, 9)}), "f6", &out));
+  CHECK(d.error() == "f6: a batch of seq 0 (definitions only) with events");
+
+  // Its state: what it records now.
+  FlatBufferBuilder fbb;
+  const std::string state = Finish(fbb, wire::Body::IngestState,
+                                   wire::CreateIngestState(fbb, 7, 1, false, true, true, 12345).Union());
+  IngestDecoder e(stream);
+  CHECK(!e.Decode(state, "g1", &out));
+  CHECK(e.error() == "g1: a state before the hello");
+  REQUIRE(e.Decode(Hello(), "g1", &out));
+  REQUIRE(e.Decode(state, "g2", &out));
+  REQUIRE(e.state().has_value());
+  CHECK(e.state()->control_id == 7);
+  CHECK(e.state()->host_level == 1);
+  CHECK(!e.state()->python_scopes);
+  CHECK(e.state()->gpu);
+  CHECK(e.state()->until_ns == 12345);
+}
+
+TEST_CASE("ingest frames: a hello's host and program are short and printable") {
+  Stream stream;
+  std::vector<Event> out;
+  for (const std::string& host : {std::string(257, 'h'), std::string("node\n7")}) {
+    FlatBufferBuilder fbb;
+    const std::string hello = Finish(
+        fbb, wire::Body::IngestHello,
+        wire::CreateIngestHelloDirect(fbb, kIngestProtocol, host.c_str(), 1, -1, "x", 0).Union());
+    IngestDecoder d(stream);
+    CHECK(!d.Decode(hello, "f1", &out));
+    CHECK(d.error() == "f1: a hello's host or program over 256 bytes or with control characters");
+  }
+  FlatBufferBuilder fbb;
+  IngestDecoder d(stream);
+  CHECK(d.Decode(Finish(fbb, wire::Body::IngestHello,
+                        wire::CreateIngestHelloDirect(fbb, kIngestProtocol, "nœud-7", 1, -1, "x", 0).Union()),
+                 "f1", &out));  // UTF-8 is fine.
+  CHECK(d.source().label == "nœud-7:1");
+}
+
 }  // namespace
 }  // namespace liveprof

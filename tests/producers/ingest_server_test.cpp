@@ -267,5 +267,43 @@ TEST_CASE("ingest server: a unix path that is not a socket is not taken over") {
   ::unlink(path.c_str());
 }
 
+TEST_CASE("ingest server: a live server's socket is not taken over; events from the far future are dropped and counted") {
+  Stream stream;
+  IngestServer::Options o;
+  IngestEndpoint e;
+  std::string error;
+  REQUIRE(ParseIngestEndpoint("unix:" + TempSocket() + ".live", &e, &error));
+  o.endpoints = {e};
+  o.max_future_ns = 1'000'000'000;
+  IngestServer first(stream, o);
+  REQUIRE_MESSAGE(first.Start(&error), error);
+  CHECK(!first.Start(&error));
+  CHECK(error == "ingest: the server is running already");
+  IngestServer second(stream, o);
+  CHECK(!second.Start(&error));
+  CHECK(error == "ingest " + e.ToString() + ": another server listens there");
+
+  Client a(first.bound()[0]);  // the first still serves.
+  REQUIRE(a.ok());
+  a.Send(Hello(0, HostNowNs()));
+  // 100 events now, then 100 an hour ahead: those are dropped.
+  a.Send(Batch(1, HostNowNs(), true) + Batch(2, HostNowNs() + 3'600'000'000'000ull, false));
+  // (the other server's probe was a connection too: it said nothing and left)
+  auto rank0 = [&] {
+    for (const auto& s : first.Sources()) {
+      if (s.label == "rank 0") return s;
+    }
+    return IngestServer::SourceStatus{};
+  };
+  REQUIRE(WaitFor([&] { return rank0().batches == 2; }));
+  CHECK(rank0().future_dropped == 100);
+  CHECK(rank0().worker == 1);
+  CHECK(Drain(stream).size() == 100);
+  first.Stop();
+  // Stopped: the path is free again.
+  REQUIRE_MESSAGE(second.Start(&error), error);
+  second.Stop();
+}
+
 }  // namespace
 }  // namespace liveprof
