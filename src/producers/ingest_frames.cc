@@ -138,19 +138,21 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
     for (const wire::NameDef* n : *b.names()) {
       if (!n->name()) return Fail(where, "name id " + std::to_string(n->id()) + " without its string");
       const std::string_view text(n->name()->data(), n->name()->size());
-      const auto known = names_.find(n->id());
+      const uint32_t* known = names_.find(n->id());
       const auto here = new_names.find(n->id());
-      if ((known != names_.end() && stream_.names().Get(known->second) != text) ||
+      if ((known != nullptr && stream_.names().Get(*known) != text) ||
           (here != new_names.end() && here->second != text)) {
         return Fail(where, "name id " + std::to_string(n->id()) + " defined again as another string");
       }
-      if (known == names_.end()) new_names.emplace(n->id(), text);
+      if (known == nullptr) new_names.emplace(n->id(), text);
     }
   }
   if (names_.size() + new_names.size() > kMaxIngestNames) {
     return Fail(where, "more than " + std::to_string(kMaxIngestNames) + " names on one connection");
   }
-  auto defined = [&](uint32_t id) { return id == 0 || names_.count(id) || new_names.count(id); };
+  auto defined = [&](uint32_t id) {
+    return id == 0 || names_.contains(id) || (!new_names.empty() && new_names.count(id));
+  };
   std::vector<const wire::TrackDef*> new_tracks;
   if (b.tracks()) {
     for (const wire::TrackDef* t : *b.tracks()) {
@@ -161,7 +163,7 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
       if (t->type() > static_cast<uint8_t>(TrackType::kProcess)) {
         return Fail(where, "track " + std::to_string(t->id()) + ": type " + std::to_string(t->type()));
       }
-      const bool seen = tracks_.count(t->id()) ||
+      const bool seen = tracks_.contains(t->id()) ||
                         std::any_of(new_tracks.begin(), new_tracks.end(), [&](auto* n) { return n->id() == t->id(); });
       if (!seen) new_tracks.push_back(t);  // restated: the first definition stands.
     }
@@ -170,7 +172,7 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
     return Fail(where, "more than " + std::to_string(kMaxIngestTracks) + " tracks on one connection");
   }
   auto track_defined = [&](uint32_t id) {
-    return tracks_.count(id) ||
+    return tracks_.contains(id) ||
            std::any_of(new_tracks.begin(), new_tracks.end(), [&](auto* n) { return n->id() == id; });
   };
   // The events, copied out: a crafted frame may place its vector of 8-byte
@@ -201,13 +203,13 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
     }
   }
   // Taken: names, then tracks (rows named for the sender: "rank 3 · loader"), then events.
-  for (const auto& [id, text] : new_names) names_[id] = stream_.names().Intern(text);
+  for (const auto& [id, text] : new_names) names_.set(id, stream_.names().Intern(text));
   auto ours = [&](uint32_t id) -> NameId { return id == 0 ? 0 : names_.at(id); };
   for (const wire::TrackDef* t : new_tracks) {
     const std::string label = source_.label + " · " + std::string(stream_.names().Get(ours(t->name())));
     const TrackInfo info{stream_.names().Intern(label), static_cast<TrackType>(t->type()), t->os_tid(), 0, process_};
     if (rows_ == nullptr) {
-      tracks_[t->id()] = stream_.AddTrack(info);
+      tracks_.set(t->id(), stream_.AddTrack(info));
       continue;
     }
     // The worker's rows outlive its connections: a sender that reconnects
@@ -215,7 +217,7 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
     const std::string key = std::to_string(t->id()) + '\0' + label;
     auto [it, fresh] = rows_->try_emplace(key, 0);
     if (fresh) it->second = stream_.AddTrack(info);
-    tracks_[t->id()] = it->second;
+    tracks_.set(t->id(), it->second);
   }
   if (definitions_only || duplicate) {
     if (duplicate) ++duplicate_batches_;

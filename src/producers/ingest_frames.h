@@ -76,6 +76,36 @@ struct IngestSource {
   std::string label;      // how its rows are named: "rank 3" or "host:pid".
 };
 
+// A sender's ids to the stream's: a vector for the dense ids a sender
+// normally uses (below 2^20), a hash map for any others.
+class IdMap {
+ public:
+  const uint32_t* find(uint32_t id) const {
+    if (id < dense_.size()) return dense_[id] != kAbsent ? &dense_[id] : nullptr;
+    const auto it = sparse_.find(id);
+    return it == sparse_.end() ? nullptr : &it->second;
+  }
+  bool contains(uint32_t id) const { return find(id) != nullptr; }
+  uint32_t at(uint32_t id) const { return *find(id); }  // (known to be there)
+  void set(uint32_t id, uint32_t value) {
+    if (id < kDenseIds) {
+      if (id >= dense_.size()) dense_.resize(std::max<size_t>(size_t{id} + 1, dense_.size() * 2), kAbsent);
+      size_ += dense_[id] == kAbsent ? 1 : 0;
+      dense_[id] = value;
+    } else {
+      size_ += sparse_.insert_or_assign(id, value).second ? 1 : 0;
+    }
+  }
+  size_t size() const { return size_; }
+
+ private:
+  static constexpr uint32_t kDenseIds = 1u << 20;
+  static constexpr uint32_t kAbsent = UINT32_MAX;
+  std::vector<uint32_t> dense_;
+  std::unordered_map<uint32_t, uint32_t> sparse_;
+  size_t size_ = 0;
+};
+
 class IngestDecoder {
  public:
   explicit IngestDecoder(Stream& stream) : stream_(stream) {}
@@ -147,8 +177,8 @@ class IngestDecoder {
   std::unordered_map<std::string, TrackId>* rows_ = nullptr;
   uint64_t resume_seq_ = 0;
   uint64_t duplicate_batches_ = 0;
-  std::unordered_map<uint32_t, NameId> names_;    // the sender's id -> the stream's.
-  std::unordered_map<uint32_t, TrackId> tracks_;  // the sender's id -> the stream's.
+  IdMap names_;   // the sender's id -> the stream's.
+  IdMap tracks_;  // the sender's id -> the stream's.
   int64_t clock_offset_ns_ = 0;
   uint64_t last_seq_ = 0;
   uint64_t batches_ = 0, events_ = 0, lost_batches_ = 0, sender_dropped_ = 0;

@@ -173,8 +173,12 @@ void Sender::Seal() {
     Pending p;
     p.seq = next_seq_++;
     const size_t n = std::min(kMaxBatchEvents, open_.events.size() - at);
-    p.events.assign(open_.events.begin() + static_cast<ptrdiff_t>(at),
-                    open_.events.begin() + static_cast<ptrdiff_t>(at + n));
+    if (n == open_.events.size()) {
+      p.events = std::move(open_.events);  // (the usual case: one frame)
+    } else {
+      p.events.assign(open_.events.begin() + static_cast<ptrdiff_t>(at),
+                      open_.events.begin() + static_cast<ptrdiff_t>(at + n));
+    }
     if (at == 0) {
       p.definitions = std::move(open_.definitions);
       p.dropped = open_.dropped;
@@ -317,10 +321,13 @@ void Sender::FillOut() {
                                                     d.payload.track_def.os_tid));
             }
           }
-          std::vector<wire::Event> events;
-          events.reserve(p.events.size());
-          for (const Event& e : p.events) events.push_back(ToWire(e));
-          return wire::CreateIngestBatchDirect(fbb, p.seq, &names, &tracks, &events, p.dropped).Union();
+          // The wire's Event is liveprof::Event byte for byte (wire_event.h): copied whole.
+          wire::Event* out = nullptr;
+          const auto events = fbb.CreateUninitializedVectorOfStructs(p.events.size(), &out);
+          if (!p.events.empty()) std::memcpy(static_cast<void*>(out), p.events.data(), p.events.size() * sizeof(Event));
+          return wire::CreateIngestBatch(fbb, p.seq, fbb.CreateVector(names), fbb.CreateVector(tracks), events,
+                                         p.dropped)
+              .Union();
         },
         p.events.size() * sizeof(Event) + 1024);
     next_send_seq_ = p.seq + 1;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "stream/liveprof_generated.h"
+#include "stream/wire_event.h"
 
 namespace liveprof {
 namespace {
@@ -324,6 +325,23 @@ TEST_CASE("ingest frames: a hello's host and program are short and printable") {
                         wire::CreateIngestHelloDirect(fbb, kIngestProtocol, "nœud-7", 1, -1, "x", 0).Union()),
                  "f1", &out));  // UTF-8 is fine.
   CHECK(d.source().label == "nœud-7:1");
+}
+
+TEST_CASE("ingest frames: the wire's Event is liveprof::Event byte for byte (the sender copies it whole)") {
+  Event e;
+  e.ts = 0x0102030405060708;
+  e.dur = 0x1112131415161718;
+  e.name = 0x21222324;
+  e.track = 0x31323334;
+  e.corr = 0x41424344;
+  e.kind = EventKind::kKernel;
+  e.sub = 0x51;
+  e.flags = 0x61;
+  e.device = 0x71;
+  e.payload.raw[0] = 0x8182838485868788;
+  e.payload.raw[1] = 0x9192939495969798;
+  const wire::Event w = ToWire(e);
+  CHECK(std::memcmp(&w, &e, sizeof e) == 0);
 }
 
 }  // namespace
