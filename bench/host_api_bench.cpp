@@ -90,5 +90,49 @@ void BM_RecordScopeDisabled(benchmark::State& state) {
 }
 BENCHMARK(BM_RecordScopeDisabled);
 
+// Capture on demand's levels (issue #9), on the host side of one simulated
+// model step (simulated_model.h: 48 framework ops, 3 launches each, an input
+// span, the step): each launch does ~2 us of work, as a cudaLaunchKernel
+// costs. Arg: 0 tracing off, 1 the critical level (steps, input), 2 the
+// detailed level (+ ops, runtime calls). The overhead of a level is its time
+// over Arg 0's.
+void SpinWork(int iterations) {
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < iterations; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    benchmark::DoNotOptimize(x);
+  }
+}
+
+void BM_SimulatedStepHostLevel(benchmark::State& state) {
+  GetPipeline();
+  const int level = static_cast<int>(state.range(0));
+  SetTracingEnabled(level != 0);
+  SetHostTraceLevel(level == 0 ? kHostLevelDetailed : level);
+  const NameId step = InternName("bench/train"), input = InternName("bench/IteratorGetNext");
+  const NameId op = InternName("bench/op"), launch = InternName("bench/cudaLaunchKernel");
+  const uint64_t dropped = GlobalStream().TotalDropped();
+  int64_t n = 0;
+  for (auto _ : state) {
+    StepScope s(n++, step);
+    {
+      Scope in(input, EventKind::kInputSpan);
+      SpinWork(2000);
+    }
+    for (int o = 0; o < 48; ++o) {
+      Scope fop(op, EventKind::kFrameworkOp);
+      for (int k = 0; k < 3; ++k) {
+        Scope api(launch, EventKind::kRuntimeApi);
+        SpinWork(2000);
+      }
+    }
+  }
+  state.counters["events_per_step"] = level == 0 ? 0 : level == 1 ? 2 : 2 + 48 * 4;
+  ReportDrops(state, dropped);
+  SetTracingEnabled(true);
+  SetHostTraceLevel(kHostLevelDetailed);
+}
+BENCHMARK(BM_SimulatedStepHostLevel)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 }  // namespace liveprof
