@@ -11,7 +11,8 @@
 //   - every event appended has a known kind, a name the stream defines, a
 //     track the stream defines (a description: track 0), an end within
 //     2^64 ns whatever the clock offset (the first byte's top bits pick
-//     one), and no late flag (the server's to set).
+//     one), and no late flag (the server's to set); decoded as the server
+//     does (a worker's rows, a resume point after a reconnect).
 // Any disagreement aborts, which libFuzzer reports as a crash.
 //
 // Built and run by fuzz/build_and_run.sh (clang 14, not part of CMake).
@@ -20,6 +21,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "producers/ingest_frames.h"
@@ -43,6 +45,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   liveprof::FrameSplitter splitter;
   liveprof::IngestDecoder decoder(stream);
   decoder.set_clock_offset_ns(kOffsets[(data[0] >> 6) % 5]);
+  // As the server drives it: a worker's rows kept by the server, and (bit 5)
+  // a reconnect whose first two batches were taken before.
+  std::unordered_map<std::string, liveprof::TrackId> rows;
+  decoder.set_worker(1, &rows);
+  if (data[0] & 0x20) decoder.set_resume_seq(2);
   std::vector<liveprof::Event> out;
   uint64_t expect_begin = 0;
   bool refused = false;
