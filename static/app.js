@@ -6,6 +6,7 @@
 import {Feed} from './feed.js';
 import {esc, int} from './format.js';
 import alerts from './panels/alerts.js';
+import capture from './panels/capture.js';
 import inputPipeline from './panels/input_pipeline.js';
 import kernelStats from './panels/kernel_stats.js';
 import memory from './panels/memory.js';
@@ -13,7 +14,7 @@ import overview from './panels/overview.js';
 import tfStats from './panels/tf_stats.js';
 import traceViewer from './panels/trace_viewer.js';
 
-const PAGES = [overview, inputPipeline, tfStats, kernelStats, memory, alerts, traceViewer];
+const PAGES = [overview, inputPipeline, tfStats, kernelStats, memory, alerts, traceViewer, capture];
 const ALWAYS = ['status', 'alerts'];  // the header's drops indicator and alert notice.
 const STEP_WINDOWED = new Set(['overview', 'steps', 'input_pipeline']);
 const TIME_WINDOWED = new Set(['overview', 'steps', 'input_pipeline', 'tf_stats', 'kernel_stats', 'memory']);
@@ -53,6 +54,7 @@ const ctx = {
   exportCsv,
   token,
   get: (path, params) => feed.get(path, params),
+  post: (path, params) => feed.post(path, params),
   traceTile: (q) => feed.traceTile(q),  // {tile, via}: over the WebSocket when it is open
   setParams(topic, params) {
     state.params[topic] = params;

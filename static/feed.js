@@ -48,6 +48,22 @@ export class Feed {
     if (removed.length) this.send({type: 'unsubscribe', topics: removed});
   }
 
+  // POST /api/<path> with query parameters (capture on demand); resolves to
+  // the JSON answer, throws with the server's message.
+  async post(path, params = {}) {
+    const q = new URLSearchParams(params);
+    if (this.token) q.set('token', this.token);
+    const r = await fetch(`${this.httpBase}/api/${path}?${q}`,
+      {method: 'POST', signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS)});
+    const body = await r.text();
+    let msg = null;
+    try {
+      msg = JSON.parse(body);
+    } catch (e) { /* not JSON */ }
+    if (!r.ok) throw new Error(`POST /api/${path}: HTTP ${r.status}: ${msg?.message ?? body}`);
+    return msg;
+  }
+
   // GET /api/<topic> with query parameters; resolves to JSON, or text for csv.
   async get(topic, params = {}) {
     const q = new URLSearchParams(params);

@@ -110,6 +110,8 @@ std::string IngestStatusJson(const IngestServer& ingest) {
       w.KV("gpu", s.capture.gpu);
       w.KV("gpu_available", s.capture.gpu_available);
       w.KV("until_ns", s.capture.until_ns);
+      const uint64_t now = HostNowNs();
+      w.KV("seconds_left", s.capture.until_ns > now ? static_cast<double>(s.capture.until_ns - now) / 1e9 : 0.0);
       w.EndObject();
     }
     w.EndObject();

@@ -1,0 +1,116 @@
+// Sources and capture on demand (docs/ingest.md): the processes sending to
+// this server (`liveprof serve --ingest ...`), what each records now, and a
+// form that turns one source's capture up or down for a while, as
+// TensorBoard's Capture Profile dialog but live (POST /api/capture).
+// /api/status is polled every 2 s while the page is on screen: the ingest
+// sources are a REST member of it (server.ingest), not a feed topic.
+import {esc, int, num} from '../format.js';
+import {Table} from '../table.js';
+
+const POLL_MS = 2000;
+
+function captureText(c) {
+  if (!c) return 'not said';
+  const parts = [`level ${c.host_level}`, `Python scopes ${c.python_scopes ? 'on' : 'off'}`,
+    c.gpu_available ? `GPU ${c.gpu ? 'on' : 'off'}` : 'no GPU producer'];
+  if (c.until_ns) {
+    parts.push(c.seconds_left > 0 ? `capture #${c.control_id}, ${num(c.seconds_left, 0)} s left`
+      : `capture #${c.control_id} ending`);
+  } else if (c.control_id) {
+    parts.push(`capture #${c.control_id} (until changed)`);
+  }
+  return parts.join(' · ');
+}
+
+export default {
+  id: 'capture',
+  title: 'Sources',
+  topics: [],
+
+  mount(root, ctx) {
+    root.innerHTML = `
+      <section class="card"><h3>Ingest sources</h3><p class="muted note"></p><div class="sources"></div></section>
+      <section class="card capture-form"><h3>Capture on demand</h3>
+        <form>
+          <label>Source <select name="source"></select></label>
+          <label>Host level <select name="host_level">
+            <option value="">unchanged</option>
+            <option value="1">1: steps, input, counters, memory</option>
+            <option value="2">2: + ops, runtime calls, scopes</option></select></label>
+          <label>Python scopes <select name="python_scopes">
+            <option value="">unchanged</option><option value="1">on</option><option value="0">off</option></select></label>
+          <label>GPU activity <select name="gpu">
+            <option value="">unchanged</option><option value="1">on</option><option value="0">off</option></select></label>
+          <label>For <input name="seconds" type="number" min="0" max="86400" value="30"> s (0: until changed)</label>
+          <button type="submit">Capture</button>
+        </form>
+        <p class="capture-result muted" role="status"></p></section>`;
+    const table = new Table(root.querySelector('.sources'), [
+      {key: 'id', label: 'Id', numeric: true},
+      {key: 'label', label: 'Worker', name: true},
+      {key: 'program', label: 'Program'},
+      {key: 'state', label: 'State'},
+      {key: 'events', label: 'Events', numeric: true, fmt: (v) => int(v)},
+      {key: 'lost', label: 'Lost', numeric: true, fmt: (v) => int(v)},
+      {key: 'offset_ms', label: 'Clock offset ms', numeric: true, fmt: (v) => num(v, 3)},
+      {key: 'rtt_us', label: 'Best RTT µs', numeric: true, fmt: (v) => num(v, 1)},
+      {key: 'capture', label: 'Records now'},
+    ], {sort: {key: 'id', desc: false}});
+    const note = root.querySelector('.note');
+    const select = root.querySelector('select[name=source]');
+    const result = root.querySelector('.capture-result');
+    let timer = 0;
+
+    async function poll() {
+      clearTimeout(timer);
+      if (!root.isConnected) return;
+      if (root.offsetParent !== null) {  // on screen
+        try {
+          const st = await ctx.get('status');
+          const sources = st.server?.ingest;
+          if (!sources) {
+            note.textContent = 'This server takes no ingest: start it with `liveprof serve --ingest unix:/path` ' +
+              'and point programs at it (LIVEPROF_SERVER, liveprof.connect).';
+            table.setRows([]);
+          } else {
+            const live = sources.filter((s) => s.connected);
+            note.textContent = `${live.length} connected, ${sources.length - live.length} closed.`;
+            table.setRows(sources.map((s) => ({
+              id: s.id, label: s.label || '(no hello yet)', program: s.program,
+              state: s.connected ? 'connected' : `closed${s.closed_reason ? `: ${s.closed_reason}` : ''}`,
+              events: s.events, lost: s.sender_dropped + s.ring_dropped + s.future_dropped,
+              offset_ms: s.clock_offset_ns / 1e6, rtt_us: s.best_rtt_ns / 1e3,
+              capture: captureText(s.capture),
+            })));
+            const chosen = select.value;
+            select.innerHTML = live.map((s) => `<option value="${esc(s.id)}">${esc(s.id)}: ${esc(s.label)}</option>`).join('');
+            if (live.some((s) => String(s.id) === chosen)) select.value = chosen;
+          }
+        } catch (e) {
+          note.textContent = `Could not read /api/status: ${e.message}`;
+        }
+      }
+      timer = setTimeout(poll, POLL_MS);
+    }
+
+    root.querySelector('form').addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      const form = new FormData(ev.target);
+      const params = {};
+      for (const [k, v] of form.entries()) if (v !== '') params[k] = v;
+      if (!params.source) {
+        result.textContent = 'No connected source to capture.';
+        return;
+      }
+      try {
+        await ctx.post('capture', params);
+        result.textContent = `Sent to source ${params.source}; its state follows in the table.`;
+        poll();
+      } catch (e) {
+        result.textContent = e.message;
+      }
+    });
+    poll();
+    return {render() {}};
+  },
+};

@@ -1,0 +1,76 @@
+// The Sources page in a real browser: `liveprof serve --ingest unix:PATH`
+// with a `liveprof example --connect` process sending to it. The page lists
+// the source with its worker and what it records, and its form turns the
+// source's host level down for a few seconds (POST /api/capture): the state
+// the sender reports comes back in the table, then returns by itself.
+import assert from 'node:assert/strict';
+import {spawn} from 'node:child_process';
+import {rmSync} from 'node:fs';
+import {tmpdir} from 'node:os';
+import path from 'node:path';
+import {after, before, describe, test} from 'node:test';
+import {LIVEPROF, api, launchBrowser, openPage, screenshot, startServer, stopServer} from './harness.mjs';
+
+let server;
+let sender;
+let browser;
+const socket = path.join(tmpdir(), `liveprof-capture-test-${process.pid}.sock`);
+
+before(async () => {
+  server = await startServer(['serve', '--port', '0', '--ingest', `unix:${socket}`]);
+  // 1,500 steps of 20 ms: it sends for the whole test (killed at the end).
+  sender = spawn(LIVEPROF, ['example', '--connect', `unix:${socket}`, '--rank', '4', '--steps', '1500', '--step-ms', '20'],
+    {stdio: 'ignore'});
+  browser = await launchBrowser();
+});
+
+after(async () => {
+  sender?.kill('SIGKILL');
+  await browser?.close();
+  await stopServer(server);
+  rmSync(socket, {force: true});
+});
+
+describe('the Sources page with a program sending to the server', () => {
+  test('lists the source and turns its capture level down for a while', async () => {
+    const page = await openPage(browser, `${server.url}#capture`);
+    const row = page.locator('.sources tbody tr', {hasText: 'rank 4'});
+    await row.waitFor({timeout: 15000});
+    assert.match(await row.innerText(), /connected/);
+    assert.match(await row.innerText(), /level 2 · Python scopes on · no GPU producer/);
+    const events = Number((await row.locator('td').nth(4).innerText()).replace(/[^0-9]/g, ''));
+    assert.ok(events > 0, `events shown: ${events}`);
+
+    await page.selectOption('select[name=host_level]', '1');
+    await page.fill('input[name=seconds]', '4');
+    await page.click('.capture-form button[type=submit]');
+    await page.locator('.capture-result', {hasText: 'Sent to source'}).waitFor();
+    await page.locator('.sources tbody tr', {hasText: /rank 4.*level 1 .*capture #1, \d+ s left/s}).waitFor({timeout: 10000});
+    const status = await api(server.url, '/api/status');
+    const source = status.server.ingest.find((s) => s.label === 'rank 4');
+    assert.equal(source.capture.host_level, 1);
+    assert.equal(source.capture.control_id, 1);
+    assert.ok(source.capture.seconds_left > 0 && source.capture.seconds_left <= 4, `${source.capture.seconds_left}`);
+    await screenshot(page, 'sources_capture');
+    // Four seconds later the sender is back at level 2 by itself.
+    await page.locator('.sources tbody tr', {hasText: /rank 4.*level 2 · /s}).waitFor({timeout: 15000});
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
+  test('a refusal is shown with the server\'s reason', async () => {
+    const page = await openPage(browser, `${server.url}#capture`);
+    await page.locator('.sources tbody tr', {hasText: 'rank 4'}).waitFor({timeout: 15000});
+    // A source that has gone: the server answers 409 with why.
+    await page.evaluate(() => {
+      const o = document.createElement('option');
+      o.value = '999';
+      o.textContent = '999: gone';
+      document.querySelector('select[name=source]').append(o);
+      document.querySelector('select[name=source]').value = '999';
+    });
+    await page.click('.capture-form button[type=submit]');
+    await page.locator('.capture-result', {hasText: 'HTTP 409: source 999 is unknown'}).waitFor();
+    await page.close();
+  });
+});
