@@ -1,5 +1,6 @@
 #include "stream/clock.h"
 
+#include <algorithm>
 #include <cmath>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -26,9 +27,39 @@ ClockMap::ClockMap(size_t max_pairs, double nominal_slope)
     : max_pairs_(max_pairs < 2 ? 2 : max_pairs), slope_(nominal_slope) {}
 
 void ClockMap::AddPair(uint64_t other, uint64_t host) {
+  if (!pairs_.empty() && other <= pairs_.back().other) return;  // not after the last: nothing to learn.
   pairs_.push_back({other, host});
   if (pairs_.size() > max_pairs_) pairs_.pop_front();
   Refit();
+  AddSegment(other);
+}
+
+const ClockMap::Segment& ClockMap::SegmentOf(uint64_t other) const {
+  // The last segment starting at or before `other` (the oldest for older ones).
+  const auto it = std::upper_bound(segments_.begin(), segments_.end(), other,
+                                   [](uint64_t o, const Segment& s) { return o < s.other; });
+  return it == segments_.begin() ? segments_.front() : *(it - 1);
+}
+
+void ClockMap::AddSegment(uint64_t at) {
+  // Until two pairs give a slope, the map is a guess (the nominal slope):
+  // nothing is joined to it, the first fitted line starts the chain afresh.
+  if (segments_.empty() || pairs_.size() <= 2) {
+    segments_.clear();
+    segments_.push_back({at, FitToHost(at), slope_});
+    return;
+  }
+  // Joined to what came before at `at`, and aimed at the fitted line one
+  // pair interval later (the slope held within a factor 2 of the fit's).
+  const uint64_t start = ToHost(at);
+  double slope = slope_;
+  const uint64_t span = pairs_.size() >= 2 ? at - pairs_[pairs_.size() - 2].other : 0;
+  if (span > 0) {
+    const double rise = static_cast<double>(static_cast<int64_t>(FitToHost(at + span) - start));
+    slope = std::clamp(rise / static_cast<double>(span), slope_ * 0.5, slope_ * 2.0);
+  }
+  segments_.push_back({at, start, slope});
+  if (segments_.size() > kMaxSegments) segments_.pop_front();
 }
 
 void ClockMap::Refit() {

@@ -57,9 +57,21 @@ class ClockMap {
 
   // Host ns of an `other` reading. Before any pair, returns `other` scaled by
   // the nominal slope.
+  //
+  // A reading always maps to the same host time, whenever it is converted:
+  // the map is a chain of segments, one per pair, joined end to end (each
+  // starts where the previous one is at its pair, and aims its slope at the
+  // fitted line one pair interval later). A refit changes only the readings
+  // from its pair on, so a step marker converted after a refit and its first
+  // child converted before it still begin at the same nanosecond.
   uint64_t ToHost(uint64_t other) const {
-    const double d = static_cast<double>(static_cast<int64_t>(other - anchor_other_));
-    return anchor_host_ + static_cast<uint64_t>(std::llround(d * slope_ + offset_));
+    if (segments_.empty()) {
+      return static_cast<uint64_t>(std::llround(static_cast<double>(other) * slope_));
+    }
+    const Segment* s = &segments_.back();
+    if (other < s->other) [[unlikely]] s = &SegmentOf(other);
+    const double d = static_cast<double>(static_cast<int64_t>(other - s->other));
+    return s->host + static_cast<uint64_t>(std::llround(d * s->slope));
   }
   // A duration in `other` units as host ns.
   uint64_t DurationToHost(uint64_t other_units) const {
@@ -77,8 +89,22 @@ class ClockMap {
     uint64_t host;
   };
   void Refit();
+  // The line fitted over the pairs at `other`.
+  uint64_t FitToHost(uint64_t other) const {
+    const double d = static_cast<double>(static_cast<int64_t>(other - anchor_other_));
+    return anchor_host_ + static_cast<uint64_t>(std::llround(d * slope_ + offset_));
+  }
+  struct Segment {
+    uint64_t other;  // from this reading on (until the next segment's),
+    uint64_t host;   // host = host + slope * (reading - other).
+    double slope;
+  };
+  static constexpr size_t kMaxSegments = 256;  // older readings use the oldest.
+  const Segment& SegmentOf(uint64_t other) const;
+  void AddSegment(uint64_t at);
 
   size_t max_pairs_;
+  std::deque<Segment> segments_;
   std::deque<Pair> pairs_;
   // host = anchor_host_ + offset_ + slope_ * (other - anchor_other_)
   uint64_t anchor_other_ = 0;

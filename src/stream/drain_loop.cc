@@ -104,8 +104,14 @@ size_t DrainLoop::DrainRings(uint64_t now_ns, bool* any_ring_busy) {
     const size_t n = ring->queue->Drain([&](std::span<Event> events) {
       if (ring->domain == TimeDomain::kTscTicks) {
         for (Event& e : events) {
-          e.ts = tsc_map_.ToHost(e.ts);
-          if (e.dur != 0) e.dur = tsc_map_.DurationToHost(e.dur);
+          // Both ends mapped: a span's end and the next one's begin read at
+          // the same tick stay equal.
+          const uint64_t begin = tsc_map_.ToHost(e.ts);
+          if (e.dur != 0) {
+            const uint64_t end = tsc_map_.ToHost(e.ts + e.dur);
+            e.dur = end > begin ? end - begin : 0;
+          }
+          e.ts = begin;
         }
       }
       reorder_.Push(ring->serial, events);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <vector>
 
 namespace liveprof {
 
@@ -44,6 +45,33 @@ TEST_CASE("clock map: one pair uses the nominal slope; old pairs age out") {
   for (uint64_t i = 5; i <= 8; ++i) map.AddPair(100 + i * 1000, 13'000 + (i - 4) * 5000);
   CHECK(map.pairs() == 4);
   CHECK(map.slope() == doctest::Approx(5.0));
+}
+
+TEST_CASE("clock map: a reading maps to the same time before and after a refit, and the map stays monotonic") {
+  ClockMap map(8);
+  std::srand(11);
+  constexpr uint64_t kPeriod = 100'000'000;
+  std::vector<uint64_t> readings;  // every 7 ms, converted as they come and again later.
+  std::vector<uint64_t> first;
+  for (int i = 0; i < 40; ++i) {
+    const uint64_t other = 1'000'000 + i * kPeriod;
+    map.AddPair(other, HostOf(other) + (std::rand() % 2001 - 1000));  // +-1 us of jitter: refits move.
+    if (i == 0) continue;  // one pair is a guess (the nominal slope): the second starts the map afresh.
+    for (uint64_t r = other; r < other + kPeriod; r += 7'000'000) {
+      readings.push_back(r);
+      first.push_back(map.ToHost(r));
+    }
+  }
+  uint64_t last = 0;
+  for (size_t i = 0; i < readings.size(); ++i) {
+    INFO("reading " << readings[i]);
+    CHECK(map.ToHost(readings[i]) == first[i]);  // the same, 40 refits later.
+    CHECK(first[i] >= last);
+    last = first[i];
+  }
+  // And it still follows the clock: within the jitter of the truth.
+  const uint64_t now = 1'000'000 + 40 * kPeriod;
+  CHECK(std::llabs(static_cast<int64_t>(map.ToHost(now) - HostOf(now))) < 3'000);
 }
 
 TEST_CASE("clock: TSC mapped by two real pairs agrees with CLOCK_MONOTONIC") {
