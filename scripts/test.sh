@@ -87,7 +87,7 @@ TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
   run_suite "tsan" build/tsan -DCMAKE_BUILD_TYPE=Debug -DLIVEPROF_SANITIZE=thread \
   -DLIVEPROF_STREAM_TESTS_ONLY=ON -DLIVEPROF_BUILD_BENCH=OFF
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" SUITE_TARGETS="liveprof_tests liveprof" \
-  SUITE_TESTS="^(pipeline|server|simulated workload|replay|trace store|trace api|trace over the WebSocket|ingest server|web: python|import: (gzip|a truncated|a plain))" \
+  SUITE_TESTS="^(pipeline|server|simulated workload|replay|trace store|trace api|trace over the WebSocket|ingest server|ingest sender|web: python|import: (gzip|a truncated|a plain))" \
   run_suite "tsan (pipeline and server)" build/tsan-web -DCMAKE_BUILD_TYPE=Debug \
   -DLIVEPROF_SANITIZE=thread -DLIVEPROF_BUILD_BENCH=OFF
 run_fuzz "fuzz (control messages)" control_message build/fuzz

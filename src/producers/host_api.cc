@@ -1,5 +1,7 @@
 #include "producers/host_api.h"
 
+#include "producers/ingest_sender.h"
+
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -121,30 +123,43 @@ SpscRing* AcquireThreadRing() {
 
 }  // namespace internal
 
+namespace {
+
+// Creates the global stream if it does not exist; true if this call did.
+bool CreateGlobalStream() {
+  std::lock_guard<std::mutex> lock(internal::g_config_mu);
+  if (internal::g_stream.load(std::memory_order_relaxed) != nullptr) return false;
+  Stream::Options options = internal::g_options;
+  options.ring_capacity = internal::CapacityFromEnv(options.ring_capacity);
+  if (const char* e = std::getenv("LIVEPROF_ENABLED"); e != nullptr && std::strcmp(e, "0") == 0) {
+    internal::g_enabled.store(false, std::memory_order_relaxed);
+  }
+  if (const char* e = std::getenv("LIVEPROF_HOST_LEVEL"); e != nullptr && *e != '\0') {
+    if (std::strcmp(e, "1") == 0 || std::strcmp(e, "2") == 0) {
+      internal::g_level.store(e[0] - '0', std::memory_order_relaxed);
+    } else {
+      std::fprintf(stderr, "liveprof: LIVEPROF_HOST_LEVEL='%s' is not 1 or 2; using %d\n", e,
+                   internal::g_level.load(std::memory_order_relaxed));
+    }
+  }
+  // Never destroyed: threads may record during static destruction.
+  internal::g_stream.store(new Stream(options), std::memory_order_release);
+  return true;
+}
+
+}  // namespace
+
 Stream& GlobalStream() {
   Stream* s = internal::g_stream.load(std::memory_order_acquire);
   if (s != nullptr) return *s;
-  std::lock_guard<std::mutex> lock(internal::g_config_mu);
-  s = internal::g_stream.load(std::memory_order_relaxed);
-  if (s == nullptr) {
-    Stream::Options options = internal::g_options;
-    options.ring_capacity = internal::CapacityFromEnv(options.ring_capacity);
-    if (const char* e = std::getenv("LIVEPROF_ENABLED"); e != nullptr && std::strcmp(e, "0") == 0) {
-      internal::g_enabled.store(false, std::memory_order_relaxed);
-    }
-    if (const char* e = std::getenv("LIVEPROF_HOST_LEVEL"); e != nullptr && *e != '\0') {
-      if (std::strcmp(e, "1") == 0 || std::strcmp(e, "2") == 0) {
-        internal::g_level.store(e[0] - '0', std::memory_order_relaxed);
-      } else {
-        std::fprintf(stderr, "liveprof: LIVEPROF_HOST_LEVEL='%s' is not 1 or 2; using %d\n", e,
-                     internal::g_level.load(std::memory_order_relaxed));
-      }
-    }
-    // Never destroyed: threads may record during static destruction.
-    s = new Stream(options);
-    internal::g_stream.store(s, std::memory_order_release);
-  }
-  return *s;
+  // LIVEPROF_SERVER connects once the stream exists, outside the lock (the
+  // sender uses the stream).
+#ifndef LIVEPROF_DISABLE_TRACING
+  if (CreateGlobalStream()) internal::ConnectFromEnvironment();
+#else
+  CreateGlobalStream();  // (nothing is recorded: nothing to send)
+#endif
+  return *internal::g_stream.load(std::memory_order_acquire);
 }
 
 bool ConfigureGlobalStream(const Stream::Options& options) {

@@ -14,6 +14,10 @@ void FrameSplitter::Feed(std::string_view bytes) {
     buf_.erase(0, pos_);
     consumed_ += pos_;
     pos_ = 0;
+    // A big frame's room is not kept for a connection of small ones.
+    if (buf_.capacity() > (size_t{1} << 20) && buf_.size() + bytes.size() < (size_t{64} << 10)) {
+      std::string(buf_).swap(buf_);
+    }
   }
   buf_.append(bytes);
 }
@@ -41,6 +45,14 @@ namespace {
 
 bool KnownEventKind(uint8_t kind) {
   return kind < kEventKindCount && EventKindName(static_cast<EventKind>(kind)) != "unknown";
+}
+
+// A hello's host or program: shown in tables and logs, so short and free of
+// control bytes (UTF-8 above 0x7f passes as it is).
+bool PlainLabel(const flatbuffers::String* s) {
+  if (s == nullptr) return true;
+  if (s->size() > kMaxIngestLabelBytes) return false;
+  return std::none_of(s->begin(), s->end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
 
 }  // namespace
@@ -71,6 +83,12 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
     pong_ = Pong{p.id(), p.server_ns(), p.sender_ns()};
     return true;
   }
+  if (f->body_type() == wire::Body::IngestState) {
+    if (!has_hello_) return Fail(where, "a state before the hello");
+    const wire::IngestState& st = *f->body_as_IngestState();
+    state_ = State{st.control_id(), st.host_level(), st.python_scopes(), st.gpu(), st.gpu_available(), st.until_ns()};
+    return true;
+  }
   if (f->body_type() == wire::Body::IngestHello) {
     if (has_hello_) return Fail(where, "a second hello");
     const wire::IngestHello& h = *f->body_as_IngestHello();
@@ -78,6 +96,11 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
       return Fail(where, "ingest protocol " + std::to_string(h.protocol()) + "; this server speaks " +
                              std::to_string(kIngestProtocol));
     }
+    if (!PlainLabel(h.host()) || !PlainLabel(h.program())) {
+      return Fail(where, "a hello's host or program over " + std::to_string(kMaxIngestLabelBytes) +
+                             " bytes or with control characters");
+    }
+    source_.session = h.session();
     source_.protocol = h.protocol();
     source_.host = h.host() ? h.host()->str() : "";
     source_.pid = h.pid();
@@ -92,11 +115,20 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
   }
   if (f->body_type() != wire::Body::IngestBatch) {
     return Fail(where, "a frame of body type " + std::to_string(static_cast<int>(f->body_type())) +
-                           " (an ingest connection sends IngestHello, then IngestBatch and IngestPong)");
+                           " (an ingest connection sends IngestHello, then IngestBatch, IngestPong and IngestState)");
   }
   if (!has_hello_) return Fail(where, "a batch before the hello");
   const wire::IngestBatch& b = *f->body_as_IngestBatch();
-  if (b.seq() <= last_seq_) {
+  // seq 0: definitions only (a sender restating its names on a new
+  // connection). A seq at or below resume_seq_: a batch this server took on
+  // an earlier connection of the same sender, sent again: its definitions
+  // are taken, its events were already.
+  const bool definitions_only = b.seq() == 0;
+  const bool duplicate = !definitions_only && b.seq() <= resume_seq_;
+  if (definitions_only && b.events() != nullptr && b.events()->size() != 0) {
+    return Fail(where, "a batch of seq 0 (definitions only) with events");
+  }
+  if (!definitions_only && !duplicate && b.seq() <= last_seq_) {
     return Fail(where, "batch seq " + std::to_string(b.seq()) + " after " + std::to_string(last_seq_));
   }
   // Checked whole first; only then does the stream learn its names and
@@ -173,8 +205,21 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
   auto ours = [&](uint32_t id) -> NameId { return id == 0 ? 0 : names_.at(id); };
   for (const wire::TrackDef* t : new_tracks) {
     const std::string label = source_.label + " · " + std::string(stream_.names().Get(ours(t->name())));
-    tracks_[t->id()] =
-        stream_.AddTrack(TrackInfo{stream_.names().Intern(label), static_cast<TrackType>(t->type()), t->os_tid(), 0});
+    const TrackInfo info{stream_.names().Intern(label), static_cast<TrackType>(t->type()), t->os_tid(), 0, process_};
+    if (rows_ == nullptr) {
+      tracks_[t->id()] = stream_.AddTrack(info);
+      continue;
+    }
+    // The worker's rows outlive its connections: a sender that reconnects
+    // writes to the rows it had (same id, same name).
+    const std::string key = std::to_string(t->id()) + '\0' + label;
+    auto [it, fresh] = rows_->try_emplace(key, 0);
+    if (fresh) it->second = stream_.AddTrack(info);
+    tracks_[t->id()] = it->second;
+  }
+  if (definitions_only || duplicate) {
+    if (duplicate) ++duplicate_batches_;
+    return true;
   }
   const size_t first = out->size();
   if (count > 0) {

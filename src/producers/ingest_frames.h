@@ -19,6 +19,7 @@
 #ifndef LIVEPROF_PRODUCERS_INGEST_FRAMES_H_
 #define LIVEPROF_PRODUCERS_INGEST_FRAMES_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,6 +37,7 @@ inline constexpr uint32_t kMaxIngestFrameBytes = 16u << 20;
 // Per connection (a server-wide budget across connections is still to come).
 inline constexpr uint32_t kMaxIngestNames = 1u << 20;
 inline constexpr uint32_t kMaxIngestTracks = 4096;
+inline constexpr uint32_t kMaxIngestLabelBytes = 256;  // a hello's host, program.
 
 class FrameSplitter {
  public:
@@ -70,6 +72,7 @@ struct IngestSource {
   int32_t rank = -1;
   std::string program;
   uint64_t clock_ns = 0;  // the sender's clock in its hello.
+  uint64_t session = 0;   // random per process start (with host and pid: who reconnects).
   std::string label;      // how its rows are named: "rank 3" or "host:pid".
 };
 
@@ -94,6 +97,30 @@ class IngestDecoder {
     uint64_t server_ns = 0, sender_ns = 0;
   };
   const std::optional<Pong>& pong() const { return pong_; }
+  // What the sender records now (its latest IngestState), if it said.
+  struct State {
+    uint32_t control_id = 0;
+    uint8_t host_level = 0;
+    bool python_scopes = false, gpu = false, gpu_available = false;
+    uint64_t until_ns = 0;  // the sender's clock.
+  };
+  const std::optional<State>& state() const { return state_; }
+  // The worker this connection's tracks belong to (TrackInfo::process) and,
+  // if not null, the worker's rows by (sender track id, name): a sender
+  // that reconnects gets its rows back instead of new ones. Before the
+  // first batch; `rows` must outlive the decoder.
+  void set_worker(uint32_t process, std::unordered_map<std::string, TrackId>* rows) {
+    process_ = process;
+    rows_ = rows;
+  }
+  // Batches up to `seq` were taken on an earlier connection of this sender:
+  // sent again after a reconnect, their events are skipped (counted in
+  // duplicate_batches), their definitions taken.
+  void set_resume_seq(uint64_t seq) {
+    resume_seq_ = seq;
+    last_seq_ = std::max(last_seq_, seq);
+  }
+  uint64_t duplicate_batches() const { return duplicate_batches_; }
 
   bool has_hello() const { return has_hello_; }
   const IngestSource& source() const { return source_; }
@@ -115,6 +142,11 @@ class IngestDecoder {
   bool has_hello_ = false;
   IngestSource source_;
   std::optional<Pong> pong_;
+  std::optional<State> state_;
+  uint32_t process_ = 0;
+  std::unordered_map<std::string, TrackId>* rows_ = nullptr;
+  uint64_t resume_seq_ = 0;
+  uint64_t duplicate_batches_ = 0;
   std::unordered_map<uint32_t, NameId> names_;    // the sender's id -> the stream's.
   std::unordered_map<uint32_t, TrackId> tracks_;  // the sender's id -> the stream's.
   int64_t clock_offset_ns_ = 0;

@@ -46,6 +46,12 @@ bool ConnectGlobalStream(const SenderOptions& options, std::string* error);
 void DisconnectGlobalStream(uint64_t timeout_ns = 2'000'000'000);
 SenderStatus GlobalSenderStatus();
 
+namespace internal {
+// GlobalStream()'s creation: connects if LIVEPROF_SERVER is set (a bad
+// address is said on stderr; the program goes on).
+void ConnectFromEnvironment();
+}  // namespace internal
+
 }  // namespace liveprof
 
 #endif  // LIVEPROF_PRODUCERS_INGEST_SENDER_H_

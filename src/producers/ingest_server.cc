@@ -10,11 +10,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <charconv>
 #include <algorithm>
 #include <cstring>
 
 #include "producers/ingest_frames.h"
+#include "producers/ingest_wire.h"
 #include "stream/clock.h"
 #include "stream/liveprof_generated.h"
 
@@ -31,17 +34,6 @@ std::string Errno(const std::string& what) { return what + ": " + std::strerror(
 bool NonBlocking(int fd) {
   const int flags = fcntl(fd, F_GETFL, 0);
   return flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0;
-}
-
-// One size-prefixed frame with `body`, appended to `out`.
-template <typename Build>
-void AppendFrame(std::string* out, wire::Body type, Build&& build) {
-  flatbuffers::FlatBufferBuilder fbb(64);
-  const flatbuffers::Offset<void> body = build(fbb);
-  fbb.Finish(wire::CreateFrame(fbb, 1, type, body), wire::FrameIdentifier());
-  const auto size = static_cast<uint32_t>(fbb.GetSize());
-  out->append(reinterpret_cast<const char*>(&size), 4);
-  out->append(reinterpret_cast<const char*>(fbb.GetBufferPointer()), size);
 }
 
 }  // namespace
@@ -96,6 +88,8 @@ struct IngestServer::Connection {
   std::string out;  // frames to send: acks, pings.
   std::vector<Event> events;
   uint64_t connected_ns = 0, last_byte_ns = 0, next_ping_ns = 0;
+  std::string session;         // host, pid, session: IngestServer::Session::key.
+  uint32_t control_id = 0;     // the last IngestControl's.
   uint32_t ping_id = 0;        // the ping in flight,
   uint64_t ping_sent_ns = 0;   // and our clock in it.
   SourceStatus status;
@@ -106,9 +100,16 @@ IngestServer::IngestServer(Stream& stream, Options options) : stream_(stream), o
 IngestServer::~IngestServer() { Stop(); }
 
 bool IngestServer::Start(std::string* error) {
+  if (thread_.joinable()) {
+    *error = "ingest: the server is running already";
+    return false;
+  }
   auto fail = [&](const IngestEndpoint& e, const std::string& what) {
     *error = "ingest " + e.ToString() + ": " + what;
     for (const int fd : listeners_) ::close(fd);
+    for (const IngestEndpoint& b : bound_) {
+      if (!b.tcp) ::unlink(b.path.c_str());  // ours: bound by this call.
+    }
     listeners_.clear();
     bound_.clear();
     return false;
@@ -129,21 +130,32 @@ bool IngestServer::Start(std::string* error) {
       getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
       e.port = ntohs(a.sin_port);
     } else {
-      // A socket left by a run that died is replaced; any other file is not ours.
-      struct stat st;
-      if (lstat(e.path.c_str(), &st) == 0) {
-        if (!S_ISSOCK(st.st_mode)) return fail(e, "exists and is not a socket");
-        ::unlink(e.path.c_str());
-      }
+      // A socket left by a run that died is replaced; one that answers is
+      // another server's, and any other file is not ours.
       sockaddr_un a{};
       a.sun_family = AF_UNIX;
       std::memcpy(a.sun_path, e.path.data(), e.path.size());
+      struct stat st;
+      if (lstat(e.path.c_str(), &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) return fail(e, "exists and is not a socket");
+        const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        const bool live = probe >= 0 && ::connect(probe, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+        const int connect_errno = errno;
+        if (probe >= 0) ::close(probe);
+        if (live) return fail(e, "another server listens there");
+        if (connect_errno != ECONNREFUSED) {
+          errno = connect_errno;
+          return fail(e, Errno("a socket is there and could not be probed"));
+        }
+        ::unlink(e.path.c_str());
+      }
       if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return fail(e, Errno("bind"));
     }
     if (::listen(fd, 64) != 0 || !NonBlocking(fd)) return fail(e, Errno("listen"));
     bound_.push_back(e);
   }
   if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) return fail(IngestEndpoint{}, Errno("pipe"));
+  stop_.store(false);
   thread_ = std::thread([this] { Run(); });
   return true;
 }
@@ -177,11 +189,28 @@ void IngestServer::Run() {
   while (!stop_.load()) {
     fds.clear();
     fds.push_back({wake_[0], POLLIN, 0});
-    for (const int fd : listeners_) fds.push_back({fd, POLLIN, 0});
+    const bool accepting = HostNowNs() >= accept_paused_until_ns_;
+    for (const int fd : listeners_) fds.push_back({fd, static_cast<short>(accepting ? POLLIN : 0), 0});
     for (const auto& c : connections_) {
       fds.push_back({c->fd, static_cast<short>(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
     }
-    if (::poll(fds.data(), fds.size(), 50) < 0 && errno != EINTR) break;
+    if (::poll(fds.data(), fds.size(), 50) < 0) {
+      if (errno != EINTR) {  // (ENOMEM...): said once a second, and tried again.
+        static thread_local uint64_t said_ns = 0;
+        if (HostNowNs() - said_ns > 1'000'000'000) {
+          said_ns = HostNowNs();
+          std::fprintf(stderr, "liveprof: ingest: poll: %s\n", std::strerror(errno));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      continue;
+    }
+    if (fds[0].revents & POLLIN) {  // Stop() or a capture control.
+      char drain[64];
+      while (::read(wake_[0], drain, sizeof drain) > 0) {
+      }
+    }
+    SendControls();
     for (size_t i = 0; i < listeners_.size(); ++i) {
       if (fds[1 + i].revents & POLLIN) Accept(i);
     }
@@ -203,7 +232,14 @@ void IngestServer::Run() {
 void IngestServer::Accept(size_t listener) {
   for (;;) {
     const int fd = ::accept4(listeners_[listener], nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN: none left (errors: the next poll tries again).
+    if (fd < 0 && errno == EINTR) continue;
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+      // Out of descriptors: the pending connection stays in the backlog and
+      // the listener stays readable; rest it, or poll() would spin.
+      accept_paused_until_ns_ = HostNowNs() + 100'000'000;
+      return;
+    }
+    if (fd < 0) return;  // EAGAIN: none left (others: the next poll tries again).
     auto c = std::make_unique<Connection>(stream_);
     c->fd = fd;
     c->connected_ns = c->last_byte_ns = HostNowNs();
@@ -226,6 +262,7 @@ void IngestServer::Read(Connection& c) {
   const uint64_t acked = c.decoder.last_seq();
   for (size_t taken = 0; taken < kPassBytes && !stop_.load(std::memory_order_relaxed);) {
     const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (n < 0 && errno != ECONNRESET) return Close(c, Errno("recv"));
     if (n <= 0) {  // the sender closed (a reset: it left acks unread): what it sent whole is kept.
@@ -248,16 +285,18 @@ void IngestServer::Read(Connection& c) {
       }
       const uint64_t now = HostNowNs();
       if (!had_hello && c.decoder.has_hello()) {
-        // Who it is; a first clock offset from its hello (one way), until a pong.
-        const IngestSource& s = c.decoder.source();
-        c.status.label = s.label, c.status.host = s.host, c.status.program = s.program;
-        c.status.pid = s.pid, c.status.rank = s.rank;
-        c.decoder.set_clock_offset_ns(static_cast<int64_t>(now - s.clock_ns));
-        c.ring = stream_.AddRing({.name = "ingest " + s.label, .capacity = options_.ring_capacity});
+        Hello(c, now);
         if (!c.ring) return Close(c, "no ring for it (memory)");
-        c.next_ping_ns = now;
       }
-      for (const Event& e : c.events) c.ring->queue->TryPush(e);  // full: dropped and counted.
+      TakeEvents(c, now);
+      if (const auto& st = c.decoder.state()) {
+        CaptureState& cs = c.status.capture;
+        cs = CaptureState{true, st->control_id, st->host_level, st->python_scopes, st->gpu, st->gpu_available, 0};
+        if (st->until_ns != 0) {
+          const __int128 until = static_cast<__int128>(st->until_ns) + c.decoder.clock_offset_ns();
+          cs.until_ns = until <= 0 ? 1 : static_cast<uint64_t>(std::min<__int128>(until, INT64_MAX));
+        }
+      }
       // A pong to the ping in flight (its id and reading: no other counts).
       if (const auto& pong = c.decoder.pong();
           pong && pong->id == c.ping_id && pong->server_ns == c.ping_sent_ns && now >= pong->server_ns) {
@@ -274,15 +313,123 @@ void IngestServer::Read(Connection& c) {
       AckTaken(c, acked);
       return Close(c, c.splitter.error());
     }
+    // Unfinished frames across every connection: the largest holder goes.
+    size_t buffered = 0;
+    for (const auto& other : connections_) buffered += other->fd >= 0 ? other->splitter.pending_bytes() : 0;
+    if (buffered > options_.max_buffered_bytes && c.splitter.pending_bytes() > 0) {
+      const auto* largest = std::max_element(connections_.begin(), connections_.end(), [](const auto& a, const auto& b) {
+                              return a->splitter.pending_bytes() < b->splitter.pending_bytes();
+                            })->get();
+      if (largest == &c) {
+        AckTaken(c, acked);
+        return Close(c, "the server's buffers for unfinished frames are full (" +
+                            std::to_string(options_.max_buffered_bytes >> 20) + " MiB); this sender held the most");
+      }
+    }
   }
   AckTaken(c, acked);
   if (c.out.size() > kMaxOutBytes) return Close(c, "not reading what the server sends (acks, pings)");
   Publish(c);
 }
 
+// Its hello: who it is, its worker (rows kept across reconnects), its ring,
+// where a reconnecting sender left off, and a first clock offset (one way,
+// from its hello) until a pong.
+void IngestServer::Hello(Connection& c, uint64_t now) {
+  const IngestSource& s = c.decoder.source();
+  c.status.label = s.label, c.status.host = s.host, c.status.program = s.program;
+  c.status.pid = s.pid, c.status.rank = s.rank;
+  auto [w, fresh] = workers_.try_emplace(s.label);
+  if (fresh) {
+    w->second.process = static_cast<uint32_t>(workers_.size());
+    stream_.AddTrack(TrackInfo{stream_.names().Intern(s.label), TrackType::kProcess, s.pid, 0, w->second.process});
+  }
+  c.status.worker = w->second.process;
+  c.decoder.set_worker(w->second.process, &w->second.rows);
+  c.session = s.host + '\0' + std::to_string(s.pid) + '\0' + std::to_string(s.session);
+  if (s.session != 0) {
+    for (const Session& old : sessions_) {
+      if (old.key == c.session) c.decoder.set_resume_seq(old.last_seq);
+    }
+  }
+  c.decoder.set_clock_offset_ns(static_cast<int64_t>(now - s.clock_ns));
+  c.ring = stream_.AddRing({.name = "ingest " + s.label, .capacity = options_.ring_capacity});
+  c.next_ping_ns = now;
+}
+
+// The decoded events into the source's ring: a full ring drops and counts;
+// an event ending too far in the future is dropped and counted here. A
+// sender's correlation ids are its own: mixed with its worker number, so that
+// two workers' launches and kernels do not pair up in the shared analyses
+// (a bijection per worker: its own pairs are kept).
+void IngestServer::TakeEvents(Connection& c, uint64_t now) {
+  const uint64_t horizon = now + options_.max_future_ns;
+  const uint32_t mix = (c.status.worker * 0x9E3779B1u) & 0xFFF00000u;
+  for (Event& e : c.events) {
+    if (e.end() > horizon) {
+      ++c.status.future_dropped;
+      continue;
+    }
+    if (e.corr != 0) e.corr ^= mix;
+    c.ring->queue->TryPush(e);
+  }
+}
+
+void IngestServer::Remember(const Connection& c) {
+  if (c.session.empty() || c.decoder.last_seq() == 0) return;
+  for (Session& s : sessions_) {
+    if (s.key == c.session) return void(s.last_seq = std::max(s.last_seq, c.decoder.last_seq()));
+  }
+  sessions_.push_back({c.session, c.decoder.last_seq()});
+  if (sessions_.size() > 1024) sessions_.pop_front();
+}
+
+bool IngestServer::Capture(uint64_t id, const CaptureRequest& request, std::string* error) {
+  if (request.host_level != 0 && request.host_level != 1 && request.host_level != 2) {
+    *error = "host_level " + std::to_string(request.host_level) + ": 1 (critical) or 2 (detailed)";
+    return false;
+  }
+  if (request.python_scopes < -1 || request.python_scopes > 1 || request.gpu < -1 || request.gpu > 1) {
+    *error = "python_scopes and gpu: 0 (off), 1 (on) or unset";
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto s = std::find_if(status_.begin(), status_.end(), [&](const SourceStatus& o) { return o.id == id; });
+  if (s == status_.end() || !s->connected || s->worker == 0) {
+    *error = "source " + std::to_string(id) +
+             (s == status_.end() ? " is unknown" : !s->connected ? " is closed" : " has not said hello yet");
+    return false;
+  }
+  controls_.emplace_back(id, request);
+  const char byte = 2;
+  [[maybe_unused]] const ssize_t n = ::write(wake_[1], &byte, 1);
+  return true;
+}
+
+void IngestServer::SendControls() {
+  std::vector<std::pair<uint64_t, CaptureRequest>> controls;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    controls.swap(controls_);
+  }
+  for (const auto& [id, r] : controls) {
+    for (auto& c : connections_) {
+      if (c->status.id != id || c->fd < 0) continue;
+      AppendIngestFrame(&c->out, wire::Body::IngestControl, [&](auto& fbb) {
+        return wire::CreateIngestControl(fbb, ++c->control_id, static_cast<uint8_t>(r.host_level),
+                                         static_cast<uint8_t>(r.python_scopes + 1), static_cast<uint8_t>(r.gpu + 1),
+                                         r.duration_ns)
+            .Union();
+      });
+      Flush(*c);
+    }
+  }
+}
+
 void IngestServer::AckTaken(Connection& c, uint64_t acked) {
   if (c.decoder.last_seq() == acked) return;
-  AppendFrame(&c.out, wire::Body::IngestAck,
+  Remember(c);
+  AppendIngestFrame(&c.out, wire::Body::IngestAck,
               [&](auto& fbb) { return wire::CreateIngestAck(fbb, c.decoder.last_seq()).Union(); });
   Flush(c);  // (non-blocking: what the socket takes now)
 }
@@ -291,6 +438,7 @@ void IngestServer::Flush(Connection& c) {
   while (!c.out.empty()) {
     const ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Close(c, Errno("send"));
     c.out.erase(0, static_cast<size_t>(n));
   }
@@ -307,13 +455,14 @@ void IngestServer::Tick(Connection& c, uint64_t now) {
   if (c.decoder.has_hello() && now >= c.next_ping_ns) {
     c.next_ping_ns = now + options_.ping_interval_ns;
     c.ping_sent_ns = HostNowNs();
-    AppendFrame(&c.out, wire::Body::IngestPing,
+    AppendIngestFrame(&c.out, wire::Body::IngestPing,
                 [&](auto& fbb) { return wire::CreateIngestPing(fbb, ++c.ping_id, c.ping_sent_ns).Union(); });
     Flush(c);
   }
 }
 
 void IngestServer::Close(Connection& c, const std::string& reason) {
+  Remember(c);
   if (c.fd >= 0) ::close(c.fd);
   c.fd = -1;
   c.status.connected = false;
@@ -331,6 +480,7 @@ void IngestServer::Publish(const Connection& c) {
   s.sender_dropped = c.decoder.sender_dropped();
   s.ring_dropped = c.ring ? c.ring->queue->dropped() : 0;
   s.clock_offset_ns = c.decoder.clock_offset_ns();
+  s.duplicate_batches = c.decoder.duplicate_batches();
   std::lock_guard<std::mutex> lock(mu_);
   for (SourceStatus& old : status_) {
     if (old.id == s.id) return void(old = std::move(s));

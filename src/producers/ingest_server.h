@@ -9,12 +9,22 @@
 // A refused frame, a sender silent mid-frame past the stall timeout, or an
 // output queue past its bound closes that connection, with the reason kept
 // in Sources(); the others go on. A sender that reconnects is a new source
-// (its hello says who it is again).
+// (its hello says who it is again) of the same worker: a worker is a label
+// ("rank 3", "host:pid"), with a process number for its tracks
+// (TrackInfo::process) and a kProcess track naming it; its rows are reused
+// across reconnects, and the batches a reconnecting sender sends again are
+// skipped (IngestHello.session says it is the same process).
+//
+// Capture on demand: Capture() sends a source an IngestControl (host trace
+// level, Python scopes, GPU activity, for a duration); the sender applies it
+// and says what it records (IngestState), shown in Sources().
 #ifndef LIVEPROF_PRODUCERS_INGEST_SERVER_H_
 #define LIVEPROF_PRODUCERS_INGEST_SERVER_H_
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -44,16 +54,41 @@ class IngestServer {
     uint64_t ping_interval_ns = 1'000'000'000;
     uint64_t stall_timeout_ns = 10'000'000'000;  // silent mid-frame this long: closed.
     size_t max_sources = 256;              // connections at once; more are refused.
+    // Unfinished frames held across every connection; past it the
+    // connection holding the most is closed.
+    size_t max_buffered_bytes = size_t{256} << 20;
+    // Events ending later than this past the server's clock are dropped
+    // (counted: future_dropped): a wrong clock must not move the reorder
+    // window's watermark to the end of time.
+    uint64_t max_future_ns = 60'000'000'000;
+  };
+  // What a sender records (its IngestState) and a control to change it.
+  struct CaptureState {
+    bool known = false;  // the sender said (an older sender may not).
+    uint32_t control_id = 0;
+    int host_level = 0;
+    bool python_scopes = false, gpu = false, gpu_available = false;
+    uint64_t until_ns = 0;  // the server's clock; 0: no control running.
+  };
+  struct CaptureRequest {
+    int host_level = 0;     // 1 or 2; 0: unchanged.
+    int python_scopes = -1; // 0 off, 1 on, -1 unchanged.
+    int gpu = -1;           // 0 off, 1 on, -1 unchanged.
+    uint64_t duration_ns = 0;  // 0: until the next request.
   };
 
   struct SourceStatus {
     uint64_t id = 0;  // from 1, in order of connection.
+    uint32_t worker = 0;  // the worker (TrackInfo::process) once its hello came; 0 before.
     std::string endpoint, label, host, program;
     uint64_t pid = 0;
     int32_t rank = -1;
     bool connected = false;
     std::string closed_reason;  // empty while connected, or for a clean close.
     uint64_t frames = 0, batches = 0, events = 0, lost_batches = 0, sender_dropped = 0, ring_dropped = 0;
+    uint64_t duplicate_batches = 0;  // sent again after a reconnect: skipped.
+    uint64_t future_dropped = 0;     // events past max_future_ns.
+    CaptureState capture;
     int64_t clock_offset_ns = 0;
     uint64_t best_rtt_ns = 0;  // 0: no pong yet.
   };
@@ -68,6 +103,10 @@ class IngestServer {
   // `error` naming the endpoint; nothing is left listening then.
   bool Start(std::string* error);
   void Stop();
+  // Sends source `id` (SourceStatus::id, connected) a capture control; its
+  // IngestState then shows in Sources(). Any thread. False with `error`
+  // for an unknown, closed or not yet introduced source or a bad request.
+  bool Capture(uint64_t id, const CaptureRequest& request, std::string* error);
 
   // The endpoints as bound (a TCP port 0 resolved). After Start.
   std::vector<IngestEndpoint> bound() const { return bound_; }
@@ -84,6 +123,18 @@ class IngestServer {
   void Tick(Connection& c, uint64_t now);
   void Close(Connection& c, const std::string& reason);
   void Publish(const Connection& c);
+  void Hello(Connection& c, uint64_t now);
+  void TakeEvents(Connection& c, uint64_t now);
+  void SendControls();
+  void Remember(const Connection& c);  // its session's last batch, for a reconnect.
+  struct Worker {
+    uint32_t process = 0;
+    std::unordered_map<std::string, TrackId> rows;  // IngestDecoder::set_worker.
+  };
+  struct Session {
+    std::string key;  // host, pid, session.
+    uint64_t last_seq = 0;
+  };
 
   Stream& stream_;
   Options options_;
@@ -91,11 +142,15 @@ class IngestServer {
   std::vector<int> listeners_;
   std::vector<std::unique_ptr<Connection>> connections_;  // the thread's.
   uint64_t next_id_ = 1;
+  std::unordered_map<std::string, Worker> workers_;  // by label; the thread's.
+  std::deque<Session> sessions_;                     // the newest 1,024; the thread's.
+  uint64_t accept_paused_until_ns_ = 0;              // out of descriptors: listeners rest.
   std::atomic<bool> stop_{false};
   int wake_[2] = {-1, -1};  // a pipe: Stop() wakes poll().
   std::thread thread_;
-  mutable std::mutex mu_;  // guards status_.
+  mutable std::mutex mu_;  // guards status_ and controls_.
   std::vector<SourceStatus> status_;
+  std::vector<std::pair<uint64_t, CaptureRequest>> controls_;  // for the thread to send.
 };
 
 }  // namespace liveprof

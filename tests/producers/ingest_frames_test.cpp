@@ -248,7 +248,7 @@ TEST_CASE("ingest frames: each refusal names the frame and what is wrong, and ta
   std::vector<Event> out;
   CHECK(!d.Decode(events, "frame 1 (bytes 0..40)", &out));
   CHECK(d.error() ==
-        "frame 1 (bytes 0..40): a frame of body type 1 (an ingest connection sends IngestHello, then IngestBatch and IngestPong)");
+        "frame 1 (bytes 0..40): a frame of body type 1 (an ingest connection sends IngestHello, then IngestBatch, IngestPong and IngestState)");
 }
 
 }  // namespace

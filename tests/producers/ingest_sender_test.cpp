@@ -1,0 +1,197 @@
+// The host API sending to a server (ingest_sender.h) over a real unix
+// socket, into an IngestServer in this process: every event arrives once, on
+// rows named for the sender, across a server restart; capture controls turn
+// the host level and the Python scopes and come back by themselves.
+#include "producers/ingest_sender.h"
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "producers/host_api.h"
+#include "producers/ingest_server.h"
+#include "stream/stream.h"
+
+namespace liveprof {
+namespace {
+
+template <typename F>
+bool WaitFor(F&& f, int ms = 10'000) {
+  for (int i = 0; i < ms / 10; ++i) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// Moves every event of `stream`'s rings into `out`.
+void Drain(Stream& stream, std::vector<Event>* out) {
+  std::vector<std::shared_ptr<Ring>> rings;
+  stream.CopyRings(&rings);
+  for (const auto& r : rings) r->queue->Drain([&](std::span<Event> s) { out->insert(out->end(), s.begin(), s.end()); });
+}
+
+// Step numbers of the markers named `name` among `events`, with how often each came.
+std::map<int64_t, int> Steps(const Stream& stream, const std::vector<Event>& events, std::string_view name) {
+  std::map<int64_t, int> steps;
+  for (const Event& e : events) {
+    if (e.kind == EventKind::kStepMarker && stream.names().Get(e.name) == name) ++steps[e.payload.step.step_num];
+  }
+  return steps;
+}
+
+void RecordSteps(int64_t first, int64_t count, NameId step_name, NameId work) {
+  for (int64_t i = first; i < first + count; ++i) {
+    StepBegin(i, step_name);
+    BeginSpan(work);
+    EndSpan();
+    StepEnd(i);
+  }
+}
+
+TEST_CASE("ingest sender: the host API's events reach the server once each, across a server restart") {
+  const std::string path = "/tmp/liveprof-sender-test-" + std::to_string(::getpid()) + ".sock";
+  Stream server_stream;
+  IngestServer::Options o;
+  IngestEndpoint e;
+  std::string error;
+  REQUIRE(ParseIngestEndpoint("unix:" + path, &e, &error));
+  o.endpoints = {e};
+  o.ping_interval_ns = 50'000'000;
+  IngestServer server(server_stream, o);
+  REQUIRE_MESSAGE(server.Start(&error), error);
+
+  SenderOptions so;
+  so.address = "unix:" + path;
+  so.program = "sender-test";
+  so.rank = 7;
+  so.reconnect_period_ns = 50'000'000;
+  REQUIRE_MESSAGE(ConnectGlobalStream(so, &error), error);
+  CHECK(!ConnectGlobalStream(so, &error));  // one sender a process.
+  CHECK(error.find("already sends to a server (unix:" + path + ")") != std::string::npos);
+
+  const NameId step_name = InternName("sender-test step");
+  const NameId work = InternName("sender-test work");
+  RecordSteps(0, 100, step_name, work);
+  std::vector<Event> got;
+  REQUIRE(WaitFor([&] {
+    Drain(server_stream, &got);
+    return Steps(server_stream, got, "sender-test step").size() == 100;
+  }));
+  std::vector<IngestServer::SourceStatus> sources = server.Sources();
+  REQUIRE(sources.size() == 1);
+  CHECK(sources[0].label == "rank 7");
+  CHECK(sources[0].program == "sender-test");
+  CHECK(sources[0].pid == static_cast<uint64_t>(::getpid()));
+  CHECK(sources[0].worker == 1);
+  CHECK(sources[0].lost_batches == 0);
+  REQUIRE(WaitFor([&] { return server.Sources()[0].best_rtt_ns != 0; }));
+  // Same host, same clock: the measured offset is about 0.
+  CHECK(std::abs(server.Sources()[0].clock_offset_ns) < 50'000'000);
+
+  // The rows: the sender's thread, named for it, of worker 1; a process row names the worker.
+  const Event* marker = nullptr;
+  for (const Event& ev : got) {
+    if (ev.kind == EventKind::kStepMarker && server_stream.names().Get(ev.name) == "sender-test step") marker = &ev;
+  }
+  REQUIRE(marker != nullptr);
+  const TrackId marker_track = marker->track;
+  const TrackInfo row = server_stream.track(marker_track);
+  CHECK(row.process == 1);
+  CHECK(std::string(server_stream.names().Get(row.name)).starts_with("rank 7 · "));
+  bool process_row = false;
+  for (TrackId t = 1; t < server_stream.track_count(); ++t) {
+    const TrackInfo info = server_stream.track(t);
+    if (info.type == TrackType::kProcess && info.process == 1 && server_stream.names().Get(info.name) == "rank 7") {
+      process_row = true;
+    }
+  }
+  CHECK(process_row);
+
+  // The server goes away; the program records on (never blocked); the server
+  // comes back at the same path and gets what it missed, once.
+  server.Stop();
+  REQUIRE(WaitFor([] { return !GlobalSenderStatus().connected; }));
+  RecordSteps(100, 100, step_name, work);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  REQUIRE_MESSAGE(server.Start(&error), error);
+  REQUIRE(WaitFor([&] {
+    Drain(server_stream, &got);
+    return Steps(server_stream, got, "sender-test step").size() == 200;
+  }));
+  RecordSteps(200, 10, step_name, work);
+  REQUIRE(WaitFor([&] {
+    Drain(server_stream, &got);
+    return Steps(server_stream, got, "sender-test step").size() == 210;
+  }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  Drain(server_stream, &got);
+  for (const auto& [step, n] : Steps(server_stream, got, "sender-test step")) {
+    INFO("step " << step);
+    CHECK(n == 1);
+  }
+  sources = server.Sources();
+  REQUIRE(sources.size() == 2);
+  CHECK(sources[1].worker == 1);  // the same worker,
+  const SenderStatus status = GlobalSenderStatus();
+  CHECK(status.connects == 2);
+  CHECK(status.batches_dropped == 0);
+  // and its rows again: the reconnected sender's markers are on the first row.
+  for (const Event& ev : got) {
+    if (ev.kind == EventKind::kStepMarker && server_stream.names().Get(ev.name) == "sender-test step") {
+      CHECK(ev.track == marker_track);
+      if (ev.track != marker_track) break;
+    }
+  }
+
+  // Capture on demand: the critical level and no Python scopes for 300 ms,
+  // then back to what it was.
+  REQUIRE(HostTraceLevel() == kHostLevelDetailed);
+  REQUIRE(PythonScopesEnabled());
+  CHECK(!server.Capture(999, {}, &error));
+  CHECK(error == "source 999 is unknown");
+  CHECK(!server.Capture(sources[1].id, {.host_level = 3}, &error));
+  REQUIRE_MESSAGE(server.Capture(sources[1].id, {.host_level = 1, .python_scopes = 0, .gpu = -1, .duration_ns = 300'000'000},
+                                 &error),
+                  error);
+  REQUIRE(WaitFor([&] {
+    const auto s = server.Sources();
+    return s.size() == 2 && s[1].capture.known && s[1].capture.host_level == 1 && s[1].capture.until_ns != 0;
+  }));
+  CHECK(HostTraceLevel() == kHostLevelCritical);
+  CHECK(!PythonScopesEnabled());
+  CHECK(server.Sources()[1].capture.control_id == 1);
+  CHECK(!server.Sources()[1].capture.python_scopes);
+  REQUIRE(WaitFor([&] {
+    const auto s = server.Sources()[1].capture;
+    return s.host_level == 2 && s.control_id == 0 && s.until_ns == 0;
+  }));
+  CHECK(HostTraceLevel() == kHostLevelDetailed);
+  CHECK(PythonScopesEnabled());
+  CHECK(server.Sources()[1].capture.python_scopes);
+
+  DisconnectGlobalStream();
+  CHECK(!GlobalSenderStatus().running);
+  REQUIRE(WaitFor([&] { return !server.Sources()[1].connected; }));
+  server.Stop();
+}
+
+TEST_CASE("ingest sender: a bad address is refused with what was wrong") {
+  std::string error;
+  SenderOptions so;
+  so.address = "udp:1";
+  CHECK(!ConnectGlobalStream(so, &error));
+  CHECK(error == "connecting to a liveprof server: --ingest udp:1: unix:PATH or tcp:127.0.0.1:PORT");
+  so.address = "tcp:127.0.0.1:0";
+  CHECK(!ConnectGlobalStream(so, &error));
+  CHECK(error == "liveprof.connect(tcp:127.0.0.1:0): a TCP address needs the server's port");
+  CHECK(!GlobalSenderStatus().running);
+}
+
+}  // namespace
+}  // namespace liveprof
