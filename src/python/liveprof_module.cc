@@ -46,7 +46,7 @@ namespace {
 
 constexpr Py_ssize_t kMaxCachedNames = 1 << 16;
 PyObject* g_names = nullptr;  // dict: str -> int (NameId). Owned by the module.
-uint64_t g_import_tsc = 0, g_import_ns = 0;  // clock readings at import (_drain_local).
+uint64_t g_import_tsc = 0, g_import_ns = 0;  // clock readings at import (TicksPerNs).
 
 // The NameId of `str` (a str or a str subclass), or nullopt-like false with a
 // Python error set.
@@ -213,8 +213,18 @@ NameId NameIdOrThrow(const py::handle& name) {
   return id;
 }
 
+// Host-API ticks per ns, from the clock readings at import and now; 3 (a
+// generous TSC rate) until 1 ms has passed. For conversions that need no
+// precision: the loader's gap, tests.
+double TicksPerNs() {
+  const uint64_t tsc = internal::Now(), ns = HostNowNs();
+  if (ns < g_import_ns + 1'000'000 || tsc <= g_import_tsc) return 3.0;
+  return static_cast<double>(tsc - g_import_tsc) / static_cast<double>(ns - g_import_ns);
+}
+
 // _drain_local(): what this process recorded and nobody consumed, oldest
-// first per thread, as dicts (kind, name, sub, dur_ns, step, thread). For
+// first per thread, as dicts (kind, name, sub, ts and dur_ns in host ns by a
+// rough line through two clock readings, step, value, track). For
 // tests and the benchmark of a process that is not connected: rings have a
 // single consumer, so it refuses while a sender runs.
 py::list DrainLocal() {
@@ -234,12 +244,7 @@ py::list DrainLocal() {
       }
     });
   }
-  // Ticks to ns from the readings at import and now (good enough for tests).
-  const uint64_t tsc_now = internal::Now(), ns_now = HostNowNs();
-  const double ns_per_tick =
-      tsc_now > g_import_tsc + 1000
-          ? static_cast<double>(ns_now - g_import_ns) / static_cast<double>(tsc_now - g_import_tsc)
-          : 1.0;
+  const double ns_per_tick = 1.0 / TicksPerNs();
   py::list out;
   for (size_t i = 0; i < events.size(); ++i) {
     const Event& e = events[i];
@@ -247,7 +252,8 @@ py::list DrainLocal() {
     d["kind"] = std::string(EventKindName(e.kind));
     d["name"] = std::string(stream.names().Get(e.name));
     d["sub"] = static_cast<int>(e.sub);
-    d["ts"] = e.ts;
+    d["ts"] = g_import_ns + static_cast<uint64_t>(static_cast<double>(static_cast<int64_t>(
+                                 e.ts - g_import_tsc)) * ns_per_tick);
     d["dur_ns"] = static_cast<uint64_t>(static_cast<double>(e.dur) * ns_per_tick);
     d["step"] = e.kind == EventKind::kStepMarker ? static_cast<int64_t>(e.payload.raw[0]) : -1;
     if (e.kind == EventKind::kCounter) {
@@ -296,7 +302,7 @@ void Connect(const std::string& address, const std::optional<std::string>& progr
   if (rank) o.rank = *rank;
   std::string error;
   if (!ConnectGlobalStream(o, &error)) {
-    throw std::runtime_error("liveprof.connect(" + address + "): " + error);
+    throw std::runtime_error(error);  // names the address.
   }
 }
 
@@ -334,6 +340,7 @@ PYBIND11_MODULE(_liveprof, m) {
   m.def("_step_begin", [](int64_t step, NameId name) { StepBegin(step, name); });
   m.def("_step_end", [](int64_t step) { StepEnd(step); });
   m.def("_now", [] { return internal::Now(); }, "Raw host-API timestamp (TSC ticks).");
+  m.def("_ticks_per_ns", &TicksPerNs, "Host-API ticks per ns, roughly (no precision).");
   m.def("_record_span",
         [](int kind, NameId name, uint64_t begin, uint64_t end, int sub) {
           const EventKind k = static_cast<EventKind>(kind);
