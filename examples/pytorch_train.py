@@ -127,11 +127,11 @@ def main(argv):
             t_last = now
 
     if args.connect:
-        liveprof.disconnect()
-        st = liveprof.status()
-        print(f"sent {st['events_sent']} events in {st['batches_sent']} batches "
+        st = liveprof.status()  # before disconnect(): the sender's counters go with it.
+        print(f"sent {st['events_sent']} events in {st['batches_sent']} batches so far "
               f"({st['batches_acked']} acknowledged, ring drops {st['ring_dropped']})"
               + (f"; last error: {st['last_error']}" if st["last_error"] else ""), flush=True)
+        liveprof.disconnect()  # sends the rest and waits for its acknowledgement.
     return 0
 
 
