@@ -8,7 +8,7 @@ and a fast one after; through the REST API we check that
     loaded machine, "POTENTIALLY": input under 5 % but the unannotated time
     over 3 %);
   - the per-step breakdown has the loader's wait as Input in the slow steps
-    (all but at most MAX_MISSING: a known clock issue, docs/python.md) and
+    (every one of them) and
     little in the fast ones;
   - the built-in alert input_bound_high (last 20 steps >= 20 %, fire after 2,
     resolve after 3: docs/alerts.md) fires during the slow phase and resolves
@@ -40,7 +40,7 @@ START_DEADLINE_S = 30
 RUN_DEADLINE_S = 240
 SETTLE_DEADLINE_S = 60
 HIGH_RULE = "input_bound_high"
-MAX_MISSING = 2      # slow steps whose input span may be misplaced (a known clock issue).
+MAX_MISSING = 0      # slow steps whose input span is missing (an input span begins with its step).
 
 
 def fail(msg):
@@ -189,9 +189,8 @@ def main():
                       % (n, inp, DELAY_MS, r), flush=True)
             if n > SLOW_STEPS and inp > 0.25 * DELAY_MS:
                 fail("fast step %d has %.3f ms of input: %s" % (n, inp, r))
-        # A step's input span can land in the previous step when the sender's
-        # clock fit moves between the drains of the two (docs/python.md, "The
-        # DataLoader helper"): tolerated in at most MAX_MISSING slow steps.
+        # The input span begins at its step's own clock reading: it must be
+        # in that step (it once was not: docs/python.md, "The DataLoader helper").
         if len(missing) > MAX_MISSING:
             fail("%d slow steps without their input: %s" % (len(missing), missing))
 

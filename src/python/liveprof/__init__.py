@@ -49,13 +49,9 @@ STAGES = tuple(_liveprof._STAGES)
 _STEP_NAME = "train"
 
 # wrap_loader(step=N): the input span begins this long after the step it
-# belongs to, not at the very same clock reading. The sender converts each
-# event's TSC ticks to ns with the clock fit of the moment it drains it, and a
-# step marker is drained a step later than its input span: the same reading
-# came out up to 4.3 us apart (after a refit; mostly under 10 ns), and a host
-# span that begins before its step is counted in the previous one (its time
-# lost). The gap is left to "All others". See docs/python.md.
-_STEP_INPUT_GAP_NS = 50_000
+# belongs to. 0: at the same clock reading (a reading maps to the same time
+# whenever it is converted: stream/clock.h), so it is inside its step.
+_STEP_INPUT_GAP_NS = 0
 
 
 def _stage(stage):
