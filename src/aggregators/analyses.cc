@@ -53,6 +53,7 @@ PodViewOptions PodOptions(const AnalysesOptions& o) {
   p.steps.max_step_ns = o.steps.max_step_ns;
   p.steps.small_kernel_ns = o.steps.small_kernel_ns;
   p.mode = o.breakdown.mode;
+  p.share_local_steps = true;  // a single-process run's steps are assembled once.
   return p;
 }
 
@@ -216,7 +217,14 @@ void Analyses::CloseSteps(bool pod_steps) {
   std::vector<StepRecord> closed = steps_.TakeClosed();
   const bool any = !closed.empty();
   if (any) {
+    const uint64_t rows_before = breakdown_.rows_added();
     breakdown_.Consume(closed);
+    if (pod_.shares_local_steps()) {  // the pod's local worker: these very rows.
+      const std::deque<StepBreakdownRow>& rows = breakdown_.rows();
+      const size_t added = static_cast<size_t>(
+          std::min<uint64_t>(rows.size(), breakdown_.rows_added() - rows_before));
+      for (size_t i = rows.size() - added; i < rows.size(); ++i) pod_.AddLocalRow(rows[i]);
+    }
     last_step_end_ns_ = std::max(last_step_end_ns_, closed.back().host_end_ns);
     last_step_num_ = closed.back().step_num;
     steps_.Recycle(std::move(closed));

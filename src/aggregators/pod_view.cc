@@ -75,7 +75,7 @@ struct PodView::Worker {
 };
 
 PodView::PodView(const Catalog* catalog, PodViewOptions options)
-    : catalog_(catalog), options_(std::move(options)) {
+    : catalog_(catalog), options_(std::move(options)), share_local_(options_.share_local_steps) {
   options_.max_steps = std::max<size_t>(options_.max_steps, 1);
   options_.max_workers = std::max<size_t>(options_.max_workers, 1);
   WorkerOf(0);  // the local process: listed once it has a step.
@@ -93,6 +93,7 @@ PodView::Worker* PodView::WorkerOf(uint32_t process) {
     }
     return nullptr;
   }
+  if (process != 0) share_local_ = false;  // process 0 assembles its own steps from now on.
   index_.emplace(process, static_cast<uint32_t>(workers_.size()));
   workers_.push_back(std::make_unique<Worker>(process, catalog_, &diag_, options_.steps));
   routed_.emplace_back();
@@ -111,6 +112,15 @@ void PodView::ConsumeDefinitions(std::span<const Event> definitions) {
 }
 
 void PodView::Consume(std::span<const Event> events) {
+  if (share_local_) {
+    // Every process but 0 is defined (kTrackDef) before its events: an event
+    // on a track never defined counts as process 0's. So while no other
+    // process has been seen, a batch without definitions is process 0's, and
+    // the pipeline's steps are its steps.
+    bool defs = false;
+    for (const Event& e : events) defs |= e.kind == EventKind::kTrackDef;
+    if (!defs) return;
+  }
   // The worker of each event, with the last lookup remembered (a batch is
   // mostly runs of one process's events).
   uint32_t cached_process = 0;
@@ -138,7 +148,9 @@ void PodView::Consume(std::span<const Event> events) {
     if (only == -1) only = w;
     if (w != only) single = false;
   }
-  if (only == -1) return;  // definitions only.
+  // Definitions only, or process 0's events while the pipeline's steps are
+  // its steps (no other process seen: the whole batch is process 0's).
+  if (only == -1 || share_local_) return;
   if (single && only >= 0) {
     workers_[static_cast<size_t>(only)]->steps.Consume(events);
     return;
@@ -194,6 +206,17 @@ void PodView::TakeClosed(Worker& w) {
     AddCell(cell, s.step_num);
   }
   w.steps.Recycle(std::move(closed));
+}
+
+void PodView::AddLocalRow(const StepBreakdownRow& row) {
+  if (!share_local_) return;
+  Worker& w = *workers_[index_.at(0)];
+  PodCell cell;
+  cell.worker = 0;
+  cell.step_ns = row.step_ns();
+  cell.bucket_ns = row.bucket_ns;
+  ++w.cells;
+  AddCell(cell, row.step_num);
 }
 
 void PodView::AddCell(const PodCell& cell, int64_t step_num) {
@@ -257,7 +280,10 @@ std::vector<PodView::Held> PodView::HeldExcess(uint32_t k) const {
 
 std::optional<PodStraggler> PodView::Straggler(uint32_t k) const {
   k = std::max<uint32_t>(k, 1);
-  const std::vector<Held> held = HeldExcess(k);
+  return StragglerOf(HeldExcess(k), k);
+}
+
+std::optional<PodStraggler> PodView::StragglerOf(const std::vector<Held>& held, uint32_t k) const {
   std::optional<PodStraggler> best;
   uint64_t compared = 0;
   for (size_t i = 0; i < workers_.size(); ++i) {
@@ -296,7 +322,12 @@ PodSnapshot PodView::Snapshot() const {
   size_t row_index = 0;
   for (const auto& [step_num, row] : rows_) {
     const std::vector<PodCell>& cells = row.cells;
-    const RowReference ref = ReferenceOf(cells, &scratch);
+    RowReference ref{0, cells.size()};  // one cell: its own time, no reference.
+    if (cells.size() >= 2) {
+      ref = ReferenceOf(cells, &scratch);
+    } else if (!cells.empty()) {
+      ref.median_ns = static_cast<double>(cells[0].step_ns);
+    }
     std::optional<uint32_t> worst;
     if (cells.size() >= 2) worst = cells[WorstOf(cells)].worker;
     for (size_t i = 0; i < cells.size(); ++i) {
@@ -361,7 +392,7 @@ PodSnapshot PodView::Snapshot() const {
   std::sort(s.workers.begin(), s.workers.end(),
             [](const PodWorkerSummary& a, const PodWorkerSummary& b) { return a.id < b.id; });
 
-  s.straggler = Straggler(k);
+  s.straggler = StragglerOf(held, k);
   s.diagnostics = counts_;
   s.diagnostics.late_for_step = diag_.Get(Diag::late_for_step);
   s.diagnostics.events_without_step = diag_.Get(Diag::events_without_step);

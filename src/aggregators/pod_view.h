@@ -20,6 +20,14 @@
 // count); with exactly two workers, the other worker's time (the median of
 // two would halve the gap). Fewer than two: no reference, not compared.
 //
+// A single-process run assembles its steps once: with
+// Options::share_local_steps (the pipeline's Analyses sets it), as long as no
+// other process has been seen, Consume() leaves process 0's events alone and
+// the pipeline hands over its own breakdown rows (AddLocalRow), so the local
+// worker's numbers are the steps view's. Once another process appears, process
+// 0 gets its own assembler from that point on (the step in flight then may
+// come out short: its earlier events went to the pipeline only).
+//
 // Memory is bounded: the newest Options::max_steps step numbers are kept
 // (a cell for an older one, once full, is counted and left out); at most
 // Options::max_workers workers (the events of more are counted and left out).
@@ -64,6 +72,7 @@ struct PodViewOptions {
   size_t max_workers = 1024;     // beyond, counted in workers_over_cap.
   size_t view_steps = 50;        // step rows a snapshot carries: the newest.
   uint32_t straggler_steps = 3;  // the snapshot's straggler: excess held this many steps.
+  bool share_local_steps = false;  // see the header: the pipeline's rows for process 0.
 };
 
 // One worker's one step.
@@ -154,6 +163,12 @@ class PodView {
   void Advance(uint64_t watermark_ns);
   // End of stream: closes every step.
   void Flush();
+  // True while process 0's steps come from the pipeline (AddLocalRow), not
+  // from Consume(): share_local_steps and no other process seen yet.
+  bool shares_local_steps() const { return share_local_; }
+  // One of the pipeline's own breakdown rows (process 0), in order; ignored
+  // unless shares_local_steps(). Pipeline thread.
+  void AddLocalRow(const StepBreakdownRow& row);
 
   // The straggler over each worker's last `k` compared steps (k ≥ 1);
   // nullopt when no worker has k of them. Pipeline thread.
@@ -182,6 +197,7 @@ class PodView {
     int64_t first = -1, last = -1;
   };
   std::vector<Held> HeldExcess(uint32_t k) const;
+  std::optional<PodStraggler> StragglerOf(const std::vector<Held>& held, uint32_t k) const;
   void TakeClosed(Worker& w);
   void AddCell(const PodCell& cell, int64_t step_num);
   std::string Label(const Worker& w) const;
@@ -196,6 +212,7 @@ class PodView {
   std::vector<std::vector<Event>> routed_;        // per worker, this batch's events.
   std::map<int64_t, Row> rows_;                   // by step number; the newest max_steps.
   uint64_t cells_total_ = 0;
+  bool share_local_ = false;
   PodDiagnostics counts_;
   BreakdownScratch scratch_;
 };

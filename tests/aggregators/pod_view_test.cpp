@@ -394,6 +394,41 @@ TEST_CASE("pod view: the straggler rule fires after 3 slow steps, names the work
   CHECK(resolved[0].value == 0);
 }
 
+TEST_CASE("pod view in the pipeline: one process's steps are the steps view's; then a second joins") {
+  Diagnostics diag;
+  Analyses a(AnalysesOptions{}, &diag);
+  const FakeWorker local{0, 0, 1, 2};  // undefined tracks: process 0.
+  const std::vector<FakeWorker> remote = {MakeWorker(1)};
+  auto feed = [&](int64_t n, bool with_remote) {
+    std::vector<Event> events;
+    AddStep(&events, local, n, {100 + static_cast<uint64_t>(n), 10, 5, 60}, static_cast<uint32_t>(n + 1));
+    if (with_remote) AddStep(&events, remote[0], n, {120, 10, 5, 60}, static_cast<uint32_t>(n + 1));
+    SortByEnd(&events);
+    const uint64_t watermark = kT0 + static_cast<uint64_t>(n) * kStepSpacingNs + 5'000'000'000;
+    a.Consume(n == 4 ? Definitions(remote) : std::vector<Event>{}, events, {}, watermark, watermark);
+  };
+  for (int64_t n = 0; n < 4; ++n) feed(n, false);
+  CHECK(a.pod().shares_local_steps());  // one process: its steps are assembled once.
+  const auto alone = nlohmann::json::parse(a.Render(RenderOptions{}).pod);
+  const auto steps = nlohmann::json::parse(a.Render(RenderOptions{}).steps);
+  REQUIRE(alone["steps"].size() == 4);
+  REQUIRE(steps["rows"].size() == 4);
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(alone["steps"][i]["cells"][0]["step_ms"] == steps["rows"][i]["step_ms"]);
+    CHECK(alone["steps"][i]["cells"][0]["ms"] == steps["rows"][i]["ms"]);
+  }
+  for (int64_t n = 4; n < 7; ++n) feed(n, true);
+  CHECK_FALSE(a.pod().shares_local_steps());
+  const auto both = nlohmann::json::parse(a.Render(RenderOptions{}).pod);
+  REQUIRE(both["workers"].size() == 2);
+  CHECK(both["workers"][0]["label"] == "local");
+  CHECK(both["workers"][0]["steps"] == 7);  // 4 from the pipeline's rows, 3 of its own.
+  CHECK(both["workers"][1]["steps"] == 3);
+  CHECK(both["steps"][6]["cells"][0]["step_ms"] == 106.0);
+  CHECK(both["steps"][6]["cells"][0]["ms"] == nlohmann::json::parse("[60,0,0,0,5,10,0,0,31]"));
+  CHECK(both["steps"][6]["worst"] == 1);
+}
+
 TEST_CASE("pod view: the JSON view model carries the values") {
   const std::vector<FakeWorker> workers = {MakeWorker(1), MakeWorker(2), MakeWorker(3)};
   Diagnostics diag;
