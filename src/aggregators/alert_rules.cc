@@ -21,7 +21,7 @@ namespace liveprof {
 namespace {
 
 // docs/alerts.md defines each one for the pipeline that computes them.
-constexpr std::array<std::string_view, 11> kMetrics = {
+constexpr std::array<std::string_view, 12> kMetrics = {
     "input_pct",
     "kernel_launch_pct",
     "all_others_pct",
@@ -33,6 +33,7 @@ constexpr std::array<std::string_view, 11> kMetrics = {
     "late_events",
     "seconds_since_last_step",
     "gpu_utilization_pct",
+    "pod.straggler_pct",
 };
 
 
@@ -40,7 +41,8 @@ constexpr size_t kMaxNameBytes = 128;
 constexpr size_t kMaxSummaryBytes = 1024;
 constexpr double kMaxWindowSeconds = 1e9;  // 31 years: ns still fit in uint64.
 constexpr uint64_t kNsPerSecond = 1'000'000'000;
-constexpr std::array<std::string_view, 3> kPlaceholders = {"value", "threshold", "window"};
+constexpr std::array<std::string_view, 4> kPlaceholders = {"value", "threshold", "window",
+                                                           "worker"};
 
 // ---------------------------------------------------------------------------
 // Parsing.
@@ -292,7 +294,7 @@ class RuleParser {
         const std::string unknown = UnknownPlaceholder(rule->summary);
         if (!unknown.empty()) {
           Error("'summary' has an unknown placeholder '" + unknown +
-                "' (known: {value}, {threshold}, {window})");
+                "' (known: {value}, {threshold}, {window}, {worker})");
         }
       }
     }
@@ -561,6 +563,10 @@ std::vector<AlertRule> DefaultAlertRules() {
   constexpr double kStepTimeRegressionPct = 20;
   constexpr double kMemoryNearCapacityPct = 90;
   constexpr double kStalledSeconds = 60;
+  // A worker more than 20 % slower than the median worker for 3 steps in a
+  // row is a straggler.
+  constexpr double kStragglerPct = 20;
+  constexpr uint32_t kStragglerSteps = 3;
   constexpr uint32_t kRecentSteps = 20;
   constexpr uint32_t kBaselineSteps = 100;
   const WindowSpec ten_seconds = WindowSpec::Duration(10 * kNsPerSecond);
@@ -598,6 +604,11 @@ std::vector<AlertRule> DefaultAlertRules() {
       "training_stalled", "seconds_since_last_step", C::kGreaterEqual, kStalledSeconds,
       ten_seconds, 1, 1, S::kCritical,
       "Training stalled: no step has completed for {value} s (threshold {threshold} s)"));
+  rules.push_back(MakeRule(
+      "straggler", "pod.straggler_pct", C::kGreater, kStragglerPct,
+      WindowSpec::Steps(kStragglerSteps), 1, 3, S::kWarning,
+      "Straggler: {worker} is at least {value}% slower than the median worker in each of its "
+      "{window} (threshold {threshold}%)"));
   return rules;
 }
 

@@ -80,7 +80,8 @@ std::optional<MetricValue> Measure(const MetricSource& source, const AlertRule& 
 }
 
 AlertEvent MakeEvent(const AlertRule& rule, AlertEventState state, double value,
-                     int64_t first_step, int64_t last_step, uint64_t now_ns) {
+                     int64_t first_step, int64_t last_step, uint64_t now_ns,
+                     std::string_view worker) {
   AlertEvent e;
   e.rule = rule.name;
   e.metric = rule.metric;
@@ -95,7 +96,8 @@ AlertEvent MakeEvent(const AlertRule& rule, AlertEventState state, double value,
   e.first_step = first_step;
   e.last_step = last_step;
   e.ts_ns = now_ns;
-  e.summary = RenderAlertSummary(rule, value);
+  e.worker = worker;
+  e.summary = RenderAlertSummary(rule, value, worker);
   return e;
 }
 
@@ -193,13 +195,13 @@ std::string AlertWindowText(const WindowSpec& window, const std::optional<Window
   return text;
 }
 
-std::string RenderAlertSummary(const AlertRule& rule, double value) {
+std::string RenderAlertSummary(const AlertRule& rule, double value, std::string_view worker) {
   const std::string window = AlertWindowText(rule.window, rule.baseline);
   if (rule.summary.empty()) {
-    return rule.name + ": " + rule.metric + (rule.baseline ? " change " : " ") +
-           FormatNumber(value) + (rule.baseline ? "% " : " ") +
-           std::string(AlertComparisonText(rule.comparison)) + " " +
-           FormatNumber(rule.threshold) + " over the " + window;
+    return rule.name + ": " + rule.metric + (worker.empty() ? "" : " of " + std::string(worker)) +
+           (rule.baseline ? " change " : " ") + FormatNumber(value) +
+           (rule.baseline ? "% " : " ") + std::string(AlertComparisonText(rule.comparison)) +
+           " " + FormatNumber(rule.threshold) + " over the " + window;
   }
   std::string out;
   const std::string_view t = rule.summary;
@@ -221,6 +223,11 @@ std::string RenderAlertSummary(const AlertRule& rule, double value) {
         }
         if (name == "window") {
           out += window;
+          i = j;
+          continue;
+        }
+        if (name == "worker") {
+          out += worker;
           i = j;
           continue;
         }
@@ -257,7 +264,7 @@ void AlertEngine::ResolveDropped(const RuleState& r, std::string_view why) {
   const AlertRuleStatus& s = r.status;
   const double value = s.value.value_or(std::numeric_limits<double>::quiet_NaN());
   AlertEvent e = MakeEvent(s.rule, AlertEventState::kResolved, value, s.first_step, s.last_step,
-                           last_now_ns_);
+                           last_now_ns_, r.firing_event ? r.firing_event->worker : "");
   e.summary += " (";
   e.summary += why;
   e.summary += ")";
@@ -307,13 +314,14 @@ std::vector<AlertEvent> AlertEngine::Evaluate(const MetricSource& source, uint64
     AlertRuleStatus& s = r.status;
     const AlertRule& rule = s.rule;
     const bool per_step = UsesSteps(rule);
-    if (per_step && r.evaluated_step == current_step) continue;  // no new step.
+    const int64_t step = per_step ? source.StepClock(rule.metric).value_or(current_step) : current_step;
+    if (per_step && r.evaluated_step == step) continue;  // no new step.
     const std::optional<MetricValue> m = Measure(source, rule);
     if (!m) {
       ++s.missing;
       continue;
     }
-    if (per_step) r.evaluated_step = current_step;
+    if (per_step) r.evaluated_step = step;
     s.value = m->value;
     s.first_step = m->first_step;
     s.last_step = m->last_step;
@@ -340,7 +348,7 @@ std::vector<AlertEvent> AlertEngine::Evaluate(const MetricSource& source, uint64
         } else if (s.breaching_count >= fire_after) {
           enter(AlertState::kFiring);
           AlertEvent e = MakeEvent(rule, AlertEventState::kFiring, m->value, m->first_step,
-                                   m->last_step, now_ns);
+                                   m->last_step, now_ns, m->worker);
           r.firing_event = e;
           Record(std::move(e), &out);
         } else {
@@ -356,9 +364,11 @@ std::vector<AlertEvent> AlertEngine::Evaluate(const MetricSource& source, uint64
           if (s.clear_count >= resolve_after) {
             s.clear_count = 0;
             enter(AlertState::kOk);
+            // The resolved event names the worker its alert named.
+            const std::string worker = r.firing_event ? r.firing_event->worker : m->worker;
             r.firing_event.reset();
             Record(MakeEvent(rule, AlertEventState::kResolved, m->value, m->first_step,
-                             m->last_step, now_ns),
+                             m->last_step, now_ns, worker),
                    &out);
           } else {
             enter(AlertState::kResolving);
@@ -408,6 +418,7 @@ void AlertEvent::WriteJson(JsonWriter& w) const {
   w.KV("first_step", first_step);
   w.KV("last_step", last_step);
   w.KV("ts_ns", ts_ns);
+  if (!worker.empty()) w.KV("worker", worker);
   w.KV("summary", summary);
   w.EndObject();
 }

@@ -50,6 +50,8 @@ struct MetricValue {
   int64_t first_step = -1;  // steps the window covers; -1 when it holds none.
   int64_t last_step = -1;
   uint64_t samples = 0;  // steps (or time buckets) that went into `value`.
+  // The worker the value is about (pod metrics: "rank 2"); "" for the others.
+  std::string worker = {};
 };
 
 // What the alert engine reads. The pipeline implements it over its windows;
@@ -59,6 +61,13 @@ class MetricSource {
   virtual ~MetricSource() = default;
   // `metric` over `w`; nullopt when it is unknown or has no data in `w`.
   virtual std::optional<MetricValue> Get(std::string_view metric, const WindowSpec& w) const = 0;
+  // The step clock of a metric whose steps are not the pipeline's own (the
+  // pod's: any worker's step moves it). A rule with a steps window on such a
+  // metric advances once per value of this clock instead of `current_step`.
+  // nullopt: `current_step`.
+  virtual std::optional<int64_t> StepClock(std::string_view /*metric*/) const {
+    return std::nullopt;
+  }
 };
 
 // The metric names a rule may use (docs/alerts.md defines each one).
@@ -88,7 +97,8 @@ struct AlertRule {
   uint32_t fire_after = 1;     // consecutive breaching evaluations to fire (0 acts as 1).
   uint32_t resolve_after = 1;  // consecutive clear evaluations to resolve (0 acts as 1).
   AlertSeverity severity = AlertSeverity::kWarning;
-  // Text with {value}, {threshold} and {window} placeholders; "" = a generic text.
+  // Text with {value}, {threshold}, {window} and {worker} placeholders; "" =
+  // a generic text.
   std::string summary;
 
   bool operator==(const AlertRule&) const = default;
@@ -109,6 +119,7 @@ struct AlertEvent {
   int64_t first_step = -1;  // the steps of the recent window (-1: none).
   int64_t last_step = -1;
   uint64_t ts_ns = 0;    // the `now_ns` of the evaluation.
+  std::string worker;   // the worker it is about (MetricValue::worker); "" for most.
   std::string summary;  // the rule's template, rendered.
 
   void WriteJson(JsonWriter& w) const;
@@ -220,9 +231,10 @@ void WriteAlertRuleFields(JsonWriter& w, const AlertRule& rule);
 // equal for any rules it accepts.
 std::string AlertRulesToJson(std::span<const AlertRule> rules);
 
-// The rule's summary with {value}, {threshold} and {window} filled in; numbers
-// with at most two decimals. An empty template gives a generic text.
-std::string RenderAlertSummary(const AlertRule& rule, double value);
+// The rule's summary with {value}, {threshold}, {window} and {worker} filled
+// in; numbers with at most two decimals. An empty template gives a generic
+// text (naming the worker when there is one).
+std::string RenderAlertSummary(const AlertRule& rule, double value, std::string_view worker = {});
 
 // "last 20 steps", "last 10 s", "last 20 steps vs the 100 steps before".
 std::string AlertWindowText(const WindowSpec& window, const std::optional<WindowSpec>& baseline);

@@ -44,6 +44,19 @@ struct WriteWith {
 template <typename F>
 WriteWith(F) -> WriteWith<F>;
 
+// The pod's options with the pipeline's step detection and breakdown mode
+// (its own bounds kept).
+PodViewOptions PodOptions(const AnalysesOptions& o) {
+  PodViewOptions p = o.pod;
+  p.steps.name_pattern = o.steps.name_pattern;
+  p.steps.close_lag_ns = o.steps.close_lag_ns;
+  p.steps.max_step_ns = o.steps.max_step_ns;
+  p.steps.small_kernel_ns = o.steps.small_kernel_ns;
+  p.mode = o.breakdown.mode;
+  p.share_local_steps = true;  // a single-process run's steps are assembled once.
+  return p;
+}
+
 WindowSel ToSel(const WindowSpec& w) {
   WindowSel s;
   if (w.kind == WindowSpec::Kind::kSteps) {
@@ -62,9 +75,16 @@ class Analyses::Metrics : public MetricSource {
  public:
   explicit Metrics(const Analyses& a) : a_(a) {}
 
+  // Pod rules advance whenever a worker completes a step.
+  std::optional<int64_t> StepClock(std::string_view metric) const override {
+    if (metric.starts_with("pod.")) return static_cast<int64_t>(a_.pod_.cells_total());
+    return std::nullopt;
+  }
+
   std::optional<MetricValue> Get(std::string_view metric, const WindowSpec& spec) const override {
     if (metric == "memory_used_pct") return MemoryUsed(spec);
     if (metric == "dropped_events" || metric == "late_events") return CounterDelta(metric, spec);
+    if (metric == "pod.straggler_pct") return Straggler(spec);
     if (metric == "seconds_since_last_step") {
       if (a_.last_step_num_ < 0) return std::nullopt;
       const uint64_t now = std::max(a_.now_ns_, a_.last_step_end_ns_);
@@ -100,6 +120,14 @@ class Analyses::Metrics : public MetricSource {
   }
 
  private:
+  // pod.straggler_pct: a steps window of k steps (a seconds window has no value).
+  std::optional<MetricValue> Straggler(const WindowSpec& spec) const {
+    if (spec.kind != WindowSpec::Kind::kSteps || spec.steps == 0) return std::nullopt;
+    const std::optional<PodStraggler> s = a_.pod_.Straggler(spec.steps);
+    if (!s) return std::nullopt;
+    return MetricValue{s->pct, s->first_step, s->last_step, s->workers_compared, s->label};
+  }
+
   std::optional<MetricValue> MemoryUsed(const WindowSpec& spec) const {
     const uint64_t ns = spec.kind == WindowSpec::Kind::kSeconds ? spec.ns : 0;
     const std::optional<double> pct = a_.memory_.MaxUsedPct(ns);
@@ -135,6 +163,7 @@ Analyses::Analyses(AnalysesOptions options, Diagnostics* diag)
       kernels_(&catalog_, diag, options_.kernels),
       utilization_(&catalog_, diag, options_.utilization),
       memory_(&catalog_, diag, options_.memory),
+      pod_(&catalog_, PodOptions(options_)),
       alerts_(options_.alert_rules) {
   if (options_.pytorch_view) pytorch_.emplace(&catalog_, diag, options_.pytorch);
 }
@@ -142,6 +171,7 @@ Analyses::Analyses(AnalysesOptions options, Diagnostics* diag)
 void Analyses::Consume(std::span<const Event> definitions, std::span<const Event> events,
                        std::span<const Event> late, uint64_t watermark_ns, uint64_t now_ns) {
   catalog_.Consume(definitions);
+  pod_.ConsumeDefinitions(definitions);
   for (std::span<const Event> part : {events, late}) {
     part = DropBadSpans(part);
     if (part.empty()) continue;
@@ -153,11 +183,14 @@ void Analyses::Consume(std::span<const Event> definitions, std::span<const Event
     memory_.Consume(part);
     if (pytorch_) pytorch_->Consume(part);
     steps_.Consume(part);
+    pod_.Consume(part);
   }
   watermark_ns_ = std::max(watermark_ns_, watermark_ns);
   now_ns_ = std::max(now_ns_, now_ns);
   steps_.Advance(watermark_ns_);
-  CloseSteps(watermark_ns_);
+  const uint64_t pod_cells = pod_.cells_total();
+  pod_.Advance(watermark_ns_);
+  CloseSteps(pod_.cells_total() != pod_cells);
 }
 
 std::span<const Event> Analyses::DropBadSpans(std::span<const Event> part) {
@@ -180,22 +213,31 @@ std::span<const Event> Analyses::DropBadSpans(std::span<const Event> part) {
   return clean_;
 }
 
-void Analyses::CloseSteps(uint64_t /*watermark_ns*/) {
+void Analyses::CloseSteps(bool pod_steps) {
   std::vector<StepRecord> closed = steps_.TakeClosed();
   const bool any = !closed.empty();
   if (any) {
+    const uint64_t rows_before = breakdown_.rows_added();
     breakdown_.Consume(closed);
+    if (pod_.shares_local_steps()) {  // the pod's local worker: these very rows.
+      const std::deque<StepBreakdownRow>& rows = breakdown_.rows();
+      const size_t added = static_cast<size_t>(
+          std::min<uint64_t>(rows.size(), breakdown_.rows_added() - rows_before));
+      for (size_t i = rows.size() - added; i < rows.size(); ++i) pod_.AddLocalRow(rows[i]);
+    }
     last_step_end_ns_ = std::max(last_step_end_ns_, closed.back().host_end_ns);
     last_step_num_ = closed.back().step_num;
     steps_.Recycle(std::move(closed));
   }
-  EvaluateAlerts(now_ns_, any);
+  EvaluateAlerts(now_ns_, any || pod_steps);
 }
 
 void Analyses::Flush(uint64_t now_ns) {
   now_ns_ = std::max(now_ns_, now_ns);
   steps_.Flush();
-  CloseSteps(watermark_ns_);
+  const uint64_t pod_cells = pod_.cells_total();
+  pod_.Flush();
+  CloseSteps(pod_.cells_total() != pod_cells);
 }
 
 void Analyses::SetStreamTotals(uint64_t published, uint64_t dropped) {
@@ -258,6 +300,7 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
   v.kernel_stats = ViewModel("kernel_stats", v.seq, kernels, &hint[4]);
   v.memory = ViewModel("memory", v.seq, memory, &hint[5]);
   v.alerts = ViewModel("alerts", v.seq, alerts_.Snapshot(ro.alert_history), &hint[6]);
+  v.pod = ViewModel("pod", v.seq, pod_.Snapshot(), &hint[9]);
   if (ro.pytorch && pytorch_) v.pytorch = ViewModel("pytorch", v.seq, pytorch_->Snapshot(), &hint[7]);
   if (ro.csv) {
     v.tf_stats_csv = ops.ToCsv();

@@ -5,10 +5,11 @@
 //         ─► OpStats, KernelStats, DeviceUtilization, MemoryState, PytorchView
 //            (every event, as it comes)
 //         ─► StepAssembler ─► closed steps ─► StepBreakdown
+//         ─► PodView (a StepAssembler and breakdown per worker)
 //         ─► AlertEngine (after closed steps, and on a tick)
 //
 // and renders the views (overview, steps, input_pipeline, tf_stats,
-// kernel_stats, memory, alerts, status, pytorch) as JSON view models
+// kernel_stats, memory, alerts, status, pod, pytorch) as JSON view models
 // {"type", "v", "seq", ...} for the web layer, which only ever sees the
 // rendered, immutable result.
 //
@@ -34,6 +35,7 @@
 #include "aggregators/memory_state.h"
 #include "aggregators/op_stats.h"
 #include "aggregators/overview.h"
+#include "aggregators/pod_view.h"
 #include "aggregators/pytorch_view.h"
 #include "aggregators/step_breakdown.h"
 #include "aggregators/steps.h"
@@ -53,6 +55,9 @@ struct AnalysesOptions {
   MemoryStateOptions memory;
   bool pytorch_view = true;
   PytorchViewOptions pytorch{.max_events = 1'000'000};
+  // The pod view's windows and caps. Its workers' step detection (pattern,
+  // close lag) and breakdown mode follow `steps` and `breakdown`.
+  PodViewOptions pod;
   std::vector<AlertRule> alert_rules = DefaultAlertRules();
   uint64_t alert_tick_ns = 250'000'000;  // alerts are evaluated at least this often.
   RunEnvironment env;                    // hostname, notes; devices come from the stream.
@@ -80,7 +85,7 @@ struct RenderedViews {
   // Every event that ended at or before this (host clock, ns) is reflected.
   uint64_t watermark_ns = 0;
   std::string overview, steps, input_pipeline, tf_stats, kernel_stats, memory, alerts, status,
-      pytorch;
+      pod, pytorch;
   // CSV of the tables, when RenderOptions::csv asked for them.
   std::string tf_stats_csv, kernel_stats_csv, input_ops_csv, memory_csv;
 };
@@ -125,6 +130,7 @@ class Analyses {
   const KernelStats& kernel_stats() const { return kernels_; }
   const MemoryState& memory() const { return memory_; }
   const DeviceUtilization& utilization() const { return utilization_; }
+  const PodView& pod() const { return pod_; }
   // The alert rules and their states (Snapshot() gives a plain value).
   const AlertEngine& alerts() const { return alerts_; }
   uint64_t events_consumed() const { return events_consumed_; }
@@ -132,7 +138,9 @@ class Analyses {
  private:
   void WriteStatus(JsonWriter& w, const RunEnvironment& env) const;
   class Metrics;  // the MetricSource the alert rules read.
-  void CloseSteps(uint64_t watermark_ns);
+  // Takes the closed steps; evaluates the alerts if any closed (or
+  // `pod_steps`: a worker's step closed in the pod view).
+  void CloseSteps(bool pod_steps);
   // `part` without spans of a bad duration (counted once here); may point
   // into clean_.
   std::span<const Event> DropBadSpans(std::span<const Event> part);
@@ -148,6 +156,7 @@ class Analyses {
   DeviceUtilization utilization_;
   MemoryState memory_;
   std::optional<PytorchView> pytorch_;
+  PodView pod_;
   AlertEngine alerts_;
   std::vector<AlertEvent> alert_events_;
   std::vector<Event> clean_;  // DropBadSpans' output when it had to drop.
@@ -173,9 +182,9 @@ class Analyses {
   std::deque<SourceSample> source_history_;
   uint64_t seq_ = 0;
   // The last rendered size of each view (overview, steps, input_pipeline,
-  // tf_stats, kernel_stats, memory, alerts, pytorch, status): the next
+  // tf_stats, kernel_stats, memory, alerts, pytorch, status, pod): the next
   // render allocates once.
-  std::array<size_t, 9> view_size_hint_{};
+  std::array<size_t, 10> view_size_hint_{};
 };
 
 }  // namespace liveprof

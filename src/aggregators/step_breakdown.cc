@@ -220,6 +220,7 @@ void StepBreakdown::Consume(std::span<const StepRecord> steps) {
       continue;
     }
     rows_.push_back(row);
+    ++rows_added_;
     if (rows_.size() > options_.max_steps) rows_.pop_front();
   }
 }

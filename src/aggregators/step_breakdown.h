@@ -162,6 +162,8 @@ class StepBreakdown {
   StepBreakdownSnapshot Snapshot(const WindowSel& sel) const;
   const std::deque<StepBreakdownRow>& rows() const { return rows_; }
   uint64_t steps_total() const { return steps_total_; }
+  // Rows added since the start (steps_total() less the steps left out).
+  uint64_t rows_added() const { return rows_added_; }
 
  private:
   // The index of the first kept row in the window.
@@ -174,6 +176,7 @@ class StepBreakdown {
   std::deque<StepBreakdownRow> rows_;
   uint64_t steps_total_ = 0;
   uint64_t steps_dropped_ = 0;
+  uint64_t rows_added_ = 0;
   BreakdownScratch scratch_;
 };
 

@@ -31,6 +31,15 @@ bool WorkloadOption(int argc, char** argv, int& i, SimulatedWorkloadOptions* o, 
     o->events_per_second = NumberArg(argc, argv, i, 1e4, 5e6, command);
   } else if (a == "--steps") {
     o->steps = static_cast<uint64_t>(NumberArg(argc, argv, i, 1, 1e12, command));
+  } else if (a == "--workers") {
+    o->workers = static_cast<uint32_t>(NumberArg(argc, argv, i, 1, kMaxSimulatedWorkers, command));
+  } else if (a == "--straggler") {
+    // After --workers, so that the rank is checked against them here.
+    if (o->workers == 0) {
+      std::fprintf(stderr, "%s: --straggler needs --workers W before it\n", command);
+      std::exit(2);
+    }
+    o->straggler = static_cast<int32_t>(NumberArg(argc, argv, i, 0, o->workers - 1, command));
   } else if (a == "--seed") {
     o->model.seed = static_cast<uint64_t>(NumberArg(argc, argv, i, 0, 1e18, command));
   } else if (a == "--scenario") {

@@ -64,6 +64,8 @@ constexpr char kServeUsage[] =
     "  --seed N           the model's seed (default 1)\n"
     "  --steps N          stop the workload after N training steps; the server goes on\n"
     "                     serving what it analysed (default: run until stopped)\n"
+    "  --workers W        simulate W training ranks (1..64) for the pod view\n"
+    "  --straggler R      rank R runs 1.5x slower than the others (after --workers)\n"
     "replay only:\n"
     "  FILE               a Chrome trace JSON or PyTorch (Kineto) trace, .json or .json.gz\n"
     "  --speed X          X times the trace's own pace (default 1), or max: as fast as\n"

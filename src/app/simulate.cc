@@ -20,12 +20,16 @@ namespace {
 
 constexpr char kSimulateUsage[] =
     "usage: liveprof simulate [--scenario S] [--seconds N] [--rate R] [--seed N] [--steps N]\n"
+    "                         [--workers W [--straggler RANK]]\n"
     "  --scenario S   balanced | input_bound | launch_bound | memory_growth |\n"
     "                 schedule (default: the schedule that cycles through all four)\n"
     "  --seconds N    how long to run (default 20)\n"
     "  --rate R       events per second, 1e4..5e6 (default: the model's own, ~7 k/s)\n"
     "  --seed N       the model's seed (default 1)\n"
-    "  --steps N      stop the workload after N training steps\n";
+    "  --steps N      stop the workload after N training steps\n"
+    "  --workers W    simulate W training ranks (1..64), each its own process, for\n"
+    "                 the pod view (default: one, this process)\n"
+    "  --straggler R  rank R runs 1.5x slower than the others (after --workers)\n";
 
 void PrintWindow(const StepWindow& w, uint64_t dropped) {
   if (w.steps == 0) {

@@ -14,29 +14,61 @@ SimulatedWorkload::SimulatedWorkload(Stream& stream, SimulatedWorkloadOptions op
 
 SimulatedWorkload::~SimulatedWorkload() { Stop(); }
 
-SimulatedModel SimulatedWorkload::MakeModel() {
-  return SimulatedModel(options_.model, &stream_.names());
+SimulatedModel SimulatedWorkload::MakeModel(const Lane& lane) {
+  return SimulatedModel(lane.model, &stream_.names());
 }
 
-void SimulatedWorkload::Start() {
-  if (host_ring_ != nullptr) return;
+bool SimulatedWorkload::AddLane(uint32_t process, const std::string& label,
+                                SimulatedModelOptions m) {
   NameTable& names = stream_.names();
-  SimulatedModelOptions& m = options_.model;
-  m.streams = std::clamp<uint32_t>(m.streams, 1, 3);
-  m.main_track = stream_.AddTrack({names.Intern("sim: training thread"), TrackType::kHostThread, 1, 0});
-  m.loader_track = stream_.AddTrack({names.Intern("sim: data loader"), TrackType::kHostThread, 2, 0});
-  for (uint32_t s = 0; s < m.streams; ++s) {
-    const std::string name = "GPU " + std::to_string(m.device) + " stream " + std::to_string(7 + s);
-    m.stream_tracks[s] = stream_.AddTrack({names.Intern(name), TrackType::kGpuStream, 7 + s, m.device});
+  // Process 0 keeps the names of a single-process run; a rank's are prefixed.
+  const std::string prefix = process == 0 ? "sim: " : label + ": ";
+  const std::string ring_prefix = process == 0 ? "sim " : "sim " + label + " ";
+  if (process != 0) {
+    stream_.AddTrack({names.Intern(label), TrackType::kProcess, 1000 + process, 0, process});
   }
+  m.streams = std::clamp<uint32_t>(m.streams, 1, 3);
+  m.main_track = stream_.AddTrack(
+      {names.Intern(prefix + "training thread"), TrackType::kHostThread, 1, 0, process});
+  m.loader_track = stream_.AddTrack(
+      {names.Intern(prefix + "data loader"), TrackType::kHostThread, 2, 0, process});
+  for (uint32_t s = 0; s < m.streams; ++s) {
+    const std::string name = (process == 0 ? "" : prefix) + "GPU " + std::to_string(m.device) +
+                             " stream " + std::to_string(7 + s);
+    m.stream_tracks[s] =
+        stream_.AddTrack({names.Intern(name), TrackType::kGpuStream, 7 + s, m.device, process});
+  }
+  auto lane = std::make_unique<Lane>();
+  lane->model = std::move(m);
   // Paced, the host side writes each event as it ends and the device side
   // says how far each batch got, so the pipeline need not wait a whole
   // reorder window; unpaced times are not wall-clock times: nothing is said.
-  host_ring_ = stream_.AddRing({"sim host", TimeDomain::kHostNs, 0, m.main_track,
-                                options_.paced ? RingProgress::kWritesAtEnd : RingProgress::kUnknown});
-  device_ring_ = stream_.AddRing({"sim gpu", TimeDomain::kHostNs, 0, m.stream_tracks[0],
-                                  options_.paced ? RingProgress::kDeclared : RingProgress::kUnknown});
-  if (host_ring_ == nullptr || device_ring_ == nullptr) return;  // counted by the stream.
+  lane->host_ring = stream_.AddRing({ring_prefix + "host", TimeDomain::kHostNs, 0, lane->model.main_track,
+                                     options_.paced ? RingProgress::kWritesAtEnd : RingProgress::kUnknown});
+  lane->device_ring = stream_.AddRing({ring_prefix + "gpu", TimeDomain::kHostNs, 0, lane->model.stream_tracks[0],
+                                       options_.paced ? RingProgress::kDeclared : RingProgress::kUnknown});
+  const bool ok = lane->host_ring != nullptr && lane->device_ring != nullptr;
+  lanes_.push_back(std::move(lane));
+  return ok;  // a failed ring is counted by the stream.
+}
+
+void SimulatedWorkload::Start() {
+  if (started_) return;
+  started_ = true;
+  const uint32_t workers = std::min(options_.workers, kMaxSimulatedWorkers);
+  if (workers == 0) {
+    if (!AddLane(0, "", options_.model)) return;
+  } else {
+    for (uint32_t rank = 0; rank < workers; ++rank) {
+      SimulatedModelOptions m = options_.model;
+      m.seed = options_.model.seed + rank;
+      if (static_cast<int64_t>(rank) == options_.straggler) {
+        m.step_ns = static_cast<uint64_t>(static_cast<double>(m.step_ns) *
+                                          std::max(1.0, options_.straggler_factor));
+      }
+      if (!AddLane(rank + 1, "rank " + std::to_string(rank), std::move(m))) return;
+    }
+  }
 
   // The time mapping: the model's step 0 begins at its own t0; scale from
   // the rate of its first step, measured on a throwaway model.
@@ -59,15 +91,26 @@ void SimulatedWorkload::Start() {
     const double natural = static_cast<double>(events) / (static_cast<double>(start - model_t0_) / 1e9);
     scale_ = std::max(1.0, options_.events_per_second / natural);
   }
-  host_thread_ = std::thread([this] { RunHost(); });
-  device_thread_ = std::thread([this] { RunDevice(); });
+  for (const auto& lane : lanes_) {
+    Lane* l = lane.get();
+    l->host_thread = std::thread([this, l] { RunHost(*l); });
+    l->device_thread = std::thread([this, l] { RunDevice(*l); });
+  }
+}
+
+uint64_t SimulatedWorkload::steps_done() const {
+  uint64_t n = lanes_.empty() ? 0 : ~uint64_t{0};
+  for (const auto& lane : lanes_) n = std::min(n, lane->host_steps.load(std::memory_order_relaxed));
+  return n;
 }
 
 void SimulatedWorkload::Wait() {
-  if (host_thread_.joinable()) host_thread_.join();
-  if (device_thread_.joinable()) device_thread_.join();
-  if (host_ring_) host_ring_->closed.store(true, std::memory_order_release);
-  if (device_ring_) device_ring_->closed.store(true, std::memory_order_release);
+  for (const auto& lane : lanes_) {
+    if (lane->host_thread.joinable()) lane->host_thread.join();
+    if (lane->device_thread.joinable()) lane->device_thread.join();
+    if (lane->host_ring) lane->host_ring->closed.store(true, std::memory_order_release);
+    if (lane->device_ring) lane->device_ring->closed.store(true, std::memory_order_release);
+  }
 }
 
 void SimulatedWorkload::Stop() {
@@ -112,8 +155,8 @@ void SleepUntil(uint64_t ns, const std::atomic<bool>& stop) {
 
 }  // namespace
 
-void SimulatedWorkload::RunHost() {
-  SimulatedModel model = MakeModel();
+void SimulatedWorkload::RunHost(Lane& lane) {
+  SimulatedModel model = MakeModel(lane);
   uint64_t start = model_t0_;
   for (uint64_t i = 0; options_.steps == 0 || i < options_.steps; ++i) {
     if (stop_.load(std::memory_order_relaxed)) return;
@@ -122,15 +165,16 @@ void SimulatedWorkload::RunHost() {
     for (const Event& e : step.host) {
       if (options_.paced) SleepUntil(Scaled(e).end(), stop_);
       if (stop_.load(std::memory_order_relaxed)) return;
-      Write(*host_ring_, e);
+      Write(*lane.host_ring, e);
     }
-    host_steps_.fetch_add(1, std::memory_order_relaxed);
+    lane.host_steps.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
-void SimulatedWorkload::RunDevice() {
-  SimulatedModel model = MakeModel();
-  Write(*device_ring_, model.DeviceInfo(model_t0_));
+void SimulatedWorkload::RunDevice(Lane& lane) {
+  SimulatedModel model = MakeModel(lane);
+  Ring& ring = *lane.device_ring;
+  Write(ring, model.DeviceInfo(model_t0_));
   uint64_t start = model_t0_;
   uint64_t generated = 0;
   auto more = [&] { return options_.steps == 0 || generated < options_.steps; };
@@ -139,7 +183,7 @@ void SimulatedWorkload::RunDevice() {
       const SimulatedStep step = model.Next(start);
       start = step.end_ns;
       for (const Event& e : step.device) {
-        if (!Write(*device_ring_, e)) return;
+        if (!Write(ring, e)) return;
       }
     }
     return;
@@ -156,14 +200,14 @@ void SimulatedWorkload::RunDevice() {
       ++generated;
       due.insert(due.end(), step.device.begin(), step.device.end());
     }
-    while (next < due.size() && Scaled(due[next]).end() <= now) Write(*device_ring_, due[next++]);
+    while (next < due.size() && Scaled(due[next]).end() <= now) Write(ring, due[next++]);
     due.erase(due.begin(), due.begin() + static_cast<ptrdiff_t>(next));
     next = 0;
     // Everything that ended before now and before the first event still held
     // back has been written.
     uint64_t progress = now;
     for (const Event& e : due) progress = std::min(progress, Scaled(e).end() - 1);
-    device_ring_->DeclareProgress(progress);
+    ring.DeclareProgress(progress);
     if (!more() && due.empty()) return;
     SleepUntil(now + options_.flush_period_ns, stop_);
   }

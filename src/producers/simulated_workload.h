@@ -17,6 +17,13 @@
 // timestamp and duration is divided by the same factor, so each scenario's
 // breakdown and classification stay what they are at any rate.
 //
+// Workers: by default the workload is this process (its tracks' process 0).
+// With `workers` = W it is W training ranks instead, as other processes would
+// send them through the ingest server: rank i is worker i + 1 (a kProcess
+// track "rank i" and its own tracks with that process), with its own model
+// (seed + i), threads and rings. Their correlation ids collide, as separate
+// processes' do. `straggler` makes one rank's device work slower.
+//
 // Paced (the demo): events carry real host-clock times and are written when
 // they happen; a full ring drops and counts, as for any producer. Unpaced
 // (tests, benches): the events of `steps` steps are written as fast as the
@@ -28,7 +35,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "producers/simulated_model.h"
 #include "stream/stream.h"
@@ -42,7 +51,12 @@ struct SimulatedWorkloadOptions {
   bool paced = true;
   uint64_t start_ns = 0;           // unpaced: the first step's begin (0: now).
   uint64_t flush_period_ns = 100'000'000;  // paced: device batches.
+  uint32_t workers = 0;           // 0: this process; W: ranks 0..W-1 (workers 1..W).
+  int32_t straggler = -1;         // the rank that is slower, or -1.
+  double straggler_factor = 1.5;  // its device compute per step, times this.
 };
+
+inline constexpr uint32_t kMaxSimulatedWorkers = 64;
 
 class SimulatedWorkload {
  public:
@@ -59,29 +73,41 @@ class SimulatedWorkload {
   // Stops both threads (a step in progress is cut short) and closes the rings.
   void Stop();
 
-  uint64_t steps_done() const { return host_steps_.load(std::memory_order_relaxed); }
+  // Steps every simulated worker has done.
+  uint64_t steps_done() const;
   // The factor timestamps were divided by (1 when no rate was asked).
   double time_scale() const { return scale_; }
 
  private:
-  void RunHost();
-  void RunDevice();
+  // One simulated process: its model's options (tracks included), rings and
+  // threads.
+  struct Lane {
+    SimulatedModelOptions model;
+    std::shared_ptr<Ring> host_ring;
+    std::shared_ptr<Ring> device_ring;
+    std::atomic<uint64_t> host_steps{0};
+    std::thread host_thread;
+    std::thread device_thread;
+  };
+
+  // Registers a lane's tracks (and rings) for `process`, labelled `label`
+  // (process 0: the names of a single-process run). False if a ring failed.
+  bool AddLane(uint32_t process, const std::string& label, SimulatedModelOptions model);
+  void RunHost(Lane& lane);
+  void RunDevice(Lane& lane);
   // Writes `e` (with its times scaled) to `ring`; unpaced, waits while full.
   bool Write(Ring& ring, const Event& e);
   Event Scaled(const Event& e) const;
-  SimulatedModel MakeModel();
+  SimulatedModel MakeModel(const Lane& lane);
 
   Stream& stream_;
   SimulatedWorkloadOptions options_;
-  std::shared_ptr<Ring> host_ring_;
-  std::shared_ptr<Ring> device_ring_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  bool started_ = false;
   uint64_t model_t0_ = 0;  // the model's first step begin.
   uint64_t t0_ = 0;        // where it maps to on the host clock.
   double scale_ = 1;
   std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> host_steps_{0};
-  std::thread host_thread_;
-  std::thread device_thread_;
 };
 
 }  // namespace liveprof

@@ -17,7 +17,8 @@ namespace {
 using nlohmann::json;
 
 constexpr std::array<std::string_view, kTopicCount> kTopicNames = {
-    "overview", "steps", "input_pipeline", "tf_stats", "kernel_stats", "memory", "alerts", "status", "events",
+    "overview", "steps", "input_pipeline", "tf_stats", "kernel_stats", "memory", "alerts", "status", "pod",
+    "events",
 };
 
 // A quoted value inside an error message is cut at this many bytes.
@@ -427,6 +428,7 @@ const std::string& ViewJson(const RenderedViews& v, Topic topic) {
     case Topic::kMemory: return v.memory;
     case Topic::kAlerts: return v.alerts;
     case Topic::kStatus: return v.status;
+    case Topic::kPod: return v.pod;
     case Topic::kEvents: break;
   }
   static const std::string kNone;

@@ -72,13 +72,14 @@ enum class Topic : uint8_t {
   kMemory,
   kAlerts,
   kStatus,
+  kPod,
   kEvents,
 };
-inline constexpr size_t kTopicCount = 9;
+inline constexpr size_t kTopicCount = 10;
 using TopicSet = std::bitset<kTopicCount>;
 
 // The topic's wire name: overview, steps, input_pipeline, tf_stats,
-// kernel_stats, memory, alerts, status, events. Any thread.
+// kernel_stats, memory, alerts, status, pod, events. Any thread.
 std::string_view TopicName(Topic topic);
 // The topic named `name` (exact, case-sensitive), or nullopt. Any thread.
 std::optional<Topic> ParseTopic(std::string_view name);

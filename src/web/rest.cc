@@ -31,6 +31,7 @@ constexpr Endpoint kEndpoints[] = {
     {"/api/memory", Topic::kMemory, "one summary row per allocator", false, true, false},
     {"/api/alerts", Topic::kAlerts, "", false, false, false},
     {"/api/status", Topic::kStatus, "", false, false, false},
+    {"/api/pod", Topic::kPod, "", false, false, false},
 };
 
 Route Error(int status, std::string message) {

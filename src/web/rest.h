@@ -14,6 +14,7 @@
 //   /api/alerts
 //   /api/status               sources, rates, drops, run environment, protocol
 //                             version, and the server's own counters
+//   /api/pod                  per worker, steps aligned by step number
 //   /metrics                  Prometheus text format
 //   /api/trace, /api/trace/event, /api/trace/search, /api/export
 //                             the trace store (trace_api.h)

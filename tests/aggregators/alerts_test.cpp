@@ -508,7 +508,7 @@ TEST_CASE("alerts: parse errors name what and where") {
         "rules[0] 'x': unknown metric 'input_percent' (known metrics: input_pct, "
         "kernel_launch_pct, all_others_pct, device_collectives_pct, step_time_ms_median, "
         "step_time_ms_mean, memory_used_pct, dropped_events, late_events, "
-        "seconds_since_last_step, gpu_utilization_pct)");
+        "seconds_since_last_step, gpu_utilization_pct, pod.straggler_pct)");
   // Duplicate rule names.
   const std::string good = std::string("{") + std::string(kGoodBody) + "}";
   CHECK(ParseError(R"({"version":1,"rules":[)" + good + "," + good + "]}") ==
@@ -542,7 +542,7 @@ TEST_CASE("alerts: parse errors name what and where") {
         "rules[0]: 'severity' must be one of \"critical\", \"warning\", \"info\"");
   CHECK(ParseError(OneRule(std::string(kGoodBody) + R"(,"summary":"at {valeu}%")")) ==
         "rules[0] 'x': 'summary' has an unknown placeholder '{valeu}' (known: {value}, "
-        "{threshold}, {window})");
+        "{threshold}, {window}, {worker})");
   CHECK(ParseError(OneRule(std::string(kGoodBody) + R"(,"baseline":{"steps":100})")) ==
         "rules[0] 'x': 'baseline.offset_steps' is missing");
   CHECK(ParseError(OneRule(

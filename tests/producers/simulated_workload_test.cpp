@@ -238,5 +238,52 @@ TEST_CASE("simulated workload: its two threads write every event through the rin
   CHECK(defs > 0);
 }
 
+TEST_CASE("simulated workload: --workers runs each rank as its own process, the straggler slower") {
+  Stream stream;
+  Diagnostics diag;
+  Analyses analyses(AnalysesOptions{}, &diag);
+  DrainLoop drain(stream, DrainLoop::Options{}, [&](const Batch& b) {
+    analyses.Consume(b.definitions, b.events, b.late, b.watermark_ns, b.now_ns);
+  });
+  SimulatedWorkloadOptions o;
+  o.steps = 8;
+  o.paced = false;
+  o.start_ns = 5'000'000'000;
+  o.model.schedule = {{Scenario::kBalanced, 1}};
+  o.workers = 3;
+  o.straggler = 1;
+  SimulatedWorkload w(stream, o);
+  drain.Start();
+  w.Start();
+  w.Wait();
+  drain.Stop();
+  analyses.Flush(0);
+  CHECK(w.steps_done() == 8);
+  CHECK(stream.TotalDropped() == 0);
+
+  // Per rank: a kProcess track "rank i" and its own tracks, all of worker i + 1.
+  std::map<uint32_t, std::string> labels;
+  std::map<uint32_t, int> tracks;
+  for (TrackId t = 1; t < stream.track_count(); ++t) {
+    const TrackInfo info = stream.track(t);
+    ++tracks[info.process];
+    if (info.type == TrackType::kProcess) labels[info.process] = std::string(stream.names().Get(info.name));
+  }
+  CHECK(labels == std::map<uint32_t, std::string>{{1, "rank 0"}, {2, "rank 1"}, {3, "rank 2"}});
+  CHECK(tracks == std::map<uint32_t, int>{{1, 5}, {2, 5}, {3, 5}});  // label, 2 threads, 2 streams.
+
+  const auto pod = nlohmann::json::parse(analyses.Render(RenderOptions{}).pod);
+  REQUIRE(pod["workers"].size() == 3);
+  for (const auto& worker : pod["workers"]) CHECK(worker["steps"] == 8);
+  CHECK(pod["straggler"]["label"] == "rank 1");
+  // Rank 1's device work takes 1.5x as long: its steps about half as long again.
+  const double slow = pod["workers"][1]["mean_step_ms"].get<double>();
+  const double fast = pod["workers"][0]["mean_step_ms"].get<double>();
+  CHECK(slow / fast > 1.4);
+  CHECK(slow / fast < 1.6);
+  CHECK(pod["workers"][1]["worst_count"] == 8);
+  CHECK(pod["straggler"]["pct"].get<double>() > 40);
+}
+
 }  // namespace
 }  // namespace liveprof

@@ -52,7 +52,7 @@ TopicSet Topics(std::initializer_list<Topic> topics) {
 
 TEST_CASE("protocol: topic names parse back, and only events is not a view") {
   const char* names[] = {"overview", "steps",  "input_pipeline", "tf_stats", "kernel_stats",
-                         "memory",   "alerts", "status",         "events"};
+                         "memory",   "alerts", "status",         "pod",      "events"};
   for (size_t i = 0; i < kTopicCount; ++i) {
     const Topic t = static_cast<Topic>(i);
     CHECK(TopicName(t) == names[i]);
@@ -151,7 +151,7 @@ TEST_CASE("protocol: every error code says what and where") {
        "topics[1]: expected a topic name (a string), got number"},
       {R"({"type":"subscribe","topics":["steps","memory","foo"]})", "unknown_topic",
        "topics[2]: unknown topic 'foo' (known: overview, steps, input_pipeline, tf_stats, kernel_stats, "
-       "memory, alerts, status, events)"},
+       "memory, alerts, status, pod, events)"},
       {R"({"type":"unsubscribe","topics":["events"],"filters":{}})", "bad_message",
        "filters: only a subscribe takes filters"},
       {R"({"type":"subscribe","topics":["events"],"filters":[]})", "bad_message",
@@ -302,7 +302,7 @@ TEST_CASE("protocol: hello and error parse back with their fields") {
   const json hello = json::parse(EncodeHello("0.1.0", kDefaultMaxEventsPerSecond, 10));
   CHECK(hello == json::parse(R"({"type":"hello","v":1,"protocol":"liveprof","server":"0.1.0",
       "topics":["overview","steps","input_pipeline","tf_stats","kernel_stats","memory","alerts",
-                "status","events"],
+                "status","pod","events"],
       "events":{"encoding":"flatbuffers","schema":"liveprof.fbs","file_identifier":"LPF1",
                 "frame_version":1,"max_events_per_second":100000,
                 "max_events_per_second_cap":1000000,"frame_hz":10},

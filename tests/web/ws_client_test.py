@@ -12,7 +12,7 @@ import argparse, asyncio, json, queue, re, subprocess, sys, tempfile, threading,
 import websockets  # Debian's python3-websockets 10.4: asyncio API only.
 
 VIEW_TOPICS = ["overview", "steps", "input_pipeline", "tf_stats", "kernel_stats", "memory",
-               "alerts", "status"]
+               "alerts", "status", "pod"]
 ALL_TOPICS = VIEW_TOPICS + ["events"]
 KIND_KERNEL = 20  # liveprof::EventKind::kKernel
 MAX_EVENT_FRAMES_QUEUED = 8  # websocket_session.cc: kMaxEventFrames

@@ -1,0 +1,403 @@
+// PodView: per-worker step assembly and breakdown, rows by step number, the
+// workers' summaries and the straggler metric. The JSON is in
+// pod_view_json.cc.
+#include "aggregators/pod_view.h"
+
+#include <algorithm>
+
+namespace liveprof {
+
+namespace {
+
+constexpr size_t kMaxRefusedRemembered = 65536;  // distinct workers over the cap, counted.
+
+double Ms(double ns) { return ns / 1e6; }
+
+// A row's median step time (ns): the middle one, or the mean of the two
+// middle ones for an even count. `times` is scratch, sorted here.
+double Median(std::vector<uint64_t>& times) {
+  std::sort(times.begin(), times.end());
+  const size_t n = times.size();
+  if (n == 0) return 0;
+  if (n % 2 == 1) return static_cast<double>(times[n / 2]);
+  return (static_cast<double>(times[n / 2 - 1]) + static_cast<double>(times[n / 2])) / 2;
+}
+
+// What each cell of a row is compared with (PodView's header): the median of
+// the row, or with exactly two cells the other one's time. Empty (no
+// reference) below two cells.
+struct RowReference {
+  double median_ns = 0;
+  size_t cells = 0;
+  double For(const std::vector<PodCell>& row, size_t i) const {
+    if (cells == 2) return static_cast<double>(row[1 - i].step_ns);
+    return median_ns;
+  }
+};
+
+RowReference ReferenceOf(const std::vector<PodCell>& cells, std::vector<uint64_t>* scratch) {
+  RowReference r;
+  r.cells = cells.size();
+  scratch->clear();
+  for (const PodCell& c : cells) scratch->push_back(c.step_ns);
+  r.median_ns = Median(*scratch);
+  return r;
+}
+
+// The slowest cell (ties: the smaller worker id); cells.size() >= 1.
+size_t WorstOf(const std::vector<PodCell>& cells) {
+  size_t worst = 0;
+  for (size_t i = 1; i < cells.size(); ++i) {
+    const PodCell& c = cells[i];
+    const PodCell& w = cells[worst];
+    if (c.step_ns > w.step_ns || (c.step_ns == w.step_ns && c.worker < w.worker)) worst = i;
+  }
+  return worst;
+}
+
+// 100 × (t − ref) / ref; ref > 0.
+double ExcessPct(uint64_t t, double ref) {
+  return (static_cast<double>(t) - ref) * 100.0 / ref;
+}
+
+}  // namespace
+
+struct PodView::Worker {
+  Worker(uint32_t id, const Catalog* catalog, Diagnostics* diag,
+         const StepAssembler::Options& options)
+      : process(id), steps(catalog, diag, options) {}
+  uint32_t process;
+  TrackId process_track = 0;  // its kProcess track (the label); 0: none seen.
+  bool has_process_track = false;
+  StepAssembler steps;
+  bool has_device = false;  // a step of it had device work (the GPU rules).
+  uint64_t cells = 0;       // its steps added.
+};
+
+PodView::PodView(const Catalog* catalog, PodViewOptions options)
+    : catalog_(catalog), options_(std::move(options)), share_local_(options_.share_local_steps) {
+  options_.max_steps = std::max<size_t>(options_.max_steps, 1);
+  options_.max_workers = std::max<size_t>(options_.max_workers, 1);
+  WorkerOf(0);  // the local process: listed once it has a step.
+}
+
+PodView::~PodView() = default;
+
+PodView::Worker* PodView::WorkerOf(uint32_t process) {
+  const auto it = index_.find(process);
+  if (it != index_.end()) return workers_[it->second].get();
+  // Process 0 always has its slot; the others count against the cap.
+  if (process != 0 && workers_.size() >= options_.max_workers + 1) {
+    if (refused_.size() < kMaxRefusedRemembered && refused_.insert(process).second) {
+      ++counts_.workers_over_cap;
+    }
+    return nullptr;
+  }
+  if (process != 0) share_local_ = false;  // process 0 assembles its own steps from now on.
+  index_.emplace(process, static_cast<uint32_t>(workers_.size()));
+  workers_.push_back(std::make_unique<Worker>(process, catalog_, &diag_, options_.steps));
+  routed_.emplace_back();
+  return workers_.back().get();
+}
+
+void PodView::ConsumeDefinitions(std::span<const Event> definitions) {
+  for (const Event& e : definitions) {
+    if (e.kind != EventKind::kTrackDef) continue;
+    Worker* w = WorkerOf(e.payload.track_def.process);
+    if (w != nullptr && e.payload.track_def.type == TrackType::kProcess) {
+      w->process_track = e.track;
+      w->has_process_track = true;
+    }
+  }
+}
+
+void PodView::Consume(std::span<const Event> events) {
+  if (share_local_) {
+    // Every process but 0 is defined (kTrackDef) before its events: an event
+    // on a track never defined counts as process 0's. So while no other
+    // process has been seen, a batch without definitions is process 0's, and
+    // the pipeline's steps are its steps.
+    bool defs = false;
+    for (const Event& e : events) defs |= e.kind == EventKind::kTrackDef;
+    if (!defs) return;
+  }
+  // The worker of each event, with the last lookup remembered (a batch is
+  // mostly runs of one process's events).
+  uint32_t cached_process = 0;
+  int64_t cached = -1;
+  auto index_of = [&](const Event& e) -> int64_t {
+    const uint32_t process = catalog_->Track(e.track).process;
+    if (cached < 0 || process != cached_process) {
+      const Worker* w = WorkerOf(process);
+      cached_process = process;
+      cached = w == nullptr ? int64_t{-2} : static_cast<int64_t>(index_.at(process));
+    }
+    return cached;
+  };
+  // Most batches come from one process (a single-process run is all of
+  // them): then the batch goes to its worker as it is, with no copy.
+  int64_t only = -1;
+  bool single = true;
+  for (const Event& e : events) {
+    if (e.kind == EventKind::kTrackDef) {
+      ConsumeDefinitions(std::span<const Event>(&e, 1));
+      cached = -1;  // a new worker may have taken the process.
+      continue;
+    }
+    const int64_t w = index_of(e);
+    if (only == -1) only = w;
+    if (w != only) single = false;
+  }
+  // Definitions only, or process 0's events while the pipeline's steps are
+  // its steps (no other process seen: the whole batch is process 0's).
+  if (only == -1 || share_local_) return;
+  if (single && only >= 0) {
+    workers_[static_cast<size_t>(only)]->steps.Consume(events);
+    return;
+  }
+  cached = -1;
+  for (const Event& e : events) {
+    if (e.kind == EventKind::kTrackDef) continue;  // learnt above.
+    const int64_t w = index_of(e);
+    if (w < 0) {
+      ++counts_.events_over_worker_cap;
+    } else if (IsSpanKind(e.kind)) {  // what an assembler reads: markers, spans, device work.
+      routed_[static_cast<size_t>(w)].push_back(e);
+    }
+  }
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (routed_[i].empty()) continue;
+    workers_[i]->steps.Consume(routed_[i]);
+    routed_[i].clear();
+  }
+}
+
+void PodView::Advance(uint64_t watermark_ns) {
+  for (const auto& w : workers_) {
+    w->steps.Advance(watermark_ns);
+    TakeClosed(*w);
+  }
+}
+
+void PodView::Flush() {
+  for (const auto& w : workers_) {
+    w->steps.Flush();
+    TakeClosed(*w);
+  }
+}
+
+void PodView::TakeClosed(Worker& w) {
+  std::vector<StepRecord> closed = w.steps.TakeClosed();
+  if (closed.empty()) return;
+  for (const StepRecord& s : closed) {
+    if (s.has_device()) w.has_device = true;
+    bool well_formed = false;
+    const StepBreakdownRow row =
+        ComputeStepBreakdown(s, options_.mode, w.has_device, &well_formed, &scratch_);
+    if (!well_formed) {
+      ++counts_.steps_without_compute;
+      continue;
+    }
+    PodCell cell;
+    cell.worker = w.process;
+    cell.step_ns = row.step_ns();
+    cell.bucket_ns = row.bucket_ns;
+    ++w.cells;
+    AddCell(cell, s.step_num);
+  }
+  w.steps.Recycle(std::move(closed));
+}
+
+void PodView::AddLocalRow(const StepBreakdownRow& row) {
+  if (!share_local_) return;
+  Worker& w = *workers_[index_.at(0)];
+  PodCell cell;
+  cell.worker = 0;
+  cell.step_ns = row.step_ns();
+  cell.bucket_ns = row.bucket_ns;
+  ++w.cells;
+  AddCell(cell, row.step_num);
+}
+
+void PodView::AddCell(const PodCell& cell, int64_t step_num) {
+  ++cells_total_;
+  if (rows_.size() >= options_.max_steps && rows_.count(step_num) == 0) {
+    if (step_num < rows_.begin()->first) {
+      ++counts_.cells_outside_window;
+      return;
+    }
+    rows_.erase(rows_.begin());
+  }
+  std::vector<PodCell>& cells = rows_[step_num].cells;
+  for (PodCell& c : cells) {
+    if (c.worker == cell.worker) {
+      ++counts_.duplicate_cells;
+      c = cell;
+      return;
+    }
+  }
+  cells.push_back(cell);
+}
+
+bool PodView::Listed(const Worker& w) const { return w.process != 0 || w.cells > 0; }
+
+size_t PodView::workers() const {
+  size_t n = 0;
+  for (const auto& w : workers_) n += Listed(*w) ? 1 : 0;
+  return n;
+}
+
+std::string PodView::Label(const Worker& w) const {
+  if (w.has_process_track) {
+    const std::string& name = catalog_->Track(w.process_track).name;
+    if (!name.empty()) return name;
+  }
+  return w.process == 0 ? "local" : "worker " + std::to_string(w.process);
+}
+
+std::vector<PodView::Held> PodView::HeldExcess(uint32_t k) const {
+  // Walking the rows newest first, per worker: how many compared steps so
+  // far, the smallest excess among them, and their step range.
+  std::vector<Held> held(workers_.size());
+  std::vector<uint64_t> scratch;
+  for (auto it = rows_.rbegin(); it != rows_.rend(); ++it) {
+    const std::vector<PodCell>& cells = it->second.cells;
+    if (cells.size() < 2) continue;
+    const RowReference ref = ReferenceOf(cells, &scratch);
+    for (size_t i = 0; i < cells.size(); ++i) {
+      Held& h = held[index_.at(cells[i].worker)];
+      const double r = ref.For(cells, i);
+      if (h.n >= k || !(r > 0)) continue;
+      const double pct = ExcessPct(cells[i].step_ns, r);
+      h.min_pct = h.n == 0 ? pct : std::min(h.min_pct, pct);
+      if (h.n == 0) h.last = it->first;
+      h.first = it->first;
+      ++h.n;
+    }
+  }
+  return held;
+}
+
+std::optional<PodStraggler> PodView::Straggler(uint32_t k) const {
+  k = std::max<uint32_t>(k, 1);
+  return StragglerOf(HeldExcess(k), k);
+}
+
+std::optional<PodStraggler> PodView::StragglerOf(const std::vector<Held>& held, uint32_t k) const {
+  std::optional<PodStraggler> best;
+  uint64_t compared = 0;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    const Held& h = held[i];
+    if (h.n < k) continue;
+    ++compared;
+    const uint32_t id = workers_[i]->process;
+    if (!best || h.min_pct > best->pct || (h.min_pct == best->pct && id < best->worker)) {
+      best = PodStraggler{id, "", h.min_pct, h.first, h.last, 0};
+    }
+  }
+  if (!best) return std::nullopt;
+  best->workers_compared = compared;
+  best->label = Label(*workers_[index_.at(best->worker)]);
+  return best;
+}
+
+PodSnapshot PodView::Snapshot() const {
+  PodSnapshot s;
+  s.mode = options_.mode;
+  s.window_steps = options_.max_steps;
+  s.straggler_steps = options_.straggler_steps;
+  s.steps_in_window = rows_.size();
+  s.cells_total = cells_total_;
+
+  // Per worker sums over the window, by index into workers_.
+  struct Sums {
+    uint64_t steps = 0, step_ns = 0, worst = 0, compared = 0;
+    std::array<uint64_t, kBucketCount> bucket_ns{};
+    double lag_ns = 0, ref_ns = 0;
+    int64_t first = -1, last = -1;
+  };
+  std::vector<Sums> sums(workers_.size());
+  std::vector<uint64_t> scratch;
+  const size_t shown_from = rows_.size() > options_.view_steps ? rows_.size() - options_.view_steps : 0;
+  size_t row_index = 0;
+  for (const auto& [step_num, row] : rows_) {
+    const std::vector<PodCell>& cells = row.cells;
+    RowReference ref{0, cells.size()};  // one cell: its own time, no reference.
+    if (cells.size() >= 2) {
+      ref = ReferenceOf(cells, &scratch);
+    } else if (!cells.empty()) {
+      ref.median_ns = static_cast<double>(cells[0].step_ns);
+    }
+    std::optional<uint32_t> worst;
+    if (cells.size() >= 2) worst = cells[WorstOf(cells)].worker;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      const PodCell& c = cells[i];
+      Sums& u = sums[index_.at(c.worker)];
+      ++u.steps;
+      u.step_ns += c.step_ns;
+      for (size_t b = 0; b < kBucketCount; ++b) u.bucket_ns[b] += c.bucket_ns[b];
+      if (u.first < 0) u.first = step_num;
+      u.last = step_num;
+      if (worst && *worst == c.worker) ++u.worst;
+      if (cells.size() >= 2) {
+        const double r = ref.For(cells, i);
+        ++u.compared;
+        u.lag_ns += static_cast<double>(c.step_ns) - r;
+        u.ref_ns += r;
+      }
+    }
+    if (row_index++ >= shown_from) {
+      PodStepRow out;
+      out.step_num = step_num;
+      out.cells = cells;
+      std::sort(out.cells.begin(), out.cells.end(),
+                [](const PodCell& a, const PodCell& b) { return a.worker < b.worker; });
+      out.median_ms = Ms(ref.median_ns);
+      out.worst = worst;
+      s.steps.push_back(std::move(out));
+    }
+  }
+
+  // The straggler column: each worker's excess held over its last
+  // straggler_steps compared steps.
+  const uint32_t k = std::max<uint32_t>(options_.straggler_steps, 1);
+  const std::vector<Held> held = HeldExcess(k);
+
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    const Worker& w = *workers_[i];
+    if (!Listed(w)) continue;
+    const Sums& u = sums[i];
+    PodWorkerSummary ws;
+    ws.id = w.process;
+    ws.label = Label(w);
+    ws.steps = u.steps;
+    ws.first_step = u.first;
+    ws.last_step = u.last;
+    if (u.steps > 0) {
+      const double n = static_cast<double>(u.steps);
+      ws.mean_step_ms = Ms(static_cast<double>(u.step_ns)) / n;
+      for (size_t b = 0; b < kBucketCount; ++b) ws.mean_ms[b] = Ms(static_cast<double>(u.bucket_ns[b])) / n;
+    }
+    if (u.step_ns > 0) {
+      ws.input_pct = 100.0 * static_cast<double>(u.bucket_ns[static_cast<size_t>(Bucket::kInput)]) /
+                     static_cast<double>(u.step_ns);
+    }
+    ws.worst_count = u.worst;
+    ws.compared_steps = u.compared;
+    if (u.compared > 0) ws.lag_ms = Ms(u.lag_ns) / static_cast<double>(u.compared);
+    if (u.ref_ns > 0) ws.lag_pct = 100.0 * u.lag_ns / u.ref_ns;
+    if (held[i].n >= k) ws.straggler_pct = held[i].min_pct;
+    s.workers.push_back(std::move(ws));
+  }
+  std::sort(s.workers.begin(), s.workers.end(),
+            [](const PodWorkerSummary& a, const PodWorkerSummary& b) { return a.id < b.id; });
+
+  s.straggler = StragglerOf(held, k);
+  s.diagnostics = counts_;
+  s.diagnostics.late_for_step = diag_.Get(Diag::late_for_step);
+  s.diagnostics.events_without_step = diag_.Get(Diag::events_without_step);
+  s.diagnostics.device_without_launch = diag_.Get(Diag::device_without_launch);
+  return s;
+}
+
+}  // namespace liveprof

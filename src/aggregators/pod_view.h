@@ -1,0 +1,222 @@
+// PodView: the TF Profiler's pod viewer (tf-profiler-semantics.md §11.1),
+// live. A job is several workers (training ranks); each sends its own steps.
+// Per worker, its step-time breakdown (§2, the same buckets as the steps
+// view), aligned by step number: for each step number, each worker's step
+// time and buckets, the step's median and its worst worker; per worker over
+// the window, its means, input %, how often it was the worst and its lag
+// behind the median; and the straggler metric the alert rules read
+// (docs/alerts.md, `pod.straggler_pct`).
+//
+// Workers are told apart by their tracks' process (TrackDef::process; 0 is
+// this process, N > 0 an ingest source's worker id). Each worker has its own
+// StepAssembler, fed that worker's events only, so that correlation ids,
+// which are unique only within one process, never join one worker's launch
+// to another's kernel. A worker appears once any of its tracks or events is
+// seen; the local process 0 is listed ("local") only once it has a step.
+// Its label is the name of its kProcess track ("rank 3"), else "worker N".
+//
+// The reference a worker's step is compared with: the median of that step
+// over the workers that have it (the mean of the two middle ones for an even
+// count); with exactly two workers, the other worker's time (the median of
+// two would halve the gap). Fewer than two: no reference, not compared.
+//
+// A single-process run assembles its steps once: with
+// Options::share_local_steps (the pipeline's Analyses sets it), as long as no
+// other process has been seen, Consume() leaves process 0's events alone and
+// the pipeline hands over its own breakdown rows (AddLocalRow), so the local
+// worker's numbers are the steps view's. Once another process appears, process
+// 0 gets its own assembler from that point on (the step in flight then may
+// come out short: its earlier events went to the pipeline only).
+//
+// Memory is bounded: the newest Options::max_steps step numbers are kept
+// (a cell for an older one, once full, is counted and left out); at most
+// Options::max_workers workers (the events of more are counted and left out).
+//
+// Pure: no I/O, no locks, no threads. Pipeline thread only (Analyses owns it).
+#ifndef LIVEPROF_AGGREGATORS_POD_VIEW_H_
+#define LIVEPROF_AGGREGATORS_POD_VIEW_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "aggregators/catalog.h"
+#include "aggregators/json_writer.h"
+#include "aggregators/step_breakdown.h"
+#include "aggregators/steps.h"
+#include "stream/diagnostics.h"
+#include "stream/event.h"
+
+namespace liveprof {
+
+// Each worker's step assembler: smaller bounds than the pipeline's own, so
+// that a thousand workers do not keep a thousand times its worst case.
+inline StepAssembler::Options DefaultPodStepOptions() {
+  StepAssembler::Options o;
+  o.max_open_steps = 64;
+  o.max_waiting_events = size_t{1} << 14;
+  return o;
+}
+
+struct PodViewOptions {
+  StepAssembler::Options steps = DefaultPodStepOptions();
+  BreakdownMode mode = BreakdownMode::kHostAndDevice;
+  size_t max_steps = 200;        // step numbers kept: the newest.
+  size_t max_workers = 1024;     // beyond, counted in workers_over_cap.
+  size_t view_steps = 50;        // step rows a snapshot carries: the newest.
+  uint32_t straggler_steps = 3;  // the snapshot's straggler: excess held this many steps.
+  bool share_local_steps = false;  // see the header: the pipeline's rows for process 0.
+};
+
+// One worker's one step.
+struct PodCell {
+  uint32_t worker = 0;  // the worker id (its tracks' process).
+  uint64_t step_ns = 0;
+  std::array<uint64_t, kBucketCount> bucket_ns{};
+};
+
+// One step number across the workers.
+struct PodStepRow {
+  int64_t step_num = 0;
+  std::vector<PodCell> cells;  // by worker id.
+  double median_ms = 0;        // over the cells.
+  std::optional<uint32_t> worst;  // the slowest worker (ties: the smaller id); two cells or more.
+};
+
+// A worker over the window.
+struct PodWorkerSummary {
+  uint32_t id = 0;
+  std::string label;
+  uint64_t steps = 0;  // its cells in the window.
+  int64_t first_step = -1, last_step = -1;
+  double mean_step_ms = 0;
+  std::array<double, kBucketCount> mean_ms{};
+  double input_pct = 0;          // 100 × Σ input / Σ step time (ratio of sums).
+  uint64_t worst_count = 0;      // steps where it was the worst of two or more.
+  uint64_t compared_steps = 0;   // its steps that have a reference.
+  double lag_ms = 0;             // mean of (step − reference) over those.
+  double lag_pct = 0;            // 100 × Σ (step − reference) / Σ reference.
+  // Its excess over the reference held for its last straggler_steps compared
+  // steps (the smallest of them); nullopt with fewer.
+  std::optional<double> straggler_pct;
+};
+
+// The largest excess held over a run of steps: the straggler metric.
+struct PodStraggler {
+  uint32_t worker = 0;
+  std::string label;
+  double pct = 0;  // min over its last k compared steps of 100 × (t − ref) / ref.
+  int64_t first_step = -1, last_step = -1;  // those k steps.
+  uint64_t workers_compared = 0;            // workers that had k compared steps.
+};
+
+struct PodDiagnostics {
+  uint64_t steps_without_compute = 0;  // left out, as in the steps view.
+  uint64_t cells_outside_window = 0;   // a step older than the kept window.
+  uint64_t duplicate_cells = 0;        // a worker's step number seen again (the newer kept).
+  uint64_t events_over_worker_cap = 0;
+  uint64_t workers_over_cap = 0;
+  uint64_t late_for_step = 0;          // the workers' assemblers' counts.
+  uint64_t events_without_step = 0;
+  uint64_t device_without_launch = 0;
+};
+
+struct PodSnapshot {
+  BreakdownMode mode = BreakdownMode::kHostAndDevice;
+  size_t window_steps = 0;        // Options::max_steps.
+  uint32_t straggler_steps = 0;
+  std::vector<PodWorkerSummary> workers;  // by id.
+  std::vector<PodStepRow> steps;          // oldest first; the newest view_steps.
+  uint64_t steps_in_window = 0;           // step numbers held (steps may show fewer).
+  std::optional<PodStraggler> straggler;
+  uint64_t cells_total = 0;  // worker steps seen since start.
+  PodDiagnostics diagnostics;
+  // {"mode","window_steps","straggler_steps","buckets":[keys],"bucket_names":[...],
+  //  "workers":[...],"steps":[...],"straggler":{...}|null,...}; docs/protocol.md.
+  void WriteJson(JsonWriter& w) const;
+};
+
+class PodView {
+ public:
+  // `catalog` must outlive this and be fed each batch's definitions before
+  // Consume() sees it.
+  PodView(const Catalog* catalog, PodViewOptions options);
+  ~PodView();
+  PodView(const PodView&) = delete;
+  PodView& operator=(const PodView&) = delete;
+
+  // Learns the workers from track definitions (kTrackDef; other kinds are
+  // ignored). Pipeline thread.
+  void ConsumeDefinitions(std::span<const Event> definitions);
+  // Adds events in stream order; each goes to its worker's assembler.
+  // Pipeline thread.
+  void Consume(std::span<const Event> events);
+  // Every event ending at or before `watermark_ns` has been consumed: closes
+  // the steps that are final. Pipeline thread.
+  void Advance(uint64_t watermark_ns);
+  // End of stream: closes every step.
+  void Flush();
+  // True while process 0's steps come from the pipeline (AddLocalRow), not
+  // from Consume(): share_local_steps and no other process seen yet.
+  bool shares_local_steps() const { return share_local_; }
+  // One of the pipeline's own breakdown rows (process 0), in order; ignored
+  // unless shares_local_steps(). Pipeline thread.
+  void AddLocalRow(const StepBreakdownRow& row);
+
+  // The straggler over each worker's last `k` compared steps (k ≥ 1);
+  // nullopt when no worker has k of them. Pipeline thread.
+  std::optional<PodStraggler> Straggler(uint32_t k) const;
+  // Worker steps added since start: the step clock of the pod's alert rules
+  // (it moves whenever any worker completes a step).
+  uint64_t cells_total() const { return cells_total_; }
+  // Workers listed (process 0 only once it has a step).
+  size_t workers() const;
+
+  PodSnapshot Snapshot() const;
+
+ private:
+  struct Worker;
+  struct Row {
+    std::vector<PodCell> cells;  // in arrival order.
+  };
+
+  // The worker of process `process`, created if new; null beyond the cap.
+  Worker* WorkerOf(uint32_t process);
+  // Per worker (by index), its excess held over its last `k` compared
+  // steps: n of them (< k: not eligible), the smallest excess, their range.
+  struct Held {
+    uint32_t n = 0;
+    double min_pct = 0;
+    int64_t first = -1, last = -1;
+  };
+  std::vector<Held> HeldExcess(uint32_t k) const;
+  std::optional<PodStraggler> StragglerOf(const std::vector<Held>& held, uint32_t k) const;
+  void TakeClosed(Worker& w);
+  void AddCell(const PodCell& cell, int64_t step_num);
+  std::string Label(const Worker& w) const;
+  bool Listed(const Worker& w) const;
+
+  const Catalog* catalog_;
+  PodViewOptions options_;
+  Diagnostics diag_;  // the workers' assemblers' counters (the session's own are not doubled).
+  std::vector<std::unique_ptr<Worker>> workers_;  // in order of appearance.
+  std::unordered_map<uint32_t, uint32_t> index_;  // process -> index in workers_.
+  std::unordered_set<uint32_t> refused_;          // processes beyond the cap (bounded).
+  std::vector<std::vector<Event>> routed_;        // per worker, this batch's events.
+  std::map<int64_t, Row> rows_;                   // by step number; the newest max_steps.
+  uint64_t cells_total_ = 0;
+  bool share_local_ = false;
+  PodDiagnostics counts_;
+  BreakdownScratch scratch_;
+};
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_AGGREGATORS_POD_VIEW_H_
