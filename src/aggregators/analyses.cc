@@ -177,13 +177,15 @@ void Analyses::Consume(std::span<const Event> definitions, std::span<const Event
     if (part.empty()) continue;
     events_consumed_ += part.size();
     catalog_.Consume(part);  // a GPU's kDeviceInfo travels with its source's events.
+    pod_.Consume(part);
+    part = AnalysedWorker(part);
+    if (part.empty()) continue;
     op_stats_.Consume(part);
     kernels_.Consume(part);
     utilization_.Consume(part);
     memory_.Consume(part);
     if (pytorch_) pytorch_->Consume(part);
     steps_.Consume(part);
-    pod_.Consume(part);
   }
   watermark_ns_ = std::max(watermark_ns_, watermark_ns);
   now_ns_ = std::max(now_ns_, now_ns);
@@ -191,6 +193,25 @@ void Analyses::Consume(std::span<const Event> definitions, std::span<const Event
   const uint64_t pod_cells = pod_.cells_total();
   pod_.Advance(watermark_ns_);
   CloseSteps(pod_.cells_total() != pod_cells);
+}
+
+std::span<const Event> Analyses::AnalysedWorker(std::span<const Event> part) {
+  if (!catalog_.multi_process()) return part;  // one process: all of it (the common case).
+  if (!analysed_by_step_) {
+    for (const Event& e : part) {
+      if (e.kind == EventKind::kStepMarker) {
+        analysed_process_ = catalog_.Track(e.track).process;
+        analysed_by_step_ = true;
+        break;
+      }
+      if (analysed_process_ == kNoProcess && e.track != 0) analysed_process_ = catalog_.Track(e.track).process;
+    }
+  }
+  one_worker_.clear();
+  for (const Event& e : part) {
+    if (e.track == 0 || catalog_.Track(e.track).process == analysed_process_) one_worker_.push_back(e);
+  }
+  return one_worker_;
 }
 
 std::span<const Event> Analyses::DropBadSpans(std::span<const Event> part) {
@@ -346,6 +367,11 @@ void Analyses::WriteStatus(JsonWriter& w, const RunEnvironment& env) const {
   w.KV("events_dropped", dropped_);
   w.KV("watermark_ns", watermark_ns_);
   w.KV("step_source", StepSourceName(steps_.source()));
+  // With several workers: the one these views follow (the pod view has all).
+  if (catalog_.multi_process() && analysed_process_ != kNoProcess) {
+    w.KV("analysed_process", static_cast<uint64_t>(analysed_process_));
+    w.KV("analysed_worker", catalog_.ProcessLabel(analysed_process_));
+  }
   w.KV("steps_closed", steps_.steps_closed());
   w.KV("steps_open", static_cast<uint64_t>(steps_.open_steps()));
   w.KV("events_waiting_for_step", static_cast<uint64_t>(steps_.pending_events()));

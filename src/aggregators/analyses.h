@@ -144,6 +144,12 @@ class Analyses {
   // `part` without spans of a bad duration (counted once here); may point
   // into clean_.
   std::span<const Event> DropBadSpans(std::span<const Event> part);
+  // With several workers (ingest sources, simulated ranks) every view but
+  // the pod follows one: the worker of the first step marker (before one, of
+  // the first event), as TF's tools show one host at a time; the pod view
+  // compares them all. `part` with the other workers' events left out (may
+  // point into one_worker_).
+  std::span<const Event> AnalysedWorker(std::span<const Event> part);
   void EvaluateAlerts(uint64_t now_ns, bool force);
 
   AnalysesOptions options_;
@@ -159,7 +165,11 @@ class Analyses {
   PodView pod_;
   AlertEngine alerts_;
   std::vector<AlertEvent> alert_events_;
-  std::vector<Event> clean_;  // DropBadSpans' output when it had to drop.
+  std::vector<Event> clean_;
+  static constexpr uint32_t kNoProcess = UINT32_MAX;
+  uint32_t analysed_process_ = kNoProcess;
+  bool analysed_by_step_ = false;  // chosen by a step marker (final), not by a first event.
+  std::vector<Event> one_worker_;  // DropBadSpans' output when it had to drop.
 
   uint64_t events_consumed_ = 0;
   uint64_t watermark_ns_ = 0;

@@ -4,6 +4,13 @@ namespace liveprof {
 
 const TrackDef Catalog::kUnknownTrack{};
 
+std::string_view Catalog::ProcessLabel(uint32_t process) const {
+  for (const TrackDef& t : tracks_) {
+    if (t.defined && t.type == TrackType::kProcess && t.process == process) return t.name;
+  }
+  return {};
+}
+
 void Catalog::DefineName(NameId id, std::string_view name) {
   if (id >= names_.size()) {
     names_.resize(id + 1);
@@ -35,6 +42,7 @@ void Catalog::Consume(std::span<const Event> events) {
         t.os_id = e.payload.track_def.os_tid;
         t.device = e.device;
         t.process = e.payload.track_def.process;
+        multi_process_ = multi_process_ || t.process != 0;
         t.defined = true;
         break;
       }

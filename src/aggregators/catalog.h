@@ -58,6 +58,10 @@ class Catalog {
   const TrackDef& Track(TrackId id) const {
     return id < tracks_.size() ? tracks_[id] : kUnknownTrack;
   }
+  // True once a track of another process (process != 0) was defined.
+  bool multi_process() const { return multi_process_; }
+  // The label of worker `process` (its kProcess track's name), or "".
+  std::string_view ProcessLabel(uint32_t process) const;
   // GPUs described by kDeviceInfo, by ordinal.
   const std::vector<DeviceDef>& devices() const { return devices_; }
   const DeviceDef* Device(uint8_t ordinal) const;
@@ -67,6 +71,7 @@ class Catalog {
   std::vector<std::string> names_;
   std::vector<bool> defined_;  // by id: a kNameDef was seen.
   std::vector<TrackDef> tracks_;
+  bool multi_process_ = false;
   std::vector<DeviceDef> devices_;
 };
 

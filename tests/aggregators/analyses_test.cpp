@@ -7,6 +7,7 @@
 #include <string>
 
 #include "aggregators/analyses.h"
+#include "stream/stream.h"
 #include "doctest/doctest.h"
 #include "synthetic_workload.h"
 
@@ -141,6 +142,49 @@ TEST_CASE("analyses: a span with a bad duration is counted once and reaches no t
   uint64_t occurrences = 0;
   for (const auto& r : ks["rows"]) occurrences += r["occurrences"].get<uint64_t>();
   CHECK(occurrences == kernels);
+}
+
+TEST_CASE("analyses: with several workers the views follow one (the first to send a step), the pod view has all") {
+  Diagnostics diag;
+  Analyses a(AnalysesOptions{}, &diag);
+  // Two workers (processes 1 and 2), a thread row each and a process row naming them.
+  const std::string names[] = {"", "rank 0", "rank 1", "rank 0 · main", "rank 1 · main", "train", "op"};
+  std::vector<Event> defs;
+  for (NameId n = 1; n < 7; ++n) defs.push_back(NameDefEvent(n, names[n]));
+  defs.push_back(TrackDefEvent(1, TrackInfo{1, TrackType::kProcess, 100, 0, 1}));
+  defs.push_back(TrackDefEvent(2, TrackInfo{2, TrackType::kProcess, 200, 0, 2}));
+  defs.push_back(TrackDefEvent(3, TrackInfo{3, TrackType::kHostThread, 101, 0, 1}));
+  defs.push_back(TrackDefEvent(4, TrackInfo{4, TrackType::kHostThread, 201, 0, 2}));
+  // Rank 1's steps come first in the stream; both run steps 0..9, rank 1 twice as slow.
+  std::vector<Event> events;
+  for (int64_t n = 0; n < 10; ++n) {
+    for (const auto& [track, ms] : {std::pair<TrackId, uint64_t>{4, 20}, {3, 10}}) {
+      Event op;
+      op.kind = EventKind::kFrameworkOp;
+      op.name = 6;
+      op.track = track;
+      op.ts = 1'000'000'000 + n * 50'000'000;
+      op.dur = ms * 1'000'000 - 1'000;
+      Event step = op;
+      step.kind = EventKind::kStepMarker;
+      step.name = 5;
+      step.dur = ms * 1'000'000;
+      step.payload.step.step_num = n;
+      events.push_back(op);
+      events.push_back(step);
+    }
+  }
+  a.Consume(defs, events, {}, 2'000'000'000, 2'000'000'000);
+  a.Flush(3'000'000'000);
+  const RenderedViews v = a.Render(RenderOptions{});
+  const auto status = Parse(v.status);
+  CHECK(status["analysed_process"] == 2);
+  CHECK(status["analysed_worker"] == "rank 1");
+  const auto overview = Parse(v.overview);
+  CHECK(overview["summary"]["steps"] == 10);  // one worker's 10 steps, not 20.
+  CHECK(overview["summary"]["step_time_ms_avg"].get<double>() == doctest::Approx(20.0));
+  const auto pod = Parse(v.pod);
+  CHECK(pod["workers"].size() == 2);
 }
 
 }  // namespace
