@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_set>
 
 #include "stream/liveprof_generated.h"
 #include "stream/wire_event.h"
@@ -154,6 +155,7 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
     return id == 0 || names_.contains(id) || (!new_names.empty() && new_names.count(id));
   };
   std::vector<const wire::TrackDef*> new_tracks;
+  std::unordered_set<uint32_t> new_track_ids;
   if (b.tracks()) {
     for (const wire::TrackDef* t : *b.tracks()) {
       if (!defined(t->name())) {
@@ -163,17 +165,19 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
       if (t->type() > static_cast<uint8_t>(TrackType::kProcess)) {
         return Fail(where, "track " + std::to_string(t->id()) + ": type " + std::to_string(t->type()));
       }
-      const bool seen = tracks_.contains(t->id()) ||
-                        std::any_of(new_tracks.begin(), new_tracks.end(), [&](auto* n) { return n->id() == t->id(); });
-      if (!seen) new_tracks.push_back(t);  // restated: the first definition stands.
+      const bool seen = tracks_.contains(t->id()) || new_track_ids.count(t->id());
+      if (!seen) {  // (restated: the first definition stands)
+        new_tracks.push_back(t);
+        new_track_ids.insert(t->id());
+        if (tracks_.size() + new_tracks.size() > kMaxIngestTracks) break;  // refused just below.
+      }
     }
   }
   if (tracks_.size() + new_tracks.size() > kMaxIngestTracks) {
     return Fail(where, "more than " + std::to_string(kMaxIngestTracks) + " tracks on one connection");
   }
   auto track_defined = [&](uint32_t id) {
-    return tracks_.contains(id) ||
-           std::any_of(new_tracks.begin(), new_tracks.end(), [&](auto* n) { return n->id() == id; });
+    return tracks_.contains(id) || (!new_track_ids.empty() && new_track_ids.count(id));
   };
   // The events, copied out: a crafted frame may place its vector of 8-byte
   // structs off their alignment (the verifier checks bounds, not that).

@@ -66,13 +66,19 @@ class Sender {
   }
   ~Sender() { Stop(0); }
 
-  void Start() { thread_ = std::thread([this] { Run(); }); }
+  void Start() {
+    owner_pid_ = ::getpid();
+    thread_ = std::thread([this] { Run(); });
+  }
+  // False in a child forked after Start: the thread did not come along.
+  bool InOwner() const { return ::getpid() == owner_pid_; }
 
   // Asks the thread to send what is recorded and to wait for its ack, then
   // joins it.
   void Stop(uint64_t timeout_ns) {
     if (!thread_.joinable()) return;
-    stop_deadline_ns_.store(HostNowNs() + timeout_ns, std::memory_order_relaxed);
+    const uint64_t now = HostNowNs();
+    stop_deadline_ns_.store(timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns, std::memory_order_relaxed);
     stop_.store(true, std::memory_order_release);
     thread_.join();
   }
@@ -122,6 +128,7 @@ class Sender {
   DrainLoop drain_;
   uint64_t session_ = 0;
   std::thread thread_;
+  pid_t owner_pid_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> stop_deadline_ns_{0};
 
@@ -137,6 +144,7 @@ class Sender {
   uint64_t last_seal_ns_ = 0;
   int fd_ = -1;
   uint64_t next_connect_ns_ = 0;
+  bool tried_at_stop_ = false;  // one more attempt once stopping, whatever the period.
   FrameSplitter splitter_;
   std::string out_;
   size_t out_pos_ = 0;
@@ -199,7 +207,8 @@ void Sender::TrimUnacked() {
   while (unacked_events_ > max_events && unacked_.size() > 1) {
     Pending& p = unacked_.front();
     unacked_events_ -= p.events.size();
-    carried_dropped_ += p.events.size();
+    // Its ring drops still to say, and its events unless a connection took them.
+    carried_dropped_ += p.dropped + (p.seq > last_written_seq_ ? p.events.size() : 0);
     // Its definitions still matter on this connection if it was not sent:
     // hand them to the next batch.
     Pending& next = unacked_[1];
@@ -216,7 +225,9 @@ void Sender::TrimUnacked() {
 
 bool Sender::Connect(uint64_t now) {
   next_connect_ns_ = now + options_.reconnect_period_ns;
-  const int fd = ::socket(endpoint_.tcp ? AF_INET : AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking from the start: a server whose backlog is full (or a TCP
+  // peer that does not answer) must not hold the thread, or the exit.
+  const int fd = ::socket(endpoint_.tcp ? AF_INET : AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
     SetError(Errno("socket"));
     return false;
@@ -234,7 +245,14 @@ bool Sender::Connect(uint64_t now) {
     std::memcpy(a.sun_path, endpoint_.path.data(), endpoint_.path.size());
     rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a);
   }
-  if (rc != 0 || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK) != 0) {
+  if (rc != 0 && errno == EINPROGRESS) {  // TCP: wait a little for it, no more.
+    pollfd p{fd, POLLOUT, 0};
+    int err = ETIMEDOUT;
+    socklen_t len = sizeof err;
+    if (::poll(&p, 1, 200) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0) rc = err == 0 ? 0 : -1;
+    errno = err;
+  }
+  if (rc != 0) {
     SetError(Errno("connect " + endpoint_.ToString()));
     ::close(fd);
     return false;
@@ -274,8 +292,10 @@ void Sender::Disconnect(const std::string& why) {
 // may use ids that earlier connections learnt.
 void Sender::SendDefinitions() {
   const NameTable& names = stream_.names();
-  const uint32_t name_count = names.size();
+  // Tracks first: every name a track counted here uses is in the name count
+  // read after it (as the drain loop reads them).
   const uint32_t track_count = stream_.track_count();
+  const uint32_t name_count = names.size();
   uint32_t name = 1, track = 1;
   while (name < name_count || track < track_count) {
     AppendIngestFrame(&out_, wire::Body::IngestBatch, [&](flatbuffers::FlatBufferBuilder& fbb) {
@@ -452,7 +472,10 @@ void Sender::Run() {
       last_seal_ns_ = now;
     }
     ExpireControl(now);
-    if (fd_ < 0 && now >= next_connect_ns_) Connect(now);
+    if (fd_ < 0 && (now >= next_connect_ns_ || (stopping && !tried_at_stop_))) {
+      tried_at_stop_ = stopping;
+      Connect(now);
+    }
     if (stopping && (unacked_.empty() || now >= stop_deadline_ns_.load(std::memory_order_relaxed) || fd_ < 0)) {
       break;
     }
@@ -483,6 +506,12 @@ std::mutex g_sender_mu;
 std::unique_ptr<Sender> g_sender;
 SenderStatus g_final;  // the last sender's, once stopped.
 
+// A child forked after the connect has the sender object but not its thread:
+// it is left alone (never joined, never freed), and the child may connect anew.
+void ForgetForkedSender() {
+  if (g_sender != nullptr && !g_sender->InOwner()) (void)g_sender.release();
+}
+
 }  // namespace
 
 bool ConnectGlobalStream(const SenderOptions& options, std::string* error) {
@@ -502,6 +531,7 @@ bool ConnectGlobalStream(const SenderOptions& options, std::string* error) {
   }
   Stream& stream = GlobalStream();  // (LIVEPROF_SERVER, if set, connects here first)
   std::lock_guard<std::mutex> lock(g_sender_mu);
+  ForgetForkedSender();
   if (g_sender != nullptr) {
     *error = "connecting to " + options.address + ": this process already sends to a server (" +
              g_sender->address() + "); disconnect first";
@@ -518,6 +548,7 @@ void DisconnectGlobalStream(uint64_t timeout_ns) {
   std::unique_ptr<Sender> sender;
   {
     std::lock_guard<std::mutex> lock(g_sender_mu);
+    ForgetForkedSender();
     sender = std::move(g_sender);
   }
   if (sender == nullptr) return;
@@ -541,6 +572,7 @@ void ConnectFromEnvironment() {
 
 SenderStatus GlobalSenderStatus() {
   std::lock_guard<std::mutex> lock(g_sender_mu);
+  ForgetForkedSender();
   return g_sender != nullptr ? g_sender->Status() : g_final;
 }
 

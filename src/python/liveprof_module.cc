@@ -23,6 +23,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -383,7 +385,9 @@ PYBIND11_MODULE(_liveprof, m) {
   m.def("disconnect",
         [](double timeout_s) {
           py::gil_scoped_release release;  // waits for the server's ack.
-          DisconnectGlobalStream(static_cast<uint64_t>(timeout_s * 1e9));
+          // (NaN, negative: no wait; past a year: a year)
+          const double ns = std::isnan(timeout_s) ? 0 : std::clamp(timeout_s, 0.0, 3.2e7) * 1e9;
+          DisconnectGlobalStream(static_cast<uint64_t>(ns));
         },
         py::arg("timeout") = 2.0, "Sends what is recorded, waits for its ack, and stops.");
   m.def("status", &Status, "The sender's state and counters, as a dict.");

@@ -44,9 +44,10 @@ const ClockMap::Segment& ClockMap::SegmentOf(uint64_t other) const {
 void ClockMap::AddSegment(uint64_t at) {
   // Until two pairs give a slope, the map is a guess (the nominal slope):
   // nothing is joined to it, the first fitted line starts the chain afresh.
-  if (segments_.empty() || pairs_.size() <= 2) {
+  if (!fitted_) {
     segments_.clear();
     segments_.push_back({at, FitToHost(at), slope_});
+    fitted_ = pairs_.size() >= 2;
     return;
   }
   // Joined to what came before at `at`, and aimed at the fitted line one

@@ -99,12 +99,15 @@ class ClockMap {
     uint64_t host;   // host = host + slope * (reading - other).
     double slope;
   };
-  static constexpr size_t kMaxSegments = 256;  // older readings use the oldest.
+  // Older readings use the oldest (their mapping then moves as segments go):
+  // 8,192 pairs, 13 min at the drain loop's pair every 100 ms.
+  static constexpr size_t kMaxSegments = 8192;
   const Segment& SegmentOf(uint64_t other) const;
   void AddSegment(uint64_t at);
 
   size_t max_pairs_;
   std::deque<Segment> segments_;
+  bool fitted_ = false;  // a segment was made from a fit of two pairs or more.
   std::deque<Pair> pairs_;
   // host = anchor_host_ + offset_ + slope_ * (other - anchor_other_)
   uint64_t anchor_other_ = 0;

@@ -5,8 +5,10 @@
 #include "producers/ingest_sender.h"
 
 #include <doctest/doctest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <chrono>
 #include <map>
 #include <string>
@@ -191,6 +193,32 @@ TEST_CASE("ingest sender: a bad address is refused with what was wrong") {
   CHECK(!ConnectGlobalStream(so, &error));
   CHECK(error == "liveprof.connect(tcp:127.0.0.1:0): a TCP address needs the server's port");
   CHECK(!GlobalSenderStatus().running);
+}
+
+TEST_CASE("ingest sender: a child forked after the connect does not hang at exit and may connect anew") {
+  std::string error;
+  SenderOptions so;
+  so.address = "unix:/tmp/liveprof-sender-test-nobody-" + std::to_string(::getpid()) + ".sock";  // retried.
+  REQUIRE_MESSAGE(ConnectGlobalStream(so, &error), error);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    // The parent's sender thread did not come along: not running here, and
+    // a connect of its own is allowed; exit() runs the at-exit disconnect.
+    const bool ok = !GlobalSenderStatus().running && ConnectGlobalStream(so, &error);
+    std::exit(ok ? 0 : 3);
+  }
+  int status = -1;
+  bool done = false;
+  for (int i = 0; i < 1000 && !done; ++i) {  // 10 s
+    done = ::waitpid(child, &status, WNOHANG) == child;
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!done) ::kill(child, SIGKILL);
+  CHECK(done);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(GlobalSenderStatus().running);  // the parent's goes on.
+  DisconnectGlobalStream(0);
 }
 
 }  // namespace
