@@ -241,7 +241,7 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
       e.flags &= static_cast<uint8_t>(~kFlagLate);  // the server's to say.
       // The server's clock: the sender's plus the measured offset, held
       // inside [0, 2^64 - dur] (computed wide: no overflow either way).
-      const __int128 ts = static_cast<__int128>(e.ts) + clock_offset_ns_;
+      const __int128 ts = static_cast<__int128>(e.ts) + OffsetAt(e.ts);
       const __int128 last = static_cast<__int128>(UINT64_MAX - e.dur);
       e.ts = static_cast<uint64_t>(ts < 0 ? 0 : ts > last ? last : ts);
       out->push_back(e);

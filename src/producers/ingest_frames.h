@@ -156,8 +156,29 @@ class IngestDecoder {
   const IngestSource& source() const { return source_; }
   const std::string& error() const { return error_; }
 
-  void set_clock_offset_ns(int64_t offset) { clock_offset_ns_ = offset; }
-  int64_t clock_offset_ns() const { return clock_offset_ns_; }
+  // The offset for the sender's times from `from_sender_ns` on; earlier
+  // times keep the offset they had (a time always maps the same way, as the
+  // clock map's readings do: a step marker and its first child, sent in
+  // different batches, still begin together). Without `from`: for all times,
+  // replacing what was set.
+  void set_clock_offset_ns(int64_t offset) { offsets_.assign(1, {0, offset}); }
+  void set_clock_offset_ns(int64_t offset, uint64_t from_sender_ns) {
+    while (!offsets_.empty() && offsets_.back().from >= from_sender_ns && offsets_.size() > 1) offsets_.pop_back();
+    if (offsets_.empty() || offsets_.back().from < from_sender_ns) {
+      offsets_.push_back({from_sender_ns, offset});
+    } else {
+      offsets_.back().offset = offset;
+    }
+    if (offsets_.size() > 1024) offsets_.erase(offsets_.begin());  // the oldest times take the next.
+  }
+  int64_t clock_offset_ns() const { return offsets_.back().offset; }  // the newest.
+  // The offset a sender time `ts` takes.
+  int64_t OffsetAt(uint64_t ts) const {
+    if (ts >= offsets_.back().from) return offsets_.back().offset;
+    const auto it = std::upper_bound(offsets_.begin(), offsets_.end(), ts,
+                                     [](uint64_t t, const Offset& o) { return t < o.from; });
+    return it == offsets_.begin() ? offsets_.front().offset : (it - 1)->offset;
+  }
 
   uint64_t last_seq() const { return last_seq_; }  // the newest batch's seq (0: none yet).
   uint64_t batches() const { return batches_; }
@@ -179,7 +200,11 @@ class IngestDecoder {
   uint64_t duplicate_batches_ = 0;
   IdMap names_;   // the sender's id -> the stream's.
   IdMap tracks_;  // the sender's id -> the stream's.
-  int64_t clock_offset_ns_ = 0;
+  struct Offset {
+    uint64_t from;  // the sender's time from which it applies.
+    int64_t offset;
+  };
+  std::vector<Offset> offsets_{{0, 0}};  // by `from`, never empty.
   uint64_t last_seq_ = 0;
   uint64_t batches_ = 0, events_ = 0, lost_batches_ = 0, sender_dropped_ = 0;
   std::string error_;

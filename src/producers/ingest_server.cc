@@ -305,7 +305,9 @@ void IngestServer::Read(Connection& c) {
           // The sender read its clock halfway through the round trip (wide: no overflow).
           c.status.best_rtt_ns = std::max<uint64_t>(rtt, 1);
           const __int128 offset = static_cast<__int128>(pong->server_ns + rtt / 2) - pong->sender_ns;
-          c.decoder.set_clock_offset_ns(static_cast<int64_t>(std::clamp<__int128>(offset, INT64_MIN, INT64_MAX)));
+          // From the sender's reading in this exchange on: its earlier times keep theirs.
+          c.decoder.set_clock_offset_ns(static_cast<int64_t>(std::clamp<__int128>(offset, INT64_MIN, INT64_MAX)),
+                                        pong->sender_ns);
         }
       }
     }

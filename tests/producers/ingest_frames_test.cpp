@@ -344,5 +344,28 @@ TEST_CASE("ingest frames: the wire's Event is liveprof::Event byte for byte (the
   CHECK(std::memcmp(&w, &e, sizeof e) == 0);
 }
 
+TEST_CASE("ingest frames: a better clock offset applies from its exchange on; earlier times keep theirs") {
+  Stream stream;
+  IngestDecoder d(stream);
+  std::vector<Event> out;
+  REQUIRE(d.Decode(Hello(), "f1", &out));
+  d.set_clock_offset_ns(-400);             // the hello's estimate, for every time,
+  d.set_clock_offset_ns(-300, 10'000);     // a pong's from sender time 10 us,
+  d.set_clock_offset_ns(-350, 20'000);     // a better one from 20 us.
+  REQUIRE(d.Decode(Batch(1, {{1, "x"}}, {Span(5'000, 10, 1, 9), Span(10'000, 10, 1, 9), Span(15'000, 10, 1, 9),
+                                          Span(25'000, 10, 1, 9)},
+                         {{9, 1}}),
+                   "f2", &out));
+  REQUIRE(out.size() == 4);
+  CHECK(out[0].ts == 4'600);
+  CHECK(out[1].ts == 9'700);
+  CHECK(out[2].ts == 14'700);
+  CHECK(out[3].ts == 24'650);
+  CHECK(d.clock_offset_ns() == -350);
+  // The same sender time, sent later, maps the same way.
+  REQUIRE(d.Decode(Batch(2, {}, {Span(15'000, 10, 1, 9)}), "f3", &out));
+  CHECK(out[4].ts == 14'700);
+}
+
 }  // namespace
 }  // namespace liveprof
