@@ -469,6 +469,11 @@ void IngestServer::Close(Connection& c, const std::string& reason) {
   c.fd = -1;
   c.status.connected = false;
   c.status.closed_reason = reason;
+  if (!reason.empty()) {  // said on the console too; /api/status keeps it (server.ingest).
+    std::fprintf(stderr, "liveprof: ingest source %llu (%s, %s) closed: %s\n",
+                 static_cast<unsigned long long>(c.status.id), c.status.label.empty() ? "no hello" : c.status.label.c_str(),
+                 c.status.endpoint.c_str(), reason.c_str());
+  }
   if (c.ring) c.ring->closed.store(true, std::memory_order_release);  // drained, then retired.
   Publish(c);
 }
