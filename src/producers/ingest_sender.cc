@@ -507,9 +507,15 @@ std::unique_ptr<Sender> g_sender;
 SenderStatus g_final;  // the last sender's, once stopped.
 
 // A child forked after the connect has the sender object but not its thread:
-// it is left alone (never joined, never freed), and the child may connect anew.
+// it is left alone (never joined, never freed). The child may not connect
+// anew: the stream's locks may have been held by that thread at the fork
+// (a new drain would wait on them forever); exec, or connect in the parent.
+bool g_forked_child = false;
 void ForgetForkedSender() {
-  if (g_sender != nullptr && !g_sender->InOwner()) (void)g_sender.release();
+  if (g_sender != nullptr && !g_sender->InOwner()) {
+    (void)g_sender.release();
+    g_forked_child = true;
+  }
 }
 
 }  // namespace
@@ -532,6 +538,12 @@ bool ConnectGlobalStream(const SenderOptions& options, std::string* error) {
   Stream& stream = GlobalStream();  // (LIVEPROF_SERVER, if set, connects here first)
   std::lock_guard<std::mutex> lock(g_sender_mu);
   ForgetForkedSender();
+  if (g_forked_child) {
+    *error = "connecting to " + options.address +
+             ": this process was forked from one that sends to a server; connect before the fork in the parent, "
+             "or after an exec";
+    return false;
+  }
   if (g_sender != nullptr) {
     *error = "connecting to " + options.address + ": this process already sends to a server (" +
              g_sender->address() + "); disconnect first";
