@@ -322,9 +322,13 @@ void Sender::SendDefinitions() {
 // short (a slow server leaves them queued here, not in memory twice).
 void Sender::FillOut() {
   if (fd_ < 0) return;
-  for (const Pending& p : unacked_) {
+  // unacked_ holds consecutive seqs: the first unsent one is found, not searched for.
+  const size_t first = unacked_.empty() || next_send_seq_ <= unacked_.front().seq
+                           ? 0
+                           : static_cast<size_t>(next_send_seq_ - unacked_.front().seq);
+  for (size_t i = first; i < unacked_.size(); ++i) {
+    const Pending& p = unacked_[i];
     if (out_.size() - out_pos_ >= kOutLowWater) break;
-    if (p.seq < next_send_seq_) continue;
     AppendIngestFrame(
         &out_, wire::Body::IngestBatch,
         [&](flatbuffers::FlatBufferBuilder& fbb) {

@@ -88,7 +88,7 @@ struct IngestServer::Connection {
   std::string out;  // frames to send: acks, pings.
   std::vector<Event> events;
   uint64_t connected_ns = 0, last_byte_ns = 0, next_ping_ns = 0;
-  std::string session;         // host, pid, session: IngestServer::Session::key.
+  std::string session;         // host, pid, session: the key of IngestServer::sessions_.
   uint32_t control_id = 0;     // the last IngestControl's.
   uint32_t ping_id = 0;        // the ping in flight,
   uint64_t ping_sent_ns = 0;   // and our clock in it.
@@ -317,8 +317,10 @@ void IngestServer::Read(Connection& c) {
     }
     // Unfinished frames across every connection: the largest holder goes.
     size_t buffered = 0;
-    for (const auto& other : connections_) buffered += other->fd >= 0 ? other->splitter.pending_bytes() : 0;
-    if (buffered > options_.max_buffered_bytes && c.splitter.pending_bytes() > 0) {
+    if (c.splitter.pending_bytes() > 0) {
+      for (const auto& other : connections_) buffered += other->fd >= 0 ? other->splitter.pending_bytes() : 0;
+    }
+    if (buffered > options_.max_buffered_bytes) {
       const auto* largest = std::max_element(connections_.begin(), connections_.end(), [](const auto& a, const auto& b) {
                               return a->splitter.pending_bytes() < b->splitter.pending_bytes();
                             })->get();
@@ -350,9 +352,7 @@ void IngestServer::Hello(Connection& c, uint64_t now) {
   c.decoder.set_worker(w->second.process, &w->second.rows);
   c.session = s.host + '\0' + std::to_string(s.pid) + '\0' + std::to_string(s.session);
   if (s.session != 0) {
-    for (const Session& old : sessions_) {
-      if (old.key == c.session) c.decoder.set_resume_seq(old.last_seq);
-    }
+    if (const auto old = sessions_.find(c.session); old != sessions_.end()) c.decoder.set_resume_seq(old->second);
   }
   c.decoder.set_clock_offset_ns(static_cast<int64_t>(now - s.clock_ns));
   c.ring = stream_.AddRing({.name = "ingest " + s.label, .capacity = options_.ring_capacity});
@@ -379,11 +379,14 @@ void IngestServer::TakeEvents(Connection& c, uint64_t now) {
 
 void IngestServer::Remember(const Connection& c) {
   if (c.session.empty() || c.decoder.last_seq() == 0) return;
-  for (Session& s : sessions_) {
-    if (s.key == c.session) return void(s.last_seq = std::max(s.last_seq, c.decoder.last_seq()));
+  auto [it, fresh] = sessions_.try_emplace(c.session, 0);
+  it->second = std::max(it->second, c.decoder.last_seq());
+  if (!fresh) return;
+  session_order_.push_back(c.session);
+  if (session_order_.size() > 1024) {
+    sessions_.erase(session_order_.front());
+    session_order_.pop_front();
   }
-  sessions_.push_back({c.session, c.decoder.last_seq()});
-  if (sessions_.size() > 1024) sessions_.pop_front();
 }
 
 bool IngestServer::Capture(uint64_t id, const CaptureRequest& request, std::string* error) {

@@ -131,10 +131,6 @@ class IngestServer {
     uint32_t process = 0;
     std::unordered_map<std::string, TrackId> rows;  // IngestDecoder::set_worker.
   };
-  struct Session {
-    std::string key;  // host, pid, session.
-    uint64_t last_seq = 0;
-  };
 
   Stream& stream_;
   Options options_;
@@ -143,7 +139,10 @@ class IngestServer {
   std::vector<std::unique_ptr<Connection>> connections_;  // the thread's.
   uint64_t next_id_ = 1;
   std::unordered_map<std::string, Worker> workers_;  // by label; the thread's.
-  std::deque<Session> sessions_;                     // the newest 1,024; the thread's.
+  // Per sender session (host, pid, IngestHello.session): the last batch
+  // taken, for a reconnect; the newest 1,024 (age: session_order_). The thread's.
+  std::unordered_map<std::string, uint64_t> sessions_;
+  std::deque<std::string> session_order_;
   uint64_t accept_paused_until_ns_ = 0;              // out of descriptors: listeners rest.
   std::atomic<bool> stop_{false};
   int wake_[2] = {-1, -1};  // a pipe: Stop() wakes poll().

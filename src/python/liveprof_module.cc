@@ -342,7 +342,6 @@ PYBIND11_MODULE(_liveprof, m) {
   m.def("_step_begin", [](int64_t step, NameId name) { StepBegin(step, name); });
   m.def("_step_end", [](int64_t step) { StepEnd(step); });
   m.def("_now", [] { return internal::Now(); }, "Raw host-API timestamp (TSC ticks).");
-  m.def("_ticks_per_ns", &TicksPerNs, "Host-API ticks per ns, roughly (no precision).");
   m.def("_record_span",
         [](int kind, NameId name, uint64_t begin, uint64_t end, int sub) {
           const EventKind k = static_cast<EventKind>(kind);

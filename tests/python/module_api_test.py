@@ -208,7 +208,7 @@ class ModuleTest(unittest.TestCase):
         self.assertEqual(len(waits), 3)
         for s, w in zip(steps, waits):
             # A step begins as it asks for its batch, at the same clock
-            # reading as its wait (liveprof._STEP_INPUT_GAP_NS = 0): inside it.
+            # reading as its wait: inside it.
             self.assertLessEqual(s["ts"], w["ts"])
             self.assertLessEqual(w["ts"] + w["dur_ns"], s["ts"] + s["dur_ns"] + 1000)
         # Steps follow one another with no gap.

@@ -48,10 +48,6 @@ STAGES = tuple(_liveprof._STAGES)
 
 _STEP_NAME = "train"
 
-# wrap_loader(step=N): the input span begins this long after the step it
-# belongs to. 0: at the same clock reading (a reading maps to the same time
-# whenever it is converted: stream/clock.h), so it is inside its step.
-_STEP_INPUT_GAP_NS = 0
 
 
 def _stage(stage):
@@ -120,7 +116,6 @@ class _LoaderIterator:
             self._step = owner._step
             self._step_t0 = t0
             owner._step += 1
-            t0 = min(t0 + owner._gap_ticks, t1)
         _liveprof._record_span(_liveprof._KIND_INPUT_SPAN, owner._name, t0, t1, owner._sub)
         return batch
 
@@ -164,7 +159,6 @@ class wrap_loader:
         self._sub = _stage(stage)
         self._step = None if step is None else int(step)  # the next step's number.
         self._step_name = _liveprof._name_id(_STEP_NAME)
-        self._gap_ticks = int(_STEP_INPUT_GAP_NS * _liveprof._ticks_per_ns())
         self._last = None  # weakref to the newest iterator.
 
     def __iter__(self):
