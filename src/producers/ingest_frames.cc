@@ -239,11 +239,19 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
       }
       e.track = e.kind == EventKind::kDeviceInfo ? 0 : tracks_.at(e.track);  // (a description: on no row)
       e.flags &= static_cast<uint8_t>(~kFlagLate);  // the server's to say.
-      // The server's clock: the sender's plus the measured offset, held
-      // inside [0, 2^64 - dur] (computed wide: no overflow either way).
-      const __int128 ts = static_cast<__int128>(e.ts) + OffsetAt(e.ts);
-      const __int128 last = static_cast<__int128>(UINT64_MAX - e.dur);
-      e.ts = static_cast<uint64_t>(ts < 0 ? 0 : ts > last ? last : ts);
+      // The server's clock: the sender's plus the measured offset, each end
+      // by its own time (a span across an offset change ends where the next
+      // one, begun at that instant, begins: a step's end and the next step's
+      // input), never ending before it begins, and held inside
+      // [0, 2^64 - dur] (computed wide: no overflow either way).
+      using Wide = __int128;
+      const Wide begin_s = static_cast<Wide>(e.ts) + OffsetAt(e.ts);
+      const Wide end = static_cast<Wide>(e.ts) + e.dur;
+      const uint64_t end_clamped = end > static_cast<Wide>(UINT64_MAX) ? UINT64_MAX : static_cast<uint64_t>(end);
+      const Wide dur = std::min<Wide>(std::max<Wide>(end + OffsetAt(end_clamped) - begin_s, 0), UINT64_MAX);
+      const Wide last = static_cast<Wide>(UINT64_MAX) - dur;
+      e.ts = static_cast<uint64_t>(begin_s < 0 ? 0 : begin_s > last ? last : begin_s);
+      e.dur = static_cast<uint64_t>(dur);
       out->push_back(e);
     }
   }

@@ -367,5 +367,38 @@ TEST_CASE("ingest frames: a better clock offset applies from its exchange on; ea
   CHECK(out[4].ts == 14'700);
 }
 
+TEST_CASE("ingest frames: a span across an offset change ends where the span begun at its end begins") {
+  // A step [5 us, 15 us) and the next step's input from 15 us (the same
+  // reading): the offset changed at 10 us. Mapping the end by the begin's
+  // offset would end the step 100 ns after the input begins, and the input
+  // would fall in the wrong step.
+  Stream stream;
+  IngestDecoder d(stream);
+  std::vector<Event> out;
+  REQUIRE(d.Decode(Hello(), "f1", &out));
+  d.set_clock_offset_ns(-300);
+  d.set_clock_offset_ns(-400, 10'000);  // a smaller offset from 10 us,
+  d.set_clock_offset_ns(-200, 20'000);  // a larger one from 20 us.
+  REQUIRE(d.Decode(Batch(1, {{1, "x"}},
+                         {Span(5'000, 10'000, 1, 9), Span(15'000, 2'000, 1, 9), Span(15'000, 10'000, 1, 9),
+                          Span(19'990, 20, 1, 9)},
+                         {{9, 1}}),
+                   "f2", &out));
+  REQUIRE(out.size() == 4);
+  CHECK(out[0].ts == 4'700);
+  CHECK(out[0].end() == 14'600);  // 15 us - 400 ns,
+  CHECK(out[1].ts == 14'600);     // where the input begins.
+  CHECK(out[1].end() == 16'600);
+  CHECK(out[2].end() == 24'800);  // 25 us - 200 ns: longer by the change.
+  // Across a rise of 200 ns: 20 ns become 220.
+  CHECK(out[3].ts == 19'590);
+  CHECK(out[3].end() == 19'810);
+  // An offset drop across a short span: it never ends before it begins.
+  d.set_clock_offset_ns(-1'000, 30'000);
+  REQUIRE(d.Decode(Batch(2, {}, {Span(29'900, 200, 1, 9)}), "f3", &out));
+  CHECK(out[4].ts == 29'700);
+  CHECK(out[4].dur == 0);
+}
+
 }  // namespace
 }  // namespace liveprof
