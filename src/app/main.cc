@@ -146,10 +146,21 @@ int ExampleSending(const ExampleTrainingOptions& options, const SenderOptions& s
     std::fprintf(stderr, "liveprof example: %s\n", error.c_str());
     return 2;
   }
+#ifdef LIVEPROF_HAVE_CUPTI
+  // GPU activity when there is a GPU, sent with the rest; the server's
+  // capture controls turn it off and on (gpu_activity.h). Here (no driver)
+  // the source says why not and the run goes on host-only.
+  CuptiSource cupti(GlobalStream());
+  cupti.Start();
+  std::printf("GPU tracing: %s\n", cupti.message().c_str());
+#endif
   std::printf("liveprof example: %d steps of %.1f ms, %.0f%% waiting for input, sent to %s\n", options.steps,
               options.step_ms, options.input_share * 100, sender.address.c_str());
   std::fflush(stdout);
   RunExampleTraining(options);
+#ifdef LIVEPROF_HAVE_CUPTI
+  cupti.Stop();  // its last records go with the rest.
+#endif
   DisconnectGlobalStream(5'000'000'000);
   const SenderStatus s = GlobalSenderStatus();
   std::printf("sent %" PRIu64 " events in %" PRIu64 " batches, %" PRIu64 " acknowledged, %" PRIu64

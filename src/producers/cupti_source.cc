@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "producers/cupti_records.h"
+#include "producers/gpu_activity.h"
 #include "stream/clock.h"
 
 namespace liveprof {
@@ -304,6 +305,10 @@ struct CuptiSource::Impl {
   std::unique_ptr<CuptiRecordParser> parser;
   std::shared_ptr<Ring> ring;
   std::vector<CUpti_ActivityKind> enabled;
+  // Capture on demand (gpu_activity.h): off disables every enabled kind but
+  // the memory ones. Written under the switch's lock; read by the flush
+  // thread only once Stop() has removed the switch.
+  bool activity_on = true;
   std::thread thread;
   std::mutex mu;
   std::condition_variable cv;
@@ -370,6 +375,23 @@ struct CuptiSource::Impl {
     ParseCompleted();
   }
 
+  // MEMORY2 and MEMORY_POOL stay on while GPU activity is off: the memory
+  // profile must see the free of every allocation it saw, or it would show
+  // memory that was given back as in use.
+  static bool StaysOn(CUpti_ActivityKind k) {
+    return k == CUPTI_ACTIVITY_KIND_MEMORY2 || k == CUPTI_ACTIVITY_KIND_MEMORY_POOL;
+  }
+
+  // Turns the switchable kinds on or off (records already in buffers are
+  // parsed at the next flush as always). Under the switch's lock.
+  void SetActivity(bool on) {
+    if (on == activity_on) return;
+    for (CUpti_ActivityKind k : enabled) {
+      if (!StaysOn(k)) on ? api.enable(k) : api.disable(k);
+    }
+    activity_on = on;
+  }
+
   void Run() {
     pthread_setname_np(pthread_self(), "liveprof-cupti");
     std::unique_lock<std::mutex> lock(mu);
@@ -379,7 +401,9 @@ struct CuptiSource::Impl {
       lock.lock();
     }
     lock.unlock();
-    for (CUpti_ActivityKind k : enabled) api.disable(k);
+    for (CUpti_ActivityKind k : enabled) {
+      if (activity_on || StaysOn(k)) api.disable(k);
+    }
     Flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     ring->closed.store(true, std::memory_order_release);
   }
@@ -529,11 +553,13 @@ bool CuptiSource::Start() {
   status_ = Status::kRunning;
   im.thread = std::thread([&im] { im.Run(); });
   running_.store(true, std::memory_order_release);
+  InstallGpuActivitySwitch([&im](bool on) { im.SetActivity(on); });
   return true;
 }
 
 void CuptiSource::Stop() {
   if (status_ != Status::kRunning) return;
+  RemoveGpuActivitySwitch();  // no capture control reaches it from here on.
   running_.store(false, std::memory_order_release);
   {
     std::lock_guard<std::mutex> lock(impl_->mu);

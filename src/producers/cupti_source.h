@@ -45,6 +45,11 @@
 // CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, parses the rest and closes the ring.
 // CUPTI is process-wide, so one CuptiSource runs at a time.
 //
+// Capture on demand: while running, the source is the process's GPU
+// activity switch (gpu_activity.h): off disables every kind but MEMORY2 and
+// MEMORY_POOL (the memory profile needs every free), on enables them again.
+// A sending process's capture controls turn it (ingest_sender.h).
+//
 // Framework ops: PushOp() / PopOp() bracket a framework op so that the
 // kernels it launches carry it (cupti_records.h, "Framework ops").
 #ifndef LIVEPROF_PRODUCERS_CUPTI_SOURCE_H_

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "producers/gpu_activity.h"
 #include "producers/host_api.h"
 #include "producers/ingest_frames.h"
 #include "producers/ingest_server.h"
@@ -116,6 +117,7 @@ class Sender {
   void Apply(const wire::IngestControl& c, uint64_t now);
   void ExpireControl(uint64_t now);
   void AppendState(uint32_t control_id);
+  void StateGpuChange();
   bool WriteOut();
   void SetError(const std::string& e) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -152,7 +154,12 @@ class Sender {
   struct Settings {
     int level;
     bool python;
+    bool gpu_turned;  // a control turned the GPU producer (gpu_activity.h),
+    bool gpu;         // which was on or off before.
   };
+  // What the last IngestState said of the GPU producer: a change (a
+  // CuptiSource started or stopped, or turned by the program) is said anew.
+  bool stated_gpu_ = false, stated_gpu_available_ = false;
   bool control_active_ = false;
   Settings before_{};
   uint64_t control_until_ns_ = 0;
@@ -434,18 +441,28 @@ bool Sender::ReadFrames(uint64_t now) {
 
 void Sender::AppendState(uint32_t control_id) {
   if (fd_ < 0) return;
+  stated_gpu_available_ = GpuActivityAvailable();
+  stated_gpu_ = GpuActivityEnabled();
   AppendIngestFrame(&out_, wire::Body::IngestState, [&](flatbuffers::FlatBufferBuilder& fbb) {
     return wire::CreateIngestState(fbb, control_id, static_cast<uint8_t>(HostTraceLevel()), PythonScopesEnabled(),
-                                   false, false, control_active_ ? control_until_ns_ : 0)
+                                   stated_gpu_, stated_gpu_available_, control_active_ ? control_until_ns_ : 0)
         .Union();
   });
 }
 
 void Sender::Apply(const wire::IngestControl& c, uint64_t now) {
-  if (!control_active_) before_ = Settings{HostTraceLevel(), PythonScopesEnabled()};
+  if (!control_active_) before_ = Settings{HostTraceLevel(), PythonScopesEnabled(), false, false};
   if (c.host_level() != 0) SetHostTraceLevel(c.host_level());
   if (c.python_scopes() != 0) SetPythonScopesEnabled(c.python_scopes() == 2);
-  // c.gpu(): no GPU producer runs in a sending process yet (gpu_available false).
+  // Without a GPU producer nothing turns; the state says gpu_available false
+  // (and the server refuses a gpu request to such a source: ingest_server.h).
+  if (c.gpu() != 0) {
+    const bool was = GpuActivityEnabled();
+    if (SetGpuActivityEnabled(c.gpu() == 2) && !before_.gpu_turned) {
+      before_.gpu_turned = true;
+      before_.gpu = was;
+    }
+  }
   control_id_ = c.id();
   control_active_ = c.duration_ns() != 0;
   control_until_ns_ = control_active_ ? now + c.duration_ns() : 0;
@@ -458,8 +475,17 @@ void Sender::ExpireControl(uint64_t now) {
   control_active_ = false;
   SetHostTraceLevel(before_.level);
   SetPythonScopesEnabled(before_.python);
+  if (before_.gpu_turned) SetGpuActivityEnabled(before_.gpu);  // (nothing done if it stopped meanwhile)
   control_id_ = 0;
   AppendState(0);
+}
+
+// A GPU producer that started, stopped or was turned by the program since
+// the last state: the server is told (the Sources page shows it).
+void Sender::StateGpuChange() {
+  if (fd_ >= 0 && (GpuActivityAvailable() != stated_gpu_available_ || GpuActivityEnabled() != stated_gpu_)) {
+    AppendState(control_id_);
+  }
 }
 
 void Sender::Run() {
@@ -476,6 +502,7 @@ void Sender::Run() {
       last_seal_ns_ = now;
     }
     ExpireControl(now);
+    StateGpuChange();
     if (fd_ < 0 && (now >= next_connect_ns_ || (stopping && !tried_at_stop_))) {
       tried_at_stop_ = stopping;
       Connect(now);

@@ -105,7 +105,8 @@ class IngestServer {
   void Stop();
   // Sends source `id` (SourceStatus::id, connected) a capture control; its
   // IngestState then shows in Sources(). Any thread. False with `error`
-  // for an unknown, closed or not yet introduced source or a bad request.
+  // for an unknown, closed or not yet introduced source, a bad request, or
+  // a gpu request to a source that said it has no GPU producer.
   bool Capture(uint64_t id, const CaptureRequest& request, std::string* error);
 
   // The endpoints as bound (a TCP port 0 resolved). After Start.

@@ -58,8 +58,20 @@ export default {
     ], {sort: {key: 'id', desc: false}});
     const note = root.querySelector('.note');
     const select = root.querySelector('select[name=source]');
+    const gpu = root.querySelector('select[name=gpu]');
     const result = root.querySelector('.capture-result');
+    let live = [];
     let timer = 0;
+
+    // GPU activity can be turned only in a source with a GPU producer (a
+    // CuptiSource): otherwise the choice is greyed out and says why.
+    function gpuChoice() {
+      const s = live.find((o) => String(o.id) === select.value);
+      gpu.disabled = !s?.capture?.gpu_available;
+      gpu.title = gpu.disabled ? 'This source has no GPU producer to turn on or off' : '';
+      if (gpu.disabled) gpu.value = '';
+    }
+    select.addEventListener('change', gpuChoice);
 
     async function poll() {
       clearTimeout(timer);
@@ -73,7 +85,7 @@ export default {
               'and point programs at it (LIVEPROF_SERVER, liveprof.connect).';
             table.setRows([]);
           } else {
-            const live = sources.filter((s) => s.connected);
+            live = sources.filter((s) => s.connected);
             note.textContent = `${live.length} connected, ${sources.length - live.length} closed.`;
             table.setRows(sources.map((s) => ({
               id: s.id, label: s.label || '(no hello yet)', program: s.program,
@@ -85,6 +97,7 @@ export default {
             const chosen = select.value;
             select.innerHTML = live.map((s) => `<option value="${esc(s.id)}">${esc(s.id)}: ${esc(s.label)}</option>`).join('');
             if (live.some((s) => String(s.id) === chosen)) select.value = chosen;
+            gpuChoice();
           }
         } catch (e) {
           note.textContent = `Could not read /api/status: ${e.message}`;

@@ -40,6 +40,9 @@ describe('the Sources page with a program sending to the server', () => {
     assert.match(await row.innerText(), /level 2 · Python scopes on · no GPU producer/);
     const events = Number((await row.locator('td').nth(4).innerText()).replace(/[^0-9]/g, ''));
     assert.ok(events > 0, `events shown: ${events}`);
+    // No GPU producer in it: the GPU choice is greyed out, saying why.
+    assert.equal(await page.locator('select[name=gpu]').isDisabled(), true);
+    assert.match(await page.locator('select[name=gpu]').getAttribute('title'), /no GPU producer/);
 
     await page.selectOption('select[name=host_level]', '1');
     await page.fill('input[name=seconds]', '4');

@@ -23,7 +23,7 @@ CUpti_BuffersCallbackCompleteFunc g_complete = nullptr;
 std::vector<std::vector<uint8_t>> g_pending;  // records to deliver at the next flush.
 std::vector<uint8_t*> g_held;                 // buffers taken and not yet given back.
 uint32_t g_flags_seen = 0;
-int g_enabled = 0;
+bool g_enabled[CUPTI_ACTIVITY_KIND_COUNT] = {};  // by kind: as CUPTI, records only of enabled kinds.
 size_t g_dropped = 0;
 
 uint64_t Now() {
@@ -57,15 +57,17 @@ CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequest
   return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind) {
+CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
-  ++g_enabled;
+  if (kind <= CUPTI_ACTIVITY_KIND_INVALID || kind >= CUPTI_ACTIVITY_KIND_COUNT) return CUPTI_ERROR_INVALID_KIND;
+  g_enabled[kind] = true;
   return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind) {
+CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
-  --g_enabled;
+  if (kind <= CUPTI_ACTIVITY_KIND_INVALID || kind >= CUPTI_ACTIVITY_KIND_COUNT) return CUPTI_ERROR_INVALID_KIND;
+  g_enabled[kind] = false;
   return CUPTI_SUCCESS;
 }
 
@@ -114,7 +116,8 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
 // --- Test controls. ---------------------------------------------------------
 
 // Queues `n` launches: a runtime API record and its kernel, at the fake
-// clock's now, on OS thread `thread`; kernel names come from `name`.
+// clock's now, on OS thread `thread`; kernel names come from `name`. Each
+// record only if its kind is enabled, as CUPTI records.
 void fake_cupti_queue_launches(int n, uint32_t thread, const char* name) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   for (int i = 0; i < n; ++i) {
@@ -126,7 +129,7 @@ void fake_cupti_queue_launches(int n, uint32_t thread, const char* name) {
     api.end = t + 2'000;
     api.threadId = thread;
     api.correlationId = static_cast<uint32_t>(1000 + i);
-    Queue(api);
+    if (g_enabled[CUPTI_ACTIVITY_KIND_RUNTIME]) Queue(api);
     CUpti_ActivityKernel10 k{};
     k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
     k.start = t + 5'000;
@@ -137,7 +140,7 @@ void fake_cupti_queue_launches(int n, uint32_t thread, const char* name) {
     k.blockY = k.blockZ = 1;
     k.correlationId = api.correlationId;
     k.name = name;
-    Queue(k);
+    if (g_enabled[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]) Queue(k);
   }
 }
 
@@ -168,7 +171,13 @@ uint32_t fake_cupti_flags_seen() {
 }
 int fake_cupti_enabled_kinds() {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
-  return g_enabled;
+  int n = 0;
+  for (bool on : g_enabled) n += on ? 1 : 0;
+  return n;
+}
+int fake_cupti_kind_enabled(int kind) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  return kind > CUPTI_ACTIVITY_KIND_INVALID && kind < CUPTI_ACTIVITY_KIND_COUNT && g_enabled[kind] ? 1 : 0;
 }
 
 }  // extern "C"

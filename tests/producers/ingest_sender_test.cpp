@@ -1,10 +1,12 @@
 // The host API sending to a server (ingest_sender.h) over a real unix
 // socket, into an IngestServer in this process: every event arrives once, on
 // rows named for the sender, across a server restart; capture controls turn
-// the host level and the Python scopes and come back by themselves.
+// the host level, the Python scopes and a CuptiSource's GPU activity (on a
+// stand-in libcupti) and come back by themselves.
 #include "producers/ingest_sender.h"
 
 #include <doctest/doctest.h>
+#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,9 +17,15 @@
 #include <thread>
 #include <vector>
 
+#include "producers/gpu_activity.h"
 #include "producers/host_api.h"
 #include "producers/ingest_server.h"
 #include "stream/stream.h"
+#ifdef LIVEPROF_FAKE_CUPTI
+#include <cupti_activity.h>
+
+#include "producers/cupti_source.h"
+#endif
 
 namespace liveprof {
 namespace {
@@ -56,16 +64,22 @@ void RecordSteps(int64_t first, int64_t count, NameId step_name, NameId work) {
   }
 }
 
-TEST_CASE("ingest sender: the host API's events reach the server once each, across a server restart") {
-  const std::string path = "/tmp/liveprof-sender-test-" + std::to_string(::getpid()) + ".sock";
-  Stream server_stream;
+// Options of a server on a unix socket at `path`, pinging every 50 ms.
+IngestServer::Options UnixServer(const std::string& path) {
   IngestServer::Options o;
   IngestEndpoint e;
   std::string error;
-  REQUIRE(ParseIngestEndpoint("unix:" + path, &e, &error));
+  REQUIRE_MESSAGE(ParseIngestEndpoint("unix:" + path, &e, &error), error);
   o.endpoints = {e};
   o.ping_interval_ns = 50'000'000;
-  IngestServer server(server_stream, o);
+  return o;
+}
+
+TEST_CASE("ingest sender: the host API's events reach the server once each, across a server restart") {
+  const std::string path = "/tmp/liveprof-sender-test-" + std::to_string(::getpid()) + ".sock";
+  Stream server_stream;
+  IngestServer server(server_stream, UnixServer(path));
+  std::string error;
   REQUIRE_MESSAGE(server.Start(&error), error);
 
   SenderOptions so;
@@ -194,6 +208,102 @@ TEST_CASE("ingest sender: a bad address is refused with what was wrong") {
   CHECK(error == "liveprof.connect(tcp:127.0.0.1:0): a TCP address needs the server's port");
   CHECK(!GlobalSenderStatus().running);
 }
+
+#ifdef LIVEPROF_FAKE_CUPTI
+// Capture on demand of GPU activity: a CuptiSource (on the stand-in
+// libcupti, tests/producers/fake_cupti.cc, which records only enabled kinds
+// as CUPTI does) in a sending process is turned off and back on by the
+// server's controls; the server hears of it starting and stopping.
+TEST_CASE("ingest sender: capture turns a CuptiSource's GPU activity off for a while, memory kinds kept") {
+  void* fake = dlopen(LIVEPROF_FAKE_CUPTI, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(fake != nullptr);
+  auto queue_launches = reinterpret_cast<void (*)(int, uint32_t, const char*)>(dlsym(fake, "fake_cupti_queue_launches"));
+  auto enabled_kinds = reinterpret_cast<int (*)()>(dlsym(fake, "fake_cupti_enabled_kinds"));
+  auto kind_enabled = reinterpret_cast<int (*)(int)>(dlsym(fake, "fake_cupti_kind_enabled"));
+  REQUIRE((queue_launches && enabled_kinds && kind_enabled));
+
+  const std::string path = "/tmp/liveprof-sender-gpu-test-" + std::to_string(::getpid()) + ".sock";
+  Stream server_stream;
+  IngestServer server(server_stream, UnixServer(path));
+  std::string error;
+  REQUIRE_MESSAGE(server.Start(&error), error);
+  SenderOptions so;
+  so.address = "unix:" + path;
+  so.rank = 3;
+  REQUIRE_MESSAGE(ConnectGlobalStream(so, &error), error);
+  auto capture = [&] { return server.Sources().at(0).capture; };
+  REQUIRE(WaitFor([&] { return server.Sources().size() == 1 && capture().known; }));
+
+  // No GPU producer yet: said, and a gpu request is refused with why.
+  CHECK(!GpuActivityAvailable());
+  CHECK(!capture().gpu_available);
+  const uint64_t id = server.Sources()[0].id;
+  CHECK(!server.Capture(id, {.gpu = 0}, &error));
+  CHECK(error == "source " + std::to_string(id) +
+                     " (rank 3) has no GPU producer to turn off (gpu_available false: no CuptiSource runs in it)");
+
+  // A CuptiSource starts in the sending process: the server is told.
+  CuptiSource::Options co;
+  co.cupti_library = LIVEPROF_FAKE_CUPTI;
+  co.cuda_library = "libcuda-liveprof-missing.so.1";
+  CuptiSource cupti(GlobalStream(), co);
+  REQUIRE_MESSAGE(cupti.Start(), cupti.message());
+  REQUIRE(WaitFor([&] { return capture().gpu_available && capture().gpu; }));
+  CHECK(enabled_kinds() == 12);
+
+  static const char kKernel[] = "sender_gpu_test_kernel";
+  std::vector<Event> got;
+  auto kernels = [&] {
+    Drain(server_stream, &got);
+    size_t n = 0;
+    for (const Event& ev : got) n += ev.kind == EventKind::kKernel && server_stream.names().Get(ev.name) == kKernel;
+    return n;
+  };
+  queue_launches(10, 4242, kKernel);
+  REQUIRE(WaitFor([&] { return kernels() == 10; }));
+
+  // Off for 400 ms: every kind but the memory ones is disabled in CUPTI, so
+  // launches meanwhile are not recorded; then back on by itself.
+  REQUIRE_MESSAGE(server.Capture(id, {.gpu = 0, .duration_ns = 400'000'000}, &error), error);
+  REQUIRE(WaitFor([&] { return !capture().gpu && capture().until_ns != 0; }));
+  CHECK(capture().gpu_available);
+  CHECK(!GpuActivityEnabled());
+  CHECK(enabled_kinds() == 2);
+  CHECK(kind_enabled(CUPTI_ACTIVITY_KIND_MEMORY2) == 1);
+  CHECK(kind_enabled(CUPTI_ACTIVITY_KIND_MEMORY_POOL) == 1);
+  CHECK(kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == 0);
+  CHECK(kind_enabled(CUPTI_ACTIVITY_KIND_RUNTIME) == 0);
+  queue_launches(20, 4242, kKernel);  // while off: nothing recorded.
+  REQUIRE(WaitFor([&] { return capture().gpu && capture().control_id == 0 && capture().until_ns == 0; }));
+  CHECK(GpuActivityEnabled());
+  CHECK(enabled_kinds() == 12);
+  queue_launches(30, 4242, kKernel);
+  REQUIRE(WaitFor([&] { return kernels() == 40; }));
+
+  // Off until the next control (the host level untouched), then on by one.
+  REQUIRE_MESSAGE(server.Capture(id, {.gpu = 0}, &error), error);
+  REQUIRE(WaitFor([&] { return !capture().gpu; }));
+  CHECK(capture().host_level == HostTraceLevel());
+  CHECK(capture().until_ns == 0);
+  REQUIRE_MESSAGE(server.Capture(id, {.gpu = 1}, &error), error);
+  REQUIRE(WaitFor([&] { return capture().gpu; }));
+  CHECK(enabled_kinds() == 12);
+
+  // Stopped while off: the kinds it had on are disabled, no more; the
+  // server hears the producer is gone.
+  SetGpuActivityEnabled(false);
+  cupti.Stop();
+  CHECK(enabled_kinds() == 0);
+  CHECK(!GpuActivityAvailable());
+  CHECK(!SetGpuActivityEnabled(true));
+  REQUIRE(WaitFor([&] { return !capture().gpu_available && !capture().gpu; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(kernels() == 40);
+
+  DisconnectGlobalStream();
+  server.Stop();
+}
+#endif
 
 TEST_CASE("ingest sender: a child forked after the connect does not join a thread it lacks, and is told it cannot connect") {
   std::string error;
