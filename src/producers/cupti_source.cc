@@ -309,6 +309,7 @@ struct CuptiSource::Impl {
   // the memory ones. Written under the switch's lock; read by the flush
   // thread only once Stop() has removed the switch.
   bool activity_on = true;
+  std::vector<bool> kind_on;  // by index of `enabled`: on in CUPTI now.
   std::thread thread;
   std::mutex mu;
   std::condition_variable cv;
@@ -383,11 +384,16 @@ struct CuptiSource::Impl {
   }
 
   // Turns the switchable kinds on or off (records already in buffers are
-  // parsed at the next flush as always). Under the switch's lock.
+  // parsed at the next flush as always). On, in the reverse of Start's
+  // order: kernels last, once their launches and ops are recorded again.
+  // A kind CUPTI refuses to turn keeps its state in kind_on. Under the
+  // switch's lock.
   void SetActivity(bool on) {
     if (on == activity_on) return;
-    for (CUpti_ActivityKind k : enabled) {
-      if (!StaysOn(k)) on ? api.enable(k) : api.disable(k);
+    for (size_t j = 0; j < enabled.size(); ++j) {
+      const size_t i = on ? enabled.size() - 1 - j : j;
+      if (StaysOn(enabled[i]) || kind_on[i] == on) continue;
+      if ((on ? api.enable(enabled[i]) : api.disable(enabled[i])) == CUPTI_SUCCESS) kind_on[i] = on;
     }
     activity_on = on;
   }
@@ -401,8 +407,8 @@ struct CuptiSource::Impl {
       lock.lock();
     }
     lock.unlock();
-    for (CUpti_ActivityKind k : enabled) {
-      if (activity_on || StaysOn(k)) api.disable(k);
+    for (size_t i = 0; i < enabled.size(); ++i) {
+      if (kind_on[i]) api.disable(enabled[i]);
     }
     Flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     ring->closed.store(true, std::memory_order_release);
@@ -495,6 +501,8 @@ bool CuptiSource::Start() {
                      api.ResultName(r) + ")";
     }
   }
+
+  im.kind_on.assign(im.enabled.size(), true);
 
   std::string ring_error;
   im.ring = stream_.AddRing({.name = "cupti", .domain = TimeDomain::kHostNs,

@@ -1,5 +1,6 @@
 #include "producers/gpu_activity.h"
 
+#include <atomic>
 #include <mutex>
 #include <utility>
 
@@ -11,37 +12,37 @@ std::mutex& Mu() {
   return mu;
 }
 std::function<void(bool)> g_apply;  // guarded by Mu().
-bool g_enabled = false;             // guarded by Mu().
+// Written under Mu(), read without it: a sender asks every round, and must
+// not wait while a producer's switch runs (CUPTI calls may take a while).
+std::atomic<bool> g_available{false}, g_enabled{false};
 
 }  // namespace
 
 void InstallGpuActivitySwitch(std::function<void(bool on)> apply) {
   std::lock_guard<std::mutex> lock(Mu());
   g_apply = std::move(apply);
-  g_enabled = static_cast<bool>(g_apply);
+  g_available.store(static_cast<bool>(g_apply));
+  g_enabled.store(static_cast<bool>(g_apply));
 }
 
 void RemoveGpuActivitySwitch() {
   std::lock_guard<std::mutex> lock(Mu());
   g_apply = nullptr;
-  g_enabled = false;
+  g_available.store(false);
+  g_enabled.store(false);
 }
 
-bool GpuActivityAvailable() {
-  std::lock_guard<std::mutex> lock(Mu());
-  return static_cast<bool>(g_apply);
-}
+bool GpuActivityAvailable() { return g_available.load(); }
 
-bool GpuActivityEnabled() {
-  std::lock_guard<std::mutex> lock(Mu());
-  return g_enabled;
-}
+bool GpuActivityEnabled() { return g_enabled.load(); }
 
-bool SetGpuActivityEnabled(bool on) {
+bool SetGpuActivityEnabled(bool on, bool* was) {
   std::lock_guard<std::mutex> lock(Mu());
   if (!g_apply) return false;
-  if (on != g_enabled) g_apply(on);
-  g_enabled = on;
+  const bool before = g_enabled.load();
+  if (was != nullptr) *was = before;
+  if (on != before) g_apply(on);
+  g_enabled.store(on);
   return true;
 }
 

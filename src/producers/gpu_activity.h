@@ -6,7 +6,8 @@
 //
 // Threads: any. Install/Remove and Set are serialized by one mutex, and Set
 // calls the producer's function under it, so a producer that has removed
-// its switch is never called again (it may then stop freely).
+// its switch is never called again (it may then stop freely). The two
+// queries read atomics and never wait for a switch in progress.
 #ifndef LIVEPROF_PRODUCERS_GPU_ACTIVITY_H_
 #define LIVEPROF_PRODUCERS_GPU_ACTIVITY_H_
 
@@ -20,12 +21,13 @@ void InstallGpuActivitySwitch(std::function<void(bool on)> apply);
 // No GPU producer any more (its Stop()).
 void RemoveGpuActivitySwitch();
 
-// A GPU producer runs here and can be turned.
+// A GPU producer runs here and can be turned. (Lock-free reads.)
 bool GpuActivityAvailable();
 // Its activity is on (false when none runs).
 bool GpuActivityEnabled();
-// Turns it on or off; false (and nothing done) when none runs.
-bool SetGpuActivityEnabled(bool on);
+// Turns it on or off, and says in `was` (if given) whether it was on, read
+// under the same lock; false (and nothing done) when none runs.
+bool SetGpuActivityEnabled(bool on, bool* was = nullptr);
 
 }  // namespace liveprof
 

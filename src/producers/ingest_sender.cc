@@ -116,6 +116,7 @@ class Sender {
   bool ReadFrames(uint64_t now);
   void Apply(const wire::IngestControl& c, uint64_t now);
   void ExpireControl(uint64_t now);
+  void Restore();
   void AppendState(uint32_t control_id);
   void StateGpuChange();
   bool WriteOut();
@@ -457,8 +458,8 @@ void Sender::Apply(const wire::IngestControl& c, uint64_t now) {
   // Without a GPU producer nothing turns; the state says gpu_available false
   // (and the server refuses a gpu request to such a source: ingest_server.h).
   if (c.gpu() != 0) {
-    const bool was = GpuActivityEnabled();
-    if (SetGpuActivityEnabled(c.gpu() == 2) && !before_.gpu_turned) {
+    bool was = false;
+    if (SetGpuActivityEnabled(c.gpu() == 2, &was) && !before_.gpu_turned) {
       before_.gpu_turned = true;
       before_.gpu = was;
     }
@@ -472,12 +473,18 @@ void Sender::Apply(const wire::IngestControl& c, uint64_t now) {
 // A control whose duration has passed: back to what was in force before it.
 void Sender::ExpireControl(uint64_t now) {
   if (!control_active_ || now < control_until_ns_) return;
+  Restore();
+  AppendState(0);
+}
+
+// What was in force before the control, again (its end, or the sender's).
+void Sender::Restore() {
   control_active_ = false;
   SetHostTraceLevel(before_.level);
   SetPythonScopesEnabled(before_.python);
   if (before_.gpu_turned) SetGpuActivityEnabled(before_.gpu);  // (nothing done if it stopped meanwhile)
+  before_.gpu_turned = false;
   control_id_ = 0;
-  AppendState(0);
 }
 
 // A GPU producer that started, stopped or was turned by the program since
@@ -523,6 +530,9 @@ void Sender::Run() {
       std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(options_.flush_period_ns, 5'000'000)));
     }
   }
+  // A control still running when the sender stops leaves nothing turned
+  // (the program may go on recording, or connect again).
+  if (control_active_) Restore();
   if (fd_ >= 0) {
     WriteOut();
     ::close(fd_);

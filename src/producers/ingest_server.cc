@@ -405,7 +405,7 @@ bool IngestServer::Capture(uint64_t id, const CaptureRequest& request, std::stri
              (s == status_.end() ? " is unknown" : !s->connected ? " is closed" : " has not said hello yet");
     return false;
   }
-  if (request.gpu != -1 && s->capture.known && !s->capture.gpu_available) {
+  if (request.gpu != -1 && !s->capture.gpu_available) {  // (not said yet, or an older sender: none)
     *error = "source " + std::to_string(id) + " (" + s->label + ") has no GPU producer to turn " +
              (request.gpu == 1 ? "on" : "off") + " (gpu_available false: no CuptiSource runs in it)";
     return false;

@@ -262,11 +262,13 @@ TEST_CASE("ingest sender: capture turns a CuptiSource's GPU activity off for a w
   queue_launches(10, 4242, kKernel);
   REQUIRE(WaitFor([&] { return kernels() == 10; }));
 
-  // Off for 400 ms: every kind but the memory ones is disabled in CUPTI, so
-  // launches meanwhile are not recorded; then back on by itself.
-  REQUIRE_MESSAGE(server.Capture(id, {.gpu = 0, .duration_ns = 400'000'000}, &error), error);
-  REQUIRE(WaitFor([&] { return !capture().gpu && capture().until_ns != 0; }));
+  // Off until the next control: every kind but the memory ones is disabled
+  // in CUPTI, so launches meanwhile are not recorded; then on again.
+  REQUIRE_MESSAGE(server.Capture(id, {.gpu = 0}, &error), error);
+  REQUIRE(WaitFor([&] { return !capture().gpu; }));
   CHECK(capture().gpu_available);
+  CHECK(capture().host_level == HostTraceLevel());  // untouched.
+  CHECK(capture().until_ns == 0);
   CHECK(!GpuActivityEnabled());
   CHECK(enabled_kinds() == 2);
   CHECK(kind_enabled(CUPTI_ACTIVITY_KIND_MEMORY2) == 1);
@@ -274,20 +276,32 @@ TEST_CASE("ingest sender: capture turns a CuptiSource's GPU activity off for a w
   CHECK(kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == 0);
   CHECK(kind_enabled(CUPTI_ACTIVITY_KIND_RUNTIME) == 0);
   queue_launches(20, 4242, kKernel);  // while off: nothing recorded.
-  REQUIRE(WaitFor([&] { return capture().gpu && capture().control_id == 0 && capture().until_ns == 0; }));
+  REQUIRE_MESSAGE(server.Capture(id, {.gpu = 1}, &error), error);
+  REQUIRE(WaitFor([&] { return capture().gpu; }));
   CHECK(GpuActivityEnabled());
   CHECK(enabled_kinds() == 12);
   queue_launches(30, 4242, kKernel);
   REQUIRE(WaitFor([&] { return kernels() == 40; }));
 
-  // Off until the next control (the host level untouched), then on by one.
-  REQUIRE_MESSAGE(server.Capture(id, {.gpu = 0}, &error), error);
-  REQUIRE(WaitFor([&] { return !capture().gpu; }));
-  CHECK(capture().host_level == HostTraceLevel());
-  CHECK(capture().until_ns == 0);
-  REQUIRE_MESSAGE(server.Capture(id, {.gpu = 1}, &error), error);
-  REQUIRE(WaitFor([&] { return capture().gpu; }));
+  // Off for a second, then back on by itself (nothing asserted inside the
+  // second but the state it shows).
+  REQUIRE_MESSAGE(server.Capture(id, {.gpu = 0, .duration_ns = 1'000'000'000}, &error), error);
+  REQUIRE(WaitFor([&] { return !capture().gpu && capture().until_ns != 0; }));
+  REQUIRE(WaitFor([&] { return capture().gpu && capture().control_id == 0 && capture().until_ns == 0; }));
+  CHECK(GpuActivityEnabled());
   CHECK(enabled_kinds() == 12);
+
+  // A timed control still running when the sender stops: turned back.
+  REQUIRE_MESSAGE(server.Capture(id, {.gpu = 0, .duration_ns = 60'000'000'000}, &error), error);
+  REQUIRE(WaitFor([&] { return !capture().gpu; }));
+  DisconnectGlobalStream();
+  CHECK(GpuActivityEnabled());
+  CHECK(enabled_kinds() == 12);
+  REQUIRE_MESSAGE(ConnectGlobalStream(so, &error), error);
+  REQUIRE(WaitFor([&] { return server.Sources().size() == 2 && server.Sources()[1].capture.known; }));
+  auto capture2 = [&] { return server.Sources().at(1).capture; };
+  CHECK(capture2().gpu_available);
+  CHECK(capture2().gpu);
 
   // Stopped while off: the kinds it had on are disabled, no more; the
   // server hears the producer is gone.
@@ -296,7 +310,7 @@ TEST_CASE("ingest sender: capture turns a CuptiSource's GPU activity off for a w
   CHECK(enabled_kinds() == 0);
   CHECK(!GpuActivityAvailable());
   CHECK(!SetGpuActivityEnabled(true));
-  REQUIRE(WaitFor([&] { return !capture().gpu_available && !capture().gpu; }));
+  REQUIRE(WaitFor([&] { return !capture2().gpu_available && !capture2().gpu; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   CHECK(kernels() == 40);
 
