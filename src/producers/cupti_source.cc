@@ -305,11 +305,10 @@ struct CuptiSource::Impl {
   std::unique_ptr<CuptiRecordParser> parser;
   std::shared_ptr<Ring> ring;
   std::vector<CUpti_ActivityKind> enabled;
-  // Capture on demand (gpu_activity.h): off disables every enabled kind but
-  // the memory ones. Written under the switch's lock; read by the flush
-  // thread only once Stop() has removed the switch.
-  bool activity_on = true;
-  std::vector<bool> kind_on;  // by index of `enabled`: on in CUPTI now.
+  // By index of `enabled`: on in CUPTI now (capture on demand turns all but
+  // the memory kinds: gpu_activity.h). Written under the switch's lock; read
+  // by the flush thread only once Stop() has removed the switch.
+  std::vector<bool> kind_on;
   std::thread thread;
   std::mutex mu;
   std::condition_variable cv;
@@ -387,15 +386,13 @@ struct CuptiSource::Impl {
   // parsed at the next flush as always). On, in the reverse of Start's
   // order: kernels last, once their launches and ops are recorded again.
   // A kind CUPTI refuses to turn keeps its state in kind_on. Under the
-  // switch's lock.
+  // switch's lock (which calls only on a change).
   void SetActivity(bool on) {
-    if (on == activity_on) return;
     for (size_t j = 0; j < enabled.size(); ++j) {
       const size_t i = on ? enabled.size() - 1 - j : j;
       if (StaysOn(enabled[i]) || kind_on[i] == on) continue;
       if ((on ? api.enable(enabled[i]) : api.disable(enabled[i])) == CUPTI_SUCCESS) kind_on[i] = on;
     }
-    activity_on = on;
   }
 
   void Run() {
