@@ -72,6 +72,7 @@ struct PodView::Worker {
   StepAssembler steps;
   bool has_device = false;  // a step of it had device work (the GPU rules).
   uint64_t cells = 0;       // its steps added.
+  size_t in_rows = 0;       // its cells in rows_ now.
 };
 
 PodView::PodView(const Catalog* catalog, PodViewOptions options)
@@ -226,6 +227,7 @@ void PodView::AddCell(const PodCell& cell, int64_t step_num) {
       ++counts_.cells_outside_window;
       return;
     }
+    for (const PodCell& gone : rows_.begin()->second.cells) --workers_[index_.at(gone.worker)]->in_rows;
     rows_.erase(rows_.begin());
   }
   std::vector<PodCell>& cells = rows_[step_num].cells;
@@ -237,6 +239,7 @@ void PodView::AddCell(const PodCell& cell, int64_t step_num) {
     }
   }
   cells.push_back(cell);
+  ++workers_[index_.at(cell.worker)]->in_rows;
 }
 
 bool PodView::Listed(const Worker& w) const { return w.process != 0 || w.cells > 0; }
@@ -258,9 +261,15 @@ std::string PodView::Label(const Worker& w) const {
 std::vector<PodView::Held> PodView::HeldExcess(uint32_t k) const {
   // Walking the rows newest first, per worker: how many compared steps so
   // far, the smallest excess among them, and their step range.
+  // Stops once every worker with k cells in the rows has k compared steps
+  // (evaluated at each closed step: the whole window would be walked for
+  // nothing).
   std::vector<Held> held(workers_.size());
   std::vector<uint64_t> scratch;
-  for (auto it = rows_.rbegin(); it != rows_.rend(); ++it) {
+  const size_t can_fill = static_cast<size_t>(
+      std::count_if(workers_.begin(), workers_.end(), [k](const auto& w) { return w->in_rows >= k; }));
+  size_t full = 0;  // workers with k compared steps.
+  for (auto it = rows_.rbegin(); it != rows_.rend() && full < can_fill; ++it) {
     const std::vector<PodCell>& cells = it->second.cells;
     if (cells.size() < 2) continue;
     const RowReference ref = ReferenceOf(cells, &scratch);
@@ -272,7 +281,7 @@ std::vector<PodView::Held> PodView::HeldExcess(uint32_t k) const {
       h.min_pct = h.n == 0 ? pct : std::min(h.min_pct, pct);
       if (h.n == 0) h.last = it->first;
       h.first = it->first;
-      ++h.n;
+      if (++h.n == k) ++full;
     }
   }
   return held;

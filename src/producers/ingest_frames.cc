@@ -45,7 +45,12 @@ std::optional<std::string_view> FrameSplitter::Next() {
 namespace {
 
 bool KnownEventKind(uint8_t kind) {
-  return kind < kEventKindCount && EventKindName(static_cast<EventKind>(kind)) != "unknown";
+  static const std::array<bool, 256> known = [] {
+    std::array<bool, 256> k{};
+    for (unsigned i = 0; i < kEventKindCount; ++i) k[i] = EventKindName(static_cast<EventKind>(i)) != "unknown";
+    return k;
+  }();
+  return known[kind];
 }
 
 // A hello's host or program: shown in tables and logs, so short and free of
@@ -77,6 +82,7 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
   }
   const wire::Frame* f = wire::GetFrame(frame.data());
   pong_.reset();
+  batch_progress_ns_ = 0;
   if (f->body() == nullptr) return Fail(where, "a frame without a body");
   if (f->body_type() == wire::Body::IngestPong) {
     if (!has_hello_) return Fail(where, "a pong before the hello");
@@ -179,31 +185,34 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
   auto track_defined = [&](uint32_t id) {
     return tracks_.contains(id) || (!new_track_ids.empty() && new_track_ids.count(id));
   };
-  // The events, copied out: a crafted frame may place its vector of 8-byte
-  // structs off their alignment (the verifier checks bounds, not that).
+  // The events, copied whole into `out` (the wire's Event is liveprof::Event
+  // byte for byte, as the sender writes them: wire_event.h; a crafted frame
+  // may place its vector off its alignment, so bytes, not structs), then
+  // checked there; a refused frame takes them back out.
   const uint32_t count = b.events() ? b.events()->size() : 0;
-  auto event_at = [&](uint32_t i) {
-    wire::Event w;
-    std::memcpy(&w, b.events()->Data() + size_t{i} * sizeof(wire::Event), sizeof w);
-    return FromWire(w);
-  };
-  {
-    for (uint32_t i = 0; i < count; ++i) {
-      auto refuse = [&](const std::string& what) { return Fail(where, "event " + std::to_string(i) + ": " + what); };
-      const Event e = event_at(i);
-      const auto kind = static_cast<uint8_t>(e.kind);
-      if (!KnownEventKind(kind) || e.kind == EventKind::kInvalid || e.kind == EventKind::kNameDef ||
-          e.kind == EventKind::kTrackDef) {
-        return refuse("kind " + std::to_string(kind) + " (names and tracks travel as NameDef / TrackDef)");
-      }
-      if (e.ts + e.dur < e.ts) return refuse("ts + dur past 2^64 ns");
-      if (!defined(e.name)) return refuse("name id " + std::to_string(e.name) + " was never defined");
-      if (e.kind == EventKind::kKernel && (!defined(e.payload.kernel.details) || !defined(e.payload.kernel.op))) {
-        return refuse("a kernel's details or op name id was never defined");
-      }
-      if (e.kind != EventKind::kDeviceInfo && !track_defined(e.track)) {
-        return refuse("track " + std::to_string(e.track) + " was never defined");
-      }
+  const size_t first = out->size();
+  if (count > 0) {
+    out->resize(first + count);
+    std::memcpy(static_cast<void*>(out->data() + first), b.events()->Data(), size_t{count} * sizeof(Event));
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    const Event& e = (*out)[first + i];
+    auto refuse = [&](const std::string& what) {
+      out->resize(first);
+      return Fail(where, "event " + std::to_string(i) + ": " + what);
+    };
+    if (!KnownEventKind(static_cast<uint8_t>(e.kind)) || e.kind == EventKind::kInvalid ||
+        e.kind == EventKind::kNameDef || e.kind == EventKind::kTrackDef) {
+      return refuse("kind " + std::to_string(static_cast<uint8_t>(e.kind)) +
+                    " (names and tracks travel as NameDef / TrackDef)");
+    }
+    if (e.ts + e.dur < e.ts) return refuse("ts + dur past 2^64 ns");
+    if (!defined(e.name)) return refuse("name id " + std::to_string(e.name) + " was never defined");
+    if (e.kind == EventKind::kKernel && (!defined(e.payload.kernel.details) || !defined(e.payload.kernel.op))) {
+      return refuse("a kernel's details or op name id was never defined");
+    }
+    if (e.kind != EventKind::kDeviceInfo && !track_defined(e.track)) {
+      return refuse("track " + std::to_string(e.track) + " was never defined");
     }
   }
   // Taken: names, then tracks (rows named for the sender: "rank 3 · loader"), then events.
@@ -225,36 +234,32 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
   }
   if (definitions_only || duplicate) {
     if (duplicate) ++duplicate_batches_;
+    out->resize(first);
     return true;
   }
-  const size_t first = out->size();
-  if (count > 0) {
-    out->reserve(first + count);
-    for (uint32_t i = 0; i < count; ++i) {
-      Event e = event_at(i);
-      e.name = ours(e.name);
-      if (e.kind == EventKind::kKernel) {
-        e.payload.kernel.details = ours(e.payload.kernel.details);
-        e.payload.kernel.op = ours(e.payload.kernel.op);
-      }
-      e.track = e.kind == EventKind::kDeviceInfo ? 0 : tracks_.at(e.track);  // (a description: on no row)
-      e.flags &= static_cast<uint8_t>(~kFlagLate);  // the server's to say.
-      // The server's clock: the sender's plus the measured offset, each end
-      // by its own time (a span across an offset change ends where the next
-      // one, begun at that instant, begins: a step's end and the next step's
-      // input), never ending before it begins, and held inside
-      // [0, 2^64 - dur] (computed wide: no overflow either way).
-      using Wide = __int128;
-      const Wide begin_s = static_cast<Wide>(e.ts) + OffsetAt(e.ts);
-      const Wide end = static_cast<Wide>(e.ts) + e.dur;
-      const uint64_t end_clamped = end > static_cast<Wide>(UINT64_MAX) ? UINT64_MAX : static_cast<uint64_t>(end);
-      const Wide dur = std::min<Wide>(std::max<Wide>(end + OffsetAt(end_clamped) - begin_s, 0), UINT64_MAX);
-      const Wide last = static_cast<Wide>(UINT64_MAX) - dur;
-      e.ts = static_cast<uint64_t>(begin_s < 0 ? 0 : begin_s > last ? last : begin_s);
-      e.dur = static_cast<uint64_t>(dur);
-      out->push_back(e);
+  // In place: the stream's ids; the server's clock, the sender's plus the
+  // measured offset, each end by its own time (a span across an offset
+  // change ends where the next one, begun at that instant, begins: a step's
+  // end and the next step's input), never ending before it begins, and held
+  // inside [0, 2^64 - dur] (computed wide: no overflow either way).
+  for (Event& e : std::span<Event>(out->data() + first, count)) {
+    e.name = ours(e.name);
+    if (e.kind == EventKind::kKernel) {
+      e.payload.kernel.details = ours(e.payload.kernel.details);
+      e.payload.kernel.op = ours(e.payload.kernel.op);
     }
+    e.track = e.kind == EventKind::kDeviceInfo ? 0 : tracks_.at(e.track);  // (a description: on no row)
+    e.flags &= static_cast<uint8_t>(~kFlagLate);  // the server's to say.
+    using Wide = __int128;
+    const Wide begin_s = static_cast<Wide>(e.ts) + OffsetAt(e.ts);
+    const Wide end = static_cast<Wide>(e.ts) + e.dur;
+    const uint64_t end_clamped = end > static_cast<Wide>(UINT64_MAX) ? UINT64_MAX : static_cast<uint64_t>(end);
+    const Wide dur = std::min<Wide>(std::max<Wide>(end + OffsetAt(end_clamped) - begin_s, 0), UINT64_MAX);
+    const Wide last = static_cast<Wide>(UINT64_MAX) - dur;
+    e.ts = static_cast<uint64_t>(begin_s < 0 ? 0 : begin_s > last ? last : begin_s);
+    e.dur = static_cast<uint64_t>(dur);
   }
+  batch_progress_ns_ = b.progress_ns();
   lost_batches_ += b.seq() - last_seq_ - 1;  // (seq from 1: a first batch of 3 lost two)
   last_seq_ = b.seq();
   ++batches_;

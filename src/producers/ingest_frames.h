@@ -180,6 +180,16 @@ class IngestDecoder {
     return it == offsets_.begin() ? offsets_.front().offset : (it - 1)->offset;
   }
 
+  // The last Decode's IngestBatch.progress_ns (the sender's clock: every
+  // event of the sender ending at or before it has come); 0 for another
+  // frame, or a sender that could not say.
+  uint64_t batch_progress_ns() const { return batch_progress_ns_; }
+  // A sender time on the server's clock (held in [0, 2^64)).
+  uint64_t ToServerNs(uint64_t sender_ns) const {
+    const __int128 t = static_cast<__int128>(sender_ns) + OffsetAt(sender_ns);
+    return t < 0 ? 0 : t > static_cast<__int128>(UINT64_MAX) ? UINT64_MAX : static_cast<uint64_t>(t);
+  }
+
   uint64_t last_seq() const { return last_seq_; }  // the newest batch's seq (0: none yet).
   uint64_t batches() const { return batches_; }
   uint64_t events() const { return events_; }
@@ -206,6 +216,7 @@ class IngestDecoder {
   };
   std::vector<Offset> offsets_{{0, 0}};  // by `from`, never empty.
   uint64_t last_seq_ = 0;
+  uint64_t batch_progress_ns_ = 0;
   uint64_t batches_ = 0, events_ = 0, lost_batches_ = 0, sender_dropped_ = 0;
   std::string error_;
   std::vector<uint64_t> aligned_;  // a frame copied to 8-byte alignment.

@@ -37,6 +37,7 @@ namespace {
 constexpr size_t kMaxBatchEvents = 65536;     // 3 MiB of events a frame, well under 16 MiB.
 constexpr size_t kMaxDefinitionBytes = 4 << 20;  // a definitions-only batch (seq 0), about.
 constexpr size_t kOutLowWater = 1 << 20;      // serialize more batches below this.
+constexpr uint64_t kIdleProgressPeriodNs = 50'000'000;  // a batch of progress alone, at most this often.
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
@@ -97,6 +98,7 @@ class Sender {
     std::vector<Event> definitions;  // kNameDef / kTrackDef of the drain rounds it covers.
     std::vector<Event> events;
     uint64_t dropped = 0;  // events the rings dropped meanwhile.
+    uint64_t progress_ns = 0;  // IngestBatch.progress_ns: DrainLoop::complete_through_ns().
   };
 
   static DrainLoop::Options DrainOptions() {
@@ -107,7 +109,7 @@ class Sender {
 
   void Run();
   void OnBatch(const Batch& b);
-  void Seal();
+  void Seal(uint64_t now);
   void TrimUnacked();
   bool Connect(uint64_t now);
   void Disconnect(const std::string& why);
@@ -145,6 +147,8 @@ class Sender {
   uint64_t last_dropped_total_ = 0;
   uint64_t carried_dropped_ = 0;  // events of batches dropped unacknowledged.
   uint64_t last_seal_ns_ = 0;
+  uint64_t sealed_progress_ns_ = 0;  // the last batch's progress_ns,
+  uint64_t last_batch_ns_ = 0;       // and when it was sealed.
   int fd_ = -1;
   uint64_t next_connect_ns_ = 0;
   bool tried_at_stop_ = false;  // one more attempt once stopping, whatever the period.
@@ -176,20 +180,28 @@ void Sender::OnBatch(const Batch& b) {
   open_.events.insert(open_.events.end(), b.late.begin(), b.late.end());
 }
 
-// Closes the open batch (if it holds anything) and queues it.
-void Sender::Seal() {
+// Closes the open batch (if it holds anything) and queues it, with how far
+// this process's events are complete. With nothing else to send, that alone
+// goes now and then: an idle sender must not hold up the server's release of
+// the other senders' events.
+void Sender::Seal(uint64_t now) {
   const uint64_t dropped_total = stream_.TotalDropped();
   open_.dropped = dropped_total - last_dropped_total_ + carried_dropped_;
-  if (open_.events.empty() && open_.definitions.empty() && open_.dropped == 0) return;
+  const uint64_t progress = drain_.complete_through_ns();
+  const bool progress_due = progress > sealed_progress_ns_ && now - last_batch_ns_ >= kIdleProgressPeriodNs;
+  if (open_.events.empty() && open_.definitions.empty() && open_.dropped == 0 && !progress_due) return;
+  sealed_progress_ns_ = std::max(sealed_progress_ns_, progress);
+  last_batch_ns_ = now;
   last_dropped_total_ = dropped_total;
   carried_dropped_ = 0;
   // Cut to frames of at most kMaxBatchEvents; definitions go with the first.
+  const size_t total = open_.events.size();
   size_t at = 0;
   do {
     Pending p;
     p.seq = next_seq_++;
-    const size_t n = std::min(kMaxBatchEvents, open_.events.size() - at);
-    if (n == open_.events.size()) {
+    const size_t n = std::min(kMaxBatchEvents, total - at);
+    if (n == total) {
       p.events = std::move(open_.events);  // (the usual case: one frame)
     } else {
       p.events.assign(open_.events.begin() + static_cast<ptrdiff_t>(at),
@@ -200,9 +212,10 @@ void Sender::Seal() {
       p.dropped = open_.dropped;
     }
     at += n;
+    if (at == total) p.progress_ns = progress;  // (the last frame: the events it completes are in it or before)
     unacked_events_ += p.events.size();
     unacked_.push_back(std::move(p));
-  } while (at < open_.events.size());
+  } while (at < total);
   open_ = Pending{};
   TrimUnacked();
 }
@@ -358,7 +371,7 @@ void Sender::FillOut() {
           const auto events = fbb.CreateUninitializedVectorOfStructs(p.events.size(), &out);
           if (!p.events.empty()) std::memcpy(static_cast<void*>(out), p.events.data(), p.events.size() * sizeof(Event));
           return wire::CreateIngestBatch(fbb, p.seq, fbb.CreateVector(names), fbb.CreateVector(tracks), events,
-                                         p.dropped)
+                                         p.dropped, p.progress_ns)
               .Union();
         },
         p.events.size() * sizeof(Event) + 1024);
@@ -505,7 +518,7 @@ void Sender::Run() {
       drain_.RunOnce(now);
     }
     if (stopping || open_.events.size() >= kMaxBatchEvents || now - last_seal_ns_ >= options_.flush_period_ns) {
-      Seal();
+      Seal(now);
       last_seal_ns_ = now;
     }
     ExpireControl(now);

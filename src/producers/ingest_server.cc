@@ -28,6 +28,7 @@ constexpr size_t kReadBytes = 64 * 1024;
 constexpr size_t kPassBytes = 1 << 20;  // read from one connection before the next poll().
 constexpr size_t kMaxOutBytes = 1 << 20;  // acks and pings a sender has not read: it is not reading.
 constexpr size_t kMaxStatuses = 1024;
+constexpr uint64_t kProgressSlackNs = 1'000'000;  // a sender's declared progress, held back this much more.
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
@@ -92,6 +93,7 @@ struct IngestServer::Connection {
   uint32_t control_id = 0;     // the last IngestControl's.
   uint32_t ping_id = 0;        // the ping in flight,
   uint64_t ping_sent_ns = 0;   // and our clock in it.
+  uint64_t declared_ns = 0;    // the ring's declared progress (DeclareProgress).
   SourceStatus status;
 };
 
@@ -166,15 +168,17 @@ void IngestServer::Stop() {
   const char byte = 1;
   [[maybe_unused]] const ssize_t n = ::write(wake_[1], &byte, 1);
   thread_.join();
-  for (auto& c : connections_) {
-    if (c->fd >= 0) Close(*c, "the server stopped");
-  }
-  connections_.clear();
+  // The listeners first: a sender told of the close reconnects at once, and
+  // must not land in the backlog of a listener about to go.
   for (const int fd : listeners_) ::close(fd);
   for (const IngestEndpoint& e : bound_) {
     if (!e.tcp) ::unlink(e.path.c_str());
   }
   listeners_.clear();
+  for (auto& c : connections_) {
+    if (c->fd >= 0) Close(*c, "the server stopped");
+  }
+  connections_.clear();
   ::close(wake_[0]);
   ::close(wake_[1]);
 }
@@ -289,6 +293,7 @@ void IngestServer::Read(Connection& c) {
         if (!c.ring) return Close(c, "no ring for it (memory)");
       }
       TakeEvents(c, now);
+      DeclareProgress(c, now);
       if (const auto& st = c.decoder.state()) {
         CaptureState& cs = c.status.capture;
         cs = CaptureState{true, st->control_id, st->host_level, st->python_scopes, st->gpu, st->gpu_available, 0};
@@ -355,7 +360,8 @@ void IngestServer::Hello(Connection& c, uint64_t now) {
     if (const auto old = sessions_.find(c.session); old != sessions_.end()) c.decoder.set_resume_seq(old->second);
   }
   c.decoder.set_clock_offset_ns(static_cast<int64_t>(now - s.clock_ns));
-  c.ring = stream_.AddRing({.name = "ingest " + s.label, .capacity = options_.ring_capacity});
+  c.ring = stream_.AddRing(
+      {.name = "ingest " + s.label, .capacity = options_.ring_capacity, .progress = RingProgress::kDeclared});
   c.next_ping_ns = now;
 }
 
@@ -367,14 +373,34 @@ void IngestServer::Hello(Connection& c, uint64_t now) {
 void IngestServer::TakeEvents(Connection& c, uint64_t now) {
   const uint64_t horizon = now + options_.max_future_ns;
   const uint32_t mix = (c.status.worker * 0x9E3779B1u) & 0xFFF00000u;
-  for (Event& e : c.events) {
+  size_t kept = 0;
+  for (const Event& e : c.events) {
     if (e.end() > horizon) {
       ++c.status.future_dropped;
       continue;
     }
-    if (e.corr != 0) e.corr ^= mix;
-    c.ring->queue->TryPush(e);
+    Event& k = c.events[kept++];
+    k = e;
+    if (k.corr != 0) k.corr ^= mix;
   }
+  c.ring->queue->TryPushBulk(std::span<const Event>(c.events.data(), kept));
+}
+
+// How far the source's events are complete, on the server's clock, for the
+// drain loop (Ring::DeclareProgress): its events are then released as soon as
+// every source is past them, not a reorder window later. The sender's
+// progress (IngestBatch.progress_ns) less what the clock offset may still
+// move: an estimate from a round trip r is within r/2 of the true offset, so
+// every later (better) one is within r of it; plus kProgressSlackNs for drift.
+// Only once a pong gave a round trip: the hello's one-way offset has no bound.
+void IngestServer::DeclareProgress(Connection& c, uint64_t now) {
+  const uint64_t progress = c.decoder.batch_progress_ns();
+  if (progress == 0 || c.status.best_rtt_ns == 0) return;
+  const uint64_t margin = c.status.best_rtt_ns + kProgressSlackNs;
+  const uint64_t t = std::min(c.decoder.ToServerNs(progress), now);
+  if (t <= margin || t - margin <= c.declared_ns) return;
+  c.declared_ns = t - margin;
+  c.ring->DeclareProgress(c.declared_ns);
 }
 
 void IngestServer::Remember(const Connection& c) {

@@ -126,6 +126,7 @@ class IngestServer {
   void Publish(const Connection& c);
   void Hello(Connection& c, uint64_t now);
   void TakeEvents(Connection& c, uint64_t now);
+  void DeclareProgress(Connection& c, uint64_t now);
   void SendControls();
   void Remember(const Connection& c);  // its session's last batch, for a reconnect.
   struct Worker {

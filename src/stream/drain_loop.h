@@ -18,6 +18,7 @@
 #ifndef LIVEPROF_STREAM_DRAIN_LOOP_H_
 #define LIVEPROF_STREAM_DRAIN_LOOP_H_
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -92,6 +93,15 @@ class DrainLoop {
   size_t RunOnce(uint64_t now_ns);
   // Drains every ring and releases everything pending. Only while stopped.
   void Flush();
+
+  // On the thread running the rounds (RunOnce's caller): every event ending
+  // at or before this has been handed to the consumer, and no ring will give
+  // more (each declared it, or writes its events as they end); 0 when a ring
+  // cannot say (CUPTI, a replay) or none is open. Unlike the watermark, a
+  // window that closed on a ring still behind does not move it.
+  uint64_t complete_through_ns() const {
+    return reorder_.progress() == 0 ? 0 : std::min(reorder_.progress(), reorder_.watermark());
+  }
 
   // Any thread.
   uint64_t events_drained() const { return events_drained_.load(std::memory_order_relaxed); }

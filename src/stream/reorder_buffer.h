@@ -88,6 +88,10 @@ class ReorderBuffer {
   void CloseSource(uint32_t source);
 
   uint64_t watermark() const { return watermark_; }
+  // At the last release, the least progress the open sources had declared:
+  // none of them will deliver more events ending at or before it. 0 when one
+  // could not say (or none was open).
+  uint64_t progress() const { return progress_; }
   // True when the last timed release stopped at max_release.
   bool has_backlog() const { return backlog_; }
   size_t pending() const { return pending_; }
@@ -106,6 +110,8 @@ class ReorderBuffer {
   // Restores the order of q after events were appended at old_size.
   void SortTail(Queue& q, size_t old_size);
   Released ReleaseUpTo(uint64_t cutoff, bool force_to_cap);
+  // The runs_ (two or more, none empty; `total` events) into merged_.
+  void MergeRuns(size_t total);
   uint64_t ForcedLimit(uint64_t cutoff, size_t excess) const;
   // Pending events ending at or before t (queues must be sorted).
   size_t CountEndingBy(uint64_t t) const;
@@ -123,9 +129,10 @@ class ReorderBuffer {
   std::vector<Event> late_;
   size_t late_released_ = 0;  // late_ entries handed out by the last release.
   std::vector<std::span<const Event>> runs_;  // scratch of ReleaseUpTo.
-  std::vector<Event> merged_, scratch_;       // merge output and scratch.
+  std::vector<Event> merged_;                 // merge output.
   size_t pending_ = 0;
   uint64_t watermark_ = 0;
+  uint64_t progress_ = 0;  // Release's.
   bool released_any_ = false;
   bool backlog_ = false;
 };

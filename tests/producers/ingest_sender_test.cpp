@@ -110,6 +110,23 @@ TEST_CASE("ingest sender: the host API's events reach the server once each, acro
   // Same host, same clock: the measured offset is about 0.
   CHECK(std::abs(server.Sources()[0].clock_offset_ns) < 50'000'000);
 
+  // The sender says how far its events are complete (IngestBatch.progress_ns),
+  // declared on its ring: past the last step, and moving on while the program
+  // records nothing (a batch of progress alone now and then), never ahead of now.
+  std::shared_ptr<Ring> source_ring;
+  {
+    std::vector<std::shared_ptr<Ring>> rings;
+    server_stream.CopyRings(&rings);
+    for (const auto& r : rings) source_ring = r->name == "ingest rank 7" ? r : source_ring;
+  }
+  REQUIRE(source_ring != nullptr);
+  uint64_t last_end = 0;
+  for (const Event& ev : got) last_end = std::max(last_end, ev.end());
+  REQUIRE(WaitFor([&] { return source_ring->declared_ns.load() > last_end; }));
+  const uint64_t idle_from = source_ring->declared_ns.load();
+  REQUIRE(WaitFor([&] { return source_ring->declared_ns.load() > idle_from + 150'000'000; }));
+  CHECK(source_ring->declared_ns.load() <= HostNowNs());
+
   // The rows: the sender's thread, named for it, of worker 1; a process row names the worker.
   const Event* marker = nullptr;
   for (const Event& ev : got) {
@@ -155,7 +172,7 @@ TEST_CASE("ingest sender: the host API's events reach the server once each, acro
   REQUIRE(sources.size() == 2);
   CHECK(sources[1].worker == 1);  // the same worker,
   const SenderStatus status = GlobalSenderStatus();
-  CHECK(status.connects == 2);
+  CHECK_MESSAGE(status.connects == 2, status.last_error << " / " << sources[0].closed_reason << " / " << sources[1].closed_reason);
   CHECK(status.batches_dropped == 0);
   // and its rows again: the reconnected sender's markers are on the first row.
   for (const Event& ev : got) {

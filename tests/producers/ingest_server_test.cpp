@@ -42,7 +42,7 @@ std::string Hello(int32_t rank, uint64_t clock_ns) {
                 wire::CreateIngestHelloDirect(fbb, kIngestProtocol, "node1", 99, rank, "train.py", clock_ns).Union());
 }
 
-std::string Batch(uint64_t seq, uint64_t ts, bool define) {
+std::string Batch(uint64_t seq, uint64_t ts, bool define, uint64_t progress_ns = 0) {
   FlatBufferBuilder fbb;
   std::vector<flatbuffers::Offset<wire::NameDef>> names;
   std::vector<flatbuffers::Offset<wire::TrackDef>> tracks;
@@ -56,7 +56,7 @@ std::string Batch(uint64_t seq, uint64_t ts, bool define) {
     events.emplace_back(ts + i * 1000, 500, 2, 1, 0, static_cast<uint8_t>(EventKind::kInputSpan), 0, 0, 0, 0, 0);
   }
   return Framed(fbb, wire::Body::IngestBatch,
-                wire::CreateIngestBatchDirect(fbb, seq, &names, &tracks, &events, 0).Union());
+                wire::CreateIngestBatchDirect(fbb, seq, &names, &tracks, &events, 0, progress_ns).Union());
 }
 
 // A blocking client socket.
@@ -248,6 +248,60 @@ TEST_CASE("ingest server: senders over unix and TCP, acknowledged, clocks measur
   server.Stop();
   CHECK(!server.Sources()[0].connected);
   CHECK(server.Sources()[0].closed_reason == "the server stopped");
+}
+
+TEST_CASE("ingest server: a sender's progress is declared on its ring once a pong bounds its clock") {
+  Stream stream;
+  IngestServer::Options o;
+  IngestEndpoint e;
+  std::string error;
+  REQUIRE(ParseIngestEndpoint("unix:" + TempSocket(), &e, &error));
+  o.endpoints = {e};
+  o.ping_interval_ns = 20'000'000;
+  IngestServer server(stream, o);
+  REQUIRE_MESSAGE(server.Start(&error), error);
+  auto ring = [&]() -> std::shared_ptr<Ring> {
+    std::vector<std::shared_ptr<Ring>> rings;
+    stream.CopyRings(&rings);
+    for (auto& r : rings) {
+      if (r->name == "ingest rank 0") return r;
+    }
+    return nullptr;
+  };
+
+  // Its clock 1 s behind ours. Before a pong, the hello's one-way offset
+  // has no bound: the progress is not declared.
+  const int64_t skew = -1'000'000'000;
+  Client a(server.bound()[0]);
+  REQUIRE(a.ok());
+  a.Send(Hello(0, HostNowNs() + skew));
+  const uint64_t t = HostNowNs() + skew;
+  a.Send(Batch(1, t, true, t - 1'000'000));
+  REQUIRE(a.Until(wire::Body::IngestAck, false));
+  REQUIRE(ring() != nullptr);
+  CHECK(ring()->progress == RingProgress::kDeclared);
+  CHECK(ring()->declared_ns.load() == 0);
+
+  // Pongs: then the progress on our clock, less the best round trip and a
+  // millisecond (what a better offset estimate may still move it by).
+  for (int i = 0; i < 3; ++i) REQUIRE(a.Until(wire::Body::IngestPing, true, skew));
+  REQUIRE(WaitFor([&] { return server.Sources()[0].best_rtt_ns != 0; }));
+  const uint64_t progress = HostNowNs() + skew - 2'000'000;
+  a.Send(Batch(2, t + 200'000, false, progress));
+  REQUIRE(a.Until(wire::Body::IngestAck, false));  // (no pong meanwhile: the offset stays)
+  REQUIRE(WaitFor([&] { return server.Sources()[0].batches == 2; }));  // (its status is published after the ack)
+  const IngestServer::SourceStatus s = server.Sources()[0];
+  const uint64_t expected = progress + s.clock_offset_ns - s.best_rtt_ns - 1'000'000;
+  CHECK(ring()->declared_ns.load() == expected);
+  CHECK(std::abs(static_cast<int64_t>(expected) - static_cast<int64_t>(HostNowNs())) < 500'000'000);
+
+  // It only moves forward; a batch that cannot say leaves it.
+  a.Send(Batch(3, t + 400'000, false, progress - 5'000'000) + Batch(4, t + 600'000, false, 0));
+  const std::optional<std::string> ack = a.Until(wire::Body::IngestAck, false);
+  REQUIRE(ack);
+  if (Client::AckSeq(*ack) < 4) REQUIRE(a.Until(wire::Body::IngestAck, false));
+  CHECK(ring()->declared_ns.load() == expected);
+  server.Stop();
 }
 
 TEST_CASE("ingest server: a unix path that is not a socket is not taken over") {

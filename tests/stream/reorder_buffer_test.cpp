@@ -176,6 +176,7 @@ TEST_CASE("reorder: sources that say how far they got release before the window 
   ReorderBuffer::Released r = buffer.Release(kNow);
   CHECK(r.events.empty());
   CHECK(buffer.watermark() == kNow - 250 * kMs);
+  CHECK(buffer.progress() == 0);
 
   // Both say: everything up to the lesser progress goes, and no further.
   buffer.SetProgress(2, kNow - 10 * kMs);
@@ -183,6 +184,7 @@ TEST_CASE("reorder: sources that say how far they got release before the window 
   REQUIRE(r.events.size() == 1);
   CHECK(r.events[0].track == 1);
   CHECK(buffer.watermark() == kNow - 10 * kMs);
+  CHECK(buffer.progress() == kNow - 10 * kMs);
 
   // Progress never moves back, and the cutoff never passes now.
   buffer.SetProgress(2, kNow - 100 * kMs);
@@ -192,15 +194,18 @@ TEST_CASE("reorder: sources that say how far they got release before the window 
   REQUIRE(r.events.size() == 1);
   CHECK(r.events[0].track == 2);
   CHECK(buffer.watermark() == kNow);
+  CHECK(buffer.progress() == kNow);
 
   // A closed source does not hold the others back; one that says nothing does.
   buffer.CloseSource(2);
   buffer.SetProgress(1, kNow + 60 * kMs);
   buffer.Release(kNow + 70 * kMs);
   CHECK(buffer.watermark() == kNow + 60 * kMs);
+  CHECK(buffer.progress() == kNow + 60 * kMs);
   buffer.SetProgress(3, 0);
   buffer.Release(kNow + 80 * kMs);
   CHECK(buffer.watermark() == kNow + 60 * kMs);  // the window's cutoff is older.
+  CHECK(buffer.progress() == 0);
   CHECK(diag.Get(Diag::late_events) == 0);
 }
 
@@ -232,6 +237,36 @@ TEST_CASE("reorder: a backlog goes out in slices of max_release, in order, none 
   std::vector<Event> same(50, test::Span(100, 5, 0, 1));
   ties.Push(1, same);
   CHECK(ties.Release(1'000'000).events.size() == 50);
+}
+
+TEST_CASE("reorder: many sources merge in one pass into completion order, ties by source") {
+  // Six sources, each sorted, with ends that collide across sources (and
+  // equal events): the release equals a stable sort of the sources' events
+  // taken source after source (the order their queues opened).
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint64_t> gap(0, 3), dur(0, 2);
+  ReorderBuffer buffer({.window_ns = 1000}, nullptr);
+  std::vector<Event> all;
+  for (uint32_t s = 0; s < 6; ++s) {
+    std::vector<Event> in;
+    uint64_t end = 100;
+    for (uint32_t i = 0; i < 400 + 50 * s; ++i) {
+      end += gap(rng);
+      const uint64_t d = std::min<uint64_t>(dur(rng), end);
+      in.push_back(test::Span(end - d, d, 0, s));
+      in.back().corr = s * 10'000 + i;
+    }
+    std::stable_sort(in.begin(), in.end(), CompletionOrderLess);
+    buffer.Push(s, in);
+    all.insert(all.end(), in.begin(), in.end());
+  }
+  std::stable_sort(all.begin(), all.end(), CompletionOrderLess);
+  const ReorderBuffer::Released r = buffer.Release(1'000'000);
+  REQUIRE(r.events.size() == all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (r.events[i].corr != all[i].corr) FAIL("at " << i << ": " << r.events[i].corr << " for " << all[i].corr);
+  }
+  CHECK(buffer.pending() == 0);
 }
 
 }  // namespace liveprof

@@ -67,6 +67,25 @@ TEST_CASE("ring: order is kept across wrap-around and two-piece drains") {
   CHECK(ring->dropped() == 0);
 }
 
+TEST_CASE("ring: a bulk push takes what fits, across the wrap, and counts the rest as dropped") {
+  auto ring = SpscRing::Create(8);
+  REQUIRE(ring != nullptr);
+  std::vector<Event> in;
+  for (uint32_t i = 0; i < 20; ++i) in.push_back(test::Seq(i, i, 1));
+  CHECK(ring->TryPushBulk(std::span<const Event>(in.data(), 5)) == 5);
+  CHECK(DrainAll(*ring).size() == 5);
+  // Head at 5 of 8: six go in as two pieces (3 + 3), then two more find no room.
+  CHECK(ring->TryPushBulk(std::span<const Event>(in.data() + 5, 6)) == 6);
+  CHECK(ring->TryPushBulk(std::span<const Event>(in.data() + 11, 4)) == 2);
+  CHECK(ring->dropped() == 2);
+  CHECK(ring->published() == 13);
+  const std::vector<Event> out = DrainAll(*ring);
+  REQUIRE(out.size() == 8);
+  for (uint32_t i = 0; i < 8; ++i) CHECK(out[i].corr == 5 + i);
+  CHECK(ring->TryPushBulk({}) == 0);
+  CHECK(ring->dropped() == 2);
+}
+
 TEST_CASE("ring: concurrent producer and consumer lose, duplicate and reorder nothing") {
   constexpr uint32_t kEvents = 2'000'000;
   auto ring = SpscRing::Create(1024);
