@@ -5,14 +5,20 @@
 // the whole Pipeline (analyses and trace store, as `liveprof serve`).
 //
 // Targets: 0 events lost anywhere (sender rings, unacknowledged batches,
-// server rings, lost batches); the server's CPU (this process: ingest thread
-// + pipeline thread, getrusage) per 1 M events/s.
+// server rings, lost batches) and the server taking them as fast as they
+// come (its steady rate at least 99 % of the offered one: the server reads a
+// source no faster than its pipeline drains it, so a server that cannot keep
+// up shows as a lower rate while the senders buffer, then as the senders'
+// drops); the server's CPU (this process: ingest thread + pipeline thread,
+// getrusage) per 1 M events/s.
 //
 // Each sender's step (10 ms) is an input span then framework-op spans, so the
 // analyses have real work. Not Google Benchmark: one run with a warm-up.
 //
 //   ingest_bench [--senders 8] [--rate 500000] [--seconds 10] [--warmup 2]
 //                [--ring-capacity 65536]   (a sender's thread ring, events)
+//                [--trace-store 0]         (0: the pipeline keeps no trace store,
+//                                           to see what the store costs)
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +33,7 @@
 #include <vector>
 
 #include "aggregators/pipeline.h"
+#include "aggregators/trace_store.h"
 #include "producers/host_api.h"
 #include "producers/ingest_sender.h"
 #include "producers/ingest_server.h"
@@ -42,6 +49,7 @@ struct Args {
   double rate = 500'000;  // events/s per sender.
   double seconds = 10;
   double warmup = 2;
+  bool trace_store = true;
   size_t ring_capacity = size_t{1} << 16;  // events per thread ring in a sender (the default).
 };
 
@@ -113,6 +121,7 @@ int Main(int argc, char** argv) {
     else if (k == "--seconds") a.seconds = v;
     else if (k == "--warmup") a.warmup = v;
     else if (k == "--ring-capacity") a.ring_capacity = static_cast<size_t>(v);
+    else if (k == "--trace-store") a.trace_store = v != 0;
     else {
       std::fprintf(stderr, "ingest_bench: unknown option %s\n", k.c_str());
       return 2;
@@ -138,6 +147,7 @@ int Main(int argc, char** argv) {
   io.ring_capacity = size_t{1} << 18;
   IngestServer server(stream, io);
   Pipeline::Options po;
+  if (!a.trace_store) po.trace_store_bytes = 0;
   Pipeline pipeline(stream, po);
   pipeline.Start();
   if (!server.Start(&error)) {
@@ -196,11 +206,19 @@ int Main(int argc, char** argv) {
               rate / 1e6, cpu, cpu / (rate / 1e6));
   std::printf("pipeline: %" PRIu64 " publications, stream dropped %" PRIu64 "\n", pipeline.publications(),
               stream.TotalDropped());
+  if (const TraceStore* store = pipeline.trace_store()) {
+    const TraceStore::Stats ts = store->stats();
+    std::printf("trace store: %" PRIu64 " events in %.0f MiB (%.1f bytes each), %" PRIu64 " freed by its budget\n",
+                ts.events, ts.bytes / 1048576.0, ts.events ? double(ts.bytes) / ts.events : 0.0, ts.dropped_events);
+  }
   // (the stream's drops include the server rings' counted above)
   const uint64_t total_lost =
       lost + (stream.TotalDropped() > server_ring_dropped ? stream.TotalDropped() - server_ring_dropped : 0);
-  const bool pass = total_lost == 0;
-  std::printf("%s: 0 events lost (%" PRIu64 " lost)\n", pass ? "PASS" : "MISS", total_lost);
+  const double offered = a.senders * a.rate;
+  const bool kept_up = rate >= 0.99 * offered;
+  const bool pass = total_lost == 0 && kept_up;
+  std::printf("%s: 0 events lost (%" PRIu64 " lost), taken as they come (%.2f of %.2f M events/s)\n",
+              pass ? "PASS" : "MISS", total_lost, rate / 1e6, offered / 1e6);
   return pass ? 0 : 1;
 }
 

@@ -9,35 +9,62 @@
 
 namespace liveprof {
 
+FrameSplitter::FrameSplitter() : words_(new uint64_t[8]), capacity_(64) {}
+
+char* FrameSplitter::Reserve(size_t n) {
+  char* bytes = reinterpret_cast<char*>(words_.get());
+  const size_t held = size_ - pos_;
+  if (pos_ > kLead && (pos_ - kLead) * 2 >= size_) {
+    // Mostly taken: what is left moves to the front (kLead: its next size
+    // prefix 4 bytes into a word).
+    std::memmove(bytes + kLead, bytes + pos_, held);
+    pos_ = kLead;
+    size_ = kLead + held;
+  }
+  // A big frame's room is not kept for a connection of small ones.
+  const bool shrink = capacity_ > (size_t{1} << 20) && size_ + n < (size_t{64} << 10);
+  if (size_ + n > capacity_ || shrink) {
+    const size_t cap = shrink ? size_t{64} << 10 : std::max(capacity_ * 2, size_ + n);
+    auto words = std::make_unique_for_overwrite<uint64_t[]>((cap + 7) / 8);
+    std::memcpy(words.get(), bytes, size_);
+    words_ = std::move(words);
+    capacity_ = (cap + 7) / 8 * 8;
+  }
+  return reinterpret_cast<char*>(words_.get()) + size_;
+}
+
+void FrameSplitter::Commit(size_t n) { size_ += n; }
+
 void FrameSplitter::Feed(std::string_view bytes) {
   if (!error_.empty()) return;  // broken: nothing more is read.
-  if (pos_ > 0 && pos_ * 2 >= buf_.size()) {  // mostly taken: drop what was.
-    buf_.erase(0, pos_);
-    consumed_ += pos_;
-    pos_ = 0;
-    // A big frame's room is not kept for a connection of small ones.
-    if (buf_.capacity() > (size_t{1} << 20) && buf_.size() + bytes.size() < (size_t{64} << 10)) {
-      std::string(buf_).swap(buf_);
-    }
-  }
-  buf_.append(bytes);
+  std::memcpy(Reserve(bytes.size()), bytes.data(), bytes.size());
+  Commit(bytes.size());
+}
+
+bool FrameSplitter::has_frame() const {
+  if (!error_.empty() || size_ - pos_ < 4) return false;
+  uint32_t size;
+  std::memcpy(&size, reinterpret_cast<const char*>(words_.get()) + pos_, 4);
+  return size - 1 < kMaxIngestFrameBytes && size_ - pos_ - 4 >= size;  // (a bad size: Next says so)
 }
 
 std::optional<std::string_view> FrameSplitter::Next() {
-  if (!error_.empty() || buf_.size() - pos_ < 4) return std::nullopt;
+  if (!error_.empty() || size_ - pos_ < 4) return std::nullopt;
+  const char* bytes = reinterpret_cast<const char*>(words_.get());
   uint32_t size;
-  std::memcpy(&size, buf_.data() + pos_, 4);  // little-endian machines only (as the schema's readers).
-  const uint64_t at = consumed_ + pos_;
+  std::memcpy(&size, bytes + pos_, 4);  // little-endian machines only (as the schema's readers).
+  const uint64_t at = stream_pos_;
   if (size == 0 || size > kMaxIngestFrameBytes) {
     error_ = "frame " + std::to_string(frames_ + 1) + " (byte " + std::to_string(at) + "): a size of " +
              std::to_string(size) + " bytes (1.." + std::to_string(kMaxIngestFrameBytes) + ")";
     return std::nullopt;
   }
-  if (buf_.size() - pos_ - 4 < size) return std::nullopt;  // not whole yet.
-  const std::string_view frame(buf_.data() + pos_ + 4, size);
+  if (size_ - pos_ - 4 < size) return std::nullopt;  // not whole yet.
+  const std::string_view frame(bytes + pos_ + 4, size);
   frame_begin_ = at;
   frame_end_ = at + 4 + size;
   pos_ += 4 + size;
+  stream_pos_ += 4 + size;
   ++frames_;
   return frame;
 }
@@ -185,18 +212,18 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
   auto track_defined = [&](uint32_t id) {
     return tracks_.contains(id) || (!new_track_ids.empty() && new_track_ids.count(id));
   };
-  // The events, copied whole into `out` (the wire's Event is liveprof::Event
-  // byte for byte, as the sender writes them: wire_event.h; a crafted frame
-  // may place its vector off its alignment, so bytes, not structs), then
-  // checked there; a refused frame takes them back out.
+  // The events, checked as they are copied into `out` (the wire's Event is
+  // liveprof::Event byte for byte, as the sender writes them: wire_event.h;
+  // a crafted frame may place its vector off its alignment, so bytes, not
+  // structs); a refused frame takes them back out.
   const uint32_t count = b.events() ? b.events()->size() : 0;
   const size_t first = out->size();
-  if (count > 0) {
-    out->resize(first + count);
-    std::memcpy(static_cast<void*>(out->data() + first), b.events()->Data(), size_t{count} * sizeof(Event));
-  }
+  out->reserve(first + count);
+  const uint8_t* wire_events = count > 0 ? b.events()->Data() : nullptr;
   for (uint32_t i = 0; i < count; ++i) {
-    const Event& e = (*out)[first + i];
+    Event e;
+    std::memcpy(static_cast<void*>(&e), wire_events + size_t{i} * sizeof(Event), sizeof e);
+    out->push_back(e);
     auto refuse = [&](const std::string& what) {
       out->resize(first);
       return Fail(where, "event " + std::to_string(i) + ": " + what);

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,25 +42,42 @@ inline constexpr uint32_t kMaxIngestLabelBytes = 256;  // a hello's host, progra
 
 class FrameSplitter {
  public:
+  FrameSplitter();
   // Appends bytes as they were received.
   void Feed(std::string_view bytes);
-  // The next whole frame (valid until the next Feed or Next), or nullopt:
-  // more bytes are needed, or the stream is broken (error() says how: a
-  // size of 0 or over kMaxIngestFrameBytes; nothing after it is read).
+  // Or in two steps, to receive straight into the buffer: room for `n` more
+  // bytes (valid until the next call of a non-const method), then how many
+  // were written there.
+  char* Reserve(size_t n);
+  void Commit(size_t n);
+  // The next whole frame (valid until the next Feed, Reserve or Next), or
+  // nullopt: more bytes are needed, or the stream is broken (error() says
+  // how: a size of 0 or over kMaxIngestFrameBytes; nothing after it is read).
+  // A frame is 8-byte aligned when the frames before it were whole multiples
+  // of 8 bytes (as FlatBuffers makes them), so a decoder reads it in place.
   std::optional<std::string_view> Next();
   const std::string& error() const { return error_; }
+  // A whole frame is held (Next would return it).
+  bool has_frame() const;
   uint64_t frames() const { return frames_; }
   // Where the last frame Next returned began and ended, in the stream.
   uint64_t frame_begin() const { return frame_begin_; }
   uint64_t frame_end() const { return frame_end_; }
   // Bytes held of a frame not whole yet (a sender gone now lost them:
   // nothing of that frame was taken).
-  size_t pending_bytes() const { return buf_.size() - pos_; }
+  size_t pending_bytes() const { return size_ - pos_; }
 
  private:
-  std::string buf_;
-  size_t pos_ = 0;          // the next frame's size prefix in buf_.
-  uint64_t consumed_ = 0;   // stream offset of buf_[0].
+  // The bytes held, in 8-byte words: a frame's body, 4 bytes after its
+  // size, is aligned when its size prefix sits 4 bytes past a word
+  // (kLead: where the first prefix goes, and where a compaction moves the
+  // next one).
+  static constexpr size_t kLead = 4;
+  std::unique_ptr<uint64_t[]> words_;
+  size_t capacity_ = 0;       // bytes.
+  size_t size_ = kLead;       // bytes held (the first kLead are padding).
+  size_t pos_ = kLead;        // the next frame's size prefix.
+  uint64_t stream_pos_ = 0;   // the stream offset of pos_.
   uint64_t frames_ = 0;
   uint64_t frame_begin_ = 0, frame_end_ = 0;
   std::string error_;

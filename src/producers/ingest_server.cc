@@ -28,6 +28,9 @@ constexpr size_t kReadBytes = 64 * 1024;
 constexpr size_t kPassBytes = 1 << 20;  // read from one connection before the next poll().
 constexpr size_t kMaxOutBytes = 1 << 20;  // acks and pings a sender has not read: it is not reading.
 constexpr size_t kMaxStatuses = 1024;
+// A source's ring: read while at most half full, so a whole batch of the
+// largest a sender sends (65,536 events) always fits in the other half.
+constexpr size_t kDefaultRingEvents = size_t{1} << 18;  // 12 MiB.
 constexpr uint64_t kProgressSlackNs = 1'000'000;  // a sender's declared progress, held back this much more.
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
@@ -195,10 +198,18 @@ void IngestServer::Run() {
     fds.push_back({wake_[0], POLLIN, 0});
     const bool accepting = HostNowNs() >= accept_paused_until_ns_;
     for (const int fd : listeners_) fds.push_back({fd, static_cast<short>(accepting ? POLLIN : 0), 0});
+    // A source whose ring is half full is not read (back pressure): its
+    // bytes wait in the socket, then in the sender, which keeps every batch
+    // until it is acknowledged; what the server acknowledges is in its ring.
+    // Left out of poll() meanwhile (a hang-up is seen once it is read again),
+    // and looked at again every 2 ms as the pipeline drains the ring.
+    bool any_paused = false;
     for (const auto& c : connections_) {
-      fds.push_back({c->fd, static_cast<short>(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
+      const bool paused = RingHalfFull(*c);
+      any_paused |= paused;
+      fds.push_back({paused ? -1 : c->fd, static_cast<short>(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
     }
-    if (::poll(fds.data(), fds.size(), 50) < 0) {
+    if (::poll(fds.data(), fds.size(), any_paused ? 2 : 50) < 0) {
       if (errno != EINTR) {  // (ENOMEM...): said once a second, and tried again.
         static thread_local uint64_t said_ns = 0;
         if (HostNowNs() - said_ns > 1'000'000'000) {
@@ -222,7 +233,8 @@ void IngestServer::Run() {
     for (size_t i = 0; i < connections_.size() && first + i < fds.size(); ++i) {
       Connection& c = *connections_[i];
       const short ev = fds[first + i].revents;
-      if (c.fd >= 0 && (ev & (POLLIN | POLLHUP | POLLERR))) Read(c);
+      // (Frames left waiting for room in the ring are taken once there is some.)
+      if (c.fd >= 0 && ((ev & (POLLIN | POLLHUP | POLLERR)) || (c.splitter.has_frame() && !RingHalfFull(c)))) Read(c);
       if (c.fd >= 0 && (ev & POLLOUT)) Flush(c);
     }
     const uint64_t now = HostNowNs();
@@ -261,11 +273,15 @@ void IngestServer::Accept(size_t listener) {
 
 void IngestServer::Read(Connection& c) {
   // At most kPassBytes a pass, then back to poll(): one busy sender does not
-  // hold up the others (or Stop). One ack a pass: acks are cumulative.
-  char buf[kReadBytes];
+  // hold up the others (or Stop). One ack a pass: acks are cumulative. The
+  // frames already here go first; none is taken, and nothing more received,
+  // while the source's ring is half full (back pressure).
   const uint64_t acked = c.decoder.last_seq();
-  for (size_t taken = 0; taken < kPassBytes && !stop_.load(std::memory_order_relaxed);) {
-    const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
+  for (size_t taken = 0;;) {
+    if (!TakeFrames(c, acked)) return;  // (closed)
+    if (taken >= kPassBytes || stop_.load(std::memory_order_relaxed) || RingHalfFull(c)) break;
+    // Straight into the splitter's buffer (its frames stay aligned: decoded in place).
+    const ssize_t n = ::recv(c.fd, c.splitter.Reserve(kReadBytes), kReadBytes, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (n < 0 && errno != ECONNRESET) return Close(c, Errno("recv"));
@@ -276,69 +292,83 @@ void IngestServer::Read(Connection& c) {
     }
     c.last_byte_ns = HostNowNs();
     taken += static_cast<size_t>(n);
-    c.splitter.Feed(std::string_view(buf, static_cast<size_t>(n)));
-    while (auto frame = c.splitter.Next()) {
-      const std::string where = "frame " + std::to_string(c.splitter.frames()) + " (bytes " +
-                                std::to_string(c.splitter.frame_begin()) + ".." +
-                                std::to_string(c.splitter.frame_end()) + ")";
-      const bool had_hello = c.decoder.has_hello();
-      c.events.clear();
-      if (!c.decoder.Decode(*frame, where, &c.events)) {
-        AckTaken(c, acked);  // what it sent before this frame is the server's: say so before closing.
-        return Close(c, c.decoder.error());
-      }
-      const uint64_t now = HostNowNs();
-      if (!had_hello && c.decoder.has_hello()) {
-        Hello(c, now);
-        if (!c.ring) return Close(c, "no ring for it (memory)");
-      }
-      TakeEvents(c, now);
-      DeclareProgress(c, now);
-      if (const auto& st = c.decoder.state()) {
-        CaptureState& cs = c.status.capture;
-        cs = CaptureState{true, st->control_id, st->host_level, st->python_scopes, st->gpu, st->gpu_available, 0};
-        if (st->until_ns != 0) {
-          const __int128 until = static_cast<__int128>(st->until_ns) + c.decoder.clock_offset_ns();
-          cs.until_ns = until <= 0 ? 1 : static_cast<uint64_t>(std::min<__int128>(until, INT64_MAX));
-        }
-      }
-      // A pong to the ping in flight (its id and reading: no other counts).
-      if (const auto& pong = c.decoder.pong();
-          pong && pong->id == c.ping_id && pong->server_ns == c.ping_sent_ns && now >= pong->server_ns) {
-        const uint64_t rtt = now - pong->server_ns;
-        if (c.status.best_rtt_ns == 0 || rtt < c.status.best_rtt_ns) {
-          // The sender read its clock halfway through the round trip (wide: no overflow).
-          c.status.best_rtt_ns = std::max<uint64_t>(rtt, 1);
-          const __int128 offset = static_cast<__int128>(pong->server_ns + rtt / 2) - pong->sender_ns;
-          // From the sender's reading in this exchange on: its earlier times keep theirs.
-          c.decoder.set_clock_offset_ns(static_cast<int64_t>(std::clamp<__int128>(offset, INT64_MIN, INT64_MAX)),
-                                        pong->sender_ns);
-        }
-      }
-    }
-    if (!c.splitter.error().empty()) {
-      AckTaken(c, acked);
-      return Close(c, c.splitter.error());
-    }
-    // Unfinished frames across every connection: the largest holder goes.
-    size_t buffered = 0;
-    if (c.splitter.pending_bytes() > 0) {
-      for (const auto& other : connections_) buffered += other->fd >= 0 ? other->splitter.pending_bytes() : 0;
-    }
-    if (buffered > options_.max_buffered_bytes) {
-      const auto* largest = std::max_element(connections_.begin(), connections_.end(), [](const auto& a, const auto& b) {
-                              return a->splitter.pending_bytes() < b->splitter.pending_bytes();
-                            })->get();
-      if (largest == &c) {
-        AckTaken(c, acked);
-        return Close(c, "the server's buffers for unfinished frames are full (" +
-                            std::to_string(options_.max_buffered_bytes >> 20) + " MiB); this sender held the most");
-      }
-    }
+    c.splitter.Commit(static_cast<size_t>(n));
   }
   AckTaken(c, acked);
   if (c.out.size() > kMaxOutBytes) return Close(c, "not reading what the server sends (acks, pings)");
   Publish(c);
+}
+
+// The whole frames received, while the source's ring is at most half full.
+// False when the connection was closed (a refused frame; the buffers' bound).
+bool IngestServer::TakeFrames(Connection& c, uint64_t acked) {
+  while (!RingHalfFull(c)) {
+    const auto frame = c.splitter.Next();
+    if (!frame) break;
+    const std::string where = "frame " + std::to_string(c.splitter.frames()) + " (bytes " +
+                              std::to_string(c.splitter.frame_begin()) + ".." +
+                              std::to_string(c.splitter.frame_end()) + ")";
+    const bool had_hello = c.decoder.has_hello();
+    c.events.clear();
+    if (!c.decoder.Decode(*frame, where, &c.events)) {
+      AckTaken(c, acked);  // what it sent before this frame is the server's: say so before closing.
+      Close(c, c.decoder.error());
+      return false;
+    }
+    const uint64_t now = HostNowNs();
+    if (!had_hello && c.decoder.has_hello()) {
+      Hello(c, now);
+      if (!c.ring) {
+        Close(c, "no ring for it (memory)");
+        return false;
+      }
+    }
+    TakeEvents(c, now);
+    DeclareProgress(c, now);
+    if (const auto& st = c.decoder.state()) {
+      CaptureState& cs = c.status.capture;
+      cs = CaptureState{true, st->control_id, st->host_level, st->python_scopes, st->gpu, st->gpu_available, 0};
+      if (st->until_ns != 0) {
+        const __int128 until = static_cast<__int128>(st->until_ns) + c.decoder.clock_offset_ns();
+        cs.until_ns = until <= 0 ? 1 : static_cast<uint64_t>(std::min<__int128>(until, INT64_MAX));
+      }
+    }
+    // A pong to the ping in flight (its id and reading: no other counts).
+    if (const auto& pong = c.decoder.pong();
+        pong && pong->id == c.ping_id && pong->server_ns == c.ping_sent_ns && now >= pong->server_ns) {
+      const uint64_t rtt = now - pong->server_ns;
+      if (c.status.best_rtt_ns == 0 || rtt < c.status.best_rtt_ns) {
+        // The sender read its clock halfway through the round trip (wide: no overflow).
+        c.status.best_rtt_ns = std::max<uint64_t>(rtt, 1);
+        const __int128 offset = static_cast<__int128>(pong->server_ns + rtt / 2) - pong->sender_ns;
+        // From the sender's reading in this exchange on: its earlier times keep theirs.
+        c.decoder.set_clock_offset_ns(static_cast<int64_t>(std::clamp<__int128>(offset, INT64_MIN, INT64_MAX)),
+                                      pong->sender_ns);
+      }
+    }
+  }
+  if (!c.splitter.error().empty()) {
+    AckTaken(c, acked);
+    Close(c, c.splitter.error());
+    return false;
+  }
+  // Bytes held across every connection: the largest holder goes.
+  size_t buffered = 0;
+  if (c.splitter.pending_bytes() > 0) {
+    for (const auto& other : connections_) buffered += other->fd >= 0 ? other->splitter.pending_bytes() : 0;
+  }
+  if (buffered > options_.max_buffered_bytes) {
+    const auto* largest = std::max_element(connections_.begin(), connections_.end(), [](const auto& a, const auto& b) {
+                            return a->splitter.pending_bytes() < b->splitter.pending_bytes();
+                          })->get();
+    if (largest == &c) {
+      AckTaken(c, acked);
+      Close(c, "the server's buffers for unfinished frames are full (" +
+                   std::to_string(options_.max_buffered_bytes >> 20) + " MiB); this sender held the most");
+      return false;
+    }
+  }
+  return true;
 }
 
 // Its hello: who it is, its worker (rows kept across reconnects), its ring,
@@ -360,8 +390,9 @@ void IngestServer::Hello(Connection& c, uint64_t now) {
     if (const auto old = sessions_.find(c.session); old != sessions_.end()) c.decoder.set_resume_seq(old->second);
   }
   c.decoder.set_clock_offset_ns(static_cast<int64_t>(now - s.clock_ns));
-  c.ring = stream_.AddRing(
-      {.name = "ingest " + s.label, .capacity = options_.ring_capacity, .progress = RingProgress::kDeclared});
+  c.ring = stream_.AddRing({.name = "ingest " + s.label,
+                            .capacity = options_.ring_capacity != 0 ? options_.ring_capacity : kDefaultRingEvents,
+                            .progress = RingProgress::kDeclared});
   c.next_ping_ns = now;
 }
 
@@ -480,7 +511,13 @@ void IngestServer::Flush(Connection& c) {
   }
 }
 
+bool IngestServer::RingHalfFull(const Connection& c) {
+  return c.ring != nullptr && c.ring->queue->size() * 2 > c.ring->queue->capacity();
+}
+
 void IngestServer::Tick(Connection& c, uint64_t now) {
+  // Not read for back pressure: the silence is ours, not a stalled sender's.
+  if (RingHalfFull(c)) c.last_byte_ns = now;
   if (!c.decoder.has_hello() && now - c.connected_ns > options_.stall_timeout_ns) {
     return Close(c, "no hello in " + std::to_string(options_.stall_timeout_ns / 1'000'000) + " ms");
   }

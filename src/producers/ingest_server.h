@@ -2,9 +2,12 @@
 // docs/ingest.md). It listens on unix sockets and loopback TCP ports; each
 // connection is a source with its own ring, tracks and counters. One thread
 // runs every connection with poll(): it reads frames (ingest_frames.h),
-// writes the events to the source's ring (a full ring drops and counts, as
-// every producer's), acknowledges each batch (IngestAck) and pings the
-// sender for its clock (IngestPing / IngestPong, the least round trip wins).
+// writes the events to the source's ring, acknowledges each batch
+// (IngestAck) and pings the sender for its clock (IngestPing / IngestPong,
+// the least round trip wins). A source whose ring is half full is not read
+// until the pipeline drains it (back pressure: the sender keeps its batches
+// until acknowledged, and drops and counts only past its own bound), so
+// what the server acknowledges is not dropped by it.
 //
 // A refused frame, a sender silent mid-frame past the stall timeout, or an
 // output queue past its bound closes that connection, with the reason kept
@@ -50,7 +53,10 @@ class IngestServer {
  public:
   struct Options {
     std::vector<IngestEndpoint> endpoints;
-    size_t ring_capacity = 0;              // per source; 0: the stream's default.
+    // Events per source's ring; 0: 2^18 (12 MiB). A source is read while its
+    // ring is at most half full (back pressure: the sender keeps the rest),
+    // so a batch up to half of it is never dropped by the server.
+    size_t ring_capacity = 0;
     uint64_t ping_interval_ns = 1'000'000'000;
     uint64_t stall_timeout_ns = 10'000'000'000;  // silent mid-frame this long: closed.
     size_t max_sources = 256;              // connections at once; more are refused.
@@ -119,9 +125,11 @@ class IngestServer {
   void Run();
   void Accept(size_t listener);
   void Read(Connection& c);
+  bool TakeFrames(Connection& c, uint64_t acked);
   void Flush(Connection& c);
   void AckTaken(Connection& c, uint64_t acked);  // an IngestAck when batches came since `acked`.
   void Tick(Connection& c, uint64_t now);
+  static bool RingHalfFull(const Connection& c);
   void Close(Connection& c, const std::string& reason);
   void Publish(const Connection& c);
   void Hello(Connection& c, uint64_t now);

@@ -304,6 +304,54 @@ TEST_CASE("ingest server: a sender's progress is declared on its ring once a pon
   server.Stop();
 }
 
+TEST_CASE("ingest server: a source whose ring is half full is not read until it drains (nothing dropped)") {
+  Stream stream;
+  IngestServer::Options o;
+  IngestEndpoint e;
+  std::string error;
+  REQUIRE(ParseIngestEndpoint("unix:" + TempSocket(), &e, &error));
+  o.endpoints = {e};
+  o.ring_capacity = 1024;
+  o.stall_timeout_ns = 200'000'000;
+  IngestServer server(stream, o);
+  REQUIRE_MESSAGE(server.Start(&error), error);
+
+  // 20 batches of 100 events at once, and nobody drains: the server takes
+  // them while the ring is at most half full (512), so 6, and waits.
+  Client a(server.bound()[0]);
+  REQUIRE(a.ok());
+  const uint64_t t = HostNowNs();
+  std::string bytes = Hello(0, t);
+  for (uint64_t seq = 1; seq <= 20; ++seq) bytes += Batch(seq, t + seq * 100'000, seq == 1);
+  a.Send(bytes);
+  REQUIRE(WaitFor([&] { return !server.Sources().empty() && server.Sources()[0].batches == 6; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // (twice the stall timeout: waiting is ours)
+  IngestServer::SourceStatus s = server.Sources()[0];
+  CHECK(s.connected);
+  CHECK(s.batches == 6);
+  CHECK(s.ring_dropped == 0);
+  std::optional<std::string> ack = a.Until(wire::Body::IngestAck, true);
+  REQUIRE(ack);
+  CHECK(Client::AckSeq(*ack) == 6);  // acknowledged: in the ring.
+
+  // Drained, it goes on: every event, none dropped, all acknowledged.
+  std::vector<Event> got;
+  REQUIRE(WaitFor([&] {
+    const std::vector<Event> more = Drain(stream);
+    got.insert(got.end(), more.begin(), more.end());
+    return got.size() == 2000;
+  }));
+  REQUIRE(WaitFor([&] { return server.Sources()[0].batches == 20; }));
+  s = server.Sources()[0];
+  CHECK(s.connected);
+  CHECK(s.ring_dropped == 0);
+  CHECK(s.events == 2000);
+  uint64_t last_ack = 0;
+  while (last_ack < 20 && (ack = a.Until(wire::Body::IngestAck, true))) last_ack = Client::AckSeq(*ack);
+  CHECK(last_ack == 20);
+  server.Stop();
+}
+
 TEST_CASE("ingest server: a unix path that is not a socket is not taken over") {
   const std::string path = TempSocket() + ".file";
   FILE* f = std::fopen(path.c_str(), "w");
