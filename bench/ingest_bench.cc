@@ -19,6 +19,7 @@
 //                [--ring-capacity 65536]   (a sender's thread ring, events)
 //                [--trace-store 0]         (0: the pipeline keeps no trace store,
 //                                           to see what the store costs)
+#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -190,6 +191,7 @@ int Main(int argc, char** argv) {
     received += s.events, server_ring_dropped += s.ring_dropped, lost_batches += s.lost_batches;
     duplicates += s.duplicate_batches, connects += s.label.empty() ? 0 : 1;
   }
+  const struct mallinfo2 heap = mallinfo2();  // (every arena) before the pipeline lets go of anything.
   server.Stop();
   pipeline.Stop();
 
@@ -211,6 +213,8 @@ int Main(int argc, char** argv) {
     std::printf("trace store: %" PRIu64 " events in %.0f MiB (%.1f bytes each), %" PRIu64 " freed by its budget\n",
                 ts.events, ts.bytes / 1048576.0, ts.events ? double(ts.bytes) / ts.events : 0.0, ts.dropped_events);
   }
+  std::printf("malloc: %.0f MiB in use, %.0f MiB free in its heaps, %.0f MiB mapped apart\n", heap.uordblks / 1048576.0,
+              heap.fordblks / 1048576.0, heap.hblkhd / 1048576.0);
   // (the stream's drops include the server rings' counted above)
   const uint64_t total_lost =
       lost + (stream.TotalDropped() > server_ring_dropped ? stream.TotalDropped() - server_ring_dropped : 0);

@@ -392,7 +392,8 @@ void IngestServer::Hello(Connection& c, uint64_t now) {
   c.decoder.set_clock_offset_ns(static_cast<int64_t>(now - s.clock_ns));
   c.ring = stream_.AddRing({.name = "ingest " + s.label,
                             .capacity = options_.ring_capacity != 0 ? options_.ring_capacity : kDefaultRingEvents,
-                            .progress = RingProgress::kDeclared});
+                            .progress = RingProgress::kDeclared,
+                            .pushes_back = true});
   c.next_ping_ns = now;
 }
 

@@ -64,7 +64,7 @@ size_t DrainLoop::RunOnce(uint64_t now_ns) {
 
 void DrainLoop::Flush() {
   bool busy = false;
-  DrainRings(Now(), &busy);
+  DrainRings(Now(), &busy, /*all=*/true);
   definitions_.clear();
   EmitDefinitions();
   const ReorderBuffer::Released r = reorder_.Flush();
@@ -73,7 +73,7 @@ void DrainLoop::Flush() {
   }
 }
 
-size_t DrainLoop::DrainRings(uint64_t now_ns, bool* any_ring_busy) {
+size_t DrainLoop::DrainRings(uint64_t now_ns, bool* any_ring_busy, bool all) {
   rounds_.fetch_add(1, std::memory_order_relaxed);
   if (const uint64_t gen = stream_.ring_generation(); gen != ring_generation_) {
     ring_generation_ = gen;
@@ -88,7 +88,11 @@ size_t DrainLoop::DrainRings(uint64_t now_ns, bool* any_ring_busy) {
 
   size_t total = 0;
   removed_.clear();
+  // A backlog (the consumer behind): rings that can push back keep their
+  // events, rather than the reorder buffer growing by hundreds of megabytes.
+  const bool hold = !all && reorder_.pending() > options_.reorder.max_release;
   for (const std::shared_ptr<Ring>& ring : rings_) {
+    if (hold && ring->pushes_back && !ring->closed.load(std::memory_order_acquire)) continue;
     // Read `closed` before draining: everything the producer published before
     // closing is then visible to this drain.
     const bool closed = ring->closed.load(std::memory_order_acquire);

@@ -108,7 +108,9 @@ class DrainLoop {
   uint64_t rounds() const { return rounds_.load(std::memory_order_relaxed); }
 
  private:
-  size_t DrainRings(uint64_t now_ns, bool* any_ring_busy);
+  // `all`: every ring, even one that pushes back while a backlog waits (the
+  // last drain, at Flush).
+  size_t DrainRings(uint64_t now_ns, bool* any_ring_busy, bool all = false);
   void EmitDefinitions();
   void Deliver(uint64_t now_ns);
   void Run();

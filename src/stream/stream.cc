@@ -23,6 +23,7 @@ std::shared_ptr<Ring> Stream::AddRing(const RingOptions& options, std::string* e
   ring->domain = options.domain;
   ring->track = options.track;
   ring->progress = options.progress;
+  ring->pushes_back = options.pushes_back;
   std::lock_guard<std::mutex> lock(mu_);
   ring->serial = next_serial_++;
   rings_.push_back(ring);

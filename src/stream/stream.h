@@ -45,6 +45,11 @@ struct Ring {
   // The drain loop removes the ring once closed and drained.
   std::atomic<bool> closed{false};
   RingProgress progress = RingProgress::kUnknown;
+  // Its producer waits for room instead of dropping (the socket ingest: the
+  // sender keeps what the server has not taken). The drain loop leaves its
+  // events in the ring while the reorder buffer holds a backlog, so the
+  // wait reaches the producer instead of piling up in the pipeline.
+  bool pushes_back = false;
   // kDeclared: every event ending at or before this (host ns) has been
   // written. The producer's thread; it only moves forward.
   void DeclareProgress(uint64_t host_ns) { declared_ns.store(host_ns, std::memory_order_release); }
@@ -82,6 +87,7 @@ class Stream {
     size_t capacity = 0;  // 0: the stream's default.
     TrackId track = 0;    // 0: none given; host threads get one from AddTrack.
     RingProgress progress = RingProgress::kUnknown;
+    bool pushes_back = false;  // Ring::pushes_back.
   };
   // Registers a ring for one producer thread. Any thread; takes a mutex (do it
   // once per thread, off the hot path). On a bad capacity or no memory, returns

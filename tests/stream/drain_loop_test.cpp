@@ -205,4 +205,30 @@ TEST_CASE("drain: synchronous rounds release by the window and flush the rest") 
   CHECK(ts == std::vector<uint64_t>{5'000, 9'500});
 }
 
+TEST_CASE("drain: a ring that pushes back keeps its events while the reorder buffer has a backlog") {
+  Stream stream;
+  Collector c;
+  DrainLoop::Options o;
+  o.reorder.window_ns = 1'000'000'000;  // nothing old enough to go in these rounds.
+  o.reorder.max_release = 10;
+  DrainLoop loop(stream, o, c.Fn());
+  auto plain = stream.AddRing({.name = "drops when full"});
+  auto waits = stream.AddRing({.name = "pushes back", .pushes_back = true});
+  for (uint64_t i = 0; i < 100; ++i) plain->queue->TryPush(test::Instant(1'000 + i));
+  for (uint64_t i = 0; i < 50; ++i) waits->queue->TryPush(test::Instant(2'000 + i));
+  CHECK(loop.RunOnce(10'000) == 150);  // no backlog yet: both drained.
+  for (uint64_t i = 0; i < 20; ++i) plain->queue->TryPush(test::Instant(3'000 + i));
+  for (uint64_t i = 0; i < 30; ++i) waits->queue->TryPush(test::Instant(4'000 + i));
+  // 150 pending > max_release: the plain ring is drained, the other waits.
+  CHECK(loop.RunOnce(20'000) == 20);
+  CHECK(waits->queue->size() == 30);
+  CHECK(plain->queue->size() == 0);
+  // The last drain takes everything: none is left behind.
+  loop.Flush();
+  CHECK(waits->queue->size() == 0);
+  size_t instants = 0;
+  for (const Event& e : c.events) instants += e.kind == EventKind::kInstant ? 1 : 0;
+  CHECK(instants == 200);
+}
+
 }  // namespace liveprof
