@@ -22,9 +22,10 @@ char* FrameSplitter::Reserve(size_t n) {
     size_ = kLead + held;
   }
   // A big frame's room is not kept for a connection of small ones.
-  const bool shrink = capacity_ > (size_t{1} << 20) && size_ + n < (size_t{64} << 10);
+  constexpr size_t kSmall = size_t{256} << 10;
+  const bool shrink = capacity_ > (size_t{1} << 20) && size_ + n <= kSmall;
   if (size_ + n > capacity_ || shrink) {
-    const size_t cap = shrink ? size_t{64} << 10 : std::max(capacity_ * 2, size_ + n);
+    const size_t cap = shrink ? kSmall : std::max(capacity_ * 2, size_ + n);
     auto words = std::make_unique_for_overwrite<uint64_t[]>((cap + 7) / 8);
     std::memcpy(words.get(), bytes, size_);
     words_ = std::move(words);

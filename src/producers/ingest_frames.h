@@ -63,8 +63,9 @@ class FrameSplitter {
   // Where the last frame Next returned began and ended, in the stream.
   uint64_t frame_begin() const { return frame_begin_; }
   uint64_t frame_end() const { return frame_end_; }
-  // Bytes held of a frame not whole yet (a sender gone now lost them:
-  // nothing of that frame was taken).
+  // Bytes held: of a frame not whole yet (a sender gone now lost them:
+  // nothing of that frame was taken), and of whole frames not taken yet
+  // (Next not called: the server waits for room in the source's ring).
   size_t pending_bytes() const { return size_ - pos_; }
 
  private:
@@ -202,9 +203,15 @@ class IngestDecoder {
   // event of the sender ending at or before it has come); 0 for another
   // frame, or a sender that could not say.
   uint64_t batch_progress_ns() const { return batch_progress_ns_; }
-  // A sender time on the server's clock (held in [0, 2^64)).
-  uint64_t ToServerNs(uint64_t sender_ns) const {
-    const __int128 t = static_cast<__int128>(sender_ns) + OffsetAt(sender_ns);
+  // A sender time on the server's clock (held in [0, 2^64)), by the least
+  // offset any time from it on maps with now: a bound for where the events
+  // after it land (a later offset, from a better round trip, may be smaller).
+  uint64_t EarliestServerNs(uint64_t sender_ns) const {
+    int64_t least = OffsetAt(sender_ns);
+    for (auto it = offsets_.rbegin(); it != offsets_.rend() && it->from > sender_ns; ++it) {
+      least = std::min(least, it->offset);
+    }
+    const __int128 t = static_cast<__int128>(sender_ns) + least;
     return t < 0 ? 0 : t > static_cast<__int128>(UINT64_MAX) ? UINT64_MAX : static_cast<uint64_t>(t);
   }
 

@@ -31,7 +31,7 @@ constexpr size_t kMaxStatuses = 1024;
 // A source's ring: read while at most half full, so a whole batch of the
 // largest a sender sends (65,536 events) always fits in the other half.
 constexpr size_t kDefaultRingEvents = size_t{1} << 18;  // 12 MiB.
-constexpr uint64_t kProgressSlackNs = 1'000'000;  // a sender's declared progress, held back this much more.
+constexpr uint64_t kProgressSlackNs = 50'000'000;  // a sender's declared progress, held back this much more.
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
@@ -352,7 +352,8 @@ bool IngestServer::TakeFrames(Connection& c, uint64_t acked) {
     Close(c, c.splitter.error());
     return false;
   }
-  // Bytes held across every connection: the largest holder goes.
+  // Bytes held across every connection (frames not whole yet, and whole ones
+  // waiting for room in their ring): past the bound the largest holder goes.
   size_t buffered = 0;
   if (c.splitter.pending_bytes() > 0) {
     for (const auto& other : connections_) buffered += other->fd >= 0 ? other->splitter.pending_bytes() : 0;
@@ -363,7 +364,7 @@ bool IngestServer::TakeFrames(Connection& c, uint64_t acked) {
                           })->get();
     if (largest == &c) {
       AckTaken(c, acked);
-      Close(c, "the server's buffers for unfinished frames are full (" +
+      Close(c, "the server's buffers for received frames are full (" +
                    std::to_string(options_.max_buffered_bytes >> 20) + " MiB); this sender held the most");
       return false;
     }
@@ -421,15 +422,19 @@ void IngestServer::TakeEvents(Connection& c, uint64_t now) {
 // How far the source's events are complete, on the server's clock, for the
 // drain loop (Ring::DeclareProgress): its events are then released as soon as
 // every source is past them, not a reorder window later. The sender's
-// progress (IngestBatch.progress_ns) less what the clock offset may still
-// move: an estimate from a round trip r is within r/2 of the true offset, so
-// every later (better) one is within r of it; plus kProgressSlackNs for drift.
-// Only once a pong gave a round trip: the hello's one-way offset has no bound.
+// progress (IngestBatch.progress_ns), mapped by the least offset that any
+// time from it on takes now, less what the offset may still move: an
+// estimate from a round trip r is within r/2 of the true offset, so every
+// later (better) one is within r of it; less kProgressSlackNs for drift and
+// for senders that join or come back (their first batches hold events up to
+// a few flush periods old: later than the others' progress, they would be
+// late). Only once a pong gave a round trip: the hello's one-way offset has
+// no bound.
 void IngestServer::DeclareProgress(Connection& c, uint64_t now) {
   const uint64_t progress = c.decoder.batch_progress_ns();
   if (progress == 0 || c.status.best_rtt_ns == 0) return;
   const uint64_t margin = c.status.best_rtt_ns + kProgressSlackNs;
-  const uint64_t t = std::min(c.decoder.ToServerNs(progress), now);
+  const uint64_t t = std::min(c.decoder.EarliestServerNs(progress), now);
   if (t <= margin || t - margin <= c.declared_ns) return;
   c.declared_ns = t - margin;
   c.ring->DeclareProgress(c.declared_ns);

@@ -88,9 +88,11 @@ size_t DrainLoop::DrainRings(uint64_t now_ns, bool* any_ring_busy, bool all) {
 
   size_t total = 0;
   removed_.clear();
-  // A backlog (the consumer behind): rings that can push back keep their
-  // events, rather than the reorder buffer growing by hundreds of megabytes.
-  const bool hold = !all && reorder_.pending() > options_.reorder.max_release;
+  // A backlog (the last release stopped at max_release: the consumer is
+  // behind): rings that can push back keep their events, rather than the
+  // reorder buffer growing by hundreds of megabytes. (Events merely waiting
+  // for their window, a CUPTI ring's, are no backlog.)
+  const bool hold = !all && reorder_.has_backlog();
   for (const std::shared_ptr<Ring>& ring : rings_) {
     if (hold && ring->pushes_back && !ring->closed.load(std::memory_order_acquire)) continue;
     // Read `closed` before draining: everything the producer published before

@@ -49,6 +49,7 @@ struct Ring {
   // sender keeps what the server has not taken). The drain loop leaves its
   // events in the ring while the reorder buffer holds a backlog, so the
   // wait reaches the producer instead of piling up in the pipeline.
+  // (ReorderBuffer::has_backlog: its last release stopped at max_release.)
   bool pushes_back = false;
   // kDeclared: every event ending at or before this (host ns) has been
   // written. The producer's thread; it only moves forward.

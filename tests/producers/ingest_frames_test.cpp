@@ -83,6 +83,44 @@ TEST_CASE("ingest frames: a stream cut anywhere gives the same frames") {
   CHECK(s.pending_bytes() == 10);
 }
 
+TEST_CASE("ingest frames: received straight into the splitter, frames come whole, aligned, in order") {
+  // Frames padded as both ends write them (AppendIngestFrame: prefix and
+  // frame a whole multiple of 8 bytes) each start on an 8-byte boundary in
+  // the splitter (decoded in place), however the bytes came and however the
+  // buffer moved and grew meanwhile.
+  auto padded = [](const std::string& frame) {
+    std::string p = frame + std::string((8 - (4 + frame.size()) % 8) % 8, '\0');
+    REQUIRE((4 + p.size()) % 8 == 0);
+    return p;
+  };
+  const std::string a = padded(Hello());
+  std::vector<wire::Event> many;
+  for (uint32_t i = 0; i < 3000; ++i) many.push_back(Span(10 + i, 5, 1, 9));
+  const std::string big = padded(Batch(1, {{1, "step"}}, many, {{9, 1}}));
+  std::string bytes;
+  for (int i = 0; i < 40; ++i) bytes += Framed(i % 7 == 3 ? big : a);
+  FrameSplitter s;
+  size_t frames = 0, misaligned = 0;
+  CHECK(!s.has_frame());
+  for (size_t at = 0, chunk = 1000; at < bytes.size(); at += chunk, chunk = chunk * 3 % 70'001 + 1) {
+    const size_t n = std::min(chunk, bytes.size() - at);
+    std::memcpy(s.Reserve(65536 > n ? 65536 : n), bytes.data() + at, n);
+    s.Commit(n);
+    while (s.has_frame()) {
+      const auto f = s.Next();
+      REQUIRE(f.has_value());
+      misaligned += reinterpret_cast<uintptr_t>(f->data()) % 8 != 0 ? 1 : 0;
+      CHECK(*f == (frames % 7 == 3 ? big : a));
+      ++frames;
+    }
+    CHECK(!s.Next().has_value());  // has_frame said no: none whole.
+  }
+  CHECK(frames == 40);
+  CHECK(misaligned == 0);
+  CHECK(s.pending_bytes() == 0);
+  CHECK(s.frame_end() == bytes.size());
+}
+
 TEST_CASE("ingest frames: a size of 0 or past the limit breaks the stream, and says where") {
   FrameSplitter s;
   const std::string a = Hello();
@@ -365,6 +403,19 @@ TEST_CASE("ingest frames: a better clock offset applies from its exchange on; ea
   // The same sender time, sent later, maps the same way.
   REQUIRE(d.Decode(Batch(2, {}, {Span(15'000, 10, 1, 9)}), "f3", &out));
   CHECK(out[4].ts == 14'700);
+}
+
+TEST_CASE("ingest frames: a sender time maps, for its progress, by the least offset from it on") {
+  Stream stream;
+  IngestDecoder d(stream);
+  d.set_clock_offset_ns(1'000);
+  d.set_clock_offset_ns(400, 100);  // a better estimate from the sender's 100 on,
+  d.set_clock_offset_ns(700, 200);  // and another from 200 (larger: it does not bound).
+  CHECK(d.EarliestServerNs(50) == 50 + 400);
+  CHECK(d.EarliestServerNs(150) == 150 + 400);
+  CHECK(d.EarliestServerNs(250) == 250 + 700);
+  d.set_clock_offset_ns(-1'000, 300);
+  CHECK(d.EarliestServerNs(250) == 0);  // (held at 0, not below)
 }
 
 TEST_CASE("ingest frames: a span across an offset change ends where the span begun at its end begins") {

@@ -209,26 +209,36 @@ TEST_CASE("drain: a ring that pushes back keeps its events while the reorder buf
   Stream stream;
   Collector c;
   DrainLoop::Options o;
-  o.reorder.window_ns = 1'000'000'000;  // nothing old enough to go in these rounds.
+  o.reorder.window_ns = 1'000;
   o.reorder.max_release = 10;
   DrainLoop loop(stream, o, c.Fn());
   auto plain = stream.AddRing({.name = "drops when full"});
   auto waits = stream.AddRing({.name = "pushes back", .pushes_back = true});
-  for (uint64_t i = 0; i < 100; ++i) plain->queue->TryPush(test::Instant(1'000 + i));
-  for (uint64_t i = 0; i < 50; ++i) waits->queue->TryPush(test::Instant(2'000 + i));
-  CHECK(loop.RunOnce(10'000) == 150);  // no backlog yet: both drained.
-  for (uint64_t i = 0; i < 20; ++i) plain->queue->TryPush(test::Instant(3'000 + i));
-  for (uint64_t i = 0; i < 30; ++i) waits->queue->TryPush(test::Instant(4'000 + i));
-  // 150 pending > max_release: the plain ring is drained, the other waits.
-  CHECK(loop.RunOnce(20'000) == 20);
-  CHECK(waits->queue->size() == 30);
+  // Events waiting for their window are no backlog: both rings drained.
+  for (uint64_t i = 0; i < 40; ++i) plain->queue->TryPush(test::Instant(1'000'000 + i));
+  for (uint64_t i = 0; i < 30; ++i) waits->queue->TryPush(test::Instant(1'000'000 + i));
+  CHECK(loop.RunOnce(1'000'500) == 70);
+  CHECK(c.events.empty() == false);  // (the definitions; no instant is old enough yet)
+  size_t instants = 0;
+  for (const Event& e : c.events) instants += e.kind == EventKind::kInstant ? 1 : 0;
+  CHECK(instants == 0);
+  // All releasable now, but 10 a round: a backlog. The plain ring is drained,
+  // the other keeps its events.
+  for (uint64_t i = 0; i < 20; ++i) plain->queue->TryPush(test::Instant(1'000'100 + i));
+  for (uint64_t i = 0; i < 30; ++i) waits->queue->TryPush(test::Instant(1'000'100 + i));
+  loop.RunOnce(2'000'000);  // drains 50, releases 10: backlog.
   CHECK(plain->queue->size() == 0);
+  CHECK(waits->queue->size() == 0);
+  for (uint64_t i = 0; i < 5; ++i) plain->queue->TryPush(test::Instant(1'000'200 + i));
+  for (uint64_t i = 0; i < 7; ++i) waits->queue->TryPush(test::Instant(1'000'200 + i));
+  CHECK(loop.RunOnce(2'000'000) == 5);
+  CHECK(waits->queue->size() == 7);
   // The last drain takes everything: none is left behind.
   loop.Flush();
   CHECK(waits->queue->size() == 0);
-  size_t instants = 0;
+  instants = 0;
   for (const Event& e : c.events) instants += e.kind == EventKind::kInstant ? 1 : 0;
-  CHECK(instants == 200);
+  CHECK(instants == 132);
 }
 
 }  // namespace liveprof
