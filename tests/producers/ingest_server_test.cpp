@@ -144,6 +144,16 @@ bool WaitFor(F&& f) {
 
 std::string TempSocket() { return "/tmp/liveprof-ingest-test-" + std::to_string(::getpid()) + ".sock"; }
 
+// Options of a server on the unix socket TempSocket().
+IngestServer::Options AtTempSocket() {
+  IngestServer::Options o;
+  IngestEndpoint e;
+  std::string error;
+  REQUIRE_MESSAGE(ParseIngestEndpoint("unix:" + TempSocket(), &e, &error), error);
+  o.endpoints = {e};
+  return o;
+}
+
 TEST_CASE("ingest server: endpoints parse, and refuse what they cannot bind safely") {
   IngestEndpoint e;
   std::string error;
@@ -252,13 +262,10 @@ TEST_CASE("ingest server: senders over unix and TCP, acknowledged, clocks measur
 
 TEST_CASE("ingest server: a sender's progress is declared on its ring once a pong bounds its clock") {
   Stream stream;
-  IngestServer::Options o;
-  IngestEndpoint e;
-  std::string error;
-  REQUIRE(ParseIngestEndpoint("unix:" + TempSocket(), &e, &error));
-  o.endpoints = {e};
+  IngestServer::Options o = AtTempSocket();
   o.ping_interval_ns = 20'000'000;
   IngestServer server(stream, o);
+  std::string error;
   REQUIRE_MESSAGE(server.Start(&error), error);
   auto ring = [&]() -> std::shared_ptr<Ring> {
     std::vector<std::shared_ptr<Ring>> rings;
@@ -309,14 +316,11 @@ TEST_CASE("ingest server: a sender's progress is declared on its ring once a pon
 
 TEST_CASE("ingest server: a source whose ring is half full is not read until it drains (nothing dropped)") {
   Stream stream;
-  IngestServer::Options o;
-  IngestEndpoint e;
-  std::string error;
-  REQUIRE(ParseIngestEndpoint("unix:" + TempSocket(), &e, &error));
-  o.endpoints = {e};
+  IngestServer::Options o = AtTempSocket();
   o.ring_capacity = 1024;
   o.stall_timeout_ns = 200'000'000;
   IngestServer server(stream, o);
+  std::string error;
   REQUIRE_MESSAGE(server.Start(&error), error);
 
   // 20 batches of 100 events at once, and nobody drains: the server takes
