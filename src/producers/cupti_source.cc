@@ -16,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "producers/cupti_levels.h"
 #include "producers/cupti_records.h"
 #include "producers/gpu_activity.h"
 #include "stream/clock.h"
@@ -41,6 +42,8 @@ struct CuptiApi {
   decltype(&cuptiGetCallbackName) callback_name = nullptr;
   decltype(&cuptiActivityPushExternalCorrelationId) push_external = nullptr;
   decltype(&cuptiActivityPopExternalCorrelationId) pop_external = nullptr;
+  decltype(&cuptiActivityEnableRuntimeApi) enable_runtime_api = nullptr;  // CUPTI 12.5+.
+  decltype(&cuptiActivityEnableDriverApi) enable_driver_api = nullptr;
 
   std::string ResultName(CUptiResult r) const {
     const char* s = nullptr;
@@ -92,6 +95,8 @@ bool LoadCupti(const std::string& library, CuptiApi* api, std::string* error) {
   Symbol(lib, "cuptiGetCallbackName", &api->callback_name);
   Symbol(lib, "cuptiActivityPushExternalCorrelationId", &api->push_external);
   Symbol(lib, "cuptiActivityPopExternalCorrelationId", &api->pop_external);
+  Symbol(lib, "cuptiActivityEnableRuntimeApi", &api->enable_runtime_api);
+  Symbol(lib, "cuptiActivityEnableDriverApi", &api->enable_driver_api);
   return true;
 }
 
@@ -252,24 +257,6 @@ void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream, uint8_t* buf
   g_in_callback.fetch_sub(1);
 }
 
-struct KindName {
-  CUpti_ActivityKind kind;
-  const char* name;
-};
-constexpr KindName kOptionalKinds[] = {
-    {CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY"},
-    {CUPTI_ACTIVITY_KIND_MEMCPY2, "MEMCPY2"},
-    {CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET"},
-    {CUPTI_ACTIVITY_KIND_MEMORY2, "MEMORY2"},
-    {CUPTI_ACTIVITY_KIND_MEMORY_POOL, "MEMORY_POOL"},
-    {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION"},
-    {CUPTI_ACTIVITY_KIND_RUNTIME, "RUNTIME"},
-    {CUPTI_ACTIVITY_KIND_DRIVER, "DRIVER"},
-    {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "EXTERNAL_CORRELATION"},
-    {CUPTI_ACTIVITY_KIND_MARKER, "MARKER"},
-    {CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD"},
-};
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -314,6 +301,10 @@ struct CuptiSource::Impl {
   std::condition_variable cv;
   bool stop = false;  // guarded by mu.
   SourceCounters counters;
+  // kDefault's API filter (cupti_levels.h); applied after every enable of
+  // RUNTIME / DRIVER (which resets CUPTI's per-call choices).
+  bool filter_api = false;
+  CuptiApiFilter api_filter;
 
   explicit Impl(Stream& s) : stream(s) {}
 
@@ -391,7 +382,21 @@ struct CuptiSource::Impl {
     for (size_t j = 0; j < enabled.size(); ++j) {
       const size_t i = on ? enabled.size() - 1 - j : j;
       if (StaysOn(enabled[i]) || kind_on[i] == on) continue;
-      if ((on ? api.enable(enabled[i]) : api.disable(enabled[i])) == CUPTI_SUCCESS) kind_on[i] = on;
+      if ((on ? api.enable(enabled[i]) : api.disable(enabled[i])) == CUPTI_SUCCESS) {
+        kind_on[i] = on;
+        if (on) FilterApi(enabled[i]);
+      }
+    }
+  }
+
+  // Switches off the API calls kDefault does not record, once `kind` (just
+  // enabled) is RUNTIME or DRIVER.
+  void FilterApi(CUpti_ActivityKind kind) {
+    if (!filter_api) return;
+    if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+      for (uint32_t cbid : api_filter.runtime_off) api.enable_runtime_api(cbid, 0);
+    } else if (kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+      for (uint32_t cbid : api_filter.driver_off) api.enable_driver_api(cbid, 0);
     }
   }
 
@@ -424,6 +429,7 @@ struct CuptiSource::Impl {
       (void)pool.release();
     }
   }
+
 };
 
 CuptiSource::CuptiSource(Stream& stream, Options options)
@@ -487,11 +493,17 @@ bool CuptiSource::Start() {
                 CuptiEnableFailureMessage(r, api.ResultName(r), driver_message_));
   }
   im.enabled.push_back(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  std::string level_note;
+  level_ = ChooseCuptiLevel(options_.level, std::getenv("LIVEPROF_CUPTI_LEVEL"), &level_note);
+  if (level_ == CuptiLevel::kDefault && api.callback_name != nullptr &&
+      api.enable_runtime_api != nullptr && api.enable_driver_api != nullptr) {
+    im.filter_api = true;
+    im.api_filter = BuildDefaultApiFilter(api.callback_name);
+  }
   std::string not_enabled;
-  for (const KindName& k : kOptionalKinds) {
-    if (k.kind == CUPTI_ACTIVITY_KIND_DRIVER && !options_.driver_api) continue;
-    if (k.kind == CUPTI_ACTIVITY_KIND_MARKER && !options_.nvtx) continue;
+  for (const CuptiKindName& k : CuptiLevelKinds(level_, options_.driver_api, options_.nvtx)) {
     if (const CUptiResult r = api.enable(k.kind); r == CUPTI_SUCCESS) {
+      im.FilterApi(k.kind);
       im.enabled.push_back(k.kind);
     } else {
       not_enabled += std::string(not_enabled.empty() ? "" : ", ") + k.name + " (" +
@@ -551,6 +563,7 @@ bool CuptiSource::Start() {
              std::to_string(kBufferCount) + " x " + std::to_string(kBufferBytes >> 20) +
              " MiB buffers, flushed every " + std::to_string(kFlushPeriod.count()) +
              " ms). Driver: " + driver_message_ + ".";
+  message_ += CuptiLevelMessage(level_, im.filter_api, im.api_filter) + level_note;
   if (!not_enabled.empty()) message_ += " Not enabled: " + not_enabled + ".";
   if (!os_thread_ids) {
     message_ += " CUPTI thread ids are not OS thread ids: API calls get tracks of their own.";

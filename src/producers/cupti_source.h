@@ -19,10 +19,16 @@
 //     privilege (only performance counters do), so the message says so and
 //     points at what restricts the process.
 //
-// Activity kinds: CONCURRENT_KERNEL, MEMCPY, MEMCPY2, MEMSET, MEMORY2,
-// MEMORY_POOL, SYNCHRONIZATION, RUNTIME, DRIVER (Options::driver_api),
-// EXTERNAL_CORRELATION, MARKER (Options::nvtx), OVERHEAD. Only a failure of
-// CONCURRENT_KERNEL fails Start(); the others are listed in message().
+// Activity kinds, by capture level (Options::level, else the environment
+// variable LIVEPROF_CUPTI_LEVEL=default|full; cupti_levels.h lists them):
+// kDefault, the cheapest set that still gives the step breakdown, kernel
+// stats, the kernel -> launch -> op joins and the memory profile: kernels,
+// copies, memsets, memory, external correlation, NVTX markers, and only the
+// launch / copy / memset / alloc / free / synchronize API calls (RUNTIME and
+// DRIVER filtered per callback id); kFull adds every other API call,
+// SYNCHRONIZATION and OVERHEAD. DRIVER needs Options::driver_api, MARKER
+// Options::nvtx. Only a failure of CONCURRENT_KERNEL fails Start(); the
+// others are listed in message(), with the level.
 // NVTX ranges reach CUPTI only if it is NVTX's injection library: start the
 // profiled process with NVTX_INJECTION64_PATH=<path of libcupti.so.13> (for
 // this toolkit /usr/local/cuda/lib/libcupti.so.13), before NVTX's first call.
@@ -60,7 +66,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stream/event.h"
@@ -77,6 +85,16 @@ struct CudaDevice {
   int cc_major = 0;
   int cc_minor = 0;
 };
+
+// What CuptiSource captures (cupti_levels.h).
+enum class CuptiLevel : uint8_t {
+  kDefault = 0,  // the analyses' needs, at the least cost.
+  kFull = 1,     // every kind, every API call.
+};
+// "default", "full".
+const char* CuptiLevelName(CuptiLevel level);
+// Reads "default" / "full"; false (and *level untouched) otherwise.
+bool ParseCuptiLevel(std::string_view text, CuptiLevel* level);
 
 class CuptiSource {
  public:
@@ -103,6 +121,9 @@ class CuptiSource {
     size_t ring_capacity = size_t{1} << 17;
     bool driver_api = true;  // DRIVER records (cuLaunchKernel from Triton, NCCL...).
     bool nvtx = true;        // MARKER records (see NVTX_INJECTION64_PATH above).
+    // What to capture. Unset: LIVEPROF_CUPTI_LEVEL if set (a value that is
+    // not a level is said in message() and ignored), else kDefault.
+    std::optional<CuptiLevel> level;
   };
 
   CuptiSource(Stream& stream, Options options);
@@ -128,6 +149,8 @@ class CuptiSource {
   // what the driver probe said ("2 GPUs", "libcuda.so.1 not found: ...").
   const std::vector<CudaDevice>& devices() const { return devices_; }
   const std::string& driver_message() const { return driver_message_; }
+  // The level in effect. The owner's thread, after Start().
+  CuptiLevel level() const { return level_; }
 
   // Records CUPTI dropped for want of a buffer (its own count), and buffers
   // CUPTI asked for when the pool had none. Any thread, once Start() returned.
@@ -149,6 +172,7 @@ class CuptiSource {
   std::string message_;
   std::string driver_message_;
   std::vector<CudaDevice> devices_;
+  CuptiLevel level_ = CuptiLevel::kDefault;
   std::unique_ptr<Impl> impl_;
   std::atomic<bool> running_{false};  // for PushOp / PopOp.
 };

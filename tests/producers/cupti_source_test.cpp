@@ -9,12 +9,24 @@
 #include <cupti_result.h>
 #include <dlfcn.h>
 #include <doctest/doctest.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "producers/cupti_levels.h"
+#include "producers/gpu_activity.h"
 #include "stream/clock.h"
 #include "stream/drain_loop.h"
 
@@ -140,6 +152,7 @@ TEST_CASE("cupti source: running (fake libcupti): parses, bounds the pool, count
   CuptiSource::Options options;
   options.cupti_library = LIVEPROF_FAKE_CUPTI;
   options.cuda_library = "libcuda-liveprof-missing.so.1";
+  options.level = CuptiLevel::kDefault;
   CuptiSource source(stream, options);
   const uint64_t begin = HostNowNs();
   REQUIRE(source.Start());
@@ -149,7 +162,7 @@ TEST_CASE("cupti source: running (fake libcupti): parses, bounds the pool, count
       "driver: libcuda-liveprof-missing.so.1"));
   // The fake has no cuptiSetThreadIdType: said, and API calls get own tracks.
   CHECK(Contains(source.message(), "CUPTI thread ids are not OS thread ids"));
-  CHECK(enabled_kinds() == 12);  // CONCURRENT_KERNEL and 11 more.
+  CHECK(enabled_kinds() == 10);  // CONCURRENT_KERNEL and the default level's 9 (see below).
   {
     CuptiSource other(stream, options);  // CUPTI is process-wide: one at a time.
     CHECK_FALSE(other.Start());
@@ -211,6 +224,204 @@ TEST_CASE("cupti source: running (fake libcupti): parses, bounds the pool, count
   CHECK(stream.track(launches[0].track).os_id == 4242);
   CHECK(stream.Stats().empty());  // drained and retired.
 }
+
+namespace {
+
+// The fake's controls, by name.
+template <typename Fn>
+Fn FakeFn(const char* name) {
+  void* fake = dlopen(LIVEPROF_FAKE_CUPTI, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(fake != nullptr);
+  void* fn = dlsym(fake, name);
+  REQUIRE(fn != nullptr);
+  return reinterpret_cast<Fn>(fn);
+}
+
+CuptiSource::Options FakeOptions(CuptiLevel level) {
+  CuptiSource::Options options;
+  options.cupti_library = LIVEPROF_FAKE_CUPTI;
+  options.cuda_library = "libcuda-liveprof-missing.so.1";
+  options.level = level;
+  return options;
+}
+
+// The CUpti_ActivityKinds enabled in the fake now.
+std::vector<int> EnabledKinds() {
+  auto kind_enabled = FakeFn<int (*)(int)>("fake_cupti_kind_enabled");
+  std::vector<int> kinds;
+  for (int k = 1; k < CUPTI_ACTIVITY_KIND_COUNT; ++k) {
+    if (kind_enabled(k)) kinds.push_back(k);
+  }
+  return kinds;
+}
+
+// The fake's callback ids (fake_cupti.cc, kCallbacks) and whether the
+// default level records each: (driver, cbid) -> recorded.
+const std::map<std::pair<int, uint32_t>, int> kDefaultApiCalls = {
+    {{0, 10}, 0},   // cudaGetLastError
+    {{0, 17}, 0},   // cudaGetDevice
+    {{0, 20}, 1},   // cudaMalloc
+    {{0, 22}, 1},   // cudaFree
+    {{0, 31}, 1},   // cudaMemcpy
+    {{0, 51}, 1},   // cudaMemsetAsync
+    {{0, 131}, 1},  // cudaStreamSynchronize
+    {{0, 138}, 0},  // cudaEventQuery
+    {{0, 211}, 1},  // cudaLaunchKernel
+    {{0, 317}, 0},  // cudaStreamIsCapturing
+    {{0, 373}, 1},  // cudaMallocAsync
+    {{0, 375}, 1},  // cudaFreeAsync
+    {{1, 17}, 1},   // cuCtxSynchronize
+    {{1, 120}, 0},  // cuEventQuery
+    {{1, 126}, 1},  // cuStreamSynchronize
+    {{1, 216}, 1},  // cuMemsetD8Async
+    {{1, 243}, 1},  // cuMemAlloc_v2
+    {{1, 245}, 1},  // cuMemFree_v2
+    {{1, 276}, 1},  // cuMemcpyHtoD_v2
+    {{1, 304}, 0},  // cuCtxGetCurrent
+    {{1, 307}, 1},  // cuLaunchKernel
+    {{1, 392}, 0},  // cuDevicePrimaryCtxGetState
+    {{1, 598}, 1},  // cuMemAllocAsync
+    {{1, 686}, 0},  // cuKernelGetAttribute
+};
+
+// What the fake records of each of its callback ids now.
+std::map<std::pair<int, uint32_t>, int> RecordedApiCalls() {
+  auto recorded = FakeFn<int (*)(int, uint32_t)>("fake_cupti_api_recorded");
+  std::map<std::pair<int, uint32_t>, int> now;
+  for (const auto& [key, unused] : kDefaultApiCalls) now[key] = recorded(key.first, key.second);
+  return now;
+}
+
+
+}  // namespace
+
+TEST_CASE("cupti source: capture levels (fake libcupti): the kinds and API calls each enables") {
+  const std::vector<int> default_kinds = {
+      CUPTI_ACTIVITY_KIND_MEMCPY,        CUPTI_ACTIVITY_KIND_MEMSET,
+      CUPTI_ACTIVITY_KIND_RUNTIME,       CUPTI_ACTIVITY_KIND_DRIVER,
+      CUPTI_ACTIVITY_KIND_MARKER,        CUPTI_ACTIVITY_KIND_MEMCPY2,
+      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+      CUPTI_ACTIVITY_KIND_MEMORY2,       CUPTI_ACTIVITY_KIND_MEMORY_POOL,
+  };
+  std::vector<int> full_kinds = default_kinds;
+  full_kinds.push_back(CUPTI_ACTIVITY_KIND_OVERHEAD);
+  full_kinds.push_back(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+  std::sort(full_kinds.begin(), full_kinds.end());
+  std::vector<int> sorted_default = default_kinds;
+  std::sort(sorted_default.begin(), sorted_default.end());
+  std::map<std::pair<int, uint32_t>, int> all_recorded = kDefaultApiCalls;
+  for (auto& [key, on] : all_recorded) on = 1;
+
+  Stream stream;
+  SUBCASE("default: kernels, copies, memsets, memory, ops; launch/copy/alloc/sync calls only") {
+    CuptiSource source(stream, FakeOptions(CuptiLevel::kDefault));
+    REQUIRE(source.Start());
+    CHECK(source.level() == CuptiLevel::kDefault);
+    CHECK(EnabledKinds() == sorted_default);
+    CHECK(RecordedApiCalls() == kDefaultApiCalls);
+    CHECK(Contains(source.message(),
+                   " Level default: API calls recorded: runtime 8 of 12, driver 8 of 12 (launch, "
+                   "copy, memset, alloc, free, synchronize; LIVEPROF_CUPTI_LEVEL=full records "
+                   "every call)."));
+    // Capture on demand turns RUNTIME and DRIVER off and on again; enabling
+    // a kind forgets CUPTI's per-call choices, so the source makes them again.
+    REQUIRE(SetGpuActivityEnabled(false));
+    CHECK(EnabledKinds() == std::vector<int>{CUPTI_ACTIVITY_KIND_MEMORY2,
+                                             CUPTI_ACTIVITY_KIND_MEMORY_POOL});
+    REQUIRE(SetGpuActivityEnabled(true));
+    CHECK(EnabledKinds() == sorted_default);
+    CHECK(RecordedApiCalls() == kDefaultApiCalls);
+    source.Stop();
+    CHECK(EnabledKinds().empty());
+  }
+  SUBCASE("full: every kind liveprof knows, every API call") {
+    auto switches = FakeFn<size_t (*)()>("fake_cupti_api_switches");
+    FakeFn<void (*)()>("fake_cupti_reset_log")();
+    CuptiSource source(stream, FakeOptions(CuptiLevel::kFull));
+    REQUIRE(source.Start());
+    CHECK(source.level() == CuptiLevel::kFull);
+    CHECK(EnabledKinds() == full_kinds);
+    CHECK(RecordedApiCalls() == all_recorded);
+    CHECK(switches() == 0);  // no per-call switch at all.
+    CHECK(Contains(source.message(), " Level full: every kind, every API call."));
+    source.Stop();
+  }
+  SUBCASE("the environment chooses when the option does not; a bad value is said") {
+    CuptiSource::Options options = FakeOptions(CuptiLevel::kDefault);
+    options.level.reset();
+    setenv("LIVEPROF_CUPTI_LEVEL", "full", 1);
+    {
+      CuptiSource source(stream, options);
+      REQUIRE(source.Start());
+      CHECK(source.level() == CuptiLevel::kFull);
+      CHECK(EnabledKinds() == full_kinds);
+    }
+    {
+      CuptiSource source(stream, FakeOptions(CuptiLevel::kDefault));  // the option wins.
+      REQUIRE(source.Start());
+      CHECK(source.level() == CuptiLevel::kDefault);
+      CHECK(EnabledKinds() == sorted_default);
+    }
+    setenv("LIVEPROF_CUPTI_LEVEL", "everything", 1);
+    {
+      CuptiSource source(stream, options);
+      REQUIRE(source.Start());
+      CHECK(source.level() == CuptiLevel::kDefault);
+      CHECK(Contains(source.message(),
+                     " Level default: API calls recorded: runtime 8 of 12, driver 8 of 12 (launch, "
+                     "copy, memset, alloc, free, synchronize; LIVEPROF_CUPTI_LEVEL=full records "
+                     "every call). LIVEPROF_CUPTI_LEVEL=everything is not a level (default, full): "
+                     "default used."));
+    }
+    unsetenv("LIVEPROF_CUPTI_LEVEL");
+  }
+}
+
 #endif  // LIVEPROF_FAKE_CUPTI
+
+TEST_CASE("cupti levels: names, the environment, which API calls the default keeps") {
+  CuptiLevel level = CuptiLevel::kFull;
+  CHECK(ParseCuptiLevel("default", &level));
+  CHECK(level == CuptiLevel::kDefault);
+  CHECK(ParseCuptiLevel("full", &level));
+  CHECK(level == CuptiLevel::kFull);
+  CHECK_FALSE(ParseCuptiLevel("Full", &level));
+  CHECK(level == CuptiLevel::kFull);
+  CHECK(std::string(CuptiLevelName(CuptiLevel::kDefault)) == "default");
+  CHECK(std::string(CuptiLevelName(CuptiLevel::kFull)) == "full");
+
+  std::string note;
+  CHECK(ChooseCuptiLevel(CuptiLevel::kDefault, "full", &note) == CuptiLevel::kDefault);
+  CHECK(ChooseCuptiLevel(std::nullopt, "full", &note) == CuptiLevel::kFull);
+  CHECK(ChooseCuptiLevel(std::nullopt, nullptr, &note) == CuptiLevel::kDefault);
+  CHECK(ChooseCuptiLevel(std::nullopt, "", &note) == CuptiLevel::kDefault);
+  CHECK(note.empty());
+  CHECK(ChooseCuptiLevel(std::nullopt, "max", &note) == CuptiLevel::kDefault);
+  CHECK(note == " LIVEPROF_CUPTI_LEVEL=max is not a level (default, full): default used.");
+
+  // What steps.h and span_type.h read (Launch, Memcpy, Memset; the syncs of
+  // the breakdown) and the memory calls are kept; Kineto's noisy ones are not.
+  for (const char* kept :
+       {"cudaLaunchKernel_v7000", "cudaLaunchKernel_ptsz_v7000", "cudaLaunchKernelExC_v11060",
+        "cudaGraphLaunch_v10000", "cuLaunchKernel", "cuLaunchKernelEx", "cudaMemcpy_v3020",
+        "cudaMemcpyAsync_v3020", "cuMemcpyHtoDAsync_v2", "cudaMemset_v3020", "cuMemsetD32Async",
+        "cudaMalloc_v3020", "cudaFree_v3020", "cudaMallocAsync_v11020", "cudaFreeAsync_v11020",
+        "cudaHostAlloc_v3020", "cudaMallocHost_v3020", "cuMemAlloc_v2", "cuMemFree_v2",
+        "cuMemAllocAsync", "cuMemFreeAsync", "cudaStreamSynchronize_v3020",
+        "cudaDeviceSynchronize_v3020", "cudaEventSynchronize_v3020", "cuCtxSynchronize",
+        "cuStreamSynchronize"}) {
+    CAPTURE(kept);
+    CHECK(DefaultLevelApi(kept));
+  }
+  for (const char* dropped :
+       {"cudaGetDevice_v3020", "cudaSetDevice_v3020", "cudaGetLastError_v3020",
+        "cudaEventQuery_v3020", "cudaEventRecord_v3020", "cudaStreamIsCapturing_v10000",
+        "cudaFuncGetAttributes_v3020", "cuKernelGetAttribute", "cuDevicePrimaryCtxGetState",
+        "cuCtxGetCurrent", "cuCtxSetCurrent", "cuEventQuery", "cuPointerGetAttribute",
+        "cuGetProcAddress_v2"}) {
+    CAPTURE(dropped);
+    CHECK_FALSE(DefaultLevelApi(dropped));
+  }
+}
 
 }  // namespace liveprof

@@ -5,11 +5,21 @@
 // Its clock is CLOCK_MONOTONIC + kFakeClockOffsetNs. A test steers it with
 // the fake_cupti_* functions (dlsym), from any thread (one recursive mutex:
 // the completion callback calls back into the fake).
+//
+// Per-call API records (cuptiActivityEnableRuntimeApi / DriverApi) behave as
+// documented for CUPTI 13 and as a real card showed: with the kind on, a
+// call switched off is not recorded; enabling the kind again forgets every
+// per-call choice. cuptiGetCallbackName knows a small table of real
+// callback ids (kCallbacks), a few of each sort a level keeps or drops.
 #include <cupti_activity.h>
+#include <cupti_callbacks.h>
+#include <cupti_driver_cbid.h>
 #include <cupti_result.h>
+#include <cupti_runtime_cbid.h>
 #include <time.h>
 
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -25,6 +35,54 @@ std::vector<uint8_t*> g_held;                 // buffers taken and not yet given
 uint32_t g_flags_seen = 0;
 bool g_enabled[CUPTI_ACTIVITY_KIND_COUNT] = {};  // by kind: as CUPTI, records only of enabled kinds.
 size_t g_dropped = 0;
+std::map<uint32_t, uint8_t> g_runtime_api;  // cbid -> last per-call switch, since the kind's enable.
+std::map<uint32_t, uint8_t> g_driver_api;
+size_t g_api_switches = 0;                  // per-call switches, in all.
+std::vector<uint64_t> g_external[CUPTI_EXTERNAL_CORRELATION_KIND_SIZE];  // pushed ids, by kind.
+std::vector<std::vector<uint8_t>> g_delivered;  // each non-empty buffer completed, as delivered.
+
+struct Callback {
+  bool driver;
+  uint32_t cbid;
+  const char* name;
+};
+#define FAKE_RT(fn) {false, CUPTI_RUNTIME_TRACE_CBID_##fn, #fn}
+#define FAKE_DRV(fn) {true, CUPTI_DRIVER_TRACE_CBID_##fn, #fn}
+constexpr Callback kCallbacks[] = {
+    FAKE_RT(cudaGetLastError_v3020),    FAKE_RT(cudaGetDevice_v3020),
+    FAKE_RT(cudaMalloc_v3020),          FAKE_RT(cudaFree_v3020),
+    FAKE_RT(cudaMemcpy_v3020),          FAKE_RT(cudaMemsetAsync_v3020),
+    FAKE_RT(cudaStreamSynchronize_v3020), FAKE_RT(cudaEventQuery_v3020),
+    FAKE_RT(cudaLaunchKernel_v7000),    FAKE_RT(cudaStreamIsCapturing_v10000),
+    FAKE_RT(cudaMallocAsync_v11020),    FAKE_RT(cudaFreeAsync_v11020),
+    FAKE_DRV(cuCtxSynchronize),         FAKE_DRV(cuEventQuery),
+    FAKE_DRV(cuStreamSynchronize),      FAKE_DRV(cuMemsetD8Async),
+    FAKE_DRV(cuMemAlloc_v2),            FAKE_DRV(cuMemFree_v2),
+    FAKE_DRV(cuMemcpyHtoD_v2),          FAKE_DRV(cuCtxGetCurrent),
+    FAKE_DRV(cuLaunchKernel),           FAKE_DRV(cuDevicePrimaryCtxGetState),
+    FAKE_DRV(cuMemAllocAsync),          FAKE_DRV(cuKernelGetAttribute),
+};
+#undef FAKE_RT
+#undef FAKE_DRV
+
+// Whether CUPTI records API call `cbid` now.
+bool ApiRecorded(bool driver, uint32_t cbid) {
+  if (!g_enabled[driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME]) return false;
+  const auto& calls = driver ? g_driver_api : g_runtime_api;
+  const auto it = calls.find(cbid);
+  return it == calls.end() || it->second != 0;
+}
+
+size_t RecordSize(CUpti_ActivityKind kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: return sizeof(CUpti_ActivityAPI);
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return sizeof(CUpti_ActivityKernel10);
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(CUpti_ActivityExternalCorrelation);
+    default: return 0;
+  }
+}
 
 uint64_t Now() {
   timespec ts;
@@ -61,6 +119,9 @@ CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   if (kind <= CUPTI_ACTIVITY_KIND_INVALID || kind >= CUPTI_ACTIVITY_KIND_COUNT) return CUPTI_ERROR_INVALID_KIND;
   g_enabled[kind] = true;
+  // The kind overrides the per-call switches made before (cupti_activity.h).
+  if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) g_runtime_api.clear();
+  if (kind == CUPTI_ACTIVITY_KIND_DRIVER) g_driver_api.clear();
   return CUPTI_SUCCESS;
 }
 
@@ -102,6 +163,7 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
         std::memcpy(buffer + valid, r.data(), r.size());
         valid += r.size();
       }
+      g_delivered.emplace_back(buffer, buffer + valid);
       g_complete(nullptr, 0, buffer, size, valid);
     }
     g_pending.clear();
@@ -110,6 +172,67 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
     for (uint8_t* b : g_held) g_complete(nullptr, 0, b, 0, 0);
     g_held.clear();
   }
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid,
+                                          const char** name) {
+  for (const Callback& c : kCallbacks) {
+    if (c.cbid == cbid && c.driver == (domain == CUPTI_CB_DOMAIN_DRIVER_API) &&
+        (domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API)) {
+      *name = c.name;
+      return CUPTI_SUCCESS;
+    }
+  }
+  return CUPTI_ERROR_INVALID_PARAMETER;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  g_runtime_api[cbid] = enable;
+  ++g_api_switches;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  g_driver_api[cbid] = enable;
+  ++g_api_switches;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
+                                                            uint64_t id) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  if (kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID || kind >= CUPTI_EXTERNAL_CORRELATION_KIND_SIZE) {
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  }
+  g_external[kind].push_back(id);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
+                                                           uint64_t* last) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  if (kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID || kind >= CUPTI_EXTERNAL_CORRELATION_KIND_SIZE ||
+      g_external[kind].empty()) {
+    return CUPTI_ERROR_QUEUE_EMPTY;
+  }
+  if (last != nullptr) *last = g_external[kind].back();
+  g_external[kind].pop_back();
+  return CUPTI_SUCCESS;
+}
+
+// CUPTI's walk over a buffer, for the kinds this fake writes.
+CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid, CUpti_Activity** record) {
+  uint8_t* next = buffer;
+  if (*record != nullptr) {
+    const size_t size = RecordSize((*record)->kind);
+    if (size == 0) return CUPTI_ERROR_INVALID_KIND;
+    next = reinterpret_cast<uint8_t*>(*record) + size;
+  }
+  if (next >= buffer + valid) return CUPTI_ERROR_MAX_LIMIT_REACHED;
+  *record = reinterpret_cast<CUpti_Activity*>(next);
   return CUPTI_SUCCESS;
 }
 
@@ -129,7 +252,17 @@ void fake_cupti_queue_launches(int n, uint32_t thread, const char* name) {
     api.end = t + 2'000;
     api.threadId = thread;
     api.correlationId = static_cast<uint32_t>(1000 + i);
-    if (g_enabled[CUPTI_ACTIVITY_KIND_RUNTIME]) Queue(api);
+    // The op pushed (CUSTOM2), as CUPTI ties it to the call: its record first.
+    const auto& ops = g_external[CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2];
+    if (!ops.empty() && g_enabled[CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION]) {
+      CUpti_ActivityExternalCorrelation ext{};
+      ext.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+      ext.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
+      ext.externalId = ops.back();
+      ext.correlationId = api.correlationId;
+      Queue(ext);
+    }
+    if (ApiRecorded(false, api.cbid)) Queue(api);
     CUpti_ActivityKernel10 k{};
     k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
     k.start = t + 5'000;
@@ -178,6 +311,32 @@ int fake_cupti_enabled_kinds() {
 int fake_cupti_kind_enabled(int kind) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   return kind > CUPTI_ACTIVITY_KIND_INVALID && kind < CUPTI_ACTIVITY_KIND_COUNT && g_enabled[kind] ? 1 : 0;
+}
+// Whether API call `cbid` of the driver (1) or runtime (0) is recorded now.
+int fake_cupti_api_recorded(int driver, uint32_t cbid) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  return ApiRecorded(driver != 0, cbid) ? 1 : 0;
+}
+// Per-call switches made so far (all domains).
+size_t fake_cupti_api_switches() {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  return g_api_switches;
+}
+// Buffers delivered with records so far, and buffer `i`'s bytes (its size in *size).
+size_t fake_cupti_delivered_count() {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  return g_delivered.size();
+}
+const uint8_t* fake_cupti_delivered(size_t i, size_t* size) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  *size = g_delivered[i].size();
+  return g_delivered[i].data();
+}
+// Forgets what was delivered and the per-call switches (between tests).
+void fake_cupti_reset_log() {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  g_delivered.clear();
+  g_api_switches = 0;
 }
 
 }  // extern "C"

@@ -1,0 +1,103 @@
+#include "producers/cupti_levels.h"
+
+#include <cupti_driver_cbid.h>
+#include <cupti_runtime_cbid.h>
+
+namespace liveprof {
+
+const char* CuptiLevelName(CuptiLevel level) {
+  switch (level) {
+    case CuptiLevel::kDefault: return "default";
+    case CuptiLevel::kFull: return "full";
+  }
+  return "?";
+}
+
+bool ParseCuptiLevel(std::string_view text, CuptiLevel* level) {
+  if (text == "default") {
+    *level = CuptiLevel::kDefault;
+  } else if (text == "full") {
+    *level = CuptiLevel::kFull;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+std::vector<CuptiKindName> CuptiLevelKinds(CuptiLevel level, bool driver_api, bool nvtx) {
+  const bool full = level == CuptiLevel::kFull;
+  std::vector<CuptiKindName> kinds = {
+      {CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY"},
+      {CUPTI_ACTIVITY_KIND_MEMCPY2, "MEMCPY2"},
+      {CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET"},
+      {CUPTI_ACTIVITY_KIND_MEMORY2, "MEMORY2"},
+      {CUPTI_ACTIVITY_KIND_MEMORY_POOL, "MEMORY_POOL"},
+  };
+  if (full) kinds.push_back({CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION"});
+  kinds.push_back({CUPTI_ACTIVITY_KIND_RUNTIME, "RUNTIME"});
+  if (driver_api) kinds.push_back({CUPTI_ACTIVITY_KIND_DRIVER, "DRIVER"});
+  kinds.push_back({CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "EXTERNAL_CORRELATION"});
+  if (nvtx) kinds.push_back({CUPTI_ACTIVITY_KIND_MARKER, "MARKER"});
+  if (full) kinds.push_back({CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD"});
+  return kinds;
+}
+
+bool DefaultLevelApi(std::string_view name) {
+  static constexpr std::string_view kKept[] = {"Launch",    "Memcpy", "Memset",     "Malloc",
+                                               "MemAlloc",  "Free",   "HostAlloc",  "Synchronize"};
+  for (std::string_view part : kKept) {
+    if (name.find(part) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+CuptiApiFilter BuildDefaultApiFilter(CuptiCallbackNameFn name_fn) {
+  CuptiApiFilter filter;
+  if (name_fn == nullptr) return filter;
+  auto scan = [name_fn](CUpti_CallbackDomain domain, uint32_t size, std::vector<uint32_t>* off,
+                        uint32_t* kept) {
+    for (uint32_t cbid = 1; cbid < size + kCbidScanSlack; ++cbid) {
+      const char* name = nullptr;
+      if (name_fn(domain, cbid, &name) != CUPTI_SUCCESS || name == nullptr) continue;
+      if (DefaultLevelApi(name)) {
+        ++*kept;
+      } else {
+        off->push_back(cbid);
+      }
+    }
+  };
+  scan(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE, &filter.runtime_off,
+       &filter.runtime_kept);
+  scan(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE, &filter.driver_off,
+       &filter.driver_kept);
+  return filter;
+}
+
+CuptiLevel ChooseCuptiLevel(const std::optional<CuptiLevel>& option, const char* env,
+                            std::string* note) {
+  if (option) return *option;
+  CuptiLevel level = CuptiLevel::kDefault;
+  if (env != nullptr && *env != '\0' && !ParseCuptiLevel(env, &level)) {
+    *note = std::string(" LIVEPROF_CUPTI_LEVEL=") + env +
+            " is not a level (default, full): default used.";
+  }
+  return level;
+}
+
+std::string CuptiLevelMessage(CuptiLevel level, bool filtered, const CuptiApiFilter& filter) {
+  const std::string m = std::string(" Level ") + CuptiLevelName(level);
+  if (level == CuptiLevel::kFull) return m + ": every kind, every API call.";
+  if (!filtered) {
+    return m + ", but this CUPTI cannot record single API calls (no cuptiGetCallbackName or "
+               "cuptiActivityEnableRuntimeApi/DriverApi): every API call is recorded.";
+  }
+  auto of = [](uint32_t kept, size_t off) {
+    return std::to_string(kept) + " of " + std::to_string(kept + off);
+  };
+  return m + ": API calls recorded: runtime " + of(filter.runtime_kept, filter.runtime_off.size()) +
+         ", driver " + of(filter.driver_kept, filter.driver_off.size()) +
+         " (launch, copy, memset, alloc, free, synchronize; LIVEPROF_CUPTI_LEVEL=full records "
+         "every call).";
+}
+
+}  // namespace liveprof
