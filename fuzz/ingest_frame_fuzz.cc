@@ -12,7 +12,9 @@
 //     track the stream defines (a description: track 0), an end within
 //     2^64 ns whatever the clock offset (the first byte's top bits pick
 //     one), and no late flag (the server's to set); decoded as the server
-//     does (a worker's rows, a resume point after a reconnect).
+//     does (a worker's rows, a resume point after a reconnect);
+//   - an event refused alone (its batch taken) is counted by reason, each
+//     reason with an example that names its frame, and the counts add up.
 // Any disagreement aborts, which libFuzzer reports as a crash.
 //
 // Built and run by fuzz/build_and_run.sh (clang 14, not part of CMake).
@@ -76,6 +78,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!refused && splitter.error().empty() && expect_begin + splitter.pending_bytes() != bytes.size()) {
     Fail("bytes lost", std::to_string(expect_begin) + " + " + std::to_string(splitter.pending_bytes()));
   }
+  uint64_t by_reason = 0;
+  for (const liveprof::IngestRefusal& r : decoder.refusals()) {
+    if (r.events == 0 || r.reason.empty() || r.example.rfind("frame ", 0) != 0) Fail("a refusal", r.reason + ": " + r.example);
+    by_reason += r.events;
+  }
+  if (by_reason != decoder.refused_events()) Fail("refusals by reason do not add up", std::to_string(by_reason));
   const uint32_t tracks = stream.track_count();
   for (const liveprof::Event& e : out) {
     if (liveprof::EventKindName(e.kind) == "unknown") Fail("unknown kind", std::to_string(static_cast<int>(e.kind)));

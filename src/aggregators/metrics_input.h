@@ -33,6 +33,15 @@ struct MetricsAlert {
   bool firing = false;  // firing or resolving (still firing, docs/alerts.md).
 };
 
+// Events an ingest source sent that the server refused alone (a name or
+// track never defined...; docs/ingest.md, "Refusals"), by source (its ring's
+// name, "ingest rank 3") and reason ("undefined_track").
+struct MetricsRefusal {
+  std::string source;
+  std::string reason;
+  uint64_t events = 0;
+};
+
 // Step times at the 50th, 90th and 99th percentile, seconds.
 struct StepTimeQuantiles {
   double p50 = 0, p90 = 0, p99 = 0;
@@ -54,6 +63,9 @@ struct MetricsInput {
   uint64_t events_dropped = 0;
   std::vector<MetricsSource> sources;
   std::vector<MetricsAlert> alerts;  // in rule order.
+  // Not from the analyses: filled on the web thread for each /metrics request
+  // (ServerOptions::ingest_refused), sorted by source, then reason.
+  std::vector<MetricsRefusal> ingest_refused;
 };
 
 // The nearest-rank percentile of step durations: the ceil(q × n)-th smallest

@@ -101,6 +101,17 @@ std::string IngestStatusJson(const IngestServer& ingest) {
     w.KV("worker", static_cast<uint64_t>(s.worker));
     w.KV("duplicate_batches", s.duplicate_batches);
     w.KV("future_dropped", s.future_dropped);
+    w.KV("refused_events", s.refused_events);
+    w.Key("refused");  // by reason, each with its first event's message.
+    w.BeginArray();
+    for (const IngestRefusal& r : s.refused) {
+      w.BeginObject();
+      w.KV("reason", r.reason);
+      w.KV("events", r.events);
+      w.KV("example", r.example);
+      w.EndObject();
+    }
+    w.EndArray();
     w.Key("capture");
     if (!s.capture.known) {
       w.Null();
@@ -288,6 +299,11 @@ int Serve(int argc, char** argv, ServeMode mode) {
   if (!io.endpoints.empty()) {
     ingest = std::make_unique<IngestServer>(stream, io);
     so.ingest_status = [&ingest] { return IngestStatusJson(*ingest); };
+    so.ingest_refused = [&ingest] {
+      std::vector<MetricsRefusal> out;
+      for (const IngestServer::RefusedCount& r : ingest->RefusedTotals()) out.push_back({r.source, r.reason, r.events});
+      return out;
+    };
     so.capture = [&ingest](const CaptureQuery& q) {
       std::string error;
       const IngestServer::CaptureRequest r{q.host_level, q.python_scopes, q.gpu, q.duration_ns};

@@ -89,11 +89,47 @@ bool PlainLabel(const flatbuffers::String* s) {
   return std::none_of(s->begin(), s->end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
 
+// The reasons an event alone is refused (IngestRefusal::reason).
+constexpr std::string_view kBadKind = "bad_kind";
+constexpr std::string_view kTimeOverflow = "time_overflow";
+constexpr std::string_view kUndefinedName = "undefined_name";
+constexpr std::string_view kUndefinedKernelName = "undefined_kernel_name";
+constexpr std::string_view kUndefinedTrack = "undefined_track";
+
+// What was wrong with event `i` of a batch, refused for `reason`.
+std::string RefusalMessage(std::string_view reason, uint32_t i, const Event& e) {
+  std::string what = "event " + std::to_string(i) + ": ";
+  if (reason == kBadKind) {
+    return what + "kind " + std::to_string(static_cast<uint8_t>(e.kind)) +
+           " (names and tracks travel as NameDef / TrackDef)";
+  }
+  if (reason == kTimeOverflow) return what + "ts + dur past 2^64 ns";
+  if (reason == kUndefinedName) return what + "name id " + std::to_string(e.name) + " was never defined";
+  if (reason == kUndefinedKernelName) return what + "a kernel's details or op name id was never defined";
+  return what + "track " + std::to_string(e.track) + " was never defined";
+}
+
 }  // namespace
 
 bool IngestDecoder::Fail(const std::string& where, const std::string& what) {
   error_ = where + ": " + what;
   return false;
+}
+
+void IngestDecoder::Refuse(const std::string& where, std::string_view reason, uint32_t i, const Event& e) {
+  ++refused_events_;
+  // Messages are made for the first of a batch and of a reason only: a
+  // batch of 65,536 bad events costs no more than counting them.
+  if (batch_refused_.events++ == 0) {
+    batch_refused_.reason = reason;
+    batch_refused_.message = RefusalMessage(reason, i, e);
+  }
+  auto it = std::find_if(refusals_.begin(), refusals_.end(), [&](const IngestRefusal& r) { return r.reason == reason; });
+  if (it == refusals_.end()) {
+    refusals_.push_back({std::string(reason), 0, where + ": " + RefusalMessage(reason, i, e)});
+    it = refusals_.end() - 1;
+  }
+  ++it->events;
 }
 
 bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std::vector<Event>* out) {
@@ -111,6 +147,7 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
   const wire::Frame* f = wire::GetFrame(frame.data());
   pong_.reset();
   batch_progress_ns_ = 0;
+  batch_refused_ = BatchRefused{};
   if (f->body() == nullptr) return Fail(where, "a frame without a body");
   if (f->body_type() == wire::Body::IngestPong) {
     if (!has_hello_) return Fail(where, "a pong before the hello");
@@ -216,31 +253,34 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
   // The events, checked as they are copied into `out` (the wire's Event is
   // liveprof::Event byte for byte, as the sender writes them: wire_event.h;
   // a crafted frame may place its vector off its alignment, so bytes, not
-  // structs); a refused frame takes them back out.
-  const uint32_t count = b.events() ? b.events()->size() : 0;
+  // structs). A malformed one is refused alone, counted by reason; the
+  // others are taken. (A batch taken before: its events are skipped, and
+  // their refusals were counted then.)
+  const uint32_t count = b.events() != nullptr && !duplicate ? b.events()->size() : 0;
   const size_t first = out->size();
   out->reserve(first + count);
   const uint8_t* wire_events = count > 0 ? b.events()->Data() : nullptr;
   for (uint32_t i = 0; i < count; ++i) {
     Event e;
     std::memcpy(static_cast<void*>(&e), wire_events + size_t{i} * sizeof(Event), sizeof e);
-    out->push_back(e);
-    auto refuse = [&](const std::string& what) {
-      out->resize(first);
-      return Fail(where, "event " + std::to_string(i) + ": " + what);
-    };
+    std::string_view refused;
     if (!KnownEventKind(static_cast<uint8_t>(e.kind)) || e.kind == EventKind::kInvalid ||
         e.kind == EventKind::kNameDef || e.kind == EventKind::kTrackDef) {
-      return refuse("kind " + std::to_string(static_cast<uint8_t>(e.kind)) +
-                    " (names and tracks travel as NameDef / TrackDef)");
+      refused = kBadKind;
+    } else if (e.ts + e.dur < e.ts) {
+      refused = kTimeOverflow;
+    } else if (!defined(e.name)) {
+      refused = kUndefinedName;
+    } else if (e.kind == EventKind::kKernel &&
+               (!defined(e.payload.kernel.details) || !defined(e.payload.kernel.op))) {
+      refused = kUndefinedKernelName;
+    } else if (e.kind != EventKind::kDeviceInfo && !track_defined(e.track)) {
+      refused = kUndefinedTrack;
     }
-    if (e.ts + e.dur < e.ts) return refuse("ts + dur past 2^64 ns");
-    if (!defined(e.name)) return refuse("name id " + std::to_string(e.name) + " was never defined");
-    if (e.kind == EventKind::kKernel && (!defined(e.payload.kernel.details) || !defined(e.payload.kernel.op))) {
-      return refuse("a kernel's details or op name id was never defined");
-    }
-    if (e.kind != EventKind::kDeviceInfo && !track_defined(e.track)) {
-      return refuse("track " + std::to_string(e.track) + " was never defined");
+    if (refused.empty()) {
+      out->push_back(e);
+    } else {
+      Refuse(where, refused, i, e);
     }
   }
   // Taken: names, then tracks (rows named for the sender: "rank 3 · loader"), then events.
@@ -270,7 +310,7 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
   // change ends where the next one, begun at that instant, begins: a step's
   // end and the next step's input), never ending before it begins, and held
   // inside [0, 2^64 - dur] (computed wide: no overflow either way).
-  for (Event& e : std::span<Event>(out->data() + first, count)) {
+  for (Event& e : std::span<Event>(out->data() + first, out->size() - first)) {
     e.name = ours(e.name);
     if (e.kind == EventKind::kKernel) {
       e.payload.kernel.details = ours(e.payload.kernel.details);

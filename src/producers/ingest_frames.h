@@ -12,10 +12,14 @@
 //                   their own, labelled with the sender (rank, host, pid).
 //
 // Both are pure (no sockets, no threads), so the unit tests and the fuzzer
-// drive them with bytes. A refusal says what and where ("frame 3 (bytes
-// 120..4216): event 17: name id 99 was never defined"); the connection is
-// then closed by its owner, the others go on. Times stay on the sender's
-// clock plus clock_offset_ns(), which the owner sets from its pings.
+// drive them with bytes. A broken frame (verifier, framing, protocol, order,
+// definitions that contradict, caps) is refused whole and says what and where
+// ("frame 3 (bytes 120..4216): a second hello"); the connection is then
+// closed by its owner, the others go on. A malformed event (a name or track
+// never defined, a kind that is not an event's, ts + dur past 2^64) is
+// refused alone and counted by reason (IngestRefusal): the rest of its batch
+// is taken. Times stay on the sender's clock plus clock_offset_ns(), which
+// the owner sets from its pings.
 #ifndef LIVEPROF_PRODUCERS_INGEST_FRAMES_H_
 #define LIVEPROF_PRODUCERS_INGEST_FRAMES_H_
 
@@ -84,6 +88,16 @@ class FrameSplitter {
   std::string error_;
 };
 
+// Events of one source refused for one reason (a short stable key:
+// "undefined_track", "undefined_name", "undefined_kernel_name", "bad_kind",
+// "time_overflow"), with the first one's message as an example ("frame 25
+// (bytes 8520..56912): event 579: track 0 was never defined").
+struct IngestRefusal {
+  std::string reason;
+  uint64_t events = 0;
+  std::string example;
+};
+
 struct IngestSource {
   uint32_t protocol = 0;
   std::string host;
@@ -131,11 +145,12 @@ class IngestDecoder {
 
   // One frame (FrameSplitter::Next). Appends a batch's events to `out`, in
   // the stream's name and track ids, times plus clock_offset_ns() (held in
-  // [0, 2^64 - dur]), kFlagLate cleared (the server's to set). False, with
-  // error(), for a frame that is refused: checked whole first, it leaves
-  // nothing behind (no event, name or track). A name id is one string for
-  // the connection (defined again as another: refused); a track restated
-  // keeps its first definition.
+  // [0, 2^64 - dur]), kFlagLate cleared (the server's to set). A malformed
+  // event is left out and counted (refusals(), batch_refused()); the batch
+  // is taken. False, with error(), for a frame that is refused: checked
+  // whole first, it leaves nothing behind (no event, name or track). A name
+  // id is one string for the connection (defined again as another:
+  // refused); a track restated keeps its first definition.
   // `where` names the frame in the error ("frame 3 (bytes 120..4216)").
   bool Decode(std::string_view frame, const std::string& where, std::vector<Event>* out);
 
@@ -215,6 +230,19 @@ class IngestDecoder {
     return t < 0 ? 0 : t > static_cast<__int128>(UINT64_MAX) ? UINT64_MAX : static_cast<uint64_t>(t);
   }
 
+  // Events refused so far, by reason in the order each reason first came.
+  const std::vector<IngestRefusal>& refusals() const { return refusals_; }
+  uint64_t refused_events() const { return refused_events_; }
+  // The last Decode's batch: how many of its events were refused, and the
+  // first one's reason and message without the frame ("event 579: track 0
+  // was never defined": what the sender is told, IngestAck). 0 for another
+  // frame, a batch taken before (duplicate) or one refused whole.
+  struct BatchRefused {
+    uint64_t events = 0;
+    std::string reason, message;
+  };
+  const BatchRefused& batch_refused() const { return batch_refused_; }
+
   uint64_t last_seq() const { return last_seq_; }  // the newest batch's seq (0: none yet).
   uint64_t batches() const { return batches_; }
   uint64_t events() const { return events_; }
@@ -223,6 +251,8 @@ class IngestDecoder {
 
  private:
   bool Fail(const std::string& where, const std::string& what);
+  // Counts event `i` of the batch being decoded, refused for `reason`.
+  void Refuse(const std::string& where, std::string_view reason, uint32_t i, const Event& e);
 
   Stream& stream_;
   bool has_hello_ = false;
@@ -243,6 +273,9 @@ class IngestDecoder {
   uint64_t last_seq_ = 0;
   uint64_t batch_progress_ns_ = 0;
   uint64_t batches_ = 0, events_ = 0, lost_batches_ = 0, sender_dropped_ = 0;
+  std::vector<IngestRefusal> refusals_;
+  uint64_t refused_events_ = 0;
+  BatchRefused batch_refused_;
   std::string error_;
   std::vector<uint64_t> aligned_;  // a frame copied to 8-byte alignment.
 };

@@ -116,6 +116,7 @@ class Sender {
   void SendDefinitions();
   void FillOut();
   bool ReadFrames(uint64_t now);
+  void Refused(const wire::IngestAck& a);
   void Apply(const wire::IngestControl& c, uint64_t now);
   void ExpireControl(uint64_t now);
   void Restore();
@@ -152,6 +153,7 @@ class Sender {
   int fd_ = -1;
   uint64_t next_connect_ns_ = 0;
   bool tried_at_stop_ = false;  // one more attempt once stopping, whatever the period.
+  bool said_refused_ = false;   // the first refusal was said on stderr (the rest are counted).
   FrameSplitter splitter_;
   std::string out_;
   size_t out_pos_ = 0;
@@ -434,6 +436,7 @@ bool Sender::ReadFrames(uint64_t now) {
         unacked_.pop_front();
         ++acked;
       }
+      if (a->refused() != 0) Refused(*a);
       std::lock_guard<std::mutex> lock(mu_);
       status_.batches_acked += acked;
     } else if (const wire::IngestPing* p = f->body_as_IngestPing()) {
@@ -451,6 +454,27 @@ bool Sender::ReadFrames(uint64_t now) {
     return false;
   }
   return true;
+}
+
+// An ack that says the server refused some events of the batches it covers
+// (they are acknowledged all the same: sent again, they would be refused
+// again). Counted; the first time, said on stderr with its reason.
+void Sender::Refused(const wire::IngestAck& a) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_.events_refused += a.refused();
+  }
+  if (said_refused_) return;
+  said_refused_ = true;
+  const std::string batches = a.refused_seq() == 0 || a.refused_seq() == a.seq()
+                                  ? "batch " + std::to_string(a.seq())
+                                  : "batches " + std::to_string(a.refused_seq()) + ".." + std::to_string(a.seq());
+  std::fprintf(stderr,
+               "liveprof: the server refused %llu %s of %s (%s: %s); further refusals are counted in "
+               "/api/status\n",
+               static_cast<unsigned long long>(a.refused()), a.refused() == 1 ? "event" : "events", batches.c_str(),
+               a.refused_reason() ? a.refused_reason()->c_str() : "no reason given",
+               a.refused_message() ? a.refused_message()->c_str() : "");
 }
 
 void Sender::AppendState(uint32_t control_id) {

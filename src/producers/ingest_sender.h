@@ -6,7 +6,11 @@
 // socket or loopback TCP, answers the server's pings, applies its capture
 // controls (host_api.h levels), and keeps every batch until it is
 // acknowledged: after a reconnect the unacknowledged batches are sent again
-// (bounded: past max_unacked_bytes the oldest are dropped and counted).
+// (bounded: past max_unacked_bytes the oldest are dropped and counted). A
+// server that refuses some events of a batch (one on a track never defined:
+// docs/ingest.md, "Refusals") takes the rest and acknowledges the batch: the
+// sender counts them (events_refused) and says so once on stderr, with the
+// first reason; it does not send them again.
 //
 // LIVEPROF_SERVER=unix:/path (or tcp:127.0.0.1:PORT) in the environment
 // connects GlobalStream() at its creation; ConnectGlobalStream() does it
@@ -34,6 +38,7 @@ struct SenderStatus {
   uint64_t events_sent = 0, batches_sent = 0, batches_acked = 0, batches_resent = 0;
   uint64_t batches_dropped = 0;  // unacknowledged past max_unacked_bytes.
   uint64_t connects = 0;         // successful connections (1 + reconnects).
+  uint64_t events_refused = 0;   // events the server refused (IngestAck.refused), summed.
   std::string last_error;        // the latest failure, or empty.
 };
 

@@ -15,6 +15,7 @@
 #include <charconv>
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "producers/ingest_frames.h"
 #include "producers/ingest_wire.h"
@@ -34,6 +35,18 @@ constexpr size_t kDefaultRingEvents = size_t{1} << 18;  // 12 MiB.
 constexpr uint64_t kProgressSlackNs = 50'000'000;  // a sender's declared progress, held back this much more.
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// Adds `r`'s count to the total of (source, r.reason) in `totals`.
+void AddRefused(std::vector<IngestServer::RefusedCount>* totals, const std::string& source, const IngestRefusal& r) {
+  const auto it = std::find_if(totals->begin(), totals->end(), [&](const IngestServer::RefusedCount& t) {
+    return t.source == source && t.reason == r.reason;
+  });
+  if (it != totals->end()) {
+    it->events += r.events;
+  } else {
+    totals->push_back({source, r.reason, r.events});
+  }
+}
 
 bool NonBlocking(int fd) {
   const int flags = fcntl(fd, F_GETFL, 0);
@@ -97,6 +110,11 @@ struct IngestServer::Connection {
   uint32_t ping_id = 0;        // the ping in flight,
   uint64_t ping_sent_ns = 0;   // and our clock in it.
   uint64_t declared_ns = 0;    // the ring's declared progress (DeclareProgress).
+  // Refused events of the batches since the last ack (IngestAck.refused_*):
+  // how many, and the first of them (its batch, reason and message).
+  uint64_t ack_refused = 0, ack_refused_seq = 0;
+  std::string ack_refused_reason, ack_refused_message;
+  size_t said_refusals = 0;  // reasons said on the console (decoder.refusals()'s first ones).
   SourceStatus status;
 };
 
@@ -323,6 +341,7 @@ bool IngestServer::TakeFrames(Connection& c, uint64_t acked) {
         return false;
       }
     }
+    NoteRefusals(c);
     TakeEvents(c, now);
     DeclareProgress(c, now);
     if (const auto& st = c.decoder.state()) {
@@ -499,11 +518,40 @@ void IngestServer::SendControls() {
   }
 }
 
+// A batch just decoded with refused events: kept for the next ack (the
+// first one's reason and message, and the count), and each new reason said
+// on the console, once per source.
+void IngestServer::NoteRefusals(Connection& c) {
+  const IngestDecoder::BatchRefused& r = c.decoder.batch_refused();
+  if (r.events > 0) {
+    if (c.ack_refused == 0) {
+      c.ack_refused_seq = c.decoder.last_seq();
+      c.ack_refused_reason = r.reason;
+      c.ack_refused_message = r.message;
+    }
+    c.ack_refused += r.events;
+  }
+  const std::vector<IngestRefusal>& reasons = c.decoder.refusals();
+  for (; c.said_refusals < reasons.size(); ++c.said_refusals) {
+    const IngestRefusal& n = reasons[c.said_refusals];
+    std::fprintf(stderr,
+                 "liveprof: ingest source %llu (%s, %s) sent an event the server refused (%s): %s; the rest of "
+                 "its batch was taken, and further refusals are counted in /api/status and /metrics\n",
+                 static_cast<unsigned long long>(c.status.id), c.status.label.c_str(), c.status.endpoint.c_str(),
+                 n.reason.c_str(), n.example.c_str());
+  }
+}
+
 void IngestServer::AckTaken(Connection& c, uint64_t acked) {
   if (c.decoder.last_seq() == acked) return;
   Remember(c);
-  AppendIngestFrame(&c.out, wire::Body::IngestAck,
-              [&](auto& fbb) { return wire::CreateIngestAck(fbb, c.decoder.last_seq()).Union(); });
+  AppendIngestFrame(&c.out, wire::Body::IngestAck, [&](auto& fbb) {
+    return wire::CreateIngestAckDirect(fbb, c.decoder.last_seq(), c.ack_refused, c.ack_refused_seq,
+                                       c.ack_refused == 0 ? nullptr : c.ack_refused_reason.c_str(),
+                                       c.ack_refused == 0 ? nullptr : c.ack_refused_message.c_str())
+        .Union();
+  });
+  c.ack_refused = c.ack_refused_seq = 0;
   Flush(c);  // (non-blocking: what the socket takes now)
 }
 
@@ -565,15 +613,32 @@ void IngestServer::Publish(const Connection& c) {
   s.ring_dropped = c.ring ? c.ring->queue->dropped() : 0;
   s.clock_offset_ns = c.decoder.clock_offset_ns();
   s.duplicate_batches = c.decoder.duplicate_batches();
+  s.refused_events = c.decoder.refused_events();
+  s.refused = c.decoder.refusals();
   std::lock_guard<std::mutex> lock(mu_);
   for (SourceStatus& old : status_) {
     if (old.id == s.id) return void(old = std::move(s));
   }
-  if (status_.size() >= kMaxStatuses) {  // the oldest closed one makes room.
+  if (status_.size() >= kMaxStatuses) {  // the oldest closed one makes room (its refusals are kept).
     const auto gone = std::find_if(status_.begin(), status_.end(), [](const auto& o) { return !o.connected; });
-    if (gone != status_.end()) status_.erase(gone);
+    if (gone != status_.end()) {
+      for (const IngestRefusal& r : gone->refused) AddRefused(&evicted_refused_, "ingest " + gone->label, r);
+      status_.erase(gone);
+    }
   }
   status_.push_back(std::move(s));
+}
+
+std::vector<IngestServer::RefusedCount> IngestServer::RefusedTotals() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<RefusedCount> totals = evicted_refused_;
+  for (const SourceStatus& s : status_) {
+    for (const IngestRefusal& r : s.refused) AddRefused(&totals, "ingest " + s.label, r);
+  }
+  std::sort(totals.begin(), totals.end(), [](const RefusedCount& a, const RefusedCount& b) {
+    return std::tie(a.source, a.reason) < std::tie(b.source, b.reason);
+  });
+  return totals;
 }
 
 }  // namespace liveprof

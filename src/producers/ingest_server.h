@@ -9,9 +9,13 @@
 // until acknowledged, and drops and counts only past its own bound), so
 // what the server acknowledges is not dropped by it.
 //
-// A refused frame, a sender silent mid-frame past the stall timeout, or an
-// output queue past its bound closes that connection, with the reason kept
-// in Sources(); the others go on. A sender that reconnects is a new source
+// A refused frame (ingest_frames.h: verifier, framing, protocol, order,
+// definitions that contradict, caps), a sender silent mid-frame past the
+// stall timeout, or an output queue past its bound closes that connection,
+// with the reason kept in Sources(); the others go on. A malformed event is
+// refused alone: counted per source and reason (Sources(), RefusedTotals()),
+// said on the console once per source and reason, and told to the sender in
+// the ack (its batch is taken and acknowledged: never sent again). A sender that reconnects is a new source
 // (its hello says who it is again) of the same worker: a worker is a label
 // ("rank 3", "host:pid"), with a process number for its tracks
 // (TrackInfo::process) and a kProcess track naming it; its rows are reused
@@ -35,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "producers/ingest_frames.h"
 #include "stream/stream.h"
 
 namespace liveprof {
@@ -94,6 +99,8 @@ class IngestServer {
     uint64_t frames = 0, batches = 0, events = 0, lost_batches = 0, sender_dropped = 0, ring_dropped = 0;
     uint64_t duplicate_batches = 0;  // sent again after a reconnect: skipped.
     uint64_t future_dropped = 0;     // events past max_future_ns.
+    uint64_t refused_events = 0;     // malformed events refused alone (the rest was taken),
+    std::vector<IngestRefusal> refused;  // by reason, each with its first one's message.
     CaptureState capture;
     int64_t clock_offset_ns = 0;
     uint64_t best_rtt_ns = 0;  // 0: no pong yet.
@@ -119,6 +126,15 @@ class IngestServer {
   std::vector<IngestEndpoint> bound() const { return bound_; }
   // Every source since Start, connected or not (the newest 1,024). Any thread.
   std::vector<SourceStatus> Sources() const;
+  // Events refused since Start, by source ("ingest " + its label: the name
+  // of its ring, as /metrics' source label) and reason, summed over every
+  // connection of that source, sources older than Sources() keeps included.
+  // Sorted by source, then reason. Any thread.
+  struct RefusedCount {
+    std::string source, reason;
+    uint64_t events = 0;
+  };
+  std::vector<RefusedCount> RefusedTotals() const;
 
  private:
   struct Connection;
@@ -132,6 +148,7 @@ class IngestServer {
   static bool RingHalfFull(const Connection& c);
   void Close(Connection& c, const std::string& reason);
   void Publish(const Connection& c);
+  void NoteRefusals(Connection& c);  // a batch's refused events: the ack, the console.
   void Hello(Connection& c, uint64_t now);
   void TakeEvents(Connection& c, uint64_t now);
   void DeclareProgress(Connection& c, uint64_t now);
@@ -157,8 +174,9 @@ class IngestServer {
   std::atomic<bool> stop_{false};
   int wake_[2] = {-1, -1};  // a pipe: Stop() wakes poll().
   std::thread thread_;
-  mutable std::mutex mu_;  // guards status_ and controls_.
+  mutable std::mutex mu_;  // guards status_, evicted_refused_ and controls_.
   std::vector<SourceStatus> status_;
+  std::vector<RefusedCount> evicted_refused_;  // of sources status_ no longer holds.
   std::vector<std::pair<uint64_t, CaptureRequest>> controls_;  // for the thread to send.
 };
 

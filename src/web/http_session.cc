@@ -143,10 +143,16 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       case Route::Kind::kStatic: return ServeFile(target, version);
       case Route::Kind::kIndex: return SendReply(IndexReply(), version);
       case Route::Kind::kError: return SendReply(ErrorReply(route.status, route.message), version);
-      case Route::Kind::kMetrics:
+      case Route::Kind::kMetrics: {
         if (!latest) return SendReply(NotYet(), version);
-        return SendReply(Reply{200, std::string(kPrometheusContentType), RenderPrometheus(latest->metrics)},
-                         version);
+        if (!state_->options().ingest_refused) {
+          return SendReply(Reply{200, std::string(kPrometheusContentType), RenderPrometheus(latest->metrics)},
+                           version);
+        }
+        MetricsInput metrics = latest->metrics;
+        metrics.ingest_refused = state_->options().ingest_refused();
+        return SendReply(Reply{200, std::string(kPrometheusContentType), RenderPrometheus(metrics)}, version);
+      }
       case Route::Kind::kTrace:
         return SendReply(TraceReply(ParseRequestTarget(target), state_->pipeline().trace_store(),
                                     state_->options().export_trace),

@@ -154,6 +154,15 @@ std::string RenderPrometheus(const MetricsInput& in) {
     }
   }
 
+  if (!in.ingest_refused.empty()) {
+    w.Family("liveprof_ingest_refused_events_total", "counter",
+             "Events an ingest source sent that the server refused alone (the rest of their batch was "
+             "taken), by source ring and reason.");
+    for (const MetricsRefusal& r : in.ingest_refused) {
+      w.Sample("liveprof_ingest_refused_events_total", {{"source", r.source}, {"reason", r.reason}}, r.events);
+    }
+  }
+
   w.Counter("liveprof_late_events_total",
             "Events that arrived after the reorder window had passed their time.", in.late_events);
   w.Counter("liveprof_steps_closed_total", "Training steps completed.", in.steps_closed);

@@ -4,7 +4,8 @@
 // Every family is named liveprof_*, has a HELP and a TYPE line, and uses base
 // units (seconds, ratios 0..1); counters end in _total. Labels are low
 // cardinality only: bucket category, input classification, source (one per
-// producer ring name), alert rule and severity. Never an op or kernel name.
+// producer ring name), refusal reason, alert rule and severity. Never an op
+// or kernel name.
 //
 //   liveprof_build_info{version}                    gauge, always 1
 //   liveprof_events_consumed_total                  counter
@@ -12,6 +13,10 @@
 //   liveprof_events_dropped_total                   counter, ring overflow + no ring
 //   liveprof_source_events_published_total{source}  counter, live rings by name
 //   liveprof_source_events_dropped_total{source}    counter, live rings by name
+//   liveprof_ingest_refused_events_total{source,reason}
+//                                                   counter, events an ingest source
+//                                                   sent that were refused (by ring
+//                                                   name; docs/ingest.md), when any
 //   liveprof_late_events_total                      counter, past the reorder window
 //   liveprof_steps_closed_total                     counter
 //   liveprof_window_steps                           gauge, steps in the window

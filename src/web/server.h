@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "aggregators/metrics_input.h"
 #include "aggregators/pipeline.h"
 
 namespace liveprof {
@@ -70,6 +71,10 @@ struct ServerOptions {
   // /api/status's "ingest": a JSON array of the ingest sources (liveprof
   // serve --ingest); empty: no key. Called on the web thread.
   std::function<std::string()> ingest_status;
+  // /metrics' liveprof_ingest_refused_events_total: the events the ingest
+  // sources sent that were refused, by source and reason. Empty: none.
+  // Called on the web thread.
+  std::function<std::vector<MetricsRefusal>()> ingest_refused;
   // POST /api/capture (capture on demand, docs/ingest.md): sends an ingest
   // source a capture control. Returns "" when sent, else why not (a 409).
   // Empty: 501. Called on the web thread.

@@ -3,7 +3,9 @@
 // form that turns one source's capture up or down for a while, as
 // TensorBoard's Capture Profile dialog but live (POST /api/capture).
 // /api/status is polled every 2 s while the page is on screen: the ingest
-// sources are a REST member of it (server.ingest), not a feed topic.
+// sources are a REST member of it (server.ingest), not a feed topic. Events
+// the server refused alone (a track never defined...: the rest of their batch
+// was taken) show per source, by reason, with the first one's message.
 import {esc, int, num} from '../format.js';
 import {Table} from '../table.js';
 
@@ -22,6 +24,11 @@ function captureText(c) {
   return parts.join(' · ');
 }
 
+// "undefined_track 200, bad_kind 1" (empty: none refused).
+function refusedText(s) {
+  return (s.refused ?? []).map((r) => `${r.reason} ${int(r.events)}`).join(', ');
+}
+
 export default {
   id: 'capture',
   title: 'Sources',
@@ -29,7 +36,8 @@ export default {
 
   mount(root, ctx) {
     root.innerHTML = `
-      <section class="card"><h3>Ingest sources</h3><p class="muted note"></p><div class="sources"></div></section>
+      <section class="card"><h3>Ingest sources</h3><p class="muted note"></p><div class="sources"></div>
+        <ul class="refusals muted"></ul></section>
       <section class="card capture-form"><h3>Capture on demand</h3>
         <form>
           <label>Source <select name="source"></select></label>
@@ -52,11 +60,14 @@ export default {
       {key: 'state', label: 'State'},
       {key: 'events', label: 'Events', numeric: true, fmt: (v) => int(v)},
       {key: 'lost', label: 'Lost', numeric: true, fmt: (v) => int(v)},
+      {key: 'refused', label: 'Refused', numeric: true, fmt: (v, r) => (v ? `${int(v)} (${r.refused_reasons})` : '0'),
+        title: 'Malformed events the server refused alone (the rest of their batch was taken), by reason'},
       {key: 'offset_ms', label: 'Clock offset ms', numeric: true, fmt: (v) => num(v, 3)},
       {key: 'rtt_us', label: 'Best RTT µs', numeric: true, fmt: (v) => num(v, 1)},
       {key: 'capture', label: 'Records now'},
     ], {sort: {key: 'id', desc: false}});
     const note = root.querySelector('.note');
+    const refusals = root.querySelector('.refusals');
     const select = root.querySelector('select[name=source]');
     const gpu = root.querySelector('select[name=gpu]');
     const result = root.querySelector('.capture-result');
@@ -91,9 +102,15 @@ export default {
               id: s.id, label: s.label || '(no hello yet)', program: s.program,
               state: s.connected ? 'connected' : `closed${s.closed_reason ? `: ${s.closed_reason}` : ''}`,
               events: s.events, lost: s.sender_dropped + s.ring_dropped + s.future_dropped,
+              refused: s.refused_events ?? 0, refused_reasons: refusedText(s),
               offset_ms: s.clock_offset_ns / 1e6, rtt_us: s.best_rtt_ns / 1e3,
               capture: captureText(s.capture),
             })));
+            // Each reason's first refused event, as the server's console said it.
+            refusals.innerHTML = sources.flatMap((s) => (s.refused ?? []).map((r) =>
+              `<li>Source ${esc(s.id)} (${esc(s.label)}): ${esc(int(r.events))} ${r.events === 1 ? 'event' : 'events'} ` +
+              `refused, ${esc(r.reason)}; the first: ` +
+              `${esc(r.example)}</li>`)).join('');
             const chosen = select.value;
             select.innerHTML = live.map((s) => `<option value="${esc(s.id)}">${esc(s.id)}: ${esc(s.label)}</option>`).join('');
             if (live.some((s) => String(s.id) === chosen)) select.value = chosen;

@@ -2,7 +2,9 @@
 // with a `liveprof example --connect` process sending to it. The page lists
 // the source with its worker and what it records, and its form turns the
 // source's host level down for a few seconds (POST /api/capture): the state
-// the sender reports comes back in the table, then returns by itself.
+// the sender reports comes back in the table, then returns by itself. A raw
+// sender (ingest_client.mjs) with one event on a track it never defined keeps
+// its connection; the page, /api/status and /metrics count the refusal.
 import assert from 'node:assert/strict';
 import {spawn} from 'node:child_process';
 import {rmSync} from 'node:fs';
@@ -10,6 +12,7 @@ import {tmpdir} from 'node:os';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 import {LIVEPROF, api, launchBrowser, openPage, screenshot, startServer, stopServer} from './harness.mjs';
+import {batchFrame, connectIngest, helloFrame} from './ingest_client.mjs';
 
 let server;
 let sender;
@@ -75,5 +78,53 @@ describe('the Sources page with a program sending to the server', () => {
     await page.click('.capture-form button[type=submit]');
     await page.locator('.capture-result', {hasText: 'HTTP 409: source 999 is unknown'}).waitFor();
     await page.close();
+  });
+
+  test('a source that sent one event on a track never defined keeps its connection; the refusal is counted', async () => {
+    const raw = await connectIngest(socket);
+    const spans = (from, count, badAt) => Array.from({length: count}, (_, i) => (
+      {ts: from + i * 1000, dur: 500, name: 1, track: i === badAt ? 0 : 1}));
+    raw.write(helloFrame({rank: 9, clockNs: 1_000_000}));
+    raw.write(batchFrame({seq: 1, names: [{id: 1, name: 'raw span'}, {id: 2, name: 'raw thread'}],
+      tracks: [{id: 1, name: 2}], events: spans(1_000_000, 100, 57)}));
+    const source = async (pred) => {
+      for (let i = 0; i < 100; i++) {
+        const s = (await api(server.url, '/api/status')).server.ingest.find((o) => o.label === 'rank 9');
+        if (s && pred(s)) return s;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error('rank 9 never got there');
+    };
+    let s = await source((o) => o.batches === 1);
+    assert.equal(s.connected, true);
+    assert.equal(s.events, 99);
+    assert.equal(s.refused_events, 1);
+    assert.equal(s.refused.length, 1);
+    assert.equal(s.refused[0].reason, 'undefined_track');
+    assert.equal(s.refused[0].events, 1);
+    assert.match(s.refused[0].example, /^frame 2 \(bytes \d+\.\.\d+\): event 57: track 0 was never defined$/);
+    // The next batch is taken whole, on the same connection.
+    raw.write(batchFrame({seq: 2, events: spans(2_000_000, 100, -1)}));
+    s = await source((o) => o.batches === 2);
+    assert.equal(s.connected, true);
+    assert.equal(s.events, 199);
+    assert.equal(s.refused_events, 1);
+
+    const metrics = await api(server.url, '/metrics', 'text');
+    assert.match(metrics, /^# TYPE liveprof_ingest_refused_events_total counter$/m);
+    assert.match(metrics, /^liveprof_ingest_refused_events_total\{source="ingest rank 9",reason="undefined_track"\} 1$/m);
+
+    const page = await openPage(browser, `${server.url}#capture`);
+    const row = page.locator('.sources tbody tr', {hasText: 'rank 9'});
+    await row.waitFor({timeout: 15000});
+    assert.equal(await row.locator('td').nth(6).innerText(), '1 (undefined_track 1)');
+    assert.match(await row.innerText(), /connected/);
+    const said = page.locator('.refusals li', {hasText: 'rank 9'});
+    await said.waitFor({timeout: 5000});
+    assert.match(await said.innerText(), /rank 9\): 1 event refused, undefined_track; the first: frame 2 \(bytes \d+\.\.\d+\): event 57: track 0 was never defined/);
+    await screenshot(page, 'sources_refused');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+    raw.destroy();
   });
 });

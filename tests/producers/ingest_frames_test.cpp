@@ -244,17 +244,12 @@ TEST_CASE("ingest frames: each refusal names the frame and what is wrong, and ta
       {{}, Hello(0, 2), "f: ingest protocol 2; this server speaks 1"},
       {{}, Batch(1, {}, {}), "f: a batch before the hello"},
       {{hello}, hello, "f: a second hello"},
-      {{hello}, Batch(1, {}, {Span(1, 1, 9, 1)}, {}), "f: event 0: name id 9 was never defined"},
-      {{hello}, Batch(1, {{1, "a"}}, {Span(1, 1, 1, 1), Span(1, 1, 1, 5)}, {{1, 1}}),
-       "f: event 1: track 5 was never defined"},
       {{hello}, Batch(1, {}, {}, {{1, 8}}), "f: track 1: name id 8 was never defined"},
-      {{hello}, Batch(1, {{1, "a"}}, {Span(1, 1, 1, 1, EventKind::kNameDef)}, {{1, 1}}),
-       "f: event 0: kind 1 (names and tracks travel as NameDef / TrackDef)"},
-      {{hello}, Batch(1, {{1, "a"}}, {Span(UINT64_MAX - 5, 10, 1, 1)}, {{1, 1}}), "f: event 0: ts + dur past 2^64 ns"},
       {{hello, Batch(5, {}, {})}, Batch(5, {}, {}), "f: batch seq 5 after 5"},
-      // New names and tracks in a frame refused for its events: none taken.
-      {{hello}, Batch(1, {{1, "fresh"}, {2, "row"}}, {Span(1, 1, 1, 1), Span(1, 1, 7, 1)}, {{1, 2}}),
-       "f: event 1: name id 7 was never defined"},
+      {{hello}, Batch(0, {}, {Span(1, 1, 0, 1)}), "f: a batch of seq 0 (definitions only) with events"},
+      // New names and tracks in a frame refused for its definitions: none taken.
+      {{hello, Batch(1, {{1, "a"}}, {})}, Batch(2, {{2, "fresh"}, {1, "b"}}, {}, {{4, 2}}),
+       "f: name id 1 defined again as another string"},
       {{hello, Batch(1, {{1, "a"}}, {})}, Batch(2, {{1, "b"}}, {}), "f: name id 1 defined again as another string"},
       {{hello}, Batch(1, {{1, "a"}, {1, "b"}}, {}), "f: name id 1 defined again as another string"},
   };
@@ -288,6 +283,90 @@ TEST_CASE("ingest frames: each refusal names the frame and what is wrong, and ta
   CHECK(!d.Decode(events, "frame 1 (bytes 0..40)", &out));
   CHECK(d.error() ==
         "frame 1 (bytes 0..40): a frame of body type 1 (an ingest connection sends IngestHello, then IngestBatch, IngestPong and IngestState)");
+}
+
+// What the real GPU sent (issue 23): one event on track 0, never defined,
+// in a batch of good ones. The event is refused alone; the batch is taken.
+TEST_CASE("ingest frames: a malformed event is refused alone and counted by reason; the rest of its batch is taken") {
+  Stream stream;
+  IngestDecoder d(stream);
+  std::vector<Event> out;
+  REQUIRE(d.Decode(Hello(), "frame 1", &out));
+  std::vector<wire::Event> events;
+  for (uint32_t i = 0; i < 100; ++i) events.push_back(Span(1'000 + i, 5, 1, i == 57 ? 0 : 9));
+  const uint32_t names = stream.names().size(), tracks = stream.track_count();
+  REQUIRE(d.Decode(Batch(1, {{1, "memcpy"}, {2, "stream 7"}}, events, {{9, 2}}), "frame 2 (bytes 8..96)", &out));
+  CHECK(d.error().empty());
+  CHECK(out.size() == 99);
+  CHECK(d.events() == 99);
+  CHECK(d.batches() == 1);
+  CHECK(d.last_seq() == 1);
+  CHECK(d.refused_events() == 1);
+  REQUIRE(d.refusals().size() == 1);
+  CHECK(d.refusals()[0].reason == "undefined_track");
+  CHECK(d.refusals()[0].events == 1);
+  CHECK(d.refusals()[0].example == "frame 2 (bytes 8..96): event 57: track 0 was never defined");
+  CHECK(d.batch_refused().events == 1);
+  CHECK(d.batch_refused().reason == "undefined_track");
+  CHECK(d.batch_refused().message == "event 57: track 0 was never defined");
+  // Its definitions were taken, and its good events, in order, on the row.
+  CHECK(stream.names().size() == names + 3);  // with the row's, "rank 3 · stream 7".
+  CHECK(stream.track_count() == tracks + 1);
+  CHECK(out[56].ts == 1'056);
+  CHECK(out[57].ts == 1'058);
+  for (const Event& e : out) CHECK(stream.names().Get(stream.track(e.track).name) == "rank 3 · stream 7");
+
+  // The next batch is taken whole; the counts stay.
+  out.clear();
+  std::vector<wire::Event> good(100, Span(2'000, 5, 1, 9));
+  REQUIRE(d.Decode(Batch(2, {}, good), "frame 3", &out));
+  CHECK(out.size() == 100);
+  CHECK(d.events() == 199);
+  CHECK(d.batch_refused().events == 0);
+  CHECK(d.batch_refused().reason.empty());
+  CHECK(d.refused_events() == 1);
+
+  // Every reason, each counted apart, its first event the example; the
+  // batch's first refusal is what the sender is told.
+  out.clear();
+  Event k;
+  k.payload.kernel.details = 66;  // never defined.
+  k.payload.kernel.op = 1;
+  const wire::Event kernel(3'000, 5, 1, 9, 0, static_cast<uint8_t>(EventKind::kKernel), 0, 0, 0, k.payload.raw[0],
+                           k.payload.raw[1]);
+  REQUIRE(d.Decode(Batch(3, {},
+                         {Span(3'000, 5, 1, 9, EventKind::kNameDef), Span(3'000, 5, 1, 9), Span(UINT64_MAX - 5, 10, 1, 9),
+                          Span(3'000, 5, 42, 9), kernel, Span(3'000, 5, 1, 3), Span(3'000, 5, 1, 4),
+                          wire::Event(3'000, 5, 1, 9, 0, 250, 0, 0, 0, 0, 0)}),
+                   "frame 4", &out));
+  CHECK(out.size() == 1);
+  CHECK(d.events() == 200);
+  CHECK(d.refused_events() == 8);
+  CHECK(d.batch_refused().events == 7);
+  CHECK(d.batch_refused().reason == "bad_kind");
+  CHECK(d.batch_refused().message == "event 0: kind 1 (names and tracks travel as NameDef / TrackDef)");
+  REQUIRE(d.refusals().size() == 5);
+  const std::vector<std::pair<std::string, uint64_t>> by_reason = {
+      {"undefined_track", 3}, {"bad_kind", 2}, {"time_overflow", 1}, {"undefined_name", 1}, {"undefined_kernel_name", 1}};
+  for (size_t i = 0; i < by_reason.size(); ++i) {
+    CHECK(d.refusals()[i].reason == by_reason[i].first);
+    CHECK(d.refusals()[i].events == by_reason[i].second);
+  }
+  CHECK(d.refusals()[0].example == "frame 2 (bytes 8..96): event 57: track 0 was never defined");
+  CHECK(d.refusals()[2].example == "frame 4: event 2: ts + dur past 2^64 ns");
+  CHECK(d.refusals()[3].example == "frame 4: event 3: name id 42 was never defined");
+  CHECK(d.refusals()[4].example == "frame 4: event 4: a kernel's details or op name id was never defined");
+
+  // A batch taken on an earlier connection, sent again: skipped, its refusals not counted twice.
+  IngestDecoder again(stream);
+  REQUIRE(again.Decode(Hello(), "frame 1", &out));
+  again.set_resume_seq(1);
+  out.clear();
+  REQUIRE(again.Decode(Batch(1, {{1, "memcpy"}, {2, "stream 7"}}, events, {{9, 2}}), "frame 2", &out));
+  CHECK(out.empty());
+  CHECK(again.duplicate_batches() == 1);
+  CHECK(again.refused_events() == 0);
+  CHECK(again.batch_refused().events == 0);
 }
 
 TEST_CASE("ingest frames: a reconnecting sender's definitions (seq 0), batches taken before (skipped), its state") {

@@ -20,6 +20,8 @@
 #include "producers/gpu_activity.h"
 #include "producers/host_api.h"
 #include "producers/ingest_server.h"
+#include "producers/stderr_capture.h"
+#include "stream/clock.h"
 #include "stream/stream.h"
 #ifdef LIVEPROF_FAKE_CUPTI
 #include <cupti_activity.h>
@@ -211,6 +213,71 @@ TEST_CASE("ingest sender: the host API's events reach the server once each, acro
   DisconnectGlobalStream();
   CHECK(!GlobalSenderStatus().running);
   REQUIRE(WaitFor([&] { return !server.Sources()[1].connected; }));
+  server.Stop();
+}
+
+// What the real GPU's sender met (issue 23): a producer wrote events on track
+// 0, which no stream defines. The server refuses them alone and takes the
+// rest; the sender is told in the acks, says so once, and goes on on the same
+// connection (nothing sent again, no reconnect).
+TEST_CASE("ingest sender: events the server refuses are said once, acknowledged, never sent again") {
+  const std::string path = "/tmp/liveprof-sender-refused-" + std::to_string(::getpid()) + ".sock";
+  Stream server_stream;
+  IngestServer server(server_stream, UnixServer(path));
+  std::string error;
+  REQUIRE_MESSAGE(server.Start(&error), error);
+  StderrCapture console;
+  SenderOptions so;
+  so.address = "unix:" + path;
+  so.rank = 8;
+  so.reconnect_period_ns = 50'000'000;
+  REQUIRE_MESSAGE(ConnectGlobalStream(so, &error), error);
+
+  // A producer with that bug: one event of each hundred on track 0.
+  Stream& stream = GlobalStream();
+  const std::shared_ptr<Ring> ring = stream.AddRing({.name = "refused-test"});
+  REQUIRE(ring != nullptr);
+  const TrackId row = stream.AddTrack({InternName("refused-test row"), TrackType::kHostThread, 1, 0, 0});
+  const NameId name = InternName("refused-test span");
+  auto source = [&] {
+    for (const IngestServer::SourceStatus& s : server.Sources()) {
+      if (s.label == "rank 8") return s;
+    }
+    return IngestServer::SourceStatus{};
+  };
+  constexpr uint64_t kRounds = 3;
+  for (uint64_t round = 1; round <= kRounds; ++round) {
+    const uint64_t now = HostNowNs();
+    for (uint32_t i = 0; i < 100; ++i) {
+      Event e;
+      e.ts = now + i * 1'000;
+      e.dur = 500;
+      e.name = name;
+      e.track = i == 42 ? 0 : row;
+      e.kind = EventKind::kHostSpan;
+      REQUIRE(ring->queue->TryPush(e));
+    }
+    REQUIRE(WaitFor([&] { return source().events >= 99 * round && source().refused_events == round; }));
+  }
+  ring->closed.store(true);
+  const IngestServer::SourceStatus s = source();
+  CHECK(s.connected);
+  CHECK(s.refused_events == kRounds);
+  REQUIRE(s.refused.size() == 1);
+  CHECK(s.refused[0].reason == "undefined_track");
+  CHECK(s.refused[0].example.ends_with("track 0 was never defined"));
+  REQUIRE(WaitFor([] { return GlobalSenderStatus().events_refused == kRounds; }));
+  const SenderStatus status = GlobalSenderStatus();
+  CHECK_MESSAGE(status.connects == 1, status.last_error);  // never reconnected,
+  CHECK(status.batches_resent == 0);                       // nor sent anything again.
+  CHECK(status.batches_dropped == 0);
+  CHECK(console.Count("liveprof: the server refused ") == 1);  // once, with the reason:
+  CHECK(console.Count("liveprof: the server refused 1 event of batch") == 1);
+  CHECK(console.Count(" (undefined_track: event ") == 1);
+  CHECK(console.Count(": track 0 was never defined); further refusals are counted in /api/status\n") == 1);
+  CHECK(console.Count("sent an event the server refused (undefined_track)") == 1);  // the server, once too.
+  DisconnectGlobalStream();
+  console.Restore();
   server.Stop();
 }
 

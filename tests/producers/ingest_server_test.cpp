@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "producers/ingest_frames.h"
+#include "producers/stderr_capture.h"
 #include "stream/clock.h"
 #include "stream/liveprof_generated.h"
 
@@ -42,7 +43,8 @@ std::string Hello(int32_t rank, uint64_t clock_ns) {
                 wire::CreateIngestHelloDirect(fbb, kIngestProtocol, "node1", 99, rank, "train.py", clock_ns).Union());
 }
 
-std::string Batch(uint64_t seq, uint64_t ts, bool define, uint64_t progress_ns = 0) {
+// 100 input spans; the one at `bad_event` (if any) on track 0, never defined.
+std::string Batch(uint64_t seq, uint64_t ts, bool define, uint64_t progress_ns = 0, int bad_event = -1) {
   FlatBufferBuilder fbb;
   std::vector<flatbuffers::Offset<wire::NameDef>> names;
   std::vector<flatbuffers::Offset<wire::TrackDef>> tracks;
@@ -53,7 +55,8 @@ std::string Batch(uint64_t seq, uint64_t ts, bool define, uint64_t progress_ns =
   }
   std::vector<wire::Event> events;
   for (uint64_t i = 0; i < 100; ++i) {
-    events.emplace_back(ts + i * 1000, 500, 2, 1, 0, static_cast<uint8_t>(EventKind::kInputSpan), 0, 0, 0, 0, 0);
+    const uint32_t track = static_cast<int>(i) == bad_event ? 0 : 1;
+    events.emplace_back(ts + i * 1000, 500, 2, track, 0, static_cast<uint8_t>(EventKind::kInputSpan), 0, 0, 0, 0, 0);
   }
   return Framed(fbb, wire::Body::IngestBatch,
                 wire::CreateIngestBatchDirect(fbb, seq, &names, &tracks, &events, 0, progress_ns).Union());
@@ -112,10 +115,17 @@ class Client {
     }
     return std::nullopt;
   }
-  static uint64_t AckSeq(const std::string& f) {
+  static uint64_t AckSeq(const std::string& f) { return Ack(f).seq; }
+  struct AckFields {
+    uint64_t seq = 0, refused = 0, refused_seq = 0;
+    std::string reason, message;
+  };
+  static AckFields Ack(const std::string& f) {
     std::vector<uint64_t> aligned((f.size() + 7) / 8);
     std::memcpy(aligned.data(), f.data(), f.size());
-    return wire::GetFrame(aligned.data())->body_as_IngestAck()->seq();
+    const wire::IngestAck* a = wire::GetFrame(aligned.data())->body_as_IngestAck();
+    return {a->seq(), a->refused(), a->refused_seq(), a->refused_reason() ? a->refused_reason()->str() : "",
+            a->refused_message() ? a->refused_message()->str() : ""};
   }
 
  private:
@@ -413,6 +423,86 @@ TEST_CASE("ingest server: a live server's socket is not taken over; events from 
   // Stopped: the path is free again.
   REQUIRE_MESSAGE(second.Start(&error), error);
   second.Stop();
+}
+
+// What the real GPU's sender met (issue 23): one event on track 0, never
+// defined. Refused alone: the source keeps its connection, the rest of each
+// batch is taken and acknowledged, the ack says what was refused, the
+// console says it once per source and reason, and the counts are kept per
+// source and summed over a worker's connections.
+TEST_CASE("ingest server: one bad event is refused alone, counted, told in the ack, said once; the source goes on") {
+  Stream stream;
+  StderrCapture console;
+  IngestServer server(stream, AtTempSocket());
+  std::string error;
+  REQUIRE_MESSAGE(server.Start(&error), error);
+  Client a(server.bound()[0]);
+  REQUIRE(a.ok());
+  a.Send(Hello(0, HostNowNs()));
+  const uint64_t t = HostNowNs();
+  a.Send(Batch(1, t, true, 0, 57));
+  std::optional<std::string> ack = a.Until(wire::Body::IngestAck, true);
+  REQUIRE(ack);
+  Client::AckFields f = Client::Ack(*ack);
+  CHECK(f.seq == 1);
+  CHECK(f.refused == 1);
+  CHECK(f.refused_seq == 1);
+  CHECK(f.reason == "undefined_track");
+  CHECK(f.message == "event 57: track 0 was never defined");
+
+  a.Send(Batch(2, t + 200'000, false, 0, 3));
+  REQUIRE((ack = a.Until(wire::Body::IngestAck, true)));
+  f = Client::Ack(*ack);
+  CHECK(f.seq == 2);
+  CHECK(f.refused == 1);
+  CHECK(f.refused_seq == 2);
+  CHECK(f.message == "event 3: track 0 was never defined");
+
+  a.Send(Batch(3, t + 400'000, false));  // the next batch: taken whole.
+  REQUIRE((ack = a.Until(wire::Body::IngestAck, true)));
+  f = Client::Ack(*ack);
+  CHECK(f.seq == 3);
+  CHECK(f.refused == 0);
+  CHECK(f.refused_seq == 0);
+  CHECK(f.reason.empty());
+
+  std::vector<IngestServer::SourceStatus> s;
+  REQUIRE(WaitFor([&] {
+    s = server.Sources();
+    return s.size() == 1 && s[0].batches == 3;
+  }));
+  CHECK(s[0].connected);
+  CHECK(s[0].closed_reason.empty());
+  CHECK(s[0].events == 298);
+  CHECK(s[0].refused_events == 2);
+  REQUIRE(s[0].refused.size() == 1);
+  CHECK(s[0].refused[0].reason == "undefined_track");
+  CHECK(s[0].refused[0].events == 2);
+  CHECK(s[0].refused[0].example.starts_with("frame 2 (bytes "));
+  CHECK(s[0].refused[0].example.ends_with("): event 57: track 0 was never defined"));
+  CHECK(Drain(stream).size() == 298);
+  CHECK(console.Count("sent an event the server refused (undefined_track): frame 2 (bytes ") == 1);
+  CHECK(console.Count("liveprof: ingest source 1 (rank 0, unix:" + TempSocket() + ") sent an event") == 1);
+  CHECK(console.Count("closed") == 0);
+
+  // The same worker again (a reconnect): its own counts, and summed per source for /metrics.
+  Client b(server.bound()[0]);
+  REQUIRE(b.ok());
+  b.Send(Hello(0, HostNowNs()) + Batch(1, t, true, 0, 99));
+  REQUIRE((ack = b.Until(wire::Body::IngestAck, true)));
+  CHECK(Client::Ack(*ack).refused == 1);
+  REQUIRE(WaitFor([&] {
+    s = server.Sources();
+    return s.size() == 2 && s[1].refused_events == 1;
+  }));
+  const std::vector<IngestServer::RefusedCount> totals = server.RefusedTotals();
+  REQUIRE(totals.size() == 1);
+  CHECK(totals[0].source == "ingest rank 0");
+  CHECK(totals[0].reason == "undefined_track");
+  CHECK(totals[0].events == 3);
+  CHECK(console.Count("sent an event the server refused (undefined_track)") == 2);  // once per source.
+  server.Stop();
+  console.Restore();
 }
 
 }  // namespace

@@ -99,6 +99,8 @@ MetricsInput HandBuilt() {
   in.sources = {{"thread 2", 700, 0}, {"cupti", 400, 5}, {"thread 2", 100, 2}};
   in.alerts = {{"input_bound_high", AlertSeverity::kCritical, true},
                {"kernel_launch_bound", AlertSeverity::kWarning, false}};
+  // An ingest source that sent events on a track it never defined (issue 23).
+  in.ingest_refused = {{"ingest rank 0", "undefined_track", 200}, {"ingest rank 1", "bad_kind", 1}};
   return in;
 }
 
@@ -123,6 +125,10 @@ liveprof_source_events_published_total{source="thread 2"} 800
 # TYPE liveprof_source_events_dropped_total counter
 liveprof_source_events_dropped_total{source="cupti"} 5
 liveprof_source_events_dropped_total{source="thread 2"} 2
+# HELP liveprof_ingest_refused_events_total Events an ingest source sent that the server refused alone (the rest of their batch was taken), by source ring and reason.
+# TYPE liveprof_ingest_refused_events_total counter
+liveprof_ingest_refused_events_total{source="ingest rank 0",reason="undefined_track"} 200
+liveprof_ingest_refused_events_total{source="ingest rank 1",reason="bad_kind"} 1
 # HELP liveprof_late_events_total Events that arrived after the reorder window had passed their time.
 # TYPE liveprof_late_events_total counter
 liveprof_late_events_total 3
@@ -179,6 +185,7 @@ TEST_CASE("metrics: an empty window leaves out the window's families") {
   CHECK(LinesStartingWith(text, "liveprof_window_steps").empty());
   CHECK(LinesStartingWith(text, "liveprof_source_").empty());
   CHECK(LinesStartingWith(text, "liveprof_alert_firing").empty());
+  CHECK(LinesStartingWith(text, "liveprof_ingest_refused").empty());  // no ingest, or nothing refused.
   CHECK(HasLine(text, "liveprof_steps_closed_total 0"));
   CHECK(HasLine(text, "liveprof_input_bound{classification=\"unknown\"} 1"));
   CHECK(HasLine(text, "liveprof_input_bound{classification=\"highly\"} 0"));
@@ -195,7 +202,9 @@ TEST_CASE("metrics: label values are escaped") {
   MetricsInput in;
   in.version = "v\"1\"\\x\ny";
   in.sources = {{"ring \"a\"\\b\nc", 3, 1}};
+  in.ingest_refused = {{"ingest host \"x\":1", "undefined_name", 4}};
   const std::string text = RenderPrometheus(in);
+  CHECK(HasLine(text, R"(liveprof_ingest_refused_events_total{source="ingest host \"x\":1",reason="undefined_name"} 4)"));
   CHECK(HasLine(text, R"(liveprof_build_info{version="v\"1\"\\x\ny"} 1)"));
   CHECK(HasLine(text, R"(liveprof_source_events_published_total{source="ring \"a\"\\b\nc"} 3)"));
   CHECK(HasLine(text, R"(liveprof_source_events_dropped_total{source="ring \"a\"\\b\nc"} 1)"));

@@ -670,5 +670,24 @@ TEST_CASE("server: wrong methods, unknown endpoints and bad parameters get JSON 
   CHECK_MESSAGE(good.KeepsReceiving(), good.failure());
 }
 
+TEST_CASE("server: /metrics counts what the ingest sources had refused, read when asked") {
+  ServerOptions o = ShortOptions();
+  std::atomic<uint64_t> refused{200};
+  o.ingest_refused = [&refused] {
+    return std::vector<MetricsRefusal>{{"ingest rank 0", "undefined_track", refused.load()}};
+  };
+  TestServer ts(o);
+  REQUIRE_SERVER(ts);
+  REQUIRE(ts.WaitReady());
+  for (const uint64_t n : {uint64_t{200}, uint64_t{201}}) {
+    refused.store(n);
+    RawClient c(ts.port());
+    const HttpReply r = c.HttpGet("/metrics");
+    CHECK(r.status == 200);
+    CHECK(r.body.find("\nliveprof_ingest_refused_events_total{source=\"ingest rank 0\",reason=\"undefined_track\"} " +
+                      std::to_string(n) + "\n") != std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace liveprof
