@@ -11,7 +11,9 @@
 # chrome_trace (the Chrome trace JSON importer), xplane (the XPlane
 # importer; its seeds are text-format XSpaces that protoc encodes here) or
 # ingest_frame (socket ingest's frames; binary seeds, a leading byte that
-# sets how the stream is cut, then size-prefixed frames).
+# sets how the stream is cut, then size-prefixed frames) or cupti_records
+# (the CUPTI record parser and recording format; seeds cut from the H200
+# recordings of ../shared/data/gpu by fuzz/cupti_seeds.py).
 #
 # Needs Debian's clang-14 and libclang-rt-14-dev (libFuzzer, the sanitizer
 # runtimes); scripts/setup.sh installs them.
@@ -19,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [[ $# -lt 2 ]]; then
-  echo "usage: $0 control_message|chrome_trace|xplane|ingest_frame OUT_DIR [RUNS]" >&2
+  echo "usage: $0 control_message|chrome_trace|xplane|ingest_frame|cupti_records OUT_DIR [RUNS]" >&2
   exit 2
 fi
 target=$1
@@ -67,8 +69,17 @@ case "${target}" in
     libs=(-isystem "${out}/gen" -lpthread)
     max_len=4096
     ;;
+  cupti_records)
+    # The record parser and the recording format with the stream they write
+    # to; the CUDA toolkit's headers (the record structs) only.
+    sources=(src/producers/cupti_records.cc src/producers/cupti_recording.cc src/stream/*.cc)
+    libs=(-isystem /usr/local/cuda/include -lpthread)
+    # Room for a whole recording (h200_loop.bin is 59,005 bytes with its
+    # form byte).
+    max_len=65536
+    ;;
   *)
-    echo "$0: unknown target '${target}' (control_message, chrome_trace, xplane or ingest_frame)" >&2
+    echo "$0: unknown target '${target}' (control_message, chrome_trace, xplane, ingest_frame or cupti_records)" >&2
     exit 2
     ;;
 esac
@@ -86,6 +97,14 @@ if [[ ${target} == xplane ]]; then
   done
 elif [[ ${target} == ingest_frame ]]; then
   cp fuzz/corpus/ingest_frame/*.bin "${corpus}/"
+elif [[ ${target} == cupti_records ]]; then
+  # The real GPU's recordings, cut into seeds here (never kept in the repo).
+  gpu_data=../shared/data/gpu
+  if [[ ! -d ${gpu_data} ]]; then
+    echo "fuzz: ${gpu_data} is absent: the CUPTI parser's seeds are its recordings" >&2
+    exit 1
+  fi
+  python3 fuzz/cupti_seeds.py "${gpu_data}" "${corpus}"
 else
   cp fuzz/corpus/"${target}"/*.json "${corpus}/"
 fi

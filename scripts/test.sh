@@ -55,16 +55,17 @@ run_suite() {
   if [[ ${rc} -ne 0 ]]; then status=1; fi
 }
 
-# run_fuzz NAME TARGET OUT_DIR: a libFuzzer target under ASan+UBSan (clang
-# 14; fuzz/build_and_run.sh, 1000000 runs unless FUZZ_RUNS says otherwise).
+# run_fuzz NAME TARGET OUT_DIR [RUNS]: a libFuzzer target under ASan+UBSan
+# (clang 14; fuzz/build_and_run.sh, RUNS or else 1000000 runs, unless
+# FUZZ_RUNS says otherwise).
 # Counts as one test: passed, or failed on a build failure, a crash, a
 # sanitizer report or a timeout.
 run_fuzz() {
-  local name=$1 target=$2 dir=$3
+  local name=$1 target=$2 dir=$3 runs=${FUZZ_RUNS:-${4:-1000000}}
   echo "=== ${name}: build and run (${dir})"
   mkdir -p "${dir}"
   local log="${dir}/fuzz.log"
-  if ./fuzz/build_and_run.sh "${target}" "${dir}" "${FUZZ_RUNS:-1000000}" >"${log}" 2>&1; then
+  if ./fuzz/build_and_run.sh "${target}" "${dir}" "${runs}" >"${log}" 2>&1; then
     grep -E "^(stat::|fuzz:)" "${log}"
     passed=$((passed + 1))
   else
@@ -94,6 +95,8 @@ run_fuzz "fuzz (control messages)" control_message build/fuzz
 run_fuzz "fuzz (Chrome trace import)" chrome_trace build/fuzz-import
 run_fuzz "fuzz (XPlane import)" xplane build/fuzz-xplane
 run_fuzz "fuzz (ingest frames)" ingest_frame build/fuzz-ingest
+# (its inputs are whole recorded buffers, up to 64 KiB: ~1,000 runs/s here)
+run_fuzz "fuzz (CUPTI records)" cupti_records build/fuzz-cupti 100000
 
 echo
 echo "tests: ${passed} passed, ${failed} failed"

@@ -1,26 +1,40 @@
-// The real traces of ../shared/data/traces (see its MANIFEST.md), for the
-// tests that read them: they skip, with a message, where the folder is absent.
+// The real data of ../shared/data, for the tests that read it: the traces
+// of ../shared/data/traces (its MANIFEST.md) and the recordings of a real
+// GPU in ../shared/data/gpu (its README.md). Absent on a developer's
+// machine, a test skips with a message; under CI=true an absent file fails
+// the test instead, so that CI never passes without having read them.
 #ifndef LIVEPROF_TESTS_REAL_TRACES_H_
 #define LIVEPROF_TESTS_REAL_TRACES_H_
 
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
 namespace liveprof::test {
 
-// The path of `relative` in the traces folder beside the repository, or ""
-// (with a message) without it.
-inline std::string TracePath(const std::string& relative) {
+// The path of `relative` in ../shared/data/`folder`, or "" without it (a
+// skip message, or a failure under CI=true).
+inline std::string SharedDataPath(const std::string& folder, const std::string& relative) {
   const std::filesystem::path p =
-      std::filesystem::path(LIVEPROF_SOURCE_DIR) / ".." / "shared" / "data" / "traces" / relative;
-  if (!std::filesystem::exists(p)) {
-    MESSAGE("skipped: " << p.string() << " is absent (the real traces live in ../shared/data/traces)");
-    return "";
+      std::filesystem::path(LIVEPROF_SOURCE_DIR) / ".." / "shared" / "data" / folder / relative;
+  if (std::filesystem::exists(p)) return p.string();
+  const char* ci = std::getenv("CI");
+  if (ci != nullptr && std::strcmp(ci, "true") == 0) {
+    FAIL_CHECK(p.string() << " is absent, and CI=true: CI must read ../shared/data/" << folder);
+  } else {
+    MESSAGE("skipped: " << p.string() << " is absent (the real data lives in ../shared/data/" << folder << ")");
   }
-  return p.string();
+  return "";
 }
+
+// A trace of ../shared/data/traces.
+inline std::string TracePath(const std::string& relative) { return SharedDataPath("traces", relative); }
+
+// A recording of ../shared/data/gpu.
+inline std::string GpuDataPath(const std::string& relative) { return SharedDataPath("gpu", relative); }
 
 }  // namespace liveprof::test
 

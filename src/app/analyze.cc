@@ -17,10 +17,21 @@ using nlohmann::json;
 
 constexpr char kUsage[] =
     "usage: liveprof analyze FILE [--json] [--view tf|pytorch]\n"
-    "  FILE          a Chrome trace JSON or PyTorch (Kineto) trace, .json or .json.gz\n"
+    "  FILE          a Chrome trace JSON or PyTorch (Kineto) trace, .json or .json.gz;\n"
+    "                a TensorFlow / JAX .xplane.pb; or a CUPTI recording (recognised by\n"
+    "                its header, plain or gzip: docs/architecture.md, CUPTI recordings)\n"
     "  --json        one JSON document with every analysis (docs/analyze.md)\n"
     "  --view V      the step breakdown to print: tf (TensorFlow Profiler's, default)\n"
     "                or pytorch (the PyTorch profiler plugin's)\n";
+
+// "xplane", "cupti_recording" or "chrome_json": what TraceFileImporter reads `path` as.
+std::string FileFormat(const std::string& path) {
+  if (IsXPlanePath(path)) return "xplane";
+#if defined(LIVEPROF_HAVE_CUPTI)
+  if (IsCuptiRecordingFile(path)) return "cupti_recording";
+#endif
+  return "chrome_json";
+}
 
 // The steps view's rows with each category in ns (the view has ms).
 json StepsInNs(const json& steps) {
@@ -54,7 +65,8 @@ json Document(const std::string& path, const TraceAnalysis& a) {
       {"file", path},
       {"import", {{"bytes", r.bytes}, {"trace_events", r.trace_events}, {"events", r.events_out},
                   {"dropped", r.dropped}, {"caveats", r.caveats}, {"base_time_ns", r.base_time_ns},
-                  {"schema", r.schema}, {"format", IsXPlanePath(path) ? "xplane" : "chrome_json"},
+                  {"schema", r.schema}, {"format", FileFormat(path)},
+                  {"records_by_kind", FileFormat(path) == "cupti_recording" ? json(r.phases) : json()},
                   {"hosts", r.hosts},
                   {"distributed", r.distributed.empty() ? json() : json::parse(r.distributed)}}},
       {"overview", json::parse(v.overview)},
@@ -75,12 +87,27 @@ json Document(const std::string& path, const TraceAnalysis& a) {
 void PrintTables(const json& d, bool pytorch) {
   const json& imp = d["import"];
   const bool xplane = imp["format"] == "xplane";
+  const bool recording = imp["format"] == "cupti_recording";
   std::printf("%s: %.1f MB of %s, %" PRIu64 " %s -> %" PRIu64 " events", d["file"].get<std::string>().c_str(),
-              imp["bytes"].get<double>() / 1e6, xplane ? "XSpace protobuf" : "JSON",
-              imp["trace_events"].get<uint64_t>(), xplane ? "XEvents" : "trace events",
-              imp["events"].get<uint64_t>());
+              imp["bytes"].get<double>() / 1e6,
+              xplane ? "XSpace protobuf" : recording ? "CUPTI activity buffers" : "JSON",
+              imp["trace_events"].get<uint64_t>(),
+              xplane ? "XEvents" : recording ? "CUPTI records" : "trace events", imp["events"].get<uint64_t>());
   std::printf("; %" PRIu64 " not imported\n", d["dropped_events"].get<uint64_t>());
   for (const auto& [why, n] : imp["dropped"].items()) std::printf("    %8" PRIu64 "  %s\n", n.get<uint64_t>(), why.c_str());
+  for (const auto& [what, n] : imp["caveats"].items()) {
+    std::printf("    note: %s (%" PRIu64 ")\n", what.c_str(), n.get<uint64_t>());
+  }
+  if (recording) {
+    std::printf("  records by kind:");
+    for (const auto& [kind, n] : imp["records_by_kind"].items()) std::printf(" %s %" PRIu64, kind.c_str(), n.get<uint64_t>());
+    std::printf("\n");
+  }
+  for (const json& m : d["memory"]["memories"]) {
+    std::printf("Memory %s: %" PRIu64 " allocations, %" PRIu64 " frees, peak %.1f MiB\n",
+                m["id"].get<std::string>().c_str(), m["num_allocations"].get<uint64_t>(),
+                m["num_deallocations"].get<uint64_t>(), m["peak_bytes"].get<double>() / (1 << 20));
+  }
 
   for (const json& g : d["device"]) {
     std::printf("GPU %d: busy %.3f ms of %.3f ms (%.2f%%), kernels %.3f ms\n", g["ordinal"].get<int>(),

@@ -3,17 +3,22 @@
 #include <cupti_activity.h>
 #include <cupti_driver_cbid.h>
 #include <cupti_runtime_cbid.h>
+#include <cupti_version.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstddef>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 namespace liveprof {
 namespace {
 
 static_assert(CuptiRecordParser::kOpExternalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2);
+static_assert(CuptiRecordParser::kCuptiApiVersion == CUPTI_API_VERSION,
+              "the record structs below are CUPTI 13.0's: check each converter against the new header");
 static_assert(CuptiRecordParser::kKindSlots > CUPTI_ACTIVITY_KIND_CONFIDENTIAL_COMPUTE_ROTATION);
 
 // The records as CUPTI lays them out, read in place (never written: the
@@ -33,6 +38,17 @@ template <typename T>
 const T& As(const uint8_t* p) {
   return *reinterpret_cast<const T*>(p);
 }
+
+// An enum-typed field's value as bytes, never as the enum: a record may hold
+// a value the enum does not list (a newer CUPTI, a corrupt recording), and
+// loading that as the enum type is undefined.
+inline uint32_t RawAt(const void* record, size_t offset, size_t size) {
+  uint32_t v = 0;
+  std::memcpy(&v, static_cast<const uint8_t*>(record) + offset, size < sizeof v ? size : sizeof v);
+  return v;
+}
+#define LIVEPROF_RAW(r, field) \
+  RawAt(&(r), offsetof(std::remove_cvref_t<decltype(r)>, field), sizeof((r).field))
 
 // Size of a record of `kind` that we read but turn into no event; 0 if this
 // build does not know the kind.
@@ -186,9 +202,36 @@ inline size_t Hashed(uint64_t x) {
   return x != 0 ? static_cast<size_t>(x) : 1;
 }
 
+// Track keys: a thread id; kGpuTrackBit | device << 32 | stream;
+// kMemoryTrackBit | device; kMarkerTrackKey.
 constexpr uint64_t kGpuTrackBit = uint64_t{1} << 63;
+constexpr uint64_t kMemoryTrackBit = uint64_t{1} << 62;
+constexpr uint64_t kMarkerTrackKey = uint64_t{1} << 61;
 
 }  // namespace
+
+std::string CuptiRecordParser::KindName(uint32_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_KIND_MEMCPY: return "MEMCPY";
+    case CUPTI_ACTIVITY_KIND_MEMSET: return "MEMSET";
+    case CUPTI_ACTIVITY_KIND_KERNEL: return "KERNEL";
+    case CUPTI_ACTIVITY_KIND_DRIVER: return "DRIVER";
+    case CUPTI_ACTIVITY_KIND_RUNTIME: return "RUNTIME";
+    case CUPTI_ACTIVITY_KIND_DEVICE: return "DEVICE";
+    case CUPTI_ACTIVITY_KIND_CONTEXT: return "CONTEXT";
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return "CONCURRENT_KERNEL";
+    case CUPTI_ACTIVITY_KIND_NAME: return "NAME";
+    case CUPTI_ACTIVITY_KIND_MARKER: return "MARKER";
+    case CUPTI_ACTIVITY_KIND_OVERHEAD: return "OVERHEAD";
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: return "MEMCPY2";
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return "SYNCHRONIZATION";
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return "EXTERNAL_CORRELATION";
+    case CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API: return "INTERNAL_LAUNCH_API";
+    case CUPTI_ACTIVITY_KIND_MEMORY2: return "MEMORY2";
+    case CUPTI_ACTIVITY_KIND_MEMORY_POOL: return "MEMORY_POOL";
+    default: return "kind " + std::to_string(kind);
+  }
+}
 
 CuptiRecordParser::CuptiRecordParser(Stream& stream, Options options)
     : stream_(stream),
@@ -209,12 +252,13 @@ CuptiRecordParser::CuptiRecordParser(Stream& stream, Options options)
   cuda_async_alloc_name_ = names.Intern("cuda_async");
   pool_counter_name_ = names.Intern("memory/cuda_async/reserved_bytes");
   internal_launch_name_ = names.Intern("CUDA internal Launch");
+  recorded_marker_name_ = names.Intern("NVTX range");
 }
 
 CuptiRecordParser::~CuptiRecordParser() = default;
 
 bool CuptiRecordParser::Timed(uint64_t start, uint64_t end) {
-  if ((start == 0 && end == 0) || end < start) [[unlikely]] {
+  if ((start == 0 && end == 0) || end < start || end - start > kMaxEventDurationNs) [[unlikely]] {
     stream_.diagnostics().Add(Diag::cupti_no_timestamp);
     return false;
   }
@@ -256,7 +300,7 @@ void CuptiRecordParser::Convert(const KernelRec& r, SpscRing& out) {
   e->payload.kernel.context = r.contextId;
   e->payload.kernel.graph_id = graph_id;
   e->payload.kernel.op = Op(corr);
-  Publish(out);
+  Publish(out, *e);
 }
 
 void CuptiRecordParser::CopyEvent(EventKind kind, uint64_t start, uint64_t end, uint32_t device,
@@ -279,7 +323,7 @@ void CuptiRecordParser::CopyEvent(EventKind kind, uint64_t start, uint64_t end, 
   e->payload.copy.bytes = bytes;
   e->payload.copy.src_kind = src_kind;
   e->payload.copy.dst_kind = dst_kind;
-  Publish(out);
+  Publish(out, *e);
 }
 
 template <>
@@ -297,13 +341,13 @@ void CuptiRecordParser::Convert(const PeerCopyRec& r, SpscRing& out) {
 template <>
 void CuptiRecordParser::Convert(const MemsetRec& r, SpscRing& out) {
   CopyEvent(EventKind::kMemset, r.start, r.end, r.deviceId, r.streamId, r.correlationId,
-            r.graphId, r.bytes, 0, ToMemoryKind(r.memoryKind), out);
+            r.graphId, r.bytes, 0, ToMemoryKind(LIVEPROF_RAW(r, memoryKind)), out);
 }
 
 template <>
 void CuptiRecordParser::Convert(const MemoryRec& r, SpscRing& out) {
   EventKind kind;
-  switch (r.memoryOperationType) {
+  switch (LIVEPROF_RAW(r, memoryOperationType)) {
     case CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION: kind = EventKind::kAlloc; break;
     case CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE: kind = EventKind::kFree; break;
     default: ++stats_.ignored; return;
@@ -316,7 +360,7 @@ void CuptiRecordParser::Convert(const MemoryRec& r, SpscRing& out) {
   const bool async = r.isAsync != 0;
   const uint32_t stream = r.streamId;
   const TrackId track =
-      async && stream != CUPTI_INVALID_STREAM_ID ? StreamTrack(r.deviceId, stream) : 0;
+      async && stream != CUPTI_INVALID_STREAM_ID ? StreamTrack(r.deviceId, stream) : MemoryTrack(r.deviceId);
   Event* e = Reserve(out);
   if (e == nullptr) return;
   e->ts = ToHost(timestamp);
@@ -325,17 +369,17 @@ void CuptiRecordParser::Convert(const MemoryRec& r, SpscRing& out) {
   e->track = track;
   e->corr = r.correlationId;
   e->kind = kind;
-  e->sub = static_cast<uint8_t>(ToMemoryKind(r.memoryKind));
+  e->sub = static_cast<uint8_t>(ToMemoryKind(LIVEPROF_RAW(r, memoryKind)));
   e->flags = kFlagNone;
   e->device = DeviceOrdinal(r.deviceId);
   e->payload.memory.address = r.address;
   e->payload.memory.bytes = r.bytes;
-  Publish(out);
+  Publish(out, *e);
 }
 
 template <>
 void CuptiRecordParser::Convert(const PoolRec& r, SpscRing& out) {
-  if (r.memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL) {
+  if (LIVEPROF_RAW(r, memoryPoolType) != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL) {
     ++stats_.ignored;
     return;
   }
@@ -345,13 +389,14 @@ void CuptiRecordParser::Convert(const PoolRec& r, SpscRing& out) {
     return;
   }
   const bool destroyed =
-      r.memoryPoolOperationType == CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED;
+      LIVEPROF_RAW(r, memoryPoolOperationType) == CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED;
+  const TrackId track = MemoryTrack(r.deviceId);
   Event* e = Reserve(out);
   if (e == nullptr) return;
   e->ts = ToHost(timestamp);
   e->dur = 0;
   e->name = pool_counter_name_;
-  e->track = 0;
+  e->track = track;
   e->corr = r.correlationId;
   e->kind = EventKind::kCounter;
   e->sub = 0;
@@ -359,7 +404,7 @@ void CuptiRecordParser::Convert(const PoolRec& r, SpscRing& out) {
   e->device = DeviceOrdinal(r.deviceId);
   e->payload.counter.value = destroyed ? 0.0 : static_cast<double>(r.size);
   e->payload.counter.reserved = 0;
-  Publish(out);
+  Publish(out, *e);
 }
 
 template <>
@@ -367,7 +412,7 @@ void CuptiRecordParser::Convert(const ApiRec& r, SpscRing& out) {
   const uint64_t start = r.start;
   const uint64_t end = r.end;
   if (!Timed(start, end)) return;
-  const uint32_t kind = r.kind;
+  const uint32_t kind = LIVEPROF_RAW(r, kind);
   const NameId name = kind == CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API
                           ? internal_launch_name_
                           : ApiName(kind == CUPTI_ACTIVITY_KIND_DRIVER, r.cbid);
@@ -385,19 +430,20 @@ void CuptiRecordParser::Convert(const ApiRec& r, SpscRing& out) {
   e->device = 0;
   e->payload.raw[0] = 0;
   e->payload.raw[1] = 0;
-  Publish(out);
+  Publish(out, *e);
 }
 
 template <>
 void CuptiRecordParser::Convert(const ExternalRec& r, SpscRing&) {
   const uint64_t external = r.externalId;
-  if (static_cast<uint32_t>(r.externalKind) != options_.op_external_kind ||
+  if (LIVEPROF_RAW(r, externalKind) != options_.op_external_kind ||
       external > UINT32_MAX) {
     ++stats_.ignored;
     return;
   }
   const uint32_t corr = r.correlationId;
-  corr_[corr & (kCorrTableSize - 1)] = CorrSlot{corr, static_cast<NameId>(external)};
+  const NameId op = options_.op_name ? options_.op_name(external) : static_cast<NameId>(external);
+  corr_[corr & (kCorrTableSize - 1)] = CorrSlot{corr, op};
 }
 
 // A host-side event that is not a CUPTI hot path (markers, overheads).
@@ -412,7 +458,7 @@ void CuptiRecordParser::HostEvent(EventKind kind, uint64_t ts, uint64_t dur, Nam
   e->track = track;
   e->corr = corr;
   e->kind = kind;
-  Publish(out);
+  Publish(out, *e);
 }
 
 template <>
@@ -423,10 +469,11 @@ void CuptiRecordParser::Convert(const MarkerRec& r, SpscRing& out) {
     diag.Add(Diag::cupti_no_timestamp);
     return;
   }
-  const uint32_t flags = r.flags;
+  const uint32_t flags = LIVEPROF_RAW(r, flags);
   const uint32_t id = r.id;
-  const TrackId track =
-      r.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? ThreadTrack(r.objectId.pt.threadId) : 0;
+  const TrackId track = LIVEPROF_RAW(r, objectKind) == CUPTI_ACTIVITY_OBJECT_THREAD
+                            ? ThreadTrack(r.objectId.pt.threadId)
+                            : ProcessMarkerTrack();
   const uint64_t host = ToHost(timestamp);
   if ((flags & CUPTI_ACTIVITY_FLAG_MARKER_START) != 0) {
     if (open_markers_.size() >= kMaxOpenMarkers) {
@@ -434,7 +481,10 @@ void CuptiRecordParser::Convert(const MarkerRec& r, SpscRing& out) {
       return;
     }
     const char* name = r.name;
-    open_markers_[id] = OpenMarker{host, name ? stream_.names().Intern(name) : 0, track};
+    const NameId name_id = options_.recorded ? recorded_marker_name_
+                           : name != nullptr  ? stream_.names().Intern(name)
+                                              : 0;
+    open_markers_[id] = OpenMarker{host, name_id, track};
   } else if ((flags & CUPTI_ACTIVITY_FLAG_MARKER_END) != 0) {
     auto it = open_markers_.find(id);
     if (it == open_markers_.end()) {
@@ -450,8 +500,10 @@ void CuptiRecordParser::Convert(const MarkerRec& r, SpscRing& out) {
     HostEvent(EventKind::kHostSpan, m.ts, host - m.ts, m.name, m.track, 0, out);
   } else if ((flags & CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS) != 0) {
     const char* name = r.name;
-    HostEvent(EventKind::kInstant, host, 0, name ? stream_.names().Intern(name) : 0, track, 0,
-              out);
+    const NameId name_id = options_.recorded ? recorded_marker_name_
+                           : name != nullptr  ? stream_.names().Intern(name)
+                                              : 0;
+    HostEvent(EventKind::kInstant, host, 0, name_id, track, 0, out);
   } else {
     ++stats_.ignored;  // sync-object markers (acquire / release).
   }
@@ -460,14 +512,14 @@ void CuptiRecordParser::Convert(const MarkerRec& r, SpscRing& out) {
 template <>
 void CuptiRecordParser::Convert(const OverheadRec& r, SpscRing& out) {
   if (options_.owns_overhead_data && r.overheadData != nullptr) std::free(r.overheadData);
-  if (r.objectKind != CUPTI_ACTIVITY_OBJECT_THREAD) {
+  if (LIVEPROF_RAW(r, objectKind) != CUPTI_ACTIVITY_OBJECT_THREAD) {
     ++stats_.ignored;
     return;
   }
   const uint64_t start = r.start;
   const uint64_t end = r.end;
   if (!Timed(start, end)) return;
-  const NameId name = stream_.names().Intern(OverheadName(r.overheadKind));
+  const NameId name = stream_.names().Intern(OverheadName(LIVEPROF_RAW(r, overheadKind)));
   HostEvent(EventKind::kHostSpan, ToHost(start), DurationToHost(end - start), name,
             ThreadTrack(r.objectId.pt.threadId), r.correlationId, out);
 }
@@ -480,10 +532,21 @@ NameId CuptiRecordParser::KernelName(const char* name) {
   const size_t hash = Hashed(reinterpret_cast<uintptr_t>(name));
   NameSlot& s = names_.Find(hash, [name](const NameSlot& slot) { return slot.key == name; });
   if (s.hash != 0) [[likely]] return s.id;
-  const NameId id = stream_.names().Intern(name);
+  const NameId id = options_.recorded ? RecordedKernelName(name) : stream_.names().Intern(name);
   s = NameSlot{hash, name, id};
   names_.Added();
   return id;
+}
+
+NameId CuptiRecordParser::RecordedKernelName(const char* pointer) {
+  const uint64_t key = reinterpret_cast<uintptr_t>(pointer);
+  if (options_.recorded_kernel_names != nullptr) {
+    const auto it = options_.recorded_kernel_names->find(key);
+    if (it != options_.recorded_kernel_names->end()) return stream_.names().Intern(it->second);
+  }
+  char text[40];
+  std::snprintf(text, sizeof text, "kernel 0x%llx", static_cast<unsigned long long>(key));
+  return stream_.names().Intern(std::string_view(text));
 }
 
 void CuptiRecordParser::ForgetKernelNames() { names_ = ProbeTable<NameSlot>(); }
@@ -529,24 +592,37 @@ TrackId CuptiRecordParser::StreamTrack(uint32_t device, uint32_t stream) {
 
 TrackId CuptiRecordParser::ThreadTrack(uint32_t thread_id) { return Track(thread_id); }
 
+TrackId CuptiRecordParser::MemoryTrack(uint32_t device) {
+  return Track(kMemoryTrackBit | device);
+}
+
+TrackId CuptiRecordParser::ProcessMarkerTrack() { return Track(kMarkerTrackKey); }
+
 TrackId CuptiRecordParser::Track(uint64_t key) {
   const size_t hash = Hashed(key);
   TrackSlot& s = tracks_.Find(hash, [key](const TrackSlot& slot) { return slot.key == key; });
   if (s.hash != 0) [[likely]] return s.id;
-  const bool gpu = (key & kGpuTrackBit) != 0;
-  const TrackId id = AddTrackSlow(static_cast<uint32_t>((key & ~kGpuTrackBit) >> 32),
-                                  static_cast<uint32_t>(key), gpu);
+  const TrackId id = AddTrackSlow(key);
   s = TrackSlot{hash, key, id};
   tracks_.Added();
   return id;
 }
 
-TrackId CuptiRecordParser::AddTrackSlow(uint32_t device, uint32_t id, bool gpu) {
+TrackId CuptiRecordParser::AddTrackSlow(uint64_t key) {
   NameTable& names = stream_.names();
-  if (gpu) {
+  const uint32_t id = static_cast<uint32_t>(key);
+  if ((key & kGpuTrackBit) != 0) {
+    const uint32_t device = static_cast<uint32_t>((key & ~kGpuTrackBit) >> 32);
     const std::string name = "GPU " + std::to_string(device) + " stream " + std::to_string(id);
     return stream_.AddTrack(
         TrackInfo{names.Intern(name), TrackType::kGpuStream, id, DeviceOrdinal(device)});
+  }
+  if ((key & kMemoryTrackBit) != 0) {
+    const std::string name = "GPU " + std::to_string(id) + " memory";
+    return stream_.AddTrack(TrackInfo{names.Intern(name), TrackType::kCounter, id, DeviceOrdinal(id)});
+  }
+  if (key == kMarkerTrackKey) {
+    return stream_.AddTrack(TrackInfo{names.Intern("CUDA markers"), TrackType::kHostThread, 0, 0});
   }
   if (options_.os_thread_ids) {
     // The host API's track for this OS thread, if it already made one.

@@ -20,11 +20,11 @@
 //   MEMORY2 (Memory4)     kAlloc / kFree (instant); name "cuda" or, for the
 //        stream-ordered allocator (isAsync), "cuda_async"; sub = MemoryKind;
 //        corr = correlationId; track = the GPU stream for async operations,
-//        else 0.
+//        else the device's memory track ("GPU <d> memory").
 //   MEMORY_POOL (MemoryPool3)  for local pools: a kCounter
 //        "memory/cuda_async/reserved_bytes" (pool size; 0 once destroyed),
-//        the memory profile's counter contract (memory_state.h). One pool
-//        per device is assumed (the default pool); with several the last
+//        the memory profile's counter contract (memory_state.h), on the
+//        device's memory track. One pool per device is assumed (the default pool); with several the last
 //        record wins.
 //   RUNTIME, DRIVER, INTERNAL_LAUNCH_API (API)  kRuntimeApi on the calling
 //        thread's track; corr = correlationId; name = the API function
@@ -32,8 +32,8 @@
 //   EXTERNAL_CORRELATION  no event: remembers correlationId -> externalId
 //        for records of kind Options::op_external_kind (see below).
 //   MARKER (Marker2)      NVTX: a start/end pair (same id) becomes one
-//        kHostSpan on the thread of its start; an instantaneous marker a
-//        kInstant. The NVTX domain is not part of the name.
+//        kHostSpan on the thread of its start (markers of no thread: the
+//        "CUDA markers" track); an instantaneous marker a kInstant. The NVTX domain is not part of the name.
 //   OVERHEAD (Overhead3)  a kHostSpan "CUPTI overhead: <what>" on the thread
 //        it charged; overheads charged to a device or process are counted.
 //   SYNCHRONIZATION (Synchronization2)  counted only: the API record of the
@@ -85,11 +85,13 @@
 #ifndef LIVEPROF_PRODUCERS_CUPTI_RECORDS_H_
 #define LIVEPROF_PRODUCERS_CUPTI_RECORDS_H_
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -113,6 +115,13 @@ class CuptiRecordParser {
   static constexpr size_t kMaxOpenMarkers = 4096;
   // Records counted per CUpti_ActivityKind; larger kinds share the last slot.
   static constexpr size_t kKindSlots = 64;
+  // The CUPTI_API_VERSION whose record layouts this parser reads (checked
+  // against the header in the .cc): CUPTI 13.0.
+  static constexpr uint32_t kCuptiApiVersion = 130001;
+
+  // "CONCURRENT_KERNEL", "MEMCPY"... for a CUpti_ActivityKind; "kind N" for
+  // one this build does not name.
+  static std::string KindName(uint32_t kind);
 
   // The name of API callback `cbid` of the driver (true) or runtime (false)
   // domain, or null if unknown. The source passes cuptiGetCallbackName; the
@@ -131,6 +140,19 @@ class CuptiRecordParser {
     // client. Off for fabricated buffers.
     bool owns_overhead_data = false;
     ApiNameFn api_name;
+    // A recording's buffers (cupti_recording.h): their pointers (a kernel's
+    // name, a marker's) belong to a process that is gone and are never
+    // dereferenced. A kernel's name is then this map's string for the
+    // pointer, else "kernel 0x<pointer>" (one name per pointer, so kernels
+    // still group as they ran); a marker's is "NVTX range". Null: live
+    // buffers, pointers read.
+    const std::unordered_map<uint64_t, std::string>* recorded_kernel_names = nullptr;
+    bool recorded = false;
+    // The NameId of the framework op pushed under external id `id` (of
+    // op_external_kind). Null: the id is a NameId of this stream (the live
+    // CuptiSource pushes NameIds). A recording maps its ids through its
+    // names; 0 means no op.
+    std::function<NameId(uint64_t id)> op_name;
   };
 
   struct Result {
@@ -138,6 +160,7 @@ class CuptiRecordParser {
     size_t events = 0;       // events published to the ring.
     size_t ring_full = 0;    // events lost because the ring was full.
     bool complete = true;    // false: the walk stopped early (diagnostic counted).
+    uint64_t max_end = 0;    // host ns: the latest end of an event written.
   };
 
   struct Stats {
@@ -177,6 +200,12 @@ class CuptiRecordParser {
   TrackId StreamTrack(uint32_t device, uint32_t stream);
   // The track of a CUPTI thread id (see Options::os_thread_ids).
   TrackId ThreadTrack(uint32_t thread_id);
+  // The track of device `device`'s memory operations that name no stream
+  // (cudaMalloc, cudaFree, pool sizes): "GPU <d> memory", a counter track.
+  // Every event the parser writes is on a defined track (never 0).
+  TrackId MemoryTrack(uint32_t device);
+  // The track of markers that name no thread: "CUDA markers".
+  TrackId ProcessMarkerTrack();
 
  private:
   // A cache that never evicts: open addressing with linear probing, load at
@@ -269,7 +298,8 @@ class CuptiRecordParser {
     return s.corr == corr ? s.op : 0;
   }
   TrackId Track(uint64_t key);
-  TrackId AddTrackSlow(uint32_t device, uint32_t id, bool gpu);
+  TrackId AddTrackSlow(uint64_t key);
+  NameId RecordedKernelName(const char* pointer);
 
   // False (and counted) when [start, end] is no usable timestamp.
   bool Timed(uint64_t start, uint64_t end);
@@ -285,7 +315,12 @@ class CuptiRecordParser {
   uint64_t DurationToHost(uint64_t d) const {
     return static_cast<uint64_t>(RoundNs(static_cast<double>(d) * slope_));
   }
-  static int64_t RoundNs(double v) { return static_cast<int64_t>(v < 0 ? v - 0.5 : v + 0.5); }
+  // Saturating: a corrupt record's times may be anywhere in 2^64.
+  static int64_t RoundNs(double v) {
+    if (v >= 9.2e18) [[unlikely]] return INT64_MAX;
+    if (v <= -9.2e18) [[unlikely]] return INT64_MIN;
+    return static_cast<int64_t>(v < 0 ? v - 0.5 : v + 0.5);
+  }
   void Anchor(uint64_t t) {
     base_other_ = t;
     base_host_ = clock_->ToHost(t);
@@ -306,9 +341,10 @@ class CuptiRecordParser {
                        1);
     return slot;
   }
-  void Publish(SpscRing& out) {
+  void Publish(SpscRing& out, const Event& e) {
     out.Publish();
     ++result_.events;
+    result_.max_end = std::max(result_.max_end, e.ts + e.dur);
   }
   void HostEvent(EventKind kind, uint64_t ts, uint64_t dur, NameId name, TrackId track,
                  uint32_t corr, SpscRing& out);
@@ -336,6 +372,7 @@ class CuptiRecordParser {
   NameId cuda_async_alloc_name_ = 0;
   NameId pool_counter_name_ = 0;
   NameId internal_launch_name_ = 0;
+  NameId recorded_marker_name_ = 0;
 };
 
 }  // namespace liveprof

@@ -12,12 +12,14 @@
 #include <array>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
 
 #include "producers/cupti_levels.h"
 #include "producers/cupti_records.h"
+#include "producers/cupti_source_recorder.h"
 #include "producers/gpu_activity.h"
 #include "stream/clock.h"
 
@@ -42,6 +44,7 @@ struct CuptiApi {
   decltype(&cuptiGetCallbackName) callback_name = nullptr;
   decltype(&cuptiActivityPushExternalCorrelationId) push_external = nullptr;
   decltype(&cuptiActivityPopExternalCorrelationId) pop_external = nullptr;
+  decltype(&cuptiActivityGetNextRecord) next_record = nullptr;  // for a recording's names.
   decltype(&cuptiActivityEnableRuntimeApi) enable_runtime_api = nullptr;  // CUPTI 12.5+.
   decltype(&cuptiActivityEnableDriverApi) enable_driver_api = nullptr;
 
@@ -95,6 +98,7 @@ bool LoadCupti(const std::string& library, CuptiApi* api, std::string* error) {
   Symbol(lib, "cuptiGetCallbackName", &api->callback_name);
   Symbol(lib, "cuptiActivityPushExternalCorrelationId", &api->push_external);
   Symbol(lib, "cuptiActivityPopExternalCorrelationId", &api->pop_external);
+  Symbol(lib, "cuptiActivityGetNextRecord", &api->next_record);
   Symbol(lib, "cuptiActivityEnableRuntimeApi", &api->enable_runtime_api);
   Symbol(lib, "cuptiActivityEnableDriverApi", &api->enable_driver_api);
   return true;
@@ -186,6 +190,7 @@ struct BufferPool {
   SourceCounters* counters = nullptr;
   decltype(&cuptiActivityGetNumDroppedRecords) get_dropped = nullptr;
   Diagnostics* diag = nullptr;
+  CuptiSourceRecorder* recorder = nullptr;  // set before the pool runs; null: no recording.
 
   bool Allocate() {
     for (Slot& s : slots) {
@@ -244,6 +249,8 @@ void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream, uint8_t* buf
                                 size_t valid) {
   g_in_callback.fetch_add(1);
   if (BufferPool* pool = g_pool.load()) {
+    // Recorded as CUPTI filled it, before it is parsed and given back.
+    if (pool->recorder != nullptr) pool->recorder->AddBuffer(buffer, valid, stream);
     for (BufferPool::Slot& s : pool->slots) {
       if (s.data != buffer) continue;
       s.valid = valid;
@@ -301,6 +308,7 @@ struct CuptiSource::Impl {
   std::condition_variable cv;
   bool stop = false;  // guarded by mu.
   SourceCounters counters;
+  std::unique_ptr<CuptiSourceRecorder> recorder;  // null: no recording.
   // kDefault's API filter (cupti_levels.h); applied after every enable of
   // RUNTIME / DRIVER (which resets CUPTI's per-call choices).
   bool filter_api = false;
@@ -320,6 +328,7 @@ struct CuptiSource::Impl {
         best_width = h1 - h0;
         if (i == 2 || best_width < 1000) {
           clock.AddPair(cupti, h0 + (h1 - h0) / 2);
+          if (recorder) recorder->AddClockPair(cupti, h0 + (h1 - h0) / 2);
           return;
         }
       }
@@ -430,6 +439,41 @@ struct CuptiSource::Impl {
     }
   }
 
+  // Opens the recording asked for (the option, else LIVEPROF_CUPTI_RECORD);
+  // the path, or "" when none. A file that cannot be created is said on
+  // stderr and the run goes on unrecorded. Before the callbacks exist.
+  std::string OpenRecording(const std::string& option) {
+    std::string path = option;
+    if (path.empty()) {
+      if (const char* env = std::getenv("LIVEPROF_CUPTI_RECORD"); env != nullptr) path = env;
+    }
+    if (path.empty()) return path;
+    uint32_t version = 0;
+    if (api.version != nullptr) api.version(&version);
+    auto r = std::make_unique<CuptiSourceRecorder>(api.next_record);
+    std::string error;
+    if (!r->Open(path, version, CuptiRecordParser::kOpExternalKind, &error)) {
+      std::fprintf(stderr, "liveprof: no CUPTI recording: %s\n", error.c_str());
+      return "";
+    }
+    recorder = std::move(r);
+    pool->recorder = recorder.get();
+    return path;
+  }
+
+  // Closes the recording, once the pool is released (no callback writes).
+  // The recorder itself lives as long as the source (a PushOp racing with
+  // Stop() may still add to it: ignored). `keep`: false removes the file
+  // (Start failed: nothing was recorded).
+  void CloseRecording(bool keep) {
+    if (!recorder) return;
+    const std::string line = recorder->Close();
+    if (keep) {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    } else {
+      std::remove(recorder->path().c_str());
+    }
+  }
 };
 
 CuptiSource::CuptiSource(Stream& stream, Options options)
@@ -445,8 +489,12 @@ bool CuptiSource::Start() {
     return false;
   }
   auto fail = [this](Status s, std::string message) {
-    if (impl_) impl_->ReleasePool();
+    if (impl_) {
+      impl_->ReleasePool();
+      impl_->CloseRecording(/*keep=*/false);
+    }
     impl_.reset();
+    record_path_.clear();
     status_ = s;
     message_ = std::move(message);
     g_source_running.store(false);
@@ -470,6 +518,7 @@ bool CuptiSource::Start() {
   if (!im.pool->Allocate()) {
     return fail(Status::kFailed, "no memory for CUPTI's buffer pool; " + std::string(kHostOnly));
   }
+  record_path_ = im.OpenRecording(options_.record_path);
   g_pool.store(im.pool.get());
 
   // One pool for every thread, and OS thread ids (so API spans join the host
@@ -568,6 +617,11 @@ bool CuptiSource::Start() {
   if (!os_thread_ids) {
     message_ += " CUPTI thread ids are not OS thread ids: API calls get tracks of their own.";
   }
+  if (!record_path_.empty()) {
+    message_ += " Recording to " + record_path_ +
+                (api.next_record == nullptr ? " (without kernel names: no cuptiActivityGetNextRecord)."
+                                            : ".");
+  }
   status_ = Status::kRunning;
   im.thread = std::thread([&im] { im.Run(); });
   running_.store(true, std::memory_order_release);
@@ -586,6 +640,7 @@ void CuptiSource::Stop() {
   impl_->cv.notify_all();
   impl_->thread.join();
   impl_->ReleasePool();
+  impl_->CloseRecording(/*keep=*/true);
   status_ = Status::kStopped;
   g_source_running.store(false);
 }
@@ -600,6 +655,8 @@ uint64_t CuptiSource::refused_buffers() const {
 
 void CuptiSource::PushOp(NameId op) {
   if (running_.load(std::memory_order_acquire) && impl_->api.push_external != nullptr) {
+    // A recording keeps each op's name (its ids mean nothing elsewhere).
+    if (impl_->recorder) impl_->recorder->AddOp(op, stream_.names().Get(op));
     impl_->api.push_external(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, op);
   }
 }

@@ -58,6 +58,14 @@
 //
 // Framework ops: PushOp() / PopOp() bracket a framework op so that the
 // kernels it launches carry it (cupti_records.h, "Framework ops").
+//
+// Recording: with Options::record_path, or else the environment variable
+// LIVEPROF_CUPTI_RECORD=/path/file.bin (the option wins; the variable lets a
+// user record without changing code), the run's CUPTI buffers are also
+// written, byte for byte, with the clock pairs and the names their pointers
+// need, to a CUPTI recording (cupti_source_recorder.h, cupti_recording.h)
+// that `liveprof analyze` and `liveprof replay` read. Stop() closes it and
+// says once on stderr "liveprof: CUPTI recording: N buffers to PATH".
 #ifndef LIVEPROF_PRODUCERS_CUPTI_SOURCE_H_
 #define LIVEPROF_PRODUCERS_CUPTI_SOURCE_H_
 
@@ -124,6 +132,9 @@ class CuptiSource {
     // What to capture. Unset: LIVEPROF_CUPTI_LEVEL if set (a value that is
     // not a level is said in message() and ignored), else kDefault.
     std::optional<CuptiLevel> level;
+    // Writes a CUPTI recording of the run to this file (see "Recording"
+    // above). Empty: LIVEPROF_CUPTI_RECORD if set, else no recording.
+    std::string record_path;
   };
 
   CuptiSource(Stream& stream, Options options);
@@ -151,6 +162,8 @@ class CuptiSource {
   const std::string& driver_message() const { return driver_message_; }
   // The level in effect. The owner's thread, after Start().
   CuptiLevel level() const { return level_; }
+  // The recording being written ("" when none). The owner's thread, after Start().
+  const std::string& record_path() const { return record_path_; }
 
   // Records CUPTI dropped for want of a buffer (its own count), and buffers
   // CUPTI asked for when the pool had none. Any thread, once Start() returned.
@@ -172,6 +185,7 @@ class CuptiSource {
   std::string message_;
   std::string driver_message_;
   std::vector<CudaDevice> devices_;
+  std::string record_path_;
   CuptiLevel level_ = CuptiLevel::kDefault;
   std::unique_ptr<Impl> impl_;
   std::atomic<bool> running_{false};  // for PushOp / PopOp.

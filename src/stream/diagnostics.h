@@ -71,8 +71,8 @@ enum class Severity : uint8_t { kInfo, kDataLoss, kError };
     "CUPTI buffers whose valid size ended inside a record, or not 8-byte "        \
     "aligned; the rest of the buffer was skipped")                                \
   X(cupti_no_timestamp, kDataLoss,                                                \
-    "CUPTI records with no usable timestamp (start and end 0, or end before "     \
-    "start); left out")                                                           \
+    "CUPTI records with no usable timestamp (start and end 0, end before "        \
+    "start, or a span over 2^62 ns); left out")                                   \
   X(cupti_unmatched_marker, kError,                                               \
     "NVTX range ends (CUPTI MARKER records) with no open start, or starts "       \
     "beyond the open-range cap; left out")

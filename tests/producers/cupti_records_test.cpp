@@ -231,7 +231,9 @@ TEST_CASE("cupti records: MEMORY2 allocations and releases become kAlloc and kFr
   Event alloc;
   alloc.ts = Host(kT0);
   alloc.name = f.stream.names().Intern("cuda");
-  alloc.track = 0;
+  // cudaMalloc names no stream: the device's memory track (never track 0,
+  // which no stream defines: an ingest server refuses it).
+  alloc.track = f.parser->MemoryTrack(kDevice);
   alloc.corr = 70;
   alloc.kind = EventKind::kAlloc;
   alloc.sub = static_cast<uint8_t>(MemoryKind::kDevice);
@@ -251,6 +253,10 @@ TEST_CASE("cupti records: MEMORY2 allocations and releases become kAlloc and kFr
   pinned.sub = static_cast<uint8_t>(MemoryKind::kPinned);
   CheckEvent(events[2], pinned);
   CHECK(f.parser->stats().ignored == 1);
+  const TrackInfo memory_track = f.stream.track(alloc.track);
+  CHECK(alloc.track != 0);
+  CHECK(memory_track.type == TrackType::kCounter);
+  CHECK(f.Name(memory_track.name) == "GPU " + std::to_string(kDevice) + " memory");
 }
 
 TEST_CASE("cupti records: a local memory pool becomes the allocator's reserved-bytes counter") {
@@ -276,6 +282,7 @@ TEST_CASE("cupti records: a local memory pool becomes the allocator's reserved-b
   Event want;
   want.ts = Host(kT0);
   want.name = f.stream.names().Intern("memory/cuda_async/reserved_bytes");
+  want.track = f.parser->MemoryTrack(kDevice);
   want.corr = 5;
   want.kind = EventKind::kCounter;
   want.device = kDevice;

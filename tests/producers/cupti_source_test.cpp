@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "producers/cupti_levels.h"
+#include "producers/cupti_recording.h"
 #include "producers/gpu_activity.h"
 #include "stream/clock.h"
 #include "stream/drain_loop.h"
@@ -292,6 +295,10 @@ std::map<std::pair<int, uint32_t>, int> RecordedApiCalls() {
   return now;
 }
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 }  // namespace
 
@@ -377,6 +384,99 @@ TEST_CASE("cupti source: capture levels (fake libcupti): the kinds and API calls
   }
 }
 
+TEST_CASE("cupti source: recording (fake libcupti): the file holds the buffers, pairs and names") {
+  auto queue_launches = FakeFn<void (*)(int, uint32_t, const char*)>("fake_cupti_queue_launches");
+  auto delivered_count = FakeFn<size_t (*)()>("fake_cupti_delivered_count");
+  auto delivered = FakeFn<const uint8_t* (*)(size_t, size_t*)>("fake_cupti_delivered");
+  FakeFn<void (*)()>("fake_cupti_reset_log")();
+  const std::string path = "/tmp/liveprof_cupti_source_test_" + std::to_string(getpid()) + ".bin";
+  const std::string env_path = path + ".env";
+  // The option wins over LIVEPROF_CUPTI_RECORD.
+  setenv("LIVEPROF_CUPTI_RECORD", env_path.c_str(), 1);
+
+  static const char kGemm[] = "fake_gemm_kernel";
+  static const char kRelu[] = "fake_relu_kernel";
+  Stream stream;
+  const NameId matmul = stream.names().Intern("train/MatMul");
+  const NameId relu = stream.names().Intern("train/Relu");
+  CuptiSource::Options options = FakeOptions(CuptiLevel::kDefault);
+  options.record_path = path;
+  {
+    CuptiSource source(stream, options);
+    REQUIRE(source.Start());
+    CHECK(source.record_path() == path);
+    CHECK(Contains(source.message(), " Recording to " + path + "."));
+    source.PushOp(matmul);
+    queue_launches(30, 77, kGemm);
+    source.PopOp();
+    for (int i = 0; i < 300 && delivered_count() == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    source.PushOp(relu);
+    source.PushOp(relu);  // (its name is kept once)
+    queue_launches(5, 77, kRelu);
+    source.PopOp();
+    source.PopOp();
+    source.Stop();
+  }
+  unsetenv("LIVEPROF_CUPTI_RECORD");
+  CHECK(ReadFile(env_path).empty());  // never created.
+
+  CuptiRecording rec;
+  std::string error;
+  REQUIRE_MESSAGE(ParseCuptiRecording(ReadFile(path), &rec, &error), error);
+  std::remove(path.c_str());
+  // Every buffer CUPTI delivered, byte for byte, in order.
+  REQUIRE(delivered_count() == 2);
+  REQUIRE(rec.buffers.size() == 2);
+  for (size_t i = 0; i < rec.buffers.size(); ++i) {
+    size_t size = 0;
+    const uint8_t* bytes = delivered(i, &size);
+    CHECK(rec.buffers[i].size == size);
+    CHECK(std::string_view(reinterpret_cast<const char*>(rec.buffers[i].data()), rec.buffers[i].size) ==
+          std::string_view(reinterpret_cast<const char*>(bytes), size));
+  }
+  // 30 x (external correlation, API, kernel) then 5 x the same.
+  CHECK(rec.buffers[0].size == 30 * (sizeof(CUpti_ActivityExternalCorrelation) +
+                                     sizeof(CUpti_ActivityAPI) + sizeof(CUpti_ActivityKernel10)));
+  // The start pair and one a flush at least: CUPTI's clock (the fake's runs
+  // 1000 s ahead) first, the host's second.
+  REQUIRE(rec.clock_pairs.size() >= 2);
+  for (const auto& [cupti, host] : rec.clock_pairs) {
+    const int64_t offset = static_cast<int64_t>(cupti - host);
+    CHECK(offset > 999'000'000'000);
+    CHECK(offset < 1'001'000'000'000);
+  }
+  CHECK(rec.has_names);
+  CHECK(rec.op_external_kind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2);
+  CHECK(rec.kernel_names == std::unordered_map<uint64_t, std::string>{
+                                {reinterpret_cast<uintptr_t>(kGemm), kGemm},
+                                {reinterpret_cast<uintptr_t>(kRelu), kRelu}});
+  CHECK(rec.op_names == std::unordered_map<uint64_t, std::string>{{matmul, "train/MatMul"},
+                                                                  {relu, "train/Relu"}});
+
+  // What the live run made of the same buffers: kernels joined to their ops.
+  std::map<NameId, int> kernels_by_op;
+  DrainLoop loop(stream, DrainLoop::Options{}, [&](const Batch& b) {
+    for (const Event& e : b.events) {
+      if (e.kind == EventKind::kKernel) ++kernels_by_op[e.payload.kernel.op];
+    }
+  });
+  loop.Flush();
+  CHECK(kernels_by_op == std::map<NameId, int>{{matmul, 30}, {relu, 5}});
+}
+
+TEST_CASE("cupti source: a recording that cannot be created leaves the run unrecorded") {
+  Stream stream;
+  CuptiSource::Options options = FakeOptions(CuptiLevel::kDefault);
+  options.record_path = "/nonexistent-liveprof-dir/rec.bin";
+  CuptiSource source(stream, options);
+  REQUIRE(source.Start());
+  CHECK(source.record_path().empty());
+  CHECK_FALSE(Contains(source.message(), "Recording to"));
+  source.Stop();
+  CHECK(source.status() == CuptiSource::Status::kStopped);
+}
 #endif  // LIVEPROF_FAKE_CUPTI
 
 TEST_CASE("cupti levels: names, the environment, which API calls the default keeps") {

@@ -330,6 +330,7 @@ TEST_CASE("ingest sender: capture turns a CuptiSource's GPU activity off for a w
   CuptiSource::Options co;
   co.cupti_library = LIVEPROF_FAKE_CUPTI;
   co.cuda_library = "libcuda-liveprof-missing.so.1";
+  co.level = CuptiLevel::kFull;  // every kind: 12 on the stand-in (cupti_levels.h).
   CuptiSource cupti(GlobalStream(), co);
   REQUIRE_MESSAGE(cupti.Start(), cupti.message());
   REQUIRE(WaitFor([&] { return capture().gpu_available && capture().gpu; }));
