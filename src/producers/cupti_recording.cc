@@ -104,8 +104,9 @@ bool ParseCuptiRecording(std::string_view bytes, CuptiRecording* out, std::strin
   if (in.at_end()) return true;
   // liveprof's names section.
   const size_t names_at = in.offset();
+  const size_t trailing = in.left();
   if (!in.Take(kCuptiRecordingNamesMagic.size()).starts_with(kCuptiRecordingNamesMagic)) {
-    return fail(names_at, std::to_string(in.left()) +
+    return fail(names_at, std::to_string(trailing) +
                               " bytes after the clock pairs that are not a names section (\"LPNAMES1\")");
   }
   uint32_t n_names = 0;

@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "aggregators/pipeline.h"
@@ -23,6 +24,10 @@
 #include "import/cupti_recording_file.h"
 #include "import/trace_analysis.h"
 #include "producers/cupti_records.h"
+#include "producers/host_api.h"
+#include "producers/ingest_sender.h"
+#include "producers/ingest_server.h"
+#include "stream/clock.h"
 #include "stream/stream.h"
 
 namespace liveprof {
@@ -290,7 +295,8 @@ GpuViews ReadViews(const RenderedViews& v) {
   for (const json& m : mem["memories"]) {
     g.memory[m["id"]] = {m["num_allocations"].get<uint64_t>(), m["num_deallocations"].get<uint64_t>()};
   }
-  for (const json& d : json::parse(v.status)["diagnostics"]) {
+  const json status = json::parse(v.status);
+  for (const json& d : status["diagnostics"]) {
     if (d["name"] == "free_unknown_address") g.free_unknown = d["count"].get<uint64_t>();
   }
   return g;
@@ -357,6 +363,72 @@ TEST_CASE("CUPTI recording (H200 loop): analyze and the live path (parser -> rin
   CHECK(live.memory == batch.memory);
   CHECK(live.free_unknown == 0);
   CHECK(stream.diagnostics().Get(Diag::late_events) == 0);
+}
+
+TEST_CASE("CUPTI recording (H200 loop): through a sender and an ingest server, the same views, nothing refused") {
+  const std::string bin = test::GpuDataPath("h200/h200_loop.bin");
+  if (bin.empty()) return;
+  TraceAnalysis analysis;
+  std::string error;
+  REQUIRE_MESSAGE(AnalyzeTrace(bin, AnalysesOptions{}, RenderOptions{}, &analysis, &error), error);
+  GpuViews batch = ReadViews(analysis.views);
+  REQUIRE(batch.kernel_count == 80);
+
+  // The server: `liveprof serve --ingest unix:PATH`'s parts.
+  const std::string path = "/tmp/liveprof-cupti-recording-test-" + std::to_string(::getpid()) + ".sock";
+  Stream server_stream;
+  IngestServer::Options io;
+  IngestEndpoint endpoint;
+  REQUIRE_MESSAGE(ParseIngestEndpoint("unix:" + path, &endpoint, &error), error);
+  io.endpoints = {endpoint};
+  io.ping_interval_ns = 50'000'000;
+  IngestServer server(server_stream, io);
+  REQUIRE_MESSAGE(server.Start(&error), error);
+  Pipeline::Options po;
+  po.publish_period = std::chrono::milliseconds(20);
+  po.trace_store_bytes = 0;
+  Pipeline pipeline(server_stream, po);
+  pipeline.Start();
+
+  // The profiled process: its CUPTI buffers (the recording, played now: its
+  // last clock pair 30 ms ago) parsed into GlobalStream()'s ring, sent.
+  SenderOptions so;
+  so.address = "unix:" + path;
+  so.rank = 5;
+  REQUIRE_MESSAGE(ConnectGlobalStream(so, &error), error);
+  CuptiRecording recording;
+  REQUIRE_MESSAGE(ReadCuptiRecordingFile(bin, &recording, &error), error);
+  RecordedCupti::Options ro;
+  ro.host_shift_ns = static_cast<int64_t>(HostNowNs() - 30'000'000) -
+                     static_cast<int64_t>(recording.clock_pairs.back().second);
+  const CuptiPlayResult played = PlayCuptiRecording(recording, GlobalStream(), ro);
+  CHECK(played.complete);
+
+  std::shared_ptr<const PipelineSnapshot> last;
+  GpuViews got;
+  for (int i = 0; i < 1000; ++i) {
+    last = pipeline.Latest();
+    if (last != nullptr) {
+      got = ReadViews(last->views);
+      if (got.kernel_count >= 80 && got.memory["GPU:0 cuda"].second >= 20) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  DisconnectGlobalStream();
+  const std::vector<IngestServer::SourceStatus> sources = server.Sources();
+  pipeline.Stop();
+  server.Stop();
+  REQUIRE(last != nullptr);
+  CHECK(got.kernel_count == batch.kernel_count);
+  CHECK(got.kernels == batch.kernels);
+  CHECK(got.memory == batch.memory);
+  CHECK(got.free_unknown == 0);
+  // Nothing refused, nothing late, one connection.
+  REQUIRE(sources.size() == 1);
+  CHECK(sources[0].refused_events == 0);
+  CHECK(GlobalSenderStatus().connects == 1);
+  CHECK(GlobalSenderStatus().events_refused == 0);
+  CHECK(server_stream.diagnostics().Get(Diag::late_events) == 0);
 }
 
 TEST_CASE("CUPTI recording (ResNet-18 injected): per kernel name, the counts torch.profiler counted") {
