@@ -122,6 +122,12 @@ std::string IngestStatusJson(const IngestServer& ingest) {
       w.KV("python_scopes", s.capture.python_scopes);
       w.KV("gpu", s.capture.gpu);
       w.KV("gpu_available", s.capture.gpu_available);
+      w.Key("gpu_level");  // the GPU producer's capture level; null: none.
+      if (s.capture.gpu_level < 0) {
+        w.Null();
+      } else {
+        w.String(s.capture.gpu_level == 1 ? "full" : "default");
+      }
       w.KV("until_ns", s.capture.until_ns);
       const uint64_t now = HostNowNs();
       w.KV("seconds_left", s.capture.until_ns > now ? static_cast<double>(s.capture.until_ns - now) / 1e9 : 0.0);
@@ -306,7 +312,7 @@ int Serve(int argc, char** argv, ServeMode mode) {
     };
     so.capture = [&ingest](const CaptureQuery& q) {
       std::string error;
-      const IngestServer::CaptureRequest r{q.host_level, q.python_scopes, q.gpu, q.duration_ns};
+      const IngestServer::CaptureRequest r{q.host_level, q.python_scopes, q.gpu, q.duration_ns, q.gpu_level};
       return ingest->Capture(q.source, r, &error) ? std::string() : error;
     };
   }

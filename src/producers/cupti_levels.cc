@@ -101,3 +101,105 @@ std::string CuptiLevelMessage(CuptiLevel level, bool filtered, const CuptiApiFil
 }
 
 }  // namespace liveprof
+
+namespace liveprof {
+namespace {
+
+bool IsApiKind(CUpti_ActivityKind k) {
+  return k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER;
+}
+
+// Kept on while the activity is off (CuptiKindSet).
+bool StaysOn(CUpti_ActivityKind k) {
+  return k == CUPTI_ACTIVITY_KIND_MEMORY2 || k == CUPTI_ACTIVITY_KIND_MEMORY_POOL;
+}
+
+}  // namespace
+
+CuptiKindSet::CuptiKindSet(const Api& api, bool driver_api, bool nvtx, CuptiCallbackNameFn name_fn)
+    : api_(api) {
+  entries_.push_back({CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL", false});
+  const std::vector<CuptiKindName> base = CuptiLevelKinds(CuptiLevel::kDefault, driver_api, nvtx);
+  for (const CuptiKindName& k : CuptiLevelKinds(CuptiLevel::kFull, driver_api, nvtx)) {
+    bool in_default = false;
+    for (const CuptiKindName& b : base) in_default = in_default || b.kind == k.kind;
+    entries_.push_back({k.kind, k.name, !in_default});
+  }
+  if (name_fn != nullptr && api_.enable_runtime_api != nullptr && api_.enable_driver_api != nullptr) {
+    filter_usable_ = true;
+    filter_ = BuildDefaultApiFilter(name_fn);
+  }
+}
+
+CUptiResult CuptiKindSet::EnableKernels() { return Enable(entries_[0]); }
+
+std::string CuptiKindSet::EnableLevel(CuptiLevel level,
+                                      const std::function<std::string(CUptiResult)>& result_name) {
+  level_ = level;
+  std::string refused;
+  for (Entry& e : entries_) {
+    if (e.on || !Wanted(e)) continue;
+    if (const CUptiResult r = Enable(e); r != CUPTI_SUCCESS) {
+      e.refused = true;
+      refused += std::string(refused.empty() ? "" : ", ") + e.name + " (" + result_name(r) + ")";
+    }
+  }
+  return refused;
+}
+
+void CuptiKindSet::SetActivity(bool on) {
+  active_ = on;
+  Reconcile();
+}
+
+void CuptiKindSet::SetLevel(CuptiLevel level) {
+  level_ = level;
+  Reconcile();
+}
+
+void CuptiKindSet::DisableAll() {
+  for (Entry& e : entries_) {
+    if (e.on) api_.disable(e.kind);
+    e.on = false;
+  }
+}
+
+bool CuptiKindSet::Wanted(const Entry& e) const {
+  return !e.refused && (active_ || StaysOn(e.kind)) && (!e.full_only || level_ == CuptiLevel::kFull);
+}
+
+CUptiResult CuptiKindSet::Enable(Entry& e) {
+  const CUptiResult r = api_.enable(e.kind);
+  if (r == CUPTI_SUCCESS) {
+    e.on = true;
+    e.filtered = false;  // CUPTI forgot its per-call choices.
+    ApplyFilter(e);
+  }
+  return r;
+}
+
+void CuptiKindSet::ApplyFilter(Entry& e) {
+  const bool want = level_ == CuptiLevel::kDefault;
+  if (!filter_usable_ || !IsApiKind(e.kind) || e.filtered == want) return;
+  const uint8_t record = want ? 0 : 1;
+  if (e.kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+    for (uint32_t cbid : filter_.runtime_off) api_.enable_runtime_api(cbid, record);
+  } else {
+    for (uint32_t cbid : filter_.driver_off) api_.enable_driver_api(cbid, record);
+  }
+  e.filtered = want;
+}
+
+void CuptiKindSet::Reconcile() {
+  for (Entry& e : entries_) {
+    if (e.on && !Wanted(e) && api_.disable(e.kind) == CUPTI_SUCCESS) e.on = false;
+  }
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+    if (!it->on && Wanted(*it)) Enable(*it);  // refused: stays off, tried at the next switch.
+  }
+  for (Entry& e : entries_) {
+    if (e.on) ApplyFilter(e);
+  }
+}
+
+}  // namespace liveprof

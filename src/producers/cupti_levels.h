@@ -28,6 +28,7 @@
 #include <cupti_callbacks.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -85,6 +86,83 @@ CuptiLevel ChooseCuptiLevel(const std::optional<CuptiLevel>& option, const char*
 // calls recorded: runtime 18 of 480, driver 40 of 790 (...)."; `filtered`:
 // the filter could be applied (else every call is recorded, and said).
 std::string CuptiLevelMessage(CuptiLevel level, bool filtered, const CuptiApiFilter& filter);
+
+// The activity kinds a running CuptiSource has on in CUPTI, turned at run
+// time by capture on demand (gpu_activity.h): its activity off and on, and
+// its level. Every kind of the full level has an entry (CONCURRENT_KERNEL
+// first, then CuptiLevelKinds(kFull) in order); one is on when the level has
+// it and the activity is on (MEMORY2 and MEMORY_POOL stay on while it is
+// off: the memory profile must see the free of every allocation it saw).
+// Kinds are turned off in enabling order and on in its reverse (kernels
+// last, once their launches and ops are recorded again). At kDefault the
+// API filter is applied after every enable of RUNTIME / DRIVER (which resets
+// CUPTI's per-call choices); switching to kFull while they stay on records
+// every call again (cuptiActivityEnableRuntimeApi / DriverApi (cbid, 1) for
+// each id the filter had switched off), back to kDefault switches them off
+// again. A kind CUPTI refused at Start() is not tried again; one refused at a
+// switch stays off and is tried at the next.
+//
+// Not thread-safe: the owner's thread until Start() returns, then under the
+// switch's lock (gpu_activity.h), then the flush thread once the switch is
+// removed (Stop()).
+class CuptiKindSet {
+ public:
+  // The CUPTI entry points it calls. The per-call ones may be null (CUPTI
+  // before 12.5): every call is then recorded at every level.
+  struct Api {
+    decltype(&cuptiActivityEnable) enable = nullptr;
+    decltype(&cuptiActivityDisable) disable = nullptr;
+    decltype(&cuptiActivityEnableRuntimeApi) enable_runtime_api = nullptr;
+    decltype(&cuptiActivityEnableDriverApi) enable_driver_api = nullptr;
+  };
+  // `driver_api`, `nvtx`: CuptiSource::Options. `name_fn` (may be null)
+  // names callback ids for the default level's filter.
+  CuptiKindSet(const Api& api, bool driver_api, bool nvtx, CuptiCallbackNameFn name_fn);
+
+  // Enables CONCURRENT_KERNEL alone: its result (Start() fails without it).
+  CUptiResult EnableKernels();
+  // Then `level`'s other kinds (activity on); returns those CUPTI refused,
+  // "SYNCHRONIZATION (<result_name(r)>), ..." ("" when none).
+  std::string EnableLevel(CuptiLevel level,
+                          const std::function<std::string(CUptiResult)>& result_name);
+  // Turns every kind but the memory ones off, or on again.
+  void SetActivity(bool on);
+  // Switches the level (kinds and API calls, as above).
+  void SetLevel(CuptiLevel level);
+  // Disables every kind that is on (Stop(), or a Start() that failed late).
+  void DisableAll();
+
+  CuptiLevel level() const { return level_; }
+  // The default level's API filter can be applied (this CUPTI names and
+  // switches single calls), and what it switches off.
+  bool filtered() const { return filter_usable_; }
+  const CuptiApiFilter& filter() const { return filter_; }
+
+ private:
+  struct Entry {
+    CUpti_ActivityKind kind;
+    const char* name;
+    bool full_only;       // not in the default level.
+    bool on = false;      // in CUPTI now.
+    bool refused = false; // at Start(): never tried again.
+    bool filtered = false;  // RUNTIME / DRIVER: the filter's ids are off now.
+  };
+
+  bool Wanted(const Entry& e) const;
+  CUptiResult Enable(Entry& e);
+  // Makes CUPTI's per-call choices of an enabled RUNTIME / DRIVER `e` what
+  // the level wants.
+  void ApplyFilter(Entry& e);
+  // Turns each kind to what Wanted() says: off first, then on in reverse.
+  void Reconcile();
+
+  Api api_;
+  std::vector<Entry> entries_;
+  bool filter_usable_ = false;
+  CuptiApiFilter filter_;
+  CuptiLevel level_ = CuptiLevel::kDefault;
+  bool active_ = true;
+};
 
 }  // namespace liveprof
 

@@ -298,21 +298,16 @@ struct CuptiSource::Impl {
   ClockMap clock;
   std::unique_ptr<CuptiRecordParser> parser;
   std::shared_ptr<Ring> ring;
-  std::vector<CUpti_ActivityKind> enabled;
-  // By index of `enabled`: on in CUPTI now (capture on demand turns all but
-  // the memory kinds: gpu_activity.h). Written under the switch's lock; read
-  // by the flush thread only once Stop() has removed the switch.
-  std::vector<bool> kind_on;
+  // The kinds on in CUPTI, turned by capture on demand (gpu_activity.h):
+  // under the switch's lock; by the flush thread only once Stop() has
+  // removed the switch.
+  std::unique_ptr<CuptiKindSet> kinds;
   std::thread thread;
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;  // guarded by mu.
   SourceCounters counters;
   std::unique_ptr<CuptiSourceRecorder> recorder;  // null: no recording.
-  // kDefault's API filter (cupti_levels.h); applied after every enable of
-  // RUNTIME / DRIVER (which resets CUPTI's per-call choices).
-  bool filter_api = false;
-  CuptiApiFilter api_filter;
 
   explicit Impl(Stream& s) : stream(s) {}
 
@@ -375,40 +370,6 @@ struct CuptiSource::Impl {
     ParseCompleted();
   }
 
-  // MEMORY2 and MEMORY_POOL stay on while GPU activity is off: the memory
-  // profile must see the free of every allocation it saw, or it would show
-  // memory that was given back as in use.
-  static bool StaysOn(CUpti_ActivityKind k) {
-    return k == CUPTI_ACTIVITY_KIND_MEMORY2 || k == CUPTI_ACTIVITY_KIND_MEMORY_POOL;
-  }
-
-  // Turns the switchable kinds on or off (records already in buffers are
-  // parsed at the next flush as always). On, in the reverse of Start's
-  // order: kernels last, once their launches and ops are recorded again.
-  // A kind CUPTI refuses to turn keeps its state in kind_on. Under the
-  // switch's lock (which calls only on a change).
-  void SetActivity(bool on) {
-    for (size_t j = 0; j < enabled.size(); ++j) {
-      const size_t i = on ? enabled.size() - 1 - j : j;
-      if (StaysOn(enabled[i]) || kind_on[i] == on) continue;
-      if ((on ? api.enable(enabled[i]) : api.disable(enabled[i])) == CUPTI_SUCCESS) {
-        kind_on[i] = on;
-        if (on) FilterApi(enabled[i]);
-      }
-    }
-  }
-
-  // Switches off the API calls kDefault does not record, once `kind` (just
-  // enabled) is RUNTIME or DRIVER.
-  void FilterApi(CUpti_ActivityKind kind) {
-    if (!filter_api) return;
-    if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
-      for (uint32_t cbid : api_filter.runtime_off) api.enable_runtime_api(cbid, 0);
-    } else if (kind == CUPTI_ACTIVITY_KIND_DRIVER) {
-      for (uint32_t cbid : api_filter.driver_off) api.enable_driver_api(cbid, 0);
-    }
-  }
-
   void Run() {
     pthread_setname_np(pthread_self(), "liveprof-cupti");
     std::unique_lock<std::mutex> lock(mu);
@@ -418,9 +379,7 @@ struct CuptiSource::Impl {
       lock.lock();
     }
     lock.unlock();
-    for (size_t i = 0; i < enabled.size(); ++i) {
-      if (kind_on[i]) api.disable(enabled[i]);
-    }
+    kinds->DisableAll();
     Flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     ring->closed.store(true, std::memory_order_release);
   }
@@ -536,38 +495,27 @@ bool CuptiSource::Start() {
     return fail(Status::kFailed, "cuptiActivityRegisterCallbacks failed: " + api.ResultName(r) +
                                      "; " + kHostOnly);
   }
-  if (const CUptiResult r = api.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL); r != CUPTI_SUCCESS) {
+  im.kinds = std::make_unique<CuptiKindSet>(
+      CuptiKindSet::Api{api.enable, api.disable, api.enable_runtime_api, api.enable_driver_api},
+      options_.driver_api, options_.nvtx, api.callback_name);
+  if (const CUptiResult r = im.kinds->EnableKernels(); r != CUPTI_SUCCESS) {
     driver_message_ = ProbeDriver(options_.cuda_library, &devices_);
     return fail(IsCuptiPrivilegeError(r) ? Status::kNoPrivileges : Status::kUnavailable,
                 CuptiEnableFailureMessage(r, api.ResultName(r), driver_message_));
   }
-  im.enabled.push_back(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   std::string level_note;
-  level_ = ChooseCuptiLevel(options_.level, std::getenv("LIVEPROF_CUPTI_LEVEL"), &level_note);
-  if (level_ == CuptiLevel::kDefault && api.callback_name != nullptr &&
-      api.enable_runtime_api != nullptr && api.enable_driver_api != nullptr) {
-    im.filter_api = true;
-    im.api_filter = BuildDefaultApiFilter(api.callback_name);
-  }
-  std::string not_enabled;
-  for (const CuptiKindName& k : CuptiLevelKinds(level_, options_.driver_api, options_.nvtx)) {
-    if (const CUptiResult r = api.enable(k.kind); r == CUPTI_SUCCESS) {
-      im.FilterApi(k.kind);
-      im.enabled.push_back(k.kind);
-    } else {
-      not_enabled += std::string(not_enabled.empty() ? "" : ", ") + k.name + " (" +
-                     api.ResultName(r) + ")";
-    }
-  }
-
-  im.kind_on.assign(im.enabled.size(), true);
+  const CuptiLevel level =
+      ChooseCuptiLevel(options_.level, std::getenv("LIVEPROF_CUPTI_LEVEL"), &level_note);
+  level_.store(level);
+  const std::string not_enabled =
+      im.kinds->EnableLevel(level, [&api](CUptiResult r) { return api.ResultName(r); });
 
   std::string ring_error;
   im.ring = stream_.AddRing({.name = "cupti", .domain = TimeDomain::kHostNs,
                              .capacity = options_.ring_capacity, .track = 0},
                             &ring_error);
   if (im.ring == nullptr) {
-    for (CUpti_ActivityKind k : im.enabled) api.disable(k);
+    im.kinds->DisableAll();
     api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     return fail(Status::kFailed, ring_error + "; " + kHostOnly);
   }
@@ -612,7 +560,7 @@ bool CuptiSource::Start() {
              std::to_string(kBufferCount) + " x " + std::to_string(kBufferBytes >> 20) +
              " MiB buffers, flushed every " + std::to_string(kFlushPeriod.count()) +
              " ms). Driver: " + driver_message_ + ".";
-  message_ += CuptiLevelMessage(level_, im.filter_api, im.api_filter) + level_note;
+  message_ += CuptiLevelMessage(level, im.kinds->filtered(), im.kinds->filter()) + level_note;
   if (!not_enabled.empty()) message_ += " Not enabled: " + not_enabled + ".";
   if (!os_thread_ids) {
     message_ += " CUPTI thread ids are not OS thread ids: API calls get tracks of their own.";
@@ -625,7 +573,13 @@ bool CuptiSource::Start() {
   status_ = Status::kRunning;
   im.thread = std::thread([&im] { im.Run(); });
   running_.store(true, std::memory_order_release);
-  InstallGpuActivitySwitch([&im](bool on) { im.SetActivity(on); });
+  InstallGpuActivitySwitch({.apply = [&im](bool on) { im.kinds->SetActivity(on); },
+                            .set_level =
+                                [this, &im](CuptiLevel l) {
+                                  im.kinds->SetLevel(l);
+                                  level_.store(l, std::memory_order_relaxed);
+                                },
+                            .level = level});
   return true;
 }
 

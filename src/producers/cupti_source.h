@@ -53,8 +53,12 @@
 //
 // Capture on demand: while running, the source is the process's GPU
 // activity switch (gpu_activity.h): off disables every kind but MEMORY2 and
-// MEMORY_POOL (the memory profile needs every free), on enables them again.
-// A sending process's capture controls turn it (ingest_sender.h).
+// MEMORY_POOL (the memory profile needs every free), on enables them again;
+// its level switches between kDefault and kFull at run time (full enables
+// SYNCHRONIZATION and OVERHEAD and records every API call again; default
+// disables them and switches the per-call filter on again: CuptiKindSet,
+// cupti_levels.h). A sending process's capture controls turn both
+// (ingest_sender.h).
 //
 // Framework ops: PushOp() / PopOp() bracket a framework op so that the
 // kernels it launches carry it (cupti_records.h, "Framework ops").
@@ -79,6 +83,7 @@
 #include <string_view>
 #include <vector>
 
+#include "producers/gpu_activity.h"
 #include "stream/event.h"
 #include "stream/stream.h"
 
@@ -94,11 +99,7 @@ struct CudaDevice {
   int cc_minor = 0;
 };
 
-// What CuptiSource captures (cupti_levels.h).
-enum class CuptiLevel : uint8_t {
-  kDefault = 0,  // the analyses' needs, at the least cost.
-  kFull = 1,     // every kind, every API call.
-};
+// What CuptiSource captures: CuptiLevel (gpu_activity.h, cupti_levels.h).
 // "default", "full".
 const char* CuptiLevelName(CuptiLevel level);
 // Reads "default" / "full"; false (and *level untouched) otherwise.
@@ -160,8 +161,9 @@ class CuptiSource {
   // what the driver probe said ("2 GPUs", "libcuda.so.1 not found: ...").
   const std::vector<CudaDevice>& devices() const { return devices_; }
   const std::string& driver_message() const { return driver_message_; }
-  // The level in effect. The owner's thread, after Start().
-  CuptiLevel level() const { return level_; }
+  // The level in effect now: the start's, or the last capture control's
+  // (gpu_activity.h). Any thread, after Start().
+  CuptiLevel level() const { return level_.load(std::memory_order_relaxed); }
   // The recording being written ("" when none). The owner's thread, after Start().
   const std::string& record_path() const { return record_path_; }
 
@@ -186,7 +188,7 @@ class CuptiSource {
   std::string driver_message_;
   std::vector<CudaDevice> devices_;
   std::string record_path_;
-  CuptiLevel level_ = CuptiLevel::kDefault;
+  std::atomic<CuptiLevel> level_{CuptiLevel::kDefault};
   std::unique_ptr<Impl> impl_;
   std::atomic<bool> running_{false};  // for PushOp / PopOp.
 };

@@ -11,39 +11,58 @@ std::mutex& Mu() {
   static std::mutex mu;
   return mu;
 }
-std::function<void(bool)> g_apply;  // guarded by Mu().
+GpuActivitySwitch g_switch;  // guarded by Mu(); no producer while apply is empty.
 // Written under Mu(), read without it: a sender asks every round, and must
 // not wait while a producer's switch runs (CUPTI calls may take a while).
 std::atomic<bool> g_available{false}, g_enabled{false};
+std::atomic<CuptiLevel> g_level{CuptiLevel::kDefault};
+
+// Sets `state` to `value` through the producer's `fn` (called only on a
+// change), saying the state before in `was`. Under Mu(); false without a
+// producer.
+template <typename T>
+bool Turn(const std::function<void(T)>& fn, std::atomic<T>& state, T value, T* was) {
+  if (!fn) return false;
+  const T before = state.load();
+  if (was != nullptr) *was = before;
+  if (value != before) fn(value);
+  state.store(value);
+  return true;
+}
 
 }  // namespace
 
-void InstallGpuActivitySwitch(std::function<void(bool on)> apply) {
+void InstallGpuActivitySwitch(GpuActivitySwitch gpu) {
   std::lock_guard<std::mutex> lock(Mu());
-  g_apply = std::move(apply);
-  g_available.store(static_cast<bool>(g_apply));
-  g_enabled.store(static_cast<bool>(g_apply));
+  const bool available = gpu.apply && gpu.set_level;
+  g_switch = available ? std::move(gpu) : GpuActivitySwitch{};
+  g_available.store(available);
+  g_enabled.store(available);
+  g_level.store(g_switch.level);
 }
 
 void RemoveGpuActivitySwitch() {
   std::lock_guard<std::mutex> lock(Mu());
-  g_apply = nullptr;
+  g_switch = GpuActivitySwitch{};
   g_available.store(false);
   g_enabled.store(false);
+  g_level.store(CuptiLevel::kDefault);
 }
 
 bool GpuActivityAvailable() { return g_available.load(); }
 
 bool GpuActivityEnabled() { return g_enabled.load(); }
 
+CuptiLevel GpuActivityLevel() { return g_level.load(); }
+
 bool SetGpuActivityEnabled(bool on, bool* was) {
   std::lock_guard<std::mutex> lock(Mu());
-  if (!g_apply) return false;
-  const bool before = g_enabled.load();
-  if (was != nullptr) *was = before;
-  if (on != before) g_apply(on);
-  g_enabled.store(on);
-  return true;
+  return Turn(g_switch.apply, g_enabled, on, was);
+}
+
+bool SetGpuActivityLevel(CuptiLevel level, CuptiLevel* was) {
+  std::lock_guard<std::mutex> lock(Mu());
+  return Turn(g_switch.set_level, g_level, level, was);
 }
 
 }  // namespace liveprof

@@ -158,7 +158,8 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
   if (f->body_type() == wire::Body::IngestState) {
     if (!has_hello_) return Fail(where, "a state before the hello");
     const wire::IngestState& st = *f->body_as_IngestState();
-    state_ = State{st.control_id(), st.host_level(), st.python_scopes(), st.gpu(), st.gpu_available(), st.until_ns()};
+    state_ = State{st.control_id(), st.host_level(), st.python_scopes(), st.gpu(), st.gpu_available(), st.until_ns(),
+                   st.gpu_level()};
     return true;
   }
   if (f->body_type() == wire::Body::IngestHello) {

@@ -167,6 +167,7 @@ class IngestDecoder {
     uint8_t host_level = 0;
     bool python_scopes = false, gpu = false, gpu_available = false;
     uint64_t until_ns = 0;  // the sender's clock.
+    uint8_t gpu_level = 0;  // 1 default, 2 full; 0: no GPU producer, or an older sender.
   };
   const std::optional<State>& state() const { return state_; }
   // The worker this connection's tracks belong to (TrackInfo::process) and,

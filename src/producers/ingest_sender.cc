@@ -162,11 +162,14 @@ class Sender {
     int level;
     bool python;
     bool gpu_turned;  // a control turned the GPU producer (gpu_activity.h),
-    bool gpu;         // which was on or off before.
+    bool gpu;         // which was on or off before;
+    bool gpu_level_turned;  // a control switched its level,
+    CuptiLevel gpu_level;   // which was this before.
   };
   // What the last IngestState said of the GPU producer: a change (a
   // CuptiSource started or stopped, or turned by the program) is said anew.
   bool stated_gpu_ = false, stated_gpu_available_ = false;
+  CuptiLevel stated_gpu_level_ = CuptiLevel::kDefault;
   bool control_active_ = false;
   Settings before_{};
   uint64_t control_until_ns_ = 0;
@@ -481,19 +484,37 @@ void Sender::AppendState(uint32_t control_id) {
   if (fd_ < 0) return;
   stated_gpu_available_ = GpuActivityAvailable();
   stated_gpu_ = GpuActivityEnabled();
+  stated_gpu_level_ = GpuActivityLevel();
+  // The level on the wire: 1 default, 2 full; 0 without a GPU producer.
+  const uint8_t gpu_level = stated_gpu_available_ ? static_cast<uint8_t>(stated_gpu_level_) + 1 : 0;
   AppendIngestFrame(&out_, wire::Body::IngestState, [&](flatbuffers::FlatBufferBuilder& fbb) {
     return wire::CreateIngestState(fbb, control_id, static_cast<uint8_t>(HostTraceLevel()), PythonScopesEnabled(),
-                                   stated_gpu_, stated_gpu_available_, control_active_ ? control_until_ns_ : 0)
+                                   stated_gpu_, stated_gpu_available_, control_active_ ? control_until_ns_ : 0,
+                                   gpu_level)
         .Union();
   });
 }
 
 void Sender::Apply(const wire::IngestControl& c, uint64_t now) {
-  if (!control_active_) before_ = Settings{HostTraceLevel(), PythonScopesEnabled(), false, false};
+  if (!control_active_) {
+    before_ = Settings{HostTraceLevel(), PythonScopesEnabled(), false, false, false, CuptiLevel::kDefault};
+  }
   if (c.host_level() != 0) SetHostTraceLevel(c.host_level());
   if (c.python_scopes() != 0) SetPythonScopesEnabled(c.python_scopes() == 2);
   // Without a GPU producer nothing turns; the state says gpu_available false
-  // (and the server refuses a gpu request to such a source: ingest_server.h).
+  // (and the server refuses a gpu or gpu_level request to such a source:
+  // ingest_server.h).
+  // The GPU level before its activity goes on (the level's kinds then go on
+  // once), after it goes off.
+  auto level = [&] {
+    CuptiLevel was = CuptiLevel::kDefault;
+    const CuptiLevel to = c.gpu_level() == 2 ? CuptiLevel::kFull : CuptiLevel::kDefault;
+    if (c.gpu_level() != 0 && SetGpuActivityLevel(to, &was) && !before_.gpu_level_turned) {
+      before_.gpu_level_turned = true;
+      before_.gpu_level = was;
+    }
+  };
+  if (c.gpu() != 1) level();
   if (c.gpu() != 0) {
     bool was = false;
     if (SetGpuActivityEnabled(c.gpu() == 2, &was) && !before_.gpu_turned) {
@@ -501,6 +522,7 @@ void Sender::Apply(const wire::IngestControl& c, uint64_t now) {
       before_.gpu = was;
     }
   }
+  if (c.gpu() == 1) level();
   control_id_ = c.id();
   control_active_ = c.duration_ns() != 0;
   control_until_ns_ = control_active_ ? now + c.duration_ns() : 0;
@@ -519,15 +541,22 @@ void Sender::Restore() {
   control_active_ = false;
   SetHostTraceLevel(before_.level);
   SetPythonScopesEnabled(before_.python);
-  if (before_.gpu_turned) SetGpuActivityEnabled(before_.gpu);  // (nothing done if it stopped meanwhile)
+  // The GPU producer (nothing done if it stopped meanwhile): its level before
+  // its activity goes on again, after it goes off.
+  const bool level_first = before_.gpu_turned && before_.gpu;
+  if (level_first && before_.gpu_level_turned) SetGpuActivityLevel(before_.gpu_level);
+  if (before_.gpu_turned) SetGpuActivityEnabled(before_.gpu);
+  if (!level_first && before_.gpu_level_turned) SetGpuActivityLevel(before_.gpu_level);
   before_.gpu_turned = false;
+  before_.gpu_level_turned = false;
   control_id_ = 0;
 }
 
 // A GPU producer that started, stopped or was turned by the program since
 // the last state: the server is told (the Sources page shows it).
 void Sender::StateGpuChange() {
-  if (fd_ >= 0 && (GpuActivityAvailable() != stated_gpu_available_ || GpuActivityEnabled() != stated_gpu_)) {
+  if (fd_ >= 0 && (GpuActivityAvailable() != stated_gpu_available_ || GpuActivityEnabled() != stated_gpu_ ||
+                   GpuActivityLevel() != stated_gpu_level_)) {
     AppendState(control_id_);
   }
 }

@@ -346,7 +346,8 @@ bool IngestServer::TakeFrames(Connection& c, uint64_t acked) {
     DeclareProgress(c, now);
     if (const auto& st = c.decoder.state()) {
       CaptureState& cs = c.status.capture;
-      cs = CaptureState{true, st->control_id, st->host_level, st->python_scopes, st->gpu, st->gpu_available, 0};
+      cs = CaptureState{true, st->control_id, st->host_level, st->python_scopes, st->gpu, st->gpu_available, 0,
+                        st->gpu_available && st->gpu_level != 0 ? st->gpu_level - 1 : -1};
       if (st->until_ns != 0) {
         const __int128 until = static_cast<__int128>(st->until_ns) + c.decoder.clock_offset_ns();
         cs.until_ns = until <= 0 ? 1 : static_cast<uint64_t>(std::min<__int128>(until, INT64_MAX));
@@ -480,6 +481,10 @@ bool IngestServer::Capture(uint64_t id, const CaptureRequest& request, std::stri
     *error = "python_scopes and gpu: 0 (off), 1 (on) or unset";
     return false;
   }
+  if (request.gpu_level < -1 || request.gpu_level > 1) {
+    *error = "gpu_level " + std::to_string(request.gpu_level) + ": 0 (default), 1 (full) or unset";
+    return false;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   const auto s = std::find_if(status_.begin(), status_.end(), [&](const SourceStatus& o) { return o.id == id; });
   if (s == status_.end() || !s->connected || s->worker == 0) {
@@ -487,9 +492,13 @@ bool IngestServer::Capture(uint64_t id, const CaptureRequest& request, std::stri
              (s == status_.end() ? " is unknown" : !s->connected ? " is closed" : " has not said hello yet");
     return false;
   }
-  if (request.gpu != -1 && !s->capture.gpu_available) {  // (not said yet, or an older sender: none)
-    *error = "source " + std::to_string(id) + " (" + s->label + ") has no GPU producer to turn " +
-             (request.gpu == 1 ? "on" : "off") + " (gpu_available false: no CuptiSource runs in it)";
+  // (not said yet, or an older sender: none)
+  if ((request.gpu != -1 || request.gpu_level != -1) && !s->capture.gpu_available) {
+    const std::string what = request.gpu != -1
+                                 ? std::string("turn ") + (request.gpu == 1 ? "on" : "off")
+                                 : std::string("switch to level ") + (request.gpu_level == 1 ? "full" : "default");
+    *error = "source " + std::to_string(id) + " (" + s->label + ") has no GPU producer to " + what +
+             " (gpu_available false: no CuptiSource runs in it)";
     return false;
   }
   controls_.emplace_back(id, request);
@@ -510,7 +519,7 @@ void IngestServer::SendControls() {
       AppendIngestFrame(&c->out, wire::Body::IngestControl, [&](auto& fbb) {
         return wire::CreateIngestControl(fbb, ++c->control_id, static_cast<uint8_t>(r.host_level),
                                          static_cast<uint8_t>(r.python_scopes + 1), static_cast<uint8_t>(r.gpu + 1),
-                                         r.duration_ns)
+                                         r.duration_ns, static_cast<uint8_t>(r.gpu_level + 1))
             .Union();
       });
       Flush(*c);

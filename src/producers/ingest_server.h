@@ -23,7 +23,7 @@
 // skipped (IngestHello.session says it is the same process).
 //
 // Capture on demand: Capture() sends a source an IngestControl (host trace
-// level, Python scopes, GPU activity, for a duration); the sender applies it
+// level, Python scopes, GPU activity and level, for a duration); the sender applies it
 // and says what it records (IngestState), shown in Sources().
 #ifndef LIVEPROF_PRODUCERS_INGEST_SERVER_H_
 #define LIVEPROF_PRODUCERS_INGEST_SERVER_H_
@@ -80,12 +80,14 @@ class IngestServer {
     int host_level = 0;
     bool python_scopes = false, gpu = false, gpu_available = false;
     uint64_t until_ns = 0;  // the server's clock; 0: no control running.
+    int gpu_level = -1;     // the GPU producer's: 0 default, 1 full; -1: none (or not said).
   };
   struct CaptureRequest {
     int host_level = 0;     // 1 or 2; 0: unchanged.
     int python_scopes = -1; // 0 off, 1 on, -1 unchanged.
     int gpu = -1;           // 0 off, 1 on, -1 unchanged.
     uint64_t duration_ns = 0;  // 0: until the next request.
+    int gpu_level = -1;     // the GPU producer's capture level: 0 default, 1 full, -1 unchanged.
   };
 
   struct SourceStatus {
@@ -119,7 +121,7 @@ class IngestServer {
   // Sends source `id` (SourceStatus::id, connected) a capture control; its
   // IngestState then shows in Sources(). Any thread. False with `error`
   // for an unknown, closed or not yet introduced source, a bad request, or
-  // a gpu request to a source that said it has no GPU producer.
+  // a gpu or gpu_level request to a source that said it has no GPU producer.
   bool Capture(uint64_t id, const CaptureRequest& request, std::string* error);
 
   // The endpoints as bound (a TCP port 0 resolved). After Start.

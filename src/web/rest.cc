@@ -138,6 +138,9 @@ static Route CaptureRoute(const RequestTarget& target) {
       const auto n = number(0, 1);
       if (!n) return bad("0 (off) or 1 (on)");
       (key == "gpu" ? r.capture.gpu : r.capture.python_scopes) = static_cast<int>(*n);
+    } else if (key == "gpu_level") {
+      if (value != "default" && value != "full") return bad("default or full (the GPU producer's capture level)");
+      r.capture.gpu_level = value == "full" ? 1 : 0;
     } else if (key == "seconds") {
       const auto n = number(0, 86'400);
       if (!n) return bad("a whole number of seconds in 0..86400 (0: until the next capture)");

@@ -32,7 +32,7 @@ namespace liveprof {
 using TraceExportFn = std::function<bool(const TraceStore& store, uint64_t t0, uint64_t t1,
                                          const std::vector<TrackId>& tracks, std::string* gz, std::string* error)>;
 
-// POST /api/capture?source=ID&host_level=1|2&python_scopes=0|1&gpu=0|1&seconds=S:
+// POST /api/capture?source=ID&host_level=1|2&python_scopes=0|1&gpu=0|1&gpu_level=default|full&seconds=S:
 // what to turn on or off in one ingest source, for S seconds (0 or none:
 // until the next capture). Parameters left out stay as they are.
 struct CaptureQuery {
@@ -40,6 +40,7 @@ struct CaptureQuery {
   int host_level = 0;      // 0: unchanged.
   int python_scopes = -1;  // -1: unchanged.
   int gpu = -1;
+  int gpu_level = -1;  // 0 default, 1 full (CuptiLevel); -1: unchanged.
   uint64_t duration_ns = 0;
 };
 

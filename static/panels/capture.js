@@ -14,7 +14,7 @@ const POLL_MS = 2000;
 function captureText(c) {
   if (!c) return 'not said';
   const parts = [`level ${c.host_level}`, `Python scopes ${c.python_scopes ? 'on' : 'off'}`,
-    c.gpu_available ? `GPU ${c.gpu ? 'on' : 'off'}` : 'no GPU producer'];
+    c.gpu_available ? `GPU ${c.gpu ? 'on' : 'off'}${c.gpu_level ? ` (level ${c.gpu_level})` : ''}` : 'no GPU producer'];
   if (c.until_ns) {
     parts.push(c.seconds_left > 0 ? `capture #${c.control_id}, ${num(c.seconds_left, 0)} s left`
       : `capture #${c.control_id} ending`);
@@ -49,6 +49,10 @@ export default {
             <option value="">unchanged</option><option value="1">on</option><option value="0">off</option></select></label>
           <label>GPU activity <select name="gpu">
             <option value="">unchanged</option><option value="1">on</option><option value="0">off</option></select></label>
+          <label>GPU level <select name="gpu_level">
+            <option value="">unchanged</option>
+            <option value="default">default: kernels, copies, memory, launch/copy/alloc/sync calls</option>
+            <option value="full">full: + every API call, synchronization, overhead</option></select></label>
           <label>For <input name="seconds" type="number" min="0" max="86400" value="30"> s (0: until changed)</label>
           <button type="submit">Capture</button>
         </form>
@@ -69,18 +73,21 @@ export default {
     const note = root.querySelector('.note');
     const refusals = root.querySelector('.refusals');
     const select = root.querySelector('select[name=source]');
-    const gpu = root.querySelector('select[name=gpu]');
+    const gpuSelects = ['gpu', 'gpu_level'].map((n) => root.querySelector(`select[name=${n}]`));
     const result = root.querySelector('.capture-result');
     let live = [];
     let timer = 0;
 
-    // GPU activity can be turned only in a source with a GPU producer (a
-    // CuptiSource): otherwise the choice is greyed out and says why.
+    // GPU activity and level can be turned only in a source with a GPU
+    // producer (a CuptiSource): otherwise the choices are greyed out and say why.
     function gpuChoice() {
       const s = live.find((o) => String(o.id) === select.value);
-      gpu.disabled = !s?.capture?.gpu_available;
-      gpu.title = gpu.disabled ? 'This source has no GPU producer to turn on or off' : '';
-      if (gpu.disabled) gpu.value = '';
+      for (const gpu of gpuSelects) {
+        gpu.disabled = !s?.capture?.gpu_available;
+        gpu.title = !gpu.disabled ? ''
+          : `This source has no GPU producer to ${gpu.name === 'gpu' ? 'turn on or off' : 'switch the level of'}`;
+        if (gpu.disabled) gpu.value = '';
+      }
     }
     select.addEventListener('change', gpuChoice);
 

@@ -43,9 +43,15 @@ describe('the Sources page with a program sending to the server', () => {
     assert.match(await row.innerText(), /level 2 · Python scopes on · no GPU producer/);
     const events = Number((await row.locator('td').nth(4).innerText()).replace(/[^0-9]/g, ''));
     assert.ok(events > 0, `events shown: ${events}`);
-    // No GPU producer in it: the GPU choice is greyed out, saying why.
+    // No GPU producer in it: the GPU choices (activity, level) are greyed
+    // out, saying why.
     assert.equal(await page.locator('select[name=gpu]').isDisabled(), true);
-    assert.match(await page.locator('select[name=gpu]').getAttribute('title'), /no GPU producer/);
+    assert.match(await page.locator('select[name=gpu]').getAttribute('title'), /no GPU producer to turn on or off/);
+    assert.equal(await page.locator('select[name=gpu_level]').isDisabled(), true);
+    assert.match(await page.locator('select[name=gpu_level]').getAttribute('title'),
+      /no GPU producer to switch the level of/);
+    assert.deepEqual(await page.locator('select[name=gpu_level] option').evaluateAll((os) => os.map((o) => o.value)),
+      ['', 'default', 'full']);
 
     await page.selectOption('select[name=host_level]', '1');
     await page.fill('input[name=seconds]', '4');
@@ -56,6 +62,7 @@ describe('the Sources page with a program sending to the server', () => {
     const source = status.server.ingest.find((s) => s.label === 'rank 4');
     assert.equal(source.capture.host_level, 1);
     assert.equal(source.capture.control_id, 1);
+    assert.equal(source.capture.gpu_level, null);  // no GPU producer: no level.
     assert.ok(source.capture.seconds_left > 0 && source.capture.seconds_left <= 4, `${source.capture.seconds_left}`);
     await screenshot(page, 'sources_capture');
     // Four seconds later the sender is back at level 2 by itself.

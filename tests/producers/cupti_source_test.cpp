@@ -300,24 +300,35 @@ std::string ReadFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-}  // namespace
-
-TEST_CASE("cupti source: capture levels (fake libcupti): the kinds and API calls each enables") {
-  const std::vector<int> default_kinds = {
+// The kinds each level enables (as EnabledKinds() lists them, sorted), and
+// every API call of the fake recorded (the full level).
+std::vector<int> LevelKinds(CuptiLevel level) {
+  std::vector<int> kinds = {
       CUPTI_ACTIVITY_KIND_MEMCPY,        CUPTI_ACTIVITY_KIND_MEMSET,
       CUPTI_ACTIVITY_KIND_RUNTIME,       CUPTI_ACTIVITY_KIND_DRIVER,
       CUPTI_ACTIVITY_KIND_MARKER,        CUPTI_ACTIVITY_KIND_MEMCPY2,
       CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
       CUPTI_ACTIVITY_KIND_MEMORY2,       CUPTI_ACTIVITY_KIND_MEMORY_POOL,
   };
-  std::vector<int> full_kinds = default_kinds;
-  full_kinds.push_back(CUPTI_ACTIVITY_KIND_OVERHEAD);
-  full_kinds.push_back(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
-  std::sort(full_kinds.begin(), full_kinds.end());
-  std::vector<int> sorted_default = default_kinds;
-  std::sort(sorted_default.begin(), sorted_default.end());
-  std::map<std::pair<int, uint32_t>, int> all_recorded = kDefaultApiCalls;
-  for (auto& [key, on] : all_recorded) on = 1;
+  if (level == CuptiLevel::kFull) {
+    kinds.push_back(CUPTI_ACTIVITY_KIND_OVERHEAD);
+    kinds.push_back(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+  }
+  std::sort(kinds.begin(), kinds.end());
+  return kinds;
+}
+std::map<std::pair<int, uint32_t>, int> AllApiCalls() {
+  std::map<std::pair<int, uint32_t>, int> all = kDefaultApiCalls;
+  for (auto& [key, on] : all) on = 1;
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("cupti source: capture levels (fake libcupti): the kinds and API calls each enables") {
+  const std::vector<int> full_kinds = LevelKinds(CuptiLevel::kFull);
+  const std::vector<int> sorted_default = LevelKinds(CuptiLevel::kDefault);
+  const std::map<std::pair<int, uint32_t>, int> all_recorded = AllApiCalls();
 
   Stream stream;
   SUBCASE("default: kernels, copies, memsets, memory, ops; launch/copy/alloc/sync calls only") {
@@ -381,6 +392,61 @@ TEST_CASE("cupti source: capture levels (fake libcupti): the kinds and API calls
                      "default used."));
     }
     unsetenv("LIVEPROF_CUPTI_LEVEL");
+  }
+}
+
+// Capture on demand switches a running source's level (gpu_activity.h): the
+// kinds and the per-call choices follow, whether the activity is on or off.
+TEST_CASE("cupti source: the level switches at run time (fake libcupti): kinds and API calls follow") {
+  const std::vector<int> memory_kinds = {CUPTI_ACTIVITY_KIND_MEMORY2, CUPTI_ACTIVITY_KIND_MEMORY_POOL};
+  Stream stream;
+  SUBCASE("default -> full -> default") {
+    CuptiSource source(stream, FakeOptions(CuptiLevel::kDefault));
+    REQUIRE(source.Start());
+    CHECK(GpuActivityLevel() == CuptiLevel::kDefault);
+    CuptiLevel was = CuptiLevel::kFull;
+    REQUIRE(SetGpuActivityLevel(CuptiLevel::kFull, &was));
+    CHECK(was == CuptiLevel::kDefault);
+    CHECK(source.level() == CuptiLevel::kFull);
+    CHECK(GpuActivityLevel() == CuptiLevel::kFull);
+    CHECK(EnabledKinds() == LevelKinds(CuptiLevel::kFull));
+    CHECK(RecordedApiCalls() == AllApiCalls());  // each id switched off is switched on again.
+    REQUIRE(SetGpuActivityLevel(CuptiLevel::kDefault));
+    CHECK(source.level() == CuptiLevel::kDefault);
+    CHECK(EnabledKinds() == LevelKinds(CuptiLevel::kDefault));
+    CHECK(RecordedApiCalls() == kDefaultApiCalls);
+    // Switched while the activity is off: only the memory kinds stay on; the
+    // level's kinds and calls come with the activity.
+    REQUIRE(SetGpuActivityEnabled(false));
+    REQUIRE(SetGpuActivityLevel(CuptiLevel::kFull));
+    CHECK(EnabledKinds() == memory_kinds);
+    REQUIRE(SetGpuActivityEnabled(true));
+    CHECK(EnabledKinds() == LevelKinds(CuptiLevel::kFull));
+    CHECK(RecordedApiCalls() == AllApiCalls());
+    REQUIRE(SetGpuActivityEnabled(false));
+    REQUIRE(SetGpuActivityLevel(CuptiLevel::kDefault));
+    CHECK(EnabledKinds() == memory_kinds);
+    REQUIRE(SetGpuActivityEnabled(true));
+    CHECK(EnabledKinds() == LevelKinds(CuptiLevel::kDefault));
+    CHECK(RecordedApiCalls() == kDefaultApiCalls);  // the filter again, after the kinds' enable.
+    source.Stop();
+    CHECK(EnabledKinds().empty());
+    CHECK(!SetGpuActivityLevel(CuptiLevel::kFull));  // no producer any more.
+    CHECK(GpuActivityLevel() == CuptiLevel::kDefault);
+  }
+  SUBCASE("started full, switched to default: the filter is there too") {
+    CuptiSource source(stream, FakeOptions(CuptiLevel::kFull));
+    REQUIRE(source.Start());
+    CHECK(GpuActivityLevel() == CuptiLevel::kFull);
+    REQUIRE(SetGpuActivityLevel(CuptiLevel::kDefault));
+    CHECK(source.level() == CuptiLevel::kDefault);
+    CHECK(EnabledKinds() == LevelKinds(CuptiLevel::kDefault));
+    CHECK(RecordedApiCalls() == kDefaultApiCalls);
+    REQUIRE(SetGpuActivityLevel(CuptiLevel::kFull));
+    CHECK(EnabledKinds() == LevelKinds(CuptiLevel::kFull));
+    CHECK(RecordedApiCalls() == AllApiCalls());
+    source.Stop();
+    CHECK(EnabledKinds().empty());
   }
 }
 

@@ -1,8 +1,8 @@
 // The host API sending to a server (ingest_sender.h) over a real unix
 // socket, into an IngestServer in this process: every event arrives once, on
 // rows named for the sender, across a server restart; capture controls turn
-// the host level, the Python scopes and a CuptiSource's GPU activity (on a
-// stand-in libcupti) and come back by themselves.
+// the host level, the Python scopes and a CuptiSource's GPU activity and
+// level (on a stand-in libcupti) and come back by themselves.
 #include "producers/ingest_sender.h"
 
 #include <doctest/doctest.h>
@@ -294,44 +294,72 @@ TEST_CASE("ingest sender: a bad address is refused with what was wrong") {
 }
 
 #ifdef LIVEPROF_FAKE_CUPTI
+// A server in this process on a unix socket named for `test`, GlobalStream()
+// sending to it as `rank` (its source introduced), and a CuptiSource on the
+// stand-in libcupti (not started) at `level`. The test disconnects and stops.
+struct GpuCaptureSetup {
+  GpuCaptureSetup(const std::string& test, int32_t rank, CuptiLevel level)
+      : path("/tmp/liveprof-sender-" + test + "-" + std::to_string(::getpid()) + ".sock"),
+        server(server_stream, UnixServer(path)),
+        cupti(GlobalStream(), CuptiOptions(level)) {
+    REQUIRE_MESSAGE(server.Start(&error), error);
+    so.address = "unix:" + path;
+    so.rank = rank;
+    REQUIRE_MESSAGE(ConnectGlobalStream(so, &error), error);
+    REQUIRE(WaitFor([&] { return server.Sources().size() == 1 && capture().known; }));
+    id = server.Sources()[0].id;
+  }
+  static CuptiSource::Options CuptiOptions(CuptiLevel level) {
+    CuptiSource::Options co;
+    co.cupti_library = LIVEPROF_FAKE_CUPTI;
+    co.cuda_library = "libcuda-liveprof-missing.so.1";
+    co.level = level;
+    return co;
+  }
+  IngestServer::CaptureState capture() const { return server.Sources().at(0).capture; }
+  template <typename Fn>
+  Fn Fake(const char* name) {
+    void* fake = dlopen(LIVEPROF_FAKE_CUPTI, RTLD_NOW | RTLD_LOCAL);
+    REQUIRE(fake != nullptr);
+    void* fn = dlsym(fake, name);
+    REQUIRE(fn != nullptr);
+    return reinterpret_cast<Fn>(fn);
+  }
+
+  std::string path;
+  Stream server_stream;
+  IngestServer server;
+  CuptiSource cupti;
+  SenderOptions so;
+  std::string error;
+  uint64_t id = 0;
+};
+
 // Capture on demand of GPU activity: a CuptiSource (on the stand-in
 // libcupti, tests/producers/fake_cupti.cc, which records only enabled kinds
 // as CUPTI does) in a sending process is turned off and back on by the
 // server's controls; the server hears of it starting and stopping.
 TEST_CASE("ingest sender: capture turns a CuptiSource's GPU activity off for a while, memory kinds kept") {
-  void* fake = dlopen(LIVEPROF_FAKE_CUPTI, RTLD_NOW | RTLD_LOCAL);
-  REQUIRE(fake != nullptr);
-  auto queue_launches = reinterpret_cast<void (*)(int, uint32_t, const char*)>(dlsym(fake, "fake_cupti_queue_launches"));
-  auto enabled_kinds = reinterpret_cast<int (*)()>(dlsym(fake, "fake_cupti_enabled_kinds"));
-  auto kind_enabled = reinterpret_cast<int (*)(int)>(dlsym(fake, "fake_cupti_kind_enabled"));
-  REQUIRE((queue_launches && enabled_kinds && kind_enabled));
-
-  const std::string path = "/tmp/liveprof-sender-gpu-test-" + std::to_string(::getpid()) + ".sock";
-  Stream server_stream;
-  IngestServer server(server_stream, UnixServer(path));
-  std::string error;
-  REQUIRE_MESSAGE(server.Start(&error), error);
-  SenderOptions so;
-  so.address = "unix:" + path;
-  so.rank = 3;
-  REQUIRE_MESSAGE(ConnectGlobalStream(so, &error), error);
-  auto capture = [&] { return server.Sources().at(0).capture; };
-  REQUIRE(WaitFor([&] { return server.Sources().size() == 1 && capture().known; }));
+  // Its CuptiSource at full: every kind, 12 on the stand-in (cupti_levels.h).
+  GpuCaptureSetup setup("gpu-test", 3, CuptiLevel::kFull);
+  auto queue_launches = setup.Fake<void (*)(int, uint32_t, const char*)>("fake_cupti_queue_launches");
+  auto enabled_kinds = setup.Fake<int (*)()>("fake_cupti_enabled_kinds");
+  auto kind_enabled = setup.Fake<int (*)(int)>("fake_cupti_kind_enabled");
+  IngestServer& server = setup.server;
+  Stream& server_stream = setup.server_stream;
+  CuptiSource& cupti = setup.cupti;
+  std::string& error = setup.error;
+  auto capture = [&] { return setup.capture(); };
+  const uint64_t id = setup.id;
 
   // No GPU producer yet: said, and a gpu request is refused with why.
   CHECK(!GpuActivityAvailable());
   CHECK(!capture().gpu_available);
-  const uint64_t id = server.Sources()[0].id;
   CHECK(!server.Capture(id, {.gpu = 0}, &error));
   CHECK(error == "source " + std::to_string(id) +
                      " (rank 3) has no GPU producer to turn off (gpu_available false: no CuptiSource runs in it)");
 
   // A CuptiSource starts in the sending process: the server is told.
-  CuptiSource::Options co;
-  co.cupti_library = LIVEPROF_FAKE_CUPTI;
-  co.cuda_library = "libcuda-liveprof-missing.so.1";
-  co.level = CuptiLevel::kFull;  // every kind: 12 on the stand-in (cupti_levels.h).
-  CuptiSource cupti(GlobalStream(), co);
   REQUIRE_MESSAGE(cupti.Start(), cupti.message());
   REQUIRE(WaitFor([&] { return capture().gpu_available && capture().gpu; }));
   CHECK(enabled_kinds() == 12);
@@ -382,7 +410,7 @@ TEST_CASE("ingest sender: capture turns a CuptiSource's GPU activity off for a w
   DisconnectGlobalStream();
   CHECK(GpuActivityEnabled());
   CHECK(enabled_kinds() == 12);
-  REQUIRE_MESSAGE(ConnectGlobalStream(so, &error), error);
+  REQUIRE_MESSAGE(ConnectGlobalStream(setup.so, &error), error);
   REQUIRE(WaitFor([&] { return server.Sources().size() == 2 && server.Sources()[1].capture.known; }));
   auto capture2 = [&] { return server.Sources().at(1).capture; };
   CHECK(capture2().gpu_available);
@@ -399,6 +427,102 @@ TEST_CASE("ingest sender: capture turns a CuptiSource's GPU activity off for a w
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   CHECK(kernels() == 40);
 
+  DisconnectGlobalStream();
+  server.Stop();
+}
+
+// The GPU level through the capture controls: a sending process's
+// CuptiSource at default is switched to full by the server and back (kinds
+// and API calls in the stand-in libcupti, the level in the state the server
+// shows); a timed control switches it back at its end; a source without a
+// GPU producer is refused.
+TEST_CASE("ingest sender: capture switches a CuptiSource's level to full and back, by itself when timed") {
+  // 10 kinds on the stand-in at default, the noisy calls (below) off.
+  GpuCaptureSetup setup("gpu-level-test", 5, CuptiLevel::kDefault);
+  auto enabled_kinds = setup.Fake<int (*)()>("fake_cupti_enabled_kinds");
+  auto kind_enabled = setup.Fake<int (*)(int)>("fake_cupti_kind_enabled");
+  auto api_recorded = setup.Fake<int (*)(int, uint32_t)>("fake_cupti_api_recorded");
+  IngestServer& server = setup.server;
+  CuptiSource& cupti = setup.cupti;
+  std::string& error = setup.error;
+  auto capture = [&] { return setup.capture(); };
+  const uint64_t id = setup.id;
+  // The fake's callback ids the default level switches off (fake_cupti.cc):
+  // cudaGetLastError, cudaGetDevice, cudaEventQuery, cudaStreamIsCapturing;
+  // cuEventQuery, cuCtxGetCurrent, cuDevicePrimaryCtxGetState,
+  // cuKernelGetAttribute. How many of them are recorded now.
+  auto noisy_recorded = [&] {
+    const std::pair<int, uint32_t> noisy[] = {{0, 10},  {0, 17},  {0, 138}, {0, 317},
+                                              {1, 120}, {1, 304}, {1, 392}, {1, 686}};
+    int n = 0;
+    for (const auto& [driver, cbid] : noisy) n += api_recorded(driver, cbid);
+    return n;
+  };
+  // Kept at both levels: cudaLaunchKernel, cuLaunchKernel.
+  auto launches_recorded = [&] { return api_recorded(0, 211) + api_recorded(1, 307); };
+
+
+  // No GPU producer: no level said, and a level request is refused with why.
+  CHECK(capture().gpu_level == -1);
+  CHECK(!server.Capture(id, {.gpu_level = 1}, &error));
+  CHECK(error == "source " + std::to_string(id) +
+                     " (rank 5) has no GPU producer to switch to level full (gpu_available false: no CuptiSource "
+                     "runs in it)");
+  CHECK(!server.Capture(id, {.gpu_level = 2}, &error));
+  CHECK(error == "gpu_level 2: 0 (default), 1 (full) or unset");
+
+  REQUIRE_MESSAGE(cupti.Start(), cupti.message());
+  REQUIRE(WaitFor([&] { return capture().gpu_available && capture().gpu; }));
+  CHECK(capture().gpu_level == 0);
+  CHECK(enabled_kinds() == 10);
+  CHECK(noisy_recorded() == 0);
+  CHECK(launches_recorded() == 2);
+
+  // Full until the next control: SYNCHRONIZATION and OVERHEAD on, every call
+  // recorded; the state says so.
+  REQUIRE_MESSAGE(server.Capture(id, {.gpu_level = 1}, &error), error);
+  REQUIRE(WaitFor([&] { return capture().gpu_level == 1; }));
+  CHECK(capture().gpu);
+  CHECK(capture().until_ns == 0);
+  CHECK(cupti.level() == CuptiLevel::kFull);
+  CHECK(enabled_kinds() == 12);
+  CHECK(kind_enabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) == 1);
+  CHECK(kind_enabled(CUPTI_ACTIVITY_KIND_OVERHEAD) == 1);
+  CHECK(noisy_recorded() == 8);
+  CHECK(launches_recorded() == 2);
+  REQUIRE_MESSAGE(server.Capture(id, {.gpu_level = 0}, &error), error);
+  REQUIRE(WaitFor([&] { return capture().gpu_level == 0; }));
+  CHECK(cupti.level() == CuptiLevel::kDefault);
+  CHECK(enabled_kinds() == 10);
+  CHECK(kind_enabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) == 0);
+  CHECK(noisy_recorded() == 0);
+  CHECK(launches_recorded() == 2);
+
+  // Full for a second, then default again by itself.
+  REQUIRE_MESSAGE(server.Capture(id, {.duration_ns = 1'000'000'000, .gpu_level = 1}, &error), error);
+  REQUIRE(WaitFor([&] { return capture().gpu_level == 1 && capture().until_ns != 0; }));
+  REQUIRE(WaitFor([&] {
+    return capture().gpu_level == 0 && capture().control_id == 0 && capture().until_ns == 0;
+  }));
+  CHECK(cupti.level() == CuptiLevel::kDefault);
+  CHECK(enabled_kinds() == 10);
+  CHECK(noisy_recorded() == 0);
+  CHECK(launches_recorded() == 2);
+
+  // Off and full at once for a second: only the memory kinds while off; back
+  // on at default at its end, with the filter applied again.
+  REQUIRE_MESSAGE(server.Capture(id, {.gpu = 0, .duration_ns = 1'000'000'000, .gpu_level = 1}, &error), error);
+  REQUIRE(WaitFor([&] { return !capture().gpu && capture().gpu_level == 1; }));
+  CHECK(enabled_kinds() == 2);
+  REQUIRE(WaitFor([&] { return capture().gpu && capture().gpu_level == 0 && capture().until_ns == 0; }));
+  CHECK(enabled_kinds() == 10);
+  CHECK(noisy_recorded() == 0);
+  CHECK(launches_recorded() == 2);
+
+  // Stopped: the server hears the producer (and its level) is gone.
+  cupti.Stop();
+  CHECK(enabled_kinds() == 0);
+  REQUIRE(WaitFor([&] { return !capture().gpu_available && capture().gpu_level == -1; }));
   DisconnectGlobalStream();
   server.Stop();
 }

@@ -239,18 +239,25 @@ TEST_CASE("latency recorder: a frame's interval of events is spread over 1 ms bi
 }
 
 TEST_CASE("rest: /api/capture takes a source and what to change, and refuses the rest") {
-  Route r = RouteRequest("/api/capture?source=3&host_level=1&python_scopes=0&gpu=1&seconds=30", kPublishedSteps);
+  Route r = RouteRequest("/api/capture?source=3&host_level=1&python_scopes=0&gpu=1&gpu_level=full&seconds=30",
+                         kPublishedSteps);
   REQUIRE(r.kind == Route::Kind::kCapture);
   CHECK(r.capture.source == 3);
   CHECK(r.capture.host_level == 1);
   CHECK(r.capture.python_scopes == 0);
   CHECK(r.capture.gpu == 1);
+  CHECK(r.capture.gpu_level == 1);
   CHECK(r.capture.duration_ns == 30'000'000'000ull);
+  r = RouteRequest("/api/capture?source=5&gpu_level=default", kPublishedSteps);
+  REQUIRE(r.kind == Route::Kind::kCapture);
+  CHECK(r.capture.gpu_level == 0);
+  CHECK(r.capture.gpu == -1);
   r = RouteRequest("/api/capture?source=4", kPublishedSteps);  // the rest unchanged.
   REQUIRE(r.kind == Route::Kind::kCapture);
   CHECK(r.capture.host_level == 0);
   CHECK(r.capture.python_scopes == -1);
   CHECK(r.capture.gpu == -1);
+  CHECK(r.capture.gpu_level == -1);
   CHECK(r.capture.duration_ns == 0);
   const std::pair<const char*, const char*> refused[] = {
       {"/api/capture", "/api/capture needs source=ID (/api/status: server.ingest[].id)"},
@@ -258,6 +265,8 @@ TEST_CASE("rest: /api/capture takes a source and what to change, and refuses the
       {"/api/capture?source=1&host_level=3",
        "host_level='3': expected 1 (steps, input, counters, memory) or 2 (+ ops and scopes)"},
       {"/api/capture?source=1&gpu=on", "gpu='on': expected 0 (off) or 1 (on)"},
+      {"/api/capture?source=1&gpu_level=1",
+       "gpu_level='1': expected default or full (the GPU producer's capture level)"},
       {"/api/capture?source=1&seconds=86401",
        "seconds='86401': expected a whole number of seconds in 0..86400 (0: until the next capture)"},
       {"/api/capture?source=1&level=2", "unknown query parameter 'level' for /api/capture"},
