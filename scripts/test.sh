@@ -76,28 +76,42 @@ run_fuzz() {
   fi
 }
 
+# Each stage's wall time, printed as it ends and again at the end.
+stage_times=()
+timed() {
+  local name=$1
+  shift
+  local start=${SECONDS}
+  "$@"
+  local took=$((SECONDS - start))
+  stage_times+=("$(printf '%5d s  %s' "${took}" "${name}")")
+  echo "=== ${name}: ${took} s"
+}
+
 mkdir -p build
-run_suite "release" build -DCMAKE_BUILD_TYPE=Release
+timed "setup + release" run_suite "release" build -DCMAKE_BUILD_TYPE=Release
 # ASan+UBSan: every test (stream, producers, analyses, server); TSan: the
 # threaded parts only: the stream and host API, then the pipeline thread, the
 # simulated workload's threads, the replay thread and the server (the analyses themselves run
 # on one thread).
-run_suite "asan+ubsan" build/asan -DCMAKE_BUILD_TYPE=Debug -DLIVEPROF_SANITIZE=address \
+timed "asan+ubsan" run_suite "asan+ubsan" build/asan -DCMAKE_BUILD_TYPE=Debug -DLIVEPROF_SANITIZE=address \
   -DLIVEPROF_BUILD_BENCH=OFF
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-  run_suite "tsan" build/tsan -DCMAKE_BUILD_TYPE=Debug -DLIVEPROF_SANITIZE=thread \
+  timed "tsan (stream)" run_suite "tsan" build/tsan -DCMAKE_BUILD_TYPE=Debug -DLIVEPROF_SANITIZE=thread \
   -DLIVEPROF_STREAM_TESTS_ONLY=ON -DLIVEPROF_BUILD_BENCH=OFF
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" SUITE_TARGETS="liveprof_tests liveprof" \
-  SUITE_TESTS="^(pipeline|server|simulated workload|replay|trace store|trace api|trace over the WebSocket|ingest server|ingest sender|web: python|import: (gzip|a truncated|a plain))" \
-  run_suite "tsan (pipeline and server)" build/tsan-web -DCMAKE_BUILD_TYPE=Debug \
+  SUITE_TESTS="^(pipeline|server|simulated workload|replay|trace store|trace api|trace over the WebSocket|ingest server|ingest sender|web: python|import: (gzip|a truncated|a plain)|CUPTI recording)" \
+  timed "tsan (pipeline and server)" run_suite "tsan (pipeline and server)" build/tsan-web -DCMAKE_BUILD_TYPE=Debug \
   -DLIVEPROF_SANITIZE=thread -DLIVEPROF_BUILD_BENCH=OFF
-run_fuzz "fuzz (control messages)" control_message build/fuzz
-run_fuzz "fuzz (Chrome trace import)" chrome_trace build/fuzz-import
-run_fuzz "fuzz (XPlane import)" xplane build/fuzz-xplane
-run_fuzz "fuzz (ingest frames)" ingest_frame build/fuzz-ingest
+timed "fuzz (control messages)" run_fuzz "fuzz (control messages)" control_message build/fuzz
+timed "fuzz (Chrome trace import)" run_fuzz "fuzz (Chrome trace import)" chrome_trace build/fuzz-import
+timed "fuzz (XPlane import)" run_fuzz "fuzz (XPlane import)" xplane build/fuzz-xplane
+timed "fuzz (ingest frames)" run_fuzz "fuzz (ingest frames)" ingest_frame build/fuzz-ingest
 # (its inputs are whole recorded buffers, up to 64 KiB: ~1,000 runs/s here)
-run_fuzz "fuzz (CUPTI records)" cupti_records build/fuzz-cupti 100000
+timed "fuzz (CUPTI records)" run_fuzz "fuzz (CUPTI records)" cupti_records build/fuzz-cupti 100000
 
 echo
+echo "stage wall times (total ${SECONDS} s):"
+printf '  %s\n' "${stage_times[@]}"
 echo "tests: ${passed} passed, ${failed} failed"
 if [[ ${status} -ne 0 || ${failed} -ne 0 ]]; then exit 1; fi
