@@ -41,9 +41,19 @@ bool IsCuptiRecordingFile(const std::string& path) {
 
 bool ReadCuptiRecordingFile(const std::string& path, CuptiRecording* out, std::string* error) {
   std::string bytes;
-  if (!ReadAll(path, SIZE_MAX, &bytes, error)) return false;
+  std::string read_error;
+  const bool read = ReadAll(path, SIZE_MAX, &bytes, &read_error);
+  if (!read && bytes.empty()) {
+    *error = read_error;
+    return false;
+  }
+  // A gzip cut short still gives what it inflated: its whole buffers count.
   if (!ParseCuptiRecording(bytes, out, error)) {
-    *error = path + ": " + *error;
+    *error = path + ": " + *error + (read ? "" : " (" + read_error + ")");
+    return false;
+  }
+  if (!read) {
+    *error = path + ": " + read_error;
     return false;
   }
   return true;
@@ -59,13 +69,8 @@ bool ImportCuptiRecordingFile(const std::string& path, NameTable* names, const C
     *error = read_error;
     return false;
   }
-  const uint32_t major = recording.cupti_version / 10000;
-  if (major != CuptiRecordParser::kCuptiApiVersion / 10000) {
-    *error = path + ": recorded by CUPTI " + std::to_string(recording.cupti_version) + " (CUDA " +
-             std::to_string(major) + "); this build reads the records of CUPTI " +
-             std::to_string(CuptiRecordParser::kCuptiApiVersion) + " (CUDA " +
-             std::to_string(CuptiRecordParser::kCuptiApiVersion / 10000) +
-             "), whose layouts differ: not read";
+  if (std::string why; !CuptiRecordingReadable(recording, &why)) {
+    *error = path + ": " + why;
     return false;
   }
   if (!whole) {
@@ -82,6 +87,9 @@ bool ImportCuptiRecordingFile(const std::string& path, NameTable* names, const C
   // The producer's own path: the parser writes into a ring, drained here.
   Stream stream;
   RecordedCupti input(recording, stream.names());
+  if (input.pairs_ignored() != 0) {
+    AddCount(report->caveats, "clock pairs not later than the previous one: left out", input.pairs_ignored());
+  }
   CuptiRecordParser parser(stream, input.parser_options());
   size_t largest = 1;
   for (const CuptiRecording::Buffer& b : recording.buffers) largest = std::max(largest, b.size / 40 + 1);

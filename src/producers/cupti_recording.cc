@@ -151,9 +151,30 @@ RecordedCupti::RecordedCupti(const CuptiRecording& recording, NameTable& names, 
       names_(names),
       options_(std::move(options)),
       clock_(std::max<size_t>(64, recording.clock_pairs.size())) {
+  // Pairs come from a file: only those later than the last taken in both
+  // clocks count (a clock going back would fit a negative slope).
+  uint64_t last_cupti = 0, last_host = 0;
+  bool any = false;
   for (const auto& [cupti, host] : recording.clock_pairs) {
-    clock_.AddPair(cupti, static_cast<uint64_t>(static_cast<int64_t>(host) + options_.host_shift_ns));
+    if (any && (cupti <= last_cupti || host <= last_host)) {
+      ++pairs_ignored_;
+      continue;
+    }
+    clock_.AddPair(cupti, host + static_cast<uint64_t>(options_.host_shift_ns));  // (mod 2^64)
+    last_cupti = cupti;
+    last_host = host;
+    any = true;
   }
+}
+
+bool CuptiRecordingReadable(const CuptiRecording& recording, std::string* why) {
+  if (recording.cupti_version / 100 == CuptiRecordParser::kCuptiApiVersion / 100) return true;
+  const auto version = [](uint32_t v) {
+    return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + " (" + std::to_string(v) + ")";
+  };
+  *why = "recorded by CUPTI " + version(recording.cupti_version) + "; this build reads the records of CUPTI " +
+         version(CuptiRecordParser::kCuptiApiVersion) + ", whose layouts may differ: not read";
+  return false;
 }
 
 CuptiRecordParser::Options RecordedCupti::parser_options() {
@@ -186,6 +207,10 @@ CuptiPlayResult PlayCuptiRecording(const CuptiRecording& recording, Stream& stre
                                    const RecordedCupti::Options& options,
                                    const std::function<void(size_t, uint64_t)>& after_buffer) {
   CuptiPlayResult result;
+  if (!CuptiRecordingReadable(recording, &result.error)) {
+    result.complete = false;
+    return result;
+  }
   RecordedCupti input(recording, stream.names(), options);
   CuptiRecordParser parser(stream, input.parser_options());
   // Room for any buffer's events at once (a record with an event is at
@@ -197,12 +222,27 @@ CuptiPlayResult PlayCuptiRecording(const CuptiRecording& recording, Stream& stre
       {.name = "cupti recording", .domain = TimeDomain::kHostNs, .capacity = std::max<size_t>(largest, 4096)});
   if (ring == nullptr) {
     result.complete = false;
+    result.error = "no ring for the recording";
     return result;
   }
   for (size_t i = 0; i < recording.buffers.size(); ++i) {
     const CuptiRecording::Buffer& b = recording.buffers[i];
+    // Room for the whole buffer; a ring nobody drains for kPlayStallMs is
+    // given up on (the stream's drain loop stopped, or never ran).
+    constexpr int kPlayStallMs = 10'000;
+    int waited_ms = 0;
+    size_t last_size = ring->queue->size();
     while (ring->queue->capacity() - ring->queue->size() < b.size / 40 + 1) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      const size_t size = ring->queue->size();
+      waited_ms = size < last_size ? 0 : waited_ms + 1;
+      last_size = size;
+      if (waited_ms >= kPlayStallMs) {
+        result.complete = false;
+        result.error = "buffer " + std::to_string(i) + ": the ring was not drained for 10 s";
+        ring->closed.store(true, std::memory_order_release);
+        return result;
+      }
     }
     const CuptiRecordParser::Result r = parser.Parse(b.data(), b.size, *ring->queue);
     ++result.buffers;
@@ -236,6 +276,10 @@ bool CuptiRecordingWriter::Open(const std::string& path, uint32_t cupti_version,
   path_ = path;
   failed_ = false;
   buffers_ = 0;
+  op_external_kind_ = 0;
+  pairs_.clear();
+  kernel_names_.clear();
+  op_names_.clear();
   const uint32_t reserved = 0;
   if (!WriteLocked(kCuptiRecordingMagic.data(), kCuptiRecordingMagic.size()) ||
       !WriteLocked(&cupti_version, sizeof cupti_version) || !WriteLocked(&reserved, sizeof reserved)) {

@@ -113,6 +113,8 @@ class RecordedCupti {
   // Options for a parser of this recording's buffers.
   CuptiRecordParser::Options parser_options();
   const ClockMap& clock() const { return clock_; }
+  // Clock pairs left out: not later than the previous one in both clocks.
+  size_t pairs_ignored() const { return pairs_ignored_; }
 
  private:
   NameId OpName(uint64_t id);
@@ -122,18 +124,28 @@ class RecordedCupti {
   Options options_;
   ClockMap clock_;
   std::unordered_map<uint64_t, NameId> ops_;  // external id -> name, as asked.
+  size_t pairs_ignored_ = 0;
 };
+
+// True if this build can read `recording`'s records: recorded by the CUPTI
+// major.minor whose structs it was built with (13.0); else false with *why
+// naming both versions. A newer CUPTI may write newer record versions, of
+// other sizes: walked as 13.0's they would be garbage.
+bool CuptiRecordingReadable(const CuptiRecording& recording, std::string* why);
 
 // Feeds a recording to `stream` as the CUPTI producer would: one ring
 // ("cupti recording"), each buffer parsed into it by a CuptiRecordParser,
 // the ring drained meanwhile by the stream's drain loop. The calling thread
 // is the ring's producer; a full ring makes it wait (this is no profiled
-// program), never drop. `after_buffer(i, max_end_host_ns)` runs after
+// program), never drop; a ring not drained for 10 s ends the play
+// (complete false, with `error`). A recording this build cannot read
+// (CuptiRecordingReadable) plays nothing. `after_buffer(i, max_end_host_ns)` runs after
 // buffer i is in the ring (a test's clock, a pacer); may be null.
 struct CuptiPlayResult {
   uint64_t buffers = 0, records = 0, events = 0;
   uint64_t max_end_ns = 0;  // host ns, of the latest event written.
   bool complete = true;     // every buffer walked to its end.
+  std::string error;        // why not, when the play itself stopped.
 };
 CuptiPlayResult PlayCuptiRecording(const CuptiRecording& recording, Stream& stream,
                                    const RecordedCupti::Options& options,

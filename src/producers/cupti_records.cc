@@ -203,10 +203,13 @@ inline size_t Hashed(uint64_t x) {
 }
 
 // Track keys: a thread id; kGpuTrackBit | device << 32 | stream;
-// kMemoryTrackBit | device; kMarkerTrackKey.
+// kAllocationTrackBit | device; kPoolTrackBit | device; kMarkerTrackKey.
 constexpr uint64_t kGpuTrackBit = uint64_t{1} << 63;
-constexpr uint64_t kMemoryTrackBit = uint64_t{1} << 62;
+constexpr uint64_t kAllocationTrackBit = uint64_t{1} << 62;
+constexpr uint64_t kPoolTrackBit = uint64_t{1} << 60;
 constexpr uint64_t kMarkerTrackKey = uint64_t{1} << 61;
+// The os_id of the rows that are no thread's (a thread lookup never matches).
+constexpr uint64_t kNoThreadId = UINT64_MAX;
 
 }  // namespace
 
@@ -288,7 +291,7 @@ void CuptiRecordParser::Convert(const KernelRec& r, SpscRing& out) {
   Event* e = Reserve(out);
   if (e == nullptr) return;
   e->ts = ToHost(start);
-  e->dur = DurationToHost(end - start);
+  e->dur = EndToHost(start, end, e->ts);
   e->name = name;
   e->track = track;
   e->corr = corr;
@@ -312,7 +315,7 @@ void CuptiRecordParser::CopyEvent(EventKind kind, uint64_t start, uint64_t end, 
   Event* e = Reserve(out);
   if (e == nullptr) return;
   e->ts = ToHost(start);
-  e->dur = DurationToHost(end - start);
+  e->dur = EndToHost(start, end, e->ts);
   e->name = kind_names_[static_cast<size_t>(kind)];
   e->track = track;
   e->corr = corr;
@@ -359,8 +362,8 @@ void CuptiRecordParser::Convert(const MemoryRec& r, SpscRing& out) {
   }
   const bool async = r.isAsync != 0;
   const uint32_t stream = r.streamId;
-  const TrackId track =
-      async && stream != CUPTI_INVALID_STREAM_ID ? StreamTrack(r.deviceId, stream) : MemoryTrack(r.deviceId);
+  const TrackId track = async && stream != CUPTI_INVALID_STREAM_ID ? StreamTrack(r.deviceId, stream)
+                                                                   : AllocationTrack(r.deviceId);
   Event* e = Reserve(out);
   if (e == nullptr) return;
   e->ts = ToHost(timestamp);
@@ -390,7 +393,7 @@ void CuptiRecordParser::Convert(const PoolRec& r, SpscRing& out) {
   }
   const bool destroyed =
       LIVEPROF_RAW(r, memoryPoolOperationType) == CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED;
-  const TrackId track = MemoryTrack(r.deviceId);
+  const TrackId track = PoolTrack(r.deviceId);
   Event* e = Reserve(out);
   if (e == nullptr) return;
   e->ts = ToHost(timestamp);
@@ -420,7 +423,7 @@ void CuptiRecordParser::Convert(const ApiRec& r, SpscRing& out) {
   Event* e = Reserve(out);
   if (e == nullptr) return;
   e->ts = ToHost(start);
-  e->dur = DurationToHost(end - start);
+  e->dur = EndToHost(start, end, e->ts);
   e->name = name;
   e->track = track;
   e->corr = r.correlationId;
@@ -436,7 +439,7 @@ void CuptiRecordParser::Convert(const ApiRec& r, SpscRing& out) {
 template <>
 void CuptiRecordParser::Convert(const ExternalRec& r, SpscRing&) {
   const uint64_t external = r.externalId;
-  if (LIVEPROF_RAW(r, externalKind) != options_.op_external_kind ||
+  if (options_.op_external_kind == 0 || LIVEPROF_RAW(r, externalKind) != options_.op_external_kind ||
       external > UINT32_MAX) {
     ++stats_.ignored;
     return;
@@ -520,7 +523,8 @@ void CuptiRecordParser::Convert(const OverheadRec& r, SpscRing& out) {
   const uint64_t end = r.end;
   if (!Timed(start, end)) return;
   const NameId name = stream_.names().Intern(OverheadName(LIVEPROF_RAW(r, overheadKind)));
-  HostEvent(EventKind::kHostSpan, ToHost(start), DurationToHost(end - start), name,
+  const uint64_t ts = ToHost(start);
+  HostEvent(EventKind::kHostSpan, ts, EndToHost(start, end, ts), name,
             ThreadTrack(r.objectId.pt.threadId), r.correlationId, out);
 }
 
@@ -592,9 +596,9 @@ TrackId CuptiRecordParser::StreamTrack(uint32_t device, uint32_t stream) {
 
 TrackId CuptiRecordParser::ThreadTrack(uint32_t thread_id) { return Track(thread_id); }
 
-TrackId CuptiRecordParser::MemoryTrack(uint32_t device) {
-  return Track(kMemoryTrackBit | device);
-}
+TrackId CuptiRecordParser::AllocationTrack(uint32_t device) { return Track(kAllocationTrackBit | device); }
+
+TrackId CuptiRecordParser::PoolTrack(uint32_t device) { return Track(kPoolTrackBit | device); }
 
 TrackId CuptiRecordParser::ProcessMarkerTrack() { return Track(kMarkerTrackKey); }
 
@@ -617,12 +621,19 @@ TrackId CuptiRecordParser::AddTrackSlow(uint64_t key) {
     return stream_.AddTrack(
         TrackInfo{names.Intern(name), TrackType::kGpuStream, id, DeviceOrdinal(device)});
   }
-  if ((key & kMemoryTrackBit) != 0) {
-    const std::string name = "GPU " + std::to_string(id) + " memory";
+  if ((key & kAllocationTrackBit) != 0) {
+    // Instants, not a counter (a counter row folds its events' values);
+    // os_id: no thread has it.
+    const std::string name = "GPU " + std::to_string(id) + " allocations";
+    return stream_.AddTrack(
+        TrackInfo{names.Intern(name), TrackType::kHostThread, kNoThreadId, DeviceOrdinal(id)});
+  }
+  if ((key & kPoolTrackBit) != 0) {
+    const std::string name = "GPU " + std::to_string(id) + " memory pool";
     return stream_.AddTrack(TrackInfo{names.Intern(name), TrackType::kCounter, id, DeviceOrdinal(id)});
   }
   if (key == kMarkerTrackKey) {
-    return stream_.AddTrack(TrackInfo{names.Intern("CUDA markers"), TrackType::kHostThread, 0, 0});
+    return stream_.AddTrack(TrackInfo{names.Intern("CUDA markers"), TrackType::kHostThread, kNoThreadId, 0});
   }
   if (options_.os_thread_ids) {
     // The host API's track for this OS thread, if it already made one.

@@ -76,7 +76,10 @@
 //
 // Time: every CUPTI timestamp (device and API records share CUPTI's clock,
 // the one cuptiGetTimestamp reads) is mapped onto the host clock through
-// Options::clock; null means CUPTI ns already are host ns.
+// Options::clock; null means CUPTI ns already are host ns. A live buffer is
+// mapped by one line (the map's at its first timestamp, the current slope:
+// its records span ~150 ms); a recording's by the map at every timestamp
+// (a buffer may span seconds, and its pairs are all known).
 //
 // Threads: one thread at a time uses a parser (it owns caches and the
 // ClockMap it reads); Parse() writes to a ring of which that thread must be
@@ -200,10 +203,12 @@ class CuptiRecordParser {
   TrackId StreamTrack(uint32_t device, uint32_t stream);
   // The track of a CUPTI thread id (see Options::os_thread_ids).
   TrackId ThreadTrack(uint32_t thread_id);
-  // The track of device `device`'s memory operations that name no stream
-  // (cudaMalloc, cudaFree, pool sizes): "GPU <d> memory", a counter track.
-  // Every event the parser writes is on a defined track (never 0).
-  TrackId MemoryTrack(uint32_t device);
+  // The track of device `device`'s allocations and frees that name no
+  // stream (cudaMalloc, cudaFree, cudaMallocHost): "GPU <d> allocations";
+  // and of its memory pool's size counter: "GPU <d> memory pool", a counter
+  // track. Every event the parser writes is on a defined track (never 0).
+  TrackId AllocationTrack(uint32_t device);
+  TrackId PoolTrack(uint32_t device);
   // The track of markers that name no thread: "CUDA markers".
   TrackId ProcessMarkerTrack();
 
@@ -308,12 +313,22 @@ class CuptiRecordParser {
   // base_other_), rounded to the ns (the ClockMap's own answer within 1 ns,
   // without a libm call per timestamp).
   uint64_t ToHost(uint64_t t) {
+    if (options_.recorded) return clock_->ToHost(t);
     if (!anchored_) [[unlikely]] Anchor(t);
     const double d = static_cast<double>(static_cast<int64_t>(t - base_other_));
     return base_host_ + static_cast<uint64_t>(RoundNs(d * slope_));
   }
   uint64_t DurationToHost(uint64_t d) const {
     return static_cast<uint64_t>(RoundNs(static_cast<double>(d) * slope_));
+  }
+  // A span's duration on the host clock, its begin mapped to `ts`. A
+  // recording maps its end through the clock map too (its pairs span the
+  // whole run: each reading lands between the two pairs around it), a live
+  // buffer by the current slope.
+  uint64_t EndToHost(uint64_t start, uint64_t end, uint64_t ts) const {
+    if (!options_.recorded) return DurationToHost(end - start);
+    const uint64_t host_end = clock_->ToHost(end);
+    return host_end > ts ? host_end - ts : 0;
   }
   // Saturating: a corrupt record's times may be anywhere in 2^64.
   static int64_t RoundNs(double v) {

@@ -231,9 +231,9 @@ TEST_CASE("cupti records: MEMORY2 allocations and releases become kAlloc and kFr
   Event alloc;
   alloc.ts = Host(kT0);
   alloc.name = f.stream.names().Intern("cuda");
-  // cudaMalloc names no stream: the device's memory track (never track 0,
-  // which no stream defines: an ingest server refuses it).
-  alloc.track = f.parser->MemoryTrack(kDevice);
+  // cudaMalloc names no stream: the device's allocations track (never
+  // track 0, which no stream defines: an ingest server refuses it).
+  alloc.track = f.parser->AllocationTrack(kDevice);
   alloc.corr = 70;
   alloc.kind = EventKind::kAlloc;
   alloc.sub = static_cast<uint8_t>(MemoryKind::kDevice);
@@ -255,8 +255,8 @@ TEST_CASE("cupti records: MEMORY2 allocations and releases become kAlloc and kFr
   CHECK(f.parser->stats().ignored == 1);
   const TrackInfo memory_track = f.stream.track(alloc.track);
   CHECK(alloc.track != 0);
-  CHECK(memory_track.type == TrackType::kCounter);
-  CHECK(f.Name(memory_track.name) == "GPU " + std::to_string(kDevice) + " memory");
+  CHECK(memory_track.type == TrackType::kHostThread);  // instants, not a counter row
+  CHECK(f.Name(memory_track.name) == "GPU " + std::to_string(kDevice) + " allocations");
 }
 
 TEST_CASE("cupti records: a local memory pool becomes the allocator's reserved-bytes counter") {
@@ -282,7 +282,7 @@ TEST_CASE("cupti records: a local memory pool becomes the allocator's reserved-b
   Event want;
   want.ts = Host(kT0);
   want.name = f.stream.names().Intern("memory/cuda_async/reserved_bytes");
-  want.track = f.parser->MemoryTrack(kDevice);
+  want.track = f.parser->PoolTrack(kDevice);
   want.corr = 5;
   want.kind = EventKind::kCounter;
   want.device = kDevice;
@@ -290,6 +290,8 @@ TEST_CASE("cupti records: a local memory pool becomes the allocator's reserved-b
   CheckEvent(events[0], want);
   CHECK(events[1].ts == Host(kT1));
   CHECK(events[1].payload.counter.value == 0.0);
+  CHECK(f.stream.track(want.track).type == TrackType::kCounter);
+  CHECK(f.Name(f.stream.track(want.track).name) == "GPU " + std::to_string(kDevice) + " memory pool");
 }
 
 TEST_CASE("cupti records: runtime and driver API records become kRuntimeApi on their thread") {
