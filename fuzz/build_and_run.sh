@@ -5,7 +5,8 @@
 # rewritten). Exits non-zero on a build failure or on any crash, leak, UB
 # report or timeout; a crashing input is kept in OUT_DIR as crash-<sha1>.
 #
-#   fuzz/build_and_run.sh TARGET OUT_DIR [RUNS]    (RUNS defaults to 1000000)
+#   fuzz/build_and_run.sh TARGET OUT_DIR [RUNS]    (RUNS defaults to 1000000;
+#                                                   "90s": run for 90 seconds)
 #
 # TARGET: control_message (the WebSocket control-message decoder),
 # chrome_trace (the Chrome trace JSON importer), xplane (the XPlane
@@ -109,11 +110,19 @@ else
   cp fuzz/corpus/"${target}"/*.json "${corpus}/"
 fi
 
-echo "fuzz: ${runs} runs on a copy of fuzz/corpus/${target} ($(ls "${corpus}" | wc -l) seeds)"
+# RUNS: a number of runs, or a time ("90s": -max_total_time, as CI bounds it).
+if [[ ${runs} == *s ]]; then
+  limit=(-max_total_time="${runs%s}")
+  what="${runs%s} s"
+else
+  limit=(-runs="${runs}")
+  what="${runs} runs"
+fi
+echo "fuzz: ${what} on a copy of fuzz/corpus/${target} ($(ls "${corpus}" | wc -l) seeds)"
 start=$(date +%s)
 status=0
 "${out}/${target}_fuzz" "${corpus}" \
-  -runs="${runs}" -max_len="${max_len}" -timeout=10 \
+  "${limit[@]}" -max_len="${max_len}" -timeout=10 \
   -dict="fuzz/${target}.dict" \
   -artifact_prefix="${out}/" -print_final_stats=1 || status=$?
 end=$(date +%s)

@@ -163,7 +163,7 @@ class CuptiRecordParser {
     size_t events = 0;       // events published to the ring.
     size_t ring_full = 0;    // events lost because the ring was full.
     bool complete = true;    // false: the walk stopped early (diagnostic counted).
-    uint64_t max_end = 0;    // host ns: the latest end of an event written.
+    uint64_t max_end = 0;    // host ns: the latest end of an event written (recordings only).
   };
 
   struct Stats {
@@ -313,7 +313,7 @@ class CuptiRecordParser {
   // base_other_), rounded to the ns (the ClockMap's own answer within 1 ns,
   // without a libm call per timestamp).
   uint64_t ToHost(uint64_t t) {
-    if (options_.recorded) return clock_->ToHost(t);
+    if (options_.recorded) [[unlikely]] return clock_->ToHost(t);
     if (!anchored_) [[unlikely]] Anchor(t);
     const double d = static_cast<double>(static_cast<int64_t>(t - base_other_));
     return base_host_ + static_cast<uint64_t>(RoundNs(d * slope_));
@@ -326,7 +326,7 @@ class CuptiRecordParser {
   // whole run: each reading lands between the two pairs around it), a live
   // buffer by the current slope.
   uint64_t EndToHost(uint64_t start, uint64_t end, uint64_t ts) const {
-    if (!options_.recorded) return DurationToHost(end - start);
+    if (!options_.recorded) [[likely]] return DurationToHost(end - start);
     const uint64_t host_end = clock_->ToHost(end);
     return host_end > ts ? host_end - ts : 0;
   }
@@ -359,7 +359,8 @@ class CuptiRecordParser {
   void Publish(SpscRing& out, const Event& e) {
     out.Publish();
     ++result_.events;
-    result_.max_end = std::max(result_.max_end, e.ts + e.dur);
+    // (a recording's player paces by it; live buffers skip the cost)
+    if (options_.recorded) [[unlikely]] result_.max_end = std::max(result_.max_end, e.ts + e.dur);
   }
   void HostEvent(EventKind kind, uint64_t ts, uint64_t dur, NameId name, TrackId track,
                  uint32_t corr, SpscRing& out);
