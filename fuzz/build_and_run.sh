@@ -73,7 +73,7 @@ case "${target}" in
   cupti_records)
     # The record parser and the recording format with the stream they write
     # to; the CUDA toolkit's headers (the record structs) only.
-    sources=(src/producers/cupti_records.cc src/producers/cupti_recording.cc src/stream/*.cc)
+    sources=(src/producers/cupti_records.cc src/producers/cupti_names.cc src/producers/cupti_recording.cc src/stream/*.cc)
     libs=(-isystem /usr/local/cuda/include -lpthread)
     # Room for a whole recording (h200_loop.bin is 59,005 bytes with its
     # form byte).

@@ -57,6 +57,7 @@ json Document(const std::string& path, const TraceAnalysis& a) {
                       {"utilization_pct", d.utilization_pct}});
   }
   const ImportReport& r = a.report;
+  const std::string format = FileFormat(path);
   const json status = json::parse(v.status);
   const json steps = json::parse(v.steps);
   return {
@@ -65,8 +66,8 @@ json Document(const std::string& path, const TraceAnalysis& a) {
       {"file", path},
       {"import", {{"bytes", r.bytes}, {"trace_events", r.trace_events}, {"events", r.events_out},
                   {"dropped", r.dropped}, {"caveats", r.caveats}, {"base_time_ns", r.base_time_ns},
-                  {"schema", r.schema}, {"format", FileFormat(path)},
-                  {"records_by_kind", FileFormat(path) == "cupti_recording" ? json(r.phases) : json()},
+                  {"schema", r.schema}, {"format", format},
+                  {"records_by_kind", format == "cupti_recording" ? json(r.phases) : json()},
                   {"hosts", r.hosts},
                   {"distributed", r.distributed.empty() ? json() : json::parse(r.distributed)}}},
       {"overview", json::parse(v.overview)},

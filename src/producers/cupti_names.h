@@ -1,0 +1,31 @@
+// CUPTI's names, for the record parser (cupti_records.h): the API calls a
+// training job makes most (so that names, and the launch detection of
+// steps.h, work without cuptiGetCallbackName), the activity kinds, the
+// overhead kinds. Tables only: no state.
+#ifndef LIVEPROF_PRODUCERS_CUPTI_NAMES_H_
+#define LIVEPROF_PRODUCERS_CUPTI_NAMES_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace liveprof {
+
+// The name of API callback `cbid` of the driver (true) or runtime (false)
+// domain from the built-in table ("cudaLaunchKernel"), or null.
+const char* BuiltinCuptiApiName(bool driver, uint32_t cbid);
+
+// "cudaLaunchKernel_v7000" -> "cudaLaunchKernel" (CUPTI's callback names
+// carry the version of the entry point; ours do not).
+std::string_view StripCuptiVersion(std::string_view name);
+
+// "CUPTI overhead: buffer flush"... for a CUpti_ActivityOverheadKind.
+const char* OverheadName(uint32_t kind);
+
+// "CONCURRENT_KERNEL", "MEMCPY"... for a CUpti_ActivityKind; "kind N" for
+// one this build does not name.
+std::string CuptiKindName(uint32_t kind);
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_PRODUCERS_CUPTI_NAMES_H_
