@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "aggregators/alerts.h"
-#include "aggregators/json_writer.h"
+#include "base/json_writer.h"
 
 namespace liveprof {
 namespace {

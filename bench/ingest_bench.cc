@@ -33,11 +33,11 @@
 #include <thread>
 #include <vector>
 
-#include "aggregators/pipeline.h"
-#include "aggregators/trace_store.h"
+#include "pipeline/pipeline.h"
+#include "store/trace_store.h"
 #include "producers/host_api.h"
-#include "producers/ingest_sender.h"
-#include "producers/ingest_server.h"
+#include "ingest/ingest_sender.h"
+#include "ingest/ingest_server.h"
 #include "stream/clock.h"
 
 namespace liveprof {

@@ -16,7 +16,7 @@
 #include <random>
 #include <vector>
 
-#include "aggregators/trace_store.h"
+#include "store/trace_store.h"
 
 namespace liveprof {
 namespace {

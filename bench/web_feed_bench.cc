@@ -42,7 +42,7 @@
 #include <thread>
 #include <vector>
 
-#include "aggregators/pipeline.h"
+#include "pipeline/pipeline.h"
 #include "producers/simulated_workload.h"
 #include "stream/stream.h"
 #include "web/server.h"

@@ -32,7 +32,7 @@
 
 #include "producers/cupti_source.h"
 #include "producers/host_api.h"
-#include "producers/ingest_sender.h"
+#include "ingest/ingest_sender.h"
 
 namespace {
 

@@ -37,7 +37,7 @@ case "${target}" in
   control_message)
     # The decoder and what it links: protocol.cc (DecodeControlMessage,
     # Encode*), event.cc (kind names), json_writer.cc (the JSON it writes).
-    sources=(src/web/protocol.cc src/stream/event.cc src/aggregators/json_writer.cc)
+    sources=(src/web/protocol.cc src/stream/event.cc src/base/json_writer.cc)
     # -max_len: room for the limits' edges (1025 tracks, 17 topics) but not
     # the 64 KiB message cap, which the unit tests cover.
     max_len=8192
@@ -66,7 +66,7 @@ case "${target}" in
     # schema's header generated here (flatc, as the build does).
     mkdir -p "${out}/gen/stream"
     flatc --cpp --scoped-enums -o "${out}/gen/stream" src/stream/liveprof.fbs
-    sources=(src/producers/ingest_frames.cc src/stream/*.cc)
+    sources=(src/ingest/ingest_frames.cc src/stream/*.cc)
     libs=(-isystem "${out}/gen" -lpthread)
     max_len=4096
     ;;

@@ -1,4 +1,4 @@
-// libFuzzer target: socket ingest's frame decoding (producers/ingest_frames.h),
+// libFuzzer target: socket ingest's frame decoding (ingest/ingest_frames.h),
 // as a connection drives it: the input is a byte stream, fed to a
 // FrameSplitter in pieces (the first byte sets their size), each whole frame
 // decoded by one IngestDecoder until one is refused.
@@ -26,7 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "producers/ingest_frames.h"
+#include "ingest/ingest_frames.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "aggregators/alerts.h"
-#include "aggregators/json_writer.h"
+#include "base/json_writer.h"
 
 namespace liveprof {
 

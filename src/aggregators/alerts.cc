@@ -10,7 +10,7 @@
 #include <limits>
 #include <utility>
 
-#include "aggregators/json_writer.h"
+#include "base/json_writer.h"
 
 namespace liveprof {
 

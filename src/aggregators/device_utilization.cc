@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "aggregators/catalog.h"
-#include "aggregators/json_writer.h"
+#include "base/json_writer.h"
 #include "stream/diagnostics.h"
 
 namespace liveprof {

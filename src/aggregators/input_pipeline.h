@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "aggregators/json_writer.h"
+#include "base/json_writer.h"
 #include "aggregators/op_stats.h"
 #include "aggregators/step_breakdown.h"
 #include "stream/event.h"

@@ -6,8 +6,8 @@
 #include <tuple>
 
 #include "aggregators/catalog.h"
-#include "aggregators/json_writer.h"
-#include "aggregators/top_n.h"
+#include "base/json_writer.h"
+#include "base/top_n.h"
 #include "stream/diagnostics.h"
 
 namespace liveprof {

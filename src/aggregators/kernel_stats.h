@@ -20,7 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "aggregators/string_ids.h"
+#include "base/string_ids.h"
 #include "stream/event.h"
 
 namespace liveprof {

@@ -1,6 +1,6 @@
 #include "aggregators/memory_state.h"
 
-#include "aggregators/flat_map.h"
+#include "base/flat_map.h"
 
 #include <algorithm>
 #include <cmath>

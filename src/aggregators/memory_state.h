@@ -89,7 +89,7 @@
 #include <vector>
 
 #include "aggregators/catalog.h"
-#include "aggregators/json_writer.h"
+#include "base/json_writer.h"
 #include "stream/diagnostics.h"
 #include "stream/event.h"
 

@@ -2,7 +2,7 @@
 // itself is kept in memory_state.cc.
 #include <string>
 
-#include "aggregators/json_writer.h"
+#include "base/json_writer.h"
 #include "aggregators/memory_state.h"
 
 namespace liveprof {

@@ -4,7 +4,7 @@
 #include <charconv>
 #include <string>
 
-#include "aggregators/top_n.h"
+#include "base/top_n.h"
 
 namespace liveprof {
 

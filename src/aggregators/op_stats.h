@@ -73,8 +73,8 @@
 #include <vector>
 
 #include "aggregators/catalog.h"
-#include "aggregators/json_writer.h"
-#include "aggregators/string_ids.h"
+#include "base/json_writer.h"
+#include "base/string_ids.h"
 #include "stream/diagnostics.h"
 #include "aggregators/tf_op_name.h"
 #include "stream/event.h"

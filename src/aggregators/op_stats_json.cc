@@ -1,7 +1,7 @@
 // OpStatsSnapshot as JSON and CSV (the TF-stats view and its download).
 #include <string>
 
-#include "aggregators/json_writer.h"
+#include "base/json_writer.h"
 #include "aggregators/op_stats.h"
 
 namespace liveprof {

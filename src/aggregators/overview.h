@@ -16,7 +16,7 @@
 #include "aggregators/catalog.h"
 #include "aggregators/device_utilization.h"
 #include "aggregators/input_pipeline.h"
-#include "aggregators/json_writer.h"
+#include "base/json_writer.h"
 #include "aggregators/kernel_stats.h"
 #include "aggregators/op_stats.h"
 #include "aggregators/step_breakdown.h"

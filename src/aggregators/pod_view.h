@@ -48,7 +48,7 @@
 #include <vector>
 
 #include "aggregators/catalog.h"
-#include "aggregators/json_writer.h"
+#include "base/json_writer.h"
 #include "aggregators/step_breakdown.h"
 #include "aggregators/steps.h"
 #include "stream/diagnostics.h"

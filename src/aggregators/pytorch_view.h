@@ -47,7 +47,7 @@
 #include <vector>
 
 #include "aggregators/catalog.h"
-#include "aggregators/json_writer.h"
+#include "base/json_writer.h"
 #include "aggregators/py_format.h"
 #include "stream/diagnostics.h"
 #include "stream/event.h"

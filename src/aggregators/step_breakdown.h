@@ -32,7 +32,7 @@
 #include <string_view>
 #include <vector>
 
-#include "aggregators/json_writer.h"
+#include "base/json_writer.h"
 #include "aggregators/steps.h"
 #include "stream/diagnostics.h"
 

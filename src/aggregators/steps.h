@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "aggregators/catalog.h"
-#include "aggregators/flat_map.h"
+#include "base/flat_map.h"
 #include "aggregators/span_type.h"
 #include "stream/diagnostics.h"
 #include "stream/event.h"

@@ -25,7 +25,7 @@
 #include "app/analyze.h"
 #include "app/args.h"
 #include "app/example_training.h"
-#include "producers/ingest_sender.h"
+#include "ingest/ingest_sender.h"
 #include "app/serve.h"
 #include "app/simulate.h"
 #include "producers/host_api.h"

@@ -13,13 +13,13 @@
 #include <string>
 #include <string_view>
 
-#include "aggregators/pipeline.h"
+#include "pipeline/pipeline.h"
 #include "app/args.h"
 #include "import/chrome_export.h"
 #include "import/replay.h"
-#include "aggregators/json_writer.h"
+#include "base/json_writer.h"
 #include "producers/host_api.h"
-#include "producers/ingest_server.h"
+#include "ingest/ingest_server.h"
 #include "producers/simulated_workload.h"
 #ifdef LIVEPROF_HAVE_CUPTI
 #include "producers/cupti_source.h"

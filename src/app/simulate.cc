@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "aggregators/input_pipeline.h"
-#include "aggregators/pipeline.h"
+#include "pipeline/pipeline.h"
 #include "producers/simulated_workload.h"
 
 namespace liveprof {

@@ -6,7 +6,7 @@
 #include <cinttypes>
 #include <cstring>
 
-#include "aggregators/json_writer.h"
+#include "base/json_writer.h"
 #include "import/trace_file.h"
 
 namespace liveprof {

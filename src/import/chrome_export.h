@@ -41,7 +41,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "aggregators/trace_store.h"
+#include "store/trace_store.h"
 #include "stream/event.h"
 #include "stream/stream.h"
 

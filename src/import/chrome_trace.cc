@@ -8,7 +8,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "aggregators/flat_map.h"
+#include "base/flat_map.h"
 #include "import/chunk_reader.h"
 #include "import/decimal.h"
 #include "import/json_splitter.h"

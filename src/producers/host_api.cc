@@ -1,7 +1,5 @@
 #include "producers/host_api.h"
 
-#include "producers/ingest_sender.h"
-
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -123,6 +121,11 @@ SpscRing* AcquireThreadRing() {
 
 }  // namespace internal
 
+// Defined by the ingest client library (src/ingest/ingest_sender.cc), which
+// connects to LIVEPROF_SERVER; weak: a program without it has none. The host
+// API never depends on the sender (docs/architecture.md).
+extern "C" void liveprof_ingest_on_global_stream(void) __attribute__((weak));
+
 namespace {
 
 // Creates the global stream if it does not exist; true if this call did.
@@ -153,9 +156,9 @@ Stream& GlobalStream() {
   Stream* s = internal::g_stream.load(std::memory_order_acquire);
   if (s != nullptr) return *s;
   // LIVEPROF_SERVER connects once the stream exists, outside the lock (the
-  // sender uses the stream).
+  // sender uses the stream), when the ingest client is linked in.
 #ifndef LIVEPROF_DISABLE_TRACING
-  if (CreateGlobalStream()) internal::ConnectFromEnvironment();
+  if (CreateGlobalStream() && liveprof_ingest_on_global_stream != nullptr) liveprof_ingest_on_global_stream();
 #else
   CreateGlobalStream();  // (nothing is recorded: nothing to send)
 #endif

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "producers/host_api.h"
-#include "producers/ingest_sender.h"
+#include "ingest/ingest_sender.h"
 #include "stream/clock.h"
 #include "stream/diagnostics.h"
 #include "stream/event.h"

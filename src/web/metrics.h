@@ -32,7 +32,7 @@
 // cumulative over the whole run, and only the window's steps are at hand.
 //
 // Threads: pure functions, any thread. The MetricsInput comes from
-// CollectMetrics (aggregators/metrics_input.h) on the pipeline thread, which
+// CollectMetrics (pipeline/metrics_input.h) on the pipeline thread, which
 // publishes it with each snapshot.
 #ifndef LIVEPROF_WEB_METRICS_H_
 #define LIVEPROF_WEB_METRICS_H_
@@ -44,7 +44,7 @@
 #include <string_view>
 #include <vector>
 
-#include "aggregators/metrics_input.h"
+#include "pipeline/metrics_input.h"
 
 namespace liveprof {
 

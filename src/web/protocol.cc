@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "aggregators/json_writer.h"
+#include "base/json_writer.h"
 
 namespace liveprof {
 

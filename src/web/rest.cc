@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include "aggregators/json_writer.h"
+#include "base/json_writer.h"
 #include "web/static_files.h"  // PercentDecode
 #include "web/trace_api.h"
 

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "aggregators/metrics_input.h"
-#include "aggregators/pipeline.h"
+#include "pipeline/metrics_input.h"
+#include "pipeline/pipeline.h"
 
 namespace liveprof {
 

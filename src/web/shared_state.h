@@ -24,7 +24,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "aggregators/pipeline.h"
+#include "pipeline/pipeline.h"
 #include "web/protocol.h"
 #include "web/server.h"
 

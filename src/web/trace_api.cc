@@ -4,7 +4,7 @@
 #include <optional>
 #include <tuple>
 
-#include "aggregators/json_writer.h"
+#include "base/json_writer.h"
 #include "stream/event.h"
 #include "web/trace_tile.h"
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "aggregators/trace_store.h"
+#include "store/trace_store.h"
 #include "web/rest.h"
 #include "web/server.h"
 

@@ -19,7 +19,7 @@
 #include <variant>
 #include <vector>
 
-#include "aggregators/trace_store.h"
+#include "store/trace_store.h"
 #include "web/protocol.h"
 
 namespace liveprof {
@@ -32,7 +32,7 @@ enum class TileTrackType : uint8_t {
   kGpuStream = 2,
   kCounter = 3,
   kProcess = 4,
-  kSteps = 5,  // a GPU's derived rows (aggregators/derived_rows.h).
+  kSteps = 5,  // a GPU's derived rows (store/derived_rows.h).
   kFrameworkOps = 6,
   kMemory = 7,
 };

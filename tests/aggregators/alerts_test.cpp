@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "aggregators/json_writer.h"
+#include "base/json_writer.h"
 
 namespace liveprof {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "aggregators/catalog.h"
-#include "aggregators/json_writer.h"
+#include "base/json_writer.h"
 #include "event_builder.h"
 #include "stream/diagnostics.h"
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "aggregators/derived_rows.h"
-#include "aggregators/trace_store.h"
+#include "store/derived_rows.h"
+#include "store/trace_store.h"
 
 namespace liveprof {
 

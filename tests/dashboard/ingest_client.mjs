@@ -12,7 +12,7 @@ const FILE_IDENTIFIER = 'LPF1';
 export const KIND_HOST_SPAN = 10;  // EventKind::kHostSpan (src/stream/event.h)
 
 // One Frame whose body `body(builder)` builds, as the C++ ends write it
-// (src/producers/ingest_wire.h): its u32 size, then the FlatBuffers bytes
+// (src/ingest/ingest_wire.h): its u32 size, then the FlatBuffers bytes
 // (aligned from their own start, not the prefix's) padded with zeros.
 function frame(bodyType, body) {
   const b = new flatbuffers.Builder(1024);

@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "aggregators/pipeline.h"
+#include "pipeline/pipeline.h"
 #include "import/trace_analysis.h"
 
 namespace liveprof {

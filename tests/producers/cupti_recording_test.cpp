@@ -21,15 +21,15 @@
 #include <unistd.h>
 #include <vector>
 
-#include "aggregators/pipeline.h"
+#include "pipeline/pipeline.h"
 #include "real_traces.h"
 #include "import/chunk_reader.h"
 #include "import/cupti_recording_file.h"
 #include "import/trace_analysis.h"
 #include "producers/cupti_records.h"
 #include "producers/host_api.h"
-#include "producers/ingest_sender.h"
-#include "producers/ingest_server.h"
+#include "ingest/ingest_sender.h"
+#include "ingest/ingest_server.h"
 #include "stream/clock.h"
 #include "stream/stream.h"
 

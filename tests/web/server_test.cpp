@@ -25,7 +25,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "aggregators/pipeline.h"
+#include "pipeline/pipeline.h"
 #include "producers/simulated_workload.h"
 #include "stream/stream.h"
 #include "web/test_server.h"

@@ -12,7 +12,7 @@
 #include <thread>
 #include <utility>
 
-#include "aggregators/pipeline.h"
+#include "pipeline/pipeline.h"
 #include "producers/simulated_workload.h"
 #include "stream/stream.h"
 #include "web/server.h"

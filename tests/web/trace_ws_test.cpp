@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "aggregators/pipeline.h"
+#include "pipeline/pipeline.h"
 #include "stream/liveprof_generated.h"
 #include "stream/stream.h"
 #include "web/server.h"

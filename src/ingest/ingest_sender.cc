@@ -1,0 +1,704 @@
+#include "ingest/ingest_sender.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "producers/gpu_activity.h"
+#include "producers/host_api.h"
+#include "ingest/ingest_frames.h"
+#include "ingest/ingest_endpoint.h"
+#include "ingest/ingest_wire.h"
+#include "stream/clock.h"
+#include "stream/drain_loop.h"
+#include "stream/wire_event.h"
+
+namespace liveprof {
+namespace {
+
+constexpr size_t kMaxBatchEvents = 65536;     // 3 MiB of events a frame, well under 16 MiB.
+constexpr size_t kMaxDefinitionBytes = 4 << 20;  // a definitions-only batch (seq 0), about.
+constexpr size_t kOutLowWater = 1 << 20;      // serialize more batches below this.
+constexpr uint64_t kIdleProgressPeriodNs = 50'000'000;  // a batch of progress alone, at most this often.
+
+std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+std::string ProgramName() {
+  std::ifstream comm("/proc/self/comm");
+  std::string name;
+  std::getline(comm, name);
+  return name.empty() ? "process" : name;
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  return gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string();
+}
+
+// The sender for one stream: a thread that drains it (DrainLoop::RunOnce on
+// its own thread), batches, sends, reads acks, pings and controls.
+class Sender {
+ public:
+  Sender(Stream& stream, SenderOptions options, IngestEndpoint endpoint)
+      : stream_(stream),
+        options_(std::move(options)),
+        endpoint_(std::move(endpoint)),
+        drain_(stream, DrainOptions(), [this](const Batch& b) { OnBatch(b); }) {
+    std::random_device rd;
+    session_ = (uint64_t{rd()} << 32) ^ rd() ^ HostNowNs();
+    status_.running = true;
+  }
+  ~Sender() { Stop(0); }
+
+  void Start() {
+    owner_pid_ = ::getpid();
+    thread_ = std::thread([this] { Run(); });
+  }
+  // False in a child forked after Start: the thread did not come along.
+  bool InOwner() const { return ::getpid() == owner_pid_; }
+
+  // Asks the thread to send what is recorded and to wait for its ack, then
+  // joins it.
+  void Stop(uint64_t timeout_ns) {
+    if (!thread_.joinable()) return;
+    const uint64_t now = HostNowNs();
+    stop_deadline_ns_.store(timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns, std::memory_order_relaxed);
+    stop_.store(true, std::memory_order_release);
+    thread_.join();
+  }
+
+  std::string address() const { return endpoint_.ToString(); }
+
+  SenderStatus Status() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return status_;
+  }
+
+ private:
+  struct Pending {
+    uint64_t seq = 0;
+    std::vector<Event> definitions;  // kNameDef / kTrackDef of the drain rounds it covers.
+    std::vector<Event> events;
+    uint64_t dropped = 0;  // events the rings dropped meanwhile.
+    uint64_t progress_ns = 0;  // IngestBatch.progress_ns: DrainLoop::complete_through_ns().
+  };
+
+  static DrainLoop::Options DrainOptions() {
+    DrainLoop::Options o;
+    o.reorder.window_ns = 20'000'000;  // the server reorders again: keep latency low here.
+    return o;
+  }
+
+  void Run();
+  void OnBatch(const Batch& b);
+  void Seal(uint64_t now);
+  void TrimUnacked();
+  bool Connect(uint64_t now);
+  void Disconnect(const std::string& why);
+  void SendDefinitions();
+  void FillOut();
+  bool ReadFrames(uint64_t now);
+  void Refused(const wire::IngestAck& a);
+  void Apply(const wire::IngestControl& c, uint64_t now);
+  void ExpireControl(uint64_t now);
+  void Restore();
+  void AppendState(uint32_t control_id);
+  void StateGpuChange();
+  bool WriteOut();
+  void SetError(const std::string& e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_.last_error = e;
+  }
+
+  Stream& stream_;
+  const SenderOptions options_;
+  const IngestEndpoint endpoint_;
+  DrainLoop drain_;
+  uint64_t session_ = 0;
+  std::thread thread_;
+  pid_t owner_pid_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> stop_deadline_ns_{0};
+
+  // The thread's.
+  Pending open_;                 // being filled by drain rounds.
+  std::deque<Pending> unacked_;  // sealed, oldest first; sent or not.
+  size_t unacked_events_ = 0;
+  uint64_t next_seq_ = 1;
+  uint64_t next_send_seq_ = 1;  // the oldest batch not yet written on this connection.
+  uint64_t last_written_seq_ = 0;  // on any connection: a batch at or below was sent before.
+  uint64_t last_dropped_total_ = 0;
+  uint64_t carried_dropped_ = 0;  // events of batches dropped unacknowledged.
+  uint64_t last_seal_ns_ = 0;
+  uint64_t sealed_progress_ns_ = 0;  // the last batch's progress_ns,
+  uint64_t last_batch_ns_ = 0;       // and when it was sealed.
+  int fd_ = -1;
+  uint64_t next_connect_ns_ = 0;
+  bool tried_at_stop_ = false;  // one more attempt once stopping, whatever the period.
+  bool said_refused_ = false;   // the first refusal was said on stderr (the rest are counted).
+  FrameSplitter splitter_;
+  std::string out_;
+  size_t out_pos_ = 0;
+  // Capture on demand: what was in force before the control, and its end.
+  struct Settings {
+    int level;
+    bool python;
+    bool gpu_turned;  // a control turned the GPU producer (gpu_activity.h),
+    bool gpu;         // which was on or off before;
+    bool gpu_level_turned;  // a control switched its level,
+    CuptiLevel gpu_level;   // which was this before.
+  };
+  // What the last IngestState said of the GPU producer: a change (a
+  // CuptiSource started or stopped, or turned by the program) is said anew.
+  bool stated_gpu_ = false, stated_gpu_available_ = false;
+  CuptiLevel stated_gpu_level_ = CuptiLevel::kDefault;
+  bool control_active_ = false;
+  Settings before_{};
+  uint64_t control_until_ns_ = 0;
+  uint32_t control_id_ = 0;
+
+  mutable std::mutex mu_;  // guards status_.
+  SenderStatus status_;
+};
+
+void Sender::OnBatch(const Batch& b) {
+  open_.definitions.insert(open_.definitions.end(), b.definitions.begin(), b.definitions.end());
+  open_.events.insert(open_.events.end(), b.events.begin(), b.events.end());
+  open_.events.insert(open_.events.end(), b.late.begin(), b.late.end());
+}
+
+// Closes the open batch (if it holds anything) and queues it, with how far
+// this process's events are complete. With nothing else to send, that alone
+// goes now and then: an idle sender must not hold up the server's release of
+// the other senders' events.
+void Sender::Seal(uint64_t now) {
+  const uint64_t dropped_total = stream_.TotalDropped();
+  open_.dropped = dropped_total - last_dropped_total_ + carried_dropped_;
+  const uint64_t progress = drain_.complete_through_ns();
+  const bool progress_due = progress > sealed_progress_ns_ && now - last_batch_ns_ >= kIdleProgressPeriodNs;
+  if (open_.events.empty() && open_.definitions.empty() && open_.dropped == 0 && !progress_due) return;
+  sealed_progress_ns_ = std::max(sealed_progress_ns_, progress);
+  last_batch_ns_ = now;
+  last_dropped_total_ = dropped_total;
+  carried_dropped_ = 0;
+  // Cut to frames of at most kMaxBatchEvents; definitions go with the first.
+  const size_t total = open_.events.size();
+  size_t at = 0;
+  do {
+    Pending p;
+    p.seq = next_seq_++;
+    const size_t n = std::min(kMaxBatchEvents, total - at);
+    if (n == total) {
+      p.events = std::move(open_.events);  // (the usual case: one frame)
+    } else {
+      p.events.assign(open_.events.begin() + static_cast<ptrdiff_t>(at),
+                      open_.events.begin() + static_cast<ptrdiff_t>(at + n));
+    }
+    if (at == 0) {
+      p.definitions = std::move(open_.definitions);
+      p.dropped = open_.dropped;
+    }
+    at += n;
+    if (at == total) p.progress_ns = progress;  // (the last frame: the events it completes are in it or before)
+    unacked_events_ += p.events.size();
+    unacked_.push_back(std::move(p));
+  } while (at < total);
+  open_ = Pending{};
+  TrimUnacked();
+}
+
+// Past max_unacked_bytes the oldest batches go, counted as dropped (the
+// server learns their count with the next batch).
+void Sender::TrimUnacked() {
+  const size_t max_events = std::max<size_t>(options_.max_unacked_bytes / sizeof(Event), kMaxBatchEvents);
+  uint64_t dropped_batches = 0;
+  while (unacked_events_ > max_events && unacked_.size() > 1) {
+    Pending& p = unacked_.front();
+    unacked_events_ -= p.events.size();
+    // Its ring drops still to say, and its events unless a connection took them.
+    carried_dropped_ += p.dropped + (p.seq > last_written_seq_ ? p.events.size() : 0);
+    // Its definitions still matter on this connection if it was not sent:
+    // hand them to the next batch.
+    Pending& next = unacked_[1];
+    next.definitions.insert(next.definitions.begin(), p.definitions.begin(), p.definitions.end());
+    if (next_send_seq_ <= p.seq) next_send_seq_ = p.seq + 1;
+    unacked_.pop_front();
+    ++dropped_batches;
+  }
+  if (dropped_batches > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_.batches_dropped += dropped_batches;
+  }
+}
+
+bool Sender::Connect(uint64_t now) {
+  next_connect_ns_ = now + options_.reconnect_period_ns;
+  // Non-blocking from the start: a server whose backlog is full (or a TCP
+  // peer that does not answer) must not hold the thread, or the exit.
+  const int fd = ::socket(endpoint_.tcp ? AF_INET : AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) {
+    SetError(Errno("socket"));
+    return false;
+  }
+  int rc;
+  if (endpoint_.tcp) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(endpoint_.port);
+    inet_pton(AF_INET, endpoint_.host.c_str(), &a.sin_addr);
+    rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a);
+  } else {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, endpoint_.path.data(), endpoint_.path.size());
+    rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a);
+  }
+  if (rc != 0 && errno == EINPROGRESS) {  // TCP: wait a little for it, no more.
+    pollfd p{fd, POLLOUT, 0};
+    int err = ETIMEDOUT;
+    socklen_t len = sizeof err;
+    if (::poll(&p, 1, 200) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0) rc = err == 0 ? 0 : -1;
+    errno = err;
+  }
+  if (rc != 0) {
+    SetError(Errno("connect " + endpoint_.ToString()));
+    ::close(fd);
+    return false;
+  }
+  fd_ = fd;
+  splitter_ = FrameSplitter();
+  out_.clear();
+  out_pos_ = 0;
+  const std::string host = HostName();
+  AppendIngestFrame(&out_, wire::Body::IngestHello, [&](flatbuffers::FlatBufferBuilder& fbb) {
+    return wire::CreateIngestHelloDirect(fbb, kIngestProtocol, host.c_str(), static_cast<uint64_t>(getpid()),
+                                         options_.rank, options_.program.c_str(), HostNowNs(), session_)
+        .Union();
+  });
+  AppendState(control_id_);
+  SendDefinitions();
+  next_send_seq_ = unacked_.empty() ? next_seq_ : unacked_.front().seq;
+  uint64_t resent = 0;
+  for (const Pending& p : unacked_) resent += p.seq < next_seq_ && p.seq <= last_written_seq_ ? 1 : 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  status_.connected = true;
+  ++status_.connects;
+  status_.batches_resent += resent;
+  return true;
+}
+
+void Sender::Disconnect(const std::string& why) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  SetError(why);
+  std::lock_guard<std::mutex> lock(mu_);
+  status_.connected = false;
+}
+
+// Every name and track of the stream so far, in batches of seq 0 (definitions
+// only: not counted, not acknowledged), so that a connection's first batch
+// may use ids that earlier connections learnt.
+void Sender::SendDefinitions() {
+  const NameTable& names = stream_.names();
+  // Tracks first: every name a track counted here uses is in the name count
+  // read after it (as the drain loop reads them).
+  const uint32_t track_count = stream_.track_count();
+  const uint32_t name_count = names.size();
+  uint32_t name = 1, track = 1;
+  while (name < name_count || track < track_count) {
+    AppendIngestFrame(&out_, wire::Body::IngestBatch, [&](flatbuffers::FlatBufferBuilder& fbb) {
+      std::vector<flatbuffers::Offset<wire::NameDef>> defs;
+      size_t bytes = 0;
+      for (; name < name_count && bytes < kMaxDefinitionBytes; ++name) {
+        const std::string_view text = names.Get(name);
+        bytes += text.size() + 16;
+        defs.push_back(wire::CreateNameDef(fbb, name, fbb.CreateString(text.data(), text.size())));
+      }
+      std::vector<flatbuffers::Offset<wire::TrackDef>> tracks;
+      if (name == name_count) {  // tracks after every name they may use.
+        for (; track < track_count && tracks.size() < 65536; ++track) {
+          const TrackInfo t = stream_.track(track);
+          tracks.push_back(wire::CreateTrackDef(fbb, track, t.name, static_cast<uint8_t>(t.type), t.os_id));
+        }
+      }
+      return wire::CreateIngestBatchDirect(fbb, 0, &defs, &tracks, nullptr, 0).Union();
+    });
+  }
+}
+
+// Serializes batches not yet written on this connection while the output is
+// short (a slow server leaves them queued here, not in memory twice).
+void Sender::FillOut() {
+  if (fd_ < 0) return;
+  // unacked_ holds consecutive seqs: the first unsent one is found, not searched for.
+  const size_t first = unacked_.empty() || next_send_seq_ <= unacked_.front().seq
+                           ? 0
+                           : static_cast<size_t>(next_send_seq_ - unacked_.front().seq);
+  for (size_t i = first; i < unacked_.size(); ++i) {
+    const Pending& p = unacked_[i];
+    if (out_.size() - out_pos_ >= kOutLowWater) break;
+    AppendIngestFrame(
+        &out_, wire::Body::IngestBatch,
+        [&](flatbuffers::FlatBufferBuilder& fbb) {
+          std::vector<flatbuffers::Offset<wire::NameDef>> names;
+          std::vector<flatbuffers::Offset<wire::TrackDef>> tracks;
+          for (const Event& d : p.definitions) {
+            if (d.kind == EventKind::kNameDef) {
+              const char* data = d.payload.name_def.data;
+              names.push_back(wire::CreateNameDef(
+                  fbb, d.name, fbb.CreateString(data ? data : "", data ? d.payload.name_def.size : 0)));
+            } else if (d.kind == EventKind::kTrackDef) {
+              tracks.push_back(wire::CreateTrackDef(fbb, d.track, d.name,
+                                                    static_cast<uint8_t>(d.payload.track_def.type),
+                                                    d.payload.track_def.os_tid));
+            }
+          }
+          // The wire's Event is liveprof::Event byte for byte (wire_event.h): copied whole.
+          wire::Event* out = nullptr;
+          const auto events = fbb.CreateUninitializedVectorOfStructs(p.events.size(), &out);
+          if (!p.events.empty()) std::memcpy(static_cast<void*>(out), p.events.data(), p.events.size() * sizeof(Event));
+          return wire::CreateIngestBatch(fbb, p.seq, fbb.CreateVector(names), fbb.CreateVector(tracks), events,
+                                         p.dropped, p.progress_ns)
+              .Union();
+        },
+        p.events.size() * sizeof(Event) + 1024);
+    next_send_seq_ = p.seq + 1;
+    last_written_seq_ = std::max(last_written_seq_, p.seq);
+    std::lock_guard<std::mutex> lock(mu_);
+    ++status_.batches_sent;
+    status_.events_sent += p.events.size();
+  }
+}
+
+bool Sender::WriteOut() {
+  while (out_pos_ < out_.size()) {
+    const ssize_t n = ::send(fd_, out_.data() + out_pos_, out_.size() - out_pos_, MSG_NOSIGNAL);
+    if (n > 0) {
+      out_pos_ += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    Disconnect(Errno("send to " + endpoint_.ToString()));
+    return false;
+  }
+  if (out_pos_ == out_.size()) {
+    out_.clear();
+    out_pos_ = 0;
+  } else if (out_pos_ > (size_t{4} << 20)) {
+    out_.erase(0, out_pos_);
+    out_pos_ = 0;
+  }
+  return true;
+}
+
+// Reads what the server sent: acks, pings, controls. False: disconnected.
+bool Sender::ReadFrames(uint64_t now) {
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n > 0) {
+      splitter_.Feed(std::string_view(buf, static_cast<size_t>(n)));
+      if (static_cast<size_t>(n) < sizeof buf) break;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    Disconnect(n == 0 ? "the server closed the connection" : Errno("recv from " + endpoint_.ToString()));
+    return false;
+  }
+  while (std::optional<std::string_view> frame = splitter_.Next()) {
+    flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(frame->data()), frame->size());
+    if (!wire::VerifyFrameBuffer(verifier)) {
+      Disconnect("the server sent a frame that is not a liveprof frame");
+      return false;
+    }
+    const wire::Frame* f = wire::GetFrame(frame->data());
+    if (const wire::IngestAck* a = f->body_as_IngestAck()) {
+      uint64_t acked = 0;
+      while (!unacked_.empty() && unacked_.front().seq <= a->seq()) {
+        unacked_events_ -= unacked_.front().events.size();
+        unacked_.pop_front();
+        ++acked;
+      }
+      if (a->refused() != 0) Refused(*a);
+      std::lock_guard<std::mutex> lock(mu_);
+      status_.batches_acked += acked;
+    } else if (const wire::IngestPing* p = f->body_as_IngestPing()) {
+      const uint32_t id = p->id();
+      const uint64_t server_ns = p->server_ns();
+      AppendIngestFrame(&out_, wire::Body::IngestPong, [&](flatbuffers::FlatBufferBuilder& fbb) {
+        return wire::CreateIngestPong(fbb, id, server_ns, HostNowNs()).Union();
+      });
+    } else if (const wire::IngestControl* c = f->body_as_IngestControl()) {
+      Apply(*c, now);
+    }  // other bodies: a newer server's; ignored.
+  }
+  if (!splitter_.error().empty()) {
+    Disconnect("the server's byte stream is broken: " + splitter_.error());
+    return false;
+  }
+  return true;
+}
+
+// An ack that says the server refused some events of the batches it covers
+// (they are acknowledged all the same: sent again, they would be refused
+// again). Counted; the first time, said on stderr with its reason.
+void Sender::Refused(const wire::IngestAck& a) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_.events_refused += a.refused();
+  }
+  if (said_refused_) return;
+  said_refused_ = true;
+  const std::string batches = a.refused_seq() == 0 || a.refused_seq() == a.seq()
+                                  ? "batch " + std::to_string(a.seq())
+                                  : "batches " + std::to_string(a.refused_seq()) + ".." + std::to_string(a.seq());
+  std::fprintf(stderr,
+               "liveprof: the server refused %llu %s of %s (%s: %s); further refusals are counted in "
+               "/api/status\n",
+               static_cast<unsigned long long>(a.refused()), a.refused() == 1 ? "event" : "events", batches.c_str(),
+               a.refused_reason() ? a.refused_reason()->c_str() : "no reason given",
+               a.refused_message() ? a.refused_message()->c_str() : "");
+}
+
+void Sender::AppendState(uint32_t control_id) {
+  if (fd_ < 0) return;
+  stated_gpu_available_ = GpuActivityAvailable();
+  stated_gpu_ = GpuActivityEnabled();
+  stated_gpu_level_ = GpuActivityLevel();
+  // The level on the wire: 1 default, 2 full; 0 without a GPU producer.
+  const uint8_t gpu_level = stated_gpu_available_ ? static_cast<uint8_t>(stated_gpu_level_) + 1 : 0;
+  AppendIngestFrame(&out_, wire::Body::IngestState, [&](flatbuffers::FlatBufferBuilder& fbb) {
+    return wire::CreateIngestState(fbb, control_id, static_cast<uint8_t>(HostTraceLevel()), PythonScopesEnabled(),
+                                   stated_gpu_, stated_gpu_available_, control_active_ ? control_until_ns_ : 0,
+                                   gpu_level)
+        .Union();
+  });
+}
+
+void Sender::Apply(const wire::IngestControl& c, uint64_t now) {
+  if (!control_active_) {
+    before_ = Settings{HostTraceLevel(), PythonScopesEnabled(), false, false, false, CuptiLevel::kDefault};
+  }
+  if (c.host_level() != 0) SetHostTraceLevel(c.host_level());
+  if (c.python_scopes() != 0) SetPythonScopesEnabled(c.python_scopes() == 2);
+  // Without a GPU producer nothing turns; the state says gpu_available false
+  // (and the server refuses a gpu or gpu_level request to such a source:
+  // ingest_server.h).
+  // The GPU level before its activity goes on (the level's kinds then go on
+  // once), after it goes off.
+  auto level = [&] {
+    CuptiLevel was = CuptiLevel::kDefault;
+    const CuptiLevel to = c.gpu_level() == 2 ? CuptiLevel::kFull : CuptiLevel::kDefault;
+    if (c.gpu_level() != 0 && SetGpuActivityLevel(to, &was) && !before_.gpu_level_turned) {
+      before_.gpu_level_turned = true;
+      before_.gpu_level = was;
+    }
+  };
+  if (c.gpu() != 1) level();
+  if (c.gpu() != 0) {
+    bool was = false;
+    if (SetGpuActivityEnabled(c.gpu() == 2, &was) && !before_.gpu_turned) {
+      before_.gpu_turned = true;
+      before_.gpu = was;
+    }
+  }
+  if (c.gpu() == 1) level();
+  control_id_ = c.id();
+  control_active_ = c.duration_ns() != 0;
+  control_until_ns_ = control_active_ ? now + c.duration_ns() : 0;
+  AppendState(c.id());
+}
+
+// A control whose duration has passed: back to what was in force before it.
+void Sender::ExpireControl(uint64_t now) {
+  if (!control_active_ || now < control_until_ns_) return;
+  Restore();
+  AppendState(0);
+}
+
+// What was in force before the control, again (its end, or the sender's).
+void Sender::Restore() {
+  control_active_ = false;
+  SetHostTraceLevel(before_.level);
+  SetPythonScopesEnabled(before_.python);
+  // The GPU producer (nothing done if it stopped meanwhile): its level before
+  // its activity goes on again, after it goes off.
+  const bool level_first = before_.gpu_turned && before_.gpu;
+  if (level_first && before_.gpu_level_turned) SetGpuActivityLevel(before_.gpu_level);
+  if (before_.gpu_turned) SetGpuActivityEnabled(before_.gpu);
+  if (!level_first && before_.gpu_level_turned) SetGpuActivityLevel(before_.gpu_level);
+  before_.gpu_turned = false;
+  before_.gpu_level_turned = false;
+  control_id_ = 0;
+}
+
+// A GPU producer that started, stopped or was turned by the program since
+// the last state: the server is told (the Sources page shows it).
+void Sender::StateGpuChange() {
+  if (fd_ >= 0 && (GpuActivityAvailable() != stated_gpu_available_ || GpuActivityEnabled() != stated_gpu_ ||
+                   GpuActivityLevel() != stated_gpu_level_)) {
+    AppendState(control_id_);
+  }
+}
+
+void Sender::Run() {
+  for (;;) {
+    const bool stopping = stop_.load(std::memory_order_acquire);
+    uint64_t now = HostNowNs();
+    if (stopping) {
+      drain_.Flush();
+    } else {
+      drain_.RunOnce(now);
+    }
+    if (stopping || open_.events.size() >= kMaxBatchEvents || now - last_seal_ns_ >= options_.flush_period_ns) {
+      Seal(now);
+      last_seal_ns_ = now;
+    }
+    ExpireControl(now);
+    StateGpuChange();
+    if (fd_ < 0 && (now >= next_connect_ns_ || (stopping && !tried_at_stop_))) {
+      tried_at_stop_ = stopping;
+      Connect(now);
+    }
+    if (stopping && (unacked_.empty() || now >= stop_deadline_ns_.load(std::memory_order_relaxed) || fd_ < 0)) {
+      break;
+    }
+    FillOut();
+    if (fd_ >= 0) {
+      pollfd p{fd_, static_cast<short>(POLLIN | (out_pos_ < out_.size() ? POLLOUT : 0)), 0};
+      const int timeout_ms = static_cast<int>(std::max<uint64_t>(1, options_.flush_period_ns / 2'000'000));
+      const int rc = ::poll(&p, 1, timeout_ms);
+      if (rc < 0 && errno != EINTR) Disconnect(Errno("poll"));
+      now = HostNowNs();
+      if (fd_ >= 0 && (p.revents & (POLLIN | POLLHUP | POLLERR))) ReadFrames(now);
+      if (fd_ >= 0) WriteOut();
+    } else {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(options_.flush_period_ns, 5'000'000)));
+    }
+  }
+  // A control still running when the sender stops leaves nothing turned
+  // (the program may go on recording, or connect again).
+  if (control_active_) Restore();
+  if (fd_ >= 0) {
+    WriteOut();
+    ::close(fd_);
+    fd_ = -1;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  status_.connected = false;
+  status_.running = false;
+}
+
+std::mutex g_sender_mu;
+std::unique_ptr<Sender> g_sender;
+SenderStatus g_final;  // the last sender's, once stopped.
+
+// A child forked after the connect has the sender object but not its thread:
+// it is left alone (never joined, never freed). The child may not connect
+// anew: the stream's locks may have been held by that thread at the fork
+// (a new drain would wait on them forever); exec, or connect in the parent.
+bool g_forked_child = false;
+void ForgetForkedSender() {
+  if (g_sender != nullptr && !g_sender->InOwner()) {
+    (void)g_sender.release();
+    g_forked_child = true;
+  }
+}
+
+}  // namespace
+
+bool ConnectGlobalStream(const SenderOptions& options, std::string* error) {
+  IngestEndpoint endpoint;
+  if (!ParseIngestEndpoint(options.address, &endpoint, error)) {
+    *error = "connecting to a liveprof server: " + *error;
+    return false;
+  }
+  if (endpoint.tcp && endpoint.port == 0) {
+    *error = "liveprof.connect(" + options.address + "): a TCP address needs the server's port";
+    return false;
+  }
+  SenderOptions o = options;
+  if (o.program.empty()) o.program = ProgramName();
+  if (o.rank < 0) {
+    if (const char* r = std::getenv("RANK"); r != nullptr && *r != '\0') o.rank = std::atoi(r);
+  }
+  Stream& stream = GlobalStream();  // (LIVEPROF_SERVER, if set, connects here first)
+  std::lock_guard<std::mutex> lock(g_sender_mu);
+  ForgetForkedSender();
+  if (g_forked_child) {
+    *error = "connecting to " + options.address +
+             ": this process was forked from one that sends to a server; connect before the fork in the parent, "
+             "or after an exec";
+    return false;
+  }
+  if (g_sender != nullptr) {
+    *error = "connecting to " + options.address + ": this process already sends to a server (" +
+             g_sender->address() + "); disconnect first";
+    return false;
+  }
+  g_sender = std::make_unique<Sender>(stream, std::move(o), std::move(endpoint));
+  g_sender->Start();
+  static bool at_exit = [] { return std::atexit([] { DisconnectGlobalStream(1'000'000'000); }) == 0; }();
+  (void)at_exit;
+  return true;
+}
+
+void DisconnectGlobalStream(uint64_t timeout_ns) {
+  std::unique_ptr<Sender> sender;
+  {
+    std::lock_guard<std::mutex> lock(g_sender_mu);
+    ForgetForkedSender();
+    sender = std::move(g_sender);
+  }
+  if (sender == nullptr) return;
+  sender->Stop(timeout_ns);
+  std::lock_guard<std::mutex> lock(g_sender_mu);
+  g_final = sender->Status();
+}
+
+namespace internal {
+
+void ConnectFromEnvironment() {
+  const char* address = std::getenv("LIVEPROF_SERVER");
+  if (address == nullptr || *address == '\0') return;
+  SenderOptions options;
+  options.address = address;
+  std::string error;
+  if (!ConnectGlobalStream(options, &error)) std::fprintf(stderr, "liveprof: LIVEPROF_SERVER: %s\n", error.c_str());
+}
+
+}  // namespace internal
+
+SenderStatus GlobalSenderStatus() {
+  std::lock_guard<std::mutex> lock(g_sender_mu);
+  ForgetForkedSender();
+  return g_sender != nullptr ? g_sender->Status() : g_final;
+}
+
+}  // namespace liveprof
+
+// The hook host_api.cc calls when GlobalStream() is created (a weak
+// reference there: a program that does not link this library has none and
+// never connects). liveprof_ingest_client's link options name it, so that a
+// program linking the library always carries it.
+extern "C" void liveprof_ingest_on_global_stream(void) { liveprof::internal::ConnectFromEnvironment(); }

@@ -1,0 +1,63 @@
+// IngestSender: this process's events to a liveprof server instead of an
+// in-process pipeline (issue #9; docs/ingest.md). The host API writes to
+// GlobalStream()'s rings as always (never blocking, a full ring drops and
+// counts); a sender thread drains them, sends size-prefixed frames
+// (IngestHello, then IngestBatch with the new names and tracks) over a unix
+// socket or loopback TCP, answers the server's pings, applies its capture
+// controls (host_api.h levels), and keeps every batch until it is
+// acknowledged: after a reconnect the unacknowledged batches are sent again
+// (bounded: past max_unacked_bytes the oldest are dropped and counted). A
+// server that refuses some events of a batch (one on a track never defined:
+// docs/ingest.md, "Refusals") takes the rest and acknowledges the batch: the
+// sender counts them (events_refused) and says so once on stderr, with the
+// first reason; it does not send them again.
+//
+// LIVEPROF_SERVER=unix:/path (or tcp:127.0.0.1:PORT) in the environment
+// connects GlobalStream() at its creation; ConnectGlobalStream() does it
+// from code (the Python module's liveprof.connect).
+#ifndef LIVEPROF_INGEST_INGEST_SENDER_H_
+#define LIVEPROF_INGEST_INGEST_SENDER_H_
+
+#include <cstdint>
+#include <string>
+
+namespace liveprof {
+
+struct SenderOptions {
+  std::string address;  // "unix:/path" or "tcp:127.0.0.1:PORT".
+  std::string program;  // shown by the server; default: this process's name.
+  int32_t rank = -1;    // -1: $RANK if set, else none.
+  uint64_t flush_period_ns = 10'000'000;         // a batch at least this often.
+  uint64_t reconnect_period_ns = 500'000'000;    // between attempts.
+  size_t max_unacked_bytes = size_t{64} << 20;   // kept for a resend.
+};
+
+struct SenderStatus {
+  bool running = false;    // a sender thread exists.
+  bool connected = false;  // its socket is up and the hello was sent.
+  uint64_t events_sent = 0, batches_sent = 0, batches_acked = 0, batches_resent = 0;
+  uint64_t batches_dropped = 0;  // unacknowledged past max_unacked_bytes.
+  uint64_t connects = 0;         // successful connections (1 + reconnects).
+  uint64_t events_refused = 0;   // events the server refused (IngestAck.refused), summed.
+  std::string last_error;        // the latest failure, or empty.
+};
+
+// Starts the sender for GlobalStream() (once per process: a second call
+// while one runs fails). False with `error` for a bad address; a server that
+// is not there yet is not an error (the sender retries).
+bool ConnectGlobalStream(const SenderOptions& options, std::string* error);
+// Sends what is recorded, waits up to `timeout_ns` for its acknowledgement,
+// and stops the sender. Idempotent. Also run at exit when connected.
+void DisconnectGlobalStream(uint64_t timeout_ns = 2'000'000'000);
+// The running sender's counters, or the last one's once stopped.
+SenderStatus GlobalSenderStatus();
+
+namespace internal {
+// GlobalStream()'s creation: connects if LIVEPROF_SERVER is set (a bad
+// address is said on stderr; the program goes on).
+void ConnectFromEnvironment();
+}  // namespace internal
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_INGEST_INGEST_SENDER_H_

@@ -1,0 +1,178 @@
+// IngestServer: other processes' events into this server's stream (issue #9;
+// docs/ingest.md). It listens on unix sockets and loopback TCP ports; each
+// connection is a source with its own ring, tracks and counters. One thread
+// runs every connection with poll(): it reads frames (ingest_frames.h),
+// writes the events to the source's ring, acknowledges each batch
+// (IngestAck) and pings the sender for its clock (IngestPing / IngestPong,
+// the least round trip wins). A source whose ring is half full is not read
+// until the pipeline drains it (back pressure: the sender keeps its batches
+// until acknowledged, and drops and counts only past its own bound), so
+// what the server acknowledges is not dropped by it.
+//
+// A refused frame (ingest_frames.h: verifier, framing, protocol, order,
+// definitions that contradict, caps), a sender silent mid-frame past the
+// stall timeout, or an output queue past its bound closes that connection,
+// with the reason kept in Sources(); the others go on. A malformed event is
+// refused alone: counted per source and reason (Sources(), RefusedTotals()),
+// said on the console once per source and reason, and told to the sender in
+// the ack (its batch is taken and acknowledged: never sent again). A sender that reconnects is a new source
+// (its hello says who it is again) of the same worker: a worker is a label
+// ("rank 3", "host:pid"), with a process number for its tracks
+// (TrackInfo::process) and a kProcess track naming it; its rows are reused
+// across reconnects, and the batches a reconnecting sender sends again are
+// skipped (IngestHello.session says it is the same process).
+//
+// Capture on demand: Capture() sends a source an IngestControl (host trace
+// level, Python scopes, GPU activity and level, for a duration); the sender applies it
+// and says what it records (IngestState), shown in Sources().
+#ifndef LIVEPROF_INGEST_INGEST_SERVER_H_
+#define LIVEPROF_INGEST_INGEST_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <unordered_map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "ingest/ingest_endpoint.h"
+#include "ingest/ingest_frames.h"
+#include "stream/stream.h"
+
+namespace liveprof {
+
+class IngestServer {
+ public:
+  struct Options {
+    std::vector<IngestEndpoint> endpoints;
+    // Events per source's ring; 0: 2^18 (12 MiB). A source is read while its
+    // ring is at most half full (back pressure: the sender keeps the rest),
+    // so a batch up to half of it is never dropped by the server.
+    size_t ring_capacity = 0;
+    uint64_t ping_interval_ns = 1'000'000'000;
+    uint64_t stall_timeout_ns = 10'000'000'000;  // silent mid-frame this long: closed.
+    size_t max_sources = 256;              // connections at once; more are refused.
+    // Unfinished frames held across every connection; past it the
+    // connection holding the most is closed.
+    size_t max_buffered_bytes = size_t{256} << 20;
+    // Events ending later than this past the server's clock are dropped
+    // (counted: future_dropped): a wrong clock must not move the reorder
+    // window's watermark to the end of time.
+    uint64_t max_future_ns = 60'000'000'000;
+  };
+  // What a sender records (its IngestState) and a control to change it.
+  struct CaptureState {
+    bool known = false;  // the sender said (an older sender may not).
+    uint32_t control_id = 0;
+    int host_level = 0;
+    bool python_scopes = false, gpu = false, gpu_available = false;
+    uint64_t until_ns = 0;  // the server's clock; 0: no control running.
+    int gpu_level = -1;     // the GPU producer's: 0 default, 1 full; -1: none (or not said).
+  };
+  struct CaptureRequest {
+    int host_level = 0;     // 1 or 2; 0: unchanged.
+    int python_scopes = -1; // 0 off, 1 on, -1 unchanged.
+    int gpu = -1;           // 0 off, 1 on, -1 unchanged.
+    uint64_t duration_ns = 0;  // 0: until the next request.
+    int gpu_level = -1;     // the GPU producer's capture level: 0 default, 1 full, -1 unchanged.
+  };
+
+  struct SourceStatus {
+    uint64_t id = 0;  // from 1, in order of connection.
+    uint32_t worker = 0;  // the worker (TrackInfo::process) once its hello came; 0 before.
+    std::string endpoint, label, host, program;
+    uint64_t pid = 0;
+    int32_t rank = -1;
+    bool connected = false;
+    std::string closed_reason;  // empty while connected, or for a clean close.
+    uint64_t frames = 0, batches = 0, events = 0, lost_batches = 0, sender_dropped = 0, ring_dropped = 0;
+    uint64_t duplicate_batches = 0;  // sent again after a reconnect: skipped.
+    uint64_t future_dropped = 0;     // events past max_future_ns.
+    uint64_t refused_events = 0;     // malformed events refused alone (the rest was taken),
+    std::vector<IngestRefusal> refused;  // by reason, each with its first one's message.
+    CaptureState capture;
+    int64_t clock_offset_ns = 0;
+    uint64_t best_rtt_ns = 0;  // 0: no pong yet.
+  };
+
+  IngestServer(Stream& stream, Options options);
+  ~IngestServer();  // Stop()
+  IngestServer(const IngestServer&) = delete;
+  IngestServer& operator=(const IngestServer&) = delete;
+
+  // Binds every endpoint (a unix path that is a stale socket is replaced;
+  // any other file there is an error) and starts the thread. False with
+  // `error` naming the endpoint; nothing is left listening then.
+  bool Start(std::string* error);
+  void Stop();
+  // Sends source `id` (SourceStatus::id, connected) a capture control; its
+  // IngestState then shows in Sources(). Any thread. False with `error`
+  // for an unknown, closed or not yet introduced source, a bad request, or
+  // a gpu or gpu_level request to a source that said it has no GPU producer.
+  bool Capture(uint64_t id, const CaptureRequest& request, std::string* error);
+
+  // The endpoints as bound (a TCP port 0 resolved). After Start.
+  std::vector<IngestEndpoint> bound() const { return bound_; }
+  // Every source since Start, connected or not (the newest 1,024). Any thread.
+  std::vector<SourceStatus> Sources() const;
+  // Events refused since Start, by source ("ingest " + its label: the name
+  // of its ring, as /metrics' source label) and reason, summed over every
+  // connection of that source, sources older than Sources() keeps included.
+  // Sorted by source, then reason. Any thread.
+  struct RefusedCount {
+    std::string source, reason;
+    uint64_t events = 0;
+  };
+  std::vector<RefusedCount> RefusedTotals() const;
+
+ private:
+  struct Connection;
+  void Run();
+  void Accept(size_t listener);
+  void Read(Connection& c);
+  bool TakeFrames(Connection& c, uint64_t acked);
+  void Flush(Connection& c);
+  void AckTaken(Connection& c, uint64_t acked);  // an IngestAck when batches came since `acked`.
+  void Tick(Connection& c, uint64_t now);
+  static bool RingHalfFull(const Connection& c);
+  void Close(Connection& c, const std::string& reason);
+  void Publish(const Connection& c);
+  void NoteRefusals(Connection& c);  // a batch's refused events: the ack, the console.
+  void Hello(Connection& c, uint64_t now);
+  void TakeEvents(Connection& c, uint64_t now);
+  void DeclareProgress(Connection& c, uint64_t now);
+  void SendControls();
+  void Remember(const Connection& c);  // its session's last batch, for a reconnect.
+  struct Worker {
+    uint32_t process = 0;
+    std::unordered_map<std::string, TrackId> rows;  // IngestDecoder::set_worker.
+  };
+
+  Stream& stream_;
+  Options options_;
+  std::vector<IngestEndpoint> bound_;
+  std::vector<int> listeners_;
+  std::vector<std::unique_ptr<Connection>> connections_;  // the thread's.
+  uint64_t next_id_ = 1;
+  std::unordered_map<std::string, Worker> workers_;  // by label; the thread's.
+  // Per sender session (host, pid, IngestHello.session): the last batch
+  // taken, for a reconnect; the newest 1,024 (age: session_order_). The thread's.
+  std::unordered_map<std::string, uint64_t> sessions_;
+  std::deque<std::string> session_order_;
+  uint64_t accept_paused_until_ns_ = 0;              // out of descriptors: listeners rest.
+  std::atomic<bool> stop_{false};
+  int wake_[2] = {-1, -1};  // a pipe: Stop() wakes poll().
+  std::thread thread_;
+  mutable std::mutex mu_;  // guards status_, evicted_refused_ and controls_.
+  std::vector<SourceStatus> status_;
+  std::vector<RefusedCount> evicted_refused_;  // of sources status_ no longer holds.
+  std::vector<std::pair<uint64_t, CaptureRequest>> controls_;  // for the thread to send.
+};
+
+}  // namespace liveprof
+
+#endif  // LIVEPROF_INGEST_INGEST_SERVER_H_

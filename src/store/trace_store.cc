@@ -1,0 +1,409 @@
+#include "store/trace_store.h"
+
+#include "store/trace_store_parts.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+namespace liveprof {
+namespace {
+
+constexpr uint64_t kIndexBits = 40;
+constexpr uint64_t kIndexMask = (uint64_t{1} << kIndexBits) - 1;
+
+}  // namespace
+
+TraceStore::TraceStore(Options options) : options_(options) {}
+
+void TraceStore::KeepDevice(const Event& e) {  // the latest per device.
+  const auto same =
+      std::find_if(device_info_.begin(), device_info_.end(), [&](const Event& d) { return d.device == e.device; });
+  if (same == device_info_.end()) {
+    device_info_.push_back(e);
+  } else {
+    *same = e;
+  }
+}
+
+TraceStore::TrackStore& TraceStore::Track(TrackId id) {
+  if (id >= tracks_.size()) tracks_.resize(size_t{id} + 1);
+  if (!tracks_[id]) tracks_[id] = std::make_unique<TrackStore>();
+  return *tracks_[id];
+}
+
+const TraceStore::TrackStore* TraceStore::FindTrack(TrackId id) const {
+  return id < tracks_.size() ? tracks_[id].get() : nullptr;
+}
+
+void TraceStore::Append(std::span<const Event> definitions, std::span<const Event> events) {
+  std::unique_lock lock(mu_);
+  if (read_only_) return;
+  const bool logging = log_ != nullptr;
+  for (const Event& d : definitions) {
+    if (d.kind == EventKind::kNameDef) {
+      if (d.name >= names_.size()) names_.resize(size_t{d.name} + 1);
+      name_text_.emplace_back(d.payload.name_def.data, d.payload.name_def.size);
+      names_[d.name] = name_text_.back();
+      if (logging) WriteName(d.name);
+    } else if (d.kind == EventKind::kTrackDef && d.track < DerivedRows::kFirstDerivedTrack) {
+      if (d.track >= track_info_.size()) track_info_.resize(size_t{d.track} + 1);
+      track_info_[d.track] = TrackInfo{d.name, d.payload.track_def.type, d.payload.track_def.os_tid, d.device,
+                                     d.payload.track_def.process};
+      derived_.Define(d.track, track_info_[d.track]);
+      if (logging) WriteTrack(d.track);
+    }
+  }
+  TrackStore* last = nullptr;
+  TrackId last_id = 0;
+  std::vector<TrackStore*> touched;
+  auto put = [&](const Event& e) {
+    if (last == nullptr || e.track != last_id) {
+      last = e.track < tracks_.size() && tracks_[e.track] ? tracks_[e.track].get() : &Track(e.track);
+      last_id = e.track;
+    }
+    if (last->dirty_from == UINT64_MAX) touched.push_back(last);  // its first event of the batch.
+    if (last->Append(e)) Seal(*last, last_id);
+  };
+  for (const Event& e : events) {
+    if (e.kind == EventKind::kDeviceInfo) {  // a description, not on a timeline.
+      KeepDevice(e);
+      if (logging) WriteDevice(e);
+      continue;
+    }
+    if (e.track >= DerivedRows::kFirstDerivedTrack) {
+      ++unstored_events_;
+      continue;
+    }
+    put(e);
+    ++events_;
+    first_ns_ = std::min(first_ns_, e.ts);
+    last_ns_ = std::max(last_ns_, e.end());
+  }
+  derived_.Derive(events, &derived_events_);
+  for (const Event& e : derived_events_) put(e);
+  for (TrackStore* t : touched) t->Reindex();
+  if (logging) log_->Flush();  // one write for the batch; a failure stops the log (stats().spill_error).
+  Retain();
+}
+
+void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQueryResult& grid, TraceQueryResult::Track* out,
+                            uint64_t* visited) const {
+  const uint64_t t0 = grid.t0, t1 = grid.t1;  // [t0, t1): width pixels of 2^k ns.
+  const int k = std::countr_zero(static_cast<uint64_t>(grid.ns_per_px));
+  auto px_of = [&](uint64_t start) { return static_cast<uint32_t>((start - t0) >> k); };  // start in [t0, t1).
+  auto wide = [&](uint64_t dur) { return (dur >> k) != 0; };
+  // Folded events: the mipmap's buckets where it answers (pixels from
+  // `fold_end` on), the chunks' own events before it, and the open chunk's
+  // (not in the mipmap yet) everywhere.
+  uint64_t fold_end = t1;
+  if (t.mip.ready() && k >= t.mip.min_level()) {
+    const uint64_t from = t.mip.valid_from();  // the store freed what started before.
+    const uint64_t edge = from == 0 ? 0 : ((from - 1) >> k) + 1;  // the first pixel edge at or after it.
+    fold_end = edge <= (t0 >> k) ? t0 : edge >= (t0 >> k) + grid.width_px ? t1 : edge << k;
+  }
+  const uint64_t open_j = t.building ? t.end() - 1 : UINT64_MAX;
+  thread_local std::vector<MipBucket> folds;  // by pixel.
+  folds.assign(grid.width_px, MipBucket{});
+  thread_local std::vector<Event> decoded;
+  thread_local std::string scratch;
+  constexpr int kFanoutBits = std::countr_zero(kFanout);
+  auto visit = [&](auto&& self, size_t level, uint64_t j) -> void {
+    const Node& n = t.levels[level].at(j);
+    if (n.count == 0 || n.min_start >= t1 || n.max_end < t0) return;
+    const bool has_open = open_j != UINT64_MAX && (open_j >> (kFanoutBits * level)) == j;
+    const bool need_wide = wide(n.max_dur);
+    if (!need_wide && !has_open && (n.min_start >= fold_end || n.max_start < t0)) return;  // nothing of it drawn here.
+    if (!need_wide && !has_open && n.min_start >= t0 && n.max_start < fold_end && px_of(n.min_start) == px_of(n.max_start)) {
+      // All its starts in one pixel, all narrow: folded whole (its last
+      // event's sequence: the walk goes in arrival order).
+      const uint64_t last_chunk = std::min((j + 1) << (kFanoutBits * level), t.end()) - 1;
+      folds[px_of(n.min_start)].Add(
+          {n.sum_dur, n.max_dur, (last_chunk + 1) * kChunkEvents - 1, n.count, n.longest, n.max_value, n.last_value});
+      return;
+    }
+    if (level > 0) {
+      const Level& below = t.levels[level - 1];
+      for (uint64_t c = std::max(j * kFanout, below.base); c < std::min(below.end(), (j + 1) * kFanout); ++c) {
+        self(self, level - 1, c);
+      }
+      return;
+    }
+    const bool open = j == open_j;
+    const ChunkView v = View(t, j, &scratch);
+    DecodeChunk(v, &decoded, UINT32_MAX, /*times_only=*/!need_wide && !v.counters);
+    *visited += decoded.size();
+    for (uint32_t i = 0; i < decoded.size(); ++i) {
+      const Event& e = decoded[i];
+      if (e.ts >= t1 || e.end() < t0) continue;
+      if (wide(e.dur)) {
+        if (e.end() == t0) continue;  // ends where the view begins: not in [t0, t1).
+        TraceQueryResult::Slice s;
+        s.id = (uint64_t{id} << kIndexBits) | (uint64_t{j} * kChunkEvents + i);
+        s.ts = e.ts;
+        s.dur = e.dur;
+        s.name = e.name;
+        s.corr = e.corr;
+        s.kind = e.kind;
+        out->slices.push_back(s);
+      } else if (e.ts >= t0 && (e.ts < fold_end || open)) {
+        const double value = v.counters ? ValueOf(e) : 0;  // (times_only leaves the kind unset)
+        folds[px_of(e.ts)].Add(MipBucket::Of(e.dur, e.name, value, j * kChunkEvents + i));
+      }
+    }
+  };
+  const size_t top = t.levels.size() - 1;
+  for (uint64_t j = t.levels[top].base; j < t.levels[top].end(); ++j) visit(visit, top, j);
+  if (fold_end < t1) {
+    const uint64_t first = t0 >> k;
+    t.mip.ForEach(k, fold_end >> k, first + grid.width_px,
+                  [&](uint64_t index, const MipBucket& b) { folds[index - first].Add(b); });
+  }
+  if (IsCounterRow(id)) HeldBefore(t, t0, out);
+  // Nesting among the returned slices: by start, the longer first.
+  std::sort(out->slices.begin(), out->slices.end(), [](const auto& a, const auto& b) {
+    return a.ts != b.ts ? a.ts < b.ts : a.dur != b.dur ? a.dur > b.dur : a.id < b.id;
+  });
+  std::vector<uint64_t> open_ends;
+  for (auto& s : out->slices) {
+    while (!open_ends.empty() && open_ends.back() <= s.ts && !(s.dur == 0 && open_ends.back() == s.ts)) {
+      open_ends.pop_back();
+    }
+    s.depth = static_cast<uint8_t>(std::min<size_t>(open_ends.size(), 255));
+    open_ends.push_back(s.ts + s.dur);
+  }
+  for (uint32_t px = 0; px < grid.width_px; ++px) {
+    const MipBucket& f = folds[px];
+    if (f.count == 0) continue;
+    const double busy = std::ldexp(static_cast<double>(f.sum_dur), -k);
+    out->summaries.push_back({px, f.count, std::min(1.0, busy), f.longest, f.longest_dur, f.max_value, f.last_value});
+  }
+}
+
+bool TraceStore::IsCounterRow(TrackId id) const {
+  if (DerivedRows::IsDerived(id)) return DerivedRows::RowOf(id) == DerivedRows::Row::kMemory;
+  return id < track_info_.size() && track_info_[id].type == TrackType::kCounter;
+}
+
+void TraceStore::HeldBefore(const TrackStore& t, uint64_t t0, TraceQueryResult::Track* out) const {
+  // Right to left (the later arrivals first, so an equal start found later
+  // does not win), skipping what starts at t0 or later and what cannot
+  // start later than the best found: ~one chunk decoded when samples
+  // arrive in time order.
+  thread_local std::vector<Event> decoded;
+  thread_local std::string scratch;
+  auto visit = [&](auto&& self, size_t level, uint64_t j) -> void {
+    const Node& n = t.levels[level].at(j);
+    if (n.count == 0 || n.min_start >= t0 || (out->held && n.max_start <= out->held_ts)) return;
+    if (level > 0) {
+      const Level& below = t.levels[level - 1];
+      for (uint64_t c = std::min(below.end(), (j + 1) * kFanout); c-- > std::max(j * kFanout, below.base);) {
+        self(self, level - 1, c);
+      }
+      return;
+    }
+    DecodeChunk(View(t, j, &scratch), &decoded);
+    for (size_t i = decoded.size(); i-- > 0;) {
+      const Event& e = decoded[i];
+      if (e.kind != EventKind::kCounter || e.ts >= t0 || (out->held && e.ts <= out->held_ts)) continue;
+      out->held = true;
+      out->held_ts = e.ts;
+      out->held_value = e.payload.counter.value;
+    }
+  };
+  const size_t top = t.levels.size() - 1;
+  for (uint64_t j = t.levels[top].end(); j-- > t.levels[top].base;) visit(visit, top, j);
+}
+
+TraceQueryResult TraceStore::Query(const TraceQuery& q) const {
+  TraceQueryResult r;
+  r.t0 = q.t0;
+  r.t1 = q.t1;
+  r.width_px = q.width_px;
+  if (q.t1 <= q.t0 || q.width_px == 0 || q.width_px > kMaxWidthPx) return r;
+  // The grid: 2^k ns per pixel, the least at least (t1 - t0) / width, from
+  // t0 rounded down to a pixel's edge (so the mipmap's buckets are pixels).
+  // (At most 2^63 ns a pixel: a wider span takes two or three; the end is
+  // computed wide and held to the clock's last ns.)
+  const uint64_t want = (q.t1 - q.t0 - 1) / q.width_px + 1;
+  const int k = std::min(63, static_cast<int>(std::bit_width(want - 1)));
+  r.t0 = q.t0 >> k << k;
+  const uint64_t last_px = (q.t1 - 1 - r.t0) >> k;
+  r.width_px = static_cast<uint32_t>(last_px + 1);
+  const unsigned __int128 end = r.t0 + (static_cast<unsigned __int128>(last_px + 1) << k);
+  r.t1 = end > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(end);
+  r.ns_per_px = std::ldexp(1.0, k);
+  std::shared_lock lock(mu_);
+  std::vector<TrackId> ids = q.tracks;
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  if (ids.empty()) {
+    for (TrackId id = 0; id < tracks_.size(); ++id) {
+      if (tracks_[id]) ids.push_back(id);
+    }
+  }
+  for (const TrackId id : ids) {
+    const TrackStore* t = FindTrack(id);
+    if (t == nullptr) continue;
+    r.tracks.emplace_back();
+    r.tracks.back().track = id;
+    QueryTrack(*t, id, r, &r.tracks.back(), &r.events_visited);
+  }
+  // Launch -> device work, both in the view.
+  std::unordered_map<uint32_t, StoredEventId> launch;
+  for (const auto& t : r.tracks) {
+    for (const auto& s : t.slices) {
+      if (s.kind == EventKind::kRuntimeApi && s.corr != 0) launch.emplace(s.corr, s.id);
+    }
+  }
+  for (const auto& t : r.tracks) {
+    for (const auto& s : t.slices) {
+      if (!IsDeviceKind(s.kind) || s.corr == 0) continue;
+      if (const auto it = launch.find(s.corr); it != launch.end()) r.flows.push_back({it->second, s.id});
+    }
+  }
+  return r;
+}
+
+std::optional<Event> TraceStore::Get(StoredEventId id) const {
+  std::shared_lock lock(mu_);
+  const TrackStore* t = FindTrack(static_cast<TrackId>(id >> kIndexBits));
+  const uint64_t index = id & kIndexMask;
+  if (t == nullptr || index >= t->events) return std::nullopt;
+  thread_local std::vector<Event> decoded;
+  thread_local std::string scratch;
+  if (index / kChunkEvents < t->base()) return std::nullopt;  // freed by the retention rule.
+  const uint32_t i = static_cast<uint32_t>(index % kChunkEvents);
+  DecodeChunk(View(*t, index / kChunkEvents, &scratch), &decoded, i + 1);
+  if (decoded.size() != i + 1) return std::nullopt;  // unreadable (stats().read_errors).
+  Event e = decoded.back();
+  e.track = static_cast<TrackId>(id >> kIndexBits);
+  return e;
+}
+
+std::optional<std::pair<StoredEventId, Event>> TraceStore::Search(std::string_view text, uint64_t from, bool forward,
+                                                                  const std::vector<TrackId>& tracks) const {
+  std::shared_lock lock(mu_);
+  std::vector<bool> match(names_.size(), false);
+  uint64_t bits = 0;
+  for (NameId n = 0; n < names_.size(); ++n) {
+    if (!text.empty() && names_[n].find(text) != std::string_view::npos) match[n] = true, bits |= uint64_t{1} << (n & 63);
+  }
+  if (bits == 0) return std::nullopt;
+  std::optional<std::pair<StoredEventId, Event>> best;
+  auto better = [&](const Event& e) {
+    if (forward ? e.ts <= from : e.ts >= from) return false;
+    return !best || (forward ? e.ts < best->second.ts : e.ts > best->second.ts);
+  };
+  thread_local std::vector<Event> decoded;
+  thread_local std::string scratch;
+  for (TrackId id = 0; id < tracks_.size(); ++id) {
+    if (!tracks_[id] || (!tracks.empty() && std::find(tracks.begin(), tracks.end(), id) == tracks.end())) continue;
+    const TrackStore& t = *tracks_[id];
+    for (uint64_t j = t.base(); j < t.levels[0].end(); ++j) {
+      const Node& n = t.levels[0].at(j);
+      if ((t.chunk(j).name_bits & bits) == 0) continue;
+      if (forward ? n.max_start <= from : n.min_start >= from) continue;
+      if (best && (forward ? n.min_start >= best->second.ts : n.max_start <= best->second.ts)) continue;
+      DecodeChunk(View(t, j, &scratch), &decoded);
+      for (uint32_t i = 0; i < decoded.size(); ++i) {
+        Event& e = decoded[i];
+        if (e.name >= match.size() || !match[e.name] || !better(e)) continue;
+        e.track = id;
+        best.emplace((uint64_t{id} << kIndexBits) | (j * kChunkEvents + i), e);
+      }
+    }
+  }
+  return best;
+}
+
+void TraceStore::ForEach(uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
+                         const std::function<void(StoredEventId, const Event&)>& fn) const {
+  // The lock is held while one chunk is decoded, never while `fn` runs (an
+  // export compresses and writes: the pipeline must not wait for it).
+  std::vector<Event> decoded;
+  std::string scratch;
+  size_t track_count;
+  {
+    std::shared_lock lock(mu_);
+    track_count = tracks_.size();
+    decoded = device_info_;  // whatever the tracks: an export describes its devices.
+  }
+  for (const Event& d : decoded) fn(kNoEventId, d);
+  for (TrackId id = 0; id < track_count; ++id) {
+    if (DerivedRows::IsDerived(id) || (!tracks.empty() && std::find(tracks.begin(), tracks.end(), id) == tracks.end())) {
+      continue;  // the derived rows are the store's own view: never exported.
+    }
+    for (uint64_t j = 0;; ++j) {
+      {
+        std::shared_lock lock(mu_);
+        const TrackStore* t = FindTrack(id);
+        if (t == nullptr || j >= t->levels[0].end()) break;
+        j = std::max(j, t->base());  // chunks freed meanwhile are skipped.
+        if (j >= t->levels[0].end()) break;
+        const Node& n = t->levels[0].at(j);
+        if (n.min_start > t1 || n.max_end < t0) continue;
+        DecodeChunk(View(*t, j, &scratch), &decoded);
+      }
+      for (uint32_t i = 0; i < decoded.size(); ++i) {
+        Event& e = decoded[i];
+        if (e.ts > t1 || e.end() < t0) continue;
+        e.track = id;
+        fn((uint64_t{id} << kIndexBits) | (j * kChunkEvents + i), e);
+      }
+    }
+  }
+}
+
+std::string TraceStore::Name(NameId id) const {
+  std::shared_lock lock(mu_);
+  return id < names_.size() ? std::string(names_[id]) : std::string();
+}
+
+std::vector<std::string> TraceStore::Names() const {
+  std::shared_lock lock(mu_);
+  return std::vector<std::string>(names_.begin(), names_.end());
+}
+
+std::vector<std::pair<TrackId, TrackInfo>> TraceStore::Tracks() const {
+  std::shared_lock lock(mu_);
+  std::vector<std::pair<TrackId, TrackInfo>> out;
+  for (TrackId id = 0; id < tracks_.size(); ++id) {
+    if (!tracks_[id]) continue;
+    if (DerivedRows::IsDerived(id)) {
+      out.emplace_back(id, TrackInfo{0, TrackType::kGpuStream, 0, DerivedRows::DeviceOf(id)});
+    } else {
+      out.emplace_back(id, id < track_info_.size() ? track_info_[id] : TrackInfo{});
+    }
+  }
+  return out;
+}
+
+TraceStore::Stats TraceStore::stats() const {
+  std::shared_lock lock(mu_);
+  Stats s;
+  s.events = events_;
+  for (const auto& t : tracks_) {
+    if (!t) continue;
+    s.chunks += t->chunks.size();
+    s.bytes += sizeof(TrackStore) + t->chunks.size() * sizeof(Chunk);  // (the open chunk's room inside; columns: below)
+    for (const Level& level : t->levels) s.bytes += level.nodes.size() * sizeof(Node);
+    s.bytes += t->mip.bytes();
+  }
+  s.bytes += resident_bytes_;
+  s.disk_bytes = log_ ? log_->disk_bytes() : 0;
+  s.segments = log_ ? log_->segments() : 0;
+  s.spilled_chunks = spilled_chunks_;
+  s.read_errors = read_errors_.load(std::memory_order_relaxed);
+  if (log_ && !read_only_) s.spill_error = log_->error();
+  if (first_ns_ <= last_ns_) s.first_ns = first_ns_, s.last_ns = last_ns_;
+  s.dropped_events = dropped_events_;
+  s.dropped_until_ns = dropped_until_ns_;
+  s.unstored_events = unstored_events_;
+  return s;
+}
+
+}  // namespace liveprof

@@ -1,0 +1,509 @@
+// IngestServer over real sockets (a unix socket and a loopback TCP port): a
+// sender's hello and batches reach the stream's rings, in the stream's ids,
+// acknowledged; pings answered set the clock offset; a bad sender is closed
+// with its reason and the others go on; a sender gone mid-frame keeps what
+// it sent whole.
+#include "ingest/ingest_server.h"
+
+#include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ingest/ingest_frames.h"
+#include "producers/stderr_capture.h"
+#include "stream/clock.h"
+#include "stream/liveprof_generated.h"
+
+namespace liveprof {
+namespace {
+
+using flatbuffers::FlatBufferBuilder;
+
+std::string Framed(FlatBufferBuilder& fbb, wire::Body type, flatbuffers::Offset<void> body) {
+  fbb.Finish(wire::CreateFrame(fbb, 1, type, body), wire::FrameIdentifier());
+  const auto size = static_cast<uint32_t>(fbb.GetSize());
+  std::string out(4, '\0');
+  std::memcpy(out.data(), &size, 4);
+  return out + std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), size);
+}
+
+std::string Hello(int32_t rank, uint64_t clock_ns) {
+  FlatBufferBuilder fbb;
+  return Framed(fbb, wire::Body::IngestHello,
+                wire::CreateIngestHelloDirect(fbb, kIngestProtocol, "node1", 99, rank, "train.py", clock_ns).Union());
+}
+
+// 100 input spans; the one at `bad_event` (if any) on track 0, never defined.
+std::string Batch(uint64_t seq, uint64_t ts, bool define, uint64_t progress_ns = 0, int bad_event = -1) {
+  FlatBufferBuilder fbb;
+  std::vector<flatbuffers::Offset<wire::NameDef>> names;
+  std::vector<flatbuffers::Offset<wire::TrackDef>> tracks;
+  if (define) {
+    names.push_back(wire::CreateNameDefDirect(fbb, 1, "loader"));
+    names.push_back(wire::CreateNameDefDirect(fbb, 2, "next_batch"));
+    tracks.push_back(wire::CreateTrackDef(fbb, 1, 1, 0, 555));
+  }
+  std::vector<wire::Event> events;
+  for (uint64_t i = 0; i < 100; ++i) {
+    const uint32_t track = static_cast<int>(i) == bad_event ? 0 : 1;
+    events.emplace_back(ts + i * 1000, 500, 2, track, 0, static_cast<uint8_t>(EventKind::kInputSpan), 0, 0, 0, 0, 0);
+  }
+  return Framed(fbb, wire::Body::IngestBatch,
+                wire::CreateIngestBatchDirect(fbb, seq, &names, &tracks, &events, 0, progress_ns).Union());
+}
+
+// A blocking client socket.
+class Client {
+ public:
+  explicit Client(const IngestEndpoint& e) {
+    fd_ = ::socket(e.tcp ? AF_INET : AF_UNIX, SOCK_STREAM, 0);
+    if (e.tcp) {
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(e.port);
+      inet_pton(AF_INET, e.host.c_str(), &a.sin_addr);
+      ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    } else {
+      sockaddr_un a{};
+      a.sun_family = AF_UNIX;
+      std::memcpy(a.sun_path, e.path.data(), e.path.size());
+      ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    }
+    timeval tv{5, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~Client() { Close(); }
+  bool ok() const { return ok_; }
+  void Send(const std::string& bytes) { CHECK(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size())); }
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  // The next frame from the server (nullopt: closed or 5 s of nothing).
+  std::optional<std::string> Next() {
+    while (true) {
+      if (auto f = splitter_.Next()) return std::string(*f);
+      char buf[4096];
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) return std::nullopt;
+      splitter_.Feed(std::string_view(buf, static_cast<size_t>(n)));
+    }
+  }
+  // Reads frames until one of `type`, answering pings on the way when asked.
+  std::optional<std::string> Until(wire::Body type, bool answer_pings, int64_t clock_skew = 0) {
+    while (auto f = Next()) {
+      std::vector<uint64_t> aligned((f->size() + 7) / 8);
+      std::memcpy(aligned.data(), f->data(), f->size());
+      const wire::Frame* frame = wire::GetFrame(aligned.data());
+      if (frame->body_type() == wire::Body::IngestPing && answer_pings) {
+        const wire::IngestPing* p = frame->body_as_IngestPing();
+        FlatBufferBuilder fbb;
+        Send(Framed(fbb, wire::Body::IngestPong,
+                    wire::CreateIngestPong(fbb, p->id(), p->server_ns(), HostNowNs() + clock_skew).Union()));
+      }
+      if (frame->body_type() == type) return f;
+    }
+    return std::nullopt;
+  }
+  static uint64_t AckSeq(const std::string& f) { return Ack(f).seq; }
+  struct AckFields {
+    uint64_t seq = 0, refused = 0, refused_seq = 0;
+    std::string reason, message;
+  };
+  static AckFields Ack(const std::string& f) {
+    std::vector<uint64_t> aligned((f.size() + 7) / 8);
+    std::memcpy(aligned.data(), f.data(), f.size());
+    const wire::IngestAck* a = wire::GetFrame(aligned.data())->body_as_IngestAck();
+    return {a->seq(), a->refused(), a->refused_seq(), a->refused_reason() ? a->refused_reason()->str() : "",
+            a->refused_message() ? a->refused_message()->str() : ""};
+  }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+  FrameSplitter splitter_;
+};
+
+// Every event in the stream's rings now.
+std::vector<Event> Drain(Stream& stream) {
+  std::vector<std::shared_ptr<Ring>> rings;
+  stream.CopyRings(&rings);
+  std::vector<Event> out;
+  for (const auto& r : rings) r->queue->Drain([&](std::span<Event> s) { out.insert(out.end(), s.begin(), s.end()); });
+  return out;
+}
+
+template <typename F>
+bool WaitFor(F&& f) {
+  for (int i = 0; i < 500; ++i) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+std::string TempSocket() { return "/tmp/liveprof-ingest-test-" + std::to_string(::getpid()) + ".sock"; }
+
+// Options of a server on the unix socket TempSocket().
+IngestServer::Options AtTempSocket() {
+  IngestServer::Options o;
+  IngestEndpoint e;
+  std::string error;
+  REQUIRE_MESSAGE(ParseIngestEndpoint("unix:" + TempSocket(), &e, &error), error);
+  o.endpoints = {e};
+  return o;
+}
+
+TEST_CASE("ingest server: endpoints parse, and refuse what they cannot bind safely") {
+  IngestEndpoint e;
+  std::string error;
+  REQUIRE(ParseIngestEndpoint("unix:/tmp/x.sock", &e, &error));
+  CHECK(!e.tcp);
+  CHECK(e.path == "/tmp/x.sock");
+  REQUIRE(ParseIngestEndpoint("tcp:127.0.0.1:7777", &e, &error));
+  CHECK(e.tcp);
+  CHECK(e.port == 7777);
+  CHECK(e.ToString() == "tcp:127.0.0.1:7777");
+  CHECK(!ParseIngestEndpoint("tcp:0.0.0.0:7777", &e, &error));
+  CHECK(error == "--ingest tcp:0.0.0.0:7777: TCP ingest binds a loopback address (127.x.x.x) only");
+  CHECK(!ParseIngestEndpoint("tcp:127.0.0.1:99999", &e, &error));
+  CHECK(!ParseIngestEndpoint("udp:1", &e, &error));
+  CHECK(error == "--ingest udp:1: unix:PATH or tcp:127.0.0.1:PORT");
+  CHECK(!ParseIngestEndpoint("unix:", &e, &error));
+}
+
+TEST_CASE("ingest server: senders over unix and TCP, acknowledged, clocks measured, a bad one closed alone") {
+  Stream stream;
+  IngestServer::Options o;
+  IngestEndpoint unix_end, tcp_end;
+  std::string error;
+  REQUIRE(ParseIngestEndpoint("unix:" + TempSocket(), &unix_end, &error));
+  REQUIRE(ParseIngestEndpoint("tcp:127.0.0.1:0", &tcp_end, &error));
+  o.endpoints = {unix_end, tcp_end};
+  o.ping_interval_ns = 20'000'000;
+  o.stall_timeout_ns = 300'000'000;
+  IngestServer server(stream, o);
+  REQUIRE_MESSAGE(server.Start(&error), error);
+  REQUIRE(server.bound().size() == 2);
+  REQUIRE(server.bound()[1].port != 0);
+
+  // Rank 0 over the unix socket, its clock 1 s behind ours.
+  const int64_t skew = -1'000'000'000;
+  Client a(server.bound()[0]);
+  REQUIRE(a.ok());
+  a.Send(Hello(0, HostNowNs() + skew));
+  const uint64_t t = HostNowNs() + skew;
+  a.Send(Batch(1, t, true) + Batch(2, t + 200'000, false));
+  std::optional<std::string> ack = a.Until(wire::Body::IngestAck, true, skew);
+  REQUIRE(ack);
+  uint64_t acked = Client::AckSeq(*ack);
+  if (acked < 2) {
+    ack = a.Until(wire::Body::IngestAck, true, skew);
+    REQUIRE(ack);
+    acked = Client::AckSeq(*ack);
+  }
+  CHECK(acked == 2);
+
+  // Rank 1 over TCP sends garbage after its hello: closed, with the reason.
+  Client b(server.bound()[1]);
+  REQUIRE(b.ok());
+  b.Send(Hello(1, HostNowNs()));
+  b.Send(std::string("\x08\x00\x00\x00garbage!", 12));
+  CHECK(!b.Until(wire::Body::IngestAck, false).has_value());  // closed.
+
+  // Rank 0 goes on: its pongs give an offset of about +1 s.
+  for (int i = 0; i < 5; ++i) a.Until(wire::Body::IngestPing, true, skew);
+  a.Send(Batch(3, t + 400'000, false));
+  REQUIRE(a.Until(wire::Body::IngestAck, true, skew));
+  std::vector<IngestServer::SourceStatus> s;
+  REQUIRE(WaitFor([&] {
+    s = server.Sources();
+    return s.size() == 2 && !s[1].connected && s[0].batches == 3 && s[0].best_rtt_ns != 0;
+  }));
+  CHECK(s[0].label == "rank 0");
+  CHECK(s[0].connected);
+  CHECK(s[0].events == 300);
+  CHECK(s[0].endpoint == "unix:" + TempSocket());
+  CHECK(std::abs(s[0].clock_offset_ns - 1'000'000'000) < 250'000'000);  // (the skew is 1 s; a loaded machine adds latency)
+  CHECK(s[1].label == "rank 1");
+  CHECK(s[1].closed_reason.starts_with("frame 2 (bytes "));
+  CHECK(s[1].closed_reason.find("not a liveprof frame") != std::string::npos);
+
+  // The events: in the stream's ids, on a row named for the sender, on our clock.
+  const std::vector<Event> events = Drain(stream);
+  REQUIRE(events.size() == 300);
+  CHECK(stream.names().Get(events[0].name) == "next_batch");
+  CHECK(stream.names().Get(stream.track(events[0].track).name) == "rank 0 · loader");
+  CHECK(events[0].kind == EventKind::kInputSpan);
+  const int64_t moved = static_cast<int64_t>(events[0].ts) - static_cast<int64_t>(t);
+  CHECK(std::abs(moved - 1'000'000'000) < 250'000'000);
+
+  // Gone mid-frame: the whole frames before it stay, the torn one is dropped and said.
+  Client c(server.bound()[1]);
+  REQUIRE(c.ok());
+  const std::string batch = Batch(1, t, true);
+  c.Send(Hello(2, HostNowNs()) + batch + batch.substr(0, 30));
+  REQUIRE(WaitFor([&] { return server.Sources().size() == 3 && server.Sources()[2].batches == 1; }));
+  c.Close();
+  REQUIRE(WaitFor([&] { return !server.Sources()[2].connected; }));
+  CHECK(server.Sources()[2].closed_reason == "closed mid-frame (30 bytes of an unfinished frame dropped)");
+  CHECK(Drain(stream).size() == 100);
+
+  // Silent mid-frame: closed after the stall timeout.
+  Client d(server.bound()[0]);
+  REQUIRE(d.ok());
+  d.Send(Hello(3, HostNowNs()) + batch.substr(0, 10));
+  REQUIRE(WaitFor([&] { return server.Sources().size() == 4 && !server.Sources()[3].connected; }));
+  CHECK(server.Sources()[3].closed_reason.starts_with("stalled mid-frame for "));
+  server.Stop();
+  CHECK(!server.Sources()[0].connected);
+  CHECK(server.Sources()[0].closed_reason == "the server stopped");
+}
+
+TEST_CASE("ingest server: a sender's progress is declared on its ring once a pong bounds its clock") {
+  Stream stream;
+  IngestServer::Options o = AtTempSocket();
+  o.ping_interval_ns = 20'000'000;
+  IngestServer server(stream, o);
+  std::string error;
+  REQUIRE_MESSAGE(server.Start(&error), error);
+  auto ring = [&]() -> std::shared_ptr<Ring> {
+    std::vector<std::shared_ptr<Ring>> rings;
+    stream.CopyRings(&rings);
+    for (auto& r : rings) {
+      if (r->name == "ingest rank 0") return r;
+    }
+    return nullptr;
+  };
+
+  // Its clock 1 s behind ours. Before a pong, the hello's one-way offset
+  // has no bound: the progress is not declared.
+  const int64_t skew = -1'000'000'000;
+  Client a(server.bound()[0]);
+  REQUIRE(a.ok());
+  a.Send(Hello(0, HostNowNs() + skew));
+  const uint64_t t = HostNowNs() + skew;
+  a.Send(Batch(1, t, true, t - 1'000'000));
+  REQUIRE(a.Until(wire::Body::IngestAck, false));
+  REQUIRE(ring() != nullptr);
+  CHECK(ring()->progress == RingProgress::kDeclared);
+  CHECK(ring()->declared_ns.load() == 0);
+
+  // Pongs: then the progress on our clock, less the best round trip (what a
+  // better offset estimate may still move it by) and 50 ms (drift; senders
+  // that join later). The progress comes after the last pong's reading, so
+  // the newest offset maps it.
+  for (int i = 0; i < 3; ++i) REQUIRE(a.Until(wire::Body::IngestPing, true, skew));
+  REQUIRE(WaitFor([&] { return server.Sources()[0].best_rtt_ns != 0; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const uint64_t progress = HostNowNs() + skew - 2'000'000;
+  a.Send(Batch(2, t + 200'000, false, progress));
+  REQUIRE(a.Until(wire::Body::IngestAck, false));  // (no pong meanwhile: the offset stays)
+  REQUIRE(WaitFor([&] { return server.Sources()[0].batches == 2; }));  // (its status is published after the ack)
+  const IngestServer::SourceStatus s = server.Sources()[0];
+  const uint64_t expected = progress + s.clock_offset_ns - s.best_rtt_ns - 50'000'000;
+  CHECK(ring()->declared_ns.load() == expected);
+  CHECK(std::abs(static_cast<int64_t>(expected) - static_cast<int64_t>(HostNowNs())) < 500'000'000);
+
+  // It only moves forward; a batch that cannot say leaves it.
+  a.Send(Batch(3, t + 400'000, false, progress - 5'000'000) + Batch(4, t + 600'000, false, 0));
+  const std::optional<std::string> ack = a.Until(wire::Body::IngestAck, false);
+  REQUIRE(ack);
+  if (Client::AckSeq(*ack) < 4) REQUIRE(a.Until(wire::Body::IngestAck, false));
+  CHECK(ring()->declared_ns.load() == expected);
+  server.Stop();
+}
+
+TEST_CASE("ingest server: a source whose ring is half full is not read until it drains (nothing dropped)") {
+  Stream stream;
+  IngestServer::Options o = AtTempSocket();
+  o.ring_capacity = 1024;
+  o.stall_timeout_ns = 200'000'000;
+  IngestServer server(stream, o);
+  std::string error;
+  REQUIRE_MESSAGE(server.Start(&error), error);
+
+  // 20 batches of 100 events at once, and nobody drains: the server takes
+  // them while the ring is at most half full (512), so 6, and waits.
+  Client a(server.bound()[0]);
+  REQUIRE(a.ok());
+  const uint64_t t = HostNowNs();
+  std::string bytes = Hello(0, t);
+  for (uint64_t seq = 1; seq <= 20; ++seq) bytes += Batch(seq, t + seq * 100'000, seq == 1);
+  a.Send(bytes);
+  REQUIRE(WaitFor([&] { return !server.Sources().empty() && server.Sources()[0].batches == 6; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // (twice the stall timeout: waiting is ours)
+  IngestServer::SourceStatus s = server.Sources()[0];
+  CHECK(s.connected);
+  CHECK(s.batches == 6);
+  CHECK(s.ring_dropped == 0);
+  std::optional<std::string> ack;
+  uint64_t acked = 0;  // (the server may have acknowledged fewer first, as the bytes came)
+  while (acked < 6 && (ack = a.Until(wire::Body::IngestAck, true))) acked = Client::AckSeq(*ack);
+  CHECK(acked == 6);  // acknowledged: in the ring.
+
+  // Drained, it goes on: every event, none dropped, all acknowledged.
+  std::vector<Event> got;
+  REQUIRE(WaitFor([&] {
+    const std::vector<Event> more = Drain(stream);
+    got.insert(got.end(), more.begin(), more.end());
+    return got.size() == 2000;
+  }));
+  REQUIRE(WaitFor([&] { return server.Sources()[0].batches == 20; }));
+  s = server.Sources()[0];
+  CHECK(s.connected);
+  CHECK(s.ring_dropped == 0);
+  CHECK(s.events == 2000);
+  uint64_t last_ack = 0;
+  while (last_ack < 20 && (ack = a.Until(wire::Body::IngestAck, true))) last_ack = Client::AckSeq(*ack);
+  CHECK(last_ack == 20);
+  server.Stop();
+}
+
+TEST_CASE("ingest server: a unix path that is not a socket is not taken over") {
+  const std::string path = TempSocket() + ".file";
+  FILE* f = std::fopen(path.c_str(), "w");
+  REQUIRE(f != nullptr);
+  std::fclose(f);
+  Stream stream;
+  IngestServer::Options o;
+  IngestEndpoint e;
+  std::string error;
+  REQUIRE(ParseIngestEndpoint("unix:" + path, &e, &error));
+  o.endpoints = {e};
+  IngestServer server(stream, o);
+  CHECK(!server.Start(&error));
+  CHECK(error == "ingest unix:" + path + ": exists and is not a socket");
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("ingest server: a live server's socket is not taken over; events from the far future are dropped and counted") {
+  Stream stream;
+  IngestServer::Options o;
+  IngestEndpoint e;
+  std::string error;
+  REQUIRE(ParseIngestEndpoint("unix:" + TempSocket() + ".live", &e, &error));
+  o.endpoints = {e};
+  o.max_future_ns = 1'000'000'000;
+  IngestServer first(stream, o);
+  REQUIRE_MESSAGE(first.Start(&error), error);
+  CHECK(!first.Start(&error));
+  CHECK(error == "ingest: the server is running already");
+  IngestServer second(stream, o);
+  CHECK(!second.Start(&error));
+  CHECK(error == "ingest " + e.ToString() + ": another server listens there");
+
+  Client a(first.bound()[0]);  // the first still serves.
+  REQUIRE(a.ok());
+  a.Send(Hello(0, HostNowNs()));
+  // 100 events now, then 100 an hour ahead: those are dropped.
+  a.Send(Batch(1, HostNowNs(), true) + Batch(2, HostNowNs() + 3'600'000'000'000ull, false));
+  // (the other server's probe was a connection too: it said nothing and left)
+  auto rank0 = [&] {
+    for (const auto& s : first.Sources()) {
+      if (s.label == "rank 0") return s;
+    }
+    return IngestServer::SourceStatus{};
+  };
+  REQUIRE(WaitFor([&] { return rank0().batches == 2; }));
+  CHECK(rank0().future_dropped == 100);
+  CHECK(rank0().worker == 1);
+  CHECK(Drain(stream).size() == 100);
+  first.Stop();
+  // Stopped: the path is free again.
+  REQUIRE_MESSAGE(second.Start(&error), error);
+  second.Stop();
+}
+
+// What the real GPU's sender met (issue 23): one event on track 0, never
+// defined. Refused alone: the source keeps its connection, the rest of each
+// batch is taken and acknowledged, the ack says what was refused, the
+// console says it once per source and reason, and the counts are kept per
+// source and summed over a worker's connections.
+TEST_CASE("ingest server: one bad event is refused alone, counted, told in the ack, said once; the source goes on") {
+  Stream stream;
+  StderrCapture console;
+  IngestServer server(stream, AtTempSocket());
+  std::string error;
+  REQUIRE_MESSAGE(server.Start(&error), error);
+  Client a(server.bound()[0]);
+  REQUIRE(a.ok());
+  a.Send(Hello(0, HostNowNs()));
+  const uint64_t t = HostNowNs();
+  a.Send(Batch(1, t, true, 0, 57));
+  std::optional<std::string> ack = a.Until(wire::Body::IngestAck, true);
+  REQUIRE(ack);
+  Client::AckFields f = Client::Ack(*ack);
+  CHECK(f.seq == 1);
+  CHECK(f.refused == 1);
+  CHECK(f.refused_seq == 1);
+  CHECK(f.reason == "undefined_track");
+  CHECK(f.message == "event 57: track 0 was never defined");
+
+  a.Send(Batch(2, t + 200'000, false, 0, 3));
+  REQUIRE((ack = a.Until(wire::Body::IngestAck, true)));
+  f = Client::Ack(*ack);
+  CHECK(f.seq == 2);
+  CHECK(f.refused == 1);
+  CHECK(f.refused_seq == 2);
+  CHECK(f.message == "event 3: track 0 was never defined");
+
+  a.Send(Batch(3, t + 400'000, false));  // the next batch: taken whole.
+  REQUIRE((ack = a.Until(wire::Body::IngestAck, true)));
+  f = Client::Ack(*ack);
+  CHECK(f.seq == 3);
+  CHECK(f.refused == 0);
+  CHECK(f.refused_seq == 0);
+  CHECK(f.reason.empty());
+
+  std::vector<IngestServer::SourceStatus> s;
+  REQUIRE(WaitFor([&] {
+    s = server.Sources();
+    return s.size() == 1 && s[0].batches == 3;
+  }));
+  CHECK(s[0].connected);
+  CHECK(s[0].closed_reason.empty());
+  CHECK(s[0].events == 298);
+  CHECK(s[0].refused_events == 2);
+  REQUIRE(s[0].refused.size() == 1);
+  CHECK(s[0].refused[0].reason == "undefined_track");
+  CHECK(s[0].refused[0].events == 2);
+  CHECK(s[0].refused[0].example.starts_with("frame 2 (bytes "));
+  CHECK(s[0].refused[0].example.ends_with("): event 57: track 0 was never defined"));
+  CHECK(Drain(stream).size() == 298);
+  CHECK(console.Count("sent an event the server refused (undefined_track): frame 2 (bytes ") == 1);
+  CHECK(console.Count("liveprof: ingest source 1 (rank 0, unix:" + TempSocket() + ") sent an event") == 1);
+  CHECK(console.Count("closed") == 0);
+
+  // The same worker again (a reconnect): its own counts, and summed per source for /metrics.
+  Client b(server.bound()[0]);
+  REQUIRE(b.ok());
+  b.Send(Hello(0, HostNowNs()) + Batch(1, t, true, 0, 99));
+  REQUIRE((ack = b.Until(wire::Body::IngestAck, true)));
+  CHECK(Client::Ack(*ack).refused == 1);
+  REQUIRE(WaitFor([&] {
+    s = server.Sources();
+    return s.size() == 2 && s[1].refused_events == 1;
+  }));
+  const std::vector<IngestServer::RefusedCount> totals = server.RefusedTotals();
+  REQUIRE(totals.size() == 1);
+  CHECK(totals[0].source == "ingest rank 0");
+  CHECK(totals[0].reason == "undefined_track");
+  CHECK(totals[0].events == 3);
+  CHECK(console.Count("sent an event the server refused (undefined_track)") == 2);  // once per source.
+  server.Stop();
+  console.Restore();
+}
+
+}  // namespace
+}  // namespace liveprof
