@@ -27,6 +27,15 @@ if(NOT LIVEPROF_STREAM_TESTS_ONLY)
   find_package(Protobuf REQUIRED)
 endif()
 
+# libcli11-dev (2.1, header-only): the liveprof command line (src/app).
+if(NOT LIVEPROF_STREAM_TESTS_ONLY)
+  find_package(CLI11 CONFIG QUIET)
+  if(NOT CLI11_FOUND)
+    message(FATAL_ERROR "CLI11 not found: the liveprof command line (src/app) needs Debian's "
+                        "libcli11-dev (scripts/setup.sh installs it: apt-get install libcli11-dev)")
+  endif()
+endif()
+
 # nlohmann-json3-dev: alert rule files (aggregators), tests.
 find_package(nlohmann_json 3 CONFIG REQUIRED)
 

@@ -12,6 +12,7 @@ PACKAGES=(
   libflatbuffers-dev flatbuffers-compiler
   libconcurrentqueue-dev
   nlohmann-json3-dev
+  libcli11-dev  # the liveprof command line (src/app; header-only CLI11)
   zlib1g-dev libsimdjson-dev  # trace files: gzip, JSON (src/import)
   libprotobuf-dev protobuf-compiler  # XPlane trace files (src/import/xplane.proto)
   doctest-dev

@@ -15,15 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr char kUsage[] =
-    "usage: liveprof analyze FILE [--json] [--view tf|pytorch]\n"
-    "  FILE          a Chrome trace JSON or PyTorch (Kineto) trace, .json or .json.gz;\n"
-    "                a TensorFlow / JAX .xplane.pb; or a CUPTI recording (recognised by\n"
-    "                its header, plain or gzip: docs/architecture.md, CUPTI recordings)\n"
-    "  --json        one JSON document with every analysis (docs/analyze.md)\n"
-    "  --view V      the step breakdown to print: tf (TensorFlow Profiler's, default)\n"
-    "                or pytorch (the PyTorch profiler plugin's)\n";
-
 // "xplane", "cupti_recording" or "chrome_json": what TraceFileImporter reads `path` as.
 std::string FileFormat(const std::string& path) {
   if (IsXPlanePath(path)) return "xplane";
@@ -153,37 +144,7 @@ void PrintTables(const json& d, bool pytorch) {
   }
 }
 
-}  // namespace
-
-int Analyze(int argc, char** argv) {
-  std::string path;
-  bool as_json = false;
-  bool pytorch = false;
-  for (int i = 2; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (a == "--json") {
-      as_json = true;
-    } else if (a == "--view" && i + 1 < argc) {
-      const std::string_view view = argv[++i];
-      if (view != "tf" && view != "pytorch") {
-        std::fprintf(stderr, "liveprof analyze: --view '%s': expected tf or pytorch\n", argv[i]);
-        return 2;
-      }
-      pytorch = view == "pytorch";
-    } else if (path.empty() && !a.starts_with("-")) {
-      path = a;
-    } else {
-      std::fprintf(stderr, "liveprof analyze: unknown option '%s'\n%s", argv[i], kUsage);
-      return 2;
-    }
-  }
-  if (path.empty()) {
-    std::fprintf(stderr, "liveprof analyze: which file?\n%s", kUsage);
-    return 2;
-  }
+int Analyze(const std::string& path, bool as_json, bool pytorch) {
   AnalysesOptions options;
   RenderOptions render;
   render.pytorch = true;
@@ -204,24 +165,51 @@ int Analyze(int argc, char** argv) {
   return 0;
 }
 
-int Export(int argc, char** argv) {
-  constexpr char kExportUsage[] =
-      "usage: liveprof export IN OUT\n"
-      "  IN    a trace file liveprof reads (Chrome trace JSON, Kineto; .json or .json.gz)\n"
-      "  OUT   the Chrome trace JSON to write (gzip when it ends in .gz): Perfetto and\n"
-      "        chrome://tracing open it, liveprof analyze reads it back the same\n";
-  if (argc != 4 || std::string_view(argv[2]).starts_with("-")) {
-    std::fputs(kExportUsage, argc == 3 && std::string_view(argv[2]) == "--help" ? stdout : stderr);
-    return argc == 3 && std::string_view(argv[2]) == "--help" ? 0 : 2;
-  }
+int Export(const std::string& in, const std::string& out) {
   uint64_t events = 0;
   std::string error;
-  if (!ExportTraceFile(argv[2], argv[3], &events, &error)) {
+  if (!ExportTraceFile(in, out, &events, &error)) {
     std::fprintf(stderr, "liveprof export: %s\n", error.c_str());
     return 1;
   }
-  std::printf("%s: %" PRIu64 " events written\n", argv[3], events);
+  std::printf("%s: %" PRIu64 " events written\n", out.c_str(), events);
   return 0;
+}
+
+}  // namespace
+
+void AddAnalyzeCommands(CLI::App& app, Commands* commands) {
+  struct AnalyzeArgs {
+    std::string path;
+    bool as_json = false;
+    std::string view = "tf";
+  };
+  auto a = std::make_shared<AnalyzeArgs>();
+  CLI::App* analyze = app.add_subcommand(
+      "analyze", "a trace file through the analyses, as tables or --json (docs/analyze.md)");
+  analyze
+      ->add_option("FILE", a->path,
+                   "a Chrome trace JSON or PyTorch (Kineto) trace, .json or .json.gz; a TensorFlow / JAX "
+                   ".xplane.pb; or a CUPTI recording (recognised by its header, plain or gzip: "
+                   "docs/architecture.md, CUPTI recordings)")
+      ->required();
+  analyze->add_flag("--json", a->as_json, "one JSON document with every analysis (docs/analyze.md)");
+  analyze
+      ->add_option("--view", a->view,
+                   "the step breakdown to print: tf (TensorFlow Profiler's) or pytorch (the PyTorch "
+                   "profiler plugin's)")
+      ->check(CLI::IsMember({"tf", "pytorch"}));
+  commands->Add(analyze, [a] { return Analyze(a->path, a->as_json, a->view == "pytorch"); });
+
+  auto files = std::make_shared<std::pair<std::string, std::string>>();
+  CLI::App* exp = app.add_subcommand("export", "a trace file rewritten as Chrome trace JSON (.json.gz)");
+  exp->add_option("IN", files->first, "a trace file liveprof reads (Chrome trace JSON, Kineto; .json or .json.gz)")
+      ->required();
+  exp->add_option("OUT", files->second,
+                  "the Chrome trace JSON to write (gzip when it ends in .gz): Perfetto and "
+                  "chrome://tracing open it, liveprof analyze reads it back the same")
+      ->required();
+  commands->Add(exp, [files] { return Export(files->first, files->second); });
 }
 
 }  // namespace liveprof

@@ -6,15 +6,13 @@
 #ifndef LIVEPROF_APP_ANALYZE_H_
 #define LIVEPROF_APP_ANALYZE_H_
 
+#include "app/args.h"
+
 namespace liveprof {
 
-// argv[1] is "analyze". Returns the exit code: 0, 1 for a file that cannot
-// be read or parsed, 2 for bad arguments.
-int Analyze(int argc, char** argv);
-
-// argv[1] is "export". Returns 0, 1 for a file that cannot be read or
-// written, 2 for bad arguments.
-int Export(int argc, char** argv);
+// Adds the subcommands analyze and export. Each exits 0, 1 for a file that
+// cannot be read, parsed or written, 2 for bad arguments.
+void AddAnalyzeCommands(CLI::App& app, Commands* commands);
 
 }  // namespace liveprof
 

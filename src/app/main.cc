@@ -1,21 +1,24 @@
-// liveprof: the command line.
+// liveprof: the command line (CLI11; `liveprof --help`, `liveprof SUB --help`).
 //
-//   liveprof demo [--port N] [--scenario S] ...
-//       The server with the simulated GPU workload (app/serve.h).
-//   liveprof serve [--port N] [--bind A --token T] ...
-//       The server for real producers (app/serve.h).
+//   liveprof demo|serve|replay|open [options]
+//       The server: on the simulated GPU workload, for real producers, on a
+//       trace file fed through the live path, or on a run folder (app/serve.h).
 //   liveprof example [--steps N] [--step-ms MS] [--input-share F] [--connect ADDRESS [--rank R]]
 //       Runs an example training loop instrumented with the host tracing API,
 //       drains its events through the stream and prints what it carried.
-//   liveprof simulate [--scenario S] [--seconds N] [--rate R] [--seed N]
+//   liveprof simulate [--scenario S] [--seconds N] [--rate R] [--seed N] ...
 //       Runs the simulated GPU workload through the analyses (app/simulate.h).
-//   liveprof version
+//   liveprof analyze FILE | export IN OUT (app/analyze.h)
+//   liveprof version | help
+//
+// Exit codes: 0, 1 for a failure of the command, 2 for a bad command line
+// (an unknown or malformed option, named in the message).
 #include <unistd.h>
 
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -35,38 +38,12 @@
 #include "stream/clock.h"
 #include "stream/drain_loop.h"
 
+#ifndef LIVEPROF_VERSION
+#define LIVEPROF_VERSION "unknown"
+#endif
+
 namespace liveprof {
 namespace {
-
-constexpr char kUsage[] =
-    "usage: liveprof <command> [options]\n"
-    "\n"
-    "commands:\n"
-    "  demo      the dashboard and feed on the simulated GPU workload: serve plus a\n"
-    "            scenario schedule (--scenario to pin one, --port, see demo --help)\n"
-    "  serve     the dashboard, REST, /metrics and the WebSocket feed for real\n"
-    "            producers (--port N, --bind A --token T, see serve --help)\n"
-    "  example   run an example training loop instrumented with the host API and\n"
-    "            print what the event stream carried\n"
-    "            --steps N         training steps (default 50)\n"
-    "            --step-ms MS      milliseconds per step (default 20)\n"
-    "            --connect ADDR    send the events to `liveprof serve --ingest ADDR`\n"
-    "                              (unix:PATH or tcp:127.0.0.1:PORT) instead\n"
-    "            --rank R          the rank said in its hello (default: $RANK)\n"
-    "            --input-share F   share of a step spent waiting for input, 0..1\n"
-    "                              (default 0.25)\n"
-    "  simulate  run the simulated GPU workload through the analyses and print the\n"
-    "            breakdown each second; --scenario balanced|input_bound|launch_bound|\n"
-    "            memory_growth|schedule, --seconds N, --rate R (events/s), --seed N,\n"
-    "            --workers W [--straggler RANK] (W simulated ranks, for the pod view)\n"
-    "  analyze   a trace file (Chrome trace JSON, PyTorch/Kineto; .json or .json.gz)\n"
-    "            through the analyses: tables, or --json; --view tf|pytorch\n"
-    "  export    export IN OUT: a trace file rewritten as Chrome trace JSON (.json.gz)\n"
-    "  replay    serve a trace file fed through the live path as if it ran now:\n"
-    "            replay FILE [--speed X|max] [--loop], see replay --help\n"
-    "  open      serve a run folder written with --trace-dir (stopped or killed):\n"
-    "            open DIR [--port N], its events in the trace viewer\n"
-    "  version   print the version\n";
 
 // The text of member `key` of the JSON object `json` (its value, an object
 // or array, up to its closing bracket); "" if absent. Enough for printing a
@@ -170,27 +147,7 @@ int ExampleSending(const ExampleTrainingOptions& options, const SenderOptions& s
   return s.batches_acked == s.batches_sent && s.batches_sent > 0 ? 0 : 1;
 }
 
-int Example(int argc, char** argv) {
-  ExampleTrainingOptions options;
-  SenderOptions sender;
-  for (int i = 2; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--steps") {
-      options.steps = static_cast<int>(NumberArg(argc, argv, i, 1, 1e7, "liveprof"));
-    } else if (a == "--step-ms") {
-      options.step_ms = NumberArg(argc, argv, i, 0.01, 60'000, "liveprof");
-    } else if (a == "--input-share") {
-      options.input_share = NumberArg(argc, argv, i, 0, 1, "liveprof");
-    } else if (a == "--connect" && i + 1 < argc) {
-      sender.address = argv[++i];
-    } else if (a == "--rank") {
-      sender.rank = static_cast<int32_t>(NumberArg(argc, argv, i, 0, 1e6, "liveprof"));
-    } else {
-      std::fprintf(stderr, "liveprof example: unknown option '%s'\n%s", argv[i], kUsage);
-      return 2;
-    }
-  }
-
+int Example(const ExampleTrainingOptions& options, const SenderOptions& sender) {
   if (!sender.address.empty()) return ExampleSending(options, sender);
   Stream& stream = GlobalStream();
   // The run environment says whether GPU activity is traced, and if not why.
@@ -241,27 +198,58 @@ int Example(int argc, char** argv) {
   return 0;
 }
 
+void AddExampleCommand(CLI::App& app, Commands* commands) {
+  struct ExampleArgs {
+    ExampleTrainingOptions options;
+    SenderOptions sender;
+  };
+  auto a = std::make_shared<ExampleArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "example",
+      "run an example training loop instrumented with the host API and print what the event stream carried");
+  AddNumber(sub, "--steps", a->options.steps, 1, 1e7, "training steps");
+  AddNumber(sub, "--step-ms", a->options.step_ms, 0.01, 60'000, "milliseconds per step");
+  AddNumber(sub, "--input-share", a->options.input_share, 0, 1, "share of a step spent waiting for input");
+  sub->add_option("--connect", a->sender.address,
+                  "send the events to `liveprof serve --ingest ADDR` (unix:PATH or tcp:127.0.0.1:PORT) "
+                  "instead (default: none, analyse here)");
+  AddNumber(sub, "--rank", a->sender.rank, 0, 1e6, "the rank said in its hello (by default, -1: $RANK)");
+  commands->Add(sub, [a] { return Example(a->options, a->sender); });
+}
+
 }  // namespace
 }  // namespace liveprof
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "help") == 0 || std::strcmp(argv[1], "--help") == 0) {
-    std::fputs(liveprof::kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
-  }
-  const std::string_view cmd = argv[1];
-  if (cmd == "analyze") return liveprof::Analyze(argc, argv);
-  if (cmd == "export") return liveprof::Export(argc, argv);
-  if (cmd == "demo") return liveprof::Serve(argc, argv, liveprof::ServeMode::kDemo);
-  if (cmd == "serve") return liveprof::Serve(argc, argv, liveprof::ServeMode::kServe);
-  if (cmd == "replay") return liveprof::Serve(argc, argv, liveprof::ServeMode::kReplay);
-  if (cmd == "open") return liveprof::Serve(argc, argv, liveprof::ServeMode::kOpen);
-  if (cmd == "example") return liveprof::Example(argc, argv);
-  if (cmd == "simulate") return liveprof::Simulate(argc, argv);
-  if (cmd == "version") {
-    std::printf("liveprof 0.1.0\n");
+  using liveprof::Commands;
+  CLI::App app("liveprof: a live profiler for training jobs: the dashboard, the analyses and the "
+               "event stream (docs/architecture.md)",
+               "liveprof");
+  app.footer("`liveprof COMMAND --help` lists the options of a command, each with its default.\n"
+             "Exit codes: 0; 1 when the command fails; 2 for a bad command line.");
+  app.option_defaults()->always_capture_default();
+  // A single-valued option given twice takes the last, as before CLI11.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  // At most one; none (a word that is no command) is refused as not expected,
+  // which names it.
+  app.require_subcommand(0, 1);
+  Commands commands;
+  liveprof::AddServeCommands(app, &commands);
+  liveprof::AddExampleCommand(app, &commands);
+  liveprof::AddSimulateCommand(app, &commands);
+  liveprof::AddAnalyzeCommands(app, &commands);
+  commands.Add(app.add_subcommand("version", "print the version"), [] {
+    std::printf("liveprof %s\n", LIVEPROF_VERSION);
     return 0;
+  });
+  commands.Add(app.add_subcommand("help", "print this help"), [&app] {
+    // (app.help() would be the help subcommand's own, the one parsed.)
+    std::fputs(app.get_formatter()->make_help(&app, app.get_name(), CLI::AppFormatMode::Normal).c_str(), stdout);
+    return 0;
+  });
+  if (argc < 2) {
+    std::fputs(app.help().c_str(), stderr);
+    return 2;
   }
-  std::fprintf(stderr, "liveprof: unknown command '%s'\n%s", argv[1], liveprof::kUsage);
-  return 2;
+  return liveprof::ParseAndRun(app, commands, argc, argv);
 }

@@ -36,44 +36,23 @@
 namespace liveprof {
 namespace {
 
-constexpr char kServeUsage[] =
-    "usage: liveprof serve|demo [options]\n"
-    "       liveprof replay FILE [--speed X|max] [--loop] [options]\n"
-    "       liveprof open DIR [options]\n"
-    "  --port N           port to listen on (default 8080; 0 picks a free one)\n"
-    "  --bind ADDR        address to listen on (default 127.0.0.1; any other needs --token)\n"
-    "  --token T          require T on every request (Authorization: Bearer T, ?token=T,\n"
-    "                     or the WebSocket subprotocol liveprof.token.T)\n"
-    "  --allow-origin O   a browser origin that may open /ws besides the server's own\n"
-    "                     (repeatable)\n"
-    "  --static DIR       the dashboard's files (default: the source tree's static/)\n"
-    "  --seconds N        stop after N seconds (default: run until Ctrl-C)\n"
-    "  --trace-mb N       the trace viewer's memory for events, MiB; past it the oldest\n"
-    "                     go (to --trace-dir if given; default 1024; 0 keeps none)\n"
-    "  --trace-dir DIR    write every event to this run folder as well (a new or empty\n"
-    "                     folder): past --trace-mb they stay there for the viewer, and\n"
-    "                     a run stopped or killed can be read back (liveprof open DIR)\n"
-    "  --trace-disk-mb N  the run folder's size, MiB; past it the oldest segments are\n"
-    "                     deleted (default: no limit)\n"
-    "  --ingest E         take events from other processes at E: unix:PATH or\n"
-    "                     tcp:127.0.0.1:PORT (repeatable; docs/ingest.md)\n"
-    "demo only:\n"
-    "  --scenario S       balanced | input_bound | launch_bound | memory_growth | schedule\n"
-    "                     (default: the schedule that cycles through all four)\n"
-    "  --rate R           events per second, 1e4..5e6 (default: the model's own, ~7 k/s)\n"
-    "  --seed N           the model's seed (default 1)\n"
-    "  --steps N          stop the workload after N training steps; the server goes on\n"
-    "                     serving what it analysed (default: run until stopped)\n"
-    "  --workers W        simulate W training ranks (1..64) for the pod view\n"
-    "  --straggler R      rank R runs 1.5x slower than the others (after --workers)\n"
-    "replay only:\n"
-    "  FILE               a Chrome trace JSON or PyTorch (Kineto) trace, .json or .json.gz\n"
-    "  --speed X          X times the trace's own pace (default 1), or max: as fast as\n"
-    "                     the pipeline takes it; the analyses keep the trace's times\n"
-    "  --loop             start again after the end (until Ctrl-C or --seconds)\n"
-    "open only:\n"
-    "  DIR                a run folder (--trace-dir): its events in the trace viewer,\n"
-    "                     read-only; the live analyses' pages stay empty\n";
+enum class ServeMode { kServe, kDemo, kReplay, kOpen };
+
+// What a serve, demo, replay or open command line says (only the options of
+// its mode are added).
+struct ServeArgs {
+  ServerOptions so;
+  double seconds = 0;
+  double trace_mb = 1024;
+  double trace_disk_mb = 0;
+  WorkloadArgs workload;
+  std::string file;  // replay: the trace file; open: the run folder.
+  TraceStore::Options trace;
+  std::string speed = "1";
+  TraceReplay::Options ro;
+  std::vector<std::string> ingest;
+  IngestServer::Options io;
+};
 
 // /api/status's "ingest": every source, connected or not.
 std::string IngestStatusJson(const IngestServer& ingest) {
@@ -153,90 +132,27 @@ void PrintProgress(const PipelineSnapshot& s) {
               m.events_consumed, m.events_dropped);
 }
 
-}  // namespace
+std::string_view ModeName(ServeMode mode) {
+  switch (mode) {
+    case ServeMode::kDemo: return "demo";
+    case ServeMode::kReplay: return "replay";
+    case ServeMode::kOpen: return "open";
+    case ServeMode::kServe: break;
+  }
+  return "serve";
+}
 
-int Serve(int argc, char** argv, ServeMode mode) {
+int Serve(ServeArgs& args, ServeMode mode) {
   const bool demo = mode == ServeMode::kDemo;
-  const char* command = demo                        ? "liveprof demo"
-                        : mode == ServeMode::kReplay ? "liveprof replay"
-                        : mode == ServeMode::kOpen   ? "liveprof open"
-                                                     : "liveprof serve";
-  ServerOptions so;
-  so.version = LIVEPROF_VERSION;
-  so.export_trace = ExportStoreRange;  // /api/export
-  so.static_dir = LIVEPROF_STATIC_DIR;
-  double seconds = 0;
-  double trace_mb = 1024;
-  SimulatedWorkloadOptions wo;
-  wo.model.schedule = DefaultSchedule();
-  std::string replay_file;
-  TraceStore::Options trace;
-  TraceReplay::Options ro;
-  IngestServer::Options io;
-  for (int i = 2; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (a == "--help" || a == "-h") {
-      std::fputs(kServeUsage, stdout);
-      return 0;
-    } else if (a == "--port") {
-      so.port = static_cast<uint16_t>(NumberArg(argc, argv, i, 0, 65535, command));
-    } else if (a == "--bind" && has_value) {
-      so.bind = argv[++i];
-    } else if (a == "--token" && has_value) {
-      so.token = argv[++i];
-    } else if (a == "--allow-origin" && has_value) {
-      so.allowed_origins.emplace_back(argv[++i]);
-    } else if (a == "--static" && has_value) {
-      so.static_dir = argv[++i];
-    } else if (a == "--seconds") {
-      seconds = NumberArg(argc, argv, i, 0.1, 1e9, command);
-    } else if (a == "--trace-mb") {
-      trace_mb = NumberArg(argc, argv, i, 0, 1 << 20, command);
-    } else if (a == "--trace-dir" && has_value && mode != ServeMode::kOpen) {
-      trace.dir = argv[++i];
-    } else if (a == "--trace-disk-mb" && mode != ServeMode::kOpen) {
-      trace.max_disk_bytes = static_cast<uint64_t>(NumberArg(argc, argv, i, 1, 1 << 30, command) * 1024 * 1024);
-    } else if (a == "--ingest" && has_value && (mode == ServeMode::kServe || demo)) {  // (a replay runs on trace time)
-      IngestEndpoint e;
-      std::string error;
-      if (!ParseIngestEndpoint(argv[++i], &e, &error)) {
-        std::fprintf(stderr, "%s: %s\n", command, error.c_str());
-        return 2;
-      }
-      io.endpoints.push_back(e);
-    } else if (demo && WorkloadOption(argc, argv, i, &wo, command)) {
-      continue;
-    } else if (mode == ServeMode::kReplay && a == "--speed" && has_value) {
-      if (std::string_view(argv[i + 1]) == "max") {
-        ro.max_speed = true;
-        ++i;
-      } else {
-        ro.speed = NumberArg(argc, argv, i, 1e-3, 1e6, command);
-      }
-    } else if (mode == ServeMode::kReplay && a == "--loop") {
-      ro.loop = true;
-    } else if ((mode == ServeMode::kReplay || mode == ServeMode::kOpen) && replay_file.empty() &&
-               !a.starts_with("-")) {
-      replay_file = a;  // the file to replay, the folder to open.
-    } else {
-      std::fprintf(stderr, "%s: unknown option '%s'%s\n%s", command, argv[i],
-                   has_value ? "" : " (or its value is missing)", kServeUsage);
-      return 2;
-    }
-  }
-  if ((mode == ServeMode::kReplay || mode == ServeMode::kOpen) && replay_file.empty()) {
-    std::fprintf(stderr, "%s: which %s?\n%s", command, mode == ServeMode::kOpen ? "folder" : "file", kServeUsage);
-    return 2;
-  }
-  if (trace.max_disk_bytes > 0 && trace.dir.empty()) {
-    std::fprintf(stderr, "%s: --trace-disk-mb needs --trace-dir\n", command);
-    return 2;
-  }
-  if (const std::string invalid = ValidateServerOptions(so); !invalid.empty()) {
-    std::fprintf(stderr, "%s: %s\n", command, invalid.c_str());
-    return 2;
-  }
+  const std::string command = "liveprof " + std::string(ModeName(mode));
+  ServerOptions& so = args.so;
+  const double seconds = args.seconds;
+  SimulatedWorkloadOptions& wo = args.workload.options;
+  const std::string& replay_file = args.file;
+  TraceStore::Options& trace = args.trace;
+  const TraceReplay::Options& ro = args.ro;
+  const double trace_mb = args.trace_mb;
+  const IngestServer::Options& io = args.io;
 
   // SIGINT/SIGTERM are taken by sigtimedwait below: block them before any
   // thread starts, so that every thread inherits the mask.
@@ -258,7 +174,7 @@ int Serve(int argc, char** argv, ServeMode mode) {
     po.trace_store = std::make_shared<TraceStore>(trace);
     std::string error;
     if (mode == ServeMode::kOpen && !po.trace_store->Open(&error)) {  // (a new run's folder: once serving)
-      std::fprintf(stderr, "%s: %s\n", command, error.c_str());
+      std::fprintf(stderr, "%s: %s\n", command.c_str(), error.c_str());
       return 1;
     }
     for (const std::string& problem : po.trace_store->problems()) std::printf("  %s\n", problem.c_str());
@@ -278,7 +194,7 @@ int Serve(int argc, char** argv, ServeMode mode) {
     ProgressLine progress(replay_file);
     std::string error;
     if (!replay->Load(replay_file, &error, &progress)) {
-      std::fprintf(stderr, "%s: %s\n", command, error.c_str());
+      std::fprintf(stderr, "%s: %s\n", command.c_str(), error.c_str());
       return 1;
     }
     po.analyses.env.gpu_note = "replay of " + replay_file;
@@ -320,12 +236,12 @@ int Serve(int argc, char** argv, ServeMode mode) {
   Server server(pipeline, so);
   std::string error;
   if (!server.Start(&error) || (ingest && !ingest->Start(&error))) {
-    std::fprintf(stderr, "%s: %s\n", command, error.c_str());
+    std::fprintf(stderr, "%s: %s\n", command.c_str(), error.c_str());
     return 1;
   }
   // The run folder once nothing else can fail: a failed start leaves none.
   if (mode != ServeMode::kOpen && po.trace_store && !po.trace_store->Create(&error)) {
-    std::fprintf(stderr, "%s: %s\n", command, error.c_str());
+    std::fprintf(stderr, "%s: %s\n", command.c_str(), error.c_str());
     return 1;
   }
   pipeline.Start();
@@ -364,7 +280,7 @@ int Serve(int argc, char** argv, ServeMode mode) {
     const timespec one_second{1, 0};
     const int sig = sigtimedwait(&signals, nullptr, &one_second);
     if (sig == SIGINT || sig == SIGTERM) {
-      std::printf("%s: stopping (%s)\n", command, sig == SIGINT ? "SIGINT" : "SIGTERM");
+      std::printf("%s: stopping (%s)\n", command.c_str(), sig == SIGINT ? "SIGINT" : "SIGTERM");
       break;
     }
     for (const AlertEvent& e : pipeline.TakeAlertEvents()) {
@@ -397,6 +313,103 @@ int Serve(int argc, char** argv, ServeMode mode) {
               stream.TotalDropped(), st.connections_accepted, st.view_frames_sent,
               st.event_frames_sent);
   return 0;
+}
+
+// The checks that need the whole command line; a failure is said as a parse
+// error (exit 2).
+void FinishServeArgs(ServeArgs& a, ServeMode mode) {
+  if ((mode == ServeMode::kReplay || mode == ServeMode::kOpen) && a.file.empty()) {
+    throw CLI::ValidationError(mode == ServeMode::kOpen ? "which folder?" : "which file?");
+  }
+  if (a.trace_disk_mb > 0) {
+    if (a.trace.dir.empty()) throw CLI::ValidationError("--trace-disk-mb needs --trace-dir");
+    a.trace.max_disk_bytes = static_cast<uint64_t>(a.trace_disk_mb * 1024 * 1024);
+  }
+  for (const std::string& endpoint : a.ingest) {
+    IngestEndpoint e;
+    std::string error;
+    if (!ParseIngestEndpoint(endpoint, &e, &error)) throw CLI::ValidationError(error);
+    a.io.endpoints.push_back(e);
+  }
+  if (a.speed == "max") {
+    a.ro.max_speed = true;
+  } else {
+    a.ro.speed = std::strtod(a.speed.c_str(), nullptr);  // (checked while parsing)
+  }
+  if (mode == ServeMode::kDemo) FinishWorkloadOptions(&a.workload);
+  if (const std::string invalid = ValidateServerOptions(a.so); !invalid.empty()) {
+    throw CLI::ValidationError(invalid);
+  }
+}
+
+void AddServeCommand(CLI::App& app, Commands* commands, ServeMode mode, const std::string& description) {
+  auto a = std::make_shared<ServeArgs>();
+  a->so.version = LIVEPROF_VERSION;
+  a->so.export_trace = ExportStoreRange;  // /api/export
+  a->so.static_dir = LIVEPROF_STATIC_DIR;
+  CLI::App* sub = app.add_subcommand(std::string(ModeName(mode)), description);
+  if (mode == ServeMode::kReplay) {
+    sub->add_option("FILE", a->file, "a Chrome trace JSON or PyTorch (Kineto) trace, .json or .json.gz");
+  } else if (mode == ServeMode::kOpen) {
+    sub->add_option("DIR", a->file,
+                    "a run folder (--trace-dir): its events in the trace viewer, read-only; the live "
+                    "analyses' pages stay empty");
+  }
+  AddNumber(sub, "--port", a->so.port, 0, 65535, "port to listen on (0 picks a free one)");
+  sub->add_option("--bind", a->so.bind, "address to listen on (any but loopback needs --token)");
+  sub->add_option("--token", a->so.token,
+                  "require T on every request (Authorization: Bearer T, ?token=T, or the WebSocket "
+                  "subprotocol liveprof.token.T; default: none)");
+  sub->add_option("--allow-origin", a->so.allowed_origins,
+                  "a browser origin that may open /ws besides the server's own (repeatable)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--static", a->so.static_dir, "the dashboard's files");
+  AddNumber(sub, "--seconds", a->seconds, 0.1, 1e9, "stop after N seconds (by default, 0: run until Ctrl-C)");
+  AddNumber(sub, "--trace-mb", a->trace_mb, 0, 1 << 20,
+            "the trace viewer's memory for events, MiB; past it the oldest go (to --trace-dir if "
+            "given; 0 keeps none)");
+  if (mode != ServeMode::kOpen) {
+    sub->add_option("--trace-dir", a->trace.dir,
+                    "write every event to this run folder as well (a new or empty folder): past "
+                    "--trace-mb they stay there for the viewer, and a run stopped or killed can be "
+                    "read back (liveprof open DIR; default: none)");
+    AddNumber(sub, "--trace-disk-mb", a->trace_disk_mb, 1, 1 << 30,
+              "the run folder's size, MiB; past it the oldest segments are deleted (by default, 0: no limit)");
+  }
+  if (mode == ServeMode::kServe || mode == ServeMode::kDemo) {  // (a replay runs on trace time)
+    sub->add_option("--ingest", a->ingest,
+                    "take events from other processes at E: unix:PATH or tcp:127.0.0.1:PORT "
+                    "(repeatable; docs/ingest.md)")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  }
+  if (mode == ServeMode::kDemo) AddWorkloadOptions(sub, &a->workload);
+  if (mode == ServeMode::kReplay) {
+    sub->add_option("--speed", a->speed,
+                    "X times the trace's own pace, a number in " + RangeText(1e-3, 1e6) +
+                        ", or max: as fast as the pipeline takes it; the analyses keep the trace's times")
+        ->check(CLI::Validator(
+            [number = NumberIn(1e-3, 1e6, false)](std::string& s) { return s == "max" ? std::string() : number(s); },
+            ""));
+    sub->add_flag("--loop", a->ro.loop, "start again after the end (until Ctrl-C or --seconds)");
+  }
+  sub->callback([a, mode] { FinishServeArgs(*a, mode); });
+  commands->Add(sub, [a, mode] { return Serve(*a, mode); });
+}
+
+}  // namespace
+
+void AddServeCommands(CLI::App& app, Commands* commands) {
+  AddServeCommand(app, commands, ServeMode::kDemo,
+                  "the dashboard and feed on the simulated GPU workload: serve plus a scenario "
+                  "schedule (--scenario to pin one)");
+  AddServeCommand(app, commands, ServeMode::kServe,
+                  "the dashboard, REST, /metrics and the WebSocket feed for real producers (CUPTI in "
+                  "this process, --ingest for others)");
+  AddServeCommand(app, commands, ServeMode::kReplay,
+                  "serve a trace file fed through the live path as if it ran now");
+  AddServeCommand(app, commands, ServeMode::kOpen,
+                  "serve a run folder written with --trace-dir (stopped or killed): its events in "
+                  "the trace viewer");
 }
 
 }  // namespace liveprof

@@ -1,19 +1,19 @@
-// `liveprof serve`, `demo` and `replay`: the pipeline and the web server
-// (src/web/server.h) until Ctrl-C or --seconds. serve takes real producers
-// (CUPTI in this process; socket ingest feeds the same stream); demo is serve
-// plus the simulated GPU workload on a scenario schedule; replay is serve
-// plus a trace file fed through the live path (src/import/replay.h); open
-// serves a run folder written with --trace-dir, read-only. Each
-// prints "listening on http://127.0.0.1:PORT/" once ready.
+// `liveprof serve`, `demo`, `replay` and `open`: the pipeline and the web
+// server (src/web/server.h) until Ctrl-C or --seconds. serve takes real
+// producers (CUPTI in this process; socket ingest feeds the same stream);
+// demo is serve plus the simulated GPU workload on a scenario schedule;
+// replay is serve plus a trace file fed through the live path
+// (src/import/replay.h); open serves a run folder written with --trace-dir,
+// read-only. Each prints "listening on http://127.0.0.1:PORT/" once ready.
 #ifndef LIVEPROF_APP_SERVE_H_
 #define LIVEPROF_APP_SERVE_H_
 
+#include "app/args.h"
+
 namespace liveprof {
 
-enum class ServeMode { kServe, kDemo, kReplay, kOpen };
-
-// argv[1] is "serve", "demo", "replay" or "open". Returns the exit code.
-int Serve(int argc, char** argv, ServeMode mode);
+// Adds the subcommands demo, serve, replay and open, with their options.
+void AddServeCommands(CLI::App& app, Commands* commands);
 
 }  // namespace liveprof
 

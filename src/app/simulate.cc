@@ -1,7 +1,5 @@
 #include "app/simulate.h"
 
-#include "app/args.h"
-
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -18,19 +16,6 @@ namespace liveprof {
 
 namespace {
 
-constexpr char kSimulateUsage[] =
-    "usage: liveprof simulate [--scenario S] [--seconds N] [--rate R] [--seed N] [--steps N]\n"
-    "                         [--workers W [--straggler RANK]]\n"
-    "  --scenario S   balanced | input_bound | launch_bound | memory_growth |\n"
-    "                 schedule (default: the schedule that cycles through all four)\n"
-    "  --seconds N    how long to run (default 20)\n"
-    "  --rate R       events per second, 1e4..5e6 (default: the model's own, ~7 k/s)\n"
-    "  --seed N       the model's seed (default 1)\n"
-    "  --steps N      stop the workload after N training steps\n"
-    "  --workers W    simulate W training ranks (1..64), each its own process, for\n"
-    "                 the pod view (default: one, this process)\n"
-    "  --straggler R  rank R runs 1.5x slower than the others (after --workers)\n";
-
 void PrintWindow(const StepWindow& w, uint64_t dropped) {
   if (w.steps == 0) {
     std::printf("  (no step closed yet)\n");
@@ -45,21 +30,7 @@ void PrintWindow(const StepWindow& w, uint64_t dropped) {
               w.pct(Bucket::kDeviceCollectives), dropped);
 }
 
-}  // namespace
-
-int Simulate(int argc, char** argv) {
-  SimulatedWorkloadOptions o;
-  o.model.schedule = DefaultSchedule();
-  double seconds = 20;
-  for (int i = 2; i < argc; ++i) {
-    if (std::string_view(argv[i]) == "--seconds") {
-      seconds = NumberArg(argc, argv, i, 0.1, 1e6, "liveprof simulate");
-    } else if (!WorkloadOption(argc, argv, i, &o, "liveprof simulate")) {
-      std::fprintf(stderr, "liveprof simulate: unknown option '%s'\n%s", argv[i], kSimulateUsage);
-      return 2;
-    }
-  }
-
+int Simulate(const SimulatedWorkloadOptions& o, double seconds) {
   Stream stream;
   Pipeline::Options po;
   po.analyses.env.device_type = "GPU (simulated)";
@@ -88,6 +59,22 @@ int Simulate(int argc, char** argv) {
   std::printf("done: %" PRIu64 " steps, %" PRIu64 " events analysed, %" PRIu64 " dropped\n",
               workload.steps_done(), pipeline.Latest()->metrics.events_consumed, stream.TotalDropped());
   return 0;
+}
+
+}  // namespace
+
+void AddSimulateCommand(CLI::App& app, Commands* commands) {
+  struct SimulateArgs {
+    WorkloadArgs workload;
+    double seconds = 20;
+  };
+  auto a = std::make_shared<SimulateArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "simulate", "run the simulated GPU workload through the analyses and print the breakdown each second");
+  AddNumber(sub, "--seconds", a->seconds, 0.1, 1e6, "how long to run");
+  AddWorkloadOptions(sub, &a->workload);
+  sub->callback([a] { FinishWorkloadOptions(&a->workload); });
+  commands->Add(sub, [a] { return Simulate(a->workload.options, a->seconds); });
 }
 
 }  // namespace liveprof

@@ -6,10 +6,12 @@
 #ifndef LIVEPROF_APP_SIMULATE_H_
 #define LIVEPROF_APP_SIMULATE_H_
 
+#include "app/args.h"
+
 namespace liveprof {
 
-// argv[1] is "simulate". Returns the exit code.
-int Simulate(int argc, char** argv);
+// Adds the subcommand simulate, with the workload's options and --seconds.
+void AddSimulateCommand(CLI::App& app, Commands* commands);
 
 }  // namespace liveprof
 

@@ -1,0 +1,30 @@
+# Runs a command and checks its exit code and what it printed, for the app
+# tests (a PASS_REGULAR_EXPRESSION alone ignores the exit code):
+#   cmake -DRC=N -DSTREAM=stdout|stderr -DMATCH=REGEX [-DMATCH2=REGEX]
+#         -P expect.cmake -- COMMAND ARGS...
+# Fails unless COMMAND exits N and the stream matches each regex.
+set(cmd)
+set(seen_dashes FALSE)
+math(EXPR last "${CMAKE_ARGC} - 1")
+foreach(i RANGE ${last})
+  if(seen_dashes)
+    list(APPEND cmd "${CMAKE_ARGV${i}}")
+  elseif(CMAKE_ARGV${i} STREQUAL "--")
+    set(seen_dashes TRUE)
+  endif()
+endforeach()
+execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("exit code: ${rc}\n--- stdout:\n${out}--- stderr:\n${err}---")
+if(NOT rc STREQUAL "${RC}")
+  message(FATAL_ERROR "expected exit code ${RC}, got ${rc}")
+endif()
+if(STREAM STREQUAL "stderr")
+  set(text "${err}")
+else()
+  set(text "${out}")
+endif()
+foreach(re IN ITEMS "${MATCH}" "${MATCH2}")
+  if(NOT re STREQUAL "" AND NOT text MATCHES "${re}")
+    message(FATAL_ERROR "${STREAM} does not match: ${re}")
+  endif()
+endforeach()
