@@ -33,6 +33,10 @@ mkdir -p "${out}"
 out=$(cd "${out}" && pwd)
 
 libs=()
+# The schema's header (flatc, as the build does): src/stream/event.cc reads
+# the kind names from it, and every target compiles the stream.
+mkdir -p "${out}/gen/stream"
+flatc --cpp --scoped-enums -o "${out}/gen/stream" src/stream/liveprof.fbs
 case "${target}" in
   control_message)
     # The decoder and what it links: protocol.cc (DecodeControlMessage,
@@ -62,10 +66,7 @@ case "${target}" in
     max_len=4096
     ;;
   ingest_frame)
-    # The frame splitter and decoder with the stream they write to; the
-    # schema's header generated here (flatc, as the build does).
-    mkdir -p "${out}/gen/stream"
-    flatc --cpp --scoped-enums -o "${out}/gen/stream" src/stream/liveprof.fbs
+    # The frame splitter and decoder with the stream they write to.
     sources=(src/ingest/ingest_frames.cc src/stream/*.cc)
     libs=(-isystem "${out}/gen" -lpthread)
     max_len=4096
@@ -87,7 +88,7 @@ esac
 echo "fuzz: building ${out}/${target}_fuzz with ${cxx}"
 "${cxx}" -std=c++20 -O1 -g -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  -Wall -Wextra -Werror -Isrc \
+  -Wall -Wextra -Werror -Isrc -isystem "${out}/gen" \
   "fuzz/${target}_fuzz.cc" "${sources[@]}" "${libs[@]}" -o "${out}/${target}_fuzz"
 
 corpus=$(mktemp -d)

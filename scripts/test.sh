@@ -56,26 +56,42 @@ run_suite() {
   if [[ ${rc} -ne 0 ]]; then status=1; fi
 }
 
-# run_fuzz NAME TARGET OUT_DIR: a libFuzzer target under ASan+UBSan (clang
-# 14; fuzz/build_and_run.sh) for 60 seconds, or FUZZ_RUNS (a count of runs,
-# or a time such as "300s"). The 1,000,000-run campaigns are
+# run_fuzzers NAME:TARGET:OUT_DIR...: each libFuzzer target under ASan+UBSan
+# (clang 14; fuzz/build_and_run.sh) for 60 seconds, or FUZZ_RUNS (a count of
+# runs, or a time such as "300s"); FUZZ_JOBS (default: the cores) at a time,
+# each a single-threaded build and run. The 1,000,000-run campaigns are
 # fuzz/campaign.sh's, their figures in bench/RESULTS.md.
-# Counts as one test: passed, or failed on a build failure, a crash, a
+# Each counts as one test: passed, or failed on a build failure, a crash, a
 # sanitizer report or a timeout.
-run_fuzz() {
-  local name=$1 target=$2 dir=$3 runs=${FUZZ_RUNS:-60s}
-  echo "=== ${name}: build and run (${dir})"
-  mkdir -p "${dir}"
-  local log="${dir}/fuzz.log"
-  if ./fuzz/build_and_run.sh "${target}" "${dir}" "${runs}" >"${log}" 2>&1; then
-    grep -E "^(stat::|fuzz:)" "${log}"
-    passed=$((passed + 1))
-  else
-    tail -n 60 "${log}"
-    echo "=== ${name}: FAILED (${log})"
-    failed=$((failed + 1))
-    status=1
-  fi
+run_fuzzers() {
+  local runs=${FUZZ_RUNS:-60s} jobs=${FUZZ_JOBS:-${JOBS}} spec name target dir
+  local -a names=() dirs=() pids=()
+  for spec in "$@"; do
+    IFS=: read -r name target dir <<<"${spec}"
+    while (( $(jobs -rp | wc -l) >= jobs )); do wait -n || true; done
+    echo "=== ${name}: build and run (${dir})"
+    mkdir -p "${dir}"
+    ( start=${SECONDS}
+      ./fuzz/build_and_run.sh "${target}" "${dir}" "${runs}" >"${dir}/fuzz.log" 2>&1
+      rc=$?
+      echo "${rc} $((SECONDS - start))" >"${dir}/fuzz.rc" ) &
+    names+=("${name}"); dirs+=("${dir}"); pids+=($!)
+  done
+  wait
+  local i rc took
+  for i in "${!names[@]}"; do
+    read -r rc took <"${dirs[$i]}/fuzz.rc" || rc=1
+    if [[ ${rc} -eq 0 ]]; then
+      grep -E "^(stat::|fuzz:)" "${dirs[$i]}/fuzz.log"
+      echo "=== ${names[$i]}: passed (${took} s)"
+      passed=$((passed + 1))
+    else
+      tail -n 60 "${dirs[$i]}/fuzz.log"
+      echo "=== ${names[$i]}: FAILED (${dirs[$i]}/fuzz.log)"
+      failed=$((failed + 1))
+      status=1
+    fi
+  done
 }
 
 # Each stage's wall time, printed as it ends and again at the end.
@@ -104,12 +120,14 @@ TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" SUITE_TARGETS="liveprof_tests liveprof" \
   SUITE_TESTS="^(pipeline|server|simulated workload|replay|trace store|trace api|trace over the WebSocket|ingest server|ingest sender|web: python|import: (gzip|a truncated|a plain)|CUPTI recording)" \
   timed "tsan (pipeline and server)" run_suite "tsan (pipeline and server)" build/tsan-web -DCMAKE_BUILD_TYPE=Debug \
-  -DLIVEPROF_SANITIZE=thread -DLIVEPROF_BUILD_BENCH=OFF
-timed "fuzz (control messages)" run_fuzz "fuzz (control messages)" control_message build/fuzz
-timed "fuzz (Chrome trace import)" run_fuzz "fuzz (Chrome trace import)" chrome_trace build/fuzz-import
-timed "fuzz (XPlane import)" run_fuzz "fuzz (XPlane import)" xplane build/fuzz-xplane
-timed "fuzz (ingest frames)" run_fuzz "fuzz (ingest frames)" ingest_frame build/fuzz-ingest
-timed "fuzz (CUPTI records)" run_fuzz "fuzz (CUPTI records)" cupti_records build/fuzz-cupti
+  -DLIVEPROF_SANITIZE=thread -DLIVEPROF_BUILD_BENCH=OFF \
+  "-DLIVEPROF_TEST_FILES=(pipeline/pipeline|web/(server|trace_api|trace_ws)|store/(trace_store|derived_rows)|ingest/ingest_(server|sender)|producers/(simulated_workload|cupti_recording)|import/(replay|chunk_reader|cupti_recording_file))_test"
+timed "fuzzers (5 x ${FUZZ_RUNS:-60s}, ${FUZZ_JOBS:-${JOBS}} at a time)" run_fuzzers \
+  "fuzz (control messages):control_message:build/fuzz" \
+  "fuzz (Chrome trace import):chrome_trace:build/fuzz-import" \
+  "fuzz (XPlane import):xplane:build/fuzz-xplane" \
+  "fuzz (ingest frames):ingest_frame:build/fuzz-ingest" \
+  "fuzz (CUPTI records):cupti_records:build/fuzz-cupti"
 
 echo
 echo "stage wall times (total ${SECONDS} s):"

@@ -135,7 +135,10 @@ export class Feed {
   // The binary tile reader needs FlatBuffers' runtime in static/vendor/
   // (scripts/setup.sh): imported on first use; without it, tiles come over HTTP.
   loadTileReader() {
-    this.tileReader ??= import('./trace/tile_reader.js').catch((e) => {
+    this.tileReader ??= import('./trace/tile_reader.js').then((reader) => {
+      reader.setKindNames(this.hello?.events?.kinds);
+      return reader;
+    }).catch((e) => {
       console.warn(`liveprof: trace tiles over HTTP: the binary reader did not load (${e.message}); run ./scripts/setup.sh`);
       return null;
     });
@@ -230,6 +233,7 @@ export class Feed {
   onHello(hello) {
     if (hello.v !== PROTOCOL_VERSION) return this.mismatch(hello.v, hello.server);
     this.hello = hello;
+    this.tileReader?.then((reader) => reader?.setKindNames(hello.events?.kinds));  // a restarted server's.
     this.attempt = 0;
     this.wakeLiveWaiters();
     this.onState({phase: 'live', detail: `liveprof ${hello.server}, protocol v${hello.v}`, server: hello.server});

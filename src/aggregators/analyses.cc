@@ -313,25 +313,27 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
   oi.env.breakdown_mode = std::string(BreakdownModeName(steps.mode));
   const OverviewSnapshot overview = BuildOverview(oi);
 
-  size_t* hint = view_size_hint_.data();
-  v.overview = ViewModel("overview", v.seq, overview, &hint[0]);
-  v.steps = ViewModel("steps", v.seq, steps, &hint[1]);
-  v.input_pipeline = ViewModel("input_pipeline", v.seq, input, &hint[2]);
-  v.tf_stats = ViewModel("tf_stats", v.seq, ops, &hint[3]);
-  v.kernel_stats = ViewModel("kernel_stats", v.seq, kernels, &hint[4]);
-  v.memory = ViewModel("memory", v.seq, memory, &hint[5]);
-  v.alerts = ViewModel("alerts", v.seq, alerts_.Snapshot(ro.alert_history), &hint[6]);
-  v.pod = ViewModel("pod", v.seq, pod_.Snapshot(), &hint[9]);
-  if (ro.pytorch && pytorch_) v.pytorch = ViewModel("pytorch", v.seq, pytorch_->Snapshot(), &hint[7]);
+  // Each view's model, named by the table (views.h).
+  auto put = [&](View view, const auto& snapshot) {
+    const auto i = static_cast<size_t>(view);
+    v.json(view) = ViewModel(ViewName(view), v.seq, snapshot, &view_size_hint_[i]);
+  };
+  put(View::kOverview, overview);
+  put(View::kSteps, steps);
+  put(View::kInputPipeline, input);
+  put(View::kTfStats, ops);
+  put(View::kKernelStats, kernels);
+  put(View::kMemory, memory);
+  put(View::kAlerts, alerts_.Snapshot(ro.alert_history));
+  put(View::kPod, pod_.Snapshot());
+  if (ro.pytorch && pytorch_) put(View::kPytorch, pytorch_->Snapshot());
   if (ro.csv) {
     v.tf_stats_csv = ops.ToCsv();
     v.kernel_stats_csv = kernels.ToCsv();
-    v.input_ops_csv = input.OpsCsv();
+    v.input_pipeline_csv = input.OpsCsv();
     v.memory_csv = memory.ToCsv();
   }
-
-  v.status = ViewModel("status", v.seq,
-                       WriteWith{[&](JsonWriter& w) { WriteStatus(w, overview.env); }}, &hint[8]);
+  put(View::kStatus, WriteWith{[&](JsonWriter& w) { WriteStatus(w, overview.env); }});
   return v;
 }
 

@@ -25,6 +25,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "aggregators/alerts.h"
@@ -39,6 +40,7 @@
 #include "aggregators/pytorch_view.h"
 #include "aggregators/step_breakdown.h"
 #include "aggregators/steps.h"
+#include "aggregators/views.h"
 #include "stream/diagnostics.h"
 
 namespace liveprof {
@@ -79,16 +81,42 @@ struct RenderOptions {
   bool advance_seq = true;
 };
 
-// Rendered JSON view models, one string per topic; immutable once built.
+// Rendered JSON view models, one string per view of the table (views.h:
+// `overview`, `steps`...) and, for the views with a table, its CSV when
+// RenderOptions::csv asked for it (`tf_stats_csv`...). Immutable once built.
 struct RenderedViews {
   uint64_t seq = 0;
   // Every event that ended at or before this (host clock, ns) is reflected.
   uint64_t watermark_ns = 0;
-  std::string overview, steps, input_pipeline, tf_stats, kernel_stats, memory, alerts, status,
-      pod, pytorch;
-  // CSV of the tables, when RenderOptions::csv asked for them.
-  std::string tf_stats_csv, kernel_stats_csv, input_ops_csv, memory_csv;
+#define LIVEPROF_RENDERED_VIEW(name, ...) std::string name, name##_csv;
+  LIVEPROF_VIEWS(LIVEPROF_RENDERED_VIEW)
+#undef LIVEPROF_RENDERED_VIEW
+
+  const std::string& json(View view) const;
+  std::string& json(View view) { return const_cast<std::string&>(std::as_const(*this).json(view)); }
+  const std::string& csv(View view) const;
+  std::string& csv(View view) { return const_cast<std::string&>(std::as_const(*this).csv(view)); }
 };
+
+inline const std::string& RenderedViews::json(View view) const {
+  switch (view) {
+#define LIVEPROF_VIEW_JSON(name, id, ...) \
+  case View::id: return name;
+    LIVEPROF_VIEWS(LIVEPROF_VIEW_JSON)
+#undef LIVEPROF_VIEW_JSON
+  }
+  return overview;  // (every enumerator is a case above)
+}
+
+inline const std::string& RenderedViews::csv(View view) const {
+  switch (view) {
+#define LIVEPROF_VIEW_CSV(name, id, ...) \
+  case View::id: return name##_csv;
+    LIVEPROF_VIEWS(LIVEPROF_VIEW_CSV)
+#undef LIVEPROF_VIEW_CSV
+  }
+  return overview_csv;
+}
 
 // One producer ring's counters.
 struct SourceTotals {
@@ -194,7 +222,7 @@ class Analyses {
   // The last rendered size of each view (overview, steps, input_pipeline,
   // tf_stats, kernel_stats, memory, alerts, pytorch, status, pod): the next
   // render allocates once.
-  std::array<size_t, 10> view_size_hint_{};
+  std::array<size_t, kViewCount> view_size_hint_{};
 };
 
 }  // namespace liveprof

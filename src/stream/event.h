@@ -23,8 +23,10 @@ namespace liveprof {
 using NameId = uint32_t;
 using TrackId = uint32_t;
 
-// Explicit values: they are part of the binary wire (liveprof.fbs) and of
-// files on disk. Never renumber; retire a value by leaving a gap.
+// Declared in liveprof.fbs (`enum EventKind`): this is its C++ spelling,
+// checked against the schema value by value (event.cc). Explicit values:
+// they are part of the binary wire and of files on disk. Never renumber;
+// retire a value by leaving a gap.
 enum class EventKind : uint8_t {
   kInvalid = 0,
   // Stream bookkeeping.

@@ -16,10 +16,20 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, kTopicCount> kTopicNames = {
-    "overview", "steps", "input_pipeline", "tf_stats", "kernel_stats", "memory", "alerts", "status", "pod",
-    "events",
-};
+TopicSet SubscribableTopics() {
+  TopicSet set;
+  for (size_t t = 0; t < kTopicCount; ++t) set.set(t, IsSubscribable(static_cast<Topic>(t)));
+  return set;
+}
+
+// The subscribable topics' names, in Topic order.
+std::vector<std::string_view> SubscribableTopicNames() {
+  std::vector<std::string_view> names;
+  for (size_t t = 0; t < kTopicCount; ++t) {
+    if (IsSubscribable(static_cast<Topic>(t))) names.push_back(TopicName(static_cast<Topic>(t)));
+  }
+  return names;
+}
 
 // A quoted value inside an error message is cut at this many bytes.
 constexpr size_t kMaxQuotedBytes = 64;
@@ -95,7 +105,7 @@ std::string JoinNames(const Range& names) {
 }
 
 const std::string& KnownTopics() {
-  static const std::string known = JoinNames(kTopicNames);
+  static const std::string known = JoinNames(SubscribableTopicNames());
   return known;
 }
 
@@ -398,7 +408,7 @@ void WriteFilter(JsonWriter& w, const EventFilter& f) {
 void WriteTopics(JsonWriter& w, const TopicSet& topics) {
   w.BeginArray();
   for (size_t t = 0; t < kTopicCount; ++t) {
-    if (topics.test(t)) w.String(kTopicNames[t]);
+    if (topics.test(t)) w.String(TopicName(static_cast<Topic>(t)));
   }
   w.EndArray();
 }
@@ -414,30 +424,20 @@ void WriteHead(JsonWriter& w, std::string_view type) {
 // ---- Topics and kinds ----
 
 std::string_view TopicName(Topic topic) {
+  if (topic == Topic::kEvents) return "events";
   const auto i = static_cast<size_t>(topic);
-  return i < kTopicCount ? kTopicNames[i] : std::string_view("unknown");
+  return i < kViewCount ? kViews[i].name : std::string_view("unknown");
 }
 
 const std::string& ViewJson(const RenderedViews& v, Topic topic) {
-  switch (topic) {
-    case Topic::kOverview: return v.overview;
-    case Topic::kSteps: return v.steps;
-    case Topic::kInputPipeline: return v.input_pipeline;
-    case Topic::kTfStats: return v.tf_stats;
-    case Topic::kKernelStats: return v.kernel_stats;
-    case Topic::kMemory: return v.memory;
-    case Topic::kAlerts: return v.alerts;
-    case Topic::kStatus: return v.status;
-    case Topic::kPod: return v.pod;
-    case Topic::kEvents: break;
-  }
   static const std::string kNone;
-  return kNone;
+  return IsViewTopic(topic) ? v.json(ViewOf(topic)) : kNone;
 }
 
 std::optional<Topic> ParseTopic(std::string_view name) {
   for (size_t i = 0; i < kTopicCount; ++i) {
-    if (kTopicNames[i] == name) return static_cast<Topic>(i);
+    const auto topic = static_cast<Topic>(i);
+    if (IsSubscribable(topic) && TopicName(topic) == name) return topic;
   }
   return std::nullopt;
 }
@@ -528,11 +528,20 @@ std::string EncodeHello(std::string_view server_version, uint32_t max_events_per
   w.KV("protocol", "liveprof");
   w.KV("server", SanitizeUtf8(server_version, 256));
   w.Key("topics");
-  WriteTopics(w, TopicSet().set());
+  WriteTopics(w, SubscribableTopics());
   w.Key("events");
   w.BeginObject();
   w.KV("encoding", "flatbuffers");
   w.KV("schema", "liveprof.fbs");
+  // The schema's EventKind names by value: what Event.kind and
+  // TileSlice.kind mean (liveprof.fbs declares them; EventKindName).
+  w.Key("kinds");
+  w.BeginObject();
+  for (size_t k = 0; k < kEventKindCount; ++k) {
+    const std::string_view name = EventKindName(static_cast<EventKind>(k));
+    if (name != "unknown") w.KV(std::to_string(k), name);
+  }
+  w.EndObject();
   w.KV("file_identifier", kFrameFileIdentifier);
   w.KV("frame_version", kFrameVersion);
   w.KV("max_events_per_second", max_events_per_second);

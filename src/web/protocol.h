@@ -61,30 +61,33 @@ inline constexpr size_t kMaxTraceTracks = 1024;
 
 // ---- Topics ----
 
-// What a connection can subscribe to: the view models (JSON, newest snapshot
-// only) and the raw events (binary frames). Values index TopicSet.
+// What a connection can subscribe to: the view models of the table
+// (aggregators/views.h: JSON, newest snapshot only) then the raw events
+// (binary frames). A view's topic has its `View` value; values index TopicSet.
 enum class Topic : uint8_t {
-  kOverview,
-  kSteps,
-  kInputPipeline,
-  kTfStats,
-  kKernelStats,
-  kMemory,
-  kAlerts,
-  kStatus,
-  kPod,
+#define LIVEPROF_TOPIC_ENUMERATOR(name, id, ...) id,
+  LIVEPROF_VIEWS(LIVEPROF_TOPIC_ENUMERATOR)
+#undef LIVEPROF_TOPIC_ENUMERATOR
   kEvents,
 };
-inline constexpr size_t kTopicCount = 10;
+inline constexpr size_t kTopicCount = kViewCount + 1;
 using TopicSet = std::bitset<kTopicCount>;
 
-// The topic's wire name: overview, steps, input_pipeline, tf_stats,
-// kernel_stats, memory, alerts, status, pod, events. Any thread.
+constexpr Topic TopicOf(View view) { return static_cast<Topic>(view); }
+constexpr View ViewOf(Topic topic) { return static_cast<View>(topic); }
+// A view model published on each tick (a view of the table on the feed);
+// false for events and for the views rendered on request only.
+constexpr bool IsViewTopic(Topic topic) {
+  return static_cast<size_t>(topic) < kViewCount && GetViewInfo(ViewOf(topic)).feed;
+}
+// A topic a client may subscribe to: the feed's views and events.
+constexpr bool IsSubscribable(Topic topic) { return topic == Topic::kEvents || IsViewTopic(topic); }
+
+// The topic's wire name: its view's name, or "events". Any thread.
 std::string_view TopicName(Topic topic);
-// The topic named `name` (exact, case-sensitive), or nullopt. Any thread.
+// The subscribable topic named `name` (exact, case-sensitive), or nullopt.
+// Any thread.
 std::optional<Topic> ParseTopic(std::string_view name);
-// Every topic but kEvents: a JSON view model published on each tick.
-constexpr bool IsViewTopic(Topic topic) { return topic != Topic::kEvents; }
 // The JSON of view topic `topic` in a rendered set ("" for events).
 const std::string& ViewJson(const RenderedViews& views, Topic topic);
 

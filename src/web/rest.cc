@@ -14,25 +14,20 @@ constexpr uint32_t kMaxLastSteps = 100'000;
 
 constexpr uint64_t kMaxLastSeconds = 7 * 24 * 3600;
 
-struct Endpoint {
-  std::string_view path;
-  Topic topic;
-  std::string_view csv;  // what ?format=csv gives, or "" when not offered.
-  bool steps_window;     // ?last=N (steps) applies: a view over a window of steps.
-  bool time_window;      // ?last_s=T applies: steps and tables over the last T seconds.
-  bool idle;             // ?include_idle=true|false applies.
-};
-constexpr Endpoint kEndpoints[] = {
-    {"/api/overview", Topic::kOverview, "", true, true, false},
-    {"/api/steps", Topic::kSteps, "", true, true, false},
-    {"/api/input_pipeline", Topic::kInputPipeline, "the input ops table", true, true, false},
-    {"/api/tf_stats", Topic::kTfStats, "the TF stats table", false, true, true},
-    {"/api/kernel_stats", Topic::kKernelStats, "the kernel stats table", false, true, false},
-    {"/api/memory", Topic::kMemory, "one summary row per allocator", false, true, false},
-    {"/api/alerts", Topic::kAlerts, "", false, false, false},
-    {"/api/status", Topic::kStatus, "", false, false, false},
-    {"/api/pod", Topic::kPod, "", false, false, false},
-};
+// The views served at /api/<name>: the table's (aggregators/views.h), those
+// on the feed.
+constexpr bool Served(const ViewInfo& v) { return v.feed; }
+
+// The views with a table, for the error message ("input_pipeline, tf_stats...").
+std::string CsvViews() {
+  std::string out;
+  for (const ViewInfo& v : kViews) {
+    if (!Served(v) || v.csv.empty()) continue;
+    if (!out.empty()) out += ", ";
+    out += v.name;
+  }
+  return out;
+}
 
 Route Error(int status, std::string message) {
   Route r;
@@ -168,21 +163,20 @@ Route RouteRequest(std::string_view raw_target, uint32_t published_last_steps) {
   } else if (target.path == "/api/capture") {
     return CaptureRoute(target);
   } else {
-    const Endpoint* found = nullptr;
-    for (const Endpoint& e : kEndpoints) {
-      if (target.path == e.path) found = &e;
+    const ViewInfo* found = nullptr;
+    for (const ViewInfo& v : kViews) {
+      if (Served(v) && target.path == v.rest_path) found = &v;
     }
     if (!found) return Error(404, "no endpoint " + target.path + " (GET /api lists them)");
     r.kind = Route::Kind::kView;
-    r.topic = found->topic;
+    r.topic = TopicOf(found->view);
     for (const auto& [key, value] : target.query) {
       if (key == "format") {
         if (value == "json") continue;
         if (value != "csv") return Error(400, "format='" + value + "': expected json or csv");
         if (found->csv.empty()) {
-          return Error(400, "format=csv: " + std::string(found->path) +
-                                " has no table; csv is offered on input_pipeline, tf_stats, "
-                                "kernel_stats and memory");
+          return Error(400, "format=csv: " + std::string(found->rest_path) + " has no table; csv is offered on " +
+                                CsvViews());
         }
         r.csv = true;
       } else if (key == "last" && found->steps_window) {
@@ -245,13 +239,10 @@ Reply ViewReply(const Route& route, const RenderedViews& v, std::string_view ser
   Reply r;
   if (route.csv) {
     r.content_type = "text/csv; charset=utf-8";
-    switch (route.topic) {
-      case Topic::kInputPipeline: r.body = v.input_ops_csv; break;
-      case Topic::kTfStats: r.body = v.tf_stats_csv; break;
-      case Topic::kKernelStats: r.body = v.kernel_stats_csv; break;
-      case Topic::kMemory: r.body = v.memory_csv; break;
-      default: return ErrorReply(400, "format=csv: this view has no table");
+    if (!IsViewTopic(route.topic) || GetViewInfo(ViewOf(route.topic)).csv.empty()) {
+      return ErrorReply(400, "format=csv: this view has no table");
     }
+    r.body = v.csv(ViewOf(route.topic));
     return r;
   }
   if (route.topic == Topic::kEvents) return ErrorReply(404, "events are a WebSocket topic only (/ws)");
@@ -273,10 +264,11 @@ Reply IndexReply() {
   w.KV("v", kViewProtocolVersion);
   w.Key("endpoints");
   w.BeginArray();
-  for (const Endpoint& e : kEndpoints) {
+  for (const ViewInfo& v : kViews) {
+    if (!Served(v)) continue;
     w.BeginObject();
-    w.KV("path", e.path);
-    w.KV("csv", !e.csv.empty());
+    w.KV("path", v.rest_path);
+    w.KV("csv", !v.csv.empty());
     w.EndObject();
   }
   for (const char* path : {"/api/trace", "/api/trace/event", "/api/trace/search", "/api/export", "/metrics"}) {

@@ -16,12 +16,13 @@ export const FILE_IDENTIFIER = 'LPF1';
 export const FRAME_VERSION = 1;
 const BODY_TRACE_TILE = 2;  // Body: NONE 0, EventFrame 1, TraceTile 2.
 
-// EventKind values (src/stream/event.h) and their names, as the JSON writes them.
-const KIND_NAMES = new Map([[0, 'invalid'], [1, 'name_def'], [2, 'track_def'], [3, 'device_info'],
-  [10, 'host_span'], [11, 'step'], [12, 'input'], [13, 'framework_op'], [14, 'runtime_api'],
-  [20, 'kernel'], [21, 'memcpy_h2d'], [22, 'memcpy_d2h'], [23, 'memcpy_d2d'], [24, 'memcpy_h2h'],
-  [25, 'memcpy_p2p'], [26, 'memcpy_other'], [27, 'memset'], [30, 'alloc'], [31, 'free'],
-  [40, 'counter'], [41, 'instant'], [42, 'flow']]);
+// EventKind values and their names: liveprof.fbs's `enum EventKind`, as the
+// server's hello lists them (events.kinds, from flatc's generated code);
+// feed.js hands them over with setKindNames before the first tile.
+let kindNames = new Map();
+export function setKindNames(kinds) {
+  kindNames = new Map(Object.entries(kinds ?? {}).map(([value, name]) => [Number(value), name]));
+}
 // TileTrackType: the JSON's "type"; 0 (none) is a track the store never had defined.
 const TRACK_TYPES = ['', 'host_thread', 'gpu_stream', 'counter', 'process', 'steps', 'framework_ops', 'memory'];
 
@@ -67,7 +68,7 @@ function readTrack(bb, pos) {
   for (let i = 0, at = sv.start; i < sv.length; i++, at += 32) {
     const kind = bb.readUint8(at + 29);
     out.slices[i] = [u64(bb, at), u64(bb, at + 8), u64(bb, at + 16), bb.readUint32(at + 24), bb.readUint8(at + 28),
-      KIND_NAMES.get(kind) ?? 'unknown'];
+      kindNames.get(kind) ?? 'unknown'];
   }
   // TileSummary, 24 bytes: px 0, count 4 (uint), busy_e4 8 (ushort), longest 12 (uint), longest_dur 16.
   // TileCounterValue, 16 bytes: max_value 0, last_value 8 (double); counter rows only, one per summary.

@@ -50,18 +50,34 @@ TopicSet Topics(std::initializer_list<Topic> topics) {
 
 // ---- Topics and kinds ----
 
-TEST_CASE("protocol: topic names parse back, and only events is not a view") {
+TEST_CASE("protocol: topics are the table's views on the feed, then events; names parse back") {
   const char* names[] = {"overview", "steps",  "input_pipeline", "tf_stats", "kernel_stats",
-                         "memory",   "alerts", "status",         "pod",      "events"};
+                         "memory",   "alerts", "status",         "pod",      "pytorch", "events"};
+  REQUIRE(kTopicCount == std::size(names));
   for (size_t i = 0; i < kTopicCount; ++i) {
     const Topic t = static_cast<Topic>(i);
+    CAPTURE(names[i]);
     CHECK(TopicName(t) == names[i]);
-    REQUIRE(ParseTopic(names[i]).has_value());
-    CHECK(*ParseTopic(names[i]) == t);
-    CHECK(IsViewTopic(t) == (t != Topic::kEvents));
+    // The PyTorch breakdown is rendered on request only: no topic, no route.
+    const bool on_feed = t != Topic::kPytorch;
+    CHECK(IsSubscribable(t) == on_feed);
+    CHECK(IsViewTopic(t) == (on_feed && t != Topic::kEvents));
+    CHECK(ParseTopic(names[i]).has_value() == on_feed);
+    if (on_feed) CHECK(*ParseTopic(names[i]) == t);
+    if (t != Topic::kEvents) CHECK(kViews[i].name == names[i]);
   }
   CHECK(!ParseTopic("Overview").has_value());
   CHECK(!ParseTopic("").has_value());
+}
+
+TEST_CASE("protocol: a view's JSON is its table row's string in a rendered set") {
+  RenderedViews v;
+  v.kernel_stats = "{\"type\":\"kernel_stats\"}";
+  v.pytorch = "{\"type\":\"pytorch\"}";
+  CHECK(ViewJson(v, Topic::kKernelStats) == v.kernel_stats);
+  CHECK(&v.json(View::kKernelStats) == &v.kernel_stats);
+  CHECK(ViewJson(v, Topic::kPytorch).empty());  // not on the feed.
+  CHECK(ViewJson(v, Topic::kEvents).empty());
 }
 
 TEST_CASE("protocol: ParseEventKindName is EventKindName's inverse") {
@@ -304,6 +320,11 @@ TEST_CASE("protocol: hello and error parse back with their fields") {
       "topics":["overview","steps","input_pipeline","tf_stats","kernel_stats","memory","alerts",
                 "status","pod","events"],
       "events":{"encoding":"flatbuffers","schema":"liveprof.fbs","file_identifier":"LPF1",
+                "kinds":{"0":"invalid","1":"name_def","2":"track_def","3":"device_info","10":"host_span",
+                         "11":"step","12":"input","13":"framework_op","14":"runtime_api","20":"kernel",
+                         "21":"memcpy_h2d","22":"memcpy_d2h","23":"memcpy_d2d","24":"memcpy_h2h",
+                         "25":"memcpy_p2p","26":"memcpy_other","27":"memset","30":"alloc","31":"free",
+                         "40":"counter","41":"instant","42":"flow"},
                 "frame_version":1,"max_events_per_second":100000,
                 "max_events_per_second_cap":1000000,"frame_hz":10},
       "trace":{"encoding":"flatbuffers","body":"TraceTile","max_width_px":65536},

@@ -19,6 +19,7 @@ TEST_CASE("rest: every view endpoint routes to its topic") {
       {"/api/input_pipeline", Topic::kInputPipeline}, {"/api/tf_stats", Topic::kTfStats},
       {"/api/kernel_stats", Topic::kKernelStats}, {"/api/memory", Topic::kMemory},
       {"/api/alerts", Topic::kAlerts},           {"/api/status", Topic::kStatus},
+      {"/api/pod", Topic::kPod},
   };
   for (const auto& [target, topic] : cases) {
     const Route r = RouteRequest(target, kPublishedSteps);
@@ -26,6 +27,8 @@ TEST_CASE("rest: every view endpoint routes to its topic") {
     CHECK(r.topic == topic);
     CHECK(!NeedsRender(r));
   }
+  // The batch-only PyTorch breakdown has no route.
+  CHECK(RouteRequest("/api/pytorch", kPublishedSteps).status == 404);
   CHECK(RouteRequest("/metrics", kPublishedSteps).kind == Route::Kind::kMetrics);
   CHECK(RouteRequest("/api", kPublishedSteps).kind == Route::Kind::kIndex);
   CHECK(RouteRequest("/", kPublishedSteps).kind == Route::Kind::kStatic);
@@ -115,6 +118,8 @@ TEST_CASE("rest: bad requests are refused with what and where") {
   r = error("/api/overview?format=csv");
   CHECK(r.status == 400);
   CHECK(r.message.find("/api/overview has no table") != std::string::npos);
+  // The views with a table, from the table of views.
+  CHECK(r.message.find("csv is offered on input_pipeline, tf_stats, kernel_stats, memory") != std::string::npos);
   r = error("/api/tf_stats?format=xml");
   CHECK(r.message.find("format='xml'") != std::string::npos);
   r = error("/api/alerts?colour=red");

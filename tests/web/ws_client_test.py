@@ -14,7 +14,10 @@ import websockets  # Debian's python3-websockets 10.4: asyncio API only.
 VIEW_TOPICS = ["overview", "steps", "input_pipeline", "tf_stats", "kernel_stats", "memory",
                "alerts", "status", "pod"]
 ALL_TOPICS = VIEW_TOPICS + ["events"]
-KIND_KERNEL = 20  # liveprof::EventKind::kKernel
+# liveprof.fbs's EventKind, read from flatc's generated class
+# (generate_flatbuffers): value -> name, and the kernel kind's value.
+KIND_NAMES = {}
+KIND_KERNEL = None
 MAX_EVENT_FRAMES_QUEUED = 8  # websocket_session.cc: kMaxEventFrames
 
 
@@ -79,7 +82,10 @@ def generate_flatbuffers(flatc, schema, outdir):
     """Python readers for the schema, generated now and imported from outdir."""
     subprocess.run([flatc, "--python", "-o", outdir, schema], check=True)
     sys.path.insert(0, outdir)
-    from liveprof.wire import Body, EventFrame, Frame  # noqa: E402 (generated)
+    from liveprof.wire import Body, EventFrame, EventKind, Frame  # noqa: E402 (generated)
+    global KIND_KERNEL
+    KIND_NAMES.update({v: k for k, v in vars(EventKind.EventKind).items() if not k.startswith("_")})
+    KIND_KERNEL = EventKind.EventKind.kernel
     return Frame.Frame, EventFrame.EventFrame, Body.Body
 
 
@@ -144,6 +150,10 @@ async def check_hello(c):
     ev = m.get("events", {})
     check(ev.get("encoding") == "flatbuffers" and ev.get("file_identifier") == "LPF1"
           and ev.get("frame_version") == 1, "hello: events encoding", events=ev)
+    # The kind names the hello lists are the schema's (flatc's generated EventKind).
+    want_kinds = {str(v): k for v, k in KIND_NAMES.items()}
+    check(ev.get("kinds") == want_kinds and want_kinds.get("20") == "kernel", "hello: events.kinds",
+          got=ev.get("kinds"), want=want_kinds)
 
 
 async def check_subscribe(c):

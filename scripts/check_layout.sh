@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The layout's rules (docs/architecture.md, "Layout"), checked on the sources:
+#   1. one direction: each folder of src/ includes only from the folders it
+#      may depend on;
+#   2. the analyses stay pure: nothing in src/aggregators/ starts a thread,
+#      takes a lock or touches a file.
+# Prints each breach as FILE:LINE: what, and exits 1 if there is any.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+# folder -> the project folders its files may include from (itself always).
+declare -A allowed=(
+  [base]=""
+  [stream]="base"
+  [producers]="base stream"
+  [ingest]="base stream producers"
+  [aggregators]="base stream"
+  [store]="base stream"
+  [pipeline]="base stream aggregators store"
+  [import]="base stream producers aggregators store pipeline"
+  [web]="base stream aggregators store pipeline"
+  [python]="base stream producers ingest"
+  [app]="base stream producers ingest aggregators store pipeline import web"
+)
+folders="base stream producers ingest aggregators store pipeline import web python app"
+
+breaches=0
+for folder in ${folders}; do
+  [[ -d src/${folder} ]] || { echo "src/${folder}: missing"; breaches=$((breaches + 1)); continue; }
+  while IFS= read -r hit; do
+    file=${hit%%:*}
+    rest=${hit#*:}
+    line=${rest%%:*}
+    included=$(sed -E 's/.*#include "([a-z_]+)\/.*/\1/' <<<"${rest#*:}")
+    [[ ${included} == "${folder}" ]] && continue
+    if [[ " ${allowed[${folder}]} " != *" ${included} "* ]]; then
+      echo "${file}:${line}: src/${folder}/ includes from ${included}/ (allowed: ${allowed[${folder}]:-nothing})"
+      breaches=$((breaches + 1))
+    fi
+  done < <(grep -nE '^#include "[a-z_]+/' src/"${folder}"/*.h src/"${folder}"/*.cc 2>/dev/null)
+done
+
+# The analyses: no thread, no lock, no file.
+while IFS= read -r hit; do
+  echo "${hit}: src/aggregators/ must not start a thread, take a lock or touch a file"
+  breaches=$((breaches + 1))
+# (<cstdio> is allowed: snprintf formats numbers; FILE* and fopen are not.)
+done < <(grep -nE '#include <(thread|mutex|shared_mutex|condition_variable|future|fstream|fcntl\.h|unistd\.h|pthread\.h|filesystem)>|std::(thread|jthread|mutex|shared_mutex|lock_guard|unique_lock|scoped_lock|async|ifstream|ofstream|fstream)\b|\b(fopen|fdopen|popen|pthread_create)\(|FILE \*|::(open|read|write)\(' \
+  src/aggregators/*.h src/aggregators/*.cc)
+
+if [[ ${breaches} -ne 0 ]]; then
+  echo "layout: ${breaches} breach(es)"
+  exit 1
+fi
+echo "layout: one-direction includes and pure analyses hold ($(ls src/*/*.{h,cc} | wc -l) files)"
