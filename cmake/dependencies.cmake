@@ -7,11 +7,10 @@ find_path(LIVEPROF_CONCURRENTQUEUE_INCLUDE concurrentqueue/concurrentqueue.h REQ
 add_library(concurrentqueue INTERFACE)
 target_include_directories(concurrentqueue SYSTEM INTERFACE ${LIVEPROF_CONCURRENTQUEUE_INCLUDE})
 
-# libboost1.81-dev: Beast and Asio, header-only (src/web's three session
-# translation units only). Never Boost::system: not needed in 1.81.
-if(NOT LIVEPROF_STREAM_TESTS_ONLY)
-  find_package(Boost 1.81 CONFIG REQUIRED COMPONENTS headers)
-endif()
+# libboost1.81-dev: Beast and Asio, header-only — in four translation units
+# only: src/web's listener, http_session and websocket_session, and
+# src/ingest/ingest_server.cc. Never Boost::system: not needed in 1.81.
+find_package(Boost 1.81 CONFIG REQUIRED COMPONENTS headers)
 
 # libflatbuffers-dev + flatbuffers-compiler: the binary wire (src/stream/liveprof.fbs).
 # flatbuffers::flatc generates the C++ header at build time; flatbuffers::flatbuffers

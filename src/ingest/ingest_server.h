@@ -1,10 +1,12 @@
 // IngestServer: other processes' events into this server's stream (issue #9;
 // docs/ingest.md). It listens on unix sockets and loopback TCP ports; each
 // connection is a source with its own ring, tracks and counters. One thread
-// runs every connection with poll(): it reads frames (ingest_frames.h),
-// writes the events to the source's ring, acknowledges each batch
-// (IngestAck) and pings the sender for its clock (IngestPing / IngestPong,
-// the least round trip wins). A source whose ring is half full is not read
+// runs a Boost.Asio io_context (asynchronous accept, read and write; Asio
+// stays inside ingest_server.cc) for every listener and connection: it reads
+// frames (ingest_frames.h), writes the events to the source's ring,
+// acknowledges each batch (IngestAck) and pings the sender for its clock
+// (IngestPing / IngestPong, the least round trip wins). A source whose ring
+// is half full is not read (no read is issued; a 2 ms timer looks again)
 // until the pipeline drains it (back pressure: the sender keeps its batches
 // until acknowledged, and drops and counts only past its own bound), so
 // what the server acknowledges is not dropped by it.
@@ -28,15 +30,10 @@
 #ifndef LIVEPROF_INGEST_INGEST_SERVER_H_
 #define LIVEPROF_INGEST_INGEST_SERVER_H_
 
-#include <atomic>
 #include <cstdint>
-#include <deque>
-#include <unordered_map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "ingest/ingest_endpoint.h"
@@ -130,47 +127,11 @@ class IngestServer {
   std::vector<RefusedCount> RefusedTotals() const;
 
  private:
-  struct Connection;
-  void Run();
-  void Accept(size_t listener);
-  void Read(Connection& c);
-  bool TakeFrames(Connection& c, uint64_t acked);
-  void Flush(Connection& c);
-  void AckTaken(Connection& c, uint64_t acked);  // an IngestAck when batches came since `acked`.
-  void Tick(Connection& c, uint64_t now);
-  static bool RingHalfFull(const Connection& c);
-  void Close(Connection& c, const std::string& reason);
-  void Publish(const Connection& c);
-  void NoteRefusals(Connection& c);  // a batch's refused events: the ack, the console.
-  void Hello(Connection& c, uint64_t now);
-  void TakeEvents(Connection& c, uint64_t now);
-  void DeclareProgress(Connection& c, uint64_t now);
-  void SendControls();
-  void Remember(const Connection& c);  // its session's last batch, for a reconnect.
-  struct Worker {
-    uint32_t process = 0;
-    std::unordered_map<std::string, TrackId> rows;  // IngestDecoder::set_worker.
-  };
-
-  Stream& stream_;
-  Options options_;
+  // The listeners, connections, io thread and statuses (ingest_server.cc):
+  // no Asio in this header.
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
   std::vector<IngestEndpoint> bound_;
-  std::vector<int> listeners_;
-  std::vector<std::unique_ptr<Connection>> connections_;  // the thread's.
-  uint64_t next_id_ = 1;
-  std::unordered_map<std::string, Worker> workers_;  // by label; the thread's.
-  // Per sender session (host, pid, IngestHello.session): the last batch
-  // taken, for a reconnect; the newest 1,024 (age: session_order_). The thread's.
-  std::unordered_map<std::string, uint64_t> sessions_;
-  std::deque<std::string> session_order_;
-  uint64_t accept_paused_until_ns_ = 0;              // out of descriptors: listeners rest.
-  std::atomic<bool> stop_{false};
-  int wake_[2] = {-1, -1};  // a pipe: Stop() wakes poll().
-  std::thread thread_;
-  mutable std::mutex mu_;  // guards status_, evicted_refused_ and controls_.
-  std::vector<SourceStatus> status_;
-  std::vector<RefusedCount> evicted_refused_;  // of sources status_ no longer holds.
-  std::vector<std::pair<uint64_t, CaptureRequest>> controls_;  // for the thread to send.
 };
 
 }  // namespace liveprof

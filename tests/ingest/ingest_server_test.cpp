@@ -505,5 +505,39 @@ TEST_CASE("ingest server: one bad event is refused alone, counted, told in the a
   console.Restore();
 }
 
+// The caps on a connection: past max_sources a new one is closed at once,
+// with the reason; a sender that does not read what the server sends (acks,
+// pings, controls: here 40,000 controls it never reads, over 1 MiB) is
+// closed at the server's next pass over it, the others' service unharmed.
+TEST_CASE("ingest server: past max_sources a connection is refused; a sender that does not read is closed") {
+  Stream stream;
+  IngestServer::Options o = AtTempSocket();
+  o.max_sources = 1;
+  IngestServer server(stream, o);
+  std::string error;
+  REQUIRE_MESSAGE(server.Start(&error), error);
+  Client a(server.bound()[0]);
+  REQUIRE(a.ok());
+  a.Send(Hello(0, HostNowNs()));
+  REQUIRE(WaitFor([&] { return server.Sources().size() == 1 && server.Sources()[0].worker != 0; }));
+
+  Client b(server.bound()[0]);
+  REQUIRE(b.ok());
+  REQUIRE(WaitFor([&] { return server.Sources().size() == 2 && !server.Sources()[1].connected; }));
+  CHECK(server.Sources()[1].closed_reason == "refused: 1 sources connected already");
+  CHECK(server.Sources()[0].connected);
+
+  // `a` never reads: the controls pile up past the socket's buffers and 1 MiB.
+  IngestServer::CaptureRequest r;
+  r.host_level = 1;
+  for (int i = 0; i < 40'000; ++i) REQUIRE_MESSAGE(server.Capture(1, r, &error), error);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // (the io thread queues them)
+  a.Send(Batch(1, HostNowNs(), true));  // a pass over it: then the bound is looked at.
+  REQUIRE(WaitFor([&] { return !server.Sources()[0].connected; }));
+  CHECK(server.Sources()[0].closed_reason == "not reading what the server sends (acks, pings)");
+  CHECK(server.Sources()[0].batches == 1);
+  server.Stop();
+}
+
 }  // namespace
 }  // namespace liveprof
