@@ -9,8 +9,10 @@ target_include_directories(concurrentqueue SYSTEM INTERFACE ${LIVEPROF_CONCURREN
 
 # libboost1.81-dev: Beast and Asio, header-only (src/web's three session
 # translation units only). Never Boost::system: not needed in 1.81.
+# libboost-url1.81-dev: Boost.URL, a compiled library (Boost::url): request
+# targets' parsing and %-decoding (src/web's rest.cc and static_files.cc).
 if(NOT LIVEPROF_STREAM_TESTS_ONLY)
-  find_package(Boost 1.81 CONFIG REQUIRED COMPONENTS headers)
+  find_package(Boost 1.81 CONFIG REQUIRED COMPONENTS headers url)
 endif()
 
 # libflatbuffers-dev + flatbuffers-compiler: the binary wire (src/stream/liveprof.fbs).
