@@ -10,7 +10,9 @@ target_include_directories(concurrentqueue SYSTEM INTERFACE ${LIVEPROF_CONCURREN
 # libboost1.81-dev: Beast and Asio, header-only — in four translation units
 # only: src/web's listener, http_session and websocket_session, and
 # src/ingest/ingest_server.cc. Never Boost::system: not needed in 1.81.
-find_package(Boost 1.81 CONFIG REQUIRED COMPONENTS headers)
+# libboost-url1.81-dev: Boost.URL, a compiled library (Boost::url): request
+# targets' parsing and %-decoding (src/web's rest.cc and static_files.cc).
+find_package(Boost 1.81 CONFIG REQUIRED COMPONENTS headers url)
 
 # libflatbuffers-dev + flatbuffers-compiler: the binary wire (src/stream/liveprof.fbs).
 # flatbuffers::flatc generates the C++ header at build time; flatbuffers::flatbuffers

@@ -9,6 +9,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build
   libboost1.81-dev
+  libboost-url1.81-dev  # Boost.URL (compiled): request targets, %-decoding (src/web)
   libflatbuffers-dev flatbuffers-compiler
   libconcurrentqueue-dev
   nlohmann-json3-dev

@@ -39,7 +39,6 @@
 #include <vector>
 
 #include "aggregators/catalog.h"
-#include "base/flat_map.h"
 #include "aggregators/span_type.h"
 #include "stream/diagnostics.h"
 #include "stream/event.h"
@@ -112,6 +111,9 @@ class StepAssembler {
   };
 
   StepAssembler(const Catalog* catalog, Diagnostics* diag, Options options);
+  ~StepAssembler();
+  StepAssembler(StepAssembler&&) noexcept;
+  StepAssembler& operator=(StepAssembler&&) noexcept;
 
   // Adds events in stream order. Pipeline thread.
   void Consume(std::span<const Event> events);
@@ -199,8 +201,10 @@ class StepAssembler {
   bool flushing_ = false;
   uint64_t pattern_seq_ = 0;
 
-  // Launch correlation id -> the seq of its step (open or recently closed).
-  U64Map launch_step_;
+  // Launch correlation id -> the seq of its step (open or recently closed):
+  // a boost::unordered_flat_map, kept out of this header (steps.cc).
+  struct LaunchSteps;
+  std::unique_ptr<LaunchSteps> launch_step_;
   // The launches of closed steps, forgotten kRememberClosed steps later.
   static constexpr size_t kRememberClosed = 16;
   std::deque<std::vector<uint32_t>> closed_launches_;

@@ -1,8 +1,9 @@
 // U64Map: a uint64 → uint64 open-addressing hash map for the hot paths of
 // the aggregators: linear probing, backward-shift deletion, no allocation per
 // insert (it grows by doubling). The key ~0 lives in a side slot, so every
-// key is allowed. Memory state keeps address → bytes and size → count in it;
-// the step assembler keeps correlation id → step.
+// key is allowed. Memory state keeps size → count in it (a few hundred hot
+// keys), where it beats boost::unordered_flat_map; the maps where Boost's is
+// as fast or faster use it (bench/RESULTS.md, bench/flat_map_bench.cpp).
 //
 // Not thread-safe; owned by one aggregator on the pipeline thread.
 #ifndef LIVEPROF_BASE_FLAT_MAP_H_

@@ -1,5 +1,6 @@
 #include "import/chrome_trace.h"
 
+#include <boost/unordered/unordered_flat_map.hpp>
 #include <simdjson.h>
 
 #include <charconv>
@@ -8,7 +9,6 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "base/flat_map.h"
 #include "import/chunk_reader.h"
 #include "import/decimal.h"
 #include "import/json_splitter.h"
@@ -166,20 +166,21 @@ struct ChromeTraceImporter::Parser {
   bool saw_table = false;  // an element with "cols" (a TensorBoard profiler table).
   // An op's External id -> its name, for the kernels it launched (their
   // "external id"): Kineto writes the CPU ops before the GPU activity.
-  // 16-32 bytes per op, at most kMaxOps of them.
+  // 16-32 bytes per op, at most kMaxOps of them. boost::unordered_flat_map:
+  // faster than U64Map here (bench/RESULTS.md).
   static constexpr size_t kMaxOps = size_t{1} << 23;
-  U64Map op_of_external;
+  boost::unordered_flat_map<uint64_t, uint64_t> op_of_external;
 
   void RememberOp(uint64_t id, NameId name) {
     if (op_of_external.size() < kMaxOps) {
-      *op_of_external.Insert(id).first = name;
+      op_of_external.insert_or_assign(id, name);
     } else {
       AddCount(report->caveats, "ops beyond 8 Mi remembered for kernel-op links");
     }
   }
   NameId OpOf(uint64_t id) {
-    const uint64_t* op = op_of_external.Find(id);
-    return op ? static_cast<NameId>(*op) : 0;
+    const auto it = op_of_external.find(id);
+    return it != op_of_external.end() ? static_cast<NameId>(it->second) : 0;
   }
 
   TrackId HostTrack(std::string_view pid, std::string_view tid) {

@@ -1,10 +1,16 @@
 #include "web/rest.h"
 
+#include <boost/url/encoding_opts.hpp>
+#include <boost/url/param.hpp>
+#include <boost/url/params_encoded_view.hpp>
+#include <boost/url/parse.hpp>
+#include <boost/url/parse_query.hpp>
+
 #include <algorithm>
 #include <charconv>
 
 #include "base/json_writer.h"
-#include "web/static_files.h"  // PercentDecode
+#include "web/static_files.h"  // PercentDecode, FindUrlSyntaxError
 #include "web/trace_api.h"
 
 namespace liveprof {
@@ -74,32 +80,51 @@ std::optional<std::string_view> RequestTarget::Param(std::string_view key) const
   return std::nullopt;
 }
 
+// Boost.URL parses the target (RFC 3986 origin-form) and decodes it. In
+// the query '+' is a space, as URLSearchParams and HTML forms send it (%2B
+// is a '+'); in the path it stays '+'. Empty parameters ("a=1&&b=2", a bare
+// '?') are skipped; repeated ones are all kept, in order.
 RequestTarget ParseRequestTarget(std::string_view target) {
+  namespace urls = boost::urls;
   RequestTarget t;
-  const size_t q = target.find('?');
-  std::optional<std::string> path = PercentDecode(target.substr(0, q));
-  if (!path) {
-    t.error = "malformed %-escape in the path";
+  urls::encoding_opts form;
+  form.space_as_plus = true;
+  const auto add_params = [&](urls::params_encoded_view params) {
+    for (const urls::param_pct_view p : params) {
+      if (p.key.empty() && !p.has_value) continue;
+      t.query.emplace_back(p.key.decode(form), p.value.decode(form));
+    }
+  };
+  if (const urls::result<urls::url_view> url = urls::parse_origin_form(target)) {
+    t.path = url->encoded_path().decode();
+    add_params(url->encoded_params());
     return t;
   }
-  t.path = std::move(*path);
-  if (q == std::string_view::npos) return t;
-  std::string_view query = target.substr(q + 1);
-  while (!query.empty()) {
-    const size_t amp = query.find('&');
-    const std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-    if (pair.empty()) continue;
-    const size_t eq = pair.find('=');
-    std::optional<std::string> key = PercentDecode(pair.substr(0, eq));
-    std::optional<std::string> value =
-        PercentDecode(eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1));
-    if (!key || !value) {
-      t.error = "malformed %-escape in query parameter '" + std::string(pair.substr(0, eq)) + "'";
-      return t;
-    }
-    t.query.emplace_back(std::move(*key), std::move(*value));
+  // Not origin-form: say where and why. The path still routes the request
+  // (static files give their own reasons) and the parameters before the bad
+  // one are kept (the token may be among them).
+  const size_t q = target.find('?');
+  const std::string_view raw_path = target.substr(0, q);
+  t.path = PercentDecode(raw_path).value_or("");
+  if (raw_path.empty() || raw_path.front() != '/') {
+    t.error = "the path must start with '/'";
+    return t;
   }
+  if (const std::optional<UrlSyntaxError> why = FindUrlSyntaxError(raw_path, false)) {
+    t.error = why->message + " in the path, at byte " + std::to_string(why->offset);
+    return t;
+  }
+  const std::string_view query = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
+  const std::optional<UrlSyntaxError> why = FindUrlSyntaxError(query, true);
+  if (!why) {
+    t.error = "not a request target";
+    return t;
+  }
+  const size_t amp = query.rfind('&', why->offset);
+  const size_t begin = amp == std::string_view::npos ? 0 : amp + 1;
+  if (const auto before = urls::parse_query(query.substr(0, begin))) add_params(*before);
+  const std::string_view pair = query.substr(begin, query.find('&', why->offset) - begin);
+  t.error = why->message + " in query parameter '" + std::string(pair.substr(0, pair.find('='))) + "'";
   return t;
 }
 

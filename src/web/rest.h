@@ -35,7 +35,9 @@
 
 namespace liveprof {
 
-// A request target split into its path and decoded query parameters.
+// A request target split into its path and decoded query parameters
+// (Boost.URL, rest.cc: '+' in the query is a space, empty parameters are
+// skipped, repeated ones kept in order).
 struct RequestTarget {
   std::string path;
   std::vector<std::pair<std::string, std::string>> query;

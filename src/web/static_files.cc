@@ -1,7 +1,13 @@
 #include "web/static_files.h"
 
+#include <boost/url/grammar/charset.hpp>
+#include <boost/url/parse.hpp>
+#include <boost/url/pct_string_view.hpp>
+#include <boost/url/rfc/pchars.hpp>
+
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <optional>
 #include <system_error>
 #include <utility>
@@ -9,15 +15,14 @@
 namespace liveprof {
 
 namespace fs = std::filesystem;
+namespace urls = boost::urls;
 
 namespace {
 
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
+// RFC 3986: path = *( pchar / "/" ), query = *( pchar / "/" / "?" ), less
+// '%', which must start a pct-encoded triplet.
+constexpr urls::grammar::lut_chars kPathChars = urls::pchars + '/';
+constexpr urls::grammar::lut_chars kQueryChars = kPathChars + '?';
 
 StaticResolution Refuse(int status, std::string error) {
   StaticResolution r;
@@ -39,20 +44,30 @@ bool IsInside(const fs::path& root, const fs::path& path) {
 }  // namespace
 
 std::optional<std::string> PercentDecode(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out += text[i];
-      continue;
+  const urls::result<urls::pct_string_view> pct = urls::make_pct_string_view(text);
+  if (!pct) return std::nullopt;
+  return pct->decode();
+}
+
+std::optional<UrlSyntaxError> FindUrlSyntaxError(std::string_view text, bool query) {
+  const urls::grammar::lut_chars& allowed = query ? kQueryChars : kPathChars;
+  const char* const end = text.data() + text.size();
+  for (const char* p = text.data();; p += 3) {
+    p = urls::grammar::find_if_not(p, end, allowed);
+    if (p == end) return std::nullopt;
+    const size_t offset = static_cast<size_t>(p - text.data());
+    if (*p != '%') {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned char>(*p));
+      const bool printable = *p > ' ' && *p < 0x7f;
+      return UrlSyntaxError{offset, (printable ? "'" + std::string(1, *p) + "' (" + hex + ")" : std::string(hex)) +
+                                        " must be percent-encoded"};
     }
-    if (i + 2 >= text.size()) return std::nullopt;
-    const int hi = HexDigit(text[i + 1]), lo = HexDigit(text[i + 2]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
+    const std::string_view escape = text.substr(offset, 3);
+    if (!urls::make_pct_string_view(escape)) {
+      return UrlSyntaxError{offset, "malformed %-escape '" + std::string(escape) + "'"};
+    }
   }
-  return out;
 }
 
 StaticResolution ResolveStaticPath(const fs::path& root, std::string_view target) {
@@ -63,15 +78,21 @@ StaticResolution ResolveStaticPath(const fs::path& root, std::string_view target
                            std::to_string(kMaxStaticPathBytes));
   }
   if (raw.empty() || raw.front() != '/') return Refuse(400, "path must start with '/'");
-  const std::optional<std::string> decoded = PercentDecode(raw);
-  if (!decoded) return Refuse(400, "malformed %-escape in the path");
-  if (decoded->find('\0') != std::string::npos) return Refuse(400, "NUL byte in the path");
-  if (decoded->find('\\') != std::string::npos) return Refuse(400, "backslash in the path");
+  if (raw.find('\\') != std::string_view::npos) return Refuse(400, "backslash in the path");
+  const urls::result<urls::url_view> url = urls::parse_origin_form(raw);
+  if (!url) {
+    const std::optional<UrlSyntaxError> why = FindUrlSyntaxError(raw, false);
+    return Refuse(400, why ? why->message + " in the path, at byte " + std::to_string(why->offset)
+                           : "not a URL path: " + url.error().message());
+  }
+  const std::string decoded = url->encoded_path().decode();
+  if (decoded.find('\0') != std::string::npos) return Refuse(400, "NUL byte in the path");
+  if (decoded.find('\\') != std::string::npos) return Refuse(400, "backslash in the path");
 
   // Segments after the leading '/': none may be empty ("//etc/passwd",
   // "/%2Fetc"), "." or ".."; a trailing '/' names a directory.
   fs::path relative;
-  std::string_view rest = std::string_view(*decoded).substr(1);
+  std::string_view rest = std::string_view(decoded).substr(1);
   while (!rest.empty()) {
     const size_t slash = rest.find('/');
     const std::string_view segment = rest.substr(0, slash);
@@ -90,7 +111,7 @@ StaticResolution ResolveStaticPath(const fs::path& root, std::string_view target
   fs::path candidate = canonical_root / relative;
   if (relative.empty() || fs::is_directory(candidate, ec)) {
     candidate /= "index.html";
-  } else if (decoded->back() == '/') {
+  } else if (decoded.back() == '/') {
     return Refuse(404, "not found (not a directory)");
   }
   // Symbolic links are followed: one that leads out of the root is refused

@@ -2,8 +2,10 @@
 // request target names, and its media type. No I/O beyond looking at the
 // file system (no file is opened): the HTTP session sends the file.
 //
-// A target never resolves outside the root: it is decoded once, refused when
-// it holds a NUL, a backslash, an empty, "." or ".." segment, or is over
+// A target never resolves outside the root: its path must parse as RFC 3986
+// origin-form (Boost.URL: no malformed %-escape, no byte that must be
+// escaped), it is decoded once, refused when it holds a NUL, a backslash,
+// an empty, "." or ".." segment, or is over
 // kMaxStaticPathBytes, and the canonical path of what it names (symbolic
 // links followed) must lie inside the canonical root.
 //
@@ -22,9 +24,19 @@ namespace liveprof {
 // The longest path part of a target (before '?') that is looked up.
 inline constexpr size_t kMaxStaticPathBytes = 1024;
 
-// %XX-decoding, once ('+' stays '+'); nullopt on a malformed escape. Also
-// decodes REST query parameters (rest.h).
+// %XX-decoding, once ('+' stays '+'); nullopt on a malformed escape
+// (Boost.URL's pct_string_view). Any thread.
 std::optional<std::string> PercentDecode(std::string_view text);
+
+// Where and why `text`, the path (or, with `query`, the query) of a request
+// target, is not RFC 3986: its first malformed %-escape ("malformed %-escape
+// '%zz'") or a byte it may not hold unescaped ("'|' (0x7C) must be
+// percent-encoded"); nullopt when well-formed. Any thread.
+struct UrlSyntaxError {
+  size_t offset = 0;    // of the offending byte in `text`.
+  std::string message;  // what it is, without where.
+};
+std::optional<UrlSyntaxError> FindUrlSyntaxError(std::string_view text, bool query);
 
 struct StaticResolution {
   std::filesystem::path path;  // the canonical path of the file, when status is 200.

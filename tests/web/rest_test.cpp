@@ -138,11 +138,71 @@ TEST_CASE("rest: percent-decoding") {
   CHECK(!PercentDecode("%"));
   CHECK(!PercentDecode("%4"));
   CHECK(!PercentDecode("%g0"));
+  CHECK(PercentDecode("a+b") == std::optional<std::string>("a+b"));
+  CHECK(PercentDecode("a%00b") == std::optional<std::string>(std::string("a\0b", 3)));
+  CHECK(PercentDecode("") == std::optional<std::string>(""));
   const RequestTarget t = ParseRequestTarget("/api/steps?last=5&token=a%26b");
   CHECK(t.path == "/api/steps");
   CHECK(t.Param("last") == std::optional<std::string_view>("5"));
   CHECK(t.Param("token") == std::optional<std::string_view>("a&b"));
   CHECK(!t.Param("nope"));
+}
+
+TEST_CASE("rest: request targets through Boost.URL: '+', empty and repeated parameters") {
+  // In the query '+' is a space (URLSearchParams sends "a b" as "a+b"); %2B
+  // is a '+'. In the path '+' stays '+'.
+  RequestTarget t = ParseRequestTarget("/api/trace/search?q=all+reduce&token=a%2Bb");
+  CHECK(t.error.empty());
+  CHECK(t.Param("q") == std::optional<std::string_view>("all reduce"));
+  CHECK(t.Param("token") == std::optional<std::string_view>("a+b"));
+  CHECK(ParseRequestTarget("/api/a+b").path == "/api/a+b");
+  CHECK(ParseRequestTarget("/api/a%20b%2Fc").path == "/api/a b/c");
+  // Empty parameters are skipped; one without '=' has an empty value;
+  // repeated ones are all kept, in order, and Param gives the first.
+  t = ParseRequestTarget("/api/steps?&&last=5&flag&last=7&=x&");
+  CHECK(t.error.empty());
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"last", "5"}, {"flag", ""}, {"last", "7"}, {"", "x"}};
+  CHECK(t.query == expected);
+  CHECK(t.Param("last") == std::optional<std::string_view>("5"));
+  CHECK(ParseRequestTarget("/api/steps?").query.empty());
+  // A '?' or '/' inside the query is data.
+  CHECK(ParseRequestTarget("/api/x?q=a/b?c").Param("q") == std::optional<std::string_view>("a/b?c"));
+  CHECK(RouteRequest("/api/alerts?colour=red&colour=blue", kPublishedSteps).message ==
+        "unknown query parameter 'colour' for /api/alerts");
+}
+
+TEST_CASE("rest: a malformed target says what and where, keeping the parameters before it") {
+  RequestTarget t = ParseRequestTarget("/api/steps?token=s3cret&last=%zz&format=csv");
+  CHECK(t.path == "/api/steps");
+  CHECK(t.error == "malformed %-escape '%zz' in query parameter 'last'");
+  CHECK(t.Param("token") == std::optional<std::string_view>("s3cret"));  // so a 400, not a 401.
+  CHECK(!t.Param("format"));
+  CHECK(ParseRequestTarget("/api/steps?last=5%4").error == "malformed %-escape '%4' in query parameter 'last'");
+  CHECK(ParseRequestTarget("/api/steps?%zz=1").error == "malformed %-escape '%zz' in query parameter '%zz'");
+  // RFC 3986 bytes that must be escaped are refused, naming the byte.
+  CHECK(ParseRequestTarget("/api/trace/search?q=a|b").error == "'|' (0x7C) must be percent-encoded in query parameter 'q'");
+  CHECK(ParseRequestTarget("/api/trace/search?q=a%7Cb").Param("q") == std::optional<std::string_view>("a|b"));
+  CHECK(ParseRequestTarget("/api/steps?last=5#top").error == "'#' (0x23) must be percent-encoded in query parameter 'last'");
+  t = ParseRequestTarget("/api/st eps");
+  CHECK(t.error == "0x20 must be percent-encoded in the path, at byte 7");
+  CHECK(t.path == "/api/st eps");
+  CHECK(ParseRequestTarget("/api/\xC3\xA9").error == "0xC3 must be percent-encoded in the path, at byte 5");
+  // A malformed path has no path: static files refuse it on their own.
+  t = ParseRequestTarget("/api/%zz");
+  CHECK(t.path.empty());
+  CHECK(t.error == "malformed %-escape '%zz' in the path, at byte 5");
+  CHECK(RouteRequest("/api/%zz", kPublishedSteps).kind == Route::Kind::kStatic);
+  // Not origin-form: routed to the static files, which refuse it.
+  t = ParseRequestTarget("*");
+  CHECK(t.path == "*");
+  CHECK(t.error == "the path must start with '/'");
+  CHECK(RouteRequest("*", kPublishedSteps).kind == Route::Kind::kStatic);
+  CHECK(RouteRequest("http://evil/api/status", kPublishedSteps).kind == Route::Kind::kStatic);
+  const Route r = RouteRequest("/api/trace/search?q=a|b", kPublishedSteps);
+  CHECK(r.kind == Route::Kind::kError);
+  CHECK(r.status == 400);
+  CHECK(r.message == "'|' (0x7C) must be percent-encoded in query parameter 'q'");
 }
 
 TEST_CASE("rest: views, CSV, and the status view with the server's counters") {

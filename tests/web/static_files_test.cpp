@@ -131,6 +131,32 @@ TEST_CASE("static files: files, directories, query strings and links inside reso
   CHECK(ResolveStaticPath(tree.root() / "missing", "/").status == 404);
 }
 
+TEST_CASE("static files: the path is RFC 3986 (Boost.URL); the errors say what and where") {
+  Tree tree;
+  const std::pair<std::string, std::string> refused[] = {
+      {"/app.js%", "malformed %-escape '%' in the path, at byte 7"},
+      {"/app.js%2", "malformed %-escape '%2' in the path, at byte 7"},
+      {"/a%zzb", "malformed %-escape '%zz' in the path, at byte 2"},
+      {"/app|js", "'|' (0x7C) must be percent-encoded in the path, at byte 4"},
+      {"/a b.js", "0x20 must be percent-encoded in the path, at byte 2"},
+      {"/\xC3\xA9.js", "0xC3 must be percent-encoded in the path, at byte 1"},
+      {std::string("/a\0.js", 6), "0x00 must be percent-encoded in the path, at byte 2"},
+      {"/a%00.js", "NUL byte in the path"},
+      {"/docs\\guide.txt", "backslash in the path"},
+      {"/docs%5Cguide.txt", "backslash in the path"},
+  };
+  for (const auto& [target, error] : refused) {
+    CAPTURE(target);
+    const StaticResolution r = ResolveStaticPath(tree.root(), target);
+    CHECK(r.status == 400);
+    CHECK(r.error == error);
+  }
+  // The query is not the path's business: anything in it is ignored.
+  CHECK(ResolveStaticPath(tree.root(), "/app.js?v=a|b%zz").path == tree.Canonical("app.js"));
+  // '+' and the sub-delims are plain path characters.
+  CHECK(ResolveStaticPath(tree.root(), "/a+b;c=d,e!").error == "not found");
+}
+
 TEST_CASE("static files: media types by extension") {
   CHECK(MimeType("index.html") == "text/html; charset=utf-8");
   CHECK(MimeType("a/app.js") == "text/javascript; charset=utf-8");
