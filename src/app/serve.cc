@@ -163,7 +163,7 @@ int Serve(int argc, char** argv, ServeMode mode) {
                                                      : "liveprof serve";
   ServerOptions so;
   so.version = LIVEPROF_VERSION;
-  so.export_trace = ExportStoreRange;  // /api/export
+  so.export_trace = ExportStoreRangeStream;  // /api/export, streamed
   so.static_dir = LIVEPROF_STATIC_DIR;
   double seconds = 0;
   double trace_mb = 1024;
