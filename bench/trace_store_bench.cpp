@@ -11,9 +11,11 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "store/trace_store.h"
@@ -149,6 +151,63 @@ void BM_ViewportQuery(benchmark::State& state) {
   state.counters["store_events"] = static_cast<double>(s.events);
 }
 BENCHMARK(BM_ViewportQuery)->ArgName("zoom")->Arg(0)->Arg(1)->Arg(2)->Iterations(100)->Unit(benchmark::kMillisecond);
+
+// The pipeline thread's stall behind queries: appends
+// LIVEPROF_BENCH_STALL_EVENTS events (default 10 M; 100 M for the issue's
+// figure: ~2 GB) in batches of 4,096 into an empty store while (arg 1) a
+// thread runs full-range queries back to back (2,000 px and 65,536 px in
+// turn), or (arg 0) alone, the reference. Counters: the longest Append
+// call (max_stall_ms: its own work plus any wait for the lock), the 99.9th
+// percentile, the longest query and how many ran.
+void BM_AppendStallUnderQueries(benchmark::State& state) {
+  const char* env = std::getenv("LIVEPROF_BENCH_STALL_EVENTS");
+  const size_t total = env ? static_cast<size_t>(std::strtoull(env, nullptr, 10)) : size_t{10'000'000};
+  const bool queries = state.range(0) != 0;
+  for (auto _ : state) {
+    TraceStore::Options o;
+    o.max_bytes = UINT64_MAX;  // keep every event: the query walks them all.
+    TraceStore store(o);
+    TraceGen gen(4);
+    std::vector<Event> batch;
+    gen.Next(&batch, 4096);
+    store.Append({}, batch);
+    std::atomic<bool> stop{false};
+    uint64_t query_count = 0;
+    double query_max_ms = 0;
+    std::thread reader;
+    if (queries) {
+      reader = std::thread([&] {
+        for (uint32_t width = 2000; !stop.load(std::memory_order_relaxed); width = width == 2000 ? 65536 : 2000) {
+          const TraceStore::Stats s = store.stats();
+          const auto start = std::chrono::steady_clock::now();
+          const TraceQueryResult r = store.Query({{}, s.first_ns, s.last_ns + 1, width});
+          benchmark::DoNotOptimize(r.tracks.size());
+          query_max_ms = std::max(
+              query_max_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+          ++query_count;
+        }
+      });
+    }
+    std::vector<double> append_ms;
+    append_ms.reserve(total / 4096 + 1);
+    for (size_t n = 4096; n < total; n += 4096) {
+      gen.Next(&batch, 4096);
+      const auto start = std::chrono::steady_clock::now();
+      store.Append({}, batch);
+      append_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+    stop = true;
+    if (reader.joinable()) reader.join();
+    std::sort(append_ms.begin(), append_ms.end());
+    state.counters["max_stall_ms"] = append_ms.back();
+    state.counters["p999_append_ms"] = append_ms[append_ms.size() * 999 / 1000];
+    state.counters["p50_append_ms"] = append_ms[append_ms.size() / 2];
+    state.counters["queries"] = static_cast<double>(query_count);
+    state.counters["query_max_ms"] = query_max_ms;
+    state.counters["store_events"] = static_cast<double>(store.stats().events);
+  }
+}
+BENCHMARK(BM_AppendStallUnderQueries)->ArgName("queries")->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace liveprof

@@ -345,7 +345,7 @@ void FinishServeArgs(ServeArgs& a, ServeMode mode) {
 void AddServeCommand(CLI::App& app, Commands* commands, ServeMode mode, const std::string& description) {
   auto a = std::make_shared<ServeArgs>();
   a->so.version = LIVEPROF_VERSION;
-  a->so.export_trace = ExportStoreRange;  // /api/export
+  a->so.export_trace = ExportStoreRangeStream;  // /api/export, streamed
   a->so.static_dir = LIVEPROF_STATIC_DIR;
   CLI::App* sub = app.add_subcommand(std::string(ModeName(mode)), description);
   if (mode == ServeMode::kReplay) {

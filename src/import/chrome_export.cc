@@ -75,8 +75,12 @@ bool ChromeTraceWriter::Open(const std::string& path, std::string* error) {
 }
 
 bool ChromeTraceWriter::OpenString(std::string* out, bool gzip, std::string* error) {
-  out_ = out;
-  out_->clear();
+  out->clear();
+  return OpenSink([out](std::string_view piece) { out->append(piece); return true; }, gzip, error);
+}
+
+bool ChromeTraceWriter::OpenSink(std::function<bool(std::string_view)> sink, bool gzip, std::string* error) {
+  sink_ = std::move(sink);
   return Start(gzip, "the export", error);
 }
 
@@ -297,9 +301,10 @@ bool ChromeTraceWriter::Write(std::span<const Event> definitions, std::span<cons
 }
 
 bool ChromeTraceWriter::Put(const void* data, size_t n, std::string* error) {
-  if (out_ != nullptr) {
-    out_->append(static_cast<const char*>(data), n);
-    return true;
+  if (sink_) {
+    if (n == 0 || sink_(std::string_view(static_cast<const char*>(data), n))) return true;
+    *error = "the export's reader went away";
+    return false;
   }
   if (n != 0 && std::fwrite(data, 1, n, file_) != n) {
     *error = std::string("write failed: ") + std::strerror(errno);
@@ -330,7 +335,7 @@ bool ChromeTraceWriter::Flush(bool finish, std::string* error) {
 }
 
 bool ChromeTraceWriter::Close(std::string* error) {
-  if (file_ == nullptr && out_ == nullptr) return true;
+  if (file_ == nullptr && !sink_) return true;
   // Host threads' names (metadata: where they stand does not matter).
   for (TrackId t = 1; t < tracks_.size(); ++t) {
     if (tracks_[t].type != TrackType::kHostThread || tracks_[t].name == 0) continue;
@@ -360,9 +365,9 @@ bool ChromeTraceWriter::Close(std::string* error) {
   if (base_time_ns_ != 0) buf_ += ",\n\"baseTimeNanoseconds\": " + std::to_string(base_time_ns_);
   buf_ += "}\n";
   const bool ok = Flush(true, error);
-  const bool closed = out_ != nullptr || std::fclose(file_) == 0;
+  const bool closed = sink_ != nullptr || std::fclose(file_) == 0;
   file_ = nullptr;
-  out_ = nullptr;
+  sink_ = nullptr;
   if (ok && !closed) *error = std::string("close failed: ") + std::strerror(errno);
   return ok && closed;
 }
@@ -393,10 +398,10 @@ bool ExportTraceFile(const std::string& in, const std::string& out, uint64_t* ev
   return true;
 }
 
-bool ExportStoreRange(const TraceStore& store, uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
-                      std::string* gz, std::string* error) {
+bool ExportStoreRangeTo(const TraceStore& store, uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
+                        const std::function<bool(std::string_view)>& sink, uint64_t max_events, std::string* error) {
   ChromeTraceWriter writer;
-  if (!writer.OpenString(gz, /*gzip=*/true, error)) return false;
+  if (!writer.OpenSink(sink, /*gzip=*/true, error)) return false;
   // Definitions first: every name and track the store knows.
   const std::vector<std::string> names = store.Names();
   std::vector<Event> defs;
@@ -410,19 +415,40 @@ bool ExportStoreRange(const TraceStore& store, uint64_t t0, uint64_t t1, const s
     batch.clear();
   };
   uint64_t events = 0;
-  store.ForEach(t0, t1, tracks, [&](StoredEventId, const Event& e) {
-    if (++events > kMaxExportEvents) return;
-    batch.push_back(e);
-    if (batch.size() == 4096) flush();
-  });
-  if (events > kMaxExportEvents && write_error.empty()) {
+  // A write that failed (a reader gone) stops the walk at once: ForEach has
+  // no way out but an exception (it holds no lock while `fn` runs).
+  struct Stop {};
+  try {
+    store.ForEach(t0, t1, tracks, [&](StoredEventId, const Event& e) {
+      if (++events > max_events) return;  // counted, for the message.
+      batch.push_back(e);
+      if (batch.size() == 4096) {
+        flush();
+        if (!write_error.empty()) throw Stop{};
+      }
+    });
+  } catch (const Stop&) {
+  }
+  if (events > max_events && write_error.empty()) {
     write_error = "the range holds " + std::to_string(events) + " events, over the " +
-                  std::to_string(kMaxExportEvents) + " one export takes: narrow t0 / t1 or tracks";
+                  std::to_string(max_events) + " one export takes: narrow t0 / t1 or tracks";
   }
   flush();
-  const bool ok = writer.Close(&write_error) && write_error.empty();
+  const bool ok = write_error.empty() && writer.Close(&write_error) && write_error.empty();
   if (!ok) *error = write_error;
   return ok;
+}
+
+bool ExportStoreRange(const TraceStore& store, uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
+                      std::string* gz, std::string* error) {
+  gz->clear();
+  return ExportStoreRangeTo(store, t0, t1, tracks, [gz](std::string_view piece) { gz->append(piece); return true; },
+                            kMaxExportEvents, error);
+}
+
+bool ExportStoreRangeStream(const TraceStore& store, uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
+                            const std::function<bool(std::string_view)>& sink, std::string* error) {
+  return ExportStoreRangeTo(store, t0, t1, tracks, sink, UINT64_MAX, error);
 }
 
 }  // namespace liveprof

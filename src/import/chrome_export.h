@@ -35,9 +35,11 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -58,6 +60,10 @@ class ChromeTraceWriter {
   bool Open(const std::string& path, std::string* error);
   // Writes into *out instead (cleared first), gzip or not.
   bool OpenString(std::string* out, bool gzip, std::string* error);
+  // Hands each piece of the output (at most 64 KiB gzip, or the JSON text
+  // buffered, ~1 MiB) to `sink` in order; a sink that returns false stops
+  // the writer (an error). The pieces are what OpenString would append.
+  bool OpenSink(std::function<bool(std::string_view)> sink, bool gzip, std::string* error);
   // Definitions (kNameDef, kTrackDef) come before the events using them, as
   // from the stream or the importer; the strings they point to must live
   // until Close(). Events in any order, but a kernel's op before the kernel
@@ -85,7 +91,7 @@ class ChromeTraceWriter {
   std::string Track(TrackId id) const;  // "\"pid\":P,\"tid\":T"
 
   std::FILE* file_ = nullptr;
-  std::string* out_ = nullptr;  // OpenString's, instead of file_.
+  std::function<bool(std::string_view)> sink_;  // OpenString's / OpenSink's, instead of file_.
   bool gzip_ = false;
   struct Deflater;
   std::unique_ptr<Deflater> deflater_;
@@ -107,13 +113,19 @@ class ChromeTraceWriter {
 bool ExportTraceFile(const std::string& in, const std::string& out, uint64_t* events, std::string* error);
 
 // The events of `store` overlapping [t0, t1] on `tracks` (empty: all), as
-// a gzip Chrome trace in *gz (the server's /api/export). false with *error,
-// also when the range holds over kMaxExportEvents events (the web thread
-// waits for it: a few seconds at most). Any thread (the store locks per
+// a gzip Chrome trace in *gz, whole. false with *error, also when the range
+// holds over kMaxExportEvents events. Any thread (the store locks per
 // chunk).
 inline constexpr uint64_t kMaxExportEvents = 5'000'000;
 bool ExportStoreRange(const TraceStore& store, uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
                       std::string* gz, std::string* error);
+// The same export, streamed: each piece to `sink` as it is produced (the
+// server's /api/export writes it chunk by chunk, the next piece made once
+// the last was written), so memory stays bounded (the 1 MiB of JSON before
+// deflate, a 64 KiB piece) whatever the range: no event cap. A sink that
+// returns false stops it (false, *error says so). Any thread.
+bool ExportStoreRangeStream(const TraceStore& store, uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
+                            const std::function<bool(std::string_view)>& sink, std::string* error);
 
 }  // namespace liveprof
 

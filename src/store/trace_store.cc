@@ -6,7 +6,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <chrono>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 namespace liveprof {
@@ -18,6 +20,31 @@ constexpr uint64_t kIndexMask = (uint64_t{1} << kIndexBits) - 1;
 }  // namespace
 
 TraceStore::TraceStore(Options options) : options_(options) {}
+
+void TraceStore::WaitForWriter() const {
+  // std::shared_mutex prefers readers (glibc): a reader that let go and took
+  // the lock straight back would keep a waiting Append out. So it waits here
+  // until the Append has had the lock.
+  for (int spins = 0; writers_waiting_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+}
+
+std::shared_lock<std::shared_mutex> TraceStore::LockShared() const {
+  WaitForWriter();
+  return std::shared_lock(mu_);
+}
+
+void TraceStore::LetWriterIn(std::shared_lock<std::shared_mutex>& lock) const {
+  if (writers_waiting_.load(std::memory_order_acquire) == 0) return;
+  lock.unlock();
+  WaitForWriter();
+  lock.lock();
+}
 
 void TraceStore::KeepDevice(const Event& e) {  // the latest per device.
   const auto same =
@@ -40,7 +67,9 @@ const TraceStore::TrackStore* TraceStore::FindTrack(TrackId id) const {
 }
 
 void TraceStore::Append(std::span<const Event> definitions, std::span<const Event> events) {
+  writers_waiting_.fetch_add(1, std::memory_order_acq_rel);  // readers let go at their next chunk.
   std::unique_lock lock(mu_);
+  writers_waiting_.fetch_sub(1, std::memory_order_release);
   if (read_only_) return;
   const bool logging = log_ != nullptr;
   for (const Event& d : definitions) {
@@ -91,7 +120,7 @@ void TraceStore::Append(std::span<const Event> definitions, std::span<const Even
 }
 
 void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQueryResult& grid, TraceQueryResult::Track* out,
-                            uint64_t* visited) const {
+                            uint64_t* visited, std::shared_lock<std::shared_mutex>& lock) const {
   const uint64_t t0 = grid.t0, t1 = grid.t1;  // [t0, t1): width pixels of 2^k ns.
   const int k = std::countr_zero(static_cast<uint64_t>(grid.ns_per_px));
   auto px_of = [&](uint64_t start) { return static_cast<uint32_t>((start - t0) >> k); };  // start in [t0, t1).
@@ -105,14 +134,31 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQueryRes
     const uint64_t edge = from == 0 ? 0 : ((from - 1) >> k) + 1;  // the first pixel edge at or after it.
     fold_end = edge <= (t0 >> k) ? t0 : edge >= (t0 >> k) + grid.width_px ? t1 : edge << k;
   }
-  const uint64_t open_j = t.building ? t.end() - 1 : UINT64_MAX;
+  // The walk lets a waiting Append in between chunks (LetWriterIn): it
+  // walks the chunks there were when it began (`end_j`), takes the mipmap's
+  // buckets first (so a chunk sealed meanwhile is counted once: as the open
+  // chunk it was, decoded), re-reads each node after a pause and skips
+  // what the retention rule freed meanwhile.
+  const uint64_t end_j = t.end();
+  const uint64_t open_j = t.building ? end_j - 1 : UINT64_MAX;
   thread_local std::vector<MipBucket> folds;  // by pixel.
   folds.assign(grid.width_px, MipBucket{});
+  if (fold_end < t1) {
+    const uint64_t first = t0 >> k;
+    t.mip.ForEach(k, fold_end >> k, first + grid.width_px,
+                  [&](uint64_t index, const MipBucket& b) { folds[index - first].Add(b); });
+  }
   thread_local std::vector<Event> decoded;
   thread_local std::string scratch;
   constexpr int kFanoutBits = std::countr_zero(kFanout);
+  uint32_t since_pause = 0;
   auto visit = [&](auto&& self, size_t level, uint64_t j) -> void {
-    const Node& n = t.levels[level].at(j);
+    if (level == 0 || ++since_pause == 64) {  // at most one chunk's work (or 64 nodes') between pauses.
+      since_pause = 0;
+      LetWriterIn(lock);
+    }
+    if (j < t.levels[level].base) return;  // freed meanwhile.
+    const Node n = t.levels[level].at(j);  // a copy: the lock may be let go below.
     if (n.count == 0 || n.min_start >= t1 || n.max_end < t0) return;
     const bool has_open = open_j != UINT64_MAX && (open_j >> (kFanoutBits * level)) == j;
     const bool need_wide = wide(n.max_dur);
@@ -127,11 +173,14 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQueryRes
     }
     if (level > 0) {
       const Level& below = t.levels[level - 1];
-      for (uint64_t c = std::max(j * kFanout, below.base); c < std::min(below.end(), (j + 1) * kFanout); ++c) {
+      const uint64_t last = (end_j - 1) >> (kFanoutBits * (level - 1));  // the walk's last node below.
+      for (uint64_t c = std::max(j * kFanout, below.base); c < std::min(below.end(), (j + 1) * kFanout) && c <= last;
+           ++c) {
         self(self, level - 1, c);
       }
       return;
     }
+    if (j >= end_j) return;  // appended after the walk began.
     const bool open = j == open_j;
     const ChunkView v = View(t, j, &scratch);
     DecodeChunk(v, &decoded, UINT32_MAX, /*times_only=*/!need_wide && !v.counters);
@@ -155,14 +204,12 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQueryRes
       }
     }
   };
-  const size_t top = t.levels.size() - 1;
-  for (uint64_t j = t.levels[top].base; j < t.levels[top].end(); ++j) visit(visit, top, j);
-  if (fold_end < t1) {
-    const uint64_t first = t0 >> k;
-    t.mip.ForEach(k, fold_end >> k, first + grid.width_px,
-                  [&](uint64_t index, const MipBucket& b) { folds[index - first].Add(b); });
+  if (end_j > 0) {
+    const size_t top = t.levels.size() - 1;
+    const uint64_t last = (end_j - 1) >> (kFanoutBits * top);
+    for (uint64_t j = t.levels[top].base; j <= last && j < t.levels[top].end(); ++j) visit(visit, top, j);
   }
-  if (IsCounterRow(id)) HeldBefore(t, t0, out);
+  if (IsCounterRow(id)) HeldBefore(t, t0, out, lock);
   // Nesting among the returned slices: by start, the longer first.
   std::sort(out->slices.begin(), out->slices.end(), [](const auto& a, const auto& b) {
     return a.ts != b.ts ? a.ts < b.ts : a.dur != b.dur ? a.dur > b.dur : a.id < b.id;
@@ -188,7 +235,8 @@ bool TraceStore::IsCounterRow(TrackId id) const {
   return id < track_info_.size() && track_info_[id].type == TrackType::kCounter;
 }
 
-void TraceStore::HeldBefore(const TrackStore& t, uint64_t t0, TraceQueryResult::Track* out) const {
+void TraceStore::HeldBefore(const TrackStore& t, uint64_t t0, TraceQueryResult::Track* out,
+                            std::shared_lock<std::shared_mutex>& lock) const {
   // Right to left (the later arrivals first, so an equal start found later
   // does not win), skipping what starts at t0 or later and what cannot
   // start later than the best found: ~one chunk decoded when samples
@@ -196,7 +244,9 @@ void TraceStore::HeldBefore(const TrackStore& t, uint64_t t0, TraceQueryResult::
   thread_local std::vector<Event> decoded;
   thread_local std::string scratch;
   auto visit = [&](auto&& self, size_t level, uint64_t j) -> void {
-    const Node& n = t.levels[level].at(j);
+    LetWriterIn(lock);  // as QueryTrack's walk: node by node, a chunk at most.
+    if (j < t.levels[level].base) return;  // freed meanwhile.
+    const Node n = t.levels[level].at(j);
     if (n.count == 0 || n.min_start >= t0 || (out->held && n.max_start <= out->held_ts)) return;
     if (level > 0) {
       const Level& below = t.levels[level - 1];
@@ -215,7 +265,9 @@ void TraceStore::HeldBefore(const TrackStore& t, uint64_t t0, TraceQueryResult::
     }
   };
   const size_t top = t.levels.size() - 1;
-  for (uint64_t j = t.levels[top].end(); j-- > t.levels[top].base;) visit(visit, top, j);
+  for (uint64_t j = t.levels[top].end(); j-- > t.levels[top].base;) {
+    if (j >= t.levels[top].base) visit(visit, top, j);
+  }
 }
 
 TraceQueryResult TraceStore::Query(const TraceQuery& q) const {
@@ -236,21 +288,24 @@ TraceQueryResult TraceStore::Query(const TraceQuery& q) const {
   const unsigned __int128 end = r.t0 + (static_cast<unsigned __int128>(last_px + 1) << k);
   r.t1 = end > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(end);
   r.ns_per_px = std::ldexp(1.0, k);
-  std::shared_lock lock(mu_);
+  // The lock is taken per track and let go for a waiting Append between
+  // chunks (QueryTrack): the pipeline thread never waits for a whole query.
   std::vector<TrackId> ids = q.tracks;
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   if (ids.empty()) {
+    const std::shared_lock lock = LockShared();
     for (TrackId id = 0; id < tracks_.size(); ++id) {
       if (tracks_[id]) ids.push_back(id);
     }
   }
   for (const TrackId id : ids) {
+    std::shared_lock lock = LockShared();
     const TrackStore* t = FindTrack(id);
     if (t == nullptr) continue;
     r.tracks.emplace_back();
     r.tracks.back().track = id;
-    QueryTrack(*t, id, r, &r.tracks.back(), &r.events_visited);
+    QueryTrack(*t, id, r, &r.tracks.back(), &r.events_visited, lock);
   }
   // Launch -> device work, both in the view.
   std::unordered_map<uint32_t, StoredEventId> launch;
@@ -269,7 +324,7 @@ TraceQueryResult TraceStore::Query(const TraceQuery& q) const {
 }
 
 std::optional<Event> TraceStore::Get(StoredEventId id) const {
-  std::shared_lock lock(mu_);
+  const std::shared_lock lock = LockShared();
   const TrackStore* t = FindTrack(static_cast<TrackId>(id >> kIndexBits));
   const uint64_t index = id & kIndexMask;
   if (t == nullptr || index >= t->events) return std::nullopt;
@@ -286,7 +341,7 @@ std::optional<Event> TraceStore::Get(StoredEventId id) const {
 
 std::optional<std::pair<StoredEventId, Event>> TraceStore::Search(std::string_view text, uint64_t from, bool forward,
                                                                   const std::vector<TrackId>& tracks) const {
-  std::shared_lock lock(mu_);
+  std::shared_lock lock = LockShared();
   std::vector<bool> match(names_.size(), false);
   uint64_t bits = 0;
   for (NameId n = 0; n < names_.size(); ++n) {
@@ -304,6 +359,9 @@ std::optional<std::pair<StoredEventId, Event>> TraceStore::Search(std::string_vi
     if (!tracks_[id] || (!tracks.empty() && std::find(tracks.begin(), tracks.end(), id) == tracks.end())) continue;
     const TrackStore& t = *tracks_[id];
     for (uint64_t j = t.base(); j < t.levels[0].end(); ++j) {
+      LetWriterIn(lock);  // chunk by chunk, as Query.
+      if (j < t.base()) j = t.base();  // freed meanwhile.
+      if (j >= t.levels[0].end()) break;
       const Node& n = t.levels[0].at(j);
       if ((t.chunk(j).name_bits & bits) == 0) continue;
       if (forward ? n.max_start <= from : n.min_start >= from) continue;
@@ -328,7 +386,7 @@ void TraceStore::ForEach(uint64_t t0, uint64_t t1, const std::vector<TrackId>& t
   std::string scratch;
   size_t track_count;
   {
-    std::shared_lock lock(mu_);
+    const std::shared_lock lock = LockShared();
     track_count = tracks_.size();
     decoded = device_info_;  // whatever the tracks: an export describes its devices.
   }
@@ -339,7 +397,7 @@ void TraceStore::ForEach(uint64_t t0, uint64_t t1, const std::vector<TrackId>& t
     }
     for (uint64_t j = 0;; ++j) {
       {
-        std::shared_lock lock(mu_);
+        const std::shared_lock lock = LockShared();
         const TrackStore* t = FindTrack(id);
         if (t == nullptr || j >= t->levels[0].end()) break;
         j = std::max(j, t->base());  // chunks freed meanwhile are skipped.
@@ -359,17 +417,17 @@ void TraceStore::ForEach(uint64_t t0, uint64_t t1, const std::vector<TrackId>& t
 }
 
 std::string TraceStore::Name(NameId id) const {
-  std::shared_lock lock(mu_);
+  const std::shared_lock lock = LockShared();
   return id < names_.size() ? std::string(names_[id]) : std::string();
 }
 
 std::vector<std::string> TraceStore::Names() const {
-  std::shared_lock lock(mu_);
+  const std::shared_lock lock = LockShared();
   return std::vector<std::string>(names_.begin(), names_.end());
 }
 
 std::vector<std::pair<TrackId, TrackInfo>> TraceStore::Tracks() const {
-  std::shared_lock lock(mu_);
+  const std::shared_lock lock = LockShared();
   std::vector<std::pair<TrackId, TrackInfo>> out;
   for (TrackId id = 0; id < tracks_.size(); ++id) {
     if (!tracks_[id]) continue;
@@ -383,7 +441,7 @@ std::vector<std::pair<TrackId, TrackInfo>> TraceStore::Tracks() const {
 }
 
 TraceStore::Stats TraceStore::stats() const {
-  std::shared_lock lock(mu_);
+  const std::shared_lock lock = LockShared();
   Stats s;
   s.events = events_;
   for (const auto& t : tracks_) {

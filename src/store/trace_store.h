@@ -43,8 +43,14 @@
 //
 // Threads: Append on the pipeline thread only; every other method on any
 // thread. A std::shared_mutex: Append holds it exclusively for one batch
-// (microseconds), a query shares it for its whole walk, so a query sees
-// whole batches.
+// (microseconds); a query shares it per track and lets a waiting Append in
+// between chunks (and every 64 index nodes), so the pipeline thread waits
+// for one chunk's work at most, never a whole query (bench/RESULTS.md,
+// BM_AppendStallUnderQueries). A query therefore sees the chunks there were
+// when its walk of a track began, some of them as later batches left them
+// (a fuller open chunk, a freed one skipped); each event is counted once.
+// Search and ForEach go chunk by chunk the same way. Readers wait for a
+// waiting Append before taking the lock (std::shared_mutex prefers readers).
 //
 // Memory and disk. Without a run folder, the store keeps Options::max_bytes
 // of sealed columns in RAM and past it frees the oldest sealed chunks (their
@@ -65,6 +71,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <mutex>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -225,8 +232,15 @@ class TraceStore {
   const TrackStore* FindTrack(TrackId id) const;
   void KeepDevice(const Event& e);
   void QueryTrack(const TrackStore& t, TrackId id, const TraceQueryResult& grid, TraceQueryResult::Track* out,
-                  uint64_t* visited) const;
-  void HeldBefore(const TrackStore& t, uint64_t t0, TraceQueryResult::Track* out) const;
+                  uint64_t* visited, std::shared_lock<std::shared_mutex>& lock) const;
+  void HeldBefore(const TrackStore& t, uint64_t t0, TraceQueryResult::Track* out,
+                  std::shared_lock<std::shared_mutex>& lock) const;
+  // A reader's lock, once no Append waits for it.
+  std::shared_lock<std::shared_mutex> LockShared() const;
+  // If an Append waits: lets the lock go until it has had it, then takes it
+  // back (the caller re-reads what it holds references to).
+  void LetWriterIn(std::shared_lock<std::shared_mutex>& lock) const;
+  void WaitForWriter() const;
   bool IsCounterRow(TrackId id) const;
 
   // trace_store_disk.cc:
@@ -240,6 +254,7 @@ class TraceStore {
 
   Options options_;
   mutable std::shared_mutex mu_;
+  mutable std::atomic<uint32_t> writers_waiting_{0};  // Appends waiting for mu_.
   std::deque<TrackId> resident_;  // the track of each sealed chunk in RAM, in sealing order.
   uint64_t resident_bytes_ = 0;   // their columns.
   std::unique_ptr<SegmentLog> log_;  // the run folder, if any.

@@ -1,13 +1,17 @@
 #include "web/http_session.h"
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
@@ -153,10 +157,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         metrics.ingest_refused = state_->options().ingest_refused();
         return SendReply(Reply{200, std::string(kPrometheusContentType), RenderPrometheus(metrics)}, version);
       }
-      case Route::Kind::kTrace:
-        return SendReply(TraceReply(ParseRequestTarget(target), state_->pipeline().trace_store(),
-                                    state_->options().export_trace),
-                         version);
+      case Route::Kind::kTrace: return ServeTrace(target, version);
       case Route::Kind::kCapture:
         return SendReply(ErrorReply(405, "/api/capture changes what a source records: POST it"), version);
       case Route::Kind::kView:
@@ -178,6 +179,144 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
             self->SendReply(ViewReply(route, *views, self->ServerJson(route)), version);
           });
         });
+  }
+
+  // A trace path: the store is queried on the query pool (a full-range
+  // query must not hold up the other sessions), the answer written from
+  // here; /api/export streams from the export pool.
+  void ServeTrace(const std::string& target, unsigned version) {
+    RequestTarget parsed = ParseRequestTarget(target);
+    const TraceStore* store = state_->pipeline().trace_store();
+    if (parsed.path == "/api/export") {
+      std::variant<Reply, ExportRequest> checked = CheckExport(parsed, store, state_->options().export_trace);
+      if (Reply* error = std::get_if<Reply>(&checked)) return SendReply(std::move(*error), version);
+      // HEAD: whether it would be served, not its size (the file is not made).
+      if (head_) return SendReply(Reply{200, "application/gzip", ""}, version);
+      return StartExport(std::move(std::get<ExportRequest>(checked)), *store, version);
+    }
+    auto self = shared_from_this();
+    auto executor = stream_.get_executor();
+    state_->RunQuery([self, executor, parsed = std::move(parsed), store, version]() mutable {
+      Reply reply = TraceReply(parsed, store, self->state_->options().export_trace);
+      // The session goes back whole to its thread (never the last reference here).
+      net::post(executor, [self = std::move(self), reply = std::move(reply), version]() mutable {
+        self->SendReply(std::move(reply), version);
+      });
+    });
+  }
+
+  // ---- /api/export, streamed ----
+  // The export runs on an export worker and hands each piece (<= 64 KiB of
+  // gzip) to the web thread, which writes it as one HTTP chunk; the worker
+  // makes the next piece only once that write completed (back pressure:
+  // one piece in flight, whatever the reader's pace). The status line goes
+  // with the first piece, so an export that fails before it is still a 500.
+  // A reader gone, the send timeout or the server stopping ends it.
+  struct ExportChannel {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool written = false;    // the last piece is out: make the next.
+    bool cancelled = false;  // the connection failed: stop.
+  };
+
+  void StartExport(ExportRequest request, const TraceStore& store, unsigned version) {
+    auto channel = std::make_shared<ExportChannel>();
+    export_channel_ = channel;
+    auto self = shared_from_this();
+    auto executor = stream_.get_executor();
+    state_->RunExport([self, executor, channel, request = std::move(request), store = &store, version]() mutable {
+      const std::shared_ptr<SharedState>& state = self->state_;
+      auto sink = [&](std::string_view piece) {
+        {
+          std::lock_guard lock(channel->mu);
+          if (channel->cancelled) return false;
+          channel->written = false;
+        }
+        net::post(executor, [self, piece = std::string(piece), version]() mutable {
+          self->WriteExportPiece(std::move(piece), version);
+        });
+        std::unique_lock lock(channel->mu);
+        while (!channel->written && !channel->cancelled) {
+          if (state->stopping()) return false;
+          channel->cv.wait_for(lock, std::chrono::milliseconds(50));
+        }
+        return !channel->cancelled;
+      };
+      std::string error;
+      const bool ok = state->options().export_trace(*store, request.t0, request.t1, request.tracks, sink, &error);
+      net::post(executor, [self = std::move(self), ok, error = std::move(error), version]() mutable {
+        self->FinishExport(ok, error, version);
+      });
+    });
+  }
+
+  void WriteExportPiece(std::string piece, unsigned version) {
+    export_piece_ = std::move(piece);
+    stream_.expires_after(state_->options().http_timeout);  // a reader that stops reading is let go.
+    if (!export_header_) {
+      export_header_.emplace(http::status::ok, version);
+      SetCommonHeaders(*export_header_);
+      export_header_->set(http::field::content_type, "application/gzip");
+      export_header_->chunked(true);
+      export_serializer_.emplace(*export_header_);
+      return http::async_write_header(stream_, *export_serializer_,
+                                      [self = shared_from_this()](beast::error_code ec, size_t) {
+                                        if (ec) return self->CancelExport();
+                                        self->WriteExportChunk();
+                                      });
+    }
+    WriteExportChunk();
+  }
+
+  void WriteExportChunk() {
+    net::async_write(stream_, http::make_chunk(net::buffer(export_piece_)),
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (ec) return self->CancelExport();
+                       self->export_piece_.clear();
+                       self->SignalExport(/*cancelled=*/false);
+                     });
+  }
+
+  void SignalExport(bool cancelled) {
+    if (!export_channel_) return;
+    {
+      std::lock_guard lock(export_channel_->mu);
+      (cancelled ? export_channel_->cancelled : export_channel_->written) = true;
+    }
+    export_channel_->cv.notify_one();
+  }
+
+  void CancelExport() {
+    SignalExport(/*cancelled=*/true);
+    keep_alive_ = false;  // FinishExport ends the connection.
+  }
+
+  void FinishExport(bool ok, const std::string& error, unsigned version) {
+    const bool started = export_header_.has_value();
+    const bool cancelled = [&] {
+      if (!export_channel_) return true;
+      std::lock_guard lock(export_channel_->mu);
+      return export_channel_->cancelled;
+    }();
+    export_channel_.reset();
+    export_serializer_.reset();
+    export_header_.reset();
+    export_piece_.clear();
+    if (cancelled) return Shutdown();
+    if (!started) {  // nothing sent yet: a plain answer.
+      if (ok) return SendReply(ErrorReply(500, "export failed: it produced nothing"), version);
+      return SendReply(ErrorReply(500, "export failed: " + error), version);
+    }
+    if (!ok) {
+      // The status line is out: the client sees the transfer cut short
+      // (no last chunk), never a file that looks whole.
+      keep_alive_ = false;
+      return Shutdown();
+    }
+    stream_.expires_after(state_->options().http_timeout);
+    net::async_write(stream_, http::make_chunk_last(), [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->AfterWrite(ec);
+    });
   }
 
   // The server's counters, for the status view only (they take percentiles).
@@ -274,6 +413,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::optional<http::response<http::string_body>> response_;
   std::optional<http::response<http::file_body>> file_response_;
   std::optional<http::response<http::empty_body>> empty_response_;
+  // /api/export's stream: its header, serializer, the piece being written,
+  // and the channel to its worker.
+  std::optional<http::response<http::empty_body>> export_header_;
+  std::optional<http::response_serializer<http::empty_body>> export_serializer_;
+  std::string export_piece_;
+  std::shared_ptr<ExportChannel> export_channel_;
   bool keep_alive_ = true;
   bool head_ = false;
   bool handed_over_ = false;

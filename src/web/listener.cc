@@ -16,6 +16,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
 
 #include "stream/clock.h"
@@ -146,6 +147,10 @@ class Server::Impl {
         [ioc, state, open](std::shared_ptr<const EventChunk> c) {
           if (open->load()) net::post(*ioc, [state, c] { state->OnChunk(c); });
         });
+    // Trace queries and exports leave the web thread for these pools: a
+    // full-range query or a long export never delays another session.
+    state_->set_workers([this](SharedState::Job job) { net::post(queries_, std::move(job)); },
+                        [this](SharedState::Job job) { net::post(exports_, std::move(job)); });
   }
   ~Impl() { Stop(); }
 
@@ -185,6 +190,7 @@ class Server::Impl {
   void Stop() {
     if (!thread_.joinable()) return;
     open_->store(false);
+    state_->set_stopping();  // an export waiting for its reader gives up.
     net::post(*ioc_, [this] {
       deadline_timer_.cancel();
       listener_->Close();
@@ -195,6 +201,9 @@ class Server::Impl {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     ioc_->stop();
     thread_.join();
+    // The workers' answers go to the stopped io_context (dropped with it).
+    queries_.join();
+    exports_.join();
   }
 
   ServerStats Stats() const {
@@ -229,6 +238,8 @@ class Server::Impl {
   std::shared_ptr<std::atomic<bool>> open_;
   std::shared_ptr<Listener> listener_;
   net::steady_timer deadline_timer_{*ioc_};
+  net::thread_pool queries_{2};  // /api/trace*, WebSocket trace tiles.
+  net::thread_pool exports_{2};  // /api/export, one export each (a third waits its turn).
   std::thread thread_;
   clockid_t cpu_clock_{};
   bool has_cpu_clock_ = false;

@@ -7,8 +7,10 @@
 //                                                    ├─ HttpSession: static/, /api/*, /metrics
 //                                                    └─ WebsocketSession: /ws feed
 //
-// Everything on the web side runs on one thread, the web thread; it reads
-// only what the pipeline published (shared_state.h).
+// Every session runs on one thread, the web thread; it reads only what the
+// pipeline published (shared_state.h). Trace store queries (/api/trace*,
+// WebSocket trace tiles) run on a small query pool and /api/export on an
+// export pool, both owned by the server; their answers are posted back.
 #ifndef LIVEPROF_WEB_SERVER_H_
 #define LIVEPROF_WEB_SERVER_H_
 
@@ -18,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipeline/metrics_input.h"
@@ -26,11 +29,15 @@
 namespace liveprof {
 
 // Writes events [t0, t1] of `tracks` (empty: all) of `store` as a gzip
-// Chrome trace into *gz; false with *error. What /api/export serves; set by
-// the application (the writer lives in src/import, which the web layer does
-// not include).
+// Chrome trace, piece by piece: `sink` gets each piece in order and returns
+// false to stop (the client went away); false with *error. What /api/export
+// streams (on an export worker, a piece written before the next is made);
+// set by the application (the writer, ExportStoreRangeStream, lives in
+// src/import, which the web layer does not include).
+using TraceExportSink = std::function<bool(std::string_view piece)>;
 using TraceExportFn = std::function<bool(const TraceStore& store, uint64_t t0, uint64_t t1,
-                                         const std::vector<TrackId>& tracks, std::string* gz, std::string* error)>;
+                                         const std::vector<TrackId>& tracks, const TraceExportSink& sink,
+                                         std::string* error)>;
 
 // POST /api/capture?source=ID&host_level=1|2&python_scopes=0|1&gpu=0|1&gpu_level=default|full&seconds=S:
 // what to turn on or off in one ingest source, for S seconds (0 or none:

@@ -9,7 +9,9 @@
 //
 // No Beast: sessions are seen through the FeedSession interface that
 // websocket_session.cc implements. Web thread only, except where a method
-// says "any thread".
+// says "any thread". Trace queries and exports run on the Server's worker
+// pools (RunQuery, RunExport), which touch nothing here but the options,
+// the pipeline's trace store (it locks for itself) and stopping().
 #ifndef LIVEPROF_WEB_SHARED_STATE_H_
 #define LIVEPROF_WEB_SHARED_STATE_H_
 
@@ -124,6 +126,23 @@ class SharedState {
   // Closes every session (server stop).
   void CloseAll();
 
+  // Trace work off the web thread, on the Server's pools: a query
+  // (/api/trace*, a WebSocket trace tile: short, a few at a time) or an
+  // export (streamed, held by its reader's pace). A job posts its answer
+  // back to its session's executor. Without pools (no Server), a job runs
+  // at once on the calling thread. Any thread.
+  using Job = std::function<void()>;
+  void set_workers(std::function<void(Job)> queries, std::function<void(Job)> exports) {
+    run_query_ = std::move(queries);
+    run_export_ = std::move(exports);
+  }
+  void RunQuery(Job job) { run_query_ ? run_query_(std::move(job)) : job(); }
+  void RunExport(Job job) { run_export_ ? run_export_(std::move(job)) : job(); }
+  // Set when the server stops: an export waiting for its reader gives up.
+  // Any thread.
+  bool stopping() const { return stopping_.load(std::memory_order_acquire); }
+  void set_stopping() { stopping_.store(true, std::memory_order_release); }
+
  private:
   Pipeline& pipeline_;
   ServerOptions options_;
@@ -135,6 +154,8 @@ class SharedState {
   std::map<std::string, size_t> per_address_;
   size_t connections_ = 0;
   std::function<ServerStats()> stats_source_;
+  std::function<void(Job)> run_query_, run_export_;
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace liveprof

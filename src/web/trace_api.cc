@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <tuple>
+#include <utility>
 
 #include "base/json_writer.h"
 #include "stream/event.h"
@@ -233,15 +234,29 @@ Reply Search(const RequestTarget& target, const TraceStore& store) {
 }
 
 Reply Export(const RequestTarget& target, const TraceStore& store, const TraceExportFn& export_fn) {
-  const Params p = ReadParams(target, store.stats(), {"t0", "t1", "tracks"});
-  if (!p.error.empty()) return ErrorReply(400, p.error);
-  if (!export_fn) return ErrorReply(501, "this server was started without an exporter");
+  std::variant<Reply, ExportRequest> checked = CheckExport(target, &store, export_fn);
+  if (Reply* error = std::get_if<Reply>(&checked)) return std::move(*error);
+  const ExportRequest& e = std::get<ExportRequest>(checked);
   std::string gz, error;
-  if (!export_fn(store, p.t0, p.t1, p.tracks, &gz, &error)) return ErrorReply(500, "export failed: " + error);
+  const bool ok = export_fn(store, e.t0, e.t1, e.tracks, [&gz](std::string_view piece) {
+    gz.append(piece);
+    return true;
+  }, &error);
+  if (!ok) return ErrorReply(500, "export failed: " + error);
   return Reply{200, "application/gzip", std::move(gz)};
 }
 
 }  // namespace
+
+std::variant<Reply, ExportRequest> CheckExport(const RequestTarget& target, const TraceStore* store,
+                                               const TraceExportFn& export_fn) {
+  if (!target.error.empty()) return ErrorReply(400, target.error);
+  if (store == nullptr) return ErrorReply(404, "this server keeps no trace store (started with it off)");
+  const Params p = ReadParams(target, store->stats(), {"t0", "t1", "tracks"});
+  if (!p.error.empty()) return ErrorReply(400, p.error);
+  if (!export_fn) return ErrorReply(501, "this server was started without an exporter");
+  return ExportRequest{p.t0, p.t1, p.tracks};
+}
 
 bool IsTracePath(std::string_view path) {
   return path == "/api/trace" || path == "/api/trace/event" || path == "/api/trace/search" || path == "/api/export";

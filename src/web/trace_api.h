@@ -10,12 +10,15 @@
 //   /api/trace/search?q=&from=&dir=next|prev&tracks=
 //   /api/export?t0=&t1=&tracks=         Chrome trace JSON, gzip (.json.gz)
 //
-// Pure functions; any thread (the store locks for itself).
+// Pure functions; any thread (the store locks for itself). The server runs
+// them on its query pool, never on the web thread, and streams /api/export
+// from its export pool (http_session.cc) after CheckExport.
 #ifndef LIVEPROF_WEB_TRACE_API_H_
 #define LIVEPROF_WEB_TRACE_API_H_
 
 #include <functional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "store/trace_store.h"
@@ -29,7 +32,18 @@ bool IsTracePath(std::string_view path);
 
 // The answer to a trace path. `store` may be null (the pipeline keeps
 // none): 404 with why. `export_fn` may be empty: /api/export says 501.
+// /api/export's answer here is the whole file in one string (for callers
+// without a socket); the server streams it instead.
 Reply TraceReply(const RequestTarget& target, const TraceStore* store, const TraceExportFn& export_fn);
+
+// /api/export's request, checked: what to export, or the error to answer
+// (400, 404 without a store, 501 without an exporter).
+struct ExportRequest {
+  uint64_t t0 = 0, t1 = 0;
+  std::vector<TrackId> tracks;
+};
+std::variant<Reply, ExportRequest> CheckExport(const RequestTarget& target, const TraceStore* store,
+                                               const TraceExportFn& export_fn);
 
 }  // namespace liveprof
 

@@ -9,6 +9,7 @@
 #include <variant>
 
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 
@@ -184,12 +185,41 @@ class WebsocketSession : public FeedSession, public std::enable_shared_from_this
     }
   }
 
-  // A trace request: its tile, queried here on the web thread as /api/trace
-  // is, goes out as a control reply (binary), or an error says why not.
+  // A trace request: its tile is queried on the server's query pool (as
+  // /api/trace is), one request of this session at a time so the answers
+  // keep the requests' order, and goes out as a control reply (binary), or
+  // an error says why not. Waiting requests count against the control
+  // queue's cap.
   void AnswerTrace(const TraceRequest& request) {
-    std::variant<std::string, DecodeError> answer = AnswerTraceRequest(request, state_->pipeline().trace_store());
-    if (DecodeError* e = std::get_if<DecodeError>(&answer)) return QueueControl(EncodeError(*e));
-    QueueControl(std::move(std::get<std::string>(answer)), /*binary=*/true);
+    if (closing_) return;
+    if (control_.size() + trace_waiting_.size() + (trace_running_ ? 1 : 0) >= kMaxControlQueue) {
+      return HardClose();  // a client that sends faster than it reads its replies.
+    }
+    trace_waiting_.push_back(request);
+    StartTrace();
+  }
+
+  void StartTrace() {
+    if (trace_running_ || trace_waiting_.empty() || closing_) return;
+    trace_running_ = true;
+    TraceRequest request = std::move(trace_waiting_.front());
+    trace_waiting_.pop_front();
+    auto self = shared_from_this();
+    auto executor = ws_.get_executor();
+    const TraceStore* store = state_->pipeline().trace_store();
+    state_->RunQuery([self, executor, request = std::move(request), store]() mutable {
+      std::variant<std::string, DecodeError> answer = AnswerTraceRequest(request, store);
+      // The session goes back whole to its thread (never the last reference here).
+      net::post(executor, [self = std::move(self), answer = std::move(answer)]() mutable {
+        self->trace_running_ = false;
+        if (DecodeError* e = std::get_if<DecodeError>(&answer)) {
+          self->QueueControl(EncodeError(*e));
+        } else {
+          self->QueueControl(std::move(std::get<std::string>(answer)), /*binary=*/true);
+        }
+        self->StartTrace();
+      });
+    });
   }
 
   void QueueControl(std::string message, bool binary = false) {
@@ -287,6 +317,8 @@ class WebsocketSession : public FeedSession, public std::enable_shared_from_this
     bool binary = false;
   };
   std::deque<ControlReply> control_;
+  std::deque<TraceRequest> trace_waiting_;  // trace requests not yet on the query pool.
+  bool trace_running_ = false;              // one is there.
   std::array<std::optional<ViewFrame>, kTopicCount> views_;
   std::deque<Topic> view_order_;
   std::deque<std::string> event_frames_;

@@ -10,7 +10,8 @@
 // A write pending past ServerOptions::send_deadline closes the connection;
 // so do an incoming message over the size cap (close code 1009), too many
 // undecodable messages (1008) and silence past the idle timeout (pings are
-// sent at half of it). Web thread.
+// sent at half of it). Web thread; a trace request's tile is queried on the
+// server's query pool, one request of a session at a time, and posted back.
 #ifndef LIVEPROF_WEB_WEBSOCKET_SESSION_H_
 #define LIVEPROF_WEB_WEBSOCKET_SESSION_H_
 

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
 #include <chrono>
 #include <memory>
@@ -53,6 +54,25 @@ bool WaitFor(F f, milliseconds patience = kPatience) {
   return true;
 }
 
+// A gzip body inflated; "" when it is not whole gzip.
+inline std::string Gunzip(const std::string& gz) {
+  z_stream z{};
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return {};
+  std::string out;
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));
+  z.avail_in = static_cast<uInt>(gz.size());
+  char buf[1 << 16];
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof(buf);
+    rc = inflate(&z, Z_NO_FLUSH);
+    out.append(buf, sizeof(buf) - z.avail_out);
+  }
+  inflateEnd(&z);
+  return rc == Z_STREAM_END ? out : std::string();
+}
+
 inline nlohmann::json ParseJson(const std::string& text) {
   return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
@@ -63,16 +83,18 @@ inline bool IsJsonError(const HttpReply& r) {
   return j.is_object() && j.value("type", "") == "error" && r.Header("Content-Type") == "application/json";
 }
 
-// The server, its pipeline and the simulated workload at its default rate.
+// The server, its pipeline and the simulated workload at its default rate
+// (about 7 k events/s), or `events_per_second`.
 class TestServer {
  public:
-  explicit TestServer(ServerOptions options = ShortOptions())
+  explicit TestServer(ServerOptions options = ShortOptions(), double events_per_second = 0)
       : pipeline_(stream_, Pipeline::Options{}), server_(pipeline_, std::move(options)) {
     started_ = server_.Start(&error_);
     if (!started_) return;
     pipeline_.Start();
     SimulatedWorkloadOptions w;
     w.model.schedule = DefaultSchedule();
+    w.events_per_second = events_per_second;
     workload_ = std::make_unique<SimulatedWorkload>(stream_, w);
     workload_->Start();
   }

@@ -5,7 +5,6 @@
 #include "web/trace_api.h"
 
 #include <doctest/doctest.h>
-#include <zlib.h>
 
 #include <set>
 #include <string>
@@ -20,27 +19,11 @@ namespace {
 using test::ParseJson;
 using test::RawClient;
 
-std::string Gunzip(const std::string& gz) {
-  z_stream z{};
-  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return {};
-  std::string out;
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));
-  z.avail_in = static_cast<uInt>(gz.size());
-  char buf[1 << 16];
-  int rc = Z_OK;
-  while (rc == Z_OK) {
-    z.next_out = reinterpret_cast<Bytef*>(buf);
-    z.avail_out = sizeof(buf);
-    rc = inflate(&z, Z_NO_FLUSH);
-    out.append(buf, sizeof(buf) - z.avail_out);
-  }
-  inflateEnd(&z);
-  return rc == Z_STREAM_END ? out : std::string();
-}
+using test::Gunzip;
 
 TEST_CASE("trace api: viewport, one event, search and export over real HTTP") {
   ServerOptions options = test::ShortOptions();
-  options.export_trace = ExportStoreRange;
+  options.export_trace = ExportStoreRangeStream;
   test::TestServer server(options);
   REQUIRE_MESSAGE(server.started(), server.error());
   const auto [t0, t1] = server.PastTraceRange(50'000);

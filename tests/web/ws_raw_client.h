@@ -29,6 +29,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -85,7 +86,8 @@ struct HttpReply {
   int status = 0;
   std::string status_line;
   Headers headers;
-  std::string body;
+  std::string body;  // a chunked body: its chunks joined.
+  uint64_t chunks = 0;  // Transfer-Encoding: chunked: the data chunks read.
   ReadEnd end = ReadEnd::kNone;
   std::string error;
 
@@ -414,6 +416,32 @@ class RawClient {
       }
       r.body = in_.substr(0, n);
       in_.erase(0, n);
+    } else if (!bodiless && r.Header("Transfer-Encoding") == "chunked") {
+      // Chunks (hex size, CRLF, data, CRLF) up to the last (size 0), then
+      // the (empty) trailer. r.chunks counts the data chunks.
+      for (;;) {
+        size_t eol;
+        while ((eol = in_.find("\r\n")) == std::string::npos) {
+          if (const ReadEnd e = Fill(); e != ReadEnd::kNone) {
+            r.end = e;
+            r.error = std::string("reading a chunk size: ") + ReadEndName(e);
+            return r;
+          }
+        }
+        const size_t size = std::strtoull(in_.substr(0, eol).c_str(), nullptr, 16);
+        while (in_.size() < eol + 2 + size + 2) {
+          if (const ReadEnd e = Fill(); e != ReadEnd::kNone) {
+            r.end = e;
+            r.error = std::string("reading a chunk: ") + ReadEndName(e);
+            return r;
+          }
+        }
+        if (in_.compare(eol + 2 + size, 2, "\r\n") != 0) return Failed("a chunk not followed by CRLF");
+        r.body.append(in_, eol + 2, size);
+        in_.erase(0, eol + 2 + size + 2);
+        if (size == 0) break;
+        ++r.chunks;
+      }
     }
     r.ok = true;
     return r;
