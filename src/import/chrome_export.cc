@@ -415,20 +415,13 @@ bool ExportStoreRangeTo(const TraceStore& store, uint64_t t0, uint64_t t1, const
     batch.clear();
   };
   uint64_t events = 0;
-  // A write that failed (a reader gone) stops the walk at once: ForEach has
-  // no way out but an exception (it holds no lock while `fn` runs).
-  struct Stop {};
-  try {
-    store.ForEach(t0, t1, tracks, [&](StoredEventId, const Event& e) {
-      if (++events > max_events) return;  // counted, for the message.
-      batch.push_back(e);
-      if (batch.size() == 4096) {
-        flush();
-        if (!write_error.empty()) throw Stop{};
-      }
-    });
-  } catch (const Stop&) {
-  }
+  // A write that failed (a reader gone) stops the walk at once.
+  store.ForEachWhile(t0, t1, tracks, [&](StoredEventId, const Event& e) {
+    if (++events > max_events) return true;  // counted, for the message.
+    batch.push_back(e);
+    if (batch.size() == 4096) flush();
+    return write_error.empty();
+  });
   if (events > max_events && write_error.empty()) {
     write_error = "the range holds " + std::to_string(events) + " events, over the " +
                   std::to_string(max_events) + " one export takes: narrow t0 / t1 or tracks";

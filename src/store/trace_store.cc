@@ -380,6 +380,14 @@ std::optional<std::pair<StoredEventId, Event>> TraceStore::Search(std::string_vi
 
 void TraceStore::ForEach(uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
                          const std::function<void(StoredEventId, const Event&)>& fn) const {
+  ForEachWhile(t0, t1, tracks, [&](StoredEventId id, const Event& e) {
+    fn(id, e);
+    return true;
+  });
+}
+
+bool TraceStore::ForEachWhile(uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
+                              const std::function<bool(StoredEventId, const Event&)>& fn) const {
   // The lock is held while one chunk is decoded, never while `fn` runs (an
   // export compresses and writes: the pipeline must not wait for it).
   std::vector<Event> decoded;
@@ -390,7 +398,9 @@ void TraceStore::ForEach(uint64_t t0, uint64_t t1, const std::vector<TrackId>& t
     track_count = tracks_.size();
     decoded = device_info_;  // whatever the tracks: an export describes its devices.
   }
-  for (const Event& d : decoded) fn(kNoEventId, d);
+  for (const Event& d : decoded) {
+    if (!fn(kNoEventId, d)) return false;
+  }
   for (TrackId id = 0; id < track_count; ++id) {
     if (DerivedRows::IsDerived(id) || (!tracks.empty() && std::find(tracks.begin(), tracks.end(), id) == tracks.end())) {
       continue;  // the derived rows are the store's own view: never exported.
@@ -410,10 +420,11 @@ void TraceStore::ForEach(uint64_t t0, uint64_t t1, const std::vector<TrackId>& t
         Event& e = decoded[i];
         if (e.ts > t1 || e.end() < t0) continue;
         e.track = id;
-        fn((uint64_t{id} << kIndexBits) | (j * kChunkEvents + i), e);
+        if (!fn((uint64_t{id} << kIndexBits) | (j * kChunkEvents + i), e)) return false;
       }
     }
   }
+  return true;
 }
 
 std::string TraceStore::Name(NameId id) const {

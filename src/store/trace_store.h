@@ -200,6 +200,10 @@ class TraceStore {
   // chunks, meanwhile).
   void ForEach(uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
                const std::function<void(StoredEventId, const Event&)>& fn) const;
+  // The same walk, stopped as soon as `fn` returns false (an export whose
+  // reader went away). False if it was stopped.
+  bool ForEachWhile(uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
+                    const std::function<bool(StoredEventId, const Event&)>& fn) const;
 
   // Names and tracks as defined so far, the derived rows (derived_rows.h)
   // included: a GPU's rows, unnamed. Any thread.
