@@ -197,8 +197,11 @@ int Main(int argc, char** argv) {
 
   const double rate = (events1 - events0) / wall;
   const double cpu = (cpu1 - cpu0) / wall;  // cores.
-  const uint64_t lost = sender_ring_dropped + unacked_dropped + unacked + server_ring_dropped + lost_batches +
-                        (recorded > received ? recorded - received : 0);
+  // Recorded but never taken by the server (whatever the cause: the sender
+  // rings, unacknowledged or lost batches, listed apart below), plus what the
+  // server took and its rings dropped. (The causes are not added to the
+  // difference: they are in it already.)
+  const uint64_t lost = (recorded > received ? recorded - received : 0) + server_ring_dropped;
   std::printf("recorded %" PRIu64 ", sent %" PRIu64 ", received %" PRIu64 " (%" PRIu64 " connections)\n", recorded,
               sent, received, connects);
   std::printf("lost: sender rings %" PRIu64 ", unacknowledged %" PRIu64 " (+%" PRIu64 " dropped), server rings %" PRIu64
