@@ -237,7 +237,8 @@ void StepAssembler::AddToStep(OpenStep& s, const Event& e, bool by_corr) {
       r.device_end_ns = std::max(r.device_end_ns, e.end());
     }
     const SpanType t = ClassifyDeviceEvent(e, bits);
-    r.device_spans.emplace_back(e.ts, e.end(), t, t);  // in place: a temporary's byte fields would stall the copy.
+    StepSpan& span = r.device_spans.emplace_back();  // in place: a temporary's byte fields would stall the copy.
+    span.begin = e.ts, span.end = e.end(), span.type = span.cpu_type = t;
     r.device_types |= TypeBit(t);
     (by_corr ? r.device_by_corr : r.device_by_time) += 1;
     CountDeviceWork(e, &r.work);
@@ -249,7 +250,8 @@ void StepAssembler::AddToStep(OpenStep& s, const Event& e, bool by_corr) {
     // Without a GPU in the profile only "kernel launch" reads otherwise.
     const SpanType cpu_type =
         type == SpanType::kHostPrepare ? ClassifyHostEvent(e, bits, /*has_device=*/false, &ignore) : type;
-    r.host_spans.emplace_back(e.ts, e.end(), type, cpu_type);
+    StepSpan& span = r.host_spans.emplace_back();
+    span.begin = e.ts, span.end = e.end(), span.type = type, span.cpu_type = cpu_type;
     r.host_types |= TypeBit(type);
     r.cpu_host_types |= TypeBit(cpu_type);
   }

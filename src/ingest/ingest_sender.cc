@@ -1,4 +1,6 @@
-#include "ingest/ingest_sender.h"
+// The sender thread (sender.h): drains this process's stream, batches,
+// sends, reads acks, pings and capture controls.
+#include "ingest/sender.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -8,18 +10,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <fstream>
 #include <functional>
-#include <memory>
 #include <mutex>
-#include <random>
-#include <thread>
 #include <vector>
 
 #include "producers/gpu_activity.h"
@@ -41,145 +37,14 @@ constexpr uint64_t kIdleProgressPeriodNs = 50'000'000;  // a batch of progress a
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
-std::string ProgramName() {
-  std::ifstream comm("/proc/self/comm");
-  std::string name;
-  std::getline(comm, name);
-  return name.empty() ? "process" : name;
-}
-
 std::string HostName() {
   char buf[256] = {};
   return gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string();
 }
 
-// The sender for one stream: a thread that drains it (DrainLoop::RunOnce on
-// its own thread), batches, sends, reads acks, pings and controls.
-class Sender {
- public:
-  Sender(Stream& stream, SenderOptions options, IngestEndpoint endpoint)
-      : stream_(stream),
-        options_(std::move(options)),
-        endpoint_(std::move(endpoint)),
-        drain_(stream, DrainOptions(), [this](const Batch& b) { OnBatch(b); }) {
-    std::random_device rd;
-    session_ = (uint64_t{rd()} << 32) ^ rd() ^ HostNowNs();
-    status_.running = true;
-  }
-  ~Sender() { Stop(0); }
+}  // namespace
 
-  void Start() {
-    owner_pid_ = ::getpid();
-    thread_ = std::thread([this] { Run(); });
-  }
-  // False in a child forked after Start: the thread did not come along.
-  bool InOwner() const { return ::getpid() == owner_pid_; }
-
-  // Asks the thread to send what is recorded and to wait for its ack, then
-  // joins it.
-  void Stop(uint64_t timeout_ns) {
-    if (!thread_.joinable()) return;
-    const uint64_t now = HostNowNs();
-    stop_deadline_ns_.store(timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns, std::memory_order_relaxed);
-    stop_.store(true, std::memory_order_release);
-    thread_.join();
-  }
-
-  std::string address() const { return endpoint_.ToString(); }
-
-  SenderStatus Status() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return status_;
-  }
-
- private:
-  struct Pending {
-    uint64_t seq = 0;
-    std::vector<Event> definitions;  // kNameDef / kTrackDef of the drain rounds it covers.
-    std::vector<Event> events;
-    uint64_t dropped = 0;  // events the rings dropped meanwhile.
-    uint64_t progress_ns = 0;  // IngestBatch.progress_ns: DrainLoop::complete_through_ns().
-  };
-
-  static DrainLoop::Options DrainOptions() {
-    DrainLoop::Options o;
-    o.reorder.window_ns = 20'000'000;  // the server reorders again: keep latency low here.
-    return o;
-  }
-
-  void Run();
-  void OnBatch(const Batch& b);
-  void Seal(uint64_t now);
-  void TrimUnacked();
-  bool Connect(uint64_t now);
-  void Disconnect(const std::string& why);
-  void SendDefinitions();
-  void FillOut();
-  bool ReadFrames(uint64_t now);
-  void Refused(const wire::IngestAck& a);
-  void Apply(const wire::IngestControl& c, uint64_t now);
-  void ExpireControl(uint64_t now);
-  void Restore();
-  void AppendState(uint32_t control_id);
-  void StateGpuChange();
-  bool WriteOut();
-  void SetError(const std::string& e) {
-    std::lock_guard<std::mutex> lock(mu_);
-    status_.last_error = e;
-  }
-
-  Stream& stream_;
-  const SenderOptions options_;
-  const IngestEndpoint endpoint_;
-  DrainLoop drain_;
-  uint64_t session_ = 0;
-  std::thread thread_;
-  pid_t owner_pid_ = 0;
-  std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> stop_deadline_ns_{0};
-
-  // The thread's.
-  Pending open_;                 // being filled by drain rounds.
-  std::deque<Pending> unacked_;  // sealed, oldest first; sent or not.
-  size_t unacked_events_ = 0;
-  uint64_t next_seq_ = 1;
-  uint64_t next_send_seq_ = 1;  // the oldest batch not yet written on this connection.
-  uint64_t last_written_seq_ = 0;  // on any connection: a batch at or below was sent before.
-  uint64_t last_dropped_total_ = 0;
-  uint64_t carried_dropped_ = 0;  // events of batches dropped unacknowledged.
-  uint64_t last_seal_ns_ = 0;
-  uint64_t sealed_progress_ns_ = 0;  // the last batch's progress_ns,
-  uint64_t last_batch_ns_ = 0;       // and when it was sealed.
-  int fd_ = -1;
-  uint64_t next_connect_ns_ = 0;
-  bool tried_at_stop_ = false;  // one more attempt once stopping, whatever the period.
-  bool said_refused_ = false;   // the first refusal was said on stderr (the rest are counted).
-  FrameSplitter splitter_;
-  std::string out_;
-  size_t out_pos_ = 0;
-  // Capture on demand: what was in force before the control, and its end.
-  struct Settings {
-    int level;
-    bool python;
-    bool gpu_turned;  // a control turned the GPU producer (gpu_activity.h),
-    bool gpu;         // which was on or off before;
-    bool gpu_level_turned;  // a control switched its level,
-    CuptiLevel gpu_level;   // which was this before.
-  };
-  // What the last IngestState said of the GPU producer: a change (a
-  // CuptiSource started or stopped, or turned by the program) is said anew.
-  bool stated_gpu_ = false, stated_gpu_available_ = false;
-  CuptiLevel stated_gpu_level_ = CuptiLevel::kDefault;
-  bool control_active_ = false;
-  Settings before_{};
-  uint64_t control_until_ns_ = 0;
-  uint32_t control_id_ = 0;
-
-  mutable std::mutex mu_;  // guards status_.
-  SenderStatus status_;
-};
-
-void Sender::OnBatch(const Batch& b) {
+void IngestSender::OnBatch(const Batch& b) {
   open_.definitions.insert(open_.definitions.end(), b.definitions.begin(), b.definitions.end());
   open_.events.insert(open_.events.end(), b.events.begin(), b.events.end());
   open_.events.insert(open_.events.end(), b.late.begin(), b.late.end());
@@ -189,7 +54,7 @@ void Sender::OnBatch(const Batch& b) {
 // this process's events are complete. With nothing else to send, that alone
 // goes now and then: an idle sender must not hold up the server's release of
 // the other senders' events.
-void Sender::Seal(uint64_t now) {
+void IngestSender::Seal(uint64_t now) {
   const uint64_t dropped_total = stream_.TotalDropped();
   open_.dropped = dropped_total - last_dropped_total_ + carried_dropped_;
   const uint64_t progress = drain_.complete_through_ns();
@@ -227,7 +92,7 @@ void Sender::Seal(uint64_t now) {
 
 // Past max_unacked_bytes the oldest batches go, counted as dropped (the
 // server learns their count with the next batch).
-void Sender::TrimUnacked() {
+void IngestSender::TrimUnacked() {
   const size_t max_events = std::max<size_t>(options_.max_unacked_bytes / sizeof(Event), kMaxBatchEvents);
   uint64_t dropped_batches = 0;
   while (unacked_events_ > max_events && unacked_.size() > 1) {
@@ -249,7 +114,7 @@ void Sender::TrimUnacked() {
   }
 }
 
-bool Sender::Connect(uint64_t now) {
+bool IngestSender::Connect(uint64_t now) {
   next_connect_ns_ = now + options_.reconnect_period_ns;
   // Non-blocking from the start: a server whose backlog is full (or a TCP
   // peer that does not answer) must not hold the thread, or the exit.
@@ -305,7 +170,7 @@ bool Sender::Connect(uint64_t now) {
   return true;
 }
 
-void Sender::Disconnect(const std::string& why) {
+void IngestSender::Disconnect(const std::string& why) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   SetError(why);
@@ -316,7 +181,7 @@ void Sender::Disconnect(const std::string& why) {
 // Every name and track of the stream so far, in batches of seq 0 (definitions
 // only: not counted, not acknowledged), so that a connection's first batch
 // may use ids that earlier connections learnt.
-void Sender::SendDefinitions() {
+void IngestSender::SendDefinitions() {
   const NameTable& names = stream_.names();
   // Tracks first: every name a track counted here uses is in the name count
   // read after it (as the drain loop reads them).
@@ -346,7 +211,7 @@ void Sender::SendDefinitions() {
 
 // Serializes batches not yet written on this connection while the output is
 // short (a slow server leaves them queued here, not in memory twice).
-void Sender::FillOut() {
+void IngestSender::FillOut() {
   if (fd_ < 0) return;
   // unacked_ holds consecutive seqs: the first unsent one is found, not searched for.
   const size_t first = unacked_.empty() || next_send_seq_ <= unacked_.front().seq
@@ -388,7 +253,7 @@ void Sender::FillOut() {
   }
 }
 
-bool Sender::WriteOut() {
+bool IngestSender::WriteOut() {
   while (out_pos_ < out_.size()) {
     const ssize_t n = ::send(fd_, out_.data() + out_pos_, out_.size() - out_pos_, MSG_NOSIGNAL);
     if (n > 0) {
@@ -411,7 +276,7 @@ bool Sender::WriteOut() {
 }
 
 // Reads what the server sent: acks, pings, controls. False: disconnected.
-bool Sender::ReadFrames(uint64_t now) {
+bool IngestSender::ReadFrames(uint64_t now) {
   char buf[16384];
   for (;;) {
     const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
@@ -462,7 +327,7 @@ bool Sender::ReadFrames(uint64_t now) {
 // An ack that says the server refused some events of the batches it covers
 // (they are acknowledged all the same: sent again, they would be refused
 // again). Counted; the first time, said on stderr with its reason.
-void Sender::Refused(const wire::IngestAck& a) {
+void IngestSender::Refused(const wire::IngestAck& a) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     status_.events_refused += a.refused();
@@ -480,7 +345,7 @@ void Sender::Refused(const wire::IngestAck& a) {
                a.refused_message() ? a.refused_message()->c_str() : "");
 }
 
-void Sender::AppendState(uint32_t control_id) {
+void IngestSender::AppendState(uint32_t control_id) {
   if (fd_ < 0) return;
   stated_gpu_available_ = GpuActivityAvailable();
   stated_gpu_ = GpuActivityEnabled();
@@ -495,7 +360,7 @@ void Sender::AppendState(uint32_t control_id) {
   });
 }
 
-void Sender::Apply(const wire::IngestControl& c, uint64_t now) {
+void IngestSender::Apply(const wire::IngestControl& c, uint64_t now) {
   if (!control_active_) {
     before_ = Settings{HostTraceLevel(), PythonScopesEnabled(), false, false, false, CuptiLevel::kDefault};
   }
@@ -530,14 +395,14 @@ void Sender::Apply(const wire::IngestControl& c, uint64_t now) {
 }
 
 // A control whose duration has passed: back to what was in force before it.
-void Sender::ExpireControl(uint64_t now) {
+void IngestSender::ExpireControl(uint64_t now) {
   if (!control_active_ || now < control_until_ns_) return;
   Restore();
   AppendState(0);
 }
 
 // What was in force before the control, again (its end, or the sender's).
-void Sender::Restore() {
+void IngestSender::Restore() {
   control_active_ = false;
   SetHostTraceLevel(before_.level);
   SetPythonScopesEnabled(before_.python);
@@ -554,14 +419,14 @@ void Sender::Restore() {
 
 // A GPU producer that started, stopped or was turned by the program since
 // the last state: the server is told (the Sources page shows it).
-void Sender::StateGpuChange() {
+void IngestSender::StateGpuChange() {
   if (fd_ >= 0 && (GpuActivityAvailable() != stated_gpu_available_ || GpuActivityEnabled() != stated_gpu_ ||
                    GpuActivityLevel() != stated_gpu_level_)) {
     AppendState(control_id_);
   }
 }
 
-void Sender::Run() {
+void IngestSender::Run() {
   for (;;) {
     const bool stopping = stop_.load(std::memory_order_acquire);
     uint64_t now = HostNowNs();
@@ -609,96 +474,4 @@ void Sender::Run() {
   status_.running = false;
 }
 
-std::mutex g_sender_mu;
-std::unique_ptr<Sender> g_sender;
-SenderStatus g_final;  // the last sender's, once stopped.
-
-// A child forked after the connect has the sender object but not its thread:
-// it is left alone (never joined, never freed). The child may not connect
-// anew: the stream's locks may have been held by that thread at the fork
-// (a new drain would wait on them forever); exec, or connect in the parent.
-bool g_forked_child = false;
-void ForgetForkedSender() {
-  if (g_sender != nullptr && !g_sender->InOwner()) {
-    (void)g_sender.release();
-    g_forked_child = true;
-  }
-}
-
-}  // namespace
-
-bool ConnectGlobalStream(const SenderOptions& options, std::string* error) {
-  IngestEndpoint endpoint;
-  if (!ParseIngestEndpoint(options.address, &endpoint, error)) {
-    *error = "connecting to a liveprof server: " + *error;
-    return false;
-  }
-  if (endpoint.tcp && endpoint.port == 0) {
-    *error = "liveprof.connect(" + options.address + "): a TCP address needs the server's port";
-    return false;
-  }
-  SenderOptions o = options;
-  if (o.program.empty()) o.program = ProgramName();
-  if (o.rank < 0) {
-    if (const char* r = std::getenv("RANK"); r != nullptr && *r != '\0') o.rank = std::atoi(r);
-  }
-  Stream& stream = GlobalStream();  // (LIVEPROF_SERVER, if set, connects here first)
-  std::lock_guard<std::mutex> lock(g_sender_mu);
-  ForgetForkedSender();
-  if (g_forked_child) {
-    *error = "connecting to " + options.address +
-             ": this process was forked from one that sends to a server; connect before the fork in the parent, "
-             "or after an exec";
-    return false;
-  }
-  if (g_sender != nullptr) {
-    *error = "connecting to " + options.address + ": this process already sends to a server (" +
-             g_sender->address() + "); disconnect first";
-    return false;
-  }
-  g_sender = std::make_unique<Sender>(stream, std::move(o), std::move(endpoint));
-  g_sender->Start();
-  static bool at_exit = [] { return std::atexit([] { DisconnectGlobalStream(1'000'000'000); }) == 0; }();
-  (void)at_exit;
-  return true;
-}
-
-void DisconnectGlobalStream(uint64_t timeout_ns) {
-  std::unique_ptr<Sender> sender;
-  {
-    std::lock_guard<std::mutex> lock(g_sender_mu);
-    ForgetForkedSender();
-    sender = std::move(g_sender);
-  }
-  if (sender == nullptr) return;
-  sender->Stop(timeout_ns);
-  std::lock_guard<std::mutex> lock(g_sender_mu);
-  g_final = sender->Status();
-}
-
-namespace internal {
-
-void ConnectFromEnvironment() {
-  const char* address = std::getenv("LIVEPROF_SERVER");
-  if (address == nullptr || *address == '\0') return;
-  SenderOptions options;
-  options.address = address;
-  std::string error;
-  if (!ConnectGlobalStream(options, &error)) std::fprintf(stderr, "liveprof: LIVEPROF_SERVER: %s\n", error.c_str());
-}
-
-}  // namespace internal
-
-SenderStatus GlobalSenderStatus() {
-  std::lock_guard<std::mutex> lock(g_sender_mu);
-  ForgetForkedSender();
-  return g_sender != nullptr ? g_sender->Status() : g_final;
-}
-
 }  // namespace liveprof
-
-// The hook host_api.cc calls when GlobalStream() is created (a weak
-// reference there: a program that does not link this library has none and
-// never connects). liveprof_ingest_client's link options name it, so that a
-// program linking the library always carries it.
-extern "C" void liveprof_ingest_on_global_stream(void) { liveprof::internal::ConnectFromEnvironment(); }

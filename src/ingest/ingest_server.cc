@@ -22,6 +22,10 @@
 //   closing  a connection is closed where its end is found (close(2) of a
 //            non-blocking socket: never waits); its handlers then see it
 //            closed and do nothing. Stop() posts the shutdown to the thread.
+//
+// What a connection's bytes mean (frames, hello, acks, pings, controls,
+// timeouts, status) is IngestConnection's (ingest_connection.h), which has
+// no socket: this file is the sockets, the timers and the thread.
 #include "ingest/ingest_server.h"
 
 #include <sys/socket.h>
@@ -34,13 +38,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <tuple>
 #include <type_traits>
-#include <unordered_map>
 #include <utility>
 #include <variant>
 
@@ -52,10 +53,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "ingest/ingest_frames.h"
-#include "ingest/ingest_wire.h"
+#include "ingest/ingest_connection.h"
 #include "stream/clock.h"
-#include "stream/liveprof_generated.h"
 
 namespace liveprof {
 namespace {
@@ -68,28 +67,11 @@ using error_code = boost::system::error_code;
 constexpr size_t kReadBytes = 64 * 1024;
 constexpr size_t kPassBytes = 1 << 20;  // read from one connection before the others' turn.
 constexpr size_t kMaxOutBytes = 1 << 20;  // acks and pings a sender has not read: it is not reading.
-constexpr size_t kMaxStatuses = 1024;
-// A source's ring: read while at most half full, so a whole batch of the
-// largest a sender sends (65,536 events) always fits in the other half.
-constexpr size_t kDefaultRingEvents = size_t{1} << 18;  // 12 MiB.
-constexpr uint64_t kProgressSlackNs = 50'000'000;  // a sender's declared progress, held back this much more.
 constexpr auto kTickPeriod = std::chrono::milliseconds(10);      // pings, stall and hello timeouts.
 constexpr auto kPausedLookPeriod = std::chrono::milliseconds(2);  // a source held back: its ring again.
 constexpr auto kAcceptRest = std::chrono::milliseconds(100);      // out of descriptors.
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
-
-// Adds `r`'s count to the total of (source, r.reason) in `totals`.
-void AddRefused(std::vector<IngestServer::RefusedCount>* totals, const std::string& source, const IngestRefusal& r) {
-  const auto it = std::find_if(totals->begin(), totals->end(), [&](const IngestServer::RefusedCount& t) {
-    return t.source == source && t.reason == r.reason;
-  });
-  if (it != totals->end()) {
-    it->events += r.events;
-  } else {
-    totals->push_back({source, r.reason, r.events});
-  }
-}
 
 }  // namespace
 
@@ -106,17 +88,14 @@ struct IngestServer::Impl {
     IngestEndpoint endpoint;
   };
 
-  Impl(Stream& stream, Options options) : stream_(stream), options_(std::move(options)) {}
+  Impl(Stream& stream, Options options) : stream_(stream), options_(std::move(options)), workers_(stream) {}
   ~Impl() { Stop(); }
 
   bool Start(std::vector<IngestEndpoint>* bound, std::string* error);
   void Stop();
   bool Capture(uint64_t id, const CaptureRequest& request, std::string* error);
-  std::vector<SourceStatus> Sources() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return status_;
-  }
-  std::vector<RefusedCount> RefusedTotals() const;
+  std::vector<SourceStatus> Sources() const { return statuses_.All(); }
+  std::vector<RefusedCount> RefusedTotals() const { return statuses_.RefusedTotals(); }
 
  private:
   // The io thread's.
@@ -127,28 +106,18 @@ struct IngestServer::Impl {
   void Pass(Connection& c, uint64_t acked, size_t taken);
   void ReadEnded(Connection& c, uint64_t acked, const error_code& ec);
   bool TakeFrames(Connection& c, uint64_t acked);
+  bool WithinBufferBound(Connection& c, uint64_t acked);
   void Flush(Connection& c);
   void WriteSending(Connection& c);
   void OnWrite(Connection& c, const error_code& ec, size_t n);
   void AckTaken(Connection& c, uint64_t acked);  // an IngestAck when batches came since `acked`.
+  void Publish(const Connection& c);
   void ArmTick();
-  void Tick(Connection& c, uint64_t now);
   void Pause(Connection& c);
   void ArmPausedLook();
-  static bool RingHalfFull(const Connection& c);
   void Close(Connection& c, const std::string& reason);
-  void Publish(const Connection& c);
-  void NoteRefusals(Connection& c);  // a batch's refused events: the ack, the console.
-  void Hello(Connection& c, uint64_t now);
-  void TakeEvents(Connection& c, uint64_t now);
-  void DeclareProgress(Connection& c, uint64_t now);
   void SendControls();
-  void Remember(const Connection& c);  // its session's last batch, for a reconnect.
   void Shutdown();
-  struct Worker {
-    uint32_t process = 0;
-    std::unordered_map<std::string, TrackId> rows;  // IngestDecoder::set_worker.
-  };
 
   Stream& stream_;
   const Options options_;
@@ -163,46 +132,27 @@ struct IngestServer::Impl {
   bool cleanup_posted_ = false;
   std::vector<std::shared_ptr<Connection>> connections_;  // the thread's.
   uint64_t next_id_ = 1;
-  std::unordered_map<std::string, Worker> workers_;  // by label; the thread's.
-  // Per sender session (host, pid, IngestHello.session): the last batch
-  // taken, for a reconnect; the newest 1,024 (age: session_order_). The thread's.
-  std::unordered_map<std::string, uint64_t> sessions_;
-  std::deque<std::string> session_order_;
+  IngestWorkers workers_;  // the thread's.
   std::atomic<bool> stop_{false};
   std::thread thread_;
-  mutable std::mutex mu_;  // guards status_, evicted_refused_, controls_ and post_to_.
-  std::vector<SourceStatus> status_;
-  std::vector<RefusedCount> evicted_refused_;  // of sources status_ no longer holds.
+  IngestStatuses statuses_;  // any thread's.
+  mutable std::mutex mu_;  // guards controls_ and post_to_.
   std::vector<std::pair<uint64_t, CaptureRequest>> controls_;  // for the thread to send.
   net::io_context* post_to_ = nullptr;  // while running: where Capture() posts.
 };
 
+// A connection: its socket, here, and everything else (IngestConnection).
 struct IngestServer::Impl::Connection : std::enable_shared_from_this<Connection> {
   using Socket = std::variant<tcp::socket, local::socket>;
-  Connection(Stream& stream, Socket s) : socket(std::move(s)), decoder(stream) {}
+  template <typename... Args>
+  Connection(Socket s, Args&&... args) : socket(std::move(s)), source(std::forward<Args>(args)...) {}
   Socket socket;
   bool open = true;
   bool reading = false;   // an async_read_some in flight (into the splitter's buffer).
   bool paused = false;    // its ring half full: not read; the 2 ms look resumes it.
-  FrameSplitter splitter;
-  IngestDecoder decoder;
-  std::shared_ptr<Ring> ring;
-  std::string out;      // frames to send: acks, pings, controls;
-  std::string sending;  // and those an async_write_some has in flight (never touched meanwhile).
-  std::vector<Event> events;
-  uint64_t connected_ns = 0, last_byte_ns = 0, next_ping_ns = 0;
-  std::string session;         // host, pid, session: the key of IngestServer::sessions_.
-  uint32_t control_id = 0;     // the last IngestControl's.
-  uint32_t ping_id = 0;        // the ping in flight,
-  uint64_t ping_sent_ns = 0;   // and our clock in it.
-  uint64_t declared_ns = 0;    // the ring's declared progress (DeclareProgress).
-  // Refused events of the batches since the last ack (IngestAck.refused_*):
-  // how many, and the first of them (its batch, reason and message).
-  uint64_t ack_refused = 0, ack_refused_seq = 0;
-  std::string ack_refused_reason, ack_refused_message;
-  size_t said_refusals = 0;  // reasons said on the console (decoder.refusals()'s first ones).
-  SourceStatus status;
-  size_t unsent() const { return out.size() + sending.size(); }
+  IngestConnection source;
+  std::string sending;  // what an async_write_some has in flight (never touched meanwhile).
+  size_t unsent() const { return source.out().size() + sending.size(); }
 };
 
 IngestServer::IngestServer(Stream& stream, Options options)
@@ -385,11 +335,8 @@ void IngestServer::Impl::Accept(Listener& l, const error_code& ec) {
       ::close(fd);
       continue;
     }
-    auto c = std::make_shared<Connection>(stream_, std::move(socket));
-    c->connected_ns = c->last_byte_ns = HostNowNs();
-    c->status.id = next_id_++;
-    c->status.endpoint = l.endpoint.ToString();
-    c->status.connected = true;
+    auto c = std::make_shared<Connection>(std::move(socket), stream_, workers_, options_, next_id_++,
+                                          l.endpoint.ToString(), HostNowNs());
     const size_t open = static_cast<size_t>(
         std::count_if(connections_.begin(), connections_.end(), [](const auto& o) { return o->open; }));
     if (open >= options_.max_sources) {
@@ -412,9 +359,9 @@ void IngestServer::Impl::Accept(Listener& l, const error_code& ec) {
 // may have made since: the look takes them first.)
 void IngestServer::Impl::StartRead(Connection& c) {
   if (!c.open || c.reading || stop_.load(std::memory_order_relaxed)) return;
-  if (RingHalfFull(c) || c.splitter.has_frame()) return Pause(c);
+  if (c.source.RingHalfFull() || c.source.splitter().has_frame()) return Pause(c);
   c.reading = true;
-  char* into = c.splitter.Reserve(kReadBytes);
+  char* into = c.source.splitter().Reserve(kReadBytes);
   std::visit(
       [&](auto& s) {
         s.async_read_some(net::buffer(into, kReadBytes),
@@ -426,10 +373,10 @@ void IngestServer::Impl::StartRead(Connection& c) {
 void IngestServer::Impl::OnRead(Connection& c, const error_code& ec, size_t n) {
   c.reading = false;
   if (!c.open) return;  // (closed meanwhile: aborted, or bytes nobody wants now)
-  const uint64_t acked = c.decoder.last_seq();
+  const uint64_t acked = c.source.last_seq();
   if (ec) return ReadEnded(c, acked, ec);
-  c.last_byte_ns = HostNowNs();
-  c.splitter.Commit(n);
+  c.source.Received(HostNowNs());
+  c.source.splitter().Commit(n);
   Pass(c, acked, n);
 }
 
@@ -441,16 +388,16 @@ void IngestServer::Impl::OnRead(Connection& c, const error_code& ec, size_t n) {
 void IngestServer::Impl::Pass(Connection& c, uint64_t acked, size_t taken) {
   for (;;) {
     if (!TakeFrames(c, acked)) return;  // (closed)
-    if (taken >= kPassBytes || stop_.load(std::memory_order_relaxed) || RingHalfFull(c)) break;
+    if (taken >= kPassBytes || stop_.load(std::memory_order_relaxed) || c.source.RingHalfFull()) break;
     error_code ec;
-    char* into = c.splitter.Reserve(kReadBytes);
+    char* into = c.source.splitter().Reserve(kReadBytes);
     const size_t n = std::visit([&](auto& s) { return s.read_some(net::buffer(into, kReadBytes), ec); }, c.socket);
     if (ec == net::error::would_block || ec == net::error::try_again) break;
     if (ec == net::error::interrupted) continue;
     if (ec) return ReadEnded(c, acked, ec);
-    c.last_byte_ns = HostNowNs();
+    c.source.Received(HostNowNs());
     taken += n;
-    c.splitter.Commit(n);
+    c.source.splitter().Commit(n);
   }
   AckTaken(c, acked);
   if (c.unsent() > kMaxOutBytes) return Close(c, "not reading what the server sends (acks, pings)");
@@ -463,7 +410,7 @@ void IngestServer::Impl::Pass(Connection& c, uint64_t acked, size_t taken) {
 void IngestServer::Impl::ReadEnded(Connection& c, uint64_t acked, const error_code& ec) {
   if (ec == net::error::eof || ec == net::error::connection_reset) {
     AckTaken(c, acked);
-    const size_t torn = c.splitter.pending_bytes();
+    const size_t torn = c.source.splitter().pending_bytes();
     return Close(c, torn ? "closed mid-frame (" + std::to_string(torn) + " bytes of an unfinished frame dropped)" : "");
   }
   Close(c, "recv: " + ec.message());
@@ -485,10 +432,10 @@ void IngestServer::Impl::ArmPausedLook() {
     // (Pass may close connections, never add any: indices hold.)
     for (size_t i = 0; i < connections_.size(); ++i) {
       Connection& c = *connections_[i];
-      if (!c.open || !c.paused || RingHalfFull(c)) continue;
+      if (!c.open || !c.paused || c.source.RingHalfFull()) continue;
       c.paused = false;
       // Frames left waiting for room in the ring are taken first.
-      Pass(c, c.decoder.last_seq(), 0);
+      Pass(c, c.source.last_seq(), 0);
     }
     if (std::any_of(connections_.begin(), connections_.end(), [](const auto& c) { return c->open && c->paused; })) {
       ArmPausedLook();
@@ -497,192 +444,41 @@ void IngestServer::Impl::ArmPausedLook() {
 }
 
 // The whole frames received, while the source's ring is at most half full.
-// False when the connection was closed (a refused frame; the buffers' bound).
+// False when the connection was closed (a refused frame; the buffers' bound);
+// what it sent before is acknowledged first: the server's, and it is told so.
 bool IngestServer::Impl::TakeFrames(Connection& c, uint64_t acked) {
-  while (!RingHalfFull(c)) {
-    const auto frame = c.splitter.Next();
-    if (!frame) break;
-    const std::string where = "frame " + std::to_string(c.splitter.frames()) + " (bytes " +
-                              std::to_string(c.splitter.frame_begin()) + ".." +
-                              std::to_string(c.splitter.frame_end()) + ")";
-    const bool had_hello = c.decoder.has_hello();
-    c.events.clear();
-    if (!c.decoder.Decode(*frame, where, &c.events)) {
-      AckTaken(c, acked);  // what it sent before this frame is the server's: say so before closing.
-      Close(c, c.decoder.error());
-      return false;
-    }
-    const uint64_t now = HostNowNs();
-    if (!had_hello && c.decoder.has_hello()) {
-      Hello(c, now);
-      if (!c.ring) {
-        Close(c, "no ring for it (memory)");
-        return false;
-      }
-    }
-    NoteRefusals(c);
-    TakeEvents(c, now);
-    DeclareProgress(c, now);
-    if (const auto& st = c.decoder.state()) {
-      CaptureState& cs = c.status.capture;
-      cs = CaptureState{true, st->control_id, st->host_level, st->python_scopes, st->gpu, st->gpu_available, 0,
-                        st->gpu_available && st->gpu_level != 0 ? st->gpu_level - 1 : -1};
-      if (st->until_ns != 0) {
-        const __int128 until = static_cast<__int128>(st->until_ns) + c.decoder.clock_offset_ns();
-        cs.until_ns = until <= 0 ? 1 : static_cast<uint64_t>(std::min<__int128>(until, INT64_MAX));
-      }
-    }
-    // A pong to the ping in flight (its id and reading: no other counts).
-    if (const auto& pong = c.decoder.pong();
-        pong && pong->id == c.ping_id && pong->server_ns == c.ping_sent_ns && now >= pong->server_ns) {
-      const uint64_t rtt = now - pong->server_ns;
-      if (c.status.best_rtt_ns == 0 || rtt < c.status.best_rtt_ns) {
-        // The sender read its clock halfway through the round trip (wide: no overflow).
-        c.status.best_rtt_ns = std::max<uint64_t>(rtt, 1);
-        const __int128 offset = static_cast<__int128>(pong->server_ns + rtt / 2) - pong->sender_ns;
-        // From the sender's reading in this exchange on: its earlier times keep theirs.
-        c.decoder.set_clock_offset_ns(static_cast<int64_t>(std::clamp<__int128>(offset, INT64_MIN, INT64_MAX)),
-                                      pong->sender_ns);
-      }
-    }
-  }
-  if (!c.splitter.error().empty()) {
+  std::string reason;
+  if (!c.source.TakeFrames(&reason)) {
     AckTaken(c, acked);
-    Close(c, c.splitter.error());
+    Close(c, reason);
     return false;
   }
-  // Bytes held across every connection (frames not whole yet, and whole ones
-  // waiting for room in their ring): past the bound the largest holder goes.
+  return WithinBufferBound(c, acked);
+}
+
+// Bytes held across every connection (frames not whole yet, and whole ones
+// waiting for room in their ring): past the bound the largest holder goes.
+bool IngestServer::Impl::WithinBufferBound(Connection& c, uint64_t acked) {
+  auto pending = [](const Connection& o) { return o.open ? o.source.splitter().pending_bytes() : 0; };
   size_t buffered = 0;
-  if (c.splitter.pending_bytes() > 0) {
-    for (const auto& other : connections_) buffered += other->open ? other->splitter.pending_bytes() : 0;
+  if (pending(c) > 0) {
+    for (const auto& other : connections_) buffered += pending(*other);
   }
-  if (buffered > options_.max_buffered_bytes) {
-    const Connection* largest = nullptr;
-    for (const auto& other : connections_) {
-      if (other->open && (largest == nullptr || other->splitter.pending_bytes() > largest->splitter.pending_bytes())) {
-        largest = other.get();
-      }
-    }
-    if (largest == &c) {
-      AckTaken(c, acked);
-      Close(c, "the server's buffers for received frames are full (" +
-                   std::to_string(options_.max_buffered_bytes >> 20) + " MiB); this sender held the most");
-      return false;
-    }
+  if (buffered <= options_.max_buffered_bytes) return true;
+  const Connection* largest = nullptr;
+  for (const auto& other : connections_) {
+    if (other->open && (largest == nullptr || pending(*other) > pending(*largest))) largest = other.get();
   }
-  return true;
-}
-
-// Its hello: who it is, its worker (rows kept across reconnects), its ring,
-// where a reconnecting sender left off, and a first clock offset (one way,
-// from its hello) until a pong.
-void IngestServer::Impl::Hello(Connection& c, uint64_t now) {
-  const IngestSource& s = c.decoder.source();
-  c.status.label = s.label, c.status.host = s.host, c.status.program = s.program;
-  c.status.pid = s.pid, c.status.rank = s.rank;
-  auto [w, fresh] = workers_.try_emplace(s.label);
-  if (fresh) {
-    w->second.process = static_cast<uint32_t>(workers_.size());
-    stream_.AddTrack(TrackInfo{stream_.names().Intern(s.label), TrackType::kProcess, s.pid, 0, w->second.process});
-  }
-  c.status.worker = w->second.process;
-  c.decoder.set_worker(w->second.process, &w->second.rows);
-  c.session = s.host + '\0' + std::to_string(s.pid) + '\0' + std::to_string(s.session);
-  if (s.session != 0) {
-    if (const auto old = sessions_.find(c.session); old != sessions_.end()) c.decoder.set_resume_seq(old->second);
-  }
-  c.decoder.set_clock_offset_ns(static_cast<int64_t>(now - s.clock_ns));
-  c.ring = stream_.AddRing({.name = "ingest " + s.label,
-                            .capacity = options_.ring_capacity != 0 ? options_.ring_capacity : kDefaultRingEvents,
-                            .progress = RingProgress::kDeclared,
-                            .pushes_back = true});
-  c.next_ping_ns = now;
-}
-
-// The decoded events into the source's ring: a full ring drops and counts;
-// an event ending too far in the future is dropped and counted here. A
-// sender's correlation ids are its own: mixed with its worker number, so that
-// two workers' launches and kernels do not pair up in the shared analyses
-// (a bijection per worker: its own pairs are kept).
-void IngestServer::Impl::TakeEvents(Connection& c, uint64_t now) {
-  const uint64_t horizon = now + options_.max_future_ns;
-  const uint32_t mix = (c.status.worker * 0x9E3779B1u) & 0xFFF00000u;
-  size_t kept = 0;
-  for (const Event& e : c.events) {
-    if (e.end() > horizon) {
-      ++c.status.future_dropped;
-      continue;
-    }
-    Event& k = c.events[kept++];
-    k = e;
-    if (k.corr != 0) k.corr ^= mix;
-  }
-  c.ring->queue->TryPushBulk(std::span<const Event>(c.events.data(), kept));
-}
-
-// How far the source's events are complete, on the server's clock, for the
-// drain loop (Ring::DeclareProgress): its events are then released as soon as
-// every source is past them, not a reorder window later. The sender's
-// progress (IngestBatch.progress_ns), mapped by the least offset that any
-// time from it on takes now, less what the offset may still move: an
-// estimate from a round trip r is within r/2 of the true offset, so every
-// later (better) one is within r of it; less kProgressSlackNs for drift and
-// for senders that join or come back (their first batches hold events up to
-// a few flush periods old: later than the others' progress, they would be
-// late). Only once a pong gave a round trip: the hello's one-way offset has
-// no bound.
-void IngestServer::Impl::DeclareProgress(Connection& c, uint64_t now) {
-  const uint64_t progress = c.decoder.batch_progress_ns();
-  if (progress == 0 || c.status.best_rtt_ns == 0) return;
-  const uint64_t margin = c.status.best_rtt_ns + kProgressSlackNs;
-  const uint64_t t = std::min(c.decoder.EarliestServerNs(progress), now);
-  if (t <= margin || t - margin <= c.declared_ns) return;
-  c.declared_ns = t - margin;
-  c.ring->DeclareProgress(c.declared_ns);
-}
-
-void IngestServer::Impl::Remember(const Connection& c) {
-  if (c.session.empty() || c.decoder.last_seq() == 0) return;
-  auto [it, fresh] = sessions_.try_emplace(c.session, 0);
-  it->second = std::max(it->second, c.decoder.last_seq());
-  if (!fresh) return;
-  session_order_.push_back(c.session);
-  if (session_order_.size() > 1024) {
-    sessions_.erase(session_order_.front());
-    session_order_.pop_front();
-  }
+  if (largest != &c) return true;
+  AckTaken(c, acked);
+  Close(c, "the server's buffers for received frames are full (" + std::to_string(options_.max_buffered_bytes >> 20) +
+               " MiB); this sender held the most");
+  return false;
 }
 
 bool IngestServer::Impl::Capture(uint64_t id, const CaptureRequest& request, std::string* error) {
-  if (request.host_level != 0 && request.host_level != 1 && request.host_level != 2) {
-    *error = "host_level " + std::to_string(request.host_level) + ": 1 (critical) or 2 (detailed)";
-    return false;
-  }
-  if (request.python_scopes < -1 || request.python_scopes > 1 || request.gpu < -1 || request.gpu > 1) {
-    *error = "python_scopes and gpu: 0 (off), 1 (on) or unset";
-    return false;
-  }
-  if (request.gpu_level < -1 || request.gpu_level > 1) {
-    *error = "gpu_level " + std::to_string(request.gpu_level) + ": 0 (default), 1 (full) or unset";
-    return false;
-  }
+  if (!statuses_.CheckCapture(id, request, error)) return false;
   std::lock_guard<std::mutex> lock(mu_);
-  const auto s = std::find_if(status_.begin(), status_.end(), [&](const SourceStatus& o) { return o.id == id; });
-  if (s == status_.end() || !s->connected || s->worker == 0) {
-    *error = "source " + std::to_string(id) +
-             (s == status_.end() ? " is unknown" : !s->connected ? " is closed" : " has not said hello yet");
-    return false;
-  }
-  // (not said yet, or an older sender: none)
-  if ((request.gpu != -1 || request.gpu_level != -1) && !s->capture.gpu_available) {
-    const std::string what = request.gpu != -1
-                                 ? std::string("turn ") + (request.gpu == 1 ? "on" : "off")
-                                 : std::string("switch to level ") + (request.gpu_level == 1 ? "full" : "default");
-    *error = "source " + std::to_string(id) + " (" + s->label + ") has no GPU producer to " + what +
-             " (gpu_available false: no CuptiSource runs in it)";
-    return false;
-  }
   controls_.emplace_back(id, request);
   if (post_to_ != nullptr) net::post(*post_to_, [this] { SendControls(); });
   return true;
@@ -696,52 +492,15 @@ void IngestServer::Impl::SendControls() {
   }
   for (const auto& [id, r] : controls) {
     for (auto& c : connections_) {
-      if (c->status.id != id || !c->open) continue;
-      AppendIngestFrame(&c->out, wire::Body::IngestControl, [&](auto& fbb) {
-        return wire::CreateIngestControl(fbb, ++c->control_id, static_cast<uint8_t>(r.host_level),
-                                         static_cast<uint8_t>(r.python_scopes + 1), static_cast<uint8_t>(r.gpu + 1),
-                                         r.duration_ns, static_cast<uint8_t>(r.gpu_level + 1))
-            .Union();
-      });
+      if (c->source.id() != id || !c->open) continue;
+      c->source.AppendControl(r);
       Flush(*c);
     }
   }
 }
 
-// A batch just decoded with refused events: kept for the next ack (the
-// first one's reason and message, and the count), and each new reason said
-// on the console, once per source.
-void IngestServer::Impl::NoteRefusals(Connection& c) {
-  const IngestDecoder::BatchRefused& r = c.decoder.batch_refused();
-  if (r.events > 0) {
-    if (c.ack_refused == 0) {
-      c.ack_refused_seq = c.decoder.last_seq();
-      c.ack_refused_reason = r.reason;
-      c.ack_refused_message = r.message;
-    }
-    c.ack_refused += r.events;
-  }
-  const std::vector<IngestRefusal>& reasons = c.decoder.refusals();
-  for (; c.said_refusals < reasons.size(); ++c.said_refusals) {
-    const IngestRefusal& n = reasons[c.said_refusals];
-    std::fprintf(stderr,
-                 "liveprof: ingest source %llu (%s, %s) sent an event the server refused (%s): %s; the rest of "
-                 "its batch was taken, and further refusals are counted in /api/status and /metrics\n",
-                 static_cast<unsigned long long>(c.status.id), c.status.label.c_str(), c.status.endpoint.c_str(),
-                 n.reason.c_str(), n.example.c_str());
-  }
-}
-
 void IngestServer::Impl::AckTaken(Connection& c, uint64_t acked) {
-  if (c.decoder.last_seq() == acked) return;
-  Remember(c);
-  AppendIngestFrame(&c.out, wire::Body::IngestAck, [&](auto& fbb) {
-    return wire::CreateIngestAckDirect(fbb, c.decoder.last_seq(), c.ack_refused, c.ack_refused_seq,
-                                       c.ack_refused == 0 ? nullptr : c.ack_refused_reason.c_str(),
-                                       c.ack_refused == 0 ? nullptr : c.ack_refused_message.c_str())
-        .Union();
-  });
-  c.ack_refused = c.ack_refused_seq = 0;
+  c.source.AppendAck(acked);
   Flush(c);
 }
 
@@ -749,8 +508,8 @@ void IngestServer::Impl::AckTaken(Connection& c, uint64_t acked) {
 // send at once (its speculative write), so an ack queued just before a close
 // has left already, as a non-blocking send(2) had before.
 void IngestServer::Impl::Flush(Connection& c) {
-  if (!c.open || !c.sending.empty() || c.out.empty()) return;
-  c.sending.swap(c.out);
+  if (!c.open || !c.sending.empty() || c.source.out().empty()) return;
+  c.sending.swap(c.source.out());
   WriteSending(c);
 }
 
@@ -768,12 +527,8 @@ void IngestServer::Impl::OnWrite(Connection& c, const error_code& ec, size_t n) 
   if (!c.open) return;
   if (ec) return Close(c, "send: " + ec.message());
   c.sending.erase(0, n);
-  if (c.sending.empty()) c.sending.swap(c.out);
+  if (c.sending.empty()) c.sending.swap(c.source.out());
   if (!c.sending.empty()) WriteSending(c);
-}
-
-bool IngestServer::Impl::RingHalfFull(const Connection& c) {
-  return c.ring != nullptr && c.ring->queue->size() * 2 > c.ring->queue->capacity();
 }
 
 void IngestServer::Impl::ArmTick() {
@@ -781,49 +536,29 @@ void IngestServer::Impl::ArmTick() {
   tick_->async_wait([this](const error_code& ec) {
     if (ec || stop_.load(std::memory_order_relaxed)) return;
     const uint64_t now = HostNowNs();
-    for (size_t i = 0; i < connections_.size(); ++i) {  // (Tick may close, never add)
-      if (connections_[i]->open) Tick(*connections_[i], now);
+    std::string reason;
+    for (size_t i = 0; i < connections_.size(); ++i) {  // (Close never adds)
+      Connection& c = *connections_[i];
+      if (!c.open) continue;
+      if (!c.source.Tick(now, &reason)) {
+        Close(c, reason);
+      } else {
+        Flush(c);
+      }
     }
     ArmTick();
   });
-}
-
-void IngestServer::Impl::Tick(Connection& c, uint64_t now) {
-  // Not read for back pressure: the silence is ours, not a stalled sender's.
-  if (RingHalfFull(c)) c.last_byte_ns = now;
-  if (!c.decoder.has_hello() && now - c.connected_ns > options_.stall_timeout_ns) {
-    return Close(c, "no hello in " + std::to_string(options_.stall_timeout_ns / 1'000'000) + " ms");
-  }
-  if (c.splitter.pending_bytes() > 0 && now - c.last_byte_ns > options_.stall_timeout_ns) {
-    return Close(c, "stalled mid-frame for " + std::to_string((now - c.last_byte_ns) / 1'000'000) + " ms (" +
-                        std::to_string(c.splitter.pending_bytes()) + " bytes of an unfinished frame dropped)");
-  }
-  if (c.decoder.has_hello() && now >= c.next_ping_ns) {
-    c.next_ping_ns = now + options_.ping_interval_ns;
-    c.ping_sent_ns = HostNowNs();
-    AppendIngestFrame(&c.out, wire::Body::IngestPing,
-                      [&](auto& fbb) { return wire::CreateIngestPing(fbb, ++c.ping_id, c.ping_sent_ns).Union(); });
-    Flush(c);
-  }
 }
 
 // Closes it here and now: close(2) of a non-blocking socket (no linger) does
 // not wait; its read and write in flight end aborted and find it closed. It
 // leaves connections_ by a posted clean-up (callers may be walking it).
 void IngestServer::Impl::Close(Connection& c, const std::string& reason) {
-  Remember(c);
   error_code ec;
   std::visit([&](auto& s) { s.close(ec); }, c.socket);
   c.open = false;
   c.paused = false;
-  c.status.connected = false;
-  c.status.closed_reason = reason;
-  if (!reason.empty()) {  // said on the console too; /api/status keeps it (server.ingest).
-    std::fprintf(stderr, "liveprof: ingest source %llu (%s, %s) closed: %s\n",
-                 static_cast<unsigned long long>(c.status.id), c.status.label.empty() ? "no hello" : c.status.label.c_str(),
-                 c.status.endpoint.c_str(), reason.c_str());
-  }
-  if (c.ring) c.ring->closed.store(true, std::memory_order_release);  // drained, then retired.
+  c.source.Closed(reason);
   Publish(c);
   if (!cleanup_posted_ && !stop_.load(std::memory_order_relaxed)) {
     cleanup_posted_ = true;
@@ -834,42 +569,6 @@ void IngestServer::Impl::Close(Connection& c, const std::string& reason) {
   }
 }
 
-void IngestServer::Impl::Publish(const Connection& c) {
-  SourceStatus s = c.status;
-  s.frames = c.splitter.frames();
-  s.batches = c.decoder.batches();
-  s.events = c.decoder.events();
-  s.lost_batches = c.decoder.lost_batches();
-  s.sender_dropped = c.decoder.sender_dropped();
-  s.ring_dropped = c.ring ? c.ring->queue->dropped() : 0;
-  s.clock_offset_ns = c.decoder.clock_offset_ns();
-  s.duplicate_batches = c.decoder.duplicate_batches();
-  s.refused_events = c.decoder.refused_events();
-  s.refused = c.decoder.refusals();
-  std::lock_guard<std::mutex> lock(mu_);
-  for (SourceStatus& old : status_) {
-    if (old.id == s.id) return void(old = std::move(s));
-  }
-  if (status_.size() >= kMaxStatuses) {  // the oldest closed one makes room (its refusals are kept).
-    const auto gone = std::find_if(status_.begin(), status_.end(), [](const auto& o) { return !o.connected; });
-    if (gone != status_.end()) {
-      for (const IngestRefusal& r : gone->refused) AddRefused(&evicted_refused_, "ingest " + gone->label, r);
-      status_.erase(gone);
-    }
-  }
-  status_.push_back(std::move(s));
-}
-
-std::vector<IngestServer::RefusedCount> IngestServer::Impl::RefusedTotals() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<RefusedCount> totals = evicted_refused_;
-  for (const SourceStatus& s : status_) {
-    for (const IngestRefusal& r : s.refused) AddRefused(&totals, "ingest " + s.label, r);
-  }
-  std::sort(totals.begin(), totals.end(), [](const RefusedCount& a, const RefusedCount& b) {
-    return std::tie(a.source, a.reason) < std::tie(b.source, b.reason);
-  });
-  return totals;
-}
+void IngestServer::Impl::Publish(const Connection& c) { statuses_.Publish(c.source.Status()); }
 
 }  // namespace liveprof

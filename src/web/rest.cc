@@ -145,7 +145,9 @@ static Route CaptureRoute(const RequestTarget& target) {
   Route r;
   r.kind = Route::Kind::kCapture;
   bool has_source = false;
-  for (const auto& [key, value] : target.query) {
+  for (const auto& param : target.query) {
+    const std::string& key = param.first;
+    const std::string& value = param.second;
     auto number = [&](uint64_t lo, uint64_t hi) { return WholeNumber(value, lo, hi); };
     auto bad = [&](std::string_view expected) {
       return Error(400, key + "='" + value + "': expected " + std::string(expected));

@@ -693,7 +693,9 @@ void CheckAgainstNaive(const KernelStatsSnapshot& s, const NaiveResult& n, size_
     CHECK(h.buckets == expected);
     CHECK(h.count == durations.size());
     std::sort(durations.begin(), durations.end());
-    for (auto [p, est] : {std::pair{0.5, h.p50_ns}, {0.9, h.p90_ns}, {0.99, h.p99_ns}}) {
+    for (const auto& entry : {std::pair{0.5, h.p50_ns}, {0.9, h.p90_ns}, {0.99, h.p99_ns}}) {
+      const auto& p = entry.first;
+      const auto& est = entry.second;
       size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(durations.size())));
       rank = std::max<size_t>(rank, 1);
       const auto [lo, hi] = NaiveBin(durations[rank - 1]);

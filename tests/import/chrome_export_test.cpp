@@ -69,7 +69,9 @@ TEST_CASE("export: real Kineto and XPlane traces exported and read back give eve
       {"AMD-AGI__TraceLens/tests/traces/mi300/jax_conv_minimal_08/tw003.xplane.pb", 3'658},
       // baseTimeNanoseconds and distributedInfo (written after the events).
       {"facebookresearch__HolisticTraceAnalysis/tests/data/nccl_parser_config/nccl_data.json.gz", 27'998}};
-  for (const auto& [relative, expected_events] : files) {
+  for (const auto& entry : files) {
+    const auto& relative = entry.first;
+    const auto& expected_events = entry.second;
   CAPTURE(relative);
   const std::filesystem::path trace = test::TracePath(relative);
   if (trace.empty()) continue;
@@ -95,7 +97,9 @@ TEST_CASE("export: real Kineto and XPlane traces exported and read back give eve
   if (before.report.has_base_time) CHECK(before.first_ns > static_cast<uint64_t>(before.report.base_time_ns));
   const auto a = Views(before), b = Views(after);
   CHECK(after.events == written);
-  for (const auto& [name, json] : a) {
+  for (const auto& entry : a) {
+    const auto& name = entry.first;
+    const auto& json = entry.second;
     CAPTURE(name);
     CHECK(json.size() > 20);
     CHECK(Diff(json, b.at(name)) == "");
@@ -134,7 +138,9 @@ TEST_CASE("export: a trace store's whole range exports to a file with every view
   CHECK(after.events == before.events);
   CHECK(after.report.dropped_total() == 0);
   const auto a = Views(before), b = Views(after);
-  for (const auto& [name, json] : a) {
+  for (const auto& entry : a) {
+    const auto& name = entry.first;
+    const auto& json = entry.second;
     CAPTURE(name);
     CHECK(Diff(json, b.at(name)) == "");
   }

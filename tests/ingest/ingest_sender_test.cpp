@@ -166,7 +166,9 @@ TEST_CASE("ingest sender: the host API's events reach the server once each, acro
   }));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   Drain(server_stream, &got);
-  for (const auto& [step, n] : Steps(server_stream, got, "sender-test step")) {
+  for (const auto& entry : Steps(server_stream, got, "sender-test step")) {
+    const auto& step = entry.first;
+    const auto& n = entry.second;
     INFO("step " << step);
     CHECK(n == 1);
   }

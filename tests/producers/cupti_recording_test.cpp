@@ -38,7 +38,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kClockToleranceNs = 1000;  // the 1 us.
 
 std::string ReadText(const std::string& path) {

@@ -43,7 +43,9 @@ std::map<uint64_t, MipBucket> Definition(const std::vector<Sample>& all, int k, 
 void ExpectSame(const std::map<uint64_t, MipBucket>& got, const std::map<uint64_t, MipBucket>& want,
                 uint64_t valid_from, int k) {
   size_t compared = 0;
-  for (const auto& [i, w] : want) {
+  for (const auto& entry : want) {
+    const auto& i = entry.first;
+    const auto& w = entry.second;
     CAPTURE(i);
     const auto g = got.find(i);
     REQUIRE(g != got.end());

@@ -324,7 +324,9 @@ TEST_CASE("trace store disk: a kill -9 loses nothing that was sealed") {
   std::map<TrackId, std::vector<Event>> sent;  // per track, the first `told` events.
   for (size_t i = 0; i < told; ++i) sent[trace.events[i].track].push_back(trace.events[i]);
   const auto got = ByTrack(reopened);
-  for (const auto& [track, events] : sent) {
+  for (const auto& entry : sent) {
+    const auto& track = entry.first;
+    const auto& events = entry.second;
     CAPTURE(track);
     const size_t sealed = events.size() / TraceStore::kChunkEvents * TraceStore::kChunkEvents;
     REQUIRE(got.count(track) == 1);

@@ -59,7 +59,7 @@ TEST_CASE("trace store: viewport queries equal brute force at every zoom") {
 // the whole range, a middle and a deep zoom and random views, exact. Not
 // "trace store: ...": the TSan suite's pattern would take it too.
 TEST_CASE("store at 10 M events: viewport queries equal brute force") {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(LIVEPROF_SANITIZED_ADDRESS)
   constexpr size_t kEvents = 1'000'000;
 #else
   constexpr size_t kEvents = 10'000'000;

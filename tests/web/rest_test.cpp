@@ -336,7 +336,9 @@ TEST_CASE("rest: /api/capture takes a source and what to change, and refuses the
        "seconds='86401': expected a whole number of seconds in 0..86400 (0: until the next capture)"},
       {"/api/capture?source=1&level=2", "unknown query parameter 'level' for /api/capture"},
   };
-  for (const auto& [target, message] : refused) {
+  for (const auto& entry : refused) {
+    const auto& target = entry.first;
+    const auto& message = entry.second;
     INFO(target);
     r = RouteRequest(target, kPublishedSteps);
     CHECK(r.kind == Route::Kind::kError);

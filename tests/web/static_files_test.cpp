@@ -116,7 +116,9 @@ TEST_CASE("static files: files, directories, query strings and links inside reso
       {"/d%6fcs/guide%2Etxt", "docs/guide.txt"},  // decoded once.
       {"/inner.js", "app.js"},                    // a link that stays inside.
   };
-  for (const auto& [target, relative] : cases) {
+  for (const auto& entry : cases) {
+    const auto& target = entry.first;
+    const auto& relative = entry.second;
     CAPTURE(target);
     const StaticResolution r = ResolveStaticPath(tree.root(), target);
     CHECK(r.status == 200);
@@ -145,7 +147,9 @@ TEST_CASE("static files: the path is RFC 3986 (Boost.URL); the errors say what a
       {"/docs\\guide.txt", "backslash in the path"},
       {"/docs%5Cguide.txt", "backslash in the path"},
   };
-  for (const auto& [target, error] : refused) {
+  for (const auto& entry : refused) {
+    const auto& target = entry.first;
+    const auto& error = entry.second;
     CAPTURE(target);
     const StaticResolution r = ResolveStaticPath(tree.root(), target);
     CHECK(r.status == 400);

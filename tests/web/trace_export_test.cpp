@@ -115,7 +115,7 @@ std::string ExportUrl(uint64_t t0, uint64_t t1) {
 
 bool Gunzips(const std::string& gz) { return !test::Gunzip(gz).empty(); }
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if defined(LIVEPROF_SANITIZED_THREAD) || defined(LIVEPROF_SANITIZED_ADDRESS)
 constexpr bool kSanitized = true;
 #else
 constexpr bool kSanitized = false;

@@ -1,0 +1,357 @@
+#include "ingest/ingest_connection.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <span>
+#include <tuple>
+#include <utility>
+
+#include "ingest/ingest_wire.h"
+#include "stream/clock.h"
+#include "stream/liveprof_generated.h"
+
+namespace liveprof {
+namespace {
+
+// A source's ring: read while at most half full, so a whole batch of the
+// largest a sender sends (65,536 events) always fits in the other half.
+constexpr size_t kDefaultRingEvents = size_t{1} << 18;  // 12 MiB.
+constexpr uint64_t kProgressSlackNs = 50'000'000;  // a sender's declared progress, held back this much more.
+constexpr size_t kMaxSessions = 1024;
+constexpr size_t kMaxStatuses = 1024;
+
+// Adds `r`'s count to the total of (source, r.reason) in `totals`.
+void AddRefused(std::vector<IngestServer::RefusedCount>* totals, const std::string& source, const IngestRefusal& r) {
+  const auto it = std::find_if(totals->begin(), totals->end(), [&](const IngestServer::RefusedCount& t) {
+    return t.source == source && t.reason == r.reason;
+  });
+  if (it != totals->end()) {
+    it->events += r.events;
+  } else {
+    totals->push_back({source, r.reason, r.events});
+  }
+}
+
+}  // namespace
+
+IngestWorkers::Worker& IngestWorkers::For(const std::string& label, uint64_t pid) {
+  auto [w, fresh] = workers_.try_emplace(label);
+  if (fresh) {
+    w->second.process = static_cast<uint32_t>(workers_.size());
+    stream_.AddTrack(TrackInfo{stream_.names().Intern(label), TrackType::kProcess, pid, 0, w->second.process});
+  }
+  return w->second;
+}
+
+uint64_t IngestWorkers::ResumeSeq(const std::string& session) const {
+  const auto it = sessions_.find(session);
+  return it == sessions_.end() ? 0 : it->second;
+}
+
+void IngestWorkers::Remember(const std::string& session, uint64_t seq) {
+  auto [it, fresh] = sessions_.try_emplace(session, 0);
+  it->second = std::max(it->second, seq);
+  if (!fresh) return;
+  session_order_.push_back(session);
+  if (session_order_.size() > kMaxSessions) {
+    sessions_.erase(session_order_.front());
+    session_order_.pop_front();
+  }
+}
+
+IngestConnection::IngestConnection(Stream& stream, IngestWorkers& workers, const Options& options, uint64_t id,
+                           std::string endpoint, uint64_t now_ns)
+    : stream_(stream), workers_(workers), options_(options), decoder_(stream) {
+  connected_ns_ = last_byte_ns_ = now_ns;
+  status_.id = id;
+  status_.endpoint = std::move(endpoint);
+  status_.connected = true;
+}
+
+bool IngestConnection::RingHalfFull() const {
+  return ring_ != nullptr && ring_->queue->size() * 2 > ring_->queue->capacity();
+}
+
+bool IngestConnection::TakeFrames(std::string* reason) {
+  while (!RingHalfFull()) {
+    const auto frame = splitter_.Next();
+    if (!frame) break;
+    const std::string where = "frame " + std::to_string(splitter_.frames()) + " (bytes " +
+                              std::to_string(splitter_.frame_begin()) + ".." + std::to_string(splitter_.frame_end()) +
+                              ")";
+    const bool had_hello = decoder_.has_hello();
+    events_.clear();
+    if (!decoder_.Decode(*frame, where, &events_)) {
+      *reason = decoder_.error();
+      return false;
+    }
+    const uint64_t now = HostNowNs();
+    if (!had_hello && decoder_.has_hello()) {
+      Hello(now);
+      if (!ring_) {
+        *reason = "no ring for it (memory)";
+        return false;
+      }
+    }
+    NoteRefusals();
+    TakeEvents(now);
+    DeclareProgress(now);
+    if (const auto& st = decoder_.state()) {
+      IngestServer::CaptureState& cs = status_.capture;
+      cs = IngestServer::CaptureState{true, st->control_id, st->host_level, st->python_scopes, st->gpu,
+                                      st->gpu_available, 0,
+                                      st->gpu_available && st->gpu_level != 0 ? st->gpu_level - 1 : -1};
+      if (st->until_ns != 0) {
+        const __int128 until = static_cast<__int128>(st->until_ns) + decoder_.clock_offset_ns();
+        cs.until_ns = until <= 0 ? 1 : static_cast<uint64_t>(std::min<__int128>(until, INT64_MAX));
+      }
+    }
+    // A pong to the ping in flight (its id and reading: no other counts).
+    if (const auto& pong = decoder_.pong();
+        pong && pong->id == ping_id_ && pong->server_ns == ping_sent_ns_ && now >= pong->server_ns) {
+      const uint64_t rtt = now - pong->server_ns;
+      if (status_.best_rtt_ns == 0 || rtt < status_.best_rtt_ns) {
+        // The sender read its clock halfway through the round trip (wide: no overflow).
+        status_.best_rtt_ns = std::max<uint64_t>(rtt, 1);
+        const __int128 offset = static_cast<__int128>(pong->server_ns + rtt / 2) - pong->sender_ns;
+        // From the sender's reading in this exchange on: its earlier times keep theirs.
+        decoder_.set_clock_offset_ns(static_cast<int64_t>(std::clamp<__int128>(offset, INT64_MIN, INT64_MAX)),
+                                     pong->sender_ns);
+      }
+    }
+  }
+  if (!splitter_.error().empty()) {
+    *reason = splitter_.error();
+    return false;
+  }
+  return true;
+}
+
+// Its hello: who it is, its worker (rows kept across reconnects), its ring,
+// where a reconnecting sender left off, and a first clock offset (one way,
+// from its hello) until a pong.
+void IngestConnection::Hello(uint64_t now) {
+  const IngestSource& s = decoder_.source();
+  status_.label = s.label, status_.host = s.host, status_.program = s.program;
+  status_.pid = s.pid, status_.rank = s.rank;
+  IngestWorkers::Worker& w = workers_.For(s.label, s.pid);
+  status_.worker = w.process;
+  decoder_.set_worker(w.process, &w.rows);
+  session_ = s.host + '\0' + std::to_string(s.pid) + '\0' + std::to_string(s.session);
+  if (s.session != 0) {
+    if (const uint64_t seq = workers_.ResumeSeq(session_); seq != 0) decoder_.set_resume_seq(seq);
+  }
+  decoder_.set_clock_offset_ns(static_cast<int64_t>(now - s.clock_ns));
+  ring_ = stream_.AddRing({.name = "ingest " + s.label,
+                           .capacity = options_.ring_capacity != 0 ? options_.ring_capacity : kDefaultRingEvents,
+                           .progress = RingProgress::kDeclared,
+                           .pushes_back = true});
+  next_ping_ns_ = now;
+}
+
+// The decoded events into the source's ring: a full ring drops and counts;
+// an event ending too far in the future is dropped and counted here. A
+// sender's correlation ids are its own: mixed with its worker number, so that
+// two workers' launches and kernels do not pair up in the shared analyses
+// (a bijection per worker: its own pairs are kept).
+void IngestConnection::TakeEvents(uint64_t now) {
+  const uint64_t horizon = now + options_.max_future_ns;
+  const uint32_t mix = (status_.worker * 0x9E3779B1u) & 0xFFF00000u;
+  size_t kept = 0;
+  for (const Event& e : events_) {
+    if (e.end() > horizon) {
+      ++status_.future_dropped;
+      continue;
+    }
+    Event& k = events_[kept++];
+    k = e;
+    if (k.corr != 0) k.corr ^= mix;
+  }
+  ring_->queue->TryPushBulk(std::span<const Event>(events_.data(), kept));
+}
+
+// How far the source's events are complete, on the server's clock, for the
+// drain loop (Ring::DeclareProgress): its events are then released as soon as
+// every source is past them, not a reorder window later. The sender's
+// progress (IngestBatch.progress_ns), mapped by the least offset that any
+// time from it on takes now, less what the offset may still move: an
+// estimate from a round trip r is within r/2 of the true offset, so every
+// later (better) one is within r of it; less kProgressSlackNs for drift and
+// for senders that join or come back (their first batches hold events up to
+// a few flush periods old: later than the others' progress, they would be
+// late). Only once a pong gave a round trip: the hello's one-way offset has
+// no bound.
+void IngestConnection::DeclareProgress(uint64_t now) {
+  const uint64_t progress = decoder_.batch_progress_ns();
+  if (progress == 0 || status_.best_rtt_ns == 0) return;
+  const uint64_t margin = status_.best_rtt_ns + kProgressSlackNs;
+  const uint64_t t = std::min(decoder_.EarliestServerNs(progress), now);
+  if (t <= margin || t - margin <= declared_ns_) return;
+  declared_ns_ = t - margin;
+  ring_->DeclareProgress(declared_ns_);
+}
+
+void IngestConnection::Remember() {
+  if (session_.empty() || decoder_.last_seq() == 0) return;
+  workers_.Remember(session_, decoder_.last_seq());
+}
+
+// A batch just decoded with refused events: kept for the next ack (the
+// first one's reason and message, and the count), and each new reason said
+// on the console, once per source.
+void IngestConnection::NoteRefusals() {
+  const IngestDecoder::BatchRefused& r = decoder_.batch_refused();
+  if (r.events > 0) {
+    if (ack_refused_ == 0) {
+      ack_refused_seq_ = decoder_.last_seq();
+      ack_refused_reason_ = r.reason;
+      ack_refused_message_ = r.message;
+    }
+    ack_refused_ += r.events;
+  }
+  const std::vector<IngestRefusal>& reasons = decoder_.refusals();
+  for (; said_refusals_ < reasons.size(); ++said_refusals_) {
+    const IngestRefusal& n = reasons[said_refusals_];
+    std::fprintf(stderr,
+                 "liveprof: ingest source %llu (%s, %s) sent an event the server refused (%s): %s; the rest of "
+                 "its batch was taken, and further refusals are counted in /api/status and /metrics\n",
+                 static_cast<unsigned long long>(status_.id), status_.label.c_str(), status_.endpoint.c_str(),
+                 n.reason.c_str(), n.example.c_str());
+  }
+}
+
+void IngestConnection::AppendAck(uint64_t acked) {
+  if (decoder_.last_seq() == acked) return;
+  Remember();
+  AppendIngestFrame(&out_, wire::Body::IngestAck, [&](auto& fbb) {
+    return wire::CreateIngestAckDirect(fbb, decoder_.last_seq(), ack_refused_, ack_refused_seq_,
+                                       ack_refused_ == 0 ? nullptr : ack_refused_reason_.c_str(),
+                                       ack_refused_ == 0 ? nullptr : ack_refused_message_.c_str())
+        .Union();
+  });
+  ack_refused_ = ack_refused_seq_ = 0;
+}
+
+void IngestConnection::AppendControl(const IngestServer::CaptureRequest& r) {
+  AppendIngestFrame(&out_, wire::Body::IngestControl, [&](auto& fbb) {
+    return wire::CreateIngestControl(fbb, ++control_id_, static_cast<uint8_t>(r.host_level),
+                                     static_cast<uint8_t>(r.python_scopes + 1), static_cast<uint8_t>(r.gpu + 1),
+                                     r.duration_ns, static_cast<uint8_t>(r.gpu_level + 1))
+        .Union();
+  });
+}
+
+bool IngestConnection::Tick(uint64_t now, std::string* reason) {
+  // Not read for back pressure: the silence is ours, not a stalled sender's.
+  if (RingHalfFull()) last_byte_ns_ = now;
+  if (!decoder_.has_hello() && now - connected_ns_ > options_.stall_timeout_ns) {
+    *reason = "no hello in " + std::to_string(options_.stall_timeout_ns / 1'000'000) + " ms";
+    return false;
+  }
+  if (splitter_.pending_bytes() > 0 && now - last_byte_ns_ > options_.stall_timeout_ns) {
+    *reason = "stalled mid-frame for " + std::to_string((now - last_byte_ns_) / 1'000'000) + " ms (" +
+              std::to_string(splitter_.pending_bytes()) + " bytes of an unfinished frame dropped)";
+    return false;
+  }
+  if (decoder_.has_hello() && now >= next_ping_ns_) {
+    next_ping_ns_ = now + options_.ping_interval_ns;
+    ping_sent_ns_ = HostNowNs();
+    AppendIngestFrame(&out_, wire::Body::IngestPing,
+                      [&](auto& fbb) { return wire::CreateIngestPing(fbb, ++ping_id_, ping_sent_ns_).Union(); });
+  }
+  return true;
+}
+
+void IngestConnection::Closed(const std::string& reason) {
+  Remember();
+  status_.connected = false;
+  status_.closed_reason = reason;
+  if (!reason.empty()) {  // said on the console too; /api/status keeps it (server.ingest).
+    std::fprintf(stderr, "liveprof: ingest source %llu (%s, %s) closed: %s\n",
+                 static_cast<unsigned long long>(status_.id), status_.label.empty() ? "no hello" : status_.label.c_str(),
+                 status_.endpoint.c_str(), reason.c_str());
+  }
+  if (ring_) ring_->closed.store(true, std::memory_order_release);  // drained, then retired.
+}
+
+IngestServer::SourceStatus IngestConnection::Status() const {
+  SourceStatus s = status_;
+  s.frames = splitter_.frames();
+  s.batches = decoder_.batches();
+  s.events = decoder_.events();
+  s.lost_batches = decoder_.lost_batches();
+  s.sender_dropped = decoder_.sender_dropped();
+  s.ring_dropped = ring_ ? ring_->queue->dropped() : 0;
+  s.clock_offset_ns = decoder_.clock_offset_ns();
+  s.duplicate_batches = decoder_.duplicate_batches();
+  s.refused_events = decoder_.refused_events();
+  s.refused = decoder_.refusals();
+  return s;
+}
+
+void IngestStatuses::Publish(IngestServer::SourceStatus s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (IngestServer::SourceStatus& old : status_) {
+    if (old.id == s.id) return void(old = std::move(s));
+  }
+  if (status_.size() >= kMaxStatuses) {  // the oldest closed one makes room (its refusals are kept).
+    const auto gone = std::find_if(status_.begin(), status_.end(), [](const auto& o) { return !o.connected; });
+    if (gone != status_.end()) {
+      for (const IngestRefusal& r : gone->refused) AddRefused(&evicted_refused_, "ingest " + gone->label, r);
+      status_.erase(gone);
+    }
+  }
+  status_.push_back(std::move(s));
+}
+
+std::vector<IngestServer::SourceStatus> IngestStatuses::All() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_;
+}
+
+std::vector<IngestServer::RefusedCount> IngestStatuses::RefusedTotals() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<IngestServer::RefusedCount> totals = evicted_refused_;
+  for (const IngestServer::SourceStatus& s : status_) {
+    for (const IngestRefusal& r : s.refused) AddRefused(&totals, "ingest " + s.label, r);
+  }
+  std::sort(totals.begin(), totals.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.source, a.reason) < std::tie(b.source, b.reason);
+  });
+  return totals;
+}
+
+bool IngestStatuses::CheckCapture(uint64_t id, const IngestServer::CaptureRequest& request,
+                                  std::string* error) const {
+  if (request.host_level != 0 && request.host_level != 1 && request.host_level != 2) {
+    *error = "host_level " + std::to_string(request.host_level) + ": 1 (critical) or 2 (detailed)";
+    return false;
+  }
+  if (request.python_scopes < -1 || request.python_scopes > 1 || request.gpu < -1 || request.gpu > 1) {
+    *error = "python_scopes and gpu: 0 (off), 1 (on) or unset";
+    return false;
+  }
+  if (request.gpu_level < -1 || request.gpu_level > 1) {
+    *error = "gpu_level " + std::to_string(request.gpu_level) + ": 0 (default), 1 (full) or unset";
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto s = std::find_if(status_.begin(), status_.end(), [&](const auto& o) { return o.id == id; });
+  if (s == status_.end() || !s->connected || s->worker == 0) {
+    *error = "source " + std::to_string(id) +
+             (s == status_.end() ? " is unknown" : !s->connected ? " is closed" : " has not said hello yet");
+    return false;
+  }
+  // (not said yet, or an older sender: none)
+  if ((request.gpu != -1 || request.gpu_level != -1) && !s->capture.gpu_available) {
+    const std::string what = request.gpu != -1
+                                 ? std::string("turn ") + (request.gpu == 1 ? "on" : "off")
+                                 : std::string("switch to level ") + (request.gpu_level == 1 ? "full" : "default");
+    *error = "source " + std::to_string(id) + " (" + s->label + ") has no GPU producer to " + what +
+             " (gpu_available false: no CuptiSource runs in it)";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace liveprof

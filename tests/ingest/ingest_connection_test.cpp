@@ -1,0 +1,202 @@
+// One ingest connection's protocol without a socket (src/ingest/
+// ingest_connection.h): bytes in, events in its ring and frames owed to the
+// sender out, as the server drives it.
+#include "ingest/ingest_connection.h"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ingest/ingest_wire.h"
+#include "stream/clock.h"
+#include "stream/liveprof_generated.h"
+#include "stream/wire_event.h"
+
+namespace liveprof {
+namespace {
+
+using flatbuffers::FlatBufferBuilder;
+
+// A frame as a sender writes it: size-prefixed, padded to 8 bytes.
+template <typename Build>
+std::string Frame(wire::Body type, Build&& build) {
+  std::string out;
+  AppendIngestFrame(&out, type, build);
+  return out;
+}
+
+std::string Hello(uint64_t session, int32_t rank = 3) {
+  return Frame(wire::Body::IngestHello, [&](FlatBufferBuilder& fbb) {
+    return wire::CreateIngestHelloDirect(fbb, kIngestProtocol, "node7", 4242, rank, "train.py", 1'000, session)
+        .Union();
+  });
+}
+
+// One batch: name 1 "step" on track 9, one span per (ts, dur).
+std::string Batch(uint64_t seq, const std::vector<std::pair<uint64_t, uint64_t>>& spans) {
+  return Frame(wire::Body::IngestBatch, [&](FlatBufferBuilder& fbb) {
+    std::vector<flatbuffers::Offset<wire::NameDef>> names{wire::CreateNameDefDirect(fbb, 1, "step")};
+    std::vector<flatbuffers::Offset<wire::TrackDef>> tracks{wire::CreateTrackDef(fbb, 9, 1, 0, 1009)};
+    std::vector<wire::Event> events;
+    for (const auto& [ts, dur] : spans) {
+      events.emplace_back(ts, dur, 1, 9, 0, static_cast<uint8_t>(EventKind::kHostSpan), 0, 0, 0, 0, 0);
+    }
+    return wire::CreateIngestBatchDirect(fbb, seq, &names, &tracks, &events, 0).Union();
+  });
+}
+
+// The frames in `bytes` (what the connection owes its sender), by type.
+std::vector<wire::Body> Types(const std::string& bytes, std::vector<uint64_t>* ack_seqs = nullptr) {
+  FrameSplitter s;
+  s.Feed(bytes);
+  std::vector<wire::Body> types;
+  while (const auto f = s.Next()) {
+    const wire::Frame* frame = wire::GetFrame(f->data());
+    types.push_back(frame->body_type());
+    if (ack_seqs != nullptr && frame->body_type() == wire::Body::IngestAck) {
+      ack_seqs->push_back(frame->body_as_IngestAck()->seq());
+    }
+  }
+  return types;
+}
+
+size_t RingSize(Stream& stream) {
+  std::vector<std::shared_ptr<Ring>> rings;
+  stream.CopyRings(&rings);
+  size_t n = 0;
+  for (const auto& r : rings) {
+    if (r->name.rfind("ingest ", 0) == 0) n += r->queue->size();
+  }
+  return n;
+}
+
+// One server's shared parts, as the connections under test see them.
+struct Server {
+  Server() {
+    options.stall_timeout_ns = 1'000'000'000;
+    options.ping_interval_ns = 500'000'000;
+  }
+  Stream stream;
+  IngestWorkers workers{stream};
+  IngestServer::Options options;
+  std::string reason;
+};
+
+TEST_CASE_FIXTURE(Server, "ingest connection: a hello and a batch become a worker, events in its ring, and one ack") {
+  IngestConnection c(stream, workers, options, 7, "unix:/tmp/x", 1'000);
+  c.splitter().Feed(Hello(99) + Batch(1, {{100, 10}, {200, 20}}));
+  REQUIRE(c.TakeFrames(&reason));
+  CHECK(reason.empty());
+  CHECK(RingSize(stream) == 2);
+  c.AppendAck(0);
+  std::vector<uint64_t> acks;
+  CHECK(Types(c.out(), &acks) == std::vector<wire::Body>{wire::Body::IngestAck});
+  CHECK(acks == std::vector<uint64_t>{1});
+  c.out().clear();
+  c.AppendAck(1);  // nothing new since: no ack.
+  CHECK(c.out().empty());
+
+  const IngestServer::SourceStatus s = c.Status();
+  CHECK(s.id == 7);
+  CHECK(s.endpoint == "unix:/tmp/x");
+  CHECK(s.label == "rank 3");
+  CHECK(s.worker == 1);
+  CHECK(s.frames == 2);
+  CHECK(s.batches == 1);
+  CHECK(s.events == 2);
+  CHECK(s.connected);
+  c.Closed("");
+  CHECK_FALSE(c.Status().connected);
+}
+
+TEST_CASE_FIXTURE(Server, "ingest connection: a reconnecting sender is the same worker and its batches taken are skipped") {
+  {
+    IngestConnection first(stream, workers, options, 1, "tcp:127.0.0.1:1", 1'000);
+    first.splitter().Feed(Hello(42) + Batch(1, {{100, 10}}) + Batch(2, {{200, 10}}));
+    REQUIRE(first.TakeFrames(&reason));
+    first.AppendAck(0);
+    first.Closed("");
+  }
+  IngestConnection again(stream, workers, options, 2, "tcp:127.0.0.1:1", 2'000);
+  again.splitter().Feed(Hello(42) + Batch(2, {{200, 10}}) + Batch(3, {{300, 10}}));
+  REQUIRE(again.TakeFrames(&reason));
+  const IngestServer::SourceStatus s = again.Status();
+  CHECK(s.worker == 1);  // the same rows
+  CHECK(s.duplicate_batches == 1);
+  CHECK(RingSize(stream) == 3);  // 1, 2, then 3 only
+
+  // Another session of the same label: the same worker, nothing skipped.
+  IngestConnection other(stream, workers, options, 3, "tcp:127.0.0.1:1", 3'000);
+  other.splitter().Feed(Hello(43) + Batch(2, {{400, 10}}));
+  REQUIRE(other.TakeFrames(&reason));
+  CHECK(other.Status().duplicate_batches == 0);
+  CHECK(other.Status().worker == 1);
+}
+
+TEST_CASE_FIXTURE(Server, "ingest connection: timeouts name what was missing, and a ping is owed once introduced") {
+  {
+    IngestConnection silent(stream, workers, options, 1, "unix:/tmp/x", 1'000);
+    CHECK(silent.Tick(1'000 + options.stall_timeout_ns, &reason));
+    CHECK_FALSE(silent.Tick(1'001 + options.stall_timeout_ns, &reason));
+    CHECK(reason == "no hello in 1000 ms");
+  }
+  IngestConnection c(stream, workers, options, 2, "unix:/tmp/x", 1'000);
+  c.splitter().Feed(Hello(5));
+  REQUIRE(c.TakeFrames(&reason));
+  REQUIRE(c.Tick(HostNowNs(), &reason));
+  CHECK(Types(c.out()) == std::vector<wire::Body>{wire::Body::IngestPing});
+  c.out().clear();
+  REQUIRE(c.Tick(HostNowNs(), &reason));  // the next one is due a ping interval later.
+  CHECK(c.out().empty());
+
+  // Half a frame, then silence past the stall timeout.
+  const std::string batch = Batch(1, {{100, 10}});
+  c.splitter().Feed(batch.substr(0, 20));
+  c.Received(5'000);
+  REQUIRE(c.TakeFrames(&reason));
+  CHECK_FALSE(c.Tick(5'001 + options.stall_timeout_ns, &reason));
+  CHECK(reason == "stalled mid-frame for 1000 ms (20 bytes of an unfinished frame dropped)");
+}
+
+TEST_CASE_FIXTURE(Server, "ingest connection: a refused frame gives the reason to close, what came before is taken") {
+  IngestConnection c(stream, workers, options, 1, "unix:/tmp/x", 1'000);
+  c.splitter().Feed(Hello(5) + Batch(1, {{100, 10}}) + Batch(1, {{200, 10}}));  // seq 1 again: out of order.
+  CHECK_FALSE(c.TakeFrames(&reason));
+  CHECK(reason.find("frame 3 (bytes ") == 0);
+  CHECK(RingSize(stream) == 1);
+  std::vector<uint64_t> acks;
+  c.AppendAck(0);
+  Types(c.out(), &acks);
+  CHECK(acks == std::vector<uint64_t>{1});
+}
+
+TEST_CASE("ingest statuses: a capture request is checked against the source's status") {
+  IngestStatuses statuses;
+  IngestServer::SourceStatus s;
+  s.id = 4, s.worker = 1, s.connected = true, s.label = "rank 0";
+  statuses.Publish(s);
+  std::string error;
+  IngestServer::CaptureRequest r;
+  r.host_level = 2;
+  CHECK(statuses.CheckCapture(4, r, &error));
+  CHECK_FALSE(statuses.CheckCapture(5, r, &error));
+  CHECK(error == "source 5 is unknown");
+  r.gpu = 1;
+  CHECK_FALSE(statuses.CheckCapture(4, r, &error));
+  CHECK(error == "source 4 (rank 0) has no GPU producer to turn on (gpu_available false: no CuptiSource runs in it)");
+  r = {};
+  r.host_level = 3;
+  CHECK_FALSE(statuses.CheckCapture(4, r, &error));
+  CHECK(error == "host_level 3: 1 (critical) or 2 (detailed)");
+  s.connected = false;
+  statuses.Publish(s);
+  r = {};
+  CHECK_FALSE(statuses.CheckCapture(4, r, &error));
+  CHECK(error == "source 4 is closed");
+  CHECK(statuses.All().size() == 1);
+}
+
+}  // namespace
+}  // namespace liveprof
