@@ -58,7 +58,7 @@ case "${target}" in
     # their own: generated code is not held to our warnings.
     mkdir -p "${out}/gen"
     protoc --cpp_out="${out}/gen" -Isrc/import src/import/xplane.proto
-    "${FUZZ_CXX:-clang++-14}" -std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+    "${FUZZ_CXX:-clang++-14}" -std=c++20 -O1 -gline-tables-only -fno-omit-frame-pointer -fsanitize=address,undefined \
       -fno-sanitize-recover=all -w -c "${out}/gen/xplane.pb.cc" -o "${out}/gen/xplane.pb.o"
     sources=(src/import/xplane.cc src/import/chunk_reader.cc src/import/chrome_trace.cc src/import/decimal.cc
              src/import/json_splitter.cc src/aggregators/tf_op_name.cc src/stream/*.cc "${out}/gen/xplane.pb.o")
@@ -86,7 +86,7 @@ case "${target}" in
     ;;
 esac
 echo "fuzz: building ${out}/${target}_fuzz with ${cxx}"
-"${cxx}" -std=c++20 -O1 -g -fno-omit-frame-pointer \
+"${cxx}" -std=c++20 -O1 -gline-tables-only -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
   -Wall -Wextra -Werror -Isrc -isystem "${out}/gen" \
   "fuzz/${target}_fuzz.cc" "${sources[@]}" "${libs[@]}" -o "${out}/${target}_fuzz"
