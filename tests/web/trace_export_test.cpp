@@ -225,7 +225,13 @@ TEST_CASE("export: a slow reader's large export does not hold up another client'
           " overview frames meanwhile; before: ", baseline_rate, " a second, longest gap ", baseline_gap, " s");
   CHECK(seconds > 0.5);  // slow enough to say something.
   REQUIRE(baseline_rate >= 2.0);  // the feed itself keeps its pace here.
-  CHECK(static_cast<double>(during) >= 0.5 * baseline_rate * seconds);
+  // Under a sanitizer (Beast at -O0 in the ASan build: docs/ci.md) the two
+  // cores are the export's, the pipeline's and the web thread's, and the
+  // share of frames measures that contention more than any wait: a quarter
+  // there (an export that held the web thread would leave none, and the gap
+  // below).
+  const double min_share = kSanitized ? 0.25 : 0.5;
+  CHECK(static_cast<double>(during) >= min_share * baseline_rate * seconds);
   double max_gap = 0;
   for (size_t i = frames_before + 1; i < arrivals.size(); ++i) {
     max_gap = std::max(max_gap, std::chrono::duration<double>(arrivals[i] - arrivals[i - 1]).count());
