@@ -199,6 +199,10 @@ void BM_AppendStallUnderQueries(benchmark::State& state) {
     stop = true;
     if (reader.joinable()) reader.join();
     std::sort(append_ms.begin(), append_ms.end());
+    if (append_ms.empty()) {
+      state.SkipWithError("LIVEPROF_BENCH_STALL_EVENTS too small: no batch appended");
+      return;
+    }
     state.counters["max_stall_ms"] = append_ms.back();
     state.counters["p999_append_ms"] = append_ms[append_ms.size() * 999 / 1000];
     state.counters["p50_append_ms"] = append_ms[append_ms.size() / 2];

@@ -3,7 +3,9 @@
 #   1. one direction: each folder of src/ includes only from the folders it
 #      may depend on;
 #   2. the analyses stay pure: nothing in src/aggregators/ starts a thread,
-#      takes a lock or touches a file.
+#      takes a lock or touches a file;
+#   3. Beast and Asio in at most 4 translation units;
+#   4. no source file past 700 lines.
 # Prints each breach as FILE:LINE: what, and exits 1 if there is any.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,8 +50,27 @@ while IFS= read -r hit; do
 done < <(grep -nE '#include <(thread|mutex|shared_mutex|condition_variable|future|fstream|fcntl\.h|unistd\.h|pthread\.h|filesystem)>|std::(thread|jthread|mutex|shared_mutex|lock_guard|unique_lock|scoped_lock|async|ifstream|ofstream|fstream)\b|\b(fopen|fdopen|popen|pthread_create)\(|FILE \*|::(open|read|write)\(' \
   src/aggregators/*.h src/aggregators/*.cc)
 
+# Beast and Asio in at most 4 translation units (DESIGN.md): their headers
+# cost each TU that includes them ~30 s to build.
+asio_headers=$(grep -lE '#include <boost/(beast|asio)' src/*/*.h 2>/dev/null | xargs -r -n1 basename)
+asio_tus=$(grep -lE "#include <boost/(beast|asio)${asio_headers:+|#include \"[a-z_]+/($(tr '\n' '|' <<<"${asio_headers}" | sed 's/|$//; s/\./\\./g'))\"}" \
+  src/*/*.cc 2>/dev/null)
+if [[ $(wc -w <<<"${asio_tus}") -gt 4 ]]; then
+  echo "Beast/Asio in more than 4 translation units (DESIGN.md): ${asio_tus//$'\n'/ }"
+  breaches=$((breaches + 1))
+fi
+
+# Files a newcomer can read top to bottom: split past 700 lines.
+while read -r lines file; do
+  [[ ${file} == total ]] && continue
+  if [[ ${lines} -gt 700 ]]; then
+    echo "${file}: ${lines} lines (split past 700, DESIGN.md)"
+    breaches=$((breaches + 1))
+  fi
+done < <(wc -l src/*/*.h src/*/*.cc)
+
 if [[ ${breaches} -ne 0 ]]; then
   echo "layout: ${breaches} breach(es)"
   exit 1
 fi
-echo "layout: one-direction includes and pure analyses hold ($(ls src/*/*.{h,cc} | wc -l) files)"
+echo "layout: one-direction includes, pure analyses, <= 4 Asio TUs, <= 700 lines hold ($(ls src/*/*.{h,cc} | wc -l) files)"

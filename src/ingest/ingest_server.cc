@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -202,6 +203,7 @@ bool IngestServer::Impl::Start(std::vector<IngestEndpoint>* bound, std::string* 
         return fail(e, said("socket"));
       }
       a.set_option(net::socket_base::reuse_address(true), ec);
+      if (ec) return fail(e, said("SO_REUSEADDR"));
       const net::ip::address_v4 address = net::ip::make_address_v4(e.host, ec);
       if (ec) return fail(e, said("bind"));
       a.bind(tcp::endpoint(address, e.port), ec);
@@ -224,8 +226,11 @@ bool IngestServer::Impl::Start(std::vector<IngestEndpoint>* bound, std::string* 
       if (lstat(e.path.c_str(), &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) return fail(e, "exists and is not a socket");
         {  // (the probe goes before fail() can drop the io_context)
-          local::socket probe(*ioc_);
-          probe.connect(where, ec);
+          local::socket probe(*ioc_);  // (close-on-exec, as every descriptor here)
+          const int pfd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+          if (pfd < 0) return fail(e, std::string("socket: ") + std::strerror(errno));
+          probe.assign(local(), pfd, ec);
+          if (!ec) probe.connect(where, ec);
         }
         if (!ec) return fail(e, "another server listens there");
         if (ec != net::error::connection_refused) return fail(e, said("a socket is there and could not be probed"));
@@ -333,6 +338,8 @@ void IngestServer::Impl::Accept(Listener& l, const error_code& ec) {
         socket);
     if (aec) {  // (the reactor would not take it)
       ::close(fd);
+      std::fprintf(stderr, "liveprof: ingest: a connection on %s dropped: %s\n", l.endpoint.ToString().c_str(),
+                   aec.message().c_str());
       continue;
     }
     auto c = std::make_shared<Connection>(std::move(socket), stream_, workers_, options_, next_id_++,
@@ -386,6 +393,10 @@ void IngestServer::Impl::OnRead(Connection& c, const error_code& ec, size_t n) {
 // here go first; none is taken, and nothing more received, while the
 // source's ring is half full (back pressure).
 void IngestServer::Impl::Pass(Connection& c, uint64_t acked, size_t taken) {
+  // An async read in flight owns the splitter's reserved room: reading into
+  // it here too would race it. (Pass runs from OnRead, after `reading` is
+  // cleared, or on a paused connection, which StartRead left unread.)
+  assert(!c.reading);
   for (;;) {
     if (!TakeFrames(c, acked)) return;  // (closed)
     if (taken >= kPassBytes || stop_.load(std::memory_order_relaxed) || c.source.RingHalfFull()) break;

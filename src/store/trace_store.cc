@@ -265,9 +265,7 @@ void TraceStore::HeldBefore(const TrackStore& t, uint64_t t0, TraceQueryResult::
     }
   };
   const size_t top = t.levels.size() - 1;
-  for (uint64_t j = t.levels[top].end(); j-- > t.levels[top].base;) {
-    if (j >= t.levels[top].base) visit(visit, top, j);
-  }
+  for (uint64_t j = t.levels[top].end(); j-- > t.levels[top].base;) visit(visit, top, j);
 }
 
 TraceQueryResult TraceStore::Query(const TraceQuery& q) const {
