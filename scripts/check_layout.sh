@@ -8,7 +8,7 @@
 #   4. no source file past 700 lines.
 # Prints each breach as FILE:LINE: what, and exits 1 if there is any.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "${LAYOUT_ROOT:-$(dirname "$0")/..}"  # (LAYOUT_ROOT: another tree, for its test)
 
 # folder -> the project folders its files may include from (itself always).
 declare -A allowed=(
