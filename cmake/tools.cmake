@@ -35,3 +35,18 @@ elseif(LIVEPROF_SANITIZE STREQUAL "thread")
 elseif(NOT LIVEPROF_SANITIZE STREQUAL "")
   message(FATAL_ERROR "LIVEPROF_SANITIZE must be '', 'address' or 'thread', not '${LIVEPROF_SANITIZE}'")
 endif()
+
+# --- position-independent copies (src/attach's shared library) ---
+# liveprof_pic_copy(<copy> <target>): <target>'s sources, include dirs,
+# definitions and options, compiled again as position-independent code.
+function(liveprof_pic_copy copy target)
+  get_target_property(srcs ${target} SOURCES)
+  get_target_property(dir ${target} SOURCE_DIR)
+  list(TRANSFORM srcs PREPEND "${dir}/" REGEX "^[^/]")
+  add_library(${copy} STATIC ${srcs})
+  set_target_properties(${copy} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_include_directories(${copy} PUBLIC $<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>)
+  target_compile_definitions(${copy} PUBLIC $<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>)
+  target_compile_options(${copy} PRIVATE $<TARGET_PROPERTY:${target},COMPILE_OPTIONS>)
+endfunction()
+

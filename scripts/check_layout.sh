@@ -21,10 +21,10 @@ declare -A allowed=(
   [pipeline]="base stream aggregators store"
   [import]="base stream producers aggregators store pipeline"
   [web]="base stream aggregators store pipeline"
-  [python]="base stream producers ingest"
+  [attach]="base stream producers ingest"
   [app]="base stream producers ingest aggregators store pipeline import web"
 )
-folders="base stream producers ingest aggregators store pipeline import web python app"
+folders="base stream producers ingest aggregators store pipeline import web attach app"
 
 breaches=0
 for folder in ${folders}; do

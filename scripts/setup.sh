@@ -27,10 +27,9 @@ PACKAGES=(
   # the dashboard's browser tests: Debian's Chromium, driven by playwright-core
   # from npm (never a browser download of playwright's own).
   chromium
-  # The Python module (src/python, for /usr/bin/python3): pybind11 and the
-  # interpreter's headers; Debian's PyTorch (1.13, CPU) for the example
-  # examples/pytorch_train.py and its end-to-end test.
-  pybind11-dev python3-dev
+  # The Python package (src/python) is pure Python over libliveprof.so
+  # (ctypes): nothing to build it with. Debian's PyTorch (CPU) for the
+  # example examples/pytorch_train.py and its end-to-end test.
   python3-torch
 )
 

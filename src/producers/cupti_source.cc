@@ -165,6 +165,25 @@ std::string ProbeDriver(const std::string& library, std::vector<CudaDevice>* dev
   return found;
 }
 
+// The GPUs as kDeviceInfo events on `ring` (its producer's thread).
+void PublishDevices(SpscRing& ring, Stream& stream, const std::vector<CudaDevice>& devices) {
+  const uint64_t now = HostNowNs();
+  for (const CudaDevice& d : devices) {
+    Event* e = ring.TryReserve();
+    if (e == nullptr) break;
+    *e = Event{};
+    e->ts = now;
+    e->kind = EventKind::kDeviceInfo;
+    e->name = stream.names().Intern(d.name);
+    e->device = static_cast<uint8_t>(std::min(d.ordinal, 255));
+    e->payload.device_info.memory_bytes = d.memory_bytes;
+    e->payload.device_info.sm_count = d.sm_count;
+    e->payload.device_info.cc_major = static_cast<uint8_t>(d.cc_major);
+    e->payload.device_info.cc_minor = static_cast<uint8_t>(d.cc_minor);
+    ring.Publish();
+  }
+}
+
 // ---------------------------------------------------------------------------
 // The buffer pool and CUPTI's callbacks (C function pointers: no user data,
 // so the running pool is a global).
@@ -306,6 +325,7 @@ struct CuptiSource::Impl {
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;  // guarded by mu.
+  std::string probe_driver;  // the driver library to ask at the first wake ("": asked at Start).
   SourceCounters counters;
   std::unique_ptr<CuptiSourceRecorder> recorder;  // null: no recording.
 
@@ -375,6 +395,12 @@ struct CuptiSource::Impl {
     std::unique_lock<std::mutex> lock(mu);
     while (!cv.wait_for(lock, kFlushPeriod, [this] { return stop; })) {
       lock.unlock();
+      if (!probe_driver.empty()) {  // (Options::probe_driver_at_start false)
+        std::vector<CudaDevice> devices;
+        ProbeDriver(probe_driver, &devices);
+        PublishDevices(*ring->queue, stream, devices);
+        probe_driver.clear();
+      }
       Flush(0);
       lock.lock();
     }
@@ -463,7 +489,8 @@ bool CuptiSource::Start() {
   auto impl = std::make_unique<Impl>(stream_);
   std::string error;
   if (!LoadCupti(options_.cupti_library, &impl->api, &error)) {
-    driver_message_ = ProbeDriver(options_.cuda_library, &devices_);
+    driver_message_ = options_.probe_driver_at_start ? ProbeDriver(options_.cuda_library, &devices_)
+                                                     : "not asked (inside cuInit)";
     return fail(Status::kNoLibrary, "CUPTI not available (" + error + "); " + kHostOnly);
   }
   impl_ = std::move(impl);
@@ -499,7 +526,8 @@ bool CuptiSource::Start() {
       CuptiKindSet::Api{api.enable, api.disable, api.enable_runtime_api, api.enable_driver_api},
       options_.driver_api, options_.nvtx, api.callback_name);
   if (const CUptiResult r = im.kinds->EnableKernels(); r != CUPTI_SUCCESS) {
-    driver_message_ = ProbeDriver(options_.cuda_library, &devices_);
+    driver_message_ = options_.probe_driver_at_start ? ProbeDriver(options_.cuda_library, &devices_)
+                                                     : "not asked (inside cuInit)";
     return fail(IsCuptiPrivilegeError(r) ? Status::kNoPrivileges : Status::kUnavailable,
                 CuptiEnableFailureMessage(r, api.ResultName(r), driver_message_));
   }
@@ -536,22 +564,15 @@ bool CuptiSource::Start() {
   im.AddClockPair();
 
   // The GPUs, for the run environment: written before the flush thread
-  // exists, so this thread is still the ring's only producer.
-  driver_message_ = ProbeDriver(options_.cuda_library, &devices_);
-  const uint64_t now = HostNowNs();
-  for (const CudaDevice& d : devices_) {
-    Event* e = im.ring->queue->TryReserve();
-    if (e == nullptr) break;
-    *e = Event{};
-    e->ts = now;
-    e->kind = EventKind::kDeviceInfo;
-    e->name = stream_.names().Intern(d.name);
-    e->device = static_cast<uint8_t>(std::min(d.ordinal, 255));
-    e->payload.device_info.memory_bytes = d.memory_bytes;
-    e->payload.device_info.sm_count = d.sm_count;
-    e->payload.device_info.cc_major = static_cast<uint8_t>(d.cc_major);
-    e->payload.device_info.cc_minor = static_cast<uint8_t>(d.cc_minor);
-    im.ring->queue->Publish();
+  // exists, so this thread is still the ring's only producer. Inside cuInit
+  // (the injection) the driver is not asked now: the flush thread asks it
+  // at its first wake, once cuInit has returned.
+  if (options_.probe_driver_at_start) {
+    driver_message_ = ProbeDriver(options_.cuda_library, &devices_);
+    PublishDevices(*im.ring->queue, stream_, devices_);
+  } else {
+    driver_message_ = "asked after cuInit";
+    im.probe_driver = options_.cuda_library;
   }
 
   uint32_t version = 0;

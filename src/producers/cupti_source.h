@@ -136,6 +136,11 @@ class CuptiSource {
     // Writes a CUPTI recording of the run to this file (see "Recording"
     // above). Empty: LIVEPROF_CUPTI_RECORD if set, else no recording.
     std::string record_path;
+    // Asks the driver for its GPUs in Start() (kDeviceInfo events, the
+    // driver line of message()). False inside cuInit (CUDA's injection
+    // entry point, src/attach), where calling the driver could recurse:
+    // the flush thread asks at its first wake instead.
+    bool probe_driver_at_start = true;
   };
 
   CuptiSource(Stream& stream, Options options);

@@ -70,6 +70,34 @@ class ModuleTest(unittest.TestCase):
             pass
         self.assertEqual(len(drain()), 2)
 
+    def test_span_handles_ended_twice_or_on_another_thread_record_nothing(self):
+        n = _liveprof._name_id("handle")
+        h = _liveprof._scope_begin(n)
+        self.assertNotEqual(h, 0)
+        before = _liveprof._diagnostics()["span_end_without_begin"]
+        done = []
+        t = threading.Thread(target=lambda: (_liveprof._span_end(h), done.append(1)))
+        t.start()
+        t.join()
+        self.assertEqual(done, [1])
+        self.assertEqual(_liveprof._diagnostics()["span_end_without_begin"], before + 1)
+        _liveprof._span_end(h)  # its own thread: recorded once...
+        _liveprof._span_end(h)  # ...and a second end is refused.
+        self.assertEqual(_liveprof._diagnostics()["span_end_without_begin"], before + 2)
+        self.assertEqual([e["name"] for e in drain()], ["handle"])
+
+    def test_span_table_full_refuses_and_counts(self):
+        n = _liveprof._name_id("deep")
+        before = _liveprof._diagnostics()["span_stack_overflow"]
+        handles = [_liveprof._scope_begin(n) for _ in range(4096)]
+        self.assertEqual(handles[-1], 0)  # 4,095 open at most per thread.
+        self.assertNotIn(0, handles[:-1])
+        self.assertEqual(len(set(handles[:-1])), 4095)
+        self.assertEqual(_liveprof._diagnostics()["span_stack_overflow"], before + 1)
+        for h in reversed(handles):
+            _liveprof._span_end(h)  # (0: nothing)
+        self.assertEqual(len(drain()), 4095)
+
     def test_generators_suspended_inside_a_scope_close_their_own_span(self):
         def gen(name):
             with liveprof.scope(name):

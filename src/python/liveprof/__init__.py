@@ -9,17 +9,19 @@
             loss.backward()
 
 What each call records and at which host trace level: docs/python.md. The
-hot entry points (scope, counter, instant, levels, connect...) are the native
-module's (_liveprof, src/python/liveprof_module.cc); the helpers below are
-plain Python on top of its private primitives. Every call records on the
-calling thread; nothing here takes a lock or blocks, except disconnect().
+hot entry points (scope, counter, instant, levels...) are _native's, over
+libliveprof.so's C ABI (ctypes, src/attach); the helpers below are plain
+Python on top of its private primitives. Every call records on the calling
+thread; nothing here takes a lock or blocks, except disconnect().
 """
 
 import atexit as _atexit
 import weakref as _weakref
 
-from . import _liveprof
-from ._liveprof import (  # noqa: F401  (re-exported)
+import sys as _sys
+
+from . import _native as _liveprof
+from ._native import (  # noqa: F401  (re-exported)
     counter,
     enabled,
     instant,
@@ -189,16 +191,26 @@ loader = wrap_loader  # the other name docs/python.md mentions.
 _connected = False
 
 
-def connect(address, program=None, rank=None):
+def connect(address, program=None, rank=None, gpu=False):
     """Sends this process's events to ``liveprof serve --ingest ADDRESS``
     ("unix:/path" or "tcp:127.0.0.1:PORT"). Raises RuntimeError for a bad
     address or a second connect; a server that is not up yet is retried in
-    the background. At exit, what is recorded is flushed (disconnect())."""
+    the background. At exit, what is recorded is flushed (disconnect()).
+
+    ``gpu=True``: also traces this process's GPU activity (CUPTI: kernels,
+    copies, memory), as ``liveprof run`` does for any CUDA program. Where it
+    cannot (no CUPTI, no driver, no GPU) the reason is said once on stderr
+    and in ``status()["gpu_message"]``; the program goes on, host events
+    still sent. ``gpu`` may also be a level: "default" or "full"."""
     global _connected
     _liveprof.connect(address, program, rank)
     if not _connected:
         _atexit.register(disconnect)
     _connected = True
+    if gpu:
+        running, message = _liveprof.gpu_start(None if gpu is True else gpu)
+        if not running:
+            print("liveprof: GPU activity is not traced: " + message, file=_sys.stderr)
 
 
 def disconnect(timeout=2.0):
