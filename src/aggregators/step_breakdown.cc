@@ -143,8 +143,14 @@ StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, BreakdownMode mode
   const uint32_t present = (use_device ? step.device_types : 0) | (use_host ? host_types : 0);
   constexpr uint32_t kCompute = (1u << static_cast<unsigned>(SpanType::kDeviceCompute16)) |
                                 (1u << static_cast<unsigned>(SpanType::kDeviceCompute32));
-  *well_formed = device_step ? (present & kCompute) != 0
-                             : (present & (1u << static_cast<unsigned>(SpanType::kHostCompute))) != 0;
+  // A device step needs device compute (xprof: a group without it has no
+  // step). A CPU-only step always has its row: with no host compute span in
+  // it (an unannotated job: liveprof run's PyTorch hooks mark steps and input
+  // only; or host level 1) its time that nothing else claims is host
+  // compute, so input and compute still add up to the step.
+  const bool unannotated_cpu =
+      !device_step && (present & (1u << static_cast<unsigned>(SpanType::kHostCompute))) == 0;
+  *well_formed = device_step ? (present & kCompute) != 0 : true;
   const std::span<const StepSpan> dev =
       use_device ? ByEnd(step.device_spans, &scratch->device) : std::span<const StepSpan>();
   const std::span<const StepSpan> host =
@@ -159,6 +165,10 @@ StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, BreakdownMode mode
     sweep.Add(b, e, device || device_step ? s.type : s.cpu_type, device);
   }
   sweep.Finish(row.step_ns(), &row.type_ns, &row.device_busy_ns);
+  if (unannotated_cpu) {
+    row.type_ns[static_cast<size_t>(SpanType::kHostCompute)] += row.type_ns[static_cast<size_t>(SpanType::kUnknown)];
+    row.type_ns[static_cast<size_t>(SpanType::kUnknown)] = 0;
+  }
   const auto& t = row.type_ns;
   auto T = [&](SpanType s) { return t[static_cast<size_t>(s)]; };
   auto& b = row.bucket_ns;

@@ -77,6 +77,15 @@ void FinishWorkloadOptions(WorkloadArgs* a) {
 }
 
 int ParseAndRun(CLI::App& app, const Commands& commands, int argc, char** argv) {
+  for (const auto& [name, words] : commands.passthrough) {
+    if (argc < 2 || name != argv[1]) continue;
+    for (int i = 2; i < argc; ++i) {
+      if (std::string_view(argv[i]) != "--") continue;
+      words->assign(argv + i + 1, argv + argc);
+      argc = i;
+      break;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -88,6 +97,11 @@ int ParseAndRun(CLI::App& app, const Commands& commands, int argc, char** argv) 
     for (const CLI::App* sub : app.get_subcommands()) who += " " + sub->get_name();
     std::cerr << who << ": ";
     app.exit(e);  // the message, on stderr.
+    for (const auto& [name, words] : commands.passthrough) {
+      if (argc >= 2 && name == argv[1] && words->empty()) {
+        std::cerr << "(the job goes after --: liveprof " << name << " [OPTIONS] -- COMMAND [ARGS...])\n";
+      }
+    }
     return 2;
   }
   for (const CLI::App* sub : app.get_subcommands()) {

@@ -20,6 +20,10 @@ namespace liveprof {
 struct Commands {
   std::vector<std::pair<const CLI::App*, std::function<int()>>> runs;
   void Add(const CLI::App* sub, std::function<int()> run) { runs.emplace_back(sub, std::move(run)); }
+  // Subcommands that run another command (`liveprof run [options] -- COMMAND
+  // ARGS...`): the words after the first `--` go to `words`, unparsed (the
+  // job's own options are not ours).
+  std::vector<std::pair<std::string, std::vector<std::string>*>> passthrough;
 };
 
 // A check (a transformer) for a number in [lo, hi], written as strtod reads

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +17,7 @@
 
 #include "pipeline/pipeline.h"
 #include "app/args.h"
+#include "app/run.h"
 #include "import/chrome_export.h"
 #include "import/replay.h"
 #include "base/json_writer.h"
@@ -36,7 +39,7 @@
 namespace liveprof {
 namespace {
 
-enum class ServeMode { kServe, kDemo, kReplay, kOpen };
+enum class ServeMode { kServe, kDemo, kReplay, kOpen, kRun };
 
 // What a serve, demo, replay or open command line says (only the options of
 // its mode are added).
@@ -52,6 +55,8 @@ struct ServeArgs {
   TraceReplay::Options ro;
   std::vector<std::string> ingest;
   IngestServer::Options io;
+  RunArgs run;          // run: the job.
+  std::string run_dir;  // run: a private folder for the ingest socket (removed at the end).
 };
 
 // /api/status's "ingest": every source, connected or not.
@@ -137,6 +142,7 @@ std::string_view ModeName(ServeMode mode) {
     case ServeMode::kDemo: return "demo";
     case ServeMode::kReplay: return "replay";
     case ServeMode::kOpen: return "open";
+    case ServeMode::kRun: return "run";
     case ServeMode::kServe: break;
   }
   return "serve";
@@ -156,11 +162,42 @@ int Serve(ServeArgs& args, ServeMode mode) {
 
   // SIGINT/SIGTERM are taken by sigtimedwait below: block them before any
   // thread starts, so that every thread inherits the mask.
-  sigset_t signals;
+  sigset_t signals, unblocked;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::unique_ptr<Job> job;
+  if (mode == ServeMode::kRun) {
+    sigaddset(&signals, SIGCHLD);  // the job's end wakes the loop.
+    job = std::make_unique<Job>(args.run);
+    if (!job->Check()) return job->exit_status();  // before any server starts.
+    if (args.io.endpoints.empty()) {
+      // The job's address: a socket in a folder of our own (mode 0700).
+      char dir[] = "/tmp/liveprof-run-XXXXXX";
+      if (mkdtemp(dir) == nullptr) {
+        std::fprintf(stderr, "%s: mkdtemp: %s\n", command.c_str(), std::strerror(errno));
+        return kExitLiveprofFailed;
+      }
+      args.run_dir = dir;
+      IngestEndpoint e;
+      std::string error;
+      ParseIngestEndpoint("unix:" + args.run_dir + "/ingest.sock", &e, &error);
+      args.io.endpoints.push_back(e);
+    }
+  }
+  // The run's folder goes however Serve returns (after the ingest server,
+  // declared below, has closed its socket).
+  struct RemoveRunDir {
+    const std::string& dir;
+    ~RemoveRunDir() {
+      if (dir.empty()) return;
+      ::unlink((dir + "/ingest.sock").c_str());
+      ::rmdir(dir.c_str());
+    }
+  } remove_run_dir{args.run_dir};
+  pthread_sigmask(SIG_BLOCK, &signals, &unblocked);  // (the job gets the mask we had)
+  // A failure of liveprof itself: 1, or under run 125 (the job's statuses are its own).
+  const int failed = mode == ServeMode::kRun ? kExitLiveprofFailed : 1;
 
   Stream& stream = GlobalStream();
   Pipeline::Options po;
@@ -175,7 +212,7 @@ int Serve(ServeArgs& args, ServeMode mode) {
     std::string error;
     if (mode == ServeMode::kOpen && !po.trace_store->Open(&error)) {  // (a new run's folder: once serving)
       std::fprintf(stderr, "%s: %s\n", command.c_str(), error.c_str());
-      return 1;
+      return failed;
     }
     for (const std::string& problem : po.trace_store->problems()) std::printf("  %s\n", problem.c_str());
   }
@@ -195,7 +232,7 @@ int Serve(ServeArgs& args, ServeMode mode) {
     std::string error;
     if (!replay->Load(replay_file, &error, &progress)) {
       std::fprintf(stderr, "%s: %s\n", command.c_str(), error.c_str());
-      return 1;
+      return failed;
     }
     po.analyses.env.gpu_note = "replay of " + replay_file;
     // The stream runs on the replay's clock: the trace's time at any speed.
@@ -207,6 +244,10 @@ int Serve(ServeArgs& args, ServeMode mode) {
     // the dashboard then trails the workload by ~10 ms plus a publication.
     wo.flush_period_ns = 10'000'000;
     workload = std::make_unique<SimulatedWorkload>(stream, wo);
+  } else if (mode == ServeMode::kRun) {
+    // The job's GPU activity comes from inside it (CUDA's injection of
+    // libliveprof.so), with its host events, through the ingest.
+    po.analyses.env.gpu_note = "liveprof run: the job's GPU activity, if any, is traced inside it (CUDA injection)";
   } else {  // serve
 #ifdef LIVEPROF_HAVE_CUPTI
     cupti = std::make_unique<CuptiSource>(stream);
@@ -237,12 +278,12 @@ int Serve(ServeArgs& args, ServeMode mode) {
   std::string error;
   if (!server.Start(&error) || (ingest && !ingest->Start(&error))) {
     std::fprintf(stderr, "%s: %s\n", command.c_str(), error.c_str());
-    return 1;
+    return failed;
   }
   // The run folder once nothing else can fail: a failed start leaves none.
   if (mode != ServeMode::kOpen && po.trace_store && !po.trace_store->Create(&error)) {
     std::fprintf(stderr, "%s: %s\n", command.c_str(), error.c_str());
-    return 1;
+    return failed;
   }
   pipeline.Start();
   if (workload) workload->Start();
@@ -273,13 +314,23 @@ int Serve(ServeArgs& args, ServeMode mode) {
   }
   bool replay_reported = false;
   std::fflush(stdout);
+  if (job && !job->Start(ingest->bound().front().ToString(), unblocked)) {
+    ingest->Stop();
+    pipeline.Stop();
+    server.Stop();
+    return job->exit_status();
+  }
 
   const auto start = std::chrono::steady_clock::now();
   int ticks = 0;
   for (;;) {
     const timespec one_second{1, 0};
-    const int sig = sigtimedwait(&signals, nullptr, &one_second);
-    if (sig == SIGINT || sig == SIGTERM) {
+    siginfo_t info{};
+    const int sig = sigtimedwait(&signals, &info, &one_second);
+    if (job) {  // run: the job decides when the server stops.
+      if (sig == SIGINT || sig == SIGTERM) job->OnSignal(sig, info.si_code);
+      if (!job->KeepServing()) break;
+    } else if (sig == SIGINT || sig == SIGTERM) {
       std::printf("%s: stopping (%s)\n", command.c_str(), sig == SIGINT ? "SIGINT" : "SIGTERM");
       break;
     }
@@ -291,7 +342,7 @@ int Serve(ServeArgs& args, ServeMode mode) {
       replay_reported = true;
       std::printf("replay done: %" PRIu64 " events written; still serving\n", replay->events_written());
     }
-    if (++ticks % 5 == 0) {
+    if (++ticks % 5 == 0 && !job) {  // (under run, the job's own output is what the terminal shows)
       if (const auto latest = pipeline.Latest()) PrintProgress(*latest);
     }
     std::fflush(stdout);
@@ -312,7 +363,7 @@ int Serve(ServeArgs& args, ServeMode mode) {
               " view frames, %" PRIu64 " event frames\n",
               stream.TotalDropped(), st.connections_accepted, st.view_frames_sent,
               st.event_frames_sent);
-  return 0;
+  return job ? job->exit_status() : 0;
 }
 
 // The checks that need the whole command line; a failure is said as a parse
@@ -337,6 +388,10 @@ void FinishServeArgs(ServeArgs& a, ServeMode mode) {
     a.ro.speed = std::strtod(a.speed.c_str(), nullptr);  // (checked while parsing)
   }
   if (mode == ServeMode::kDemo) FinishWorkloadOptions(&a.workload);
+  if (mode == ServeMode::kRun) {
+    a.run.command.insert(a.run.command.end(), a.run.after_dashes.begin(), a.run.after_dashes.end());
+    if (a.run.command.empty()) throw CLI::ValidationError("which command? liveprof run [options] -- COMMAND [ARGS...]");
+  }
   if (const std::string invalid = ValidateServerOptions(a.so); !invalid.empty()) {
     throw CLI::ValidationError(invalid);
   }
@@ -376,13 +431,14 @@ void AddServeCommand(CLI::App& app, Commands* commands, ServeMode mode, const st
     AddNumber(sub, "--trace-disk-mb", a->trace_disk_mb, 1, 1 << 30,
               "the run folder's size, MiB; past it the oldest segments are deleted (by default, 0: no limit)");
   }
-  if (mode == ServeMode::kServe || mode == ServeMode::kDemo) {  // (a replay runs on trace time)
+  if (mode == ServeMode::kServe || mode == ServeMode::kDemo || mode == ServeMode::kRun) {  // (a replay runs on trace time)
     sub->add_option("--ingest", a->ingest,
                     "take events from other processes at E: unix:PATH or tcp:127.0.0.1:PORT "
                     "(repeatable; docs/ingest.md)")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   }
   if (mode == ServeMode::kDemo) AddWorkloadOptions(sub, &a->workload);
+  if (mode == ServeMode::kRun) AddRunOptions(sub, &a->run, commands);
   if (mode == ServeMode::kReplay) {
     sub->add_option("--speed", a->speed,
                     "X times the trace's own pace, a number in " + RangeText(1e-3, 1e6) +
@@ -393,7 +449,10 @@ void AddServeCommand(CLI::App& app, Commands* commands, ServeMode mode, const st
     sub->add_flag("--loop", a->ro.loop, "start again after the end (until Ctrl-C or --seconds)");
   }
   sub->callback([a, mode] { FinishServeArgs(*a, mode); });
-  commands->Add(sub, [a, mode] { return Serve(*a, mode); });
+  commands->Add(sub, [a, mode] {
+    if (mode == ServeMode::kRun && !a->run.connect.empty()) return RunConnected(a->run);
+    return Serve(*a, mode);
+  });
 }
 
 }  // namespace
@@ -407,6 +466,10 @@ void AddServeCommands(CLI::App& app, Commands* commands) {
                   "this process, --ingest for others)");
   AddServeCommand(app, commands, ServeMode::kReplay,
                   "serve a trace file fed through the live path as if it ran now");
+  AddServeCommand(app, commands, ServeMode::kRun,
+                  "run a job (liveprof run -- python train.py) with no change to it, serving its "
+                  "dashboard: its GPU activity (CUDA injection) and, for Python, PyTorch's steps and "
+                  "input time (docs/attach.md); exits with the job's status");
   AddServeCommand(app, commands, ServeMode::kOpen,
                   "serve a run folder written with --trace-dir (stopped or killed): its events in "
                   "the trace viewer");

@@ -96,6 +96,9 @@ void ConnectFromEnvironment() {
   if (address == nullptr || *address == '\0') return;
   SenderOptions options;
   options.address = address;
+  // The name the server shows (default: the process's, /proc/self/comm);
+  // liveprof run's Python bootstrap sets it to the script's.
+  if (const char* program = std::getenv("LIVEPROF_PROGRAM"); program != nullptr) options.program = program;
   std::string error;
   if (!ConnectGlobalStream(options, &error)) std::fprintf(stderr, "liveprof: LIVEPROF_SERVER: %s\n", error.c_str());
 }

@@ -46,8 +46,8 @@ enum class Severity : uint8_t { kInfo, kDataLoss, kError };
     "host and device events outside every step (before the first, between "       \
     "steps, or no step marker within max_step_ns)")                               \
   X(step_without_compute, kInfo,                                                  \
-    "steps with no device (or, CPU-only, host) compute; left out of the "         \
-    "breakdown as xprof does")                                                    \
+    "steps with no device compute in a profile with a device; left out of the "   \
+    "breakdown as xprof does (a CPU-only step always has its row)")               \
   X(free_unknown_address, kError, "a free of an address with no live allocation") \
   X(alloc_address_reused, kError,                                                 \
     "an allocation at an address still live; the earlier one is taken as freed")  \

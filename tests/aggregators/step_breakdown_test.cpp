@@ -190,22 +190,34 @@ TEST_CASE("step breakdown: device-only mode uses the device span") {
   CHECK(r.bucket_ns[B(Bucket::kHostCompute)] == 0);
 }
 
-TEST_CASE("step breakdown: CPU-only steps use host compute; a step without it is dropped") {
+TEST_CASE("step breakdown: CPU-only steps use host compute; one without any, its unclaimed time") {
   const Catalog c = MakeCatalog();
   Diagnostics diag;
-  std::vector<Event> v = {Marker(0, 100, 1), Input(0, 40, kGetNext), Op(50, 30, kDenseOp),
-                          Marker(100, 100, 2), Input(100, 100, kGetNext)};
+  // Step 1 has an op: its unclaimed time is All others. Steps 2 and 3 have
+  // none (an unannotated job: steps and input only): what input leaves is
+  // host compute, and every step keeps its row.
+  std::vector<Event> v = {Marker(0, 100, 1),   Input(0, 40, kGetNext), Op(50, 30, kDenseOp),
+                          Marker(100, 100, 2), Input(100, 100, kGetNext),
+                          Marker(200, 100, 3), Input(200, 25, kGetNext)};
   SortCompletion(&v);
   StepBreakdown sb(&diag, {});
   const auto steps = Assemble(c, v, &diag);
-  REQUIRE(steps.size() == 2);
+  REQUIRE(steps.size() == 3);
   sb.Consume(steps);
-  REQUIRE(sb.rows().size() == 1);
+  REQUIRE(sb.rows().size() == 3);
   const StepBreakdownRow& r = sb.rows()[0];
   CHECK(r.bucket_ns[B(Bucket::kInput)] == 40);
   CHECK(r.bucket_ns[B(Bucket::kHostCompute)] == 30);
   CHECK(r.bucket_ns[B(Bucket::kAllOthers)] == 30);
-  CHECK(diag.Get(Diag::step_without_compute) == 1);
+  const StepBreakdownRow& all_input = sb.rows()[1];
+  CHECK(all_input.bucket_ns[B(Bucket::kInput)] == 100);
+  CHECK(all_input.bucket_ns[B(Bucket::kHostCompute)] == 0);
+  CHECK(all_input.bucket_ns[B(Bucket::kAllOthers)] == 0);
+  const StepBreakdownRow& unannotated = sb.rows()[2];
+  CHECK(unannotated.bucket_ns[B(Bucket::kInput)] == 25);
+  CHECK(unannotated.bucket_ns[B(Bucket::kHostCompute)] == 75);
+  CHECK(unannotated.bucket_ns[B(Bucket::kAllOthers)] == 0);
+  CHECK(diag.Get(Diag::step_without_compute) == 0);
 }
 
 TEST_CASE("steps: a GPU tail joins its step by correlation; stray work is counted") {

@@ -48,6 +48,14 @@ __all__ = [
 #: batch, TF's IteratorGetNext) as the stall rather than as an input op.
 STAGES = tuple(_liveprof._STAGES)
 
+
+def _annotates():
+    # The program marks its own steps or input: liveprof run's automatic
+    # PyTorch hooks (_autoattach) stand down, if they were attached.
+    auto = _sys.modules.get(__name__ + "._autoattach")
+    if auto is not None:
+        auto.program_annotates()
+
 _STEP_NAME = "train"
 
 
@@ -67,6 +75,7 @@ class step:
     __slots__ = ("_n", "_name")
 
     def __init__(self, n, name=_STEP_NAME):
+        _annotates()
         self._n = int(n)
         self._name = _liveprof._name_id(name)
 
@@ -88,6 +97,7 @@ def input(name="input", stage=None):  # noqa: A001  (the issue's name)
     Input in the step-time breakdown. Recorded at level 1 and 2, whatever
     set_python_scopes says. ``stage``: one of STAGES (default "unknown": the
     input-pipeline analyzer goes by the name)."""
+    _annotates()
     return _liveprof._input_span(name, _stage(stage))
 
 
@@ -156,6 +166,7 @@ class wrap_loader:
     """
 
     def __init__(self, iterable, name="DataLoader", step=None, stage="wait"):
+        _annotates()
         self._iterable = iterable
         self._name = _liveprof._name_id(name)
         self._sub = _stage(stage)
@@ -203,6 +214,15 @@ def connect(address, program=None, rank=None, gpu=False):
     and in ``status()["gpu_message"]``; the program goes on, host events
     still sent. ``gpu`` may also be a level: "default" or "full"."""
     global _connected
+    import os
+    if os.environ.get("LIVEPROF_SERVER") and _liveprof.status()["running"]:
+        # Under `liveprof run` (or LIVEPROF_SERVER): the process already
+        # reports to that server; this call changes nothing.
+        if not _connected:
+            print("liveprof: connect(%r) not needed: this process reports to %s (LIVEPROF_SERVER)"
+                  % (address, os.environ["LIVEPROF_SERVER"]), file=_sys.stderr)
+        _connected = True
+        return
     _liveprof.connect(address, program, rank)
     if not _connected:
         _atexit.register(disconnect)

@@ -1,0 +1,207 @@
+"""Instruments a Python training job with no change to it (``liveprof run``,
+docs/attach.md). The bootstrap (bootstrap/sitecustomize.py) calls attach()
+at start-up; nothing happens until the program imports PyTorch, so a Python
+process that never does (a launcher, a helper) is left alone. Then:
+
+- **input**: each wait of a DataLoader iterator for its next batch (the
+  single- and the multi-process iterator: their base class's ``__next__``)
+  is input time, an input span of stage "wait" named as PyTorch's profiler
+  names it, ``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__``;
+- **steps**: each ``optimizer.step()`` ends a training step and begins the
+  next (PyTorch's global optimizer step hook; on PyTorch 1.x the
+  optimizer's step-end entry point), so a step is the time from one
+  optimizer step to the next, its batch's wait included. With several
+  optimizers, the first one to step marks steps. A program that uses
+  ``torch.profiler`` gets its ``ProfilerStep#N`` boundaries instead
+  (``profile.step()``), and a program that marks its own steps with
+  liveprof (``liveprof.step``, ``wrap_loader``, ``input``) is left to do so:
+  from its first such call, nothing here records.
+
+The sender connects to ``LIVEPROF_SERVER`` (set by ``liveprof run``) when
+PyTorch is imported, named after the script, with ``RANK`` if set (torchrun).
+Every hook costs two clock reads and a record per batch or step; the
+overhead is measured in bench/RESULTS.md.
+"""
+
+import functools
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+
+from . import _native as _n
+
+_STAGE_WAIT = _n._STAGES["wait"]
+
+_attached = False
+_on = True           # False once the program annotates itself.
+_steps_from = None   # None: no step marked yet; "optimizer" or "profiler".
+_step_closer = None  # the optimizer whose step() ends steps (the first to step).
+_step_n = 0
+_step_t0 = 0         # the open step's begin (liveprof clock ticks); 0: none open.
+_step_name = None
+_wait_names = {}     # iterator class -> the name id of its wait.
+
+
+def _program_name():
+    argv = getattr(sys, "argv", None) or []
+    if argv and argv[0] not in ("", "-c", "-m"):
+        return os.path.basename(argv[0])
+    if len(argv) > 1 and argv[0] == "-m":
+        return argv[1]
+    return "python"
+
+
+def program_annotates():
+    """The program marks its own steps or input (liveprof.step, wrap_loader,
+    input): from now on the automatic hooks record nothing."""
+    global _on
+    _on = False
+
+
+def _open_step(t):
+    global _step_t0
+    _step_t0 = t
+
+
+def _close_step(t):
+    global _step_n, _step_t0
+    if _step_t0:
+        _n._record_step(_step_n, _step_name, _step_t0, t)
+        _step_n += 1
+    _step_t0 = t  # the next step begins where this one ends.
+
+
+def _on_wait(cls, t0, t1):
+    name = _wait_names.get(cls)
+    if name is None:
+        name = _wait_names[cls] = _n._name_id("enumerate(DataLoader)#%s.__next__" % cls.__name__)
+    if _step_t0 == 0 and _steps_from != "profiler":
+        _open_step(t0)  # the first step begins as the loop asks for its first batch.
+    _n._record_span(_n._KIND_INPUT_SPAN, name, t0, t1, _STAGE_WAIT)
+
+
+def _on_optimizer_step(optimizer):
+    global _steps_from, _step_closer
+    if not _on or _steps_from == "profiler":
+        return
+    if _step_closer is None:
+        _step_closer = optimizer
+        _steps_from = "optimizer"
+    elif optimizer is not _step_closer:
+        return
+    _close_step(_n._now())
+
+
+def _on_profiler_step():
+    global _steps_from, _step_t0
+    if not _on:
+        return
+    if _steps_from != "profiler":
+        _steps_from = "profiler"  # torch.profiler's steps replace the optimizer's.
+        _step_t0 = 0
+    _close_step(_n._now())
+
+
+def _patch_dataloader(torch):
+    dl = sys.modules.get("torch.utils.data.dataloader")
+    if dl is None or not hasattr(dl, "_BaseDataLoaderIter"):
+        return "no torch.utils.data.dataloader._BaseDataLoaderIter"
+    original = dl._BaseDataLoaderIter.__next__
+    now = _n._now
+
+    @functools.wraps(original)
+    def __next__(self):
+        if not _on:
+            return original(self)
+        t0 = now()
+        batch = original(self)  # (StopIteration, the end of an epoch, is not a wait)
+        _on_wait(type(self), t0, now())
+        return batch
+
+    dl._BaseDataLoaderIter.__next__ = __next__
+    return None
+
+
+def _patch_optimizer(torch):
+    opt = sys.modules.get("torch.optim.optimizer")
+    if opt is None:
+        return "no torch.optim.optimizer"
+    register = getattr(opt, "register_optimizer_step_post_hook", None)
+    if register is not None:  # PyTorch 2.x: the documented global hook.
+        register(lambda optimizer, args, kwargs: _on_optimizer_step(optimizer))
+        return None
+    Optimizer = getattr(opt, "Optimizer", None)
+    original = getattr(Optimizer, "_optimizer_step_code", None)
+    if original is None:
+        return "no optimizer step hook in this PyTorch (%s)" % getattr(torch, "__version__", "?")
+
+    @functools.wraps(original)
+    def _optimizer_step_code(self):  # PyTorch 1.x: called at the end of every step().
+        _on_optimizer_step(self)
+        return original(self)
+
+    Optimizer._optimizer_step_code = _optimizer_step_code
+    return None
+
+
+def _patch_profiler(torch):
+    prof = sys.modules.get("torch.profiler.profiler")
+    profile = getattr(prof, "profile", None) if prof is not None else None
+    if profile is None or not hasattr(profile, "step"):
+        return None  # (no torch.profiler: nothing to follow)
+    original = profile.step
+
+    @functools.wraps(original)
+    def step(self, *args, **kwargs):
+        _on_profiler_step()
+        return original(self, *args, **kwargs)
+
+    profile.step = step
+    return None
+
+
+def _instrument(torch):
+    global _step_name
+    os.environ.setdefault("LIVEPROF_PROGRAM", _program_name())
+    _step_name = _n._name_id("train")  # (the first call: the stream is made and connects)
+    problems = [p for p in (_patch_dataloader(torch), _patch_optimizer(torch), _patch_profiler(torch)) if p]
+    for p in problems:
+        print("liveprof: PyTorch partly instrumented: " + p, file=sys.stderr)
+
+
+class _TorchFinder(importlib.abc.MetaPathFinder):
+    """Runs _instrument once `import torch` has finished (torch's __init__
+    imports torch.utils.data, torch.optim and torch.profiler)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader = spec.loader
+        original = loader.exec_module
+
+        def exec_module(module):
+            original(module)
+            try:
+                _instrument(module)
+            except Exception as e:  # noqa: BLE001  (never into the program)
+                print("liveprof: PyTorch not instrumented: %s: %s" % (type(e).__name__, e), file=sys.stderr)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def attach():
+    """Called by the bootstrap: instruments PyTorch when it is imported."""
+    global _attached
+    if _attached or os.environ.get("LIVEPROF_AUTOATTACH", "1") == "0":
+        return
+    _attached = True
+    if "torch" in sys.modules:
+        _instrument(sys.modules["torch"])
+    else:
+        sys.meta_path.insert(0, _TorchFinder())
