@@ -21,43 +21,10 @@ import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
-
-class SyntheticImages(Dataset):
-    """`size` random images whose label (0..2) brightens one colour channel;
-    indexed by a list of indices, it returns a whole batch, after sleeping
-    `delay_s` (a multiprocessing.Value: loader workers see a change)."""
-
-    def __init__(self, size, delay_s, seed):
-        g = torch.Generator().manual_seed(seed)
-        self.labels = torch.randint(0, 3, (size,), generator=g)
-        self.images = torch.randn(size, 3, 32, 32, generator=g)
-        self.images[torch.arange(size), self.labels] += 0.2
-        self.delay_s = delay_s
-
-    def __len__(self):
-        return len(self.images)
-
-    def __getitem__(self, indices):
-        if self.delay_s.value > 0:
-            time.sleep(self.delay_s.value)
-        return self.images[indices], self.labels[indices]
-
-
-class SmallCnn(nn.Module):
-    def __init__(self, classes=3):
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
-        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
-        self.fc = nn.Linear(32 * 8 * 8, classes)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        return self.fc(x.flatten(1))
+from pytorch_job import SmallCnn, SyntheticImages  # (examples/pytorch_job.py)
 
 
 def main(argv):
@@ -85,8 +52,10 @@ def main(argv):
     model = SmallCnn()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
-    t_last = time.perf_counter()
+    t_last = t_warm = time.perf_counter()
     for step, (images, labels) in enumerate(loader):
+        if step == 10:
+            t_warm = time.perf_counter()  # (the mean step time below leaves out the first 10)
         if args.fast_after is not None and step + 1 == args.fast_after:
             delay_s.value = 0.0
         loss = F.cross_entropy(model(images), labels)
@@ -97,6 +66,9 @@ def main(argv):
             now = time.perf_counter()
             print(f"step {step + 1}: loss {loss.item():.3f}, {(now - t_last) * 100:.1f} ms/step", flush=True)
             t_last = now
+    if args.steps > 10:
+        print(f"mean step time {(time.perf_counter() - t_warm) * 1e3 / (args.steps - 10):.3f} ms "
+              f"(steps 10-{args.steps - 1})", flush=True)
     return args.exit_code
 
 

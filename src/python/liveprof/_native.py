@@ -130,18 +130,22 @@ def _name_id(name):
 
 # ---- spans -------------------------------------------------------------------
 
+_idle_spans = {}  # name -> a Span not in use, handed out again by scope(name).
+
+
 class Span:
     """A span: use it once at a time in a ``with`` statement (liveprof.scope,
     liveprof.input). Whether it records is decided at ``__enter__`` and kept
     until ``__exit__``; its begin lives in the library's table for this
     thread, its handle here, so nesting, recursion and generators suspended
-    inside a ``with`` all close the right span."""
+    inside a ``with`` all close the right span.
 
-    __slots__ = ("_name", "_h")
+    scope(name) hands out the same object again once its ``with`` is over
+    (one idle span per name, taken with an atomic ``dict.pop``): a scope
+    then costs no allocation. An object taken while open (the caller kept
+    it and entered it again) is never handed out; a new one is made."""
 
-    def __init__(self, name):
-        self._name = name
-        self._h = None  # None: not entered; 0: entered, not recording; else the handle.
+    __slots__ = ("_name", "_h", "_key")
 
     def __enter__(self):
         if self._h is not None:
@@ -149,11 +153,13 @@ class Span:
         self._h = _scope_begin(self._name)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, t, v, tb):
         h = self._h
         self._h = None
         if h:
             _span_end(h)
+        if self._key is not None:
+            _idle_spans[self._key] = self
         return False  # an exception raised inside the `with` goes on.
 
     def __repr__(self):
@@ -167,11 +173,6 @@ class _InputSpan(Span):
     __slots__ = ("_sub",)
     _what = "input"
 
-    def __init__(self, name, sub):
-        self._name = name
-        self._sub = sub
-        self._h = None
-
     def __enter__(self):
         if self._h is not None:
             raise RuntimeError("liveprof: this span is already open (one `with` at a time per object)")
@@ -179,18 +180,32 @@ class _InputSpan(Span):
         return self
 
 
+def _new_span(cls, name_id, key):
+    s = cls.__new__(cls)
+    s._name = name_id
+    s._h = None    # None: not entered; 0: entered, not recording; else the handle.
+    s._key = key   # scope(name)'s name, for its return to _idle_spans; None: not pooled.
+    return s
+
+
 def scope(name):
     """scope(name) -> a span for ``with``: a user scope, recorded when tracing
     is on, the host level is 2 and Python scopes are on (checked at
     ``__enter__``)."""
+    s = _idle_spans.pop(name, None) if name.__class__ is str else None
+    if s is not None and s._h is None:
+        return s
     i = _names.get(name) if name.__class__ is str else None
-    return Span(i if i is not None else _name_id_slow(name))
+    return _new_span(Span, i if i is not None else _name_id_slow(name),
+                     name if len(_idle_spans) < _MAX_CACHED_NAMES and name.__class__ is str else None)
 
 
 def _input_span(name, sub):
     if not isinstance(sub, int) or not 0 <= sub < len(_STAGES):
         raise ValueError("liveprof: input stage %r is not 0..%d" % (sub, len(_STAGES) - 1))
-    return _InputSpan(_name_id(name), sub)
+    s = _new_span(_InputSpan, _name_id(name), None)
+    s._sub = sub
+    return s
 
 
 def _name_text(i):

@@ -1,0 +1,257 @@
+"""`liveprof run` end to end (docs/attach.md): an unmodified PyTorch CPU
+training script (examples/pytorch_plain.py: no `import liveprof`) under
+`liveprof run`, and what a wrapper must get right.
+
+  - slow loader then fast: every step is seen (each optimizer.step() ends
+    one), the slow steps' input is the loader's delay and the fast ones'
+    is small, input_bound_high fires and resolves, the last steps are NOT
+    input-bound, the source is named after the script; the same with
+    num_workers=2 (the multi-process iterator's waits);
+  - the job's exit status is liveprof run's (3 -> 3); a SIGINT to liveprof
+    run stops the job first (Python's KeyboardInterrupt: 130), then the
+    server; after the job ended, a SIGINT ends the linger at once;
+  - bad input: no command (2), a command not found (127), not executable
+    (126), a port already taken (125, the job never started), a server
+    that cannot be reached (--connect: the job runs, its status kept), a
+    job that forks and execs.
+
+Run with Debian's /usr/bin/python3 (its torch). Polls against deadlines; no
+sleep is an assertion.
+"""
+
+import argparse
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+PYTHON = "/usr/bin/python3"
+SLOW, FAST, DELAY_MS = 30, 40, 40
+DEADLINE_S = 240
+
+
+def fail(msg):
+    raise AssertionError(msg)
+
+
+class Run:
+    """A `liveprof run` process, its output lines, its dashboard's URL."""
+
+    def __init__(self, liveprof, args, wait_url=True):
+        self.proc = subprocess.Popen([liveprof, "run", *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        self.lines = queue.Queue()
+        self.log = []
+        threading.Thread(target=self._read, daemon=True).start()
+        self.url = None
+        if wait_url:
+            self.url = self.wait_for(r"listening on (http://127\.0\.0\.1:\d+)/").group(1)
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.log.append(line.rstrip())
+            self.lines.put(line)
+
+    def wait_for(self, pattern, timeout=60):
+        deadline = time.monotonic() + timeout
+        for line in list(self.log):
+            m = re.search(pattern, line)
+            if m:
+                return m
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                fail("no line matching %r in %d s:\n%s" % (pattern, timeout, "\n".join(self.log)))
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            m = re.search(pattern, line)
+            if m:
+                return m
+
+    def get(self, path):
+        with urllib.request.urlopen(self.url + path, timeout=10) as r:
+            return json.loads(r.read())
+
+    def wait(self, timeout=60):
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            fail("liveprof run did not exit in %d s:\n%s" % (timeout, "\n".join(self.log)))
+
+
+def plain(example, *extra):
+    return ["--", PYTHON, example, "--quiet", *extra]
+
+
+def alert_states(run, rule="input_bound_high"):
+    return [h["state"] for h in run.get("/api/alerts")["history"] if h["rule"] == rule]
+
+
+def test_slow_then_fast(args, workers):
+    total = SLOW + FAST
+    run = Run(args.liveprof, ["--port", "0", "--linger", "120",
+                              *plain(args.example, "--steps", str(total), "--fast-after", str(SLOW),
+                                     "--loader-delay-ms", str(DELAY_MS), "--num-workers", str(workers))])
+    try:
+        run.wait_for(r"the job exited with status (\d+)", timeout=DEADLINE_S)
+        if "the job exited with status 0" not in "\n".join(run.log):
+            fail("the job failed:\n" + "\n".join(run.log))
+        deadline = time.monotonic() + 60
+        while True:  # the last steps in and the alert resolved
+            steps = run.get("/api/steps?last=%d" % total)
+            states = alert_states(run)
+            if (len(steps["rows"]) >= total - 2 and "resolved" in states) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        col = steps["columns"].index("Input")
+        rows = {r["step"]: r["ms"][col] for r in steps["rows"]}
+        # Steps: each optimizer.step() ends one; the first begins at the first
+        # batch, and the last (after the last optimizer step) never ends.
+        if len(rows) < total - 2:
+            fail("%d steps seen, %d run: %s" % (len(rows), total, sorted(rows)))
+        # With workers, the first batches and those prefetched before the
+        # switch come at the loader's own pace: only the clear cases count.
+        slow = [n for n in rows if 2 * workers + 1 <= n < SLOW - 1]
+        fast = [n for n in rows if n >= SLOW + 2 * workers + 2]
+        floor = 0.75 * DELAY_MS / max(1, workers)
+        low = [(n, rows[n]) for n in slow if rows[n] < floor * (0.5 if workers else 1)]
+        if workers == 0 and low:
+            fail("slow steps with less input than the loader's %d ms: %s" % (DELAY_MS, low))
+        high = [(n, rows[n]) for n in fast if rows[n] > 0.25 * DELAY_MS]
+        if len(high) > len(fast) // 10:
+            fail("fast steps with input over %.0f ms: %s" % (0.25 * DELAY_MS, high))
+        if "firing" not in states or "resolved" not in states:
+            fail("input_bound_high did not fire and resolve: %s\n%s" % (states, "\n".join(run.log)))
+        end = run.get("/api/input_pipeline?last=20")["bottleneck"]
+        by_step = {r["step"]: r for r in steps["rows"]}
+        slow_pct = 100.0 * sum(rows[n] for n in slow) / max(1e-9, sum(by_step[n]["step_ms"] for n in slow))
+        if workers == 0:
+            if end["input_classification"] not in ("NOT input-bound", "POTENTIALLY input-bound") or end["input_pct"] >= 5:
+                fail("the last 20 steps: %s (%.2f %%)" % (end["input_classification"], end["input_pct"]))
+        elif end["input_pct"] > slow_pct / 2:
+            # Two worker processes and the loop on two cores: their batches'
+            # transfer is real input time even without the delay; it must
+            # still fall well below the slow phase's.
+            fail("the last 20 steps: %.2f %% input, the slow phase %.2f %%" % (end["input_pct"], slow_pct))
+        programs = [s["program"] for s in run.get("/api/status")["server"]["ingest"]]
+        if "pytorch_plain.py" not in programs:
+            fail("no source named after the script: %s" % programs)
+        mean_slow = sum(rows[n] for n in slow) / max(1, len(slow))
+        print("ok: workers=%d: %d steps, slow steps' input %.1f ms (loader %d ms), %.1f %% of their time; "
+              "alert %s; the last 20 steps %s %.2f %%"
+              % (workers, len(rows), mean_slow, DELAY_MS, slow_pct, states, end["input_classification"],
+                 end["input_pct"]))
+        # A SIGINT while lingering ends it at once, with the job's status.
+        t0 = time.monotonic()
+        run.proc.send_signal(signal.SIGINT)
+        rc = run.wait(20)
+        if rc != 0:
+            fail("exit %d after the job's 0:\n%s" % (rc, "\n".join(run.log)))
+        print("ok: SIGINT while lingering: exit 0 in %.1f s" % (time.monotonic() - t0))
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+
+
+def test_exit_status_and_sigint(args):
+    run = Run(args.liveprof, ["--port", "0", "--linger", "0",
+                              *plain(args.example, "--steps", "5", "--loader-delay-ms", "0", "--exit-code", "3")])
+    rc = run.wait(120)
+    if rc != 3:
+        fail("the job exited 3, liveprof run %d:\n%s" % (rc, "\n".join(run.log)))
+    print("ok: the job's exit status 3 is liveprof run's")
+
+    run = Run(args.liveprof, ["--port", "0", "--linger", "60",
+                              *plain(args.example, "--steps", "100000", "--loader-delay-ms", "5")])
+    job = int(run.wait_for(r"\(pid (\d+)\)").group(1))
+    deadline = time.monotonic() + 60
+    while not run.get("/api/status")["steps_closed"]:  # it trains
+        if time.monotonic() > deadline:
+            fail("no step closed in 60 s:\n" + "\n".join(run.log))
+        time.sleep(0.1)
+    run.proc.send_signal(signal.SIGINT)
+    rc = run.wait(60)
+    if rc != 130:
+        fail("SIGINT: liveprof run exited %d, not the job's 130:\n%s" % (rc, "\n".join(run.log)))
+    try:
+        os.kill(job, 0)
+        fail("the job (pid %d) still runs after liveprof run exited" % job)
+    except ProcessLookupError:
+        pass
+    print("ok: SIGINT: the job stopped (130), then the server; no lingering")
+
+
+def test_bad_input(args, tmp):
+    def run_rc(argv, timeout=60):
+        p = subprocess.run([args.liveprof, "run", *argv], capture_output=True, text=True, timeout=timeout)
+        return p.returncode, p.stdout + p.stderr
+
+    rc, out = run_rc(["--port", "0"])
+    if rc != 2 or "which command?" not in out:
+        fail("no command: %d %r" % (rc, out))
+    rc, out = run_rc(["--port", "0", "--", "no-such-command-xyz"])
+    if rc != 127 or "no-such-command-xyz: command not found" not in out or "listening" in out:
+        fail("a command not found: %d %r" % (rc, out))
+    data = os.path.join(tmp, "data.txt")
+    with open(data, "w") as f:
+        f.write("not a program\n")
+    os.chmod(data, 0o644)
+    rc, out = run_rc(["--port", "0", "--", data])
+    if rc != 126 or "not executable" not in out:
+        fail("not executable: %d %r" % (rc, out))
+    rc, out = run_rc(["--port", "0", PYTHON, "-c", "pass"])
+    if rc != 2 or "the job goes after --" not in out:
+        fail("the job's option without --: %d %r" % (rc, out))
+    # A second run on a port in use: 125, and its job never starts.
+    first = Run(args.liveprof, ["--port", "0", "--linger", "0", "--", "sleep", "30"])
+    port = first.url.rsplit(":", 1)[1]
+    marker = os.path.join(tmp, "started")
+    rc, out = run_rc(["--port", port, "--", "touch", marker])
+    first.proc.send_signal(signal.SIGTERM)
+    first.wait(30)
+    if rc != 125 or os.path.exists(marker):
+        fail("a port in use: %d (marker %s) %r" % (rc, os.path.exists(marker), out))
+    # A server that cannot be reached: the job runs all the same.
+    t0 = time.monotonic()
+    rc, out = run_rc(["--connect", "unix:" + os.path.join(tmp, "nobody.sock"), "--",
+                      PYTHON, args.example, "--quiet", "--steps", "5", "--loader-delay-ms", "0",
+                      "--exit-code", "4"])
+    if rc != 4:
+        fail("--connect to nobody: %d %r" % (rc, out))
+    # A job that forks and execs: its status is the shell's.
+    rc, out = run_rc(["--port", "0", "--linger", "0", "--", "sh", "-c", PYTHON + " -c pass; exit 5"])
+    if rc != 5:
+        fail("fork and exec: %d %r" % (rc, out))
+    print("ok: bad input: 2, 127, 126, 2, 125 (job not started), --connect unreachable kept 4 (%.1f s), "
+          "fork+exec 5" % (time.monotonic() - t0))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--liveprof", required=True)
+    ap.add_argument("--example", required=True)
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="liveprof-run-test-")
+    try:
+        test_bad_input(args, tmp)
+        test_exit_status_and_sigint(args)
+        test_slow_then_fast(args, workers=0)
+        test_slow_then_fast(args, workers=2)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
