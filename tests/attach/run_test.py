@@ -100,9 +100,12 @@ def alert_states(run, rule="input_bound_high"):
 
 def test_slow_then_fast(args, workers):
     total = SLOW + FAST
+    # W workers load W batches at once: the delay is W x 2.5 times longer, so
+    # that a batch still comes slower than a step computes.
+    delay_ms = DELAY_MS * (1 if workers == 0 else 2.5 * workers)
     run = Run(args.liveprof, ["--port", "0", "--linger", "120",
                               *plain(args.example, "--steps", str(total), "--fast-after", str(SLOW),
-                                     "--loader-delay-ms", str(DELAY_MS), "--num-workers", str(workers))])
+                                     "--loader-delay-ms", str(delay_ms), "--num-workers", str(workers))])
     try:
         run.wait_for(r"the job exited with status (\d+)", timeout=DEADLINE_S)
         if "the job exited with status 0" not in "\n".join(run.log):
@@ -124,10 +127,10 @@ def test_slow_then_fast(args, workers):
         # switch come at the loader's own pace: only the clear cases count.
         slow = [n for n in rows if 2 * workers + 1 <= n < SLOW - 1]
         fast = [n for n in rows if n >= SLOW + 2 * workers + 2]
-        floor = 0.75 * DELAY_MS / max(1, workers)
+        floor = 0.75 * delay_ms / max(1, workers)
         low = [(n, rows[n]) for n in slow if rows[n] < floor * (0.5 if workers else 1)]
         if workers == 0 and low:
-            fail("slow steps with less input than the loader's %d ms: %s" % (DELAY_MS, low))
+            fail("slow steps with less input than the loader's %d ms: %s" % (delay_ms, low))
         high = [(n, rows[n]) for n in fast if rows[n] > 0.25 * DELAY_MS]
         if len(high) > len(fast) // 10:
             fail("fast steps with input over %.0f ms: %s" % (0.25 * DELAY_MS, high))
@@ -150,7 +153,7 @@ def test_slow_then_fast(args, workers):
         mean_slow = sum(rows[n] for n in slow) / max(1, len(slow))
         print("ok: workers=%d: %d steps, slow steps' input %.1f ms (loader %d ms), %.1f %% of their time; "
               "alert %s; the last 20 steps %s %.2f %%"
-              % (workers, len(rows), mean_slow, DELAY_MS, slow_pct, states, end["input_classification"],
+              % (workers, len(rows), mean_slow, delay_ms, slow_pct, states, end["input_classification"],
                  end["input_pct"]))
         # A SIGINT while lingering ends it at once, with the job's status.
         t0 = time.monotonic()
