@@ -27,6 +27,22 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 from pytorch_job import SmallCnn, SyntheticImages  # (examples/pytorch_job.py)
 
 
+def write_kernel_counts(profiler, path):
+    """torch.profiler's view of the run: each GPU kernel's count and total
+    time, for comparison with liveprof's kernel stats."""
+    import json
+    kernels = {}
+    for e in profiler.events():
+        if getattr(e, "device_type", None) is not None and str(e.device_type).endswith("CUDA") and \
+                getattr(e, "is_legacy", False) is False and e.name and not e.name.startswith("Memcpy") and \
+                not e.name.startswith("Memset"):
+            k = kernels.setdefault(e.name, {"count": 0, "total_us": 0.0})
+            k["count"] += 1
+            k["total_us"] += e.time_range.elapsed_us()
+    with open(path, "w") as f:
+        json.dump({"kernels": kernels}, f, indent=1, sort_keys=True)
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=100)
@@ -36,7 +52,11 @@ def main(argv):
                    help="from step K on the loader has no delay")
     p.add_argument("--num-workers", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--exit-code", type=int, default=0, help="exit with this status (tests)")
+    p.add_argument("--torch-profile", metavar="FILE",
+                   help="for comparison (scripts/gpu-run-check.sh): run the loop under torch.profiler "
+                        "and write its per-kernel counts and times to FILE (JSON)")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
     torch.manual_seed(0)
@@ -49,11 +69,19 @@ def main(argv):
     batches = BatchSampler(RandomSampler(data, replacement=True, num_samples=args.steps * args.batch_size),
                            args.batch_size, drop_last=True)
     loader = DataLoader(data, sampler=batches, batch_size=None, num_workers=args.num_workers)
-    model = SmallCnn()
+    device = torch.device(args.device)
+    model = SmallCnn().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
+    profiler = None
+    if args.torch_profile:
+        from torch.profiler import ProfilerActivity, profile
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+        profiler = profile(activities=activities)
+        profiler.__enter__()
     t_last = t_warm = time.perf_counter()
     for step, (images, labels) in enumerate(loader):
+        images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
         if step == 10:
             t_warm = time.perf_counter()  # (the mean step time below leaves out the first 10)
         if args.fast_after is not None and step + 1 == args.fast_after:
@@ -66,6 +94,11 @@ def main(argv):
             now = time.perf_counter()
             print(f"step {step + 1}: loss {loss.item():.3f}, {(now - t_last) * 100:.1f} ms/step", flush=True)
             t_last = now
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    if profiler is not None:
+        profiler.__exit__(None, None, None)
+        write_kernel_counts(profiler, args.torch_profile)
     if args.steps > 10:
         print(f"mean step time {(time.perf_counter() - t_warm) * 1e3 / (args.steps - 10):.3f} ms "
               f"(steps 10-{args.steps - 1})", flush=True)
