@@ -29,8 +29,9 @@ PACKAGES=(
   chromium
   # The Python package (src/python) is pure Python over libliveprof.so
   # (ctypes): nothing to build it with. Debian's PyTorch (CPU) for the
-  # example examples/pytorch_train.py and its end-to-end test.
-  python3-torch
+  # examples and their end-to-end tests; venv, pip, setuptools and wheel for
+  # `pip install .` offline and its test.
+  python3-torch python3-venv python3-pip python3-setuptools python3-wheel
 )
 
 # The dashboard's npm packages (package.json, package-lock.json): uPlot and
