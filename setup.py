@@ -22,20 +22,25 @@ except ImportError:  # (newer setuptools carry it themselves)
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
-def build_library():
+def build_native():
+    """libliveprof.so and, where Python's headers were found, the optional
+    span object _fast.abi3.so (stable ABI): the package's two native files."""
     build = os.path.abspath(os.environ.get("LIVEPROF_BUILD_DIR", os.path.join(ROOT, "build")))
     if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
         subprocess.check_call(["cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"])
-    subprocess.check_call(["cmake", "--build", build, "--target", "liveprof_shared"])
-    return os.path.join(build, "lib", "libliveprof.so")
+    subprocess.check_call(["cmake", "--build", build, "--target", "liveprof_python"])
+    package = os.path.join(build, "python", "liveprof")
+    return [os.path.join(package, f) for f in ("libliveprof.so", "_fast.abi3.so")
+            if os.path.exists(os.path.join(package, f))]
 
 
 class BuildPyWithLibrary(build_py):
     def run(self):
         super().run()
-        target = os.path.join(self.build_lib, "liveprof", "libliveprof.so")
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        shutil.copy2(build_library(), target)
+        target = os.path.join(self.build_lib, "liveprof")
+        os.makedirs(target, exist_ok=True)
+        for f in build_native():
+            shutil.copy2(f, target)
 
 
 class PlatformWheel(bdist_wheel):

@@ -32,6 +32,8 @@ PACKAGES=(
   # examples and their end-to-end tests; venv, pip, setuptools and wheel for
   # `pip install .` offline and its test.
   python3-torch python3-venv python3-pip python3-setuptools python3-wheel
+  # the optional span object in C (src/python/fast_span.c): Python's headers.
+  python3-dev
 )
 
 # The dashboard's npm packages (package.json, package-lock.json): uPlot and

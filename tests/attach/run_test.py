@@ -6,7 +6,9 @@ training script (examples/pytorch_plain.py: no `import liveprof`) under
     one), the slow steps' input is the loader's delay and the fast ones'
     is small, input_bound_high fires and resolves, the last steps are NOT
     input-bound, the source is named after the script; the same with
-    num_workers=2 (the multi-process iterator's waits);
+    num_workers=2 (the multi-process iterator's waits); two ranks started
+    as torchrun starts them are each a source named by its rank, and the
+    Pod page has both;
   - the job's exit status is liveprof run's (3 -> 3); a SIGINT to liveprof
     run stops the job first (Python's KeyboardInterrupt: 130), then the
     server; after the job ended, a SIGINT ends the linger at once;
@@ -107,7 +109,7 @@ def test_slow_then_fast(args, workers):
                               *plain(args.example, "--steps", str(total), "--fast-after", str(SLOW),
                                      "--loader-delay-ms", str(delay_ms), "--num-workers", str(workers))])
     try:
-        run.wait_for(r"the job exited with status (\d+)", timeout=DEADLINE_S)
+        run.wait_for(r"the job (exited|killed)", timeout=DEADLINE_S)
         if "the job exited with status 0" not in "\n".join(run.log):
             fail("the job failed:\n" + "\n".join(run.log))
         deadline = time.monotonic() + 60
@@ -162,6 +164,39 @@ def test_slow_then_fast(args, workers):
         if rc != 0:
             fail("exit %d after the job's 0:\n%s" % (rc, "\n".join(run.log)))
         print("ok: SIGINT while lingering: exit 0 in %.1f s" % (time.monotonic() - t0))
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+
+
+def test_ranks(args):
+    """Two ranks as torchrun starts them (RANK, LOCAL_RANK, WORLD_SIZE in
+    their environment; Debian's torch 1.13 torchrun itself fails on Python
+    3.11 before starting any): each a source named by its rank, and the Pod
+    page has both."""
+    rank = "RANK=%d LOCAL_RANK=%d WORLD_SIZE=2 " + PYTHON + " " + args.example + \
+        " --quiet --steps 40 --loader-delay-ms 5"
+    run = Run(args.liveprof, ["--port", "0", "--linger", "120", "--", "sh", "-c",
+                              "%s & %s & wait" % (rank % (0, 0), rank % (1, 1))])
+    try:
+        m = run.wait_for(r"the job (exited with status \d+|killed.*)", timeout=DEADLINE_S)
+        if m.group(1) != "exited with status 0":
+            fail("the ranks' job: %s\n%s" % (m.group(1), "\n".join(run.log)))
+        deadline = time.monotonic() + 60
+        while True:
+            workers = run.get("/api/pod")["workers"]
+            if (len(workers) == 2 and all(w["steps"] >= 35 for w in workers)) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        labels = sorted(w["label"] for w in workers)
+        if labels != ["rank 0", "rank 1"] or any(w["steps"] < 35 for w in workers):
+            fail("the Pod page's workers: %s" % [(w["label"], w["steps"]) for w in workers])
+        sources = sorted((s["program"], s["rank"]) for s in run.get("/api/status")["server"]["ingest"])
+        if sources != [("pytorch_plain.py", 0), ("pytorch_plain.py", 1)]:
+            fail("sources %s: not the two ranks" % sources)
+        print("ok: ranks: sources %s, Pod workers %s" % (sources, [(w["label"], w["steps"]) for w in workers]))
+        run.proc.send_signal(signal.SIGINT)
+        run.wait(20)
     finally:
         if run.proc.poll() is None:
             run.proc.kill()
@@ -249,6 +284,7 @@ def main():
     try:
         test_bad_input(args, tmp)
         test_exit_status_and_sigint(args)
+        test_ranks(args)
         test_slow_then_fast(args, workers=0)
         test_slow_then_fast(args, workers=2)
     finally:

@@ -5,6 +5,7 @@ the calls record are read back from this process's own rings with the test
 hook _liveprof._drain_local() (no sender runs here, so nothing else drains).
 """
 
+import os
 import sys
 import threading
 import time
@@ -69,6 +70,35 @@ class ModuleTest(unittest.TestCase):
         with s:  # sequential reuse is fine.
             pass
         self.assertEqual(len(drain()), 2)
+
+    def test_the_span_implementation_is_the_one_asked_for(self):
+        # The span object in C (liveprof._fast) unless LIVEPROF_PURE_PYTHON=1;
+        # the build makes it (python3-dev), so its absence is a failure here.
+        pure = os.environ.get("LIVEPROF_PURE_PYTHON") == "1"
+        self.assertEqual(_liveprof._fast is None, pure)
+        self.assertEqual(type(liveprof.scope("which")).__module__,
+                         "liveprof._native" if pure else "liveprof._fast")
+
+    def test_torchrun_launchers_are_not_instrumented(self):
+        from liveprof import _autoattach
+        saved = getattr(sys, "orig_argv", None)
+        try:
+            for argv, launcher in (
+                    (["python3", "-m", "torch.distributed.run", "--nproc_per_node", "2", "train.py"], True),
+                    (["python3", "/usr/local/bin/torchrun", "--standalone", "train.py"], True),
+                    (["torchrun", "train.py"], True),
+                    (["python3", "-m", "torch.distributed.launch", "train.py"], True),
+                    (["python3", "-u", "-X", "dev", "-m", "torch.distributed.run", "train.py"], True),
+                    (["python3", "train.py", "-m", "torch.distributed.run"], False),  # (the script's own arguments)
+                    (["python3", "train.py", "--nproc_per_node", "2"], False),
+                    (["python3", "-m", "mypackage.train"], False)):
+                sys.orig_argv = argv
+                self.assertEqual(_autoattach._is_launcher(), launcher, argv)
+        finally:
+            if saved is None:
+                del sys.orig_argv
+            else:
+                sys.orig_argv = saved
 
     def test_span_handles_ended_twice_or_on_another_thread_record_nothing(self):
         n = _liveprof._name_id("handle")

@@ -52,6 +52,24 @@ def _program_name():
     return "python"
 
 
+def _is_launcher():
+    """torchrun (python -m torch.distributed.run / .launch, or the torchrun
+    script): its ranks report, each a source of its own; the launcher, which
+    imports torch but trains nothing, does not."""
+    # sys.orig_argv (3.10+): the interpreter, its options, then -m MODULE or
+    # the script. (Before 3.10, at start-up, sys.argv has "-m" without the
+    # module: `python -m torch.distributed.run` is not recognised there.)
+    argv = list(getattr(sys, "orig_argv", None) or [sys.executable] + list(getattr(sys, "argv", [])))
+    if argv and os.path.basename(argv[0]) == "torchrun":
+        return True
+    i = 1
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "-m":
+        i += 2 if argv[i] in ("-W", "-X") else 1  # (the interpreter's options; two take a value)
+    if i + 1 < len(argv) and argv[i] == "-m":
+        return argv[i + 1] in ("torch.distributed.run", "torch.distributed.launch")
+    return i < len(argv) and os.path.basename(argv[i]) == "torchrun"
+
+
 def program_annotates():
     """The program marks its own steps or input (liveprof.step, wrap_loader,
     input): from now on the automatic hooks record nothing."""
@@ -198,7 +216,7 @@ class _TorchFinder(importlib.abc.MetaPathFinder):
 def attach():
     """Called by the bootstrap: instruments PyTorch when it is imported."""
     global _attached
-    if _attached or os.environ.get("LIVEPROF_AUTOATTACH", "1") == "0":
+    if _attached or os.environ.get("LIVEPROF_AUTOATTACH", "1") == "0" or _is_launcher():
         return
     _attached = True
     if "torch" in sys.modules:

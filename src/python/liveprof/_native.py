@@ -23,16 +23,16 @@ import os as _os
 _PATH = _os.environ.get("LIVEPROF_LIBRARY") or _os.path.join(
     _os.path.dirname(_os.path.abspath(__file__)), "libliveprof.so")
 try:
-    _fast = _c.PyDLL(_PATH)   # GIL held: the non-blocking calls.
+    _hot = _c.PyDLL(_PATH)    # GIL held: the non-blocking calls.
     _slow = _c.CDLL(_PATH)    # GIL released: the calls that wait.
 except OSError as e:
     raise ImportError("liveprof: cannot load its library %s: %s (build it: cmake --build build "
                       "--target liveprof_python, or pip install .)" % (_PATH, e)) from None
 
 _ABI_VERSION = 1
-if _fast.liveprof_abi_version() != _ABI_VERSION:
+if _hot.liveprof_abi_version() != _ABI_VERSION:
     raise ImportError("liveprof: %s has C ABI version %d, this package needs %d: mixed installs?"
-                      % (_PATH, _fast.liveprof_abi_version(), _ABI_VERSION))
+                      % (_PATH, _hot.liveprof_abi_version(), _ABI_VERSION))
 
 
 def _fn(lib, name, restype, *argtypes):
@@ -48,32 +48,35 @@ _u32, _u64, _i64, _int, _dbl, _str, _sz = (
 # The hot path: no argtypes (a Python int goes as a C int; names and
 # handles are 32-bit), restype int (a handle may come back negative: its
 # bits go back unchanged).
-_scope_begin = _fast.liveprof_scope_begin
-_input_begin = _fast.liveprof_input_begin
-_span_end = _fast.liveprof_span_end
-_now = _fn(_fast, "liveprof_now", _u64)
-_intern = _fn(_fast, "liveprof_intern", _u32, _c.c_char_p, _sz)
+_scope_begin = _hot.liveprof_scope_begin
+_input_begin = _hot.liveprof_input_begin
+_span_end = _hot.liveprof_span_end
+# (the same three for liveprof._fast, which calls them from C)
+_fast_lib_scope_begin, _fast_lib_input_begin, _fast_lib_span_end = (
+    _slow.liveprof_scope_begin, _slow.liveprof_input_begin, _slow.liveprof_span_end)
+_now = _fn(_hot, "liveprof_now", _u64)
+_intern = _fn(_hot, "liveprof_intern", _u32, _c.c_char_p, _sz)
 
-_record_span_c = _fn(_fast, "liveprof_record_span", None, _int, _u32, _u64, _u64, _int)
-_record_step_c = _fn(_fast, "liveprof_record_step", None, _i64, _u32, _u64, _u64)
-_step_begin_c = _fn(_fast, "liveprof_step_begin", None, _i64, _u32)
-_step_end_c = _fn(_fast, "liveprof_step_end", None, _i64)
-_counter_c = _fn(_fast, "liveprof_counter", None, _u32, _dbl)
-_instant_c = _fn(_fast, "liveprof_instant", None, _u32)
-_set_enabled = _fn(_fast, "liveprof_set_enabled", None, _int)
-_enabled = _fn(_fast, "liveprof_enabled", _int)
-_set_level = _fn(_fast, "liveprof_set_level", None, _int)
-_level = _fn(_fast, "liveprof_level", _int)
-_set_python_scopes = _fn(_fast, "liveprof_set_python_scopes", None, _int)
-_python_scopes = _fn(_fast, "liveprof_python_scopes", _int)
+_record_span_c = _fn(_hot, "liveprof_record_span", None, _int, _u32, _u64, _u64, _int)
+_record_step_c = _fn(_hot, "liveprof_record_step", None, _i64, _u32, _u64, _u64)
+_step_begin_c = _fn(_hot, "liveprof_step_begin", None, _i64, _u32)
+_step_end_c = _fn(_hot, "liveprof_step_end", None, _i64)
+_counter_c = _fn(_hot, "liveprof_counter", None, _u32, _dbl)
+_instant_c = _fn(_hot, "liveprof_instant", None, _u32)
+_set_enabled = _fn(_hot, "liveprof_set_enabled", None, _int)
+_enabled = _fn(_hot, "liveprof_enabled", _int)
+_set_level = _fn(_hot, "liveprof_set_level", None, _int)
+_level = _fn(_hot, "liveprof_level", _int)
+_set_python_scopes = _fn(_hot, "liveprof_set_python_scopes", None, _int)
+_python_scopes = _fn(_hot, "liveprof_python_scopes", _int)
 _connect_c = _fn(_slow, "liveprof_connect", _int, _str, _str, _int, _c.c_char_p, _sz)
 _disconnect_c = _fn(_slow, "liveprof_disconnect", None, _u64)
 _gpu_start_c = _fn(_slow, "liveprof_gpu_start", _int, _str, _c.c_char_p, _sz)
 _gpu_stop_c = _fn(_slow, "liveprof_gpu_stop", None)
-_stage_name = _fn(_fast, "liveprof_input_stage_name", _str, _int)
-_kind_name = _fn(_fast, "liveprof_kind_name", _str, _int)
-_name_c = _fn(_fast, "liveprof_name", _str, _u32)
-_diagnostic_c = _fn(_fast, "liveprof_diagnostic", _str, _int, _c.POINTER(_u64))
+_stage_name = _fn(_hot, "liveprof_input_stage_name", _str, _int)
+_kind_name = _fn(_hot, "liveprof_kind_name", _str, _int)
+_name_c = _fn(_hot, "liveprof_name", _str, _u32)
+_diagnostic_c = _fn(_hot, "liveprof_diagnostic", _str, _int, _c.POINTER(_u64))
 
 
 class _Status(_c.Structure):
@@ -93,8 +96,8 @@ class _Event(_c.Structure):
     ]
 
 
-_get_status_c = _fn(_fast, "liveprof_get_status", _int, _c.POINTER(_Status))
-_drain_local_c = _fn(_fast, "liveprof_drain_local", _i64, _c.POINTER(_Event), _sz)
+_get_status_c = _fn(_hot, "liveprof_get_status", _int, _c.POINTER(_Status))
+_drain_local_c = _fn(_hot, "liveprof_drain_local", _i64, _c.POINTER(_Event), _sz)
 
 #: Input stages by name, as the library numbers them.
 _STAGES = {}
@@ -203,9 +206,13 @@ def scope(name):
 def _input_span(name, sub):
     if not isinstance(sub, int) or not 0 <= sub < len(_STAGES):
         raise ValueError("liveprof: input stage %r is not 0..%d" % (sub, len(_STAGES) - 1))
+    if _fast is not None:
+        return _fast.input_span(_name_id(name), sub)
     s = _new_span(_InputSpan, _name_id(name), None)
     s._sub = sub
     return s
+
+
 
 
 def _name_text(i):
@@ -356,3 +363,22 @@ def _drain_local():
             out.append(d)
         if n < len(buf):
             return out
+
+
+# The span object in C (fast_span.c, the stable ABI: any CPython 3.9+), if
+# it was built and imports here: scope() is then its. LIVEPROF_PURE_PYTHON=1
+# keeps the Python one above (the tests run both).
+_fast = None
+if _os.environ.get("LIVEPROF_PURE_PYTHON", "") != "1":
+    try:
+        from . import _fast
+    except ImportError:
+        _fast = None
+if _fast is not None:
+    def _address(f):
+        return _c.cast(f, _c.c_void_p).value
+
+    _fast.init(_address(_fast_lib_scope_begin), _address(_fast_lib_input_begin), _address(_fast_lib_span_end),
+               _names, _name_id_slow, _name_text)
+    Span = _fast.Span  # noqa: F811  (what scope() returns)
+    scope = _fast.scope  # noqa: F811
