@@ -6,8 +6,12 @@
 // (§2.5; computed as unions by descending end: PrioritySweep in the .cc);
 // each type's time inside the step's span is summed, time in the span that
 // no event covers is "All others" (§2.6); the types fold into
-// the UI buckets (§2.7). Steps with no compute are left out as xprof does
-// (§2.6 item 2; counted step_without_compute).
+// the UI buckets (§2.7). In a profile with a device, steps with no device
+// compute are left out as xprof does (§2.6 item 2; counted
+// step_without_compute). A CPU-only step always has its row; one with no
+// host compute span at all (an unannotated job: liveprof run's PyTorch
+// hooks mark steps and input only) has its unclaimed time as Host compute
+// instead of All others, so input and compute add up to the step.
 //
 // Two modes (§2.2):
 //   kHostAndDevice (default, TF 2.x before ~2023): host spans join the sweep,

@@ -2,7 +2,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -87,8 +89,16 @@ bool ChildProcess::Start(const std::string& path, const std::vector<std::string>
     close(report[0]);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(kExitCannotExecute);  // liveprof died meanwhile.
-    for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);  // (SIGPIPE ignored by the server...)
+    // What the job inherits is what liveprof inherited, except what the
+    // server changed: SIGPIPE (ignored for its sockets) and SIGCHLD. An
+    // inherited SIG_IGN (nohup's SIGHUP) stays, as it would without liveprof.
+    signal(SIGPIPE, SIG_DFL);
+    signal(SIGCHLD, SIG_DFL);
     sigprocmask(SIG_SETMASK, &mask, nullptr);
+    // No descriptor of liveprof's reaches the job (the web server's listening
+    // socket, which Asio opens without close-on-exec, above all): a job's
+    // child that outlives liveprof would keep its port.
+    syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC);
     execve(path.c_str(), args.data(), envp.data());
     const int e = errno;
     (void)!write(report[1], &e, sizeof e);
@@ -124,6 +134,11 @@ bool ChildProcess::Reap() {
   do {
     r = waitpid(pid_, &status, WNOHANG);
   } while (r < 0 && errno == EINTR);
+  if (r < 0 && errno == ECHILD) {  // (reaped by someone else: SIGCHLD ignored; its status is lost)
+    exited_ = true;
+    exit_status_ = 125;  // (liveprof cannot say: run.h's kExitLiveprofFailed)
+    return true;
+  }
   if (r != pid_) return false;
   exited_ = true;
   if (WIFSIGNALED(status)) {

@@ -117,8 +117,10 @@ void Job::OnSignal(int sig, int si_code) {
     return;
   }
   ++interrupts_;
-  // A terminal's Ctrl-C went to the whole process group: the job has it.
-  const bool job_has_it = sig == SIGINT && si_code == SI_KERNEL;
+  // A terminal's Ctrl-C went to the whole foreground process group: the job
+  // has it too, if it is still in ours (a job that made a group of its own,
+  // setsid, did not get it: it is passed on).
+  const bool job_has_it = sig == SIGINT && si_code == SI_KERNEL && getpgid(child_.pid()) == getpgrp();
   const int pass = interrupts_ == 1 ? sig : interrupts_ == 2 ? SIGTERM : SIGKILL;
   if (interrupts_ > 1 || !job_has_it) child_.Signal(pass);
   std::fprintf(stderr, "liveprof run: %s: %s the job (pid %d)%s\n", sig == SIGINT ? "SIGINT" : "SIGTERM",

@@ -169,6 +169,7 @@ int Serve(ServeArgs& args, ServeMode mode) {
   std::unique_ptr<Job> job;
   if (mode == ServeMode::kRun) {
     sigaddset(&signals, SIGCHLD);  // the job's end wakes the loop.
+    signal(SIGCHLD, SIG_DFL);      // (inherited SIG_IGN would reap the job for us, status unknown)
     job = std::make_unique<Job>(args.run);
     if (!job->Check()) return job->exit_status();  // before any server starts.
     if (args.io.endpoints.empty()) {
@@ -314,6 +315,19 @@ int Serve(ServeArgs& args, ServeMode mode) {
   }
   bool replay_reported = false;
   std::fflush(stdout);
+  if (job) {
+    // A Ctrl-C while the server started is pending here, and the job was not
+    // there to get it: stop now rather than start the job.
+    const timespec now_only{0, 0};
+    if (const int sig = sigtimedwait(&signals, nullptr, &now_only); sig == SIGINT || sig == SIGTERM) {
+      std::printf("%s: %s before the job started; not started\n", command.c_str(),
+                  sig == SIGINT ? "SIGINT" : "SIGTERM");
+      ingest->Stop();
+      pipeline.Stop();
+      server.Stop();
+      return 128 + sig;
+    }
+  }
   if (job && !job->Start(ingest->bound().front().ToString(), unblocked)) {
     ingest->Stop();
     pipeline.Stop();
@@ -323,6 +337,7 @@ int Serve(ServeArgs& args, ServeMode mode) {
 
   const auto start = std::chrono::steady_clock::now();
   int ticks = 0;
+  bool seconds_up = false;
   for (;;) {
     const timespec one_second{1, 0};
     siginfo_t info{};
@@ -347,7 +362,14 @@ int Serve(ServeArgs& args, ServeMode mode) {
     }
     std::fflush(stdout);
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (seconds > 0 && elapsed >= seconds) break;
+    if (seconds > 0 && elapsed >= seconds) {
+      if (!job) break;
+      if (!seconds_up) {  // run: the job is asked to stop; the server stops once it has.
+        seconds_up = true;
+        std::printf("%s: --seconds %g reached\n", command.c_str(), seconds);
+        job->OnSignal(SIGTERM, SI_USER);
+      }
+    }
   }
 
   if (workload) workload->Stop();

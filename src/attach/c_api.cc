@@ -11,12 +11,14 @@
 #include "attach/liveprof_c.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <span>
 #include <string>
 #include <string_view>
@@ -54,11 +56,16 @@ struct OpenSpan {
   uint8_t sub;
 };
 
+// Each thread's table starts its generations from a process-wide counter,
+// so that one thread's handle does not match another's slot (an end on
+// the wrong thread is refused, not taken for that thread's span).
+std::atomic<uint32_t> g_table_seed{0};
+
 struct SpanTable {
   OpenSpan slots[kSlots] = {};
   uint16_t free[kSlots];
   uint32_t free_count = kSlots;
-  uint32_t generation = 0;
+  uint32_t generation = g_table_seed.fetch_add(0x9E37, std::memory_order_relaxed);  // (spread apart)
   SpanTable() {
     for (uint32_t i = 0; i < kSlots; ++i) free[i] = static_cast<uint16_t>(kSlots - 1 - i);
   }
@@ -77,8 +84,9 @@ uint32_t BeginHandle(NameId name, EventKind kind, uint8_t sub) {
   if (!SpanRecords(kind)) return 0;
   SpanTable* t = t_spans.get();
   if (t == nullptr) [[unlikely]] {
-    t_spans = std::make_unique<SpanTable>();
+    t_spans.reset(new (std::nothrow) SpanTable());  // (no exception across the C ABI)
     t = t_spans.get();
+    if (t == nullptr) return 0;
   }
   if (t->free_count == 0) [[unlikely]] {
     GlobalStream().diagnostics().Add(Diag::span_stack_overflow);
@@ -184,12 +192,16 @@ int liveprof_connect(const char* address, const char* program, int rank, char* e
   return -1;
 }
 
-void liveprof_disconnect(uint64_t timeout_ns) { DisconnectGlobalStream(timeout_ns); }
+void liveprof_disconnect(uint64_t timeout_ns) {
+  attach::GpuStop();  // CUPTI's last buffers first, so that the sender's last batch has them.
+  DisconnectGlobalStream(timeout_ns);
+}
 
 int liveprof_get_status(liveprof_status* out) {
   if (out == nullptr || out->size < offsetof(liveprof_status, last_error)) return -1;
   liveprof_status s{};
   s.size = out->size;
+  Stream& stream = GlobalStream();  // (first: its creation may connect to LIVEPROF_SERVER)
   const SenderStatus st = GlobalSenderStatus();
   s.running = st.running;
   s.connected = st.connected;
@@ -200,12 +212,15 @@ int liveprof_get_status(liveprof_status* out) {
   s.batches_dropped = st.batches_dropped;
   s.connects = st.connects;
   s.events_refused = st.events_refused;
-  s.ring_dropped = GlobalStream().TotalDropped();
+  s.ring_dropped = stream.TotalDropped();
   CopyOut(st.last_error, s.last_error, sizeof s.last_error);
   const attach::GpuState gpu = attach::GpuStatus();
   s.gpu_status = gpu.status;
   CopyOut(gpu.message, s.gpu_message, sizeof s.gpu_message);
   std::memcpy(out, &s, std::min(out->size, sizeof s));
+  if (out->size < offsetof(liveprof_status, gpu_status)) {  // (a cut last_error still ends)
+    reinterpret_cast<char*>(out)[out->size - 1] = '\0';
+  }
   return 0;
 }
 

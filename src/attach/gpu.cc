@@ -1,6 +1,8 @@
 // The process's one GPU tracer (gpu.h).
 #include "attach/gpu.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -15,6 +17,7 @@ namespace {
 std::mutex g_mu;
 std::unique_ptr<CuptiSource> g_source;  // guarded by g_mu; never freed (see GpuStop).
 GpuState g_state;                       // guarded by g_mu.
+pid_t g_owner = 0;                      // the process that started it (a fork's child did not).
 
 }  // namespace
 
@@ -40,6 +43,7 @@ GpuState GpuStart(const std::string& level, bool in_cuinit) {
   g_state = {static_cast<int>(source->status()), source->message()};
   if (source->status() == CuptiSource::Status::kRunning) {
     g_source = std::move(source);
+    g_owner = getpid();
     // At exit: CUPTI's last buffers before the sender's last batch (atexit
     // runs in reverse: the sender registered its handler at connect, earlier).
     static const bool registered = std::atexit([] { GpuStop(); }) == 0;
@@ -51,6 +55,7 @@ GpuState GpuStart(const std::string& level, bool in_cuinit) {
 void GpuStop() {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_source == nullptr) return;
+  if (getpid() != g_owner) return;  // a fork's child: the flush thread is the parent's; nothing to stop.
   g_source->Stop();
   g_state = {static_cast<int>(g_source->status()), g_source->message()};
   // Kept allocated: CUPTI may call back into it until the process ends.

@@ -31,6 +31,12 @@ static PyObject* g_name_slow;  /* _native._name_id_slow(name) -> int: interns an
 static PyObject* g_name_text;  /* _native._name_text(id) -> str: for repr */
 static PyTypeObject* g_span_type;
 
+static int Ready(void) {
+  if (g_names != NULL) return 1;
+  PyErr_SetString(PyExc_RuntimeError, "liveprof._fast: init() was not called (import liveprof instead)");
+  return 0;
+}
+
 typedef struct {
   PyObject_HEAD
   int64_t handle; /* -1: not entered; 0: entered, not recording; else the library's handle */
@@ -41,6 +47,7 @@ typedef struct {
 static PyObject* SpanEnter(PyObject* self, PyObject* unused) {
   Span* s = (Span*)self;
   (void)unused;
+  if (!Ready()) return NULL;
   if (s->handle != -1) {
     PyErr_SetString(PyExc_RuntimeError, "liveprof: this span is already open (one `with` at a time per object)");
     return NULL;
@@ -125,6 +132,7 @@ static int NameId(PyObject* name, uint32_t* id) {
 static PyObject* Scope(PyObject* module, PyObject* name) {
   (void)module;
   uint32_t id;
+  if (!Ready()) return NULL;
   if (NameId(name, &id) != 0) return NULL;
   return NewSpan(id, -1);
 }
@@ -133,7 +141,7 @@ static PyObject* InputSpan(PyObject* module, PyObject* args) {
   (void)module;
   unsigned int id;
   int stage;
-  if (!PyArg_ParseTuple(args, "Ii", &id, &stage)) return NULL;
+  if (!Ready() || !PyArg_ParseTuple(args, "Ii", &id, &stage)) return NULL;
   return NewSpan(id, stage);
 }
 

@@ -8,7 +8,8 @@ training script (examples/pytorch_plain.py: no `import liveprof`) under
     input-bound, the source is named after the script; the same with
     num_workers=2 (the multi-process iterator's waits); two ranks started
     as torchrun starts them are each a source named by its rank, and the
-    Pod page has both;
+    Pod page has both; a program using torch.profiler gets its
+    profile.step() boundaries as steps;
   - the job's exit status is liveprof run's (3 -> 3); a SIGINT to liveprof
     run stops the job first (Python's KeyboardInterrupt: 130), then the
     server; after the job ended, a SIGINT ends the linger at once;
@@ -133,9 +134,12 @@ def test_slow_then_fast(args, workers):
         low = [(n, rows[n]) for n in slow if rows[n] < floor * (0.5 if workers else 1)]
         if workers == 0 and low:
             fail("slow steps with less input than the loader's %d ms: %s" % (delay_ms, low))
-        high = [(n, rows[n]) for n in fast if rows[n] > 0.25 * DELAY_MS]
+        # (With workers, the batches' transfer from two processes on two
+        # loaded cores is input time of its own: a wider bound.)
+        bound = 0.25 * DELAY_MS if workers == 0 else 0.25 * delay_ms / workers
+        high = [(n, rows[n]) for n in fast if rows[n] > bound]
         if len(high) > len(fast) // 10:
-            fail("fast steps with input over %.0f ms: %s" % (0.25 * DELAY_MS, high))
+            fail("fast steps with input over %.0f ms: %s" % (bound, high))
         if "firing" not in states or "resolved" not in states:
             fail("input_bound_high did not fire and resolve: %s\n%s" % (states, "\n".join(run.log)))
         end = run.get("/api/input_pipeline?last=20")["bottleneck"]
@@ -195,6 +199,41 @@ def test_ranks(args):
         if sources != [("pytorch_plain.py", 0), ("pytorch_plain.py", 1)]:
             fail("sources %s: not the two ranks" % sources)
         print("ok: ranks: sources %s, Pod workers %s" % (sources, [(w["label"], w["steps"]) for w in workers]))
+        run.proc.send_signal(signal.SIGINT)
+        run.wait(20)
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+
+
+PROFILED = """
+import time, torch
+from torch.profiler import ProfilerActivity, profile, schedule
+with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=2)) as prof:
+    for i in range(30):
+        torch.ones(64, 64) @ torch.ones(64, 64)
+        time.sleep(0.01)
+        prof.step()
+"""
+
+
+def test_profiler_steps(args):
+    """A program that uses torch.profiler (and no optimizer): its
+    ProfilerStep#N boundaries, profile.step(), are the steps."""
+    run = Run(args.liveprof, ["--port", "0", "--linger", "120", "--", PYTHON, "-c", PROFILED])
+    try:
+        m = run.wait_for(r"the job (exited with status \d+|killed.*)", timeout=DEADLINE_S)
+        if m.group(1) != "exited with status 0":
+            fail("the profiled job: %s\n%s" % (m.group(1), "\n".join(run.log)))
+        deadline = time.monotonic() + 30
+        while len(run.get("/api/steps?last=100")["rows"]) < 29 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        rows = run.get("/api/steps?last=100")["rows"]
+        # 30 step() calls: the first begins step 0, each next ends one.
+        if [r["step"] for r in rows] != list(range(29)) or any(r["step_ms"] < 10 for r in rows):
+            fail("steps from profile.step(): %s" % [(r["step"], round(r["step_ms"], 1)) for r in rows])
+        print("ok: torch.profiler's steps: %d, %.1f-%.1f ms" % (len(rows), min(r["step_ms"] for r in rows),
+                                                             max(r["step_ms"] for r in rows)))
         run.proc.send_signal(signal.SIGINT)
         run.wait(20)
     finally:
@@ -267,12 +306,31 @@ def test_bad_input(args, tmp):
                       "--exit-code", "4"])
     if rc != 4:
         fail("--connect to nobody: %d %r" % (rc, out))
+    # --seconds: the job is asked to stop (SIGTERM) and the server waits for it.
+    t0 = time.monotonic()
+    rc, out = run_rc(["--port", "0", "--seconds", "1", "--", "sleep", "30"])
+    if rc != 128 + signal.SIGTERM or time.monotonic() - t0 > 15 or "--seconds 1 reached" not in out:
+        fail("--seconds 1 with sleep 30: %d after %.1f s %r" % (rc, time.monotonic() - t0, out))
+    # No descriptor of liveprof's in the job (the web server's listening socket).
+    rc, out = run_rc(["--port", "0", "--linger", "0", "--", PYTHON, "-c",
+                      "import os; print('fds', sorted((f, os.readlink('/proc/self/fd/' + f)) for f in "
+                      "os.listdir('/proc/self/fd') if os.path.exists('/proc/self/fd/' + f)))"])
+    if rc != 0 or "fds" not in out or "socket:" in out.split("fds", 1)[1].splitlines()[0]:
+        fail("the job inherited a socket: %r" % out)
+    # A program's own liveprof.connect() under run is a no-op, even before
+    # (or without) torch: it reports to run's server.
+    rc, out = run_rc(["--port", "0", "--linger", "0", "--", PYTHON, "-c",
+                      "import liveprof, time\nliveprof.connect('unix:/nowhere/else.sock')\n"
+                      "for i in range(3):\n    with liveprof.step(i):\n        time.sleep(0.01)\n"
+                      "print('sent', liveprof.status()['events_sent'] >= 0)"])
+    if rc != 0 or "connect('unix:/nowhere/else.sock') not needed" not in out:
+        fail("liveprof.connect() under run: %d %r" % (rc, out))
     # A job that forks and execs: its status is the shell's.
     rc, out = run_rc(["--port", "0", "--linger", "0", "--", "sh", "-c", PYTHON + " -c pass; exit 5"])
     if rc != 5:
         fail("fork and exec: %d %r" % (rc, out))
-    print("ok: bad input: 2, 127, 126, 2, 125 (job not started), --connect unreachable kept 4 (%.1f s), "
-          "fork+exec 5" % (time.monotonic() - t0))
+    print("ok: bad input: 2, 127, 126, 2, 125 (job not started), --connect unreachable kept 4, --seconds: "
+          "the job's 143, no inherited socket, connect() a no-op under run, fork+exec 5")
 
 
 def main():
@@ -285,6 +343,7 @@ def main():
         test_bad_input(args, tmp)
         test_exit_status_and_sigint(args)
         test_ranks(args)
+        test_profiler_steps(args)
         test_slow_then_fast(args, workers=0)
         test_slow_then_fast(args, workers=2)
     finally:

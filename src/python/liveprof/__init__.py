@@ -215,6 +215,7 @@ def connect(address, program=None, rank=None, gpu=False):
     still sent. ``gpu`` may also be a level: "default" or "full"."""
     global _connected
     import os
+    # (status() first creates the stream, which connects to LIVEPROF_SERVER)
     if os.environ.get("LIVEPROF_SERVER") and _liveprof.status()["running"]:
         # Under `liveprof run` (or LIVEPROF_SERVER): the process already
         # reports to that server; this call changes nothing.

@@ -25,18 +25,17 @@ overhead is measured in bench/RESULTS.md.
 
 import functools
 import importlib.abc
-import importlib.machinery
 import os
 import sys
+import weakref
 
-from . import _native as _n
-
-_STAGE_WAIT = _n._STAGES["wait"]
+_n = None            # liveprof._native, loaded with torch (not in processes that never import it).
+_STAGE_WAIT = None
 
 _attached = False
 _on = True           # False once the program annotates itself.
 _steps_from = None   # None: no step marked yet; "optimizer" or "profiler".
-_step_closer = None  # the optimizer whose step() ends steps (the first to step).
+_step_closer = None  # weakref to the optimizer whose step() ends steps (the first to step).
 _step_n = 0
 _step_t0 = 0         # the open step's begin (liveprof clock ticks); 0: none open.
 _step_name = None
@@ -103,10 +102,14 @@ def _on_optimizer_step(optimizer):
     global _steps_from, _step_closer
     if not _on or _steps_from == "profiler":
         return
-    if _step_closer is None:
-        _step_closer = optimizer
+    closer = _step_closer() if _step_closer is not None else None
+    if closer is None:  # the first to step, or the one before is gone (a new run in the same process)
+        try:
+            _step_closer = weakref.ref(optimizer)
+        except TypeError:
+            _step_closer = lambda: optimizer  # noqa: E731  (not weakly referenceable: kept)
         _steps_from = "optimizer"
-    elif optimizer is not _step_closer:
+    elif optimizer is not closer:
         return
     _close_step(_n._now())
 
@@ -180,8 +183,13 @@ def _patch_profiler(torch):
 
 
 def _instrument(torch):
-    global _step_name
+    global _step_name, _n, _STAGE_WAIT
+    if _n is not None:
+        return  # (once: a second import of torch, a reload)
     os.environ.setdefault("LIVEPROF_PROGRAM", _program_name())
+    from . import _native
+    _n = _native
+    _STAGE_WAIT = _n._STAGES["wait"]
     _step_name = _n._name_id("train")  # (the first call: the stream is made and connects)
     problems = [p for p in (_patch_dataloader(torch), _patch_optimizer(torch), _patch_profiler(torch)) if p]
     for p in problems:
@@ -190,19 +198,26 @@ def _instrument(torch):
 
 class _TorchFinder(importlib.abc.MetaPathFinder):
     """Runs _instrument once `import torch` has finished (torch's __init__
-    imports torch.utils.data, torch.optim and torch.profiler)."""
+    imports torch.utils.data, torch.optim and torch.profiler). It finds
+    torch through the finders after it (a virtual environment's, an
+    editable install's), then wraps the loader it got."""
 
     def find_spec(self, name, path=None, target=None):
         if name != "torch":
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        spec = None
+        for finder in [f for f in sys.meta_path if f is not self]:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                break
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         loader = spec.loader
         original = loader.exec_module
 
         def exec_module(module):
+            loader.exec_module = original  # (once)
             original(module)
             try:
                 _instrument(module)
@@ -213,13 +228,25 @@ class _TorchFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
+def _is_multiprocessing_child():
+    """A process multiprocessing started with spawn or forkserver (a
+    DataLoader worker with that start method): not a training process of its
+    own; left alone."""
+    argv = list(getattr(sys, "orig_argv", None) or getattr(sys, "argv", None) or [])
+    return any("multiprocessing.spawn" in a or "multiprocessing.forkserver" in a or a == "--multiprocessing-fork"
+               for a in argv)
+
+
 def attach():
     """Called by the bootstrap: instruments PyTorch when it is imported."""
     global _attached
-    if _attached or os.environ.get("LIVEPROF_AUTOATTACH", "1") == "0" or _is_launcher():
+    if (_attached or os.environ.get("LIVEPROF_AUTOATTACH", "1") == "0" or _is_launcher()
+            or _is_multiprocessing_child()):
         return
     _attached = True
     if "torch" in sys.modules:
         _instrument(sys.modules["torch"])
     else:
+        # (It stays in sys.meta_path, answering None for any other name: taking
+        # it out while the import system walks the list would skip a finder.)
         sys.meta_path.insert(0, _TorchFinder())

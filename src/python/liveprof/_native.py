@@ -133,22 +133,15 @@ def _name_id(name):
 
 # ---- spans -------------------------------------------------------------------
 
-_idle_spans = {}  # name -> a Span not in use, handed out again by scope(name).
-
-
 class Span:
     """A span: use it once at a time in a ``with`` statement (liveprof.scope,
     liveprof.input). Whether it records is decided at ``__enter__`` and kept
     until ``__exit__``; its begin lives in the library's table for this
     thread, its handle here, so nesting, recursion and generators suspended
-    inside a ``with`` all close the right span.
+    inside a ``with`` all close the right span. (The pure-Python span; the
+    package uses liveprof._fast's, in C, where it imports: see the end.)"""
 
-    scope(name) hands out the same object again once its ``with`` is over
-    (one idle span per name, taken with an atomic ``dict.pop``): a scope
-    then costs no allocation. An object taken while open (the caller kept
-    it and entered it again) is never handed out; a new one is made."""
-
-    __slots__ = ("_name", "_h", "_key")
+    __slots__ = ("_name", "_h")
 
     def __enter__(self):
         if self._h is not None:
@@ -161,8 +154,6 @@ class Span:
         self._h = None
         if h:
             _span_end(h)
-        if self._key is not None:
-            _idle_spans[self._key] = self
         return False  # an exception raised inside the `with` goes on.
 
     def __repr__(self):
@@ -183,11 +174,10 @@ class _InputSpan(Span):
         return self
 
 
-def _new_span(cls, name_id, key):
+def _new_span(cls, name_id):
     s = cls.__new__(cls)
     s._name = name_id
-    s._h = None    # None: not entered; 0: entered, not recording; else the handle.
-    s._key = key   # scope(name)'s name, for its return to _idle_spans; None: not pooled.
+    s._h = None  # None: not entered; 0: entered, not recording; else the handle.
     return s
 
 
@@ -195,12 +185,8 @@ def scope(name):
     """scope(name) -> a span for ``with``: a user scope, recorded when tracing
     is on, the host level is 2 and Python scopes are on (checked at
     ``__enter__``)."""
-    s = _idle_spans.pop(name, None) if name.__class__ is str else None
-    if s is not None and s._h is None:
-        return s
     i = _names.get(name) if name.__class__ is str else None
-    return _new_span(Span, i if i is not None else _name_id_slow(name),
-                     name if len(_idle_spans) < _MAX_CACHED_NAMES and name.__class__ is str else None)
+    return _new_span(Span, i if i is not None else _name_id_slow(name))
 
 
 def _input_span(name, sub):
@@ -208,7 +194,7 @@ def _input_span(name, sub):
         raise ValueError("liveprof: input stage %r is not 0..%d" % (sub, len(_STAGES) - 1))
     if _fast is not None:
         return _fast.input_span(_name_id(name), sub)
-    s = _new_span(_InputSpan, _name_id(name), None)
+    s = _new_span(_InputSpan, _name_id(name))
     s._sub = sub
     return s
 
