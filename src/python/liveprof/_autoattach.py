@@ -40,6 +40,8 @@ _step_n = 0
 _step_t0 = 0         # the open step's begin (liveprof clock ticks); 0: none open.
 _step_name = None
 _wait_names = {}     # iterator class -> the name id of its wait.
+_train_data = None   # id of the dataset whose batches the marked steps train on (see _on_wait).
+_last_data = None    # id of the dataset of the latest wait.
 
 
 def _program_name():
@@ -89,17 +91,27 @@ def _close_step(t):
     _step_t0 = t  # the next step begins where this one ends.
 
 
-def _on_wait(cls, t0, t1):
+def _on_wait(it, t0, t1):
+    global _step_t0, _last_data
+    cls = type(it)
     name = _wait_names.get(cls)
     if name is None:
         name = _wait_names[cls] = _n._name_id("enumerate(DataLoader)#%s.__next__" % cls.__name__)
-    if _step_t0 == 0 and _steps_from != "profiler":
-        _open_step(t0)  # the first step begins as the loop asks for its first batch.
+    data = id(getattr(it, "_dataset", None))
+    _last_data = data
+    if _steps_from != "profiler":
+        if _step_t0 and _train_data is not None and data != _train_data:
+            # Another loader (an evaluation between epochs): the open step is
+            # not a training step; it is dropped, and this loop's time stays
+            # outside steps until the training loader asks for a batch again.
+            _step_t0 = 0
+        elif _step_t0 == 0 and (_train_data is None or data == _train_data):
+            _open_step(t0)  # a step begins as the loop asks for its batch.
     _n._record_span(_n._KIND_INPUT_SPAN, name, t0, t1, _STAGE_WAIT)
 
 
 def _on_optimizer_step(optimizer):
-    global _steps_from, _step_closer
+    global _steps_from, _step_closer, _train_data
     if not _on or _steps_from == "profiler":
         return
     closer = _step_closer() if _step_closer is not None else None
@@ -111,6 +123,8 @@ def _on_optimizer_step(optimizer):
         _steps_from = "optimizer"
     elif optimizer is not closer:
         return
+    if _step_t0:
+        _train_data = _last_data  # the loader this step trained on: the training loader.
     _close_step(_n._now())
 
 
@@ -137,7 +151,7 @@ def _patch_dataloader(torch):
             return original(self)
         t0 = now()
         batch = original(self)  # (StopIteration, the end of an epoch, is not a wait)
-        _on_wait(type(self), t0, now())
+        _on_wait(self, t0, now())
         return batch
 
     dl._BaseDataLoaderIter.__next__ = __next__
@@ -182,15 +196,21 @@ def _patch_profiler(torch):
     return None
 
 
-def _instrument(torch):
+def _bind():
+    """Loads the library (the first call makes the stream, which connects to
+    LIVEPROF_SERVER) and the ids the hooks use."""
     global _step_name, _n, _STAGE_WAIT
-    if _n is not None:
-        return  # (once: a second import of torch, a reload)
-    os.environ.setdefault("LIVEPROF_PROGRAM", _program_name())
     from . import _native
     _n = _native
     _STAGE_WAIT = _n._STAGES["wait"]
-    _step_name = _n._name_id("train")  # (the first call: the stream is made and connects)
+    _step_name = _n._name_id("train")
+
+
+def _instrument(torch):
+    if _n is not None:
+        return  # (once: a second import of torch, a reload)
+    os.environ.setdefault("LIVEPROF_PROGRAM", _program_name())
+    _bind()
     problems = [p for p in (_patch_dataloader(torch), _patch_optimizer(torch), _patch_profiler(torch)) if p]
     for p in problems:
         print("liveprof: PyTorch partly instrumented: " + p, file=sys.stderr)
