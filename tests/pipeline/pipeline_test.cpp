@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -160,7 +161,13 @@ TEST_CASE("pipeline: a render request is answered on the pipeline thread, withou
   REQUIRE(answer != nullptr);
   CHECK(answer->tf_stats_csv.rfind("rank,side,type,name,", 0) == 0);
   const nlohmann::json steps = nlohmann::json::parse(answer->steps);
-  CHECK(steps["rows"].size() == 7);
+  // The window asked for: the last 7 of the breakdown's rows. (On a loaded
+  // machine some unpaced steps can lose their device work as late and drop
+  // out of the breakdown: the rows there are steps_total - steps_dropped.)
+  const int64_t rows = steps["steps_total"].get<int64_t>() - steps["steps_dropped"].get<int64_t>();
+  CHECK(steps["steps_total"].get<int64_t>() >= 20);
+  CHECK(steps["rows"].size() == static_cast<size_t>(std::min<int64_t>(7, rows)));
+  CHECK(rows >= 1);
   // The answer's seq is the last publication's: the feed's seq stays gapless.
   const auto latest = pipeline.Latest();
   REQUIRE(latest != nullptr);
