@@ -179,6 +179,9 @@ void Analyses::Consume(std::span<const Event> definitions, std::span<const Event
     catalog_.Consume(part);  // a GPU's kDeviceInfo travels with its source's events.
     pod_.Consume(part);
     part = AnalysedWorker(part);
+    // Its helpers' work (DataLoader workers' fetches) is in the op and input
+    // tables, never in its steps, kernels or memory.
+    if (!helpers_.empty()) op_stats_.Consume(helpers_);
     if (part.empty()) continue;
     op_stats_.Consume(part);
     kernels_.Consume(part);
@@ -204,12 +207,21 @@ std::span<const Event> Analyses::AnalysedWorker(std::span<const Event> part) {
         analysed_by_step_ = true;
         break;
       }
-      if (analysed_process_ == kNoProcess && e.track != 0) analysed_process_ = catalog_.Track(e.track).process;
+      if (analysed_process_ == kNoProcess && e.track != 0) {
+        const uint32_t process = catalog_.Track(e.track).process;
+        if (catalog_.ServedProcess(process) == Catalog::kNoProcess) analysed_process_ = process;  // (not a helper)
+      }
     }
   }
   one_worker_.clear();
+  helpers_.clear();
   for (const Event& e : part) {
-    if (e.track == 0 || catalog_.Track(e.track).process == analysed_process_) one_worker_.push_back(e);
+    const uint32_t process = catalog_.Track(e.track).process;
+    if (e.track == 0 || process == analysed_process_) {
+      one_worker_.push_back(e);
+    } else if (analysed_process_ != kNoProcess && catalog_.ServedProcess(process) == analysed_process_) {
+      helpers_.push_back(e);
+    }
   }
   return one_worker_;
 }

@@ -176,7 +176,9 @@ class Analyses {
   // the pod follows one: the worker of the first step marker (before one, of
   // the first event), as TF's tools show one host at a time; the pod view
   // compares them all. `part` with the other workers' events left out (may
-  // point into one_worker_).
+  // point into one_worker_); the events of the processes that serve that
+  // worker (its DataLoader workers, Catalog::ServedProcess) go to helpers_,
+  // for the op and input tables only.
   std::span<const Event> AnalysedWorker(std::span<const Event> part);
   void EvaluateAlerts(uint64_t now_ns, bool force);
 
@@ -197,6 +199,7 @@ class Analyses {
   static constexpr uint32_t kNoProcess = UINT32_MAX;
   uint32_t analysed_process_ = kNoProcess;
   bool analysed_by_step_ = false;  // chosen by a step marker (final), not by a first event.
+  std::vector<Event> helpers_;     // AnalysedWorker's: the events of the processes serving it.
   std::vector<Event> one_worker_;  // DropBadSpans' output when it had to drop.
 
   uint64_t events_consumed_ = 0;

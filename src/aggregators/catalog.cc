@@ -11,6 +11,21 @@ std::string_view Catalog::ProcessLabel(uint32_t process) const {
   return {};
 }
 
+void Catalog::DefineProcess(const TrackDef& t) {
+  // A helper is defined after the process it serves (it connects later).
+  const size_t cut = t.name.rfind(kHelperLabelSeparator);
+  if (cut == std::string::npos) return;
+  const std::string_view served_label = std::string_view(t.name).substr(0, cut);
+  for (const TrackDef& other : tracks_) {
+    if (other.defined && other.type == TrackType::kProcess && other.process != t.process &&
+        other.name == served_label) {
+      if (t.process >= served_.size()) served_.resize(t.process + 1, kNoProcess);
+      served_[t.process] = other.process;
+      return;
+    }
+  }
+}
+
 void Catalog::DefineName(NameId id, std::string_view name) {
   if (id >= names_.size()) {
     names_.resize(id + 1);
@@ -44,6 +59,7 @@ void Catalog::Consume(std::span<const Event> events) {
         t.process = e.payload.track_def.process;
         multi_process_ = multi_process_ || t.process != 0;
         t.defined = true;
+        if (t.type == TrackType::kProcess) DefineProcess(t);
         break;
       }
       case EventKind::kDeviceInfo: {

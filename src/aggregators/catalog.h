@@ -9,6 +9,7 @@
 #define LIVEPROF_AGGREGATORS_CATALOG_H_
 
 #include <cstdint>
+#include <climits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -62,16 +63,24 @@ class Catalog {
   bool multi_process() const { return multi_process_; }
   // The label of worker `process` (its kProcess track's name), or "".
   std::string_view ProcessLabel(uint32_t process) const;
+  // The process `process` serves, when it is a helper ("rank 0 · loader 1"
+  // serves "rank 0": kHelperLabelSeparator), else kNoProcess.
+  static constexpr uint32_t kNoProcess = UINT32_MAX;
+  uint32_t ServedProcess(uint32_t process) const {
+    return process < served_.size() ? served_[process] : kNoProcess;
+  }
   // GPUs described by kDeviceInfo, by ordinal.
   const std::vector<DeviceDef>& devices() const { return devices_; }
   const DeviceDef* Device(uint8_t ordinal) const;
 
  private:
   static const TrackDef kUnknownTrack;
+  void DefineProcess(const TrackDef& t);
   std::vector<std::string> names_;
   std::vector<bool> defined_;  // by id: a kNameDef was seen.
   std::vector<TrackDef> tracks_;
   bool multi_process_ = false;
+  std::vector<uint32_t> served_;  // by process: ServedProcess().
   std::vector<DeviceDef> devices_;
 };
 

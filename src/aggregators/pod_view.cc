@@ -79,7 +79,7 @@ PodView::PodView(const Catalog* catalog, PodViewOptions options)
     : catalog_(catalog), options_(std::move(options)), share_local_(options_.share_local_steps) {
   options_.max_steps = std::max<size_t>(options_.max_steps, 1);
   options_.max_workers = std::max<size_t>(options_.max_workers, 1);
-  WorkerOf(0);  // the local process: listed once it has a step.
+  WorkerOf(0);  // the local process (listed, as every worker, once it has a step).
 }
 
 PodView::~PodView() = default;
@@ -242,7 +242,7 @@ void PodView::AddCell(const PodCell& cell, int64_t step_num) {
   ++workers_[index_.at(cell.worker)]->in_rows;
 }
 
-bool PodView::Listed(const Worker& w) const { return w.process != 0 || w.cells > 0; }
+bool PodView::Listed(const Worker& w) const { return w.cells > 0; }
 
 size_t PodView::workers() const {
   size_t n = 0;

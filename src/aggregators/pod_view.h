@@ -11,9 +11,11 @@
 // this process, N > 0 an ingest source's worker id). Each worker has its own
 // StepAssembler, fed that worker's events only, so that correlation ids,
 // which are unique only within one process, never join one worker's launch
-// to another's kernel. A worker appears once any of its tracks or events is
-// seen; the local process 0 is listed ("local") only once it has a step.
-// Its label is the name of its kProcess track ("rank 3"), else "worker N".
+// to another's kernel. A worker is listed once it has a step: a process
+// that sends none (a DataLoader worker, "rank 0 · loader 1", or a rank not
+// stepping yet) is no column of the pod (the server's sources list it).
+// Its label is the name of its kProcess track ("rank 3"), else "worker N"
+// ("local" for process 0).
 //
 // The reference a worker's step is compared with: the median of that step
 // over the workers that have it (the mean of the two middle ones for an even

@@ -178,11 +178,18 @@ void liveprof_set_python_scopes(int on) { SetPythonScopesEnabled(on != 0); }
 int liveprof_python_scopes(void) { return PythonScopesEnabled() ? 1 : 0; }
 
 int liveprof_connect(const char* address, const char* program, int rank, char* error, size_t error_size) {
+  return liveprof_connect_helper(address, program, rank, nullptr, 0, error, error_size);
+}
+
+int liveprof_connect_helper(const char* address, const char* program, int rank, const char* helper,
+                            uint64_t helper_of, char* error, size_t error_size) {
   try {
     SenderOptions o;
     o.address = address != nullptr ? address : "";
     if (program != nullptr) o.program = program;
     o.rank = rank;
+    if (helper != nullptr) o.helper = helper;
+    o.helper_of = helper_of;
     std::string why;
     if (ConnectGlobalStream(o, &why)) return 0;
     CopyOut(why, error, error_size);

@@ -93,6 +93,13 @@ int liveprof_python_scopes(void);
  * `error` (NUL-terminated, cut to error_size). */
 int liveprof_connect(const char* address, const char* program, int rank, char* error,
                      size_t error_size);
+/* The same, for a process that serves another (a DataLoader worker):
+ * `helper` ("loader 1") and the served process's pid, so that the server
+ * names it "<that process's label> · loader 1". In a process forked from
+ * one that sends, the child's sender is its own (the parent's events stay
+ * the parent's). */
+int liveprof_connect_helper(const char* address, const char* program, int rank, const char* helper,
+                            uint64_t helper_of, char* error, size_t error_size);
 /* Sends what is recorded, waits up to timeout_ns for the acknowledgement,
  * stops the sender. Idempotent. */
 void liveprof_disconnect(uint64_t timeout_ns);

@@ -1,6 +1,8 @@
 // The process's one sender (ingest_sender.h): ConnectGlobalStream(),
 // DisconnectGlobalStream(), a fork's child, and LIVEPROF_SERVER at
 // GlobalStream()'s creation.
+#include <pthread.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -27,15 +29,28 @@ std::unique_ptr<IngestSender> g_sender;
 SenderStatus g_final;  // the last sender's, once stopped.
 
 // A child forked after the connect has the sender object but not its thread:
-// it is left alone (never joined, never freed). The child may not connect
-// anew: the stream's locks may have been held by that thread at the fork
-// (a new drain would wait on them forever); exec, or connect in the parent.
+// it is left alone (never joined, never freed), and the child may connect
+// anew (a DataLoader worker does: docs/attach.md). pthread_atfork makes that
+// safe: the handlers below hold g_sender_mu across the fork, and host_api's
+// hold the stream's locks (registered before these, so taken after
+// g_sender_mu: the order ConnectGlobalStream takes them in), so that no
+// thread of the parent holds one in the child. A fork that runs no handlers
+// (a raw clone) is caught by the pid check: such a child may not connect.
 bool g_forked_child = false;
 void ForgetForkedSender() {
   if (g_sender != nullptr && !g_sender->InOwner()) {
     (void)g_sender.release();
     g_forked_child = true;
   }
+}
+
+void PrepareFork() { g_sender_mu.lock(); }
+void AfterForkInParent() { g_sender_mu.unlock(); }
+void AfterForkInChild() {
+  (void)g_sender.release();  // (its thread is the parent's)
+  g_final = SenderStatus{};
+  g_forked_child = false;
+  g_sender_mu.unlock();
 }
 
 }  // namespace
@@ -69,6 +84,8 @@ bool ConnectGlobalStream(const SenderOptions& options, std::string* error) {
              g_sender->address() + "); disconnect first";
     return false;
   }
+  static bool at_fork = pthread_atfork(PrepareFork, AfterForkInParent, AfterForkInChild) == 0;
+  (void)at_fork;
   g_sender = std::make_unique<IngestSender>(stream, std::move(o), std::move(endpoint));
   g_sender->Start();
   static bool at_exit = [] { return std::atexit([] { DisconnectGlobalStream(1'000'000'000); }) == 0; }();

@@ -169,8 +169,8 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
       return Fail(where, "ingest protocol " + std::to_string(h.protocol()) + "; this server speaks " +
                              std::to_string(kIngestProtocol));
     }
-    if (!PlainLabel(h.host()) || !PlainLabel(h.program())) {
-      return Fail(where, "a hello's host or program over " + std::to_string(kMaxIngestLabelBytes) +
+    if (!PlainLabel(h.host()) || !PlainLabel(h.program()) || !PlainLabel(h.helper())) {
+      return Fail(where, "a hello's host, program or helper over " + std::to_string(kMaxIngestLabelBytes) +
                              " bytes or with control characters");
     }
     source_.session = h.session();
@@ -180,9 +180,16 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
     source_.rank = h.rank();
     source_.program = h.program() ? h.program()->str() : "";
     source_.clock_ns = h.clock_ns();
+    // A helper (a DataLoader worker) is named after the process it serves:
+    // "rank 0 · loader 1", "host:1234 · loader 1" (the same rows for each
+    // epoch's new workers).
+    const uint64_t pid = h.helper() != nullptr && h.helper()->size() > 0 && h.helper_of() != 0 ? h.helper_of() : h.pid();
     source_.label = h.rank() >= 0      ? "rank " + std::to_string(h.rank())
-                    : source_.host.empty() ? "pid " + std::to_string(h.pid())
-                                           : source_.host + ":" + std::to_string(h.pid());
+                    : source_.host.empty() ? "pid " + std::to_string(pid)
+                                           : source_.host + ":" + std::to_string(pid);
+    if (h.helper() != nullptr && h.helper()->size() > 0) {
+      source_.label += std::string(kHelperLabelSeparator) + h.helper()->str();
+    }
     has_hello_ = true;
     return true;
   }

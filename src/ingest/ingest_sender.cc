@@ -155,7 +155,9 @@ bool IngestSender::Connect(uint64_t now) {
   const std::string host = HostName();
   AppendIngestFrame(&out_, wire::Body::IngestHello, [&](flatbuffers::FlatBufferBuilder& fbb) {
     return wire::CreateIngestHelloDirect(fbb, kIngestProtocol, host.c_str(), static_cast<uint64_t>(getpid()),
-                                         options_.rank, options_.program.c_str(), HostNowNs(), session_)
+                                         options_.rank, options_.program.c_str(), HostNowNs(), session_,
+                                         options_.helper.empty() ? nullptr : options_.helper.c_str(),
+                                         options_.helper_of)
         .Union();
   });
   AppendState(control_id_);

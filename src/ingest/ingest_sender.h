@@ -27,6 +27,10 @@ struct SenderOptions {
   std::string address;  // "unix:/path" or "tcp:127.0.0.1:PORT".
   std::string program;  // shown by the server; default: this process's name.
   int32_t rank = -1;    // -1: $RANK if set, else none.
+  // A helper of another process (a DataLoader worker: "loader 1"), and
+  // that process's pid; shown by the server as "<its label> · <helper>".
+  std::string helper;
+  uint64_t helper_of = 0;
   uint64_t flush_period_ns = 10'000'000;         // a batch at least this often.
   uint64_t reconnect_period_ns = 500'000'000;    // between attempts.
   size_t max_unacked_bytes = size_t{64} << 20;   // kept for a resend.

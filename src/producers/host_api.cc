@@ -106,6 +106,14 @@ SpscRing* CreateThreadRing() {
   return t_slot.queue;
 }
 
+// A fork's child (the forking thread): its ring is the parent's.
+void ForgetThreadRingInForkChild() {
+  if (t_exited) return;
+  t_state.ring.reset();  // (the parent's ring, gone from the child's stream)
+  t_state.failed = false;
+  t_slot = {nullptr, 0};
+}
+
 }  // namespace
 
 SpscRing* AcquireThreadRing() {
@@ -128,6 +136,26 @@ extern "C" void liveprof_ingest_on_global_stream(void) __attribute__((weak));
 
 namespace {
 
+// fork(2): no lock of the stream may be held by another thread at the fork
+// (the child would wait on it forever), and the child records on its own:
+// the parent's rings, tracks and counts are the parent's (Stream::
+// AfterForkInChild), and the forking thread, the child's only one, gets a
+// new ring (and a track with its new thread id) at its next record. The
+// sender, if any, is the ingest library's (its own handler).
+void PrepareFork() {
+  internal::g_config_mu.lock();
+  if (Stream* s = internal::g_stream.load(std::memory_order_acquire)) s->LockForFork();
+}
+void AfterForkInParent() {
+  if (Stream* s = internal::g_stream.load(std::memory_order_acquire)) s->UnlockAfterFork();
+  internal::g_config_mu.unlock();
+}
+void AfterForkInChild() {
+  if (Stream* s = internal::g_stream.load(std::memory_order_acquire)) s->AfterForkInChild();
+  internal::ForgetThreadRingInForkChild();
+  internal::g_config_mu.unlock();
+}
+
 // Creates the global stream if it does not exist; true if this call did.
 bool CreateGlobalStream() {
   std::lock_guard<std::mutex> lock(internal::g_config_mu);
@@ -147,6 +175,7 @@ bool CreateGlobalStream() {
   }
   // Never destroyed: threads may record during static destruction.
   internal::g_stream.store(new Stream(options), std::memory_order_release);
+  pthread_atfork(PrepareFork, AfterForkInParent, AfterForkInChild);
   return true;
 }
 

@@ -103,6 +103,10 @@ class Diagnostics {
   uint64_t Get(Diag d) const {
     return counters_[static_cast<size_t>(d)].load(std::memory_order_relaxed);
   }
+  // Every counter back to 0 (a fork's child starts its own counts).
+  void Reset() {
+    for (auto& c : counters_) c.store(0, std::memory_order_relaxed);
+  }
 
  private:
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Diag::kCount)> counters_{};

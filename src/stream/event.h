@@ -102,6 +102,12 @@ enum class TrackType : uint8_t {
   kProcess = 3,
 };
 
+// How a process that serves another (a DataLoader worker of a training
+// process) is labelled: the served process's label, this, then what it
+// is, "rank 0 · loader 1" (the ingest server names it so from the sender's
+// hello; the analyses find the served process from it, Catalog::ServedProcess).
+inline constexpr std::string_view kHelperLabelSeparator = " · ";
+
 // Bits in Event::flags.
 inline constexpr uint8_t kFlagNone = 0;
 inline constexpr uint8_t kFlag16Bit = 1 << 0;   // kernel runs 16-bit math.

@@ -95,4 +95,14 @@ const char* NameTable::CopyToArenaLocked(std::string_view s) {
   return dst;
 }
 
+void NameTable::LockForFork() {
+  for (Shard& shard : shards_) shard.mu.lock();  // (the order Intern takes them in: a shard, then append)
+  append_mu_.lock();
+}
+
+void NameTable::UnlockAfterFork() {
+  append_mu_.unlock();
+  for (Shard& shard : shards_) shard.mu.unlock();
+}
+
 }  // namespace liveprof

@@ -55,6 +55,10 @@ class NameTable {
   // entry below the returned count is readable.
   uint32_t size() const { return published_.load(std::memory_order_acquire); }
 
+  // Every lock of the table, for fork(2) (Stream::LockForFork).
+  void LockForFork();
+  void UnlockAfterFork();
+
  private:
   static constexpr uint32_t kBlockShift = 12;
   static constexpr uint32_t kBlockSize = 1u << kBlockShift;

@@ -88,6 +88,27 @@ uint64_t Stream::TotalDropped() const {
   return n;
 }
 
+void Stream::LockForFork() {
+  names_.LockForFork();
+  mu_.lock();
+}
+
+void Stream::UnlockAfterFork() {
+  mu_.unlock();
+  names_.UnlockAfterFork();
+}
+
+void Stream::AfterForkInChild() {
+  // (The locks are this thread's, taken by LockForFork before the fork.)
+  rings_.clear();  // (the parent's sender, not in the child, may hold copies: they stay with it)
+  tracks_.resize(1);
+  retired_published_ = 0;
+  retired_dropped_ = 0;
+  diag_.Reset();
+  ring_generation_.fetch_add(1, std::memory_order_release);
+  UnlockAfterFork();
+}
+
 Event NameDefEvent(NameId id, std::string_view name) {
   Event e;
   e.kind = EventKind::kNameDef;

@@ -132,6 +132,17 @@ class Stream {
   uint64_t TotalPublished() const;
   uint64_t TotalDropped() const;
 
+  // fork(2) (pthread_atfork, host_api.cc): the forking thread takes the
+  // stream's locks before the fork, so that no other thread holds one in
+  // the child, and gives them back after it in each process. In the child,
+  // AfterForkInChild also forgets what the parent recorded: its rings (their
+  // threads are not in the child; their unsent events are the parent's to
+  // send), its tracks and its counts. The names stay, so that ids a program
+  // cached keep their meaning. Only the forking thread, in this order.
+  void LockForFork();
+  void UnlockAfterFork();
+  void AfterForkInChild();
+
  private:
   Options options_;
   Diagnostics diag_;

@@ -307,14 +307,16 @@ TEST_CASE("pod view: correlation ids colliding across workers do not cross-join"
   CHECK(s.diagnostics.late_for_step == 0);
 }
 
-TEST_CASE("pod view: the local process is a worker only once it has steps; the caps count") {
+TEST_CASE("pod view: a process is a worker only once it has steps; the caps count") {
   const std::vector<FakeWorker> workers = {MakeWorker(1), MakeWorker(2), MakeWorker(3)};
   PodViewOptions o;
   o.max_workers = 2;
   o.max_steps = 3;
   Fed f(o);
   f.Definitions(Definitions(workers));  // rank 2's tracks are beyond the cap.
-  CHECK(f.pod.workers() == 2);
+  // Defined, no step yet (a DataLoader worker never has one): not listed.
+  CHECK(f.pod.workers() == 0);
+  CHECK(f.pod.Snapshot().workers.empty());
   std::vector<Event> events = ThreeWorkerEvents(workers, 4);
   // A local step (tracks 0..: process 0) too.
   events.push_back(Step(kT0 + 4 * kStepSpacingNs, 50 * kMs, 3, 0));

@@ -153,9 +153,31 @@ def test_slow_then_fast(args, workers):
             # transfer is real input time even without the delay; it must
             # still fall well below the slow phase's.
             fail("the last 20 steps: %.2f %% input, the slow phase %.2f %%" % (end["input_pct"], slow_pct))
-        programs = [s["program"] for s in run.get("/api/status")["server"]["ingest"]]
+        sources = run.get("/api/status")["server"]["ingest"]
+        programs = [s["program"] for s in sources]
         if "pytorch_plain.py" not in programs:
             fail("no source named after the script: %s" % programs)
+        # Each batch's fetch is input preprocessing, in the process that
+        # fetched it: the training process (workers=0) or each worker, a
+        # source of its own named after the training process, never a Pod
+        # column (one worker there: the job's one rank).
+        trainer = [s for s in sources if " · loader" not in s["label"]]
+        loaders = sorted((s["label"], s["events"]) for s in sources if " · loader" in s["label"])
+        if len(trainer) != 1:
+            fail("sources %s: not one training process" % [(s["label"], s["program"]) for s in sources])
+        want = ["%s · loader %d" % (trainer[0]["label"], i) for i in range(workers)]
+        if [label for label, _ in loaders] != want or any(n == 0 for _, n in loaders):
+            fail("loader sources %s, not %s, each with events" % (loaders, want))
+        pod = [(w["label"], w["steps"]) for w in run.get("/api/pod")["workers"]]
+        if len(pod) != 1 or pod[0][0] != trainer[0]["label"]:
+            fail("the Pod page's workers %s: not the training process alone" % pod)
+        ops = {o["name"]: o for o in run.get("/api/input_pipeline?last=%d" % total)["host_side"]["ops"]}
+        fetch = ops.get("DataLoader fetch#SyntheticImages")
+        if fetch is None or fetch["category"] != "Preprocessing" or fetch["count"] < total // 2:
+            fail("no DataLoader fetch op, or too few, in the host-side breakdown: %s" % ops)
+        print("ok: workers=%d: sources %s, Pod %s, fetches %d (%.0f ms)"
+              % (workers, [trainer[0]["label"]] + [label for label, _ in loaders], pod, fetch["count"],
+                 fetch["total_ms"]))
         mean_slow = sum(rows[n] for n in slow) / max(1, len(slow))
         print("ok: workers=%d: %d steps, slow steps' input %.1f ms (loader %d ms), %.1f %% of their time; "
               "alert %s; the last 20 steps %s %.2f %%"

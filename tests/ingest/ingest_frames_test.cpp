@@ -424,7 +424,7 @@ TEST_CASE("ingest frames: a reconnecting sender's definitions (seq 0), batches t
   CHECK(e.state()->until_ns == 12345);
 }
 
-TEST_CASE("ingest frames: a hello's host and program are short and printable") {
+TEST_CASE("ingest frames: a hello's host, program and helper are short and printable") {
   Stream stream;
   std::vector<Event> out;
   for (const std::string& host : {std::string(257, 'h'), std::string("node\n7")}) {
@@ -434,7 +434,28 @@ TEST_CASE("ingest frames: a hello's host and program are short and printable") {
         wire::CreateIngestHelloDirect(fbb, kIngestProtocol, host.c_str(), 1, -1, "x", 0).Union());
     IngestDecoder d(stream);
     CHECK(!d.Decode(hello, "f1", &out));
-    CHECK(d.error() == "f1: a hello's host or program over 256 bytes or with control characters");
+    CHECK(d.error() == "f1: a hello's host, program or helper over 256 bytes or with control characters");
+  }
+  {
+    FlatBufferBuilder fbb;
+    const std::string hello = Finish(fbb, wire::Body::IngestHello,
+                                     wire::CreateIngestHelloDirect(fbb, kIngestProtocol, "n", 1, -1, "x", 0, 0,
+                                                                   "loader\t1", 7)
+                                         .Union());
+    IngestDecoder d(stream);
+    CHECK(!d.Decode(hello, "f2", &out));
+    CHECK(d.error() == "f2: a hello's host, program or helper over 256 bytes or with control characters");
+  }
+  // A helper is named after the process it serves: its rank, else host:pid of that process.
+  for (const auto& [rank, label] : {std::pair<int, std::string>{3, "rank 3 · loader 1"}, {-1, "n:7 · loader 1"}}) {
+    FlatBufferBuilder fbb;
+    IngestDecoder d(stream);
+    REQUIRE(d.Decode(Finish(fbb, wire::Body::IngestHello,
+                            wire::CreateIngestHelloDirect(fbb, kIngestProtocol, "n", 12, rank, "x", 0, 0, "loader 1", 7)
+                                .Union()),
+                     "f3", &out));
+    CHECK(d.source().label == label);
+    CHECK(d.source().pid == 12);
   }
   FlatBufferBuilder fbb;
   IngestDecoder d(stream);

@@ -17,6 +17,17 @@ process that never does (a launcher, a helper) is left alone. Then:
   liveprof (``liveprof.step``, ``wrap_loader``, ``input``) is left to do so:
   from its first such call, nothing here records.
 
+- **loader workers**: each batch a DataLoader fetches (its dataset's
+  items and their collation: ``DataLoader fetch#<Dataset class>``) is
+  input preprocessing, in the process that fetches it. A worker process
+  (``num_workers > 0``, forked: Linux's default) connects as a source of
+  its own at its first batch, named after its parent: ``rank 0 · loader
+  1`` (``host:pid · loader 1`` without ``RANK``). Its fetches show in the
+  input pipeline's host-side breakdown and on its own rows in the trace;
+  they are never part of the training process's steps, and it is not a
+  column of the Pod page (it has no steps). Workers started with
+  ``spawn`` or ``forkserver`` are left alone.
+
 The sender connects to ``LIVEPROF_SERVER`` (set by ``liveprof run``) when
 PyTorch is imported, named after the script, with ``RANK`` if set (torchrun).
 Every hook costs two clock reads and a record per batch or step; the
@@ -42,6 +53,9 @@ _step_name = None
 _wait_names = {}     # iterator class -> the name id of its wait.
 _train_data = None   # id of the dataset whose batches the marked steps train on (see _on_wait).
 _last_data = None    # id of the dataset of the latest wait.
+_STAGE_PREPROCESS = None
+_fetch_names = {}    # dataset class -> the name id of its fetch.
+_pid = None          # the process the hooks were bound in (a forked loader worker is another).
 
 
 def _program_name():
@@ -110,6 +124,40 @@ def _on_wait(it, t0, t1):
     _n._record_span(_n._KIND_INPUT_SPAN, name, t0, t1, _STAGE_WAIT)
 
 
+def _connect_loader_worker():
+    """In a forked DataLoader worker (its first batch): a sender of its
+    own, named after the process it serves (the parent's is not in the
+    child: its events stay the parent's)."""
+    address = os.environ.get("LIVEPROF_SERVER")
+    data = sys.modules.get("torch.utils.data")
+    info = data.get_worker_info() if data is not None and hasattr(data, "get_worker_info") else None
+    if not address or info is None:
+        return  # (a fork of the program's own, not a loader worker: nothing sent)
+    try:
+        _n.connect(address, program=os.environ.get("LIVEPROF_PROGRAM"), helper="loader %d" % info.id,
+                   helper_of=os.getppid())
+    except Exception as e:  # noqa: BLE001  (never into the program)
+        print("liveprof: DataLoader worker %d not connected: %s" % (info.id, e), file=sys.stderr)
+        return
+    # A worker ends with os._exit (no atexit): multiprocessing's own exit
+    # finalizers send its last batch.
+    import multiprocessing.util
+    multiprocessing.util.Finalize(None, _n.disconnect, args=(1.0,), exitpriority=0)
+
+
+def _on_fetch(fetcher, t0, t1):
+    global _pid
+    pid = os.getpid()
+    if pid != _pid:
+        _pid = pid
+        _connect_loader_worker()
+    cls = type(getattr(fetcher, "dataset", None))
+    name = _fetch_names.get(cls)
+    if name is None:
+        name = _fetch_names[cls] = _n._name_id("DataLoader fetch#%s" % cls.__name__)
+    _n._record_span(_n._KIND_INPUT_SPAN, name, t0, t1, _STAGE_PREPROCESS)
+
+
 def _on_optimizer_step(optimizer):
     global _steps_from, _step_closer, _train_data
     if not _on or _steps_from == "profiler":
@@ -158,6 +206,27 @@ def _patch_dataloader(torch):
     return None
 
 
+def _patch_fetchers(torch):
+    fetch = sys.modules.get("torch.utils.data._utils.fetch")
+    classes = [getattr(fetch, n, None) for n in ("_MapDatasetFetcher", "_IterableDatasetFetcher")] if fetch else []
+    if not classes or not all(c is not None and hasattr(c, "fetch") for c in classes):
+        return "no DataLoader fetchers (torch.utils.data._utils.fetch)"
+    now = _n._now
+    for cls in classes:
+        def wrap(original):
+            @functools.wraps(original)
+            def fetch(self, *args, **kwargs):
+                if not _on:
+                    return original(self, *args, **kwargs)
+                t0 = now()
+                batch = original(self, *args, **kwargs)  # (StopIteration: the end of the data, no batch)
+                _on_fetch(self, t0, now())
+                return batch
+            return fetch
+        cls.fetch = wrap(cls.fetch)
+    return None
+
+
 def _patch_optimizer(torch):
     opt = sys.modules.get("torch.optim.optimizer")
     if opt is None:
@@ -199,10 +268,12 @@ def _patch_profiler(torch):
 def _bind():
     """Loads the library (the first call makes the stream, which connects to
     LIVEPROF_SERVER) and the ids the hooks use."""
-    global _step_name, _n, _STAGE_WAIT
+    global _step_name, _n, _STAGE_WAIT, _STAGE_PREPROCESS, _pid
     from . import _native
     _n = _native
     _STAGE_WAIT = _n._STAGES["wait"]
+    _STAGE_PREPROCESS = _n._STAGES["preprocess"]
+    _pid = os.getpid()
     _step_name = _n._name_id("train")
 
 
@@ -211,7 +282,8 @@ def _instrument(torch):
         return  # (once: a second import of torch, a reload)
     os.environ.setdefault("LIVEPROF_PROGRAM", _program_name())
     _bind()
-    problems = [p for p in (_patch_dataloader(torch), _patch_optimizer(torch), _patch_profiler(torch)) if p]
+    problems = [p for p in (_patch_dataloader(torch), _patch_fetchers(torch), _patch_optimizer(torch),
+                            _patch_profiler(torch)) if p]
     for p in problems:
         print("liveprof: PyTorch partly instrumented: " + p, file=sys.stderr)
 

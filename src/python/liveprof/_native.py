@@ -69,7 +69,7 @@ _set_level = _fn(_hot, "liveprof_set_level", None, _int)
 _level = _fn(_hot, "liveprof_level", _int)
 _set_python_scopes = _fn(_hot, "liveprof_set_python_scopes", None, _int)
 _python_scopes = _fn(_hot, "liveprof_python_scopes", _int)
-_connect_c = _fn(_slow, "liveprof_connect", _int, _str, _str, _int, _c.c_char_p, _sz)
+_connect_c = _fn(_slow, "liveprof_connect_helper", _int, _str, _str, _int, _str, _u64, _c.c_char_p, _sz)
 _disconnect_c = _fn(_slow, "liveprof_disconnect", None, _u64)
 _gpu_start_c = _fn(_slow, "liveprof_gpu_start", _int, _str, _c.c_char_p, _sz)
 _gpu_stop_c = _fn(_slow, "liveprof_gpu_stop", None)
@@ -272,14 +272,17 @@ def python_scopes():
 
 # ---- the sender and the GPU tracer -------------------------------------------
 
-def connect(address, program=None, rank=None):
+def connect(address, program=None, rank=None, helper=None, helper_of=0):
     """Sends this process's events to `liveprof serve --ingest ADDRESS`
-    (unix:/path or tcp:127.0.0.1:PORT). A server not there yet is retried."""
+    (unix:/path or tcp:127.0.0.1:PORT). A server not there yet is retried.
+    `helper` ("loader 1") and `helper_of` (a pid): this process serves that
+    one (a DataLoader worker), and is named after it."""
     if not isinstance(address, str):
         raise TypeError("liveprof.connect: the address must be a str")
     error = _c.create_string_buffer(512)
     if _connect_c(address.encode(), None if program is None else str(program).encode(),
-                  -1 if rank is None else int(rank), error, len(error)) != 0:
+                  -1 if rank is None else int(rank), None if helper is None else str(helper).encode(),
+                  int(helper_of), error, len(error)) != 0:
         raise RuntimeError(error.value.decode("utf-8", "replace"))
 
 
