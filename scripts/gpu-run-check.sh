@@ -12,7 +12,8 @@
 # JSON (kernel_stats, steps, input_pipeline, memory, status, overview),
 # torch_profile.json (torch.profiler's per-kernel counts and times) and
 # compare.txt: per kernel name, liveprof's count vs torch.profiler's, and
-# PASS/FAIL lines. Exit status: 0 all passed, 1 a mismatch or a failure, 2
+# PASS/FAIL lines; then a level-3 run with two loader workers (run3.log,
+# modules3.json, status3.json, compare3.txt: module table, loader sources). Exit status: 0 all passed, 1 a mismatch or a failure, 2
 # no GPU here.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,17 +38,24 @@ check() {  # check NAME CONDITION-EXIT-STATUS MESSAGE
   if [[ $2 -eq 0 ]]; then echo "PASS $1: $3"; else echo "FAIL $1: $3"; fails=$((fails + 1)); fi
 }
 
+# run_job LOG ARGS...: examples/pytorch_plain.py ARGS under liveprof run
+# (lingering), until the job has exited; sets url and run_pid.
+run_job() {
+  local log=$1
+  shift
+  "${BUILD}/bin/liveprof" run --port 0 --linger 60 -- "${PYTHON}" examples/pytorch_plain.py "$@" >"${log}" 2>&1 &
+  run_pid=$!
+  url=""
+  for _ in $(seq 600); do
+    url=$(grep -o 'http://127.0.0.1:[0-9]*' "${log}" | head -1)
+    grep -q "the job exited" "${log}" && break
+    sleep 0.5
+  done
+  sleep 3  # the last CUPTI buffers and batches (flushed at the job's exit) reach the views.
+}
+
 # 1. The job under liveprof run; the views read while it lingers.
-"${BUILD}/bin/liveprof" run --port 0 --linger 60 -- "${PYTHON}" examples/pytorch_plain.py --device cuda \
-  --steps "${STEPS}" --loader-delay-ms 20 --fast-after $((STEPS / 2)) --quiet >"${OUT}/run.log" 2>&1 &
-run_pid=$!
-url=""
-for _ in $(seq 600); do
-  url=$(grep -o 'http://127.0.0.1:[0-9]*' "${OUT}/run.log" | head -1)
-  grep -q "the job exited" "${OUT}/run.log" && break
-  sleep 0.5
-done
-sleep 3  # the last CUPTI buffers and batches (flushed at the job's exit) reach the views.
+run_job "${OUT}/run.log" --device cuda --steps "${STEPS}" --loader-delay-ms 20 --fast-after $((STEPS / 2)) --quiet
 for v in kernel_stats "steps?last=${STEPS}" input_pipeline memory status overview; do
   curl -s "${url}/api/${v}" >"${OUT}/${v%%\?*}.json"
 done
@@ -101,5 +109,26 @@ mem = json.load(open(os.path.join(out, "memory.json")))
 print("INFO memory: %s" % json.dumps(mem)[:600])
 EOF
 grep -q "^FAIL" "${OUT}/compare.txt" && fails=$((fails + 1))
+
+# 4. Level 3 with two DataLoader workers: per-module forward and backward
+# time and each module's CUDA memory (/api/modules), and the workers as
+# sources named after the job.
+LIVEPROF_HOST_LEVEL=3 run_job "${OUT}/run3.log" --device cuda --steps 60 --num-workers 2 --quiet
+curl -s "${url}/api/modules" >"${OUT}/modules3.json"
+curl -s "${url}/api/status" >"${OUT}/status3.json"
+kill -INT "${run_pid}" 2>/dev/null
+wait "${run_pid}"
+"${PYTHON}" - "${OUT}" <<'EOF' | tee "${OUT}/compare3.txt"
+import json, os, sys
+out = sys.argv[1]
+rows = {r["name"]: r for r in json.load(open(os.path.join(out, "modules3.json")))["rows"]}
+conv1 = rows.get("SmallCnn.conv1 (Conv2d)", {})
+ok = conv1.get("calls", 0) >= 50 and conv1.get("backward_calls", 0) >= 50 and conv1.get("memory_bytes_max") is not None
+print("%s modules at level 3 (forward, backward, CUDA memory kept): %s" % ("PASS" if ok else "FAIL", json.dumps(rows)[:900]))
+src = json.load(open(os.path.join(out, "status3.json")))["server"]["ingest"]
+labels = sorted(s["label"] for s in src)
+print("%s loader workers as sources: %s" % ("PASS" if sum(" · loader " in l for l in labels) == 2 else "FAIL", labels))
+EOF
+grep -q "^FAIL" "${OUT}/compare3.txt" && fails=$((fails + 1))
 echo "gpu-run-check: ${fails} failure(s); everything is in ${OUT}"
 [[ ${fails} -eq 0 ]]

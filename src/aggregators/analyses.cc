@@ -163,6 +163,7 @@ Analyses::Analyses(AnalysesOptions options, Diagnostics* diag)
       kernels_(&catalog_, diag, options_.kernels),
       utilization_(&catalog_, diag, options_.utilization),
       memory_(&catalog_, diag, options_.memory),
+      modules_(&catalog_),
       pod_(&catalog_, PodOptions(options_)),
       alerts_(options_.alert_rules) {
   if (options_.pytorch_view) pytorch_.emplace(&catalog_, diag, options_.pytorch);
@@ -187,6 +188,7 @@ void Analyses::Consume(std::span<const Event> definitions, std::span<const Event
     kernels_.Consume(part);
     utilization_.Consume(part);
     memory_.Consume(part);
+    modules_.Consume(part);
     if (pytorch_) pytorch_->Consume(part);
     steps_.Consume(part);
   }
@@ -338,6 +340,7 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
   put(View::kMemory, memory);
   put(View::kAlerts, alerts_.Snapshot(ro.alert_history));
   put(View::kPod, pod_.Snapshot());
+  put(View::kModules, modules_.Snapshot());
   if (ro.pytorch && pytorch_) put(View::kPytorch, pytorch_->Snapshot());
   if (ro.csv) {
     v.tf_stats_csv = ops.ToCsv();

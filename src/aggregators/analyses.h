@@ -34,6 +34,7 @@
 #include "aggregators/input_pipeline.h"
 #include "aggregators/kernel_stats.h"
 #include "aggregators/memory_state.h"
+#include "aggregators/module_stats.h"
 #include "aggregators/op_stats.h"
 #include "aggregators/overview.h"
 #include "aggregators/pod_view.h"
@@ -191,6 +192,7 @@ class Analyses {
   KernelStats kernels_;
   DeviceUtilization utilization_;
   MemoryState memory_;
+  ModuleStats modules_;
   std::optional<PytorchView> pytorch_;
   PodView pod_;
   AlertEngine alerts_;

@@ -323,8 +323,8 @@ std::vector<IngestServer::RefusedCount> IngestStatuses::RefusedTotals() const {
 
 bool IngestStatuses::CheckCapture(uint64_t id, const IngestServer::CaptureRequest& request,
                                   std::string* error) const {
-  if (request.host_level != 0 && request.host_level != 1 && request.host_level != 2) {
-    *error = "host_level " + std::to_string(request.host_level) + ": 1 (critical) or 2 (detailed)";
+  if (request.host_level < 0 || request.host_level > 3) {  // (host_api.h: kHostLevelVerbose)
+    *error = "host_level " + std::to_string(request.host_level) + ": 1 (critical), 2 (detailed) or 3 (verbose)";
     return false;
   }
   if (request.python_scopes < -1 || request.python_scopes > 1 || request.gpu < -1 || request.gpu > 1) {

@@ -166,10 +166,10 @@ bool CreateGlobalStream() {
     internal::g_enabled.store(false, std::memory_order_relaxed);
   }
   if (const char* e = std::getenv("LIVEPROF_HOST_LEVEL"); e != nullptr && *e != '\0') {
-    if (std::strcmp(e, "1") == 0 || std::strcmp(e, "2") == 0) {
+    if ((e[0] == '1' || e[0] == '2' || e[0] == '3') && e[1] == '\0') {
       internal::g_level.store(e[0] - '0', std::memory_order_relaxed);
     } else {
-      std::fprintf(stderr, "liveprof: LIVEPROF_HOST_LEVEL='%s' is not 1 or 2; using %d\n", e,
+      std::fprintf(stderr, "liveprof: LIVEPROF_HOST_LEVEL='%s' is not 1, 2 or 3; using %d\n", e,
                    internal::g_level.load(std::memory_order_relaxed));
     }
   }
@@ -212,8 +212,8 @@ void SetTracingEnabled(bool enabled) {
 void SetHostTraceLevel(int level) {
   GlobalStream();  // reads LIVEPROF_HOST_LEVEL first, so this call wins over it.
   internal::g_level.store(level < kHostLevelCritical  ? kHostLevelCritical
-                          : level > kHostLevelDetailed ? kHostLevelDetailed
-                                                       : level,
+                          : level > kHostLevelVerbose ? kHostLevelVerbose
+                                                      : level,
                           std::memory_order_relaxed);
 }
 

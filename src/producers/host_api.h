@@ -56,11 +56,16 @@ void SetTracingEnabled(bool enabled);
 // on demand, docs/ingest.md, turns it up and back down at run time):
 //   1: steps, input-pipeline spans, counters, memory, instants, flows: what
 //      the step breakdown, the input analysis and the alerts need;
-//   2: + framework ops, runtime API calls and user scopes (the default).
-// LIVEPROF_HOST_LEVEL=1|2 in the environment sets the start level. Any thread.
+//   2: + framework ops, runtime API calls and user scopes (the default);
+//   3: + what costs the program more (TF's "verbose"): under `liveprof run`,
+//      each PyTorch module's forward and backward and, on CUDA, the memory
+//      its forward keeps (the Python hooks read the level, docs/attach.md).
+//      Recorded here as level 2's kinds are.
+// LIVEPROF_HOST_LEVEL=1|2|3 in the environment sets the start level. Any thread.
 inline constexpr int kHostLevelCritical = 1;
 inline constexpr int kHostLevelDetailed = 2;
-void SetHostTraceLevel(int level);  // clamped to [1, 2].
+inline constexpr int kHostLevelVerbose = 3;
+void SetHostTraceLevel(int level);  // clamped to [1, 3].
 int HostTraceLevel();
 // The level at which a span of `kind` is recorded.
 constexpr int HostLevelOf(EventKind kind) {

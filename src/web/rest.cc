@@ -158,8 +158,8 @@ static Route CaptureRoute(const RequestTarget& target) {
       r.capture.source = *n;
       has_source = true;
     } else if (key == "host_level") {
-      const auto n = number(1, 2);
-      if (!n) return bad("1 (steps, input, counters, memory) or 2 (+ ops and scopes)");
+      const auto n = number(1, 3);
+      if (!n) return bad("1 (steps, input, counters, memory), 2 (+ ops and scopes) or 3 (+ PyTorch modules)");
       r.capture.host_level = static_cast<int>(*n);
     } else if (key == "python_scopes" || key == "gpu") {
       const auto n = number(0, 1);

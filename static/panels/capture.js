@@ -44,7 +44,8 @@ export default {
           <label>Host level <select name="host_level">
             <option value="">unchanged</option>
             <option value="1">1: steps, input, counters, memory</option>
-            <option value="2">2: + ops, runtime calls, scopes</option></select></label>
+            <option value="2">2: + ops, runtime calls, scopes</option>
+            <option value="3">3: + PyTorch modules' forward, backward, memory</option></select></label>
           <label>Python scopes <select name="python_scopes">
             <option value="">unchanged</option><option value="1">on</option><option value="0">off</option></select></label>
           <label>GPU activity <select name="gpu">

@@ -187,9 +187,9 @@ TEST_CASE("ingest statuses: a capture request is checked against the source's st
   CHECK_FALSE(statuses.CheckCapture(4, r, &error));
   CHECK(error == "source 4 (rank 0) has no GPU producer to turn on (gpu_available false: no CuptiSource runs in it)");
   r = {};
-  r.host_level = 3;
+  r.host_level = 4;
   CHECK_FALSE(statuses.CheckCapture(4, r, &error));
-  CHECK(error == "host_level 3: 1 (critical) or 2 (detailed)");
+  CHECK(error == "host_level 4: 1 (critical), 2 (detailed) or 3 (verbose)");
   s.connected = false;
   statuses.Publish(s);
   r = {};

@@ -193,7 +193,8 @@ TEST_CASE("ingest sender: the host API's events reach the server once each, acro
   REQUIRE(PythonScopesEnabled());
   CHECK(!server.Capture(999, {}, &error));
   CHECK(error == "source 999 is unknown");
-  CHECK(!server.Capture(sources[1].id, {.host_level = 3}, &error));
+  CHECK(!server.Capture(sources[1].id, {.host_level = 4}, &error));
+  CHECK(error == "host_level 4: 1 (critical), 2 (detailed) or 3 (verbose)");
   REQUIRE_MESSAGE(server.Capture(sources[1].id, {.host_level = 1, .python_scopes = 0, .gpu = -1, .duration_ns = 300'000'000},
                                  &error),
                   error);

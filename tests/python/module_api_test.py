@@ -153,8 +153,10 @@ class ModuleTest(unittest.TestCase):
         self.assertEqual(sorted(e["kind"] for e in drain()), ["counter", "input", "step"])
         liveprof.set_level(0)
         self.assertEqual(liveprof.level(), 1)  # clamped
+        liveprof.set_level(3)
+        self.assertEqual(liveprof.level(), 3)  # verbose: liveprof run's module hooks
         liveprof.set_level(7)
-        self.assertEqual(liveprof.level(), 2)
+        self.assertEqual(liveprof.level(), 3)
 
     def test_the_level_is_read_at_enter(self):
         with liveprof.scope("entered at 2"):

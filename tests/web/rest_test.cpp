@@ -238,9 +238,10 @@ TEST_CASE("rest: views, CSV, and the status view with the server's counters") {
   CHECK(err["code"] == "404");
   CHECK(err["message"] == "no \"x\"");
   const nlohmann::json index = nlohmann::json::parse(IndexReply().body);
-  CHECK(index["endpoints"].size() == 14);  // 9 views, 4 trace store paths, /metrics.
+  CHECK(index["endpoints"].size() == 15);  // 10 views, 4 trace store paths, /metrics.
   CHECK(index["endpoints"][8]["path"] == "/api/pod");
-  CHECK(index["endpoints"][10]["path"] == "/api/trace/event");
+  CHECK(index["endpoints"][9]["path"] == "/api/modules");
+  CHECK(index["endpoints"][11]["path"] == "/api/trace/event");
 }
 
 TEST_CASE("rest: the token is taken from the header, the query or the subprotocol") {
@@ -327,8 +328,8 @@ TEST_CASE("rest: /api/capture takes a source and what to change, and refuses the
   const std::pair<const char*, const char*> refused[] = {
       {"/api/capture", "/api/capture needs source=ID (/api/status: server.ingest[].id)"},
       {"/api/capture?source=0", "source='0': expected a source id (/api/status: server.ingest[].id)"},
-      {"/api/capture?source=1&host_level=3",
-       "host_level='3': expected 1 (steps, input, counters, memory) or 2 (+ ops and scopes)"},
+      {"/api/capture?source=1&host_level=4",
+       "host_level='4': expected 1 (steps, input, counters, memory), 2 (+ ops and scopes) or 3 (+ PyTorch modules)"},
       {"/api/capture?source=1&gpu=on", "gpu='on': expected 0 (off) or 1 (on)"},
       {"/api/capture?source=1&gpu_level=1",
        "gpu_level='1': expected default or full (the GPU producer's capture level)"},

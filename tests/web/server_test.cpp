@@ -53,7 +53,7 @@ constexpr size_t kControlCap = 64 * 1024;
 
 constexpr const char* kAllViewTopics =
     R"({"type":"subscribe","topics":["overview","steps","input_pipeline","tf_stats",)"
-    R"("kernel_stats","memory","alerts","status","pod"]})";
+    R"("kernel_stats","memory","alerts","status","pod","modules"]})";
 
 // The well-behaved subscriber: its own thread reads every frame, answers
 // pings, and records each view frame's seq.

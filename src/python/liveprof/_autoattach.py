@@ -17,6 +17,8 @@ process that never does (a launcher, a helper) is left alone. Then:
   liveprof (``liveprof.step``, ``wrap_loader``, ``input``) is left to do so:
   from its first such call, nothing here records.
 
+- **modules** (host trace level 3, verbose): each module's forward and
+  backward, and on CUDA the memory its forward keeps (_modules.py);
 - **loader workers**: each batch a DataLoader fetches (its dataset's
   items and their collation: ``DataLoader fetch#<Dataset class>``) is
   input preprocessing, in the process that fetches it. A worker process
@@ -56,6 +58,7 @@ _last_data = None    # id of the dataset of the latest wait.
 _STAGE_PREPROCESS = None
 _fetch_names = {}    # dataset class -> the name id of its fetch.
 _pid = None          # the process the hooks were bound in (a forked loader worker is another).
+_modules = None      # _modules.ModuleHooks: per-module spans at level 3.
 
 
 def _program_name():
@@ -160,6 +163,8 @@ def _on_fetch(fetcher, t0, t1):
 
 def _on_optimizer_step(optimizer):
     global _steps_from, _step_closer, _train_data
+    if _modules is not None:
+        _modules.sync()  # (each step: the level may have changed, capture on demand)
     if not _on or _steps_from == "profiler":
         return
     closer = _step_closer() if _step_closer is not None else None
@@ -178,6 +183,8 @@ def _on_optimizer_step(optimizer):
 
 def _on_profiler_step():
     global _steps_from, _step_t0
+    if _modules is not None:
+        _modules.sync()
     if not _on:
         return
     if _steps_from != "profiler":
@@ -265,6 +272,17 @@ def _patch_profiler(torch):
     return None
 
 
+def _hook_modules(torch):
+    global _modules
+    from . import _modules as modules
+    hooks = modules.ModuleHooks(torch, _n)
+    if not hooks.available():
+        return "no global module hooks in this PyTorch (%s): no per-module spans" % getattr(torch, "__version__", "?")
+    _modules = hooks
+    hooks.sync()
+    return None
+
+
 def _bind():
     """Loads the library (the first call makes the stream, which connects to
     LIVEPROF_SERVER) and the ids the hooks use."""
@@ -283,7 +301,7 @@ def _instrument(torch):
     os.environ.setdefault("LIVEPROF_PROGRAM", _program_name())
     _bind()
     problems = [p for p in (_patch_dataloader(torch), _patch_fetchers(torch), _patch_optimizer(torch),
-                            _patch_profiler(torch)) if p]
+                            _patch_profiler(torch), _hook_modules(torch)) if p]
     for p in problems:
         print("liveprof: PyTorch partly instrumented: " + p, file=sys.stderr)
 
