@@ -48,10 +48,10 @@ for r in range(7):
     t = time.perf_counter_ns()
     for i in range(N):
         t0 = n._now()                  # the wrapped fetcher: two clock reads,
-        a._on_fetch(fetcher, t0, n._now())  # the batch's fetch recorded,
+        a._guarded(a._on_fetch, fetcher, t0, n._now())  # the batch's fetch recorded,
         t0 = n._now()                  # the wrapped DataLoader __next__: two clock reads,
-        a._on_wait(It, t0, n._now())   # the wait recorded,
-        a._on_optimizer_step(opt)      # and the optimizer's step-end hook: a step recorded.
+        a._guarded(a._on_wait, It, t0, n._now())   # the wait recorded,
+        a._guarded(a._on_optimizer_step, opt)      # and the optimizer's step-end hook: a step recorded.
         if i % 1000 == 999:
             n._drain_local()           # (not connected: the bench drains its own rings)
     best = min(best, (time.perf_counter_ns() - t) / N)

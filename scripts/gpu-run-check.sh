@@ -128,6 +128,10 @@ print("%s modules at level 3 (forward, backward, CUDA memory kept): %s" % ("PASS
 src = json.load(open(os.path.join(out, "status3.json")))["server"]["ingest"]
 labels = sorted(s["label"] for s in src)
 print("%s loader workers as sources: %s" % ("PASS" if sum(" · loader " in l for l in labels) == 2 else "FAIL", labels))
+# A forked worker has no GPU producer (CUDA does not work in it): never offered GPU capture.
+gpu = [(s["label"], s["capture"]["gpu_available"]) for s in src]
+print("%s GPU producer only in the training process: %s"
+      % ("PASS" if all(a == (" · loader " not in l) for l, a in gpu) else "FAIL", gpu))
 EOF
 grep -q "^FAIL" "${OUT}/compare3.txt" && fails=$((fails + 1))
 echo "gpu-run-check: ${fails} failure(s); everything is in ${OUT}"

@@ -180,11 +180,11 @@ void Analyses::Consume(std::span<const Event> definitions, std::span<const Event
     catalog_.Consume(part);  // a GPU's kDeviceInfo travels with its source's events.
     pod_.Consume(part);
     part = AnalysedWorker(part);
+    if (!part.empty()) op_stats_.Consume(part);
     // Its helpers' work (DataLoader workers' fetches) is in the op and input
-    // tables, never in its steps, kernels or memory.
-    if (!helpers_.empty()) op_stats_.Consume(helpers_);
+    // tables, never in its host time, steps, kernels or memory.
+    if (!helpers_.empty()) op_stats_.ConsumeHelpers(helpers_);
     if (part.empty()) continue;
-    op_stats_.Consume(part);
     kernels_.Consume(part);
     utilization_.Consume(part);
     memory_.Consume(part);
@@ -210,8 +210,10 @@ std::span<const Event> Analyses::AnalysedWorker(std::span<const Event> part) {
         break;
       }
       if (analysed_process_ == kNoProcess && e.track != 0) {
+        // (A helper's event, a loader's first fetch: the process it serves.)
         const uint32_t process = catalog_.Track(e.track).process;
-        if (catalog_.ServedProcess(process) == Catalog::kNoProcess) analysed_process_ = process;  // (not a helper)
+        const uint32_t served = catalog_.ServedProcess(process);
+        analysed_process_ = served != Catalog::kNoProcess ? served : process;
       }
     }
   }

@@ -12,18 +12,31 @@ std::string_view Catalog::ProcessLabel(uint32_t process) const {
 }
 
 void Catalog::DefineProcess(const TrackDef& t) {
-  // A helper is defined after the process it serves (it connects later).
   const size_t cut = t.name.rfind(kHelperLabelSeparator);
-  if (cut == std::string::npos) return;
+  if (cut == std::string::npos) {
+    // A process that may be served: the helpers defined before it (a worker
+    // that connected first) are its now.
+    std::erase_if(unresolved_helpers_, [&](const std::pair<uint32_t, std::string>& h) {
+      if (h.second != t.name || h.first == t.process) return false;
+      Serve(h.first, t.process);
+      return true;
+    });
+    return;
+  }
   const std::string_view served_label = std::string_view(t.name).substr(0, cut);
   for (const TrackDef& other : tracks_) {
     if (other.defined && other.type == TrackType::kProcess && other.process != t.process &&
         other.name == served_label) {
-      if (t.process >= served_.size()) served_.resize(t.process + 1, kNoProcess);
-      served_[t.process] = other.process;
+      Serve(t.process, other.process);
       return;
     }
   }
+  if (unresolved_helpers_.size() < 4096) unresolved_helpers_.emplace_back(t.process, std::string(served_label));
+}
+
+void Catalog::Serve(uint32_t helper, uint32_t served) {
+  if (helper >= served_.size()) served_.resize(helper + 1, kNoProcess);
+  served_[helper] = served;
 }
 
 void Catalog::DefineName(NameId id, std::string_view name) {

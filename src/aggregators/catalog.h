@@ -9,10 +9,10 @@
 #define LIVEPROF_AGGREGATORS_CATALOG_H_
 
 #include <cstdint>
-#include <climits>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "stream/event.h"
@@ -76,11 +76,14 @@ class Catalog {
  private:
   static const TrackDef kUnknownTrack;
   void DefineProcess(const TrackDef& t);
+  void Serve(uint32_t helper, uint32_t served);
   std::vector<std::string> names_;
   std::vector<bool> defined_;  // by id: a kNameDef was seen.
   std::vector<TrackDef> tracks_;
   bool multi_process_ = false;
   std::vector<uint32_t> served_;  // by process: ServedProcess().
+  // Helpers whose served process was not defined yet: (process, its label), bounded.
+  std::vector<std::pair<uint32_t, std::string>> unresolved_helpers_;
   std::vector<DeviceDef> devices_;
 };
 

@@ -40,7 +40,10 @@ const ModuleStats::NameRole& ModuleStats::RoleOf(NameId name) {
   }
   auto it = index_.find(std::string(s));
   if (it == index_.end()) {
-    if (rows_.size() >= options_.max_modules) return r;  // (stays unknown: counted at each event)
+    if (rows_.size() >= options_.max_modules) {
+      r.role = Role::kOverCap;
+      return r;
+    }
     it = index_.emplace(std::string(s), static_cast<uint32_t>(rows_.size())).first;
     rows_.push_back(ModuleRow{.name = std::string(s)});
   }
@@ -71,9 +74,9 @@ void ModuleStats::Consume(std::span<const Event> events) {
   for (const Event& e : events) {
     if (e.kind != EventKind::kHostSpan && e.kind != EventKind::kCounter) continue;
     const NameRole& r = RoleOf(e.name);
-    if (r.role == Role::kNone) continue;
-    if (r.role == Role::kUnknown) {
-      if (catalog_->Defined(e.name)) ++over_cap_;  // (one of ours, past the cap)
+    if (r.role == Role::kNone || r.role == Role::kUnknown) continue;
+    if (r.role == Role::kOverCap) {
+      ++over_cap_;
       continue;
     }
     ModuleRow& row = rows_[r.row];

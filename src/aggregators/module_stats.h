@@ -61,9 +61,9 @@ class ModuleStats {
   ModuleStatsSnapshot Snapshot() const;
 
  private:
-  // What a name is: not yet looked at, none of ours, or a row's forward,
-  // backward or memory.
-  enum class Role : uint8_t { kUnknown, kNone, kForward, kBackward, kMemory };
+  // What a name is: not yet looked at, none of ours, one of ours past the
+  // cap, or a row's forward, backward or memory.
+  enum class Role : uint8_t { kUnknown, kNone, kOverCap, kForward, kBackward, kMemory };
   struct NameRole {
     Role role = Role::kUnknown;
     uint32_t row = 0;

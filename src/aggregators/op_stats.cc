@@ -360,7 +360,7 @@ void OpStats::ApplyLate() {
   late_.devices.clear();
 }
 
-void OpStats::ConsumeHostOp(const Event& e, bool input) {
+void OpStats::ConsumeHostOp(const Event& e, bool input, bool host_time) {
   const uint64_t begin = e.ts;
   const uint64_t end = e.ts + e.dur;
   if (e.track >= tracks_.size()) tracks_.resize(std::max<size_t>(e.track + 1, 2 * tracks_.size()));
@@ -406,6 +406,7 @@ void OpStats::ConsumeHostOp(const Event& e, bool input) {
       s.time_ns += e.dur;
       s.self_ns += self;
     }
+    if (!host_time) return;
     SpanStats& t = current_.tracks.At(e.track);
     if (begin < t.first_ns) t.first_ns = begin;
     if (end > t.last_ns) t.last_ns = end;
@@ -417,7 +418,7 @@ void OpStats::ConsumeHostOp(const Event& e, bool input) {
   } else {
     late_.host_ops.emplace_back(e.name, HostStats{1, e.dur, self});
   }
-  late_.tracks.emplace_back(e.track, SpanStats{begin, end, self});
+  if (host_time) late_.tracks.emplace_back(e.track, SpanStats{begin, end, self});
   ApplyLate();
 }
 
@@ -482,17 +483,26 @@ void OpStats::Consume(std::span<const Event> events) {
       default:
         continue;
     }
-    // A counted host op.
-    if (e.dur > kMaxEventDurationNs) [[unlikely]] {
-      Count(Diag::bad_duration);
-      continue;
-    }
-    if (e.name >= kMaxId || e.track >= kMaxId) [[unlikely]] {
-      Count(Diag::id_out_of_range);
-      continue;
-    }
-    ConsumeHostOp(e, input);
+    ConsumeCheckedHostOp(e, input, /*host_time=*/true);  // a counted host op.
   }
+}
+
+void OpStats::ConsumeHelpers(std::span<const Event> events) {
+  for (const Event& e : events) {
+    if (e.kind == EventKind::kInputSpan) ConsumeCheckedHostOp(e, /*input=*/true, /*host_time=*/false);
+  }
+}
+
+void OpStats::ConsumeCheckedHostOp(const Event& e, bool input, bool host_time) {
+  if (e.dur > kMaxEventDurationNs) [[unlikely]] {
+    Count(Diag::bad_duration);
+    return;
+  }
+  if (e.name >= kMaxId || e.track >= kMaxId) [[unlikely]] {
+    Count(Diag::id_out_of_range);
+    return;
+  }
+  ConsumeHostOp(e, input, host_time);
 }
 
 // ---------------------------------------------------------------------------

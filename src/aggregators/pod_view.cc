@@ -87,6 +87,8 @@ PodView::~PodView() = default;
 PodView::Worker* PodView::WorkerOf(uint32_t process) {
   const auto it = index_.find(process);
   if (it != index_.end()) return workers_[it->second].get();
+  // A helper (a DataLoader worker) is no rank: no slot, no count.
+  if (catalog_->ServedProcess(process) != Catalog::kNoProcess) return nullptr;
   // Process 0 always has its slot; the others count against the cap.
   if (process != 0 && workers_.size() >= options_.max_workers + 1) {
     if (refused_.size() < kMaxRefusedRemembered && refused_.insert(process).second) {
@@ -123,7 +125,8 @@ void PodView::Consume(std::span<const Event> events) {
     if (!defs) return;
   }
   // The worker of each event, with the last lookup remembered (a batch is
-  // mostly runs of one process's events).
+  // mostly runs of one process's events); or a helper's, or one past the cap.
+  constexpr int64_t kOverCap = -2, kHelper = -3;
   uint32_t cached_process = 0;
   int64_t cached = -1;
   auto index_of = [&](const Event& e) -> int64_t {
@@ -131,7 +134,9 @@ void PodView::Consume(std::span<const Event> events) {
     if (cached < 0 || process != cached_process) {
       const Worker* w = WorkerOf(process);
       cached_process = process;
-      cached = w == nullptr ? int64_t{-2} : static_cast<int64_t>(index_.at(process));
+      cached = w != nullptr ? static_cast<int64_t>(index_.at(process))
+               : catalog_->ServedProcess(process) != Catalog::kNoProcess ? kHelper
+                                                                         : kOverCap;
     }
     return cached;
   };
@@ -160,6 +165,7 @@ void PodView::Consume(std::span<const Event> events) {
   for (const Event& e : events) {
     if (e.kind == EventKind::kTrackDef) continue;  // learnt above.
     const int64_t w = index_of(e);
+    if (w == kHelper) continue;  // (a DataLoader worker's: no rank's steps)
     if (w < 0) {
       ++counts_.events_over_worker_cap;
     } else if (IsSpanKind(e.kind)) {  // what an assembler reads: markers, spans, device work.

@@ -11,7 +11,11 @@ uint8_t ClassifyName(std::string_view name) {
     bits |= kName16Bit;
   }
   if (name.starts_with("EagerExecute") || name.starts_with("EagerLocalExecute") ||
-      name.starts_with("EagerKernelExecute") || name.starts_with("FunctionRun")) {
+      name.starts_with("EagerKernelExecute") || name.starts_with("FunctionRun") ||
+      // liveprof run's per-module spans and counters (level 3, module_stats.h):
+      // the Modules view's, not the step's (turning them on for a while must
+      // not move the breakdown).
+      name.starts_with("nn.Module")) {
     bits |= kNameIgnored;
   }
   if (StartsWithNoCase(name, "memcpyhtod") || name.starts_with("InfeedEnqueue")) bits |= kNameToDevice;

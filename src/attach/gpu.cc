@@ -1,6 +1,7 @@
 // The process's one GPU tracer (gpu.h).
 #include "attach/gpu.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -18,6 +19,22 @@ std::mutex g_mu;
 std::unique_ptr<CuptiSource> g_source;  // guarded by g_mu; never freed (see GpuStop).
 GpuState g_state;                       // guarded by g_mu.
 pid_t g_owner = 0;                      // the process that started it (a fork's child did not).
+
+// fork(2): g_mu is held across it (a GpuStart in another thread finishes
+// first), and a child has no GPU tracer: CUDA does not work in a fork of a
+// process that initialised it, and the tracer's threads are the parent's.
+// Registered at the end of the first GpuStart, after the handlers of what
+// GpuStart locks under g_mu (the stream's, the GPU switch's), so that the
+// prepare handlers, which run in reverse order, take g_mu first: the order
+// GpuStart takes them in.
+void PrepareFork() { g_mu.lock(); }
+void AfterForkInParent() { g_mu.unlock(); }
+void AfterForkInChild() {
+  (void)g_source.release();  // (the parent's: never stopped, never freed here)
+  g_owner = 0;
+  g_state = {0, "a fork of a process that traces its GPU: no GPU tracing in it"};
+  g_mu.unlock();
+}
 
 }  // namespace
 
@@ -40,6 +57,8 @@ GpuState GpuStart(const std::string& level, bool in_cuinit) {
   o.probe_driver_at_start = !in_cuinit;
   auto source = std::make_unique<CuptiSource>(GlobalStream(), std::move(o));
   source->Start();
+  static const bool at_fork = pthread_atfork(PrepareFork, AfterForkInParent, AfterForkInChild) == 0;
+  (void)at_fork;
   g_state = {static_cast<int>(source->status()), source->message()};
   if (source->status() == CuptiSource::Status::kRunning) {
     g_source = std::move(source);

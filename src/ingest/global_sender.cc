@@ -47,6 +47,7 @@ void ForgetForkedSender() {
 void PrepareFork() { g_sender_mu.lock(); }
 void AfterForkInParent() { g_sender_mu.unlock(); }
 void AfterForkInChild() {
+  if (g_sender != nullptr) g_sender->CloseInForkChild();
   (void)g_sender.release();  // (its thread is the parent's)
   g_final = SenderStatus{};
   g_forked_child = false;

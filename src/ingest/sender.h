@@ -49,6 +49,13 @@ class IngestSender {
   }
   // False in a child forked after Start: the thread did not come along.
   bool InOwner() const { return ::getpid() == owner_pid_; }
+  // In a child forked after Start (the one thread there, its own sender's
+  // not started): closes the child's copy of the connection, so that the
+  // server sees it close when the parent's does. Nothing else is touched.
+  void CloseInForkChild() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
 
   // Asks the thread to send what is recorded and to wait for its ack, then
   // joins it.

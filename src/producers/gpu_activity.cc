@@ -1,5 +1,7 @@
 #include "producers/gpu_activity.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <mutex>
 #include <utility>
@@ -30,9 +32,27 @@ bool Turn(const std::function<void(T)>& fn, std::atomic<T>& state, T value, T* w
   return true;
 }
 
+// fork(2): Mu() is held across it (a switch in another thread, a sender's
+// capture control, finishes first), and a child has no GPU producer: the
+// parent's CuptiSource and its threads are not the child's to switch (CUDA
+// does not work in a fork of a process that initialised it). So a forked
+// DataLoader worker says gpu_available false, and a capture asking it for
+// GPU activity is refused.
+void PrepareFork() { Mu().lock(); }
+void AfterForkInParent() { Mu().unlock(); }
+void AfterForkInChild() {
+  g_switch = GpuActivitySwitch{};  // (callables only: dropping them calls nothing)
+  g_available.store(false);
+  g_enabled.store(false);
+  g_level.store(CuptiLevel::kDefault);
+  Mu().unlock();
+}
+
 }  // namespace
 
 void InstallGpuActivitySwitch(GpuActivitySwitch gpu) {
+  static const bool at_fork = pthread_atfork(PrepareFork, AfterForkInParent, AfterForkInChild) == 0;
+  (void)at_fork;
   std::lock_guard<std::mutex> lock(Mu());
   const bool available = gpu.apply && gpu.set_level;
   g_switch = available ? std::move(gpu) : GpuActivitySwitch{};

@@ -188,59 +188,75 @@ TEST_CASE("analyses: with several workers the views follow one (the first to sen
   CHECK(pod["workers"].size() == 2);
 }
 
-TEST_CASE("analyses: a worker's DataLoader workers are in its input tables, not in its steps, nor Pod columns") {
-  Diagnostics diag;
-  Analyses a(AnalysesOptions{}, &diag);
+TEST_CASE("analyses: a worker's DataLoader workers are in its input tables, not in its steps, host time or Pod") {
   // Process 1 trains ("host:10"); process 2 ("host:10 · loader 0") fetches
   // its batches; process 3 is another job's loader ("host:99 · loader 0").
-  const std::string names[] = {"", "host:10", "host:10 · loader 0", "host:99 · loader 0", "train", "wait",
-                               "DataLoader fetch#Images", "op", "host:99"};
-  std::vector<Event> defs;
-  for (NameId n = 1; n < 9; ++n) defs.push_back(NameDefEvent(n, names[n]));
-  defs.push_back(TrackDefEvent(1, TrackInfo{1, TrackType::kProcess, 10, 0, 1}));
-  defs.push_back(TrackDefEvent(2, TrackInfo{8, TrackType::kProcess, 99, 0, 4}));
-  defs.push_back(TrackDefEvent(3, TrackInfo{2, TrackType::kProcess, 11, 0, 2}));
-  defs.push_back(TrackDefEvent(4, TrackInfo{3, TrackType::kProcess, 98, 0, 3}));
-  defs.push_back(TrackDefEvent(5, TrackInfo{0, TrackType::kHostThread, 10, 0, 1}));
-  defs.push_back(TrackDefEvent(6, TrackInfo{0, TrackType::kHostThread, 11, 0, 2}));
-  defs.push_back(TrackDefEvent(7, TrackInfo{0, TrackType::kHostThread, 98, 0, 3}));
-  auto input_span = [](NameId name, TrackId track, uint64_t ts, uint64_t dur, InputStage stage) {
-    Event e = test::Input(ts, dur, name, track);
-    e.sub = static_cast<uint8_t>(stage);
-    return e;
-  };
-  std::vector<Event> events;
-  for (int64_t n = 0; n < 10; ++n) {
-    const uint64_t t = 1'000'000'000 + n * 100'000'000;
-    // The loaders' fetches: 80 ms inside each 100 ms step.
-    events.push_back(input_span(6, 6, t + 10'000'000, 80'000'000, InputStage::kPreprocess));
-    events.push_back(input_span(6, 7, t + 10'000'000, 80'000'000, InputStage::kPreprocess));
-    events.push_back(input_span(5, 5, t, 10'000'000, InputStage::kWait));  // 10 ms waiting
-    events.push_back(test::Op(t + 10'000'000, 90'000'000, 7, 5));
-    Event step = test::Step(t, 100'000'000, n, 5);
-    step.name = 4;
-    events.push_back(step);
+  // Either order of definition: a loader may connect before its parent.
+  for (const bool loader_first : {false, true}) {
+    CAPTURE(loader_first);
+    Diagnostics diag;
+    Analyses a(AnalysesOptions{}, &diag);
+    const std::string names[] = {"", "host:10", "host:10 · loader 0", "host:99 · loader 0", "train", "wait",
+                                 "DataLoader fetch#Images", "op", "host:99"};
+    std::vector<Event> defs;
+    for (NameId n = 1; n < 9; ++n) defs.push_back(NameDefEvent(n, names[n]));
+    std::vector<Event> processes = {TrackDefEvent(1, TrackInfo{1, TrackType::kProcess, 10, 0, 1}),
+                                    TrackDefEvent(2, TrackInfo{8, TrackType::kProcess, 99, 0, 4}),
+                                    TrackDefEvent(3, TrackInfo{2, TrackType::kProcess, 11, 0, 2}),
+                                    TrackDefEvent(4, TrackInfo{3, TrackType::kProcess, 98, 0, 3})};
+    if (loader_first) std::reverse(processes.begin(), processes.end());
+    defs.insert(defs.end(), processes.begin(), processes.end());
+    defs.push_back(TrackDefEvent(5, TrackInfo{0, TrackType::kHostThread, 10, 0, 1}));
+    defs.push_back(TrackDefEvent(6, TrackInfo{0, TrackType::kHostThread, 11, 0, 2}));
+    defs.push_back(TrackDefEvent(7, TrackInfo{0, TrackType::kHostThread, 98, 0, 3}));
+    auto input_span = [](NameId name, TrackId track, uint64_t ts, uint64_t dur, InputStage stage) {
+      Event e = test::Input(ts, dur, name, track);
+      e.sub = static_cast<uint8_t>(stage);
+      return e;
+    };
+    std::vector<Event> events;
+    // The loader's first fetch comes before any step (the first event of
+    // the stream): the loader is never the analysed worker.
+    events.push_back(input_span(6, 6, 500'000'000, 80'000'000, InputStage::kPreprocess));
+    for (int64_t n = 0; n < 10; ++n) {
+      const uint64_t t = 1'000'000'000 + n * 100'000'000;
+      // The loaders' fetches: 80 ms inside each 100 ms step, 20 ms apart.
+      events.push_back(input_span(6, 6, t + 10'000'000, 80'000'000, InputStage::kPreprocess));
+      events.push_back(input_span(6, 7, t + 10'000'000, 80'000'000, InputStage::kPreprocess));
+      events.push_back(input_span(5, 5, t, 10'000'000, InputStage::kWait));  // 10 ms waiting
+      events.push_back(test::Op(t + 10'000'000, 90'000'000, 7, 5));
+      Event step = test::Step(t, 100'000'000, n, 5);
+      step.name = 4;
+      events.push_back(step);
+    }
+    std::stable_sort(events.begin(), events.end(), CompletionOrderLess);
+    a.Consume(defs, std::span<const Event>(events).first(1), {}, 600'000'000, 600'000'000);
+    a.Consume({}, std::span<const Event>(events).subspan(1), {}, 3'000'000'000, 3'000'000'000);
+    a.Flush(3'000'000'000);
+    const RenderedViews v = a.Render(RenderOptions{});
+    const auto status = Parse(v.status);
+    CHECK(status["analysed_worker"] == "host:10");
+    const auto input = Parse(v.input_pipeline);
+    // The steps: 10 % input (the wait), not the loader's 80 %.
+    CHECK(input["bottleneck"]["input_pct"].get<double>() == doctest::Approx(10.0));
+    // The host-side table: this job's loader's 11 fetches (880 ms), not the other's.
+    const auto& ops = input["host_side"]["ops"];
+    REQUIRE(ops.size() == 1);
+    CHECK(ops[0]["name"] == "DataLoader fetch#Images");
+    CHECK(ops[0]["count"] == 11);
+    CHECK(ops[0]["total_ms"].get<double>() == doctest::Approx(880.0));
+    CHECK(ops[0]["category"] == "Preprocessing");
+    // TF stats: the fetches are host rows; the loader's thread, idle 20 ms
+    // between fetches, is none of the host's IDLE (the trainer's thread is
+    // busy throughout: 0).
+    const auto tf = Parse(v.tf_stats);
+    CHECK(tf["host"]["idle_us"].get<double>() == doctest::Approx(0.0));
+    // The Pod page: the one process with steps.
+    const auto pod = Parse(v.pod);
+    REQUIRE(pod["workers"].size() == 1);
+    CHECK(pod["workers"][0]["label"] == "host:10");
+    CHECK(pod["diagnostics"]["events_over_worker_cap"] == 0);
   }
-  std::stable_sort(events.begin(), events.end(), CompletionOrderLess);
-  a.Consume(defs, events, {}, 3'000'000'000, 3'000'000'000);
-  a.Flush(3'000'000'000);
-  const RenderedViews v = a.Render(RenderOptions{});
-  const auto status = Parse(v.status);
-  CHECK(status["analysed_worker"] == "host:10");
-  const auto input = Parse(v.input_pipeline);
-  // The steps: 10 % input (the wait), not the loader's 80 %.
-  CHECK(input["bottleneck"]["input_pct"].get<double>() == doctest::Approx(10.0));
-  // The host-side table: this job's loader's 10 fetches (800 ms), not the other's.
-  const auto& ops = input["host_side"]["ops"];
-  REQUIRE(ops.size() == 1);
-  CHECK(ops[0]["name"] == "DataLoader fetch#Images");
-  CHECK(ops[0]["count"] == 10);
-  CHECK(ops[0]["total_ms"].get<double>() == doctest::Approx(800.0));
-  CHECK(ops[0]["category"] == "Preprocessing");
-  // The Pod page: the one process with steps.
-  const auto pod = Parse(v.pod);
-  REQUIRE(pod["workers"].size() == 1);
-  CHECK(pod["workers"][0]["label"] == "host:10");
 }
 
 }  // namespace

@@ -8,12 +8,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <random>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "aggregators/catalog.h"
 #include "base/json_writer.h"
 #include "doctest/doctest.h"
 #include "event_builder.h"
+#include "stream/reorder_buffer.h"
 
 namespace liveprof {
 namespace {
@@ -102,6 +107,98 @@ TEST_CASE("module stats: names defined later are looked at then; modules past th
   CHECK(s.rows[0].name == "A");
   CHECK(s.rows[0].calls == 1);
   CHECK(s.modules_over_cap == 2);
+}
+
+// A random model: per track, nested module calls (a module's children
+// inside it, in order), forwards emitted in completion order; the expected
+// totals and self times by brute force.
+struct RandomRun {
+  Catalog catalog;
+  std::vector<Event> events;
+  std::map<std::string, ModuleRow> expected;
+};
+
+void AddCalls(std::mt19937_64& rng, RandomRun& run, TrackId track, uint64_t begin, uint64_t end, int depth,
+              std::vector<Event>* out) {
+  std::uniform_int_distribution<int> pick(1, 6);
+  uint64_t t = begin;
+  while (t + 20 < end && depth < 4) {
+    const uint64_t b = t + std::uniform_int_distribution<uint64_t>(0, 10)(rng);
+    const uint64_t e = std::min(end, b + std::uniform_int_distribution<uint64_t>(10, (end - b) / 2 + 10)(rng));
+    if (e <= b) break;
+    const NameId name = static_cast<NameId>(pick(rng));
+    std::vector<Event> children;  // its descendants (strictly inside it)
+    AddCalls(rng, run, track, b + 1, e - 1, depth + 1, &children);
+    uint64_t child_ns = 0;
+    out->insert(out->end(), children.begin(), children.end());
+    out->push_back(test::Span(b, e - b, name, track));
+    ModuleRow& row = run.expected[std::string(run.catalog.Name(name)).substr(11)];
+    ++row.calls;
+    row.forward_ns += e - b;
+    // Direct children: the descendants no other descendant contains.
+    for (const Event& c : children) {
+      bool direct = true;
+      for (const Event& p : children) {
+        if (&p != &c && p.ts <= c.ts && c.end() <= p.end() && p.dur > c.dur) direct = false;
+      }
+      if (direct) child_ns += c.dur;
+    }
+    row.forward_self_ns += (e - b) - child_ns;
+    t = e;
+  }
+}
+
+RandomRun MakeRandomRun(uint64_t seed) {
+  RandomRun run;
+  for (NameId i = 1; i <= 6; ++i) run.catalog.DefineName(i, "nn.Module: M" + std::to_string(i));
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<Event>> per_track(3);
+  for (TrackId track = 1; track <= 3; ++track) {
+    AddCalls(rng, run, track, 0, 100'000, 0, &per_track[track - 1]);
+  }
+  for (auto& v : per_track) run.events.insert(run.events.end(), v.begin(), v.end());
+  std::stable_sort(run.events.begin(), run.events.end(), CompletionOrderLess);
+  return run;
+}
+
+TEST_CASE("module stats: incremental equals batch equals a brute-force reference, on random nested calls") {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    CAPTURE(seed);
+    RandomRun run = MakeRandomRun(seed);
+    REQUIRE(!run.expected.empty());
+    ModuleStats batch(&run.catalog), chunked(&run.catalog);
+    batch.Consume(run.events);
+    std::mt19937_64 rng(seed * 7);
+    for (size_t i = 0; i < run.events.size();) {
+      const size_t n = std::min(run.events.size() - i, std::uniform_int_distribution<size_t>(1, 9)(rng));
+      chunked.Consume(std::span<const Event>(run.events).subspan(i, n));
+      i += n;
+    }
+    const ModuleStatsSnapshot a = batch.Snapshot(), b = chunked.Snapshot();
+    REQUIRE(a.rows.size() == run.expected.size());
+    REQUIRE(b.rows.size() == a.rows.size());
+    for (size_t k = 0; k < a.rows.size(); ++k) {
+      const ModuleRow& want = run.expected.at(a.rows[k].name);
+      CAPTURE(a.rows[k].name);
+      CHECK(a.rows[k].calls == want.calls);
+      CHECK(a.rows[k].forward_ns == want.forward_ns);
+      CHECK(a.rows[k].forward_self_ns == want.forward_self_ns);
+      CHECK(b.rows[k].name == a.rows[k].name);
+      CHECK(b.rows[k].forward_self_ns == a.rows[k].forward_self_ns);
+    }
+  }
+}
+
+TEST_CASE("module stats: a late forward counts in full and claims nothing") {
+  const Catalog c = MakeCatalog();
+  ModuleStats m(&c);
+  // fc1 [10,40) and Net [0,100) in order, then a late fc2 [50,90): Net has
+  // already claimed what it could (fc1), so its self time stays 70.
+  m.Consume(std::vector<Event>{test::Span(10, 30, kFc1, 1), test::Span(0, 100, kNet, 1), test::Span(50, 40, kFc2, 1)});
+  const ModuleStatsSnapshot s = m.Snapshot();
+  CHECK(Row(s, "Net")->forward_self_ns == 70);
+  CHECK(Row(s, "Net.fc2 (Linear)")->forward_ns == 40);
+  CHECK(Row(s, "Net.fc2 (Linear)")->forward_self_ns == 40);
 }
 
 }  // namespace

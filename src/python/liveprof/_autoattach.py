@@ -127,6 +127,21 @@ def _on_wait(it, t0, t1):
     _n._record_span(_n._KIND_INPUT_SPAN, name, t0, t1, _STAGE_WAIT)
 
 
+_failed = False
+
+
+def _guarded(hook, *args):
+    """Runs a hook; what it raises never reaches the program (said once)."""
+    global _failed
+    try:
+        hook(*args)
+    except Exception as e:  # noqa: BLE001
+        if not _failed:
+            _failed = True
+            print("liveprof: a PyTorch hook failed (%s: %s); the job goes on" % (type(e).__name__, e),
+                  file=sys.stderr)
+
+
 def _connect_loader_worker():
     """In a forked DataLoader worker (its first batch): a sender of its
     own, named after the process it serves (the parent's is not in the
@@ -206,7 +221,7 @@ def _patch_dataloader(torch):
             return original(self)
         t0 = now()
         batch = original(self)  # (StopIteration, the end of an epoch, is not a wait)
-        _on_wait(self, t0, now())
+        _guarded(_on_wait, self, t0, now())
         return batch
 
     dl._BaseDataLoaderIter.__next__ = __next__
@@ -227,7 +242,7 @@ def _patch_fetchers(torch):
                     return original(self, *args, **kwargs)
                 t0 = now()
                 batch = original(self, *args, **kwargs)  # (StopIteration: the end of the data, no batch)
-                _on_fetch(self, t0, now())
+                _guarded(_on_fetch, self, t0, now())
                 return batch
             return fetch
         cls.fetch = wrap(cls.fetch)
@@ -240,7 +255,7 @@ def _patch_optimizer(torch):
         return "no torch.optim.optimizer"
     register = getattr(opt, "register_optimizer_step_post_hook", None)
     if register is not None:  # PyTorch 2.x: the documented global hook.
-        register(lambda optimizer, args, kwargs: _on_optimizer_step(optimizer))
+        register(lambda optimizer, args, kwargs: _guarded(_on_optimizer_step, optimizer))
         return None
     Optimizer = getattr(opt, "Optimizer", None)
     original = getattr(Optimizer, "_optimizer_step_code", None)
@@ -249,7 +264,7 @@ def _patch_optimizer(torch):
 
     @functools.wraps(original)
     def _optimizer_step_code(self):  # PyTorch 1.x: called at the end of every step().
-        _on_optimizer_step(self)
+        _guarded(_on_optimizer_step, self)
         return original(self)
 
     Optimizer._optimizer_step_code = _optimizer_step_code
@@ -265,7 +280,7 @@ def _patch_profiler(torch):
 
     @functools.wraps(original)
     def step(self, *args, **kwargs):
-        _on_profiler_step()
+        _guarded(_on_profiler_step)
         return original(self, *args, **kwargs)
 
     profile.step = step

@@ -3,24 +3,32 @@ forward keeps, at host trace level 3 ("verbose", as TF's host_tracer_level
 3; ``LIVEPROF_HOST_LEVEL=3`` or capture on demand). Used by _autoattach
 (``liveprof run``): what users of PyTorch's module view or traceml get, live.
 
-The hooks cost the program (a Python call per module call, and PyTorch's
+The hooks cost the program (Python calls per module call, and PyTorch's
 slower module path while any global hook exists), so they exist only while
 the level is 3: ``sync()``, called at every step boundary, installs or
-removes them. Then, per module call:
+removes them (the parameters' hooks too). Then, per module call:
 
 - **forward**: a host span ``nn.Module: <path>``, from PyTorch's global
   forward pre-hook to its forward hook, where the path is the module's
   place in the first module called around it (``Net.encoder.0 (Linear)``;
-  the outermost is its class, ``Net``). Nested modules nest; the op table's
-  self time is then the module's own.
+  the outermost is its class, ``Net``). Nested modules nest, so the Modules
+  view (aggregators/module_stats.h) has each one's self time. The step
+  breakdown and the op table leave these spans out.
 - **backward**: a host span ``nn.Module: <path>.backward``, from the moment
   the gradient of its output reaches it to the moment the gradients of its
   inputs and of its own parameters are computed (tensor hooks on its
-  output and inputs, and one on its first parameter, registered once: its
-  parameters' gradients come from one node): the autograd thread's time
-  in it. A module whose inputs need no gradient and
-  that has no parameters of its own (a model fed with data, a container of
-  it) has no end to observe: no backward span.
+  output and inputs, and one on its first parameter: its parameters'
+  gradients come from one node), on the thread that runs that part of the
+  backward (the caller's on CPU, the device's autograd thread on CUDA).
+  What has no observable end records no backward: a module whose inputs
+  need no gradient and that has no parameters of its own (a model fed with
+  data, a container of it), an in-place module (its input is its output).
+  Leaf tensors (a parameter passed as an argument) are not hooked: their
+  hooks would stay. A module called several times in a step (shared
+  weights) ends each call's backward when its parameters' gradient, summed
+  over the calls, is computed; an input shared by several modules ends
+  their backwards when its summed gradient is; activation checkpointing's
+  recomputed forwards count as calls.
 - **memory** (CUDA, once the program has initialised it): a counter
   ``nn.Module memory: <path>``, the bytes allocated on the current device
   that its forward left allocated (``torch.cuda.memory_allocated()`` after
@@ -47,6 +55,7 @@ class ModuleHooks:
         self._names = weakref.WeakKeyDictionary()  # module -> _Names
         self._paths = weakref.WeakKeyDictionary()  # module -> its path, set by its parent's first call
         self._open = {}  # id(module) -> [open backward states, oldest first] (cleared at each step)
+        self._param_handles = []  # the parameters' hooks (removed with the others)
         self._local = threading.local()
         self._cuda_memory = None
 
@@ -84,9 +93,12 @@ class ModuleHooks:
         return self._handles is not None
 
     def _remove(self):
-        for h in self._handles or ():
+        for h in list(self._handles or ()) + self._param_handles:
             h.remove()
         self._handles = None
+        self._param_handles = []
+        for names in list(self._names.values()):
+            names.param = None  # (hooked again when the hooks come back)
 
     def _fail(self, e):
         self._broken = True
@@ -121,6 +133,8 @@ class ModuleHooks:
             stack = getattr(self._local, "stack", None)
             if stack is None:
                 stack = self._local.stack = []
+            elif len(stack) >= 256:
+                del stack[:128]  # (forwards that raised, in a process with no step to clear them: a loader worker)
             names = self._names_of(module)
             before = self._cuda_memory() if self._cuda_memory is not None else None
             stack.append((module, names, self._n._now(), before, args))
@@ -149,16 +163,23 @@ class ModuleHooks:
             self._fail(e)
 
     # ---- backward ---------------------------------------------------------------
+    # Everything below runs inside the program's loss.backward(), called by
+    # the autograd engine: guarded like the forward hooks.
 
     def _watch_backward(self, module, names, inputs, output):
-        outs = [t for t in _tensors(output) if t.requires_grad]
+        # Leaves are left out: a leaf's hooks stay for the rest of the run (a
+        # parameter passed as an argument, an input made once with
+        # requires_grad), so hooks would pile up at every call; and an input
+        # that is also an output (an in-place module) marks no end.
+        outs = [t for t in _tensors(output) if t.requires_grad and not t.is_leaf]
         if not outs:
             return
-        ins = [t for t in _tensors(inputs) if t.requires_grad]
-        params = self._param_count(module, names)
-        if not ins and not params:
+        ins = [t for t in _tensors(inputs)
+               if t.requires_grad and not t.is_leaf and not any(t is o for o in outs)]
+        param = self._has_param(module, names)
+        if not ins and not param:
             return  # (no end to observe)
-        state = _Backward(names.backward, len(ins) + params)
+        state = _Backward(names.backward, len(ins), param)
         key = id(module)
         opened = self._open.setdefault(key, [])
         if len(opened) >= 64:
@@ -171,42 +192,46 @@ class ModuleHooks:
         for t in ins:
             t.register_hook(lambda grad, s=state, k=key: done(s, k))
 
-    def _param_count(self, module, names):
-        """1 if the module has parameters of its own that need a gradient
-        (their gradients are computed together, by the node of the op that
-        used them: one hook, on the first, says when), else 0."""
+    def _has_param(self, module, names):
+        """Whether the module has parameters of its own that need a gradient
+        (they are computed together, by the node of the op that used them:
+        one hook, on the first, registered once, says when)."""
         if names.param is None:
             first = next((p for p in module.parameters(recurse=False) if p.requires_grad), None)
             names.param = first is not None
-            if first is not None:  # once per module: a parameter's (a leaf's) hooks stay.
+            if first is not None:
                 ref = weakref.ref(module)
-                first.register_hook(lambda grad, r=ref: self._param_done(r))
-        return 1 if names.param else 0
+                self._param_handles.append(first.register_hook(lambda grad, r=ref: self._param_done(r)))
+        return names.param
 
     def _begin_backward(self, state):
-        if state.begin == 0:
-            state.begin = self._n._now()
+        try:
+            if state.begin == 0:
+                state.begin = self._n._now()
+        except Exception as e:  # noqa: BLE001
+            self._fail(e)
 
     def _input_done(self, state, key):
-        state.pending -= 1
-        if state.pending == 0:
-            self._end_backward(state, key)
+        try:
+            state.inputs -= 1
+            if state.inputs == 0 and not state.param:
+                self._end_backward(state, key)
+        except Exception as e:  # noqa: BLE001
+            self._fail(e)
 
     def _param_done(self, ref):
-        if self._handles is None:
-            return
-        module = ref()
-        if module is None:
-            return
-        opened = self._open.get(id(module))
-        if not opened:
-            return
-        # (A parameter's gradient is computed once, summed over the module's
-        # calls: it counts for the oldest call still open.)
-        state = opened[0]
-        state.pending -= 1
-        if state.pending == 0:
-            self._end_backward(state, id(module))
+        # A parameter's gradient is computed once per backward, summed over
+        # the module's calls: it is the parameters' end of every call open.
+        try:
+            module = ref()
+            opened = self._open.get(id(module)) if module is not None and self._handles is not None else None
+            for state in list(opened or ()):
+                if state.param:
+                    state.param = False
+                    if state.inputs == 0:
+                        self._end_backward(state, id(module))
+        except Exception as e:  # noqa: BLE001
+            self._fail(e)
 
     def _end_backward(self, state, key):
         opened = self._open.get(key)
@@ -227,10 +252,12 @@ class _Names:
 
 
 class _Backward:
-    __slots__ = ("name", "pending", "begin")
+    """One call's backward: the inputs whose gradients it still waits for,
+    whether its parameters' too, and when it began (0: not yet)."""
+    __slots__ = ("name", "inputs", "param", "begin")
 
-    def __init__(self, name, pending):
-        self.name, self.pending, self.begin = name, pending, 0
+    def __init__(self, name, inputs, param):
+        self.name, self.inputs, self.param, self.begin = name, inputs, param, 0
 
 
 def _tensors(value):
