@@ -23,6 +23,8 @@ void Catalog::DefineProcess(const TrackDef& t) {
     });
     return;
   }
+  if (t.process >= helper_.size()) helper_.resize(t.process + 1, false);
+  helper_[t.process] = true;
   const std::string_view served_label = std::string_view(t.name).substr(0, cut);
   for (const TrackDef& other : tracks_) {
     if (other.defined && other.type == TrackType::kProcess && other.process != t.process &&

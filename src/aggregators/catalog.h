@@ -69,6 +69,9 @@ class Catalog {
   uint32_t ServedProcess(uint32_t process) const {
     return process < served_.size() ? served_[process] : kNoProcess;
   }
+  // True once `process` was defined as a helper, its served process known
+  // yet or not.
+  bool IsHelper(uint32_t process) const { return process < helper_.size() && helper_[process]; }
   // GPUs described by kDeviceInfo, by ordinal.
   const std::vector<DeviceDef>& devices() const { return devices_; }
   const DeviceDef* Device(uint8_t ordinal) const;
@@ -82,6 +85,7 @@ class Catalog {
   std::vector<TrackDef> tracks_;
   bool multi_process_ = false;
   std::vector<uint32_t> served_;  // by process: ServedProcess().
+  std::vector<bool> helper_;      // by process: IsHelper().
   // Helpers whose served process was not defined yet: (process, its label), bounded.
   std::vector<std::pair<uint32_t, std::string>> unresolved_helpers_;
   std::vector<DeviceDef> devices_;

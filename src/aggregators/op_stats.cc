@@ -406,10 +406,13 @@ void OpStats::ConsumeHostOp(const Event& e, bool input, bool host_time) {
       s.time_ns += e.dur;
       s.self_ns += self;
     }
-    if (!host_time) return;
     SpanStats& t = current_.tracks.At(e.track);
-    if (begin < t.first_ns) t.first_ns = begin;
-    if (end > t.last_ns) t.last_ns = end;
+    if (host_time) {
+      if (begin < t.first_ns) t.first_ns = begin;
+      if (end > t.last_ns) t.last_ns = end;
+    } else {
+      t.first_ns = t.last_ns = 0;  // (a helper's track: its busy time, an extent of 0, so no IDLE)
+    }
     t.self_ns += self;
     return;
   }
@@ -418,7 +421,7 @@ void OpStats::ConsumeHostOp(const Event& e, bool input, bool host_time) {
   } else {
     late_.host_ops.emplace_back(e.name, HostStats{1, e.dur, self});
   }
-  if (host_time) late_.tracks.emplace_back(e.track, SpanStats{begin, end, self});
+  late_.tracks.emplace_back(e.track, host_time ? SpanStats{begin, end, self} : SpanStats{0, 0, self});
   ApplyLate();
 }
 

@@ -170,8 +170,9 @@ class OpStats {
   void Consume(std::span<const Event> events);
   // The input spans of processes that serve the one analysed (its DataLoader
   // workers, Analyses::AnalysedWorker): in the input ops and the host table,
-  // but not in the host's time (IDLE: a worker's thread waits between its
-  // batches, which is none of the analysed host's time). Other kinds ignored.
+  // their busy time in the host's, but no IDLE of theirs (a worker's thread
+  // waits between its batches, which is none of the analysed host's idle
+  // time). Other kinds ignored.
   void ConsumeHelpers(std::span<const Event> events);
 
   // The table over the requested window. Pipeline thread; the result is a

@@ -85,10 +85,10 @@ PodView::PodView(const Catalog* catalog, PodViewOptions options)
 PodView::~PodView() = default;
 
 PodView::Worker* PodView::WorkerOf(uint32_t process) {
+  // A helper (a DataLoader worker) is no rank: no slot, no count.
+  if (catalog_->IsHelper(process)) return nullptr;
   const auto it = index_.find(process);
   if (it != index_.end()) return workers_[it->second].get();
-  // A helper (a DataLoader worker) is no rank: no slot, no count.
-  if (catalog_->ServedProcess(process) != Catalog::kNoProcess) return nullptr;
   // Process 0 always has its slot; the others count against the cap.
   if (process != 0 && workers_.size() >= options_.max_workers + 1) {
     if (refused_.size() < kMaxRefusedRemembered && refused_.insert(process).second) {
@@ -135,8 +135,8 @@ void PodView::Consume(std::span<const Event> events) {
       const Worker* w = WorkerOf(process);
       cached_process = process;
       cached = w != nullptr ? static_cast<int64_t>(index_.at(process))
-               : catalog_->ServedProcess(process) != Catalog::kNoProcess ? kHelper
-                                                                         : kOverCap;
+               : catalog_->IsHelper(process) ? kHelper
+                                             : kOverCap;
     }
     return cached;
   };

@@ -15,7 +15,7 @@ uint8_t ClassifyName(std::string_view name) {
       // liveprof run's per-module spans and counters (level 3, module_stats.h):
       // the Modules view's, not the step's (turning them on for a while must
       // not move the breakdown).
-      name.starts_with("nn.Module")) {
+      name.starts_with("nn.Module: ") || name.starts_with("nn.Module memory: ")) {
     bits |= kNameIgnored;
   }
   if (StartsWithNoCase(name, "memcpyhtod") || name.starts_with("InfeedEnqueue")) bits |= kNameToDevice;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "producers/cupti_source.h"
+#include "producers/gpu_activity.h"
 #include "producers/host_api.h"
 
 namespace liveprof::attach {
@@ -23,22 +24,32 @@ pid_t g_owner = 0;                      // the process that started it (a fork's
 // fork(2): g_mu is held across it (a GpuStart in another thread finishes
 // first), and a child has no GPU tracer: CUDA does not work in a fork of a
 // process that initialised it, and the tracer's threads are the parent's.
-// Registered at the end of the first GpuStart, after the handlers of what
-// GpuStart locks under g_mu (the stream's, the GPU switch's), so that the
-// prepare handlers, which run in reverse order, take g_mu first: the order
-// GpuStart takes them in.
+// Registered at the first GpuStart, before it takes g_mu and after the
+// handlers of what it locks under g_mu (the stream's, the GPU switch's), so
+// that the prepare handlers, which run in reverse order, take g_mu first:
+// the order GpuStart takes them in.
 void PrepareFork() { g_mu.lock(); }
 void AfterForkInParent() { g_mu.unlock(); }
 void AfterForkInChild() {
   (void)g_source.release();  // (the parent's: never stopped, never freed here)
   g_owner = 0;
-  g_state = {0, "a fork of a process that traces its GPU: no GPU tracing in it"};
+  g_state = {static_cast<int>(CuptiSource::Status::kUnavailable),
+             "a fork of a process that traces its GPU: no GPU tracing in it"};
   g_mu.unlock();
+}
+void RegisterForkHandlers() {
+  static const bool registered = [] {
+    GlobalStream();                    // the stream's handlers (host_api.cc),
+    EnsureGpuActivityForkHandlers();   // the GPU switch's,
+    return pthread_atfork(PrepareFork, AfterForkInParent, AfterForkInChild) == 0;  // then these.
+  }();
+  (void)registered;
 }
 
 }  // namespace
 
 GpuState GpuStart(const std::string& level, bool in_cuinit) {
+  RegisterForkHandlers();
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_source != nullptr || g_state.status != 0) return g_state;
   CuptiSource::Options o;
@@ -57,8 +68,6 @@ GpuState GpuStart(const std::string& level, bool in_cuinit) {
   o.probe_driver_at_start = !in_cuinit;
   auto source = std::make_unique<CuptiSource>(GlobalStream(), std::move(o));
   source->Start();
-  static const bool at_fork = pthread_atfork(PrepareFork, AfterForkInParent, AfterForkInChild) == 0;
-  (void)at_fork;
   g_state = {static_cast<int>(source->status()), source->message()};
   if (source->status() == CuptiSource::Status::kRunning) {
     g_source = std::move(source);

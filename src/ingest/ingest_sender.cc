@@ -16,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "producers/gpu_activity.h"
@@ -123,6 +124,7 @@ bool IngestSender::Connect(uint64_t now) {
     SetError(Errno("socket"));
     return false;
   }
+  fork_fd_.store(fd, std::memory_order_release);
   int rc;
   if (endpoint_.tcp) {
     sockaddr_in a{};
@@ -145,6 +147,7 @@ bool IngestSender::Connect(uint64_t now) {
   }
   if (rc != 0) {
     SetError(Errno("connect " + endpoint_.ToString()));
+    fork_fd_.store(-1, std::memory_order_release);
     ::close(fd);
     return false;
   }
@@ -172,9 +175,14 @@ bool IngestSender::Connect(uint64_t now) {
   return true;
 }
 
+void IngestSender::CloseSocket() {
+  const int fd = std::exchange(fd_, -1);
+  fork_fd_.store(-1, std::memory_order_release);  // (before the close: see CloseInForkChild)
+  if (fd >= 0) ::close(fd);
+}
+
 void IngestSender::Disconnect(const std::string& why) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+  CloseSocket();
   SetError(why);
   std::lock_guard<std::mutex> lock(mu_);
   status_.connected = false;
@@ -468,8 +476,7 @@ void IngestSender::Run() {
   if (control_active_) Restore();
   if (fd_ >= 0) {
     WriteOut();
-    ::close(fd_);
-    fd_ = -1;
+    CloseSocket();
   }
   std::lock_guard<std::mutex> lock(mu_);
   status_.connected = false;

@@ -53,8 +53,8 @@ class IngestSender {
   // not started): closes the child's copy of the connection, so that the
   // server sees it close when the parent's does. Nothing else is touched.
   void CloseInForkChild() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
+    const int fd = fork_fd_.load(std::memory_order_acquire);
+    if (fd >= 0) ::close(fd);
   }
 
   // Asks the thread to send what is recorded and to wait for its ack, then
@@ -95,6 +95,7 @@ class IngestSender {
   void TrimUnacked();
   bool Connect(uint64_t now);
   void Disconnect(const std::string& why);
+  void CloseSocket();  // fd_ (and fork_fd_) closed and -1.
   void SendDefinitions();
   void FillOut();
   bool ReadFrames(uint64_t now);
@@ -133,6 +134,10 @@ class IngestSender {
   uint64_t sealed_progress_ns_ = 0;  // the last batch's progress_ns,
   uint64_t last_batch_ns_ = 0;       // and when it was sealed.
   int fd_ = -1;
+  // The socket, from its creation to just before its close (CloseInForkChild
+  // reads it in a fork's child: never a number the parent closed and may
+  // have reused).
+  std::atomic<int> fork_fd_{-1};
   uint64_t next_connect_ns_ = 0;
   bool tried_at_stop_ = false;  // one more attempt once stopping, whatever the period.
   bool said_refused_ = false;   // the first refusal was said on stderr (the rest are counted).

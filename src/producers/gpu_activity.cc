@@ -50,9 +50,13 @@ void AfterForkInChild() {
 
 }  // namespace
 
-void InstallGpuActivitySwitch(GpuActivitySwitch gpu) {
+void EnsureGpuActivityForkHandlers() {
   static const bool at_fork = pthread_atfork(PrepareFork, AfterForkInParent, AfterForkInChild) == 0;
   (void)at_fork;
+}
+
+void InstallGpuActivitySwitch(GpuActivitySwitch gpu) {
+  EnsureGpuActivityForkHandlers();
   std::lock_guard<std::mutex> lock(Mu());
   const bool available = gpu.apply && gpu.set_level;
   g_switch = available ? std::move(gpu) : GpuActivitySwitch{};

@@ -35,6 +35,11 @@ struct GpuActivitySwitch {
 // before. `apply` and `set_level` are both required (a switch without them
 // is none).
 void InstallGpuActivitySwitch(GpuActivitySwitch gpu);
+// Registers the switch's fork handlers (InstallGpuActivitySwitch does, at
+// its first call): a caller that holds a lock of its own around the switch
+// registers them before its own (attach/gpu.cc), so that a fork takes the
+// locks in the order the caller does. Idempotent.
+void EnsureGpuActivityForkHandlers();
 // No GPU producer any more (its Stop()).
 void RemoveGpuActivitySwitch();
 

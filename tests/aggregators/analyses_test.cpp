@@ -195,7 +195,9 @@ TEST_CASE("analyses: a worker's DataLoader workers are in its input tables, not 
   for (const bool loader_first : {false, true}) {
     CAPTURE(loader_first);
     Diagnostics diag;
-    Analyses a(AnalysesOptions{}, &diag);
+    AnalysesOptions options;
+    options.pod.max_workers = 2;  // (host:10 and host:99: a loader that took a slot would leave the rank none)
+    Analyses a(options, &diag);
     const std::string names[] = {"", "host:10", "host:10 · loader 0", "host:99 · loader 0", "train", "wait",
                                  "DataLoader fetch#Images", "op", "host:99"};
     std::vector<Event> defs;
@@ -251,11 +253,16 @@ TEST_CASE("analyses: a worker's DataLoader workers are in its input tables, not 
     // busy throughout: 0).
     const auto tf = Parse(v.tf_stats);
     CHECK(tf["host"]["idle_us"].get<double>() == doctest::Approx(0.0));
+    // ... and its busy time is the host's: the rows' self times add up to
+    // 100 % (the trainer's 1,000 ms and the fetches' 880).
+    CHECK(tf["host"]["op_us"].get<double>() == doctest::Approx(1'880'000.0));
+    CHECK(tf["host"]["rows"].back()["cumulative_pct"].get<double>() == doctest::Approx(100.0));
     // The Pod page: the one process with steps.
     const auto pod = Parse(v.pod);
     REQUIRE(pod["workers"].size() == 1);
     CHECK(pod["workers"][0]["label"] == "host:10");
     CHECK(pod["diagnostics"]["events_over_worker_cap"] == 0);
+    CHECK(pod["diagnostics"]["workers_over_cap"] == 0);
   }
 }
 

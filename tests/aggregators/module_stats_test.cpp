@@ -94,7 +94,7 @@ TEST_CASE("module stats: forward total and self, backward, memory, per module") 
   CHECK(j["rows"][2]["memory_bytes_last"].is_null());
 }
 
-TEST_CASE("module stats: names defined later are looked at then; modules past the cap are counted") {
+TEST_CASE("module stats: names defined later are looked at then, modules past the cap counted") {
   Catalog c;
   ModuleStats m(&c, ModuleStats::Options{.max_modules = 1});
   m.Consume(std::vector<Event>{test::Span(0, 10, 1, 1)});  // name 1 not defined yet

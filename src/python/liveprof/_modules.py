@@ -26,8 +26,9 @@ removes them (the parameters' hooks too). Then, per module call:
   Leaf tensors (a parameter passed as an argument) are not hooked: their
   hooks would stay. A module called several times in a step (shared
   weights) ends each call's backward when its parameters' gradient, summed
-  over the calls, is computed; an input shared by several modules ends
-  their backwards when its summed gradient is; activation checkpointing's
+  over the calls, is computed, or, for a call whose inputs are hooked, when
+  their gradients are; an input shared by several modules ends their
+  backwards when its summed gradient is; activation checkpointing's
   recomputed forwards count as calls.
 - **memory** (CUDA, once the program has initialised it): a counter
   ``nn.Module memory: <path>``, the bytes allocated on the current device
@@ -101,6 +102,8 @@ class ModuleHooks:
             names.param = None  # (hooked again when the hooks come back)
 
     def _fail(self, e):
+        if self._broken:
+            return  # (said once: the hooks of this backward may still fire)
         self._broken = True
         try:
             self._remove()
@@ -214,32 +217,43 @@ class ModuleHooks:
     def _input_done(self, state, key):
         try:
             state.inputs -= 1
-            if state.inputs == 0 and not state.param:
-                self._end_backward(state, key)
+            if state.inputs == 0:
+                state.inputs_end = self._n._now()
+                if not state.param:
+                    self._end_backward(state, key, state.inputs_end)
         except Exception as e:  # noqa: BLE001
             self._fail(e)
 
     def _param_done(self, ref):
         # A parameter's gradient is computed once per backward, summed over
-        # the module's calls: it is the parameters' end of every call open.
+        # the module's calls, after the last call's backward (backward runs
+        # the calls newest first). With one call open it ends that call.
+        # With several (shared weights), each call whose inputs' gradients
+        # came ends there; one with no hooked input ends now.
         try:
             module = ref()
             opened = self._open.get(id(module)) if module is not None and self._handles is not None else None
-            for state in list(opened or ()):
-                if state.param:
-                    state.param = False
-                    if state.inputs == 0:
-                        self._end_backward(state, id(module))
+            if not opened:
+                return
+            now = self._n._now()
+            several = len(opened) > 1
+            for state in list(opened):
+                if not state.param:
+                    continue
+                state.param = False
+                if state.inputs == 0:
+                    ends = state.inputs_end if several and state.inputs_end else now
+                    self._end_backward(state, id(module), ends)
         except Exception as e:  # noqa: BLE001
             self._fail(e)
 
-    def _end_backward(self, state, key):
+    def _end_backward(self, state, key, end):
         opened = self._open.get(key)
         if opened and state in opened:
             opened.remove(state)
         if state.begin:
             n = self._n
-            n._record_span_c(n._KIND_HOST_SPAN, state.name, state.begin, n._now(), 0)
+            n._record_span_c(n._KIND_HOST_SPAN, state.name, state.begin, max(end, state.begin), 0)
 
 
 class _Names:
@@ -252,12 +266,13 @@ class _Names:
 
 
 class _Backward:
-    """One call's backward: the inputs whose gradients it still waits for,
-    whether its parameters' too, and when it began (0: not yet)."""
-    __slots__ = ("name", "inputs", "param", "begin")
+    """One call's backward: the inputs whose gradients it still waits for
+    (and when the last came: 0 not yet), whether its parameters' too, and
+    when it began (0: not yet)."""
+    __slots__ = ("name", "inputs", "inputs_end", "param", "begin")
 
     def __init__(self, name, inputs, param):
-        self.name, self.inputs, self.param, self.begin = name, inputs, param, 0
+        self.name, self.inputs, self.inputs_end, self.param, self.begin = name, inputs, 0, param, 0
 
 
 def _tensors(value):
