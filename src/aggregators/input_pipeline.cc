@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "aggregators/pytorch_names.h"
+
 namespace liveprof {
 
 namespace {
@@ -99,6 +101,68 @@ InputCategory CategorizeInputOp(std::string_view name, InputStage stage) {
   return InputCategory::kUnknown;
 }
 
+std::string_view InputSourceId(InputSource s) {
+  switch (s) {
+    case InputSource::kPytorchDataLoader: return "pytorch_dataloader";
+    case InputSource::kTfData: return "tf_data";
+    case InputSource::kUnknown: break;
+  }
+  return "unknown";
+}
+
+std::string_view InputSourceName(InputSource s) {
+  switch (s) {
+    case InputSource::kPytorchDataLoader: return "PyTorch DataLoader";
+    case InputSource::kTfData: return "tf.data";
+    case InputSource::kUnknown: break;
+  }
+  return "";
+}
+
+InputSource InputSourceOf(std::string_view name) {
+  if (pytorch::IsDataLoaderName(name) || name.starts_with("DataLoader fetch#")) {
+    return InputSource::kPytorchDataLoader;
+  }
+  if (name.starts_with("Iterator::") || name.starts_with("IteratorGetNext")) return InputSource::kTfData;
+  return InputSource::kUnknown;
+}
+
+namespace {
+
+// The recommendations (§3.4's four for tf.data; PyTorch's knobs for a
+// DataLoader: torch.utils.data.DataLoader's documentation).
+std::vector<std::string> Recommendations(InputSource source, bool single_process) {
+  if (source == InputSource::kPytorchDataLoader) {
+    return {
+        single_process
+            ? "Load batches in parallel: this DataLoader has num_workers=0, so the training loop "
+              "loads every batch itself. Set num_workers (e.g. to the CPU cores each GPU can have) so "
+              "that worker processes prepare the next batches while the GPU computes."
+            : "Add workers: raise num_workers on the DataLoader (its workers do not keep up: the "
+              "training loop still waits for them).",
+        "Keep the workers between epochs: persistent_workers=True (otherwise every epoch starts "
+        "them again and its first batches wait for it).",
+        "Load further ahead: prefetch_factor (batches each worker loads in advance, 2 by default) "
+        "absorbs batches that take longer than others.",
+        "Copy batches to the GPU faster: pin_memory=True on the DataLoader, and "
+        ".to(device, non_blocking=True) on each batch.",
+        "Make each batch cheaper: decode and augment on the GPU (torchvision.transforms.v2 on "
+        "tensors, NVIDIA DALI), or preprocess the dataset once, offline.",
+    };
+  }
+  return {
+      "Enqueuing data: you may want to combine small input data chunks into fewer but larger chunks.",
+      "Data preprocessing: you may increase num_parallel_calls in Dataset map() (or num_workers of a "
+      "PyTorch DataLoader) or preprocess the data offline.",
+      "Reading data from files in advance: you may tune parameters in the following functions "
+      "(prefetch size, interleave cycle_length, reader buffer_size).",
+      "Reading data from files on demand: you should read data IN ADVANCE using prefetch, "
+      "interleave or a reader buffer.",
+  };
+}
+
+}  // namespace
+
 InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const InputOpRecord> input_ops) {
   InputPipelineSnapshot s;
   s.window = w;
@@ -118,9 +182,19 @@ InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const 
   // Host side first: the statements below need to know whether input ops ran.
   double cat_us[6] = {};
   uint64_t self_sum = 0;
+  uint64_t wait_ns = 0;
+  uint64_t source_ns[3] = {};  // by InputSource: the self time of its ops.
   for (const InputOpRecord& op : input_ops) {
+    const InputSource source = InputSourceOf(op.name);
+    source_ns[static_cast<size_t>(source)] += std::max<uint64_t>(op.self_ns, 1);
     const InputCategory c = CategorizeInputOp(op.name, op.stage);
-    if (c == InputCategory::kNotInput) continue;
+    if (c == InputCategory::kNotInput) {  // the loop's waits: their whole time, each instant once.
+      wait_ns += op.total_ns - std::min(op.total_ns, op.nested_wait_ns);
+      s.waits += op.occurrences;
+      s.wait_names.push_back(op.name);
+      if (op.name.find("_SingleProcessDataLoaderIter") != std::string::npos) s.single_process_loader = true;
+      continue;
+    }
     cat_us[static_cast<size_t>(c)] += static_cast<double>(op.self_ns) / 1e3;
     self_sum += op.self_ns;
   }
@@ -153,6 +227,29 @@ InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const 
   s.unclassified_us =
       std::max(0.0, non_enqueue - s.demanded_read_us - s.advanced_read_us - s.preprocessing_us);
   s.input_ops_seen = demanded > 0 || advanced > 0 || preprocessing > 0;
+  s.wait_ms = static_cast<double>(wait_ns) / 1e6;
+  std::sort(s.wait_names.begin(), s.wait_names.end());
+  const uint64_t pytorch_ns = source_ns[static_cast<size_t>(InputSource::kPytorchDataLoader)];
+  const uint64_t tf_ns = source_ns[static_cast<size_t>(InputSource::kTfData)];
+  s.source = pytorch_ns == 0 && tf_ns == 0 ? InputSource::kUnknown
+             : pytorch_ns >= tf_ns        ? InputSource::kPytorchDataLoader
+                                          : InputSource::kTfData;
+  if (s.source == InputSource::kPytorchDataLoader) {
+    char buf[64];  // "988.6 ms in 4 ", "870.4 s in 3522 ".
+    const bool seconds = s.wait_ms >= 10'000;
+    std::snprintf(buf, sizeof(buf), "%.1f %s in %llu ", seconds ? s.wait_ms / 1e3 : s.wait_ms,
+                  seconds ? "s" : "ms", static_cast<unsigned long long>(s.waits));
+    s.source_statement =
+        "The input is a PyTorch DataLoader" +
+        std::string(s.single_process_loader ? " with num_workers=0 (_SingleProcessDataLoaderIter): the "
+                                              "training loop loads each batch itself"
+                                            : "") +
+        ". The training loop waited " + buf + (s.waits == 1 ? "batch" : "batches") + " for it" +
+        (s.input_ops_seen ? "; below, what its loading was spent on."
+                          : ". The trace shows when the loop waited, not what the loader spent the "
+                            "time on: run the job under `liveprof run` to time each batch's fetch "
+                            "(in the workers too).");
+  }
 
   // Device side: the classification and its statements (§3.2-3.3).
   if (step == 0) {
@@ -203,23 +300,16 @@ InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const 
   }
   if (s.bound == InputBound::kHighly || s.bound == InputBound::kModerately ||
       s.bound == InputBound::kPotentially) {
-    s.next_step = s.input_ops_seen
-                      ? "Look at the host-side breakdown of input time below."
+    s.next_step = s.input_ops_seen ? "Look at the host-side breakdown of input time below."
+                  : s.source == InputSource::kPytorchDataLoader
+                      ? "The wait is a PyTorch DataLoader's: see what to try below."
                       : "Your input pipeline is not instrumented by stage: mark its reading, "
                         "preprocessing and enqueue parts (LIVEPROF_INPUT with a stage, or "
                         "liveprof.input()) to see where the host spends the input time.";
   } else {
     s.next_step = "You may skip the rest of this page.";
   }
-  s.recommendations = {
-      "Enqueuing data: you may want to combine small input data chunks into fewer but larger chunks.",
-      "Data preprocessing: you may increase num_parallel_calls in Dataset map() (or num_workers of a "
-      "PyTorch DataLoader) or preprocess the data offline.",
-      "Reading data from files in advance: you may tune parameters in the following functions "
-      "(prefetch size, interleave cycle_length, reader buffer_size).",
-      "Reading data from files on demand: you should read data IN ADVANCE using prefetch, "
-      "interleave or a reader buffer.",
-  };
+  s.recommendations = Recommendations(s.source, s.single_process_loader);
   return s;
 }
 
@@ -263,6 +353,16 @@ void InputPipelineSnapshot::WriteJson(JsonWriter& w) const {
   w.KV("preprocessing_us", preprocessing_us);
   w.KV("unclassified_non_enqueue_us", unclassified_us);
   w.KV("input_ops_seen", input_ops_seen);
+  w.KV("source", InputSourceId(source));
+  w.KV("source_name", InputSourceName(source));
+  w.KV("source_statement", source_statement);
+  w.KV("wait_ms", wait_ms);
+  w.KV("waits", waits);
+  w.KV("single_process_loader", single_process_loader);
+  w.Key("wait_names");
+  w.BeginArray();
+  for (const std::string& n : wait_names) w.String(n);
+  w.EndArray();
   w.Key("ops");
   w.BeginArray();
   for (const OpRow& r : ops) {

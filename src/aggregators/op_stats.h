@@ -7,7 +7,11 @@
 //
 // Host side (§6.1). Counted host ops: kFrameworkOp and kInputSpan always;
 // kHostSpan only if its name parses to a known category (user scopes are
-// ignored as xprof ignores user TraceMes: they neither count nor subtract).
+// ignored as xprof ignores user TraceMes: they neither count nor subtract),
+// or is a PyTorch DataLoader's wait (pytorch::IsDataLoaderName: an input op
+// of stage kWait, as liveprof run records it live). A wait inside another
+// wait on its thread counts Diag::input_wait_nested; the outer one's self
+// time excludes it, so the time is counted once.
 // Every other kind (kRuntimeApi, kStepMarker...) is ignored. Self time comes
 // from nesting on each track with the end-order trick (§13): events of a track
 // arrive children first, so each track keeps a stack of completed counted ops
@@ -118,6 +122,10 @@ struct InputOpStats {
   uint64_t occurrences = 0;
   uint64_t total_ns = 0;
   uint64_t self_ns = 0;
+  // Waits (stage kWait) only: the part of total_ns that is waits inside it
+  // (a wrapper's iterator around PyTorch's), so that the sum over waits of
+  // total_ns - nested_wait_ns counts each waiting instant once.
+  uint64_t nested_wait_ns = 0;
 
   bool operator==(const InputOpStats&) const = default;
 };
@@ -160,6 +168,7 @@ struct OpStatsOptions {
 class OpStats {
  public:
   using Options = OpStatsOptions;
+  static constexpr std::string_view kIdleName = "IDLE";  // the IDLE rows' name and type.
 
   // `catalog` names the ids (may be null: names are then empty); `diagnostics`
   // receives bad_duration and span_misnested (may be null).
@@ -195,12 +204,14 @@ class OpStats {
     uint64_t occurrences = 0;
     uint64_t time_ns = 0;
     uint64_t self_ns = 0;
+    uint64_t nested_wait_ns = 0;  // a wait's: the time of the waits it contains.
     uint64_t seq = 0;  // arrival number of the event that set `stage`.
     InputStage stage = InputStage::kUnknown;
     void Add(const InputStats& o) {
       occurrences += o.occurrences;
       time_ns += o.time_ns;
       self_ns += o.self_ns;
+      nested_wait_ns += o.nested_wait_ns;
       if (o.seq >= seq && o.occurrences != 0) {
         seq = o.seq;
         stage = o.stage;
@@ -306,6 +317,7 @@ class OpStats {
   struct Interval {
     uint64_t begin;
     uint64_t end;
+    bool wait = false;  // an input op of stage kWait.
   };
   struct TrackState {
     std::vector<Interval> unclaimed;  // begins strictly increasing, ends non-decreasing.
@@ -321,7 +333,9 @@ class OpStats {
   uint32_t NewDeviceOp(NameId op, NameId kernel, EventKind kind);
   static size_t PairHash(uint64_t key);
   void GrowPairTable();
-  bool HostSpanCounts(NameId name);
+  // What a kHostSpan of this name is to the tables.
+  enum class HostSpanRole : uint8_t { kUnknown = 0, kIgnored, kOp, kInputWait };
+  HostSpanRole RoleOfHostSpan(NameId name);
   // Moves to the bucket of `end`; false if `end` belongs to an older bucket
   // (then `late_` receives the deltas instead).
   bool SelectBucket(uint64_t end);
@@ -349,7 +363,7 @@ class OpStats {
 
   // Nesting state.
   std::vector<TrackState> tracks_;
-  std::vector<uint8_t> host_span_counts_;  // by NameId: 0 unknown yet, 1 no, 2 yes.
+  std::vector<HostSpanRole> host_span_roles_;  // by NameId; kUnknown: not decided yet.
   uint64_t input_seq_ = 0;
 
   // Device-op ids.

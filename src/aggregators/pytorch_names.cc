@@ -46,16 +46,18 @@ bool ParseStepNumber(std::string_view s, int64_t* out) {
   return true;
 }
 
+bool IsDataLoaderName(std::string_view name) {
+  return (name.starts_with("enumerate(DataLoader)#") && name.ends_with(".__next__")) ||
+         name.starts_with("enumerate(DataPipe)#");
+}
+
 NameClass NameClassifier::Classify(std::string_view name, int64_t* step_num) {
   constexpr std::string_view kStep = "ProfilerStep#";
   if (name.starts_with(kStep)) {
     if (ParseStepNumber(name.substr(kStep.size()), step_num)) return NameClass::kProfilerStep;
     return NameClass::kPlain;  // the plugin would fail to load; we call it an operator.
   }
-  if ((name.starts_with("enumerate(DataLoader)#") && name.ends_with(".__next__")) ||
-      name.starts_with("enumerate(DataPipe)#")) {
-    return NameClass::kDataLoader;
-  }
+  if (IsDataLoaderName(name)) return NameClass::kDataLoader;
   for (const std::string_view c : kCommNames) {
     if (name == c) return NameClass::kCommunication;
   }

@@ -26,6 +26,16 @@ enum class NameClass : uint8_t {
 // surrounding whitespace, an optional sign, digits with single '_' between.
 bool ParseStepNumber(std::string_view s, int64_t* out);
 
+// A PyTorch DataLoader's wait for the next batch, as the plugin decides it
+// (§2): `enumerate(DataLoader)#<iterator class>.__next__` (the single- and
+// multi-process iterators, `_SingleProcessDataLoaderIter` and
+// `_MultiProcessingDataLoaderIter`, and any subclass), or
+// `enumerate(DataPipe)#<datapipe>` (DataPipes iterated directly). PyTorch
+// writes it with record_function (a user_annotation in Kineto traces); the
+// TF-style views take it as the training loop's wait for input, like TF's
+// IteratorGetNext (span_type.h).
+bool IsDataLoaderName(std::string_view name);
+
 class NameClassifier {
  public:
   explicit NameClassifier(const Catalog& catalog) : catalog_(catalog) {}

@@ -16,6 +16,8 @@
 //   kMemset                    Memset
 //   kRuntimeApi                Runtime; `corr` links it to the device ops
 //                              carrying the same `corr` (args["correlation"]).
+//                              Driver calls (sub ApiLayer::kDriver, cuda_driver)
+//                              are ignored, as the plugin ignores them.
 //   kFrameworkOp               Operator
 //   kHostSpan                  UserAnnotation (there is no Python category)
 //   kInputSpan                 EXTENSION: DataLoader role directly, and counts

@@ -1,5 +1,6 @@
 #include "aggregators/span_type.h"
 
+#include "aggregators/pytorch_names.h"
 #include "aggregators/tf_op_name.h"
 
 namespace liveprof {
@@ -21,7 +22,9 @@ uint8_t ClassifyName(std::string_view name) {
   if (StartsWithNoCase(name, "memcpyhtod") || name.starts_with("InfeedEnqueue")) bits |= kNameToDevice;
   if (StartsWithNoCase(name, "memcpyhtoh")) bits |= kNameHostToHost;
   if (name.starts_with("ExecutorState::Process")) bits |= kNameExecutor;
-  if (StartsWithNoCase(name, "iteratorgetnext")) bits |= kNameWaitInput;
+  // The training loop's wait for its next batch: TF's IteratorGetNext, and a
+  // PyTorch DataLoader's __next__ (pytorch_names.h).
+  if (StartsWithNoCase(name, "iteratorgetnext") || pytorch::IsDataLoaderName(name)) bits |= kNameWaitInput;
   return bits;
 }
 

@@ -48,7 +48,8 @@ inline constexpr uint8_t kNameIgnored = 1 << 3;     // EagerExecute*, FunctionRu
 inline constexpr uint8_t kNameToDevice = 1 << 4;    // MemcpyHToD*, InfeedEnqueue*.
 inline constexpr uint8_t kNameHostToHost = 1 << 5;  // MemcpyHToH*.
 inline constexpr uint8_t kNameExecutor = 1 << 6;    // ExecutorState::Process*.
-inline constexpr uint8_t kNameWaitInput = 1 << 7;   // IteratorGetNext* (any case).
+inline constexpr uint8_t kNameWaitInput = 1 << 7;   // IteratorGetNext* (any case), a PyTorch
+                                                    // DataLoader's __next__ (IsDataLoaderName).
 uint8_t ClassifyName(std::string_view name);
 
 // Classification, also used by tests.

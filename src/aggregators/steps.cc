@@ -415,6 +415,8 @@ void StepAssembler::Flush() {
 void StepAssembler::Close(size_t count) {
   for (size_t i = 0; i < count; ++i) {
     OpenStep& s = open_[i];
+    // Launches whose device work never came (a driver launch with no kernel).
+    if (diag_ && s.outstanding_launches > 0) diag_->Add(Diag::launch_without_device, s.outstanding_launches);
     last_closed_host_end_ = std::max(last_closed_host_end_, s.rec.host_end_ns);
     closed_launches_.push_back(std::move(s.launches));
     if (closed_launches_.size() > kRememberClosed) {

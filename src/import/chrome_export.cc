@@ -169,7 +169,7 @@ void ChromeTraceWriter::WriteEvent(const Event& e) {
     }
     case EventKind::kHostSpan: head("X", "user_annotation", name); break;
     case EventKind::kRuntimeApi:
-      head("X", "cuda_runtime", name);
+      head("X", e.sub == static_cast<uint8_t>(ApiLayer::kDriver) ? "cuda_driver" : "cuda_runtime", name);
       arg("correlation", std::to_string(e.corr), true);
       j += '}';
       break;

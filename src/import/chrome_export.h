@@ -8,7 +8,7 @@
 //   kFrameworkOp   X cat cpu_op, args "External id" = corr (one from 2^31 up
 //                  when it has none, for its kernels)
 //   kHostSpan      X cat user_annotation
-//   kRuntimeApi    X cat cuda_runtime, args correlation
+//   kRuntimeApi    X cat cuda_runtime (cuda_driver for ApiLayer::kDriver), args correlation
 //   kKernel        X cat kernel on pid = device, tid "stream N"; correlation,
 //                  launch details back into Kineto's args, and "External id"
 //                  of the last op written with the kernel's op name (so the

@@ -85,7 +85,7 @@ uint32_t Id32(std::string_view text) {
 }
 
 // What liveprof makes of a ph X category.
-enum class Cat : uint8_t { kOp, kAnnotation, kRuntime, kKernel, kMemcpy, kMemset, kStep, kInput, kOther, kDrop };
+enum class Cat : uint8_t { kOp, kAnnotation, kRuntime, kDriver, kKernel, kMemcpy, kMemset, kStep, kInput, kOther, kDrop };
 Cat Classify(std::string_view cat) {
   // liveprof's own (chrome_export.h): kinds with no Kineto form.
   if (cat == "liveprof_step") return Cat::kStep;
@@ -93,12 +93,13 @@ Cat Classify(std::string_view cat) {
   if (cat == "Operator" || cat == "cpu_op") return Cat::kOp;
   if (cat == "user_annotation") return Cat::kAnnotation;
   if (cat == "Runtime" || cat == "cuda_runtime") return Cat::kRuntime;
+  if (cat == "cuda_driver") return Cat::kDriver;  // cuLaunchKernel(Ex): Triton's launches.
   if (cat == "Kernel" || cat == "kernel") return Cat::kKernel;
   if (cat == "Memcpy" || cat == "gpu_memcpy") return Cat::kMemcpy;
   if (cat == "Memset" || cat == "gpu_memset") return Cat::kMemset;
   // Trace: the profiler's own span over the whole capture (no role in the
   // PyTorch plugin's breakdown either).
-  if (cat == "Trace" || cat == "python_function" || cat == "cuda_driver" || cat == "gpu_user_annotation" || cat == "cuda_sync" ||
+  if (cat == "Trace" || cat == "python_function" || cat == "gpu_user_annotation" || cat == "cuda_sync" ||
       cat == "cuda_profiler_range" || cat == "fwdbwd" || cat == "ac2g") {
     return Cat::kDrop;
   }
@@ -463,7 +464,9 @@ struct ChromeTraceImporter::Parser {
         if (!f.external_id.empty()) RememberOp(U64(f.external_id), e.name);
         break;
       case Cat::kRuntime:
+      case Cat::kDriver:
         e.kind = EventKind::kRuntimeApi;
+        e.sub = static_cast<uint8_t>(c == Cat::kDriver ? ApiLayer::kDriver : ApiLayer::kRuntime);
         e.corr = static_cast<uint32_t>(U64(f.correlation));
         break;
       case Cat::kStep:

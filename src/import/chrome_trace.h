@@ -8,6 +8,7 @@
 //   ph X, cat Operator / cpu_op          kFrameworkOp, corr = args["External id"]
 //   ph X, cat user_annotation            kHostSpan
 //   ph X, cat Runtime / cuda_runtime     kRuntimeApi, corr = args.correlation
+//   ph X, cat cuda_driver                kRuntimeApi, sub ApiLayer::kDriver (cuLaunchKernel...)
 //   ph X, cat Kernel / kernel            kKernel on (device, stream), corr, launch details,
 //                                        kernel.op = the op whose External id is the kernel's
 //                                        (Kineto: the innermost op at the launch; ops come first),
@@ -25,7 +26,7 @@
 //   "deviceProperties" (top level)       a kDeviceInfo per GPU (name, memory, SMs, compute
 //                                        capability), ts 0
 // Dropped and counted, by reason, in ImportReport: other phases, the
-// categories liveprof does not analyse (python_function, cuda_driver,
+// categories liveprof does not analyse (python_function,
 // gpu_user_annotation, ...), unmatched E, events without a usable ts.
 //
 // Events come out in file order (not completion order), with timestamps as

@@ -332,7 +332,7 @@ void CuptiRecordParser::Convert(const ApiRec& r, SpscRing& out) {
   e->track = track;
   e->corr = r.correlationId;
   e->kind = EventKind::kRuntimeApi;
-  e->sub = 0;
+  e->sub = static_cast<uint8_t>(kind == CUPTI_ACTIVITY_KIND_DRIVER ? ApiLayer::kDriver : ApiLayer::kRuntime);
   e->flags = kFlagNone;
   e->device = 0;
   e->payload.raw[0] = 0;

@@ -57,6 +57,13 @@ enum class Severity : uint8_t { kInfo, kDataLoss, kError };
   X(id_out_of_range, kError,                                                      \
     "events whose name or track id is beyond any NameTable id (2^22); left out "  \
     "of the op tables")                                                           \
+  X(input_wait_nested, kInfo,                                                     \
+    "waits for input (IteratorGetNext, a PyTorch DataLoader's __next__) inside "   \
+    "another on the same thread, e.g. a wrapper's iterator around PyTorch's: "     \
+    "their time counted once")                                                    \
+  X(launch_without_device, kInfo,                                                 \
+    "launch calls (runtime or driver API) whose kernel, copy or memset never "    \
+    "arrived before their step closed")                                           \
   X(device_interval_beyond_history, kInfo,                                        \
     "late or very long device intervals that reached behind the utilization "     \
     "history kept in memory; busy time there estimated from bucket totals")       \

@@ -39,7 +39,8 @@ enum class EventKind : uint8_t {
   kInputSpan = 12,    // input-pipeline work (data loading); sub = InputStage.
   kFrameworkOp = 13,  // a framework op (TF op, torch op); corr = external id.
   kRuntimeApi = 14,   // a CUDA runtime/driver API call (launch, memcpy, sync);
-                      // corr = the CUPTI correlation id its device work carries.
+                      // corr = the CUPTI correlation id its device work carries;
+                      // sub = ApiLayer.
   // Device activity (complete).
   kKernel = 20,        // corr = launch correlation id; payload.kernel.
   kMemcpyHtoD = 21,    // payload.copy, for every copy kind below.
@@ -90,6 +91,12 @@ enum class InputStage : uint8_t {
   kWait = 5,          // the training loop waiting for the next batch (IteratorGetNext):
                       // suffers the stall, is not an input op (§3.4 item 1).
 };
+
+// Which CUDA API a kRuntimeApi call belongs to, in `sub`. Both launch: a
+// kernel's correlation id may name either (Triton's kernels are launched with
+// cuLaunchKernel); the PyTorch plugin's view ignores driver calls, as the
+// plugin does (pytorch-plugin-semantics.md §0).
+enum class ApiLayer : uint8_t { kRuntime = 0, kDriver = 1 };
 
 // Phase of a kFlow event, in `sub`.
 enum class FlowPhase : uint8_t { kStart = 0, kStep = 1, kEnd = 2 };

@@ -26,7 +26,8 @@ export default {
       <section class="card"><h3>Device-side analysis: input time of each step <span class="muted step-range"></span></h3>
         <div class="stats device-stats"></div><div class="chart device-chart"></div></section>
       <div class="grid2">
-        <section class="card"><h3>Host-side analysis: where input time goes</h3><div class="host-parts"></div>
+        <section class="card"><h3>Host-side analysis: where input time goes</h3>
+          <p class="input-source" data-field="source_statement"></p><div class="host-parts"></div>
           <h4>By input-op category (self time)</h4><div class="host-categories"></div></section>
         <section class="card"><h3>What to try</h3><ul class="advice"></ul></section>
       </div>
@@ -66,6 +67,9 @@ export default {
             stat('Step time: average', `${num(w.step_time_ms_avg, 2)} ms`) + stat('standard deviation', `${num(w.step_time_ms_stddev, 2)} ms`) +
             stat('range', `${num(w.step_time_ms_min, 1)} – ${num(w.step_time_ms_max, 1)} ms`);
           const h = ip.host_side;
+          const source = root.querySelector('.input-source');
+          source.textContent = h.source_statement ?? '';
+          source.hidden = !h.source_statement;
           const hostTotal = HOST_PARTS.reduce((t, [k]) => t + h[k], 0);
           barList(root.querySelector('.host-parts'), HOST_PARTS.map(([k, label]) => ({label, value: h[k],
             text: `${num(h[k] / 1e3, 1)} ms${hostTotal > 0 ? ` (${pct(100 * h[k] / hostTotal, 0)})` : ''}`})),

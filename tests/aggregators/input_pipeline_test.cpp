@@ -87,6 +87,47 @@ TEST_CASE("input pipeline: host-side breakdown and input-op table by hand") {
   CHECK(s.ops[2].category == InputCategory::kPreprocessing);
   const std::string csv = s.OpsCsv();
   CHECK(csv.find("decode,4,0.7,") != std::string::npos);
+  // The waits: IteratorGetNext and wait_batch, 1,700 µs in 4; tf.data's
+  // names make the source tf.data, and its advice tf.data's.
+  CHECK(s.wait_ms == doctest::Approx(1.7));
+  CHECK(s.waits == 4);
+  CHECK(s.wait_names == std::vector<std::string>{"IteratorGetNext", "wait_batch"});
+  CHECK(s.source == InputSource::kTfData);
+  CHECK(s.source_statement.empty());
+  REQUIRE(s.recommendations.size() == 4);
+  CHECK(s.recommendations[1].find("num_parallel_calls") != std::string::npos);
+}
+
+TEST_CASE("input pipeline: a PyTorch DataLoader's waits and fetches make PyTorch's advice") {
+  StepWindow w;
+  w.steps = 2;
+  w.step_ns_sum = 2'000'000;
+  w.bucket_ns[static_cast<size_t>(Bucket::kInput)] = 1'500'000;
+  // liveprof run's records: the loop's waits (one nested in a wrapper's, 200
+  // µs of it), and the workers' fetches (stage preprocess).
+  InputOpRecord wait{"enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", InputStage::kWait, 3,
+                     1'400'000, 1'000'000};
+  wait.nested_wait_ns = 200'000;
+  const std::vector<InputOpRecord> ops = {
+      wait, {"DataLoader fetch#ImageFolder", InputStage::kPreprocess, 6, 2'400'000, 2'400'000}};
+  const InputPipelineSnapshot s = AnalyzeInputPipeline(w, ops);
+  CHECK(s.bound == InputBound::kHighly);
+  CHECK(s.source == InputSource::kPytorchDataLoader);
+  CHECK(s.wait_ms == doctest::Approx(1.2));  // 1,400 - 200 µs nested.
+  CHECK(s.waits == 3);
+  CHECK_FALSE(s.single_process_loader);
+  CHECK(s.input_ops_seen);
+  CHECK(s.source_statement == "The input is a PyTorch DataLoader. The training loop waited 1.2 ms in 3 batches for it; "
+                              "below, what its loading was spent on.");
+  CHECK(s.next_step == "Look at the host-side breakdown of input time below.");
+  REQUIRE(s.recommendations.size() == 5);
+  CHECK(s.recommendations[0].starts_with("Add workers: raise num_workers"));
+  REQUIRE(s.ops.size() == 1);  // the fetches; the wait is not an input op.
+  CHECK(s.ops[0].category == InputCategory::kPreprocessing);
+  CHECK(InputSourceOf("enumerate(DataPipe)#ShufflerIterDataPipe") == InputSource::kPytorchDataLoader);
+  CHECK(InputSourceOf("enumerate(DataLoader)#Foo") == InputSource::kUnknown);  // not a __next__.
+  CHECK(InputSourceOf("Iterator::Prefetch") == InputSource::kTfData);
+  CHECK(InputSourceOf("read_shard") == InputSource::kUnknown);
 }
 
 TEST_CASE("input pipeline: tf.data names map to the legacy categories") {

@@ -517,7 +517,8 @@ constexpr NamedId kFwNames[] = {
     {7, "aten::add, fused"},     {8, "Iterator::Batch"},  {9, "MemcpyHToD"},
     {10, "block/conv/Conv2D:Conv2D"}, {999, nullptr},  // never defined: "#999".
 };
-constexpr NamedId kSpanNames[] = {{20, "scope/Add:AddV2"}, {21, "user_scope"}, {22, "train_step"}};
+constexpr NamedId kSpanNames[] = {{20, "scope/Add:AddV2"}, {21, "user_scope"}, {22, "train_step"},
+                                  {23, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"}};
 constexpr NamedId kInputNames[] = {
     {30, "Iterator::Prefetch::Map"}, {31, "ReadFile"}, {32, "Decode"}};
 constexpr NameId kApiName = 40;
@@ -538,7 +539,8 @@ void GenHostNode(std::mt19937& rng, TrackId track, uint64_t b, uint64_t e, int d
   } else if (roll < 55) {
     ev = test::Span(b, e - b, kSpanNames[0].id, track, EventKind::kHostSpan);  // known.
   } else if (roll < 65) {
-    ev = test::Span(b, e - b, kSpanNames[1 + rng() % 2].id, track, EventKind::kHostSpan);
+    // (23: a DataLoader's wait, an input op of stage wait.)
+    ev = test::Span(b, e - b, kSpanNames[1 + rng() % 3].id, track, EventKind::kHostSpan);
   } else if (roll < 82) {
     ev = test::Input(b, e - b, kInputNames[rng() % std::size(kInputNames)].id, track);
     ev.sub = static_cast<uint8_t>(rng() % 7);  // 6: not a stage -> kUnknown.
@@ -637,6 +639,7 @@ struct RefHost {
   InputStage stage;
   TrackId track;
   uint64_t begin, end, dur, self;
+  uint64_t nested_wait = 0;  // a wait's: the waits it contains.
 };
 struct RefDevice {
   std::tuple<int, NameId, NameId> key;  // (kind, op, kernel)
@@ -654,13 +657,21 @@ struct Reference {
 
 Reference RunReference(const Catalog& catalog, const std::vector<Event>& events) {
   Reference ref;
-  std::map<TrackId, std::vector<std::pair<uint64_t, uint64_t>>> unclaimed;  // [begin, end)
+  struct Unclaimed {
+    uint64_t begin, end;  // [begin, end)
+    bool wait;
+  };
+  std::map<TrackId, std::vector<Unclaimed>> unclaimed;
   for (const Event& e : events) {
     const bool device = IsDeviceKind(e.kind);
     bool counted = e.kind == EventKind::kFrameworkOp || e.kind == EventKind::kInputSpan;
+    bool input = e.kind == EventKind::kInputSpan;
+    uint8_t sub = e.sub;
     if (e.kind == EventKind::kHostSpan) {
       const std::string_view n = catalog.Name(e.name);
-      counted = !n.empty() && ParseTfOpName(n).category != OpCategory::kUnknown;
+      const bool loader = n.starts_with("enumerate(DataLoader)#") && n.ends_with(".__next__");
+      counted = !n.empty() && (loader || ParseTfOpName(n).category != OpCategory::kUnknown);
+      if (loader) input = true, sub = static_cast<uint8_t>(InputStage::kWait);
     }
     if (!device && !counted) continue;
     if (e.dur > (uint64_t{1} << 62)) {
@@ -678,25 +689,26 @@ Reference RunReference(const Catalog& catalog, const std::vector<Event>& events)
     }
     // Claim every unclaimed interval this one contains.
     auto& list = unclaimed[e.track];
-    uint64_t children = 0;
+    const bool wait = input && sub == static_cast<uint8_t>(InputStage::kWait);
+    uint64_t children = 0, nested_wait = 0;
     bool misnested = false;
-    std::vector<std::pair<uint64_t, uint64_t>> keep;
-    for (const auto& [ub, ue] : list) {
-      if (ub >= b && ue <= en) {
-        children += ue - ub;
+    std::vector<Unclaimed> keep;
+    for (const Unclaimed& u : list) {
+      if (u.begin >= b && u.end <= en) {
+        children += u.end - u.begin;
+        if (wait && u.wait) nested_wait += u.end - u.begin;
       } else {
-        if (ub < b && ue > b) misnested = true;
-        keep.push_back({ub, ue});
+        if (u.begin < b && u.end > b) misnested = true;
+        keep.push_back(u);
       }
     }
-    keep.push_back({b, en});
+    keep.push_back({b, en, wait});
     list = std::move(keep);
     if (misnested) ++ref.misnested;
     const InputStage stage =
-        e.sub <= static_cast<uint8_t>(InputStage::kWait) ? static_cast<InputStage>(e.sub)
-                                                         : InputStage::kUnknown;
-    ref.host.push_back({e.name, e.kind == EventKind::kInputSpan, stage, e.track, b, en, e.dur,
-                        e.dur > children ? e.dur - children : 0});
+        sub <= static_cast<uint8_t>(InputStage::kWait) ? static_cast<InputStage>(sub) : InputStage::kUnknown;
+    ref.host.push_back({e.name, input, stage, e.track, b, en, e.dur, e.dur > children ? e.dur - children : 0,
+                        nested_wait});
   }
   return ref;
 }
@@ -770,6 +782,7 @@ void CheckAgainstReference(const Catalog& catalog, const Reference& ref,
       ++in.occurrences;
       in.total_ns += h.dur;
       in.self_ns += h.self;
+      in.nested_wait_ns += h.nested_wait;
     } else if (p.category != OpCategory::kUnknown) {
       name = std::string(p.name);
       type = std::string(p.type);

@@ -14,6 +14,7 @@
 
 #include "pipeline/pipeline.h"
 #include "import/trace_analysis.h"
+#include "real_traces.h"
 
 namespace liveprof {
 namespace {
@@ -144,6 +145,32 @@ TEST_CASE("replay: --loop writes the file again and again, one loop after the ot
     CHECK(steps[i][1] == once[n][1]);  // its time.
     CHECK(steps[i][2] == once[n][2]);  // its breakdown.
   }
+}
+
+// Issue 26: the headline alert on the most common real case. The H200
+// slow-loader job (../shared/data/gpu) waits 91.6 % of each step in its
+// DataLoader; replayed live, in a loop, it must read input-bound.
+TEST_CASE("replay: --loop of the H200 slow-loader PyTorch trace fires input_bound_high") {
+  const std::string path = test::GpuDataPath("h200/resnet18_h200_slowloader.pt.trace.json.gz");
+  if (path.empty()) return;
+  TraceReplay::Options o;
+  o.max_speed = true;
+  o.loop = true;
+  const Live live = Replay(path, o, [](const TraceReplay& r) { return r.loops_done() >= 3; });
+  REQUIRE(live.last != nullptr);
+  CHECK(live.loops >= 3);
+  const auto alerts = nlohmann::json::parse(live.last->views.alerts);
+  bool firing = false;
+  for (const auto& a : alerts["firing"]) {
+    if (a["rule"] != "input_bound_high") continue;
+    firing = true;
+    CHECK(a["value"].get<double>() > 91.5);
+    CHECK(a["value"].get<double>() < 91.7);
+  }
+  CHECK_MESSAGE(firing, alerts["firing"].dump());
+  const auto input = nlohmann::json::parse(live.last->views.input_pipeline);
+  CHECK(input["bottleneck"]["input_classification"] == "HIGHLY input-bound");
+  CHECK(input["host_side"]["source"] == "pytorch_dataloader");
 }
 
 TEST_CASE("replay: a file it cannot read, or without events, is an error") {

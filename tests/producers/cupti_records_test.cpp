@@ -321,6 +321,7 @@ TEST_CASE("cupti records: runtime and driver API records become kRuntimeApi on t
     want.track = host_track;
     want.corr = static_cast<uint32_t>(11 + i);
     want.kind = EventKind::kRuntimeApi;
+    want.sub = static_cast<uint8_t>(i == 1 ? ApiLayer::kDriver : ApiLayer::kRuntime);
     CheckEvent(events[i], want);
   }
   CHECK(f.Name(events[3].name) == names[3]);
