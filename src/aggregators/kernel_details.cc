@@ -145,7 +145,11 @@ KernelDetails ParseKernelDetails(std::string_view details) {
     } else if (key == "grid") {
       ParseDims(value, &d.grid);
     } else if (key == "occ_pct") {
-      if (ParseFiniteDouble(value, &pct)) d.occupancy_pct = pct;
+      if (ParseFiniteDouble(value, &pct)) d.occupancy_pct = pct, d.has_occupancy = true;
+    } else if (key == "blocks_per_sm") {
+      if (ParseFiniteDouble(value, &pct)) d.blocks_per_sm = pct;
+    } else if (key == "warps_per_sm") {
+      if (ParseFiniteDouble(value, &pct)) d.warps_per_sm = pct;
     }
   }
   return d;

@@ -30,7 +30,9 @@ class Diagnostics;
 class JsonWriter;
 
 // Launch parameters parsed from a kernel's details string
-// "regs:R static_shared:S dynamic_shared:D grid:x,y,z block:x,y,z occ_pct:P".
+// "regs:R static_shared:S dynamic_shared:D grid:x,y,z block:x,y,z occ_pct:P
+// blocks_per_sm:B warps_per_sm:W" (the last three as Kineto writes them:
+// "est. achieved occupancy %", "blocks per SM", "warps per SM").
 struct KernelDetails {
   uint32_t registers_per_thread = 0;
   uint32_t static_shared_bytes = 0;
@@ -38,6 +40,9 @@ struct KernelDetails {
   std::array<uint32_t, 3> grid = {1, 1, 1};
   std::array<uint32_t, 3> block = {1, 1, 1};
   double occupancy_pct = 0;
+  bool has_occupancy = false;  // occ_pct was given (0 is a value).
+  double blocks_per_sm = 0;    // 0: not given.
+  double warps_per_sm = 0;
 
   bool operator==(const KernelDetails&) const = default;
 };

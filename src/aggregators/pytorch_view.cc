@@ -448,6 +448,7 @@ PytorchOverview ComputePytorchOverview(std::span<const Event> events, const Cata
       g.cc_major = def->cc_major;
       g.cc_minor = def->cc_minor;
     }
+    g.estimates = EstimateGpu(events, catalog, g.device, out.window_start_ns, out.window_end_ns);
     out.gpus.push_back(std::move(g));
   }
 

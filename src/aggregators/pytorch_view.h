@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "aggregators/catalog.h"
+#include "aggregators/pytorch_gpu_metrics.h"
 #include "base/json_writer.h"
 #include "aggregators/py_format.h"
 #include "stream/diagnostics.h"
@@ -119,6 +120,9 @@ struct PytorchOverviewGpu {
   uint64_t memory_bytes = 0;
   uint8_t cc_major = 0;
   uint8_t cc_minor = 0;
+  // Est. SM Efficiency, Est. Achieved Occupancy, Kernel Time using Tensor
+  // Cores (section 5), where the trace gives what they need.
+  PytorchGpuEstimates estimates;
 };
 
 struct PytorchOverview {

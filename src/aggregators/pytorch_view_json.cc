@@ -171,6 +171,10 @@ void PytorchOverview::WriteJson(JsonWriter& w) const {
         row("Compute Capability", std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor));
       }
       row("GPU Utilization", PyRepr(g.utilization_pct) + " %");
+      const PytorchGpuEstimates& x = g.estimates;
+      if (x.has_sm_efficiency) row("Est. SM Efficiency", PyRepr(x.sm_efficiency_pct) + " %");
+      if (x.has_occupancy) row("Est. Achieved Occupancy", PyRepr(x.occupancy_pct) + " %");
+      if (x.has_tensor_cores) row("Kernel Time using Tensor Cores", PyRepr(x.tensor_cores_pct) + " %");
     }
     w.EndArray();
     w.EndObject();

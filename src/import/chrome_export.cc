@@ -206,6 +206,8 @@ void ChromeTraceWriter::WriteEvent(const Event& e) {
       if (const std::string_view v = Detail(details, "occ_pct"); !v.empty()) {
         arg("est. achieved occupancy %", v, false);
       }
+      if (const std::string_view v = Detail(details, "blocks_per_sm"); !v.empty()) arg("blocks per SM", v, false);
+      if (const std::string_view v = Detail(details, "warps_per_sm"); !v.empty()) arg("warps per SM", v, false);
       j += '}';
       break;
     }

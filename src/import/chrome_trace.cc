@@ -112,7 +112,7 @@ struct Fields {
   bool has_dur = false;
   // args
   std::string_view external_id, correlation, device, stream, bytes, addr, device_type, device_id;
-  std::string_view regs, shared, occupancy, m_name, step_num, stage;
+  std::string_view regs, shared, occupancy, blocks_per_sm, warps_per_sm, m_name, step_num, stage;
   std::string_view allocator, op_name;  // liveprof's own args (chrome_export.h).
   uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   bool has_grid = false, has_block = false;
@@ -237,7 +237,8 @@ struct ChromeTraceImporter::Parser {
       case 's':
         return k == "stream" ? &f.stream : k == "shared memory" ? &f.shared : k == "step_num" ? &f.step_num
                : k == "stage" ? &f.stage : nullptr;
-      case 'b': return k == "bytes" ? &f.bytes : nullptr;
+      case 'b': return k == "bytes" ? &f.bytes : k == "blocks per SM" ? &f.blocks_per_sm : nullptr;
+      case 'w': return k == "warps per SM" ? &f.warps_per_sm : nullptr;
       case 'B': return k == "Bytes" ? &f.bytes : nullptr;
       case 'A': return k == "Addr" ? &f.addr : k == "Allocator" ? &f.allocator : nullptr;
       case 'f': return k == "framework op" ? &f.op_name : nullptr;
@@ -434,6 +435,8 @@ struct ChromeTraceImporter::Parser {
           if (f.has_grid) d += " grid:" + std::to_string(f.grid[0]) + "," + std::to_string(f.grid[1]) + "," + std::to_string(f.grid[2]);
           if (f.has_block) d += " block:" + std::to_string(f.block[0]) + "," + std::to_string(f.block[1]) + "," + std::to_string(f.block[2]);
           if (!f.occupancy.empty()) d += " occ_pct:" + std::string(f.occupancy);
+          if (!f.blocks_per_sm.empty()) d += " blocks_per_sm:" + std::string(f.blocks_per_sm);
+          if (!f.warps_per_sm.empty()) d += " warps_per_sm:" + std::string(f.warps_per_sm);
           e.payload.kernel.details = names->Intern(d);
           if (!f.external_id.empty()) {
             e.payload.kernel.op = OpOf(U64(f.external_id));

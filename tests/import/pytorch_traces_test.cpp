@@ -175,6 +175,66 @@ TEST_CASE("pytorch traces: the compiled job's Triton kernels join their step thr
   CHECK(runtime_us == 279);
 }
 
+// The GPU summary value the PyTorch view shows for `title`, "" if absent.
+std::string GpuRow(const json& pytorch, const std::string& title) {
+  for (const json& r : pytorch["gpu_metrics"]["data"]) {
+    if (r["title"] == title) return r["value"].get<std::string>();
+  }
+  return "";
+}
+
+TEST_CASE("pytorch traces: the H200 traces' GPU summary and Tensor Cores, as the plugin computes them") {
+  // By hand (a script of the plugin's rules, pytorch-plugin-semantics.md §5,
+  // over the files' own kernel args): W = ProfilerStep#3's start to step 6's
+  // end (or its last GPU op's); Est. SM Efficiency = the sweep of "blocks per
+  // SM" (capped at 1) over W; Est. Achieved Occupancy = "est. achieved
+  // occupancy %" weighted by each kernel's time in W; Tensor Cores = the
+  // time of the kernels an operator launched whose name is on the plugin's
+  // allowlist, of all such kernels' time. On Hopper, cuBLAS' nvjet kernels
+  // are not on that list: the compiled bf16 job reads 0.0 %, as it would in
+  // the plugin.
+  struct Expected {
+    const char* file;
+    const char* utilization;
+    const char* sm_efficiency;
+    const char* occupancy;
+    const char* tensor_cores;
+  };
+  for (const Expected& x : {Expected{kSlowLoader, "2.59 %", "2.17 %", "35.56 %", "2.72 %"},
+                            Expected{kCompiled, "5.54 %", "4.36 %", "45.19 %", "0.0 %"}}) {
+    CAPTURE(x.file);
+    const std::string path = GpuDataPath(x.file);
+    if (path.empty()) return;
+    Analysed r;
+    REQUIRE(Analyse(path, &r));
+    CHECK(GpuRow(r.pytorch, "Name") == "NVIDIA H200");
+    CHECK(GpuRow(r.pytorch, "Compute Capability") == "9.0");
+    CHECK(GpuRow(r.pytorch, "GPU Utilization") == x.utilization);
+    CHECK(GpuRow(r.pytorch, "Est. SM Efficiency") == x.sm_efficiency);
+    CHECK(GpuRow(r.pytorch, "Est. Achieved Occupancy") == x.occupancy);
+    CHECK(GpuRow(r.pytorch, "Kernel Time using Tensor Cores") == x.tensor_cores);
+  }
+
+  // Kernel stats (xprof's rules, §7) on the slow-loader job: the ops on the
+  // plugin's eligible list are eligible; by name, the cuDNN dgrad kernels
+  // (cutlass_tensorop_s1688dgrad, 16) and 4 GEMMs use Tensor Cores.
+  const std::string path = GpuDataPath(kSlowLoader);
+  if (path.empty()) return;
+  Analysed r;
+  REQUIRE(Analyse(path, &r));
+  std::map<std::string, std::pair<uint64_t, uint64_t>> by_op;  // op -> (eligible calls, TC calls)
+  for (const json& row : r.kernels["rows"]) {
+    auto& [eligible, tc] = by_op[row["op_name"].get<std::string>()];
+    if (row["op_tc_eligible"] == true) eligible += row["occurrences"].get<uint64_t>();
+    if (row["kernel_uses_tc"] == true) tc += row["occurrences"].get<uint64_t>();
+  }
+  CHECK(by_op["aten::cudnn_convolution"] == std::pair<uint64_t, uint64_t>{284, 0});
+  CHECK(by_op["aten::convolution_backward"] == std::pair<uint64_t, uint64_t>{16, 16});
+  CHECK(by_op["aten::addmm"] == std::pair<uint64_t, uint64_t>{8, 0});
+  CHECK(by_op["aten::mm"] == std::pair<uint64_t, uint64_t>{12, 4});
+  CHECK(by_op["aten::relu_"].first == 0);
+}
+
 // A small Kineto trace with the bad input issue 26 names: a DataLoader wait
 // inside another (a wrapper's iterator around PyTorch's), a driver launch
 // with no kernel, and a kernel with two launch records (runtime and driver,
