@@ -165,6 +165,11 @@ StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, BreakdownMode mode
     sweep.Add(b, e, device || device_step ? s.type : s.cpu_type, device);
   }
   sweep.Finish(row.step_ns(), &row.type_ns, &row.device_busy_ns);
+  if (!step.device_spans.empty()) {
+    scratch->gpu.clear();
+    for (const StepSpan& s : step.device_spans) scratch->gpu.push_back({s.begin, s.end, s.work});
+    row.gpu = ComputeGpuTimeline(&scratch->gpu, step.device_begin_ns, step.device_end_ns, &scratch->gpu_scratch);
+  }
   if (unannotated_cpu) {
     row.type_ns[static_cast<size_t>(SpanType::kHostCompute)] += row.type_ns[static_cast<size_t>(SpanType::kUnknown)];
     row.type_ns[static_cast<size_t>(SpanType::kUnknown)] = 0;
@@ -293,6 +298,7 @@ StepWindow StepBreakdown::Window(const WindowSel& sel) const {
     w.kernel_count += r.work.kernel_count;
     w.small_kernel_count += r.work.small_kernel_count;
     w.device_busy_ns += r.device_busy_ns;
+    w.gpu.Add(r.gpu);
     w.has_device = w.has_device || r.has_device;
   }
   if (!step_ms.empty()) {
@@ -352,6 +358,10 @@ void StepBreakdownSnapshot::WriteJson(JsonWriter& w) const {
   w.KV("steps_dropped", steps_dropped);
   w.Key("window");
   WriteStepWindowJson(w, window);
+  if (window.has_device) {  // the window's steps' GPU timelines, summed.
+    w.Key("gpu_timeline");
+    window.gpu.WriteJson(w);
+  }
   w.Key("columns");
   w.BeginArray();
   for (size_t b = 0; b < kBucketCount; ++b) w.String(BucketName(static_cast<Bucket>(b)));
@@ -367,6 +377,10 @@ void StepBreakdownSnapshot::WriteJson(JsonWriter& w) const {
     w.BeginArray();
     for (size_t b = 0; b < kBucketCount; ++b) w.Double(static_cast<double>(r.bucket_ns[b]) / 1e6);
     w.EndArray();
+    if (r.has_device) {
+      w.Key("gpu");
+      r.gpu.WriteJson(w);
+    }
     w.EndObject();
   }
   w.EndArray();

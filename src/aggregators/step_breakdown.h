@@ -73,6 +73,13 @@ struct StepBreakdownRow {
   std::array<uint64_t, kBucketCount> bucket_ns{};
   DeviceWorkCounts work;  // kernels and copies of the step.
   uint64_t device_busy_ns = 0;      // union of device work inside the span.
+  // Over the step's GPU range (its device work's first begin to last end),
+  // as TraceLens' gpu_timeline.csv (gpu_timeline.h). Kineto's
+  // gpu_user_annotation ProfilerStep#N is not that range: it holds only the
+  // work launched from the step's own thread, so a training step's backward
+  // (launched from autograd's thread) falls outside it (on the H200
+  // slow-loader trace it covers 8.5 ms of step 3's 20.5 ms of GPU work).
+  GpuTimeline gpu;
   bool has_device = false;
   bool closed_by_timeout = false;
   uint64_t step_ns() const { return end_ns - begin_ns; }
@@ -82,6 +89,8 @@ struct StepBreakdownRow {
 // of end, so computing a step allocates nothing once warm.
 struct BreakdownScratch {
   std::vector<StepSpan> device, host;
+  std::vector<GpuInterval> gpu;
+  GpuTimelineScratch gpu_scratch;
 };
 
 // Computes one step's row (a pure function of the step; the scratch only
@@ -118,6 +127,7 @@ struct StepWindow {
   uint64_t h2d_ns = 0, d2h_ns = 0;
   uint64_t kernel_count = 0, small_kernel_count = 0;
   uint64_t device_busy_ns = 0;
+  GpuTimeline gpu;      // the steps' GPU timelines, summed.
   uint64_t gap_ns = 0;  // host time between consecutive steps' markers.
   bool has_device = false;
 

@@ -239,6 +239,9 @@ void StepAssembler::AddToStep(OpenStep& s, const Event& e, bool by_corr) {
     const SpanType t = ClassifyDeviceEvent(e, bits);
     StepSpan& span = r.device_spans.emplace_back();  // in place: a temporary's byte fields would stall the copy.
     span.begin = e.ts, span.end = e.end(), span.type = span.cpu_type = t;
+    span.work = IsMemcpyKind(e.kind)                     ? GpuWork::kMemcpy
+                : t == SpanType::kDeviceCollectives ? GpuWork::kCommunication
+                                                          : GpuWork::kCompute;
     r.device_types |= TypeBit(t);
     (by_corr ? r.device_by_corr : r.device_by_time) += 1;
     CountDeviceWork(e, &r.work);

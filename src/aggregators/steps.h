@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "aggregators/catalog.h"
+#include "aggregators/gpu_timeline.h"
 #include "aggregators/span_type.h"
 #include "stream/diagnostics.h"
 #include "stream/event.h"
@@ -58,6 +59,7 @@ struct StepSpan {
   uint64_t begin = 0, end = 0;
   SpanType type = SpanType::kUnknown;      // when the profile has a device.
   SpanType cpu_type = SpanType::kUnknown;  // when it has none (differs for host spans only).
+  GpuWork work = GpuWork::kCompute;        // device spans: for the step's GPU timeline.
 };
 
 // A step's device work in numbers, counted as each event joins.

@@ -25,6 +25,22 @@ std::string FileFormat(const std::string& path) {
 }
 
 // The steps view's rows with each category in ns (the view has ms).
+// A GPU timeline's "<part>_ms" members as "<part>_ns" integers.
+json TimelineInNs(const json& ms) {
+  json out = json::object();
+  for (const auto& [k, v] : ms.items()) {
+    out[k.substr(0, k.size() - 3) + "_ns"] = std::llround(v.get<double>() * 1e6);
+  }
+  return out;
+}
+
+json GpuTimelineJson(const GpuTimeline& t) {
+  return {{"total_ns", t.total_ns},         {"busy_ns", t.busy_ns},
+          {"idle_ns", t.idle_ns},           {"computation_ns", t.computation_ns},
+          {"exposed_comm_ns", t.exposed_comm_ns}, {"exposed_memcpy_ns", t.exposed_memcpy_ns},
+          {"comm_ns", t.comm_ns},           {"memcpy_ns", t.memcpy_ns}};
+}
+
 json StepsInNs(const json& steps) {
   json out = json::array();
   for (const json& row : steps.value("rows", json::array())) {
@@ -33,8 +49,10 @@ json StepsInNs(const json& steps) {
     for (size_t i = 0; i < columns.size() && i < row["ms"].size(); ++i) {
       breakdown[columns[i].get<std::string>()] = std::llround(row["ms"][i].get<double>() * 1e6);
     }
-    out.push_back({{"step", row["step"]}, {"begin_ns", row["begin_ns"]},
-                   {"step_ns", std::llround(row["step_ms"].get<double>() * 1e6)}, {"breakdown_ns", breakdown}});
+    json step = {{"step", row["step"]}, {"begin_ns", row["begin_ns"]},
+                 {"step_ns", std::llround(row["step_ms"].get<double>() * 1e6)}, {"breakdown_ns", breakdown}};
+    if (row.contains("gpu")) step["gpu_timeline_ns"] = TimelineInNs(row["gpu"]);
+    out.push_back(std::move(step));
   }
   return out;
 }
@@ -46,6 +64,9 @@ json Document(const std::string& path, const TraceAnalysis& a) {
     device.push_back({{"ordinal", d.ordinal}, {"name", d.name}, {"busy_ns", d.busy_ns},
                       {"kernel_busy_ns", d.kernel_busy_ns}, {"span_ns", d.span_ns},
                       {"utilization_pct", d.utilization_pct}});
+    if (const auto it = a.gpu_timelines.find(d.ordinal); it != a.gpu_timelines.end()) {
+      device.back()["gpu_timeline"] = GpuTimelineJson(it->second);
+    }
   }
   const ImportReport& r = a.report;
   const std::string format = FileFormat(path);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "aggregators/span_type.h"
 #include "stream/diagnostics.h"
 #include "stream/reorder_buffer.h"
 
@@ -56,6 +57,23 @@ bool AnalyzeTrace(const std::string& path, const AnalysesOptions& options, const
     if (out->first_ns > out->last_ns) out->first_ns = out->last_ns;
   }
   analyses.Flush(out->last_ns);
+  // The whole trace's GPU timeline per GPU: kernels and memsets (collectives
+  // by name, as the step breakdown tells them), copies.
+  std::map<uint8_t, std::vector<GpuInterval>> by_device;
+  for (const Event& e : events) {
+    if (!IsDeviceKind(e.kind) || e.dur > kMaxEventDurationNs) continue;
+    const GpuWork work = IsMemcpyKind(e.kind) ? GpuWork::kMemcpy
+                         : (ClassifyName(analyses.catalog().Name(e.name)) & kNameCollective) != 0
+                             ? GpuWork::kCommunication
+                             : GpuWork::kCompute;
+    by_device[e.device].push_back({e.ts, e.end(), work});
+  }
+  GpuTimelineScratch scratch;
+  for (auto& [device, intervals] : by_device) {
+    uint64_t first = ~uint64_t{0}, last = 0;
+    for (const GpuInterval& g : intervals) first = std::min(first, g.begin), last = std::max(last, g.end);
+    out->gpu_timelines[device] = ComputeGpuTimeline(&intervals, first, last, &scratch);
+  }
   out->events = events.size();
   out->views = analyses.Render(render);
   out->devices = analyses.utilization().Snapshot(0);

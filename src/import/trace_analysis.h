@@ -9,9 +9,11 @@
 #ifndef LIVEPROF_IMPORT_TRACE_ANALYSIS_H_
 #define LIVEPROF_IMPORT_TRACE_ANALYSIS_H_
 
+#include <map>
 #include <string>
 
 #include "aggregators/analyses.h"
+#include "aggregators/gpu_timeline.h"
 #include "import/trace_file.h"
 #include "import/progress.h"
 
@@ -20,6 +22,9 @@ namespace liveprof {
 struct TraceAnalysis {
   RenderedViews views;
   DeviceUtilizationSnapshot devices;  // busy, span and utilization per GPU, whole trace.
+  // Per GPU ordinal, over the whole trace (its first device activity to its
+  // last): TraceLens' gpu_timeline.csv (aggregators/gpu_timeline.h).
+  std::map<uint8_t, GpuTimeline> gpu_timelines;
   ImportReport report;
   uint64_t events = 0;  // events the analyses consumed.
   uint64_t first_ns = 0, last_ns = 0;

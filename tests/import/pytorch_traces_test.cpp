@@ -175,6 +175,44 @@ TEST_CASE("pytorch traces: the compiled job's Triton kernels join their step thr
   CHECK(runtime_us == 279);
 }
 
+TEST_CASE("pytorch traces: each step's GPU timeline on the H200 slow-loader job, as TraceLens computes it") {
+  const std::string path = GpuDataPath(kSlowLoader);
+  if (path.empty()) return;
+  Analysed r;
+  REQUIRE(Analyse(path, &r));
+  // By hand (a script over the file): each step's GPU ops are those its
+  // launches (runtime or driver calls inside ProfilerStep#N, on any thread)
+  // started; its range, their first begin to last end; busy, the union of
+  // them all; computation, of kernels and memsets; memcpy, of copies (none
+  // under a kernel here, so all exposed). Not Kineto's gpu_user_annotation
+  // ProfilerStep#3, [..194736.808, ..203281.631): it covers only the 145
+  // ops launched from the step's own thread, none of the backward's 238.
+  struct Expected {
+    int64_t step;
+    uint64_t total, busy, computation, memcpy;
+  };
+  const Expected expected[] = {{3, 20542840, 9612401, 7015614, 2596787},
+                               {4, 24200710, 10039562, 7003385, 3036177},
+                               {5, 21793841, 9362549, 7013697, 2348852},
+                               {6, 22388782, 9519564, 7008313, 2511251}};
+  REQUIRE(r.steps["rows"].size() == 4);
+  for (size_t i = 0; i < 4; ++i) {
+    const Expected& x = expected[i];
+    CAPTURE(x.step);
+    const json& row = r.steps["rows"][i];
+    REQUIRE(row["step"] == x.step);
+    const json& g = row["gpu"];
+    auto ns = [&](const char* key) { return static_cast<uint64_t>(std::llround(g[key].get<double>() * 1e6)); };
+    CHECK(ns("total_ms") == x.total);
+    CHECK(ns("busy_ms") == x.busy);
+    CHECK(ns("idle_ms") == x.total - x.busy);
+    CHECK(ns("computation_ms") == x.computation);
+    CHECK(ns("memcpy_ms") == x.memcpy);
+    CHECK(ns("exposed_memcpy_ms") == x.memcpy);
+    CHECK(ns("comm_ms") == 0);
+  }
+}
+
 // The GPU summary value the PyTorch view shows for `title`, "" if absent.
 std::string GpuRow(const json& pytorch, const std::string& title) {
   for (const json& r : pytorch["gpu_metrics"]["data"]) {

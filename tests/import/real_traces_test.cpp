@@ -204,8 +204,8 @@ TEST_CASE("import: the ResNet50 trace's ops are Tensor Core eligible exactly whe
   CHECK(eligible >= 4);  // convolutions (forward and both backward halves), addmm.
 }
 
-// TraceLens' gpu_timeline.csv "busy_time" and "total_time" (ms) of a CSV.
-std::map<std::string, double> GpuTimeline(const std::string& path) {
+// TraceLens' gpu_timeline.csv: each row's time (ms) by its type.
+std::map<std::string, double> TraceLensTimeline(const std::string& path) {
   std::map<std::string, double> ms;
   std::ifstream in(path);
   std::string line;
@@ -224,7 +224,7 @@ TEST_CASE("import: GPU busy and total time equal TraceLens' gpu_timeline.csv (be
     const std::string trace = TracePath(dir + name + ".json.gz");
     const std::string csv = TracePath(dir + name + "_perf_report_csvs/gpu_timeline.csv");
     if (trace.empty() || csv.empty()) return;
-    const std::map<std::string, double> published = GpuTimeline(csv);
+    const std::map<std::string, double> published = TraceLensTimeline(csv);
     REQUIRE(published.count("busy_time") == 1);
     REQUIRE(published.count("total_time") == 1);
 
@@ -240,6 +240,62 @@ TEST_CASE("import: GPU busy and total time equal TraceLens' gpu_timeline.csv (be
     CHECK(std::abs(static_cast<double>(gpu.span_ns) - published.at("total_time") * 1e6) <= 1.5);
   }
 }
+
+// Every row of TraceLens' gpu_timeline.csv against liveprof's GPU timeline
+// of the whole trace (analyze's `device[].gpu_timeline`) and, where all the
+// GPU work is inside the one ProfilerStep (bert-small, Falconsai: step 6),
+// of that step (the steps view's per-step `gpu`). TraceLens sums float64
+// µs: within 1.5 ns of our exact figures.
+TEST_CASE("import: the GPU timeline, whole trace and per step, equals TraceLens' gpu_timeline.csv") {
+  struct Case {
+    const char* trace;
+    const char* csv;
+    bool one_step;
+  };
+  const std::string dir = "AMD-AGI__TraceLens/tests/traces/";
+  for (const Case& c : {Case{"h100/gaunernst_bert-small-uncased__1016001.json.gz",
+                             "h100/gaunernst_bert-small-uncased__1016001_perf_report_csvs/gpu_timeline.csv", true},
+                        Case{"h100/Falconsai_nsfw_image_detection__1016002.json.gz",
+                             "h100/Falconsai_nsfw_image_detection__1016002_perf_report_csvs/gpu_timeline.csv", true},
+                        Case{"torch_compile_triton/trace.json.gz",
+                             "torch_compile_triton/trace_perf_report_csvs/gpu_timeline.csv", false}}) {
+    CAPTURE(c.trace);
+    const std::string trace = TracePath(dir + c.trace);
+    const std::string csv = TracePath(dir + c.csv);
+    if (trace.empty() || csv.empty()) return;
+    const std::map<std::string, double> ms = TraceLensTimeline(csv);
+    REQUIRE(ms.size() == 8);
+    TraceAnalysis analysis;
+    std::string error;
+    REQUIRE_MESSAGE(AnalyzeTrace(trace, AnalysesOptions{}, RenderOptions{}, &analysis, &error), error);
+    REQUIRE(analysis.gpu_timelines.size() == 1);
+    const GpuTimeline& t = analysis.gpu_timelines.begin()->second;
+    auto near = [&](uint64_t ours, const char* row) {
+      CAPTURE(row);
+      CHECK(std::abs(static_cast<double>(ours) - ms.at(row) * 1e6) <= 1.5);
+    };
+    near(t.computation_ns, "computation_time");
+    near(t.exposed_comm_ns, "exposed_comm_time");
+    near(t.exposed_memcpy_ns, "exposed_memcpy_time");
+    near(t.busy_ns, "busy_time");
+    near(t.idle_ns, "idle_time");
+    near(t.total_ns, "total_time");
+    near(t.comm_ns, "total_comm_time");
+    near(t.memcpy_ns, "total_memcpy_time");
+    if (!c.one_step) continue;
+    const nlohmann::json steps = nlohmann::json::parse(analysis.views.steps);
+    REQUIRE(steps["rows"].size() == 1);
+    const nlohmann::json& step = steps["rows"][0]["gpu"];
+    for (const auto& [ours, row] : {std::pair{"computation_ms", "computation_time"},
+                                    {"exposed_memcpy_ms", "exposed_memcpy_time"}, {"busy_ms", "busy_time"},
+                                    {"idle_ms", "idle_time"}, {"total_ms", "total_time"}}) {
+      CAPTURE(row);
+      CHECK(std::abs(step[ours].get<double>() - ms.at(row)) <= 1.5e-6);
+    }
+    CHECK(steps["gpu_timeline"] == step);  // the window of one step.
+  }
+}
+
 
 // HTA's trace_filter demo (examples/trace_filter_demo.ipynb) on rank 0 of a
 // 128-rank job: the published counts of three filters, over our import.
