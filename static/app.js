@@ -11,12 +11,14 @@ import inputPipeline from './panels/input_pipeline.js';
 import kernelStats from './panels/kernel_stats.js';
 import memory from './panels/memory.js';
 import modules from './panels/modules.js';
+import annotations from './panels/annotations.js';
 import overview from './panels/overview.js';
 import pod from './panels/pod.js';
 import tfStats from './panels/tf_stats.js';
 import traceViewer from './panels/trace_viewer.js';
 
-const PAGES = [overview, inputPipeline, tfStats, kernelStats, memory, modules, pod, alerts, traceViewer, capture];
+const PAGES = [overview, inputPipeline, tfStats, kernelStats, memory, modules, annotations, pod, alerts, traceViewer,
+  capture];
 const ALWAYS = ['status', 'alerts'];  // the header's drops indicator and alert notice.
 const STEP_WINDOWED = new Set(['overview', 'steps', 'input_pipeline']);
 const TIME_WINDOWED = new Set(['overview', 'steps', 'input_pipeline', 'tf_stats', 'kernel_stats', 'memory']);

@@ -164,6 +164,7 @@ Analyses::Analyses(AnalysesOptions options, Diagnostics* diag)
       utilization_(&catalog_, diag, options_.utilization),
       memory_(&catalog_, diag, options_.memory),
       modules_(&catalog_),
+      annotations_(&catalog_),
       pod_(&catalog_, PodOptions(options_)),
       alerts_(options_.alert_rules) {
   if (options_.pytorch_view) pytorch_.emplace(&catalog_, diag, options_.pytorch);
@@ -189,6 +190,7 @@ void Analyses::Consume(std::span<const Event> definitions, std::span<const Event
     utilization_.Consume(part);
     memory_.Consume(part);
     modules_.Consume(part);
+    annotations_.Consume(part);
     if (pytorch_) pytorch_->Consume(part);
     steps_.Consume(part);
   }
@@ -343,6 +345,7 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
   put(View::kAlerts, alerts_.Snapshot(ro.alert_history));
   put(View::kPod, pod_.Snapshot());
   put(View::kModules, modules_.Snapshot());
+  put(View::kAnnotations, annotations_.Snapshot());
   if (ro.pytorch && pytorch_) put(View::kPytorch, pytorch_->Snapshot());
   if (ro.csv) {
     v.tf_stats_csv = ops.ToCsv();

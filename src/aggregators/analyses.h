@@ -34,6 +34,7 @@
 #include "aggregators/input_pipeline.h"
 #include "aggregators/kernel_stats.h"
 #include "aggregators/memory_state.h"
+#include "aggregators/annotation_stats.h"
 #include "aggregators/module_stats.h"
 #include "aggregators/op_stats.h"
 #include "aggregators/overview.h"
@@ -193,6 +194,7 @@ class Analyses {
   DeviceUtilization utilization_;
   MemoryState memory_;
   ModuleStats modules_;
+  AnnotationStats annotations_;
   std::optional<PytorchView> pytorch_;
   PodView pod_;
   AlertEngine alerts_;

@@ -34,6 +34,7 @@ namespace liveprof {
   X(status, kStatus, "", false, false, false, true)                                       \
   X(pod, kPod, "", false, false, false, true)                                             \
   X(modules, kModules, "", false, false, false, true)                                     \
+  X(annotations, kAnnotations, "", false, false, false, true)                             \
   X(pytorch, kPytorch, "", false, false, false, false)
 
 enum class View : uint8_t {

@@ -2,7 +2,8 @@
 // slow-loader trace (../shared/data/gpu/README.md: ResNet-18 whose DataLoader
 // sleeps 200 ms a batch). The input-bound alert fires, and the Input
 // pipeline page says the input is a PyTorch DataLoader with num_workers=0
-// and offers PyTorch's knobs, not tf.data's (issue 26).
+// and offers PyTorch's knobs, not tf.data's; the Annotations page lists its
+// record_function ranges with the kernels they launched (issue 26).
 import assert from 'node:assert/strict';
 import {existsSync} from 'node:fs';
 import path from 'node:path';
@@ -60,6 +61,29 @@ describe('a replayed PyTorch job whose DataLoader is slow', {skip: absent && `${
     }
     assert.ok(!advice.includes('num_parallel_calls'), `tf.data's advice for a PyTorch job:\n${advice}`);
     await screenshot(page, 'input_pipeline_pytorch_replay');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
+  test('the Annotations page lists its record_function ranges with the GPU time they launched', async () => {
+    const a = await api(base, '/api/annotations');
+    const names = a.rows.map((r) => r.name);
+    assert.deepEqual(names, ['ProfilerStep#*', 'Optimizer.step#SGD.step',
+      'enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__', 'Optimizer.zero_grad#SGD.zero_grad']);
+    // Per loop of the trace (tests/import/pytorch_traces_test.cpp): 572 of
+    // 1,496 kernels under the 4 steps alone (143 a step), 1 under each
+    // optimizer step; live, a step's last kernels may not have come yet.
+    const step = a.rows[0];
+    assert.ok(Math.abs(step.kernels - 143 * step.count) <= 143, `${step.kernels} kernels in ${step.count} steps`);
+    assert.ok(Math.abs(a.rows[1].kernels - a.rows[1].count) <= 1, JSON.stringify(a.rows[1]));
+    const page = await openPage(browser, base);
+    await page.goto(`${base}#annotations`);
+    const card = page.locator('.page[data-page=annotations]');
+    await card.locator('.annotations-table tbody tr').first().waitFor({timeout: 10000});
+    const text = await card.locator('.annotations-table').innerText();
+    for (const name of names) assert.ok(text.includes(name), `the table lacks ${name}`);
+    assert.match(await card.locator('.totals').innerText(), /4 annotations, since the start/);
+    await screenshot(page, 'annotations_pytorch_replay');
     assert.deepEqual(page.errors, []);
     await page.close();
   });

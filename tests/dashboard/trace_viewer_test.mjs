@@ -22,7 +22,7 @@ before(async () => {
   server = await startServer(['demo', '--port', '0', '--scenario', 'input_bound', '--steps', String(STEPS)]);
   base = server.url;
   browser = await launchBrowser();
-  for (let i = 0; i < 300; i++) {
+  for (let i = 0; i < 900; i++) {  // 90 s: the suite runs beside other tests (tests/CMakeLists.txt).
     const s = await api(base, '/api/status');
     if (s.steps_closed === STEPS && s.steps_open === 0) break;
     await new Promise((r) => setTimeout(r, 100));

@@ -51,8 +51,8 @@ TopicSet Topics(std::initializer_list<Topic> topics) {
 // ---- Topics and kinds ----
 
 TEST_CASE("protocol: topics are the table's views on the feed, then events; names parse back") {
-  const char* names[] = {"overview", "steps",  "input_pipeline", "tf_stats", "kernel_stats", "memory",
-                         "alerts",   "status", "pod",            "modules",  "pytorch",      "events"};
+  const char* names[] = {"overview", "steps",  "input_pipeline", "tf_stats",    "kernel_stats", "memory", "alerts",
+                         "status",   "pod",    "modules",        "annotations", "pytorch",      "events"};
   REQUIRE(kTopicCount == std::size(names));
   for (size_t i = 0; i < kTopicCount; ++i) {
     const Topic t = static_cast<Topic>(i);
@@ -167,7 +167,7 @@ TEST_CASE("protocol: every error code says what and where") {
        "topics[1]: expected a topic name (a string), got number"},
       {R"({"type":"subscribe","topics":["steps","memory","foo"]})", "unknown_topic",
        "topics[2]: unknown topic 'foo' (known: overview, steps, input_pipeline, tf_stats, kernel_stats, "
-       "memory, alerts, status, pod, modules, events)"},
+       "memory, alerts, status, pod, modules, annotations, events)"},
       {R"({"type":"unsubscribe","topics":["events"],"filters":{}})", "bad_message",
        "filters: only a subscribe takes filters"},
       {R"({"type":"subscribe","topics":["events"],"filters":[]})", "bad_message",
@@ -318,7 +318,7 @@ TEST_CASE("protocol: hello and error parse back with their fields") {
   const json hello = json::parse(EncodeHello("0.1.0", kDefaultMaxEventsPerSecond, 10));
   CHECK(hello == json::parse(R"({"type":"hello","v":1,"protocol":"liveprof","server":"0.1.0",
       "topics":["overview","steps","input_pipeline","tf_stats","kernel_stats","memory","alerts",
-                "status","pod","modules","events"],
+                "status","pod","modules","annotations","events"],
       "events":{"encoding":"flatbuffers","schema":"liveprof.fbs","file_identifier":"LPF1",
                 "kinds":{"0":"invalid","1":"name_def","2":"track_def","3":"device_info","10":"host_span",
                          "11":"step","12":"input","13":"framework_op","14":"runtime_api","20":"kernel",

@@ -238,10 +238,11 @@ TEST_CASE("rest: views, CSV, and the status view with the server's counters") {
   CHECK(err["code"] == "404");
   CHECK(err["message"] == "no \"x\"");
   const nlohmann::json index = nlohmann::json::parse(IndexReply().body);
-  CHECK(index["endpoints"].size() == 15);  // 10 views, 4 trace store paths, /metrics.
+  CHECK(index["endpoints"].size() == 16);  // 11 views, 4 trace store paths, /metrics.
   CHECK(index["endpoints"][8]["path"] == "/api/pod");
   CHECK(index["endpoints"][9]["path"] == "/api/modules");
-  CHECK(index["endpoints"][11]["path"] == "/api/trace/event");
+  CHECK(index["endpoints"][10]["path"] == "/api/annotations");
+  CHECK(index["endpoints"][12]["path"] == "/api/trace/event");
 }
 
 TEST_CASE("rest: the token is taken from the header, the query or the subprotocol") {

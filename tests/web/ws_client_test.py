@@ -12,7 +12,7 @@ import argparse, asyncio, json, queue, re, subprocess, sys, tempfile, threading,
 import websockets  # Debian's python3-websockets 10.4: asyncio API only.
 
 VIEW_TOPICS = ["overview", "steps", "input_pipeline", "tf_stats", "kernel_stats", "memory",
-               "alerts", "status", "pod", "modules"]
+               "alerts", "status", "pod", "modules", "annotations"]
 ALL_TOPICS = VIEW_TOPICS + ["events"]
 # liveprof.fbs's EventKind, read from flatc's generated class
 # (generate_flatbuffers): value -> name, and the kernel kind's value.

@@ -1,0 +1,162 @@
+#include "aggregators/annotation_stats.h"
+
+#include <algorithm>
+#include <string_view>
+
+#include "aggregators/catalog.h"
+#include "base/json_writer.h"
+
+namespace liveprof {
+
+namespace {
+
+constexpr std::string_view kStepPrefix = "ProfilerStep#";
+constexpr std::string_view kStepRow = "ProfilerStep#*";
+
+}  // namespace
+
+uint32_t AnnotationStats::RowOf(NameId name) {
+  if (name >= row_of_name_.size()) row_of_name_.resize(std::max<size_t>(name + 1, 2 * row_of_name_.size()), kNotYet);
+  uint32_t& slot = row_of_name_[name];
+  if (slot != kNotYet) return slot;
+  const std::string_view text = catalog_ != nullptr ? catalog_->Name(name) : std::string_view();
+  if (text.empty()) return kNoRow;  // may be defined later: not cached.
+  const std::string key(text.starts_with(kStepPrefix) ? kStepRow : text);
+  if (const auto it = index_.find(key); it != index_.end()) return slot = it->second;
+  if (rows_.size() >= options_.max_rows) return slot = kNoRow, kNoRow;
+  slot = static_cast<uint32_t>(rows_.size());
+  rows_.push_back(AnnotationRow{key});
+  index_.emplace(key, slot);
+  return slot;
+}
+
+void AnnotationStats::Remember(uint32_t corr) {
+  launch_order_.push_back(corr);
+  while (launch_order_.size() > options_.max_launches) {
+    const auto it = launches_.find(launch_order_.front());
+    launch_order_.pop_front();
+    if (it == launches_.end()) continue;
+    if (it->second.row == kNoRow) {
+      ++forgotten_;
+      waiting_ -= it->second.kernels;
+      unattributed_ += it->second.kernels;
+    }
+    launches_.erase(it);
+  }
+}
+
+void AnnotationStats::AddLaunch(const Event& e) {
+  const auto [it, inserted] = launches_.try_emplace(e.corr);
+  if (!inserted) {
+    if (it->second.row != kNoRow) return;  // a second record of one call (runtime and driver).
+    if (it->second.kernels == 0) return;
+  } else {
+    Remember(e.corr);
+  }
+  if (e.track >= pending_.size()) pending_.resize(std::max<size_t>(e.track + 1, 2 * pending_.size()));
+  std::deque<Pending>& p = pending_[e.track];
+  p.push_back({e.ts, e.corr});
+  if (p.size() > options_.max_launches) p.pop_front();
+}
+
+void AnnotationStats::AddKernel(const Event& e) {
+  const auto [it, inserted] = launches_.try_emplace(e.corr);  // a kernel before its launch: waits.
+  if (inserted) Remember(e.corr);
+  Launch& l = it->second;
+  if (l.row != kNoRow) {
+    AnnotationRow& r = rows_[l.row];
+    ++r.kernels;
+    r.gpu_ns += e.dur;
+    ++attributed_;
+    return;
+  }
+  ++l.kernels;
+  l.kernel_ns += e.dur;
+  ++waiting_;
+}
+
+void AnnotationStats::AddAnnotation(const Event& e) {
+  const uint32_t row = RowOf(e.name);
+  if (row == kNoRow) {
+    if (catalog_ != nullptr && !catalog_->Name(e.name).empty()) ++over_cap_;
+    return;
+  }
+  AnnotationRow& r = rows_[row];
+  ++r.count;
+  r.host_ns += e.dur;
+  if (e.track >= pending_.size()) return;
+  // Claim the launches of this thread that began inside it (see the header).
+  std::deque<Pending>& p = pending_[e.track];
+  while (!p.empty() && p.back().ts >= e.ts) {
+    const uint32_t corr = p.back().corr;
+    p.pop_back();
+    const auto it = launches_.find(corr);
+    if (it == launches_.end() || it->second.row != kNoRow) continue;
+    Launch& l = it->second;
+    l.row = row;
+    r.kernels += l.kernels;
+    r.gpu_ns += l.kernel_ns;
+    attributed_ += l.kernels;
+    waiting_ -= l.kernels;
+    l.kernels = 0;
+    l.kernel_ns = 0;
+  }
+}
+
+void AnnotationStats::Consume(std::span<const Event> events) {
+  for (const Event& e : events) {
+    if (e.dur > kMaxEventDurationNs) continue;
+    switch (e.kind) {
+      case EventKind::kHostSpan:
+        AddAnnotation(e);
+        break;
+      case EventKind::kRuntimeApi:
+        if (e.corr != 0) AddLaunch(e);
+        break;
+      case EventKind::kKernel:
+        if (e.corr != 0) AddKernel(e);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+AnnotationStatsSnapshot AnnotationStats::Snapshot() const {
+  AnnotationStatsSnapshot s;
+  s.rows = rows_;
+  std::sort(s.rows.begin(), s.rows.end(), [](const AnnotationRow& a, const AnnotationRow& b) {
+    if (a.gpu_ns != b.gpu_ns) return a.gpu_ns > b.gpu_ns;
+    if (a.host_ns != b.host_ns) return a.host_ns > b.host_ns;
+    return a.name < b.name;
+  });
+  s.kernels_attributed = attributed_;
+  s.kernels_unattributed = unattributed_ + waiting_;
+  s.annotations_over_cap = over_cap_;
+  s.launches_forgotten = forgotten_;
+  return s;
+}
+
+void AnnotationStatsSnapshot::WriteJson(JsonWriter& w) const {
+  w.BeginObject();
+  w.Key("rows");
+  w.BeginArray();
+  for (const AnnotationRow& r : rows) {
+    w.BeginObject();
+    w.KV("name", r.name);
+    w.KV("count", r.count);
+    w.KV("host_ms", static_cast<double>(r.host_ns) / 1e6);
+    w.KV("avg_host_us", r.count == 0 ? 0.0 : static_cast<double>(r.host_ns) / 1e3 / static_cast<double>(r.count));
+    w.KV("kernels", r.kernels);
+    w.KV("gpu_ms", static_cast<double>(r.gpu_ns) / 1e6);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.KV("kernels_attributed", kernels_attributed);
+  w.KV("kernels_unattributed", kernels_unattributed);
+  w.KV("annotations_over_cap", annotations_over_cap);
+  w.KV("launches_forgotten", launches_forgotten);
+  w.EndObject();
+}
+
+}  // namespace liveprof

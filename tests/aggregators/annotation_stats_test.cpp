@@ -1,0 +1,183 @@
+// AnnotationStats: the user annotations view, by hand: host time per
+// annotation name, kernels attributed to the innermost annotation around
+// their launch on its thread (HTA's rule), in completion order whatever
+// arrives first; ProfilerStep#N merged; duplicates, the caps and the
+// forgetting bound counted. Then random streams against a brute-force
+// reference.
+#include "aggregators/annotation_stats.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "aggregators/catalog.h"
+#include "base/json_writer.h"
+#include "doctest/doctest.h"
+#include "event_builder.h"
+#include "stream/reorder_buffer.h"
+
+namespace liveprof {
+namespace {
+
+enum : NameId { kForward = 1, kAttention, kStep3, kStep4, kLoss, kGemm, kApi, kNameCount };
+
+Catalog MakeCatalog() {
+  Catalog c;
+  const char* names[] = {"", "forward", "attention", "ProfilerStep#3", "ProfilerStep#4", "loss", "gemm",
+                         "cudaLaunchKernel"};
+  for (NameId i = 0; i < kNameCount; ++i) c.DefineName(i, names[i]);
+  return c;
+}
+
+std::map<std::string, AnnotationRow> Rows(const AnnotationStatsSnapshot& s) {
+  std::map<std::string, AnnotationRow> out;
+  for (const AnnotationRow& r : s.rows) out[r.name] = r;
+  return out;
+}
+
+TEST_CASE("annotations: kernels go to the innermost annotation around their launch, host time to each") {
+  const Catalog catalog = MakeCatalog();
+  AnnotationStats stats(&catalog);
+  constexpr TrackId kMain = 1, kAutograd = 2;
+  // Completion order. Step 3 [0, 1000) holds forward [100, 600), which holds
+  // attention [200, 300); launches at 150 (forward's), 250 (attention's), 700
+  // (the step's own), and 400 on autograd's thread (no annotation there).
+  std::vector<Event> events = {
+      test::Launch(150, 10, 1, kApi, kMain),
+      test::Kernel(170, 50, kGemm, 1),  // before its launch is claimed: waits.
+      test::Launch(250, 10, 2, kApi, kMain),
+      test::Launch(251, 5, 2, kApi, kMain),  // the driver record of the same call.
+      test::Span(200, 100, kAttention, kMain),
+      test::Launch(400, 10, 3, kApi, kAutograd),
+      test::Kernel(300, 40, kGemm, 2),
+      test::Span(100, 500, kForward, kMain),
+      test::Kernel(420, 30, kGemm, 3),
+      test::Launch(700, 10, 4, kApi, kMain),
+      test::Span(0, 1000, kStep3, kMain),
+      test::Kernel(720, 60, kGemm, 4),  // after its launch was claimed.
+      test::Kernel(900, 5, kGemm, 99),  // a launch never seen.
+      test::Span(1000, 500, kStep4, kMain),
+      test::Span(1100, 100, kLoss, kMain),  // out of order: claims nothing, still counted.
+  };
+  stats.Consume(events);
+  const AnnotationStatsSnapshot s = stats.Snapshot();
+  const auto rows = Rows(s);
+  REQUIRE(rows.size() == 4);
+  CHECK(rows.at("attention").count == 1);
+  CHECK(rows.at("attention").host_ns == 100);
+  CHECK(rows.at("attention").kernels == 1);
+  CHECK(rows.at("attention").gpu_ns == 40);
+  CHECK(rows.at("forward").kernels == 1);  // the waiting kernel, once forward claimed its launch.
+  CHECK(rows.at("forward").gpu_ns == 50);
+  CHECK(rows.at("ProfilerStep#*").count == 2);
+  CHECK(rows.at("ProfilerStep#*").host_ns == 1500);
+  CHECK(rows.at("ProfilerStep#*").kernels == 1);
+  CHECK(rows.at("ProfilerStep#*").gpu_ns == 60);
+  CHECK(rows.at("loss").kernels == 0);
+  CHECK(s.kernels_attributed == 3);
+  CHECK(s.kernels_unattributed == 2);  // autograd's launch (no annotation), and corr 99.
+  // By GPU time, then host time.
+  CHECK(s.rows[0].name == "ProfilerStep#*");
+  CHECK(s.rows[1].name == "forward");
+  CHECK(s.rows[2].name == "attention");
+
+  JsonWriter w;
+  s.WriteJson(w);
+  const nlohmann::json j = nlohmann::json::parse(w.str());
+  CHECK(j["rows"][0]["gpu_ms"] == 60e-6);
+  CHECK(j["rows"][0]["avg_host_us"] == 0.75);
+  CHECK(j["kernels_unattributed"] == 2);
+}
+
+TEST_CASE("annotations: past the name cap and the launch memory, counted") {
+  const Catalog catalog = MakeCatalog();
+  AnnotationStats::Options o;
+  o.max_rows = 1;
+  o.max_launches = 2;
+  AnnotationStats stats(&catalog, o);
+  stats.Consume(std::vector<Event>{
+      test::Launch(10, 5, 1, kApi, 1), test::Kernel(20, 5, kGemm, 1), test::Launch(30, 5, 2, kApi, 1),
+      test::Launch(40, 5, 3, kApi, 1),  // corr 1 forgotten, with its waiting kernel.
+      test::Span(0, 50, kForward, 1), test::Span(0, 60, kAttention, 1)});
+  const AnnotationStatsSnapshot s = stats.Snapshot();
+  REQUIRE(s.rows.size() == 1);
+  CHECK(s.rows[0].name == "forward");
+  CHECK(s.annotations_over_cap == 1);
+  CHECK(s.launches_forgotten == 1);
+  CHECK(s.kernels_unattributed == 1);
+  CHECK(s.kernels_attributed == 0);
+}
+
+TEST_CASE("annotations: random nested streams equal a brute-force innermost-annotation reference") {
+  const Catalog catalog = MakeCatalog();
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    CAPTURE(seed);
+    std::mt19937 rng(seed);
+    std::vector<Event> spans, launches, kernels;
+    uint32_t corr = 0;
+    // Per thread, properly nested annotations (up to 3 deep) with launches inside and between.
+    for (TrackId t = 1; t <= 3; ++t) {
+      uint64_t at = 0;
+      for (int top = 0; top < 20; ++top) {
+        // Even bounds for annotations, odd ones for launches: no ties in end order.
+        const uint64_t b = at + 2 * (rng() % 25), len = 200 + 2 * (rng() % 400);
+        std::vector<std::pair<uint64_t, uint64_t>> stack = {{b, b + len}};
+        spans.push_back(test::Span(b, len, kForward + rng() % 2, t));
+        if (rng() % 2) {
+          const uint64_t cb = b + 10 + 2 * (rng() % (len / 4)), cl = 2 + 2 * (rng() % ((b + len - cb - 6) / 2));
+          spans.push_back(test::Span(cb, cl, kAttention + 3 * (rng() % 2), t));  // attention or loss.
+        }
+        for (int k = 0; k < 6; ++k) {
+          const uint64_t lt = at + 1 + 2 * (rng() % ((len + 60) / 2));
+          if (std::any_of(launches.begin(), launches.end(), [&](const Event& l) {
+                return l.track == t && lt < l.ts + 3 && l.ts < lt + 3;
+              })) {
+            continue;
+          }
+          launches.push_back(test::Launch(lt, 2, ++corr, kApi, t));
+          kernels.push_back(test::Kernel(lt + rng() % 300, 1 + rng() % 100, kGemm, corr));
+        }
+        at = b + len + 60;
+      }
+    }
+    // Reference: each kernel to the shortest annotation on its launch's thread containing the launch.
+    std::map<std::string, std::pair<uint64_t, uint64_t>> want;  // name -> (kernels, gpu ns)
+    uint64_t want_unattributed = 0;
+    for (const Event& k : kernels) {
+      const Event& l = launches[k.corr - 1];
+      const Event* best = nullptr;
+      for (const Event& s : spans) {
+        if (s.track == l.track && s.ts <= l.ts && l.ts + l.dur <= s.ts + s.dur && (!best || s.dur < best->dur)) best = &s;
+      }
+      if (best == nullptr) {
+        ++want_unattributed;
+        continue;
+      }
+      auto& w = want[std::string(catalog.Name(best->name))];
+      ++w.first;
+      w.second += k.dur;
+    }
+    std::vector<Event> all = spans;
+    all.insert(all.end(), launches.begin(), launches.end());
+    all.insert(all.end(), kernels.begin(), kernels.end());
+    std::stable_sort(all.begin(), all.end(), CompletionOrderLess);
+    AnnotationStats stats(&catalog);
+    for (size_t i = 0; i < all.size(); i += 7) {
+      stats.Consume(std::span<const Event>(all).subspan(i, std::min<size_t>(7, all.size() - i)));
+    }
+    const AnnotationStatsSnapshot s = stats.Snapshot();
+    std::map<std::string, std::pair<uint64_t, uint64_t>> got;
+    for (const AnnotationRow& r : s.rows) {
+      if (r.kernels != 0) got[r.name] = {r.kernels, r.gpu_ns};
+    }
+    CHECK(got == want);
+    CHECK(s.kernels_unattributed == want_unattributed);
+  }
+}
+
+}  // namespace
+}  // namespace liveprof
