@@ -1,6 +1,7 @@
 #include "import/chrome_trace.h"
 
 #include <boost/unordered/unordered_flat_map.hpp>
+#include <boost/unordered/unordered_flat_set.hpp>
 #include <simdjson.h>
 
 #include <charconv>
@@ -177,6 +178,16 @@ struct ChromeTraceImporter::Parser {
       op_of_external.insert_or_assign(id, name);
     } else {
       AddCount(report->caveats, "ops beyond 8 Mi remembered for kernel-op links");
+    }
+  }
+  // The correlation ids of the launch calls (runtime and driver): a second
+  // call with one is counted (a kernel with two flows); the step assembler
+  // joins the kernel once. Same cap as the ops.
+  boost::unordered_flat_set<uint32_t> launch_corrs;
+  void RememberLaunch(uint32_t corr) {
+    if (corr == 0 || launch_corrs.size() >= kMaxOps) return;
+    if (!launch_corrs.insert(corr).second) {
+      AddCount(report->caveats, "launch calls sharing a correlation id (a kernel with two launch flows): joined once");
     }
   }
   NameId OpOf(uint64_t id) {
@@ -471,6 +482,7 @@ struct ChromeTraceImporter::Parser {
         e.kind = EventKind::kRuntimeApi;
         e.sub = static_cast<uint8_t>(c == Cat::kDriver ? ApiLayer::kDriver : ApiLayer::kRuntime);
         e.corr = static_cast<uint32_t>(U64(f.correlation));
+        RememberLaunch(e.corr);
         break;
       case Cat::kStep:
         e.kind = EventKind::kStepMarker;

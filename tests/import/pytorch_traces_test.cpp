@@ -145,6 +145,7 @@ TEST_CASE("pytorch traces: the compiled job's Triton kernels join their step thr
   CHECK(DiagCount(r.status, "device_without_launch") == 0);
   CHECK(DiagCount(r.status, "launch_without_device") == 0);
   CHECK(r.a.report.dropped.count("category cuda_driver (not analysed)") == 0);
+  CHECK(r.a.report.caveats.empty());  // no launch shares a correlation id.
 
   // Kernel launch per step, by hand (a sweep over each ProfilerStep span of
   // its host spans and of the GPU ops its launches started, each instant
@@ -341,6 +342,7 @@ TEST_CASE("pytorch traces: nested DataLoader waits, a launch with no kernel, a k
   CHECK(DiagCount(r.status, "input_wait_nested") == 1);
   CHECK(DiagCount(r.status, "launch_without_device") == 1);  // cuLaunchKernelEx at 600.
   CHECK(DiagCount(r.status, "device_without_launch") == 0);
+  CHECK(r.a.report.caveats.at("launch calls sharing a correlation id (a kernel with two launch flows): joined once") == 1);
 
   const auto steps = StepColumns(r.steps);
   REQUIRE(steps.count(1) == 1);
