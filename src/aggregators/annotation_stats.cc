@@ -55,8 +55,15 @@ void AnnotationStats::AddLaunch(const Event& e) {
   }
   if (e.track >= pending_.size()) pending_.resize(std::max<size_t>(e.track + 1, 2 * pending_.size()));
   std::deque<Pending>& p = pending_[e.track];
-  p.push_back({e.ts, e.corr});
-  if (p.size() > options_.max_launches) p.pop_front();
+  if (p.empty() || p.back().ts <= e.ts) [[likely]] {
+    p.push_back({e.ts, e.corr});
+  } else {  // late: kept in time order.
+    const auto at = std::upper_bound(p.begin(), p.end(), e.ts, [](uint64_t ts, const Pending& x) { return ts < x.ts; });
+    p.insert(at, {e.ts, e.corr});
+  }
+  // A thread whose launches no annotation claims (autograd's) keeps its
+  // most recent ones only.
+  if (p.size() > options_.max_pending_per_thread) p.pop_front();
 }
 
 void AnnotationStats::AddKernel(const Event& e) {
@@ -84,13 +91,17 @@ void AnnotationStats::AddAnnotation(const Event& e) {
   AnnotationRow& r = rows_[row];
   ++r.count;
   r.host_ns += e.dur;
-  if (e.track >= pending_.size()) return;
-  // Claim the launches of this thread that began inside it (see the header).
+  // A late annotation (after the reorder window) claims nothing: what it
+  // held may have gone to its parent already.
+  if (e.track >= pending_.size() || (e.flags & kFlagLate) != 0) return;
+  // Claim the launches of this thread that began inside it (see the header;
+  // [b, e) bounds it too, should a later launch have come first).
   std::deque<Pending>& p = pending_[e.track];
-  while (!p.empty() && p.back().ts >= e.ts) {
-    const uint32_t corr = p.back().corr;
-    p.pop_back();
-    const auto it = launches_.find(corr);
+  auto by_ts = [](const Pending& x, uint64_t ts) { return x.ts < ts; };
+  const auto first = std::lower_bound(p.begin(), p.end(), e.ts, by_ts);
+  const auto last = std::lower_bound(first, p.end(), e.ts + e.dur, by_ts);
+  for (auto at = first; at != last; ++at) {
+    const auto it = launches_.find(at->corr);
     if (it == launches_.end() || it->second.row != kNoRow) continue;
     Launch& l = it->second;
     l.row = row;
@@ -101,11 +112,13 @@ void AnnotationStats::AddAnnotation(const Event& e) {
     l.kernels = 0;
     l.kernel_ns = 0;
   }
+  p.erase(first, last);
 }
 
 void AnnotationStats::Consume(std::span<const Event> events) {
   for (const Event& e : events) {
-    if (e.dur > kMaxEventDurationNs) continue;
+    // Ids beyond any NameTable's (2^22) are corrupt: the tables are indexed by them.
+    if (e.dur > kMaxEventDurationNs || e.name >= kMaxId || e.track >= kMaxId) continue;
     switch (e.kind) {
       case EventKind::kHostSpan:
         AddAnnotation(e);

@@ -21,7 +21,9 @@
 //
 // Bounded: at most Options::max_rows names (more counted,
 // annotations_over_cap), Options::max_launches launches remembered (the
-// oldest forgotten first, counted launches_forgotten). Totals since the
+// oldest forgotten first, counted launches_forgotten), the last
+// Options::max_pending_per_thread unclaimed launches of a thread. A late
+// annotation (kFlagLate) counts its time but claims nothing. Totals since the
 // start. Pure: no I/O, no locks, no threads. Pipeline thread only.
 #ifndef LIVEPROF_AGGREGATORS_ANNOTATION_STATS_H_
 #define LIVEPROF_AGGREGATORS_ANNOTATION_STATS_H_
@@ -63,6 +65,7 @@ class AnnotationStats {
   struct Options {
     size_t max_rows = 4096;
     size_t max_launches = size_t{1} << 20;
+    size_t max_pending_per_thread = size_t{1} << 16;
   };
   explicit AnnotationStats(const Catalog* catalog) : AnnotationStats(catalog, Options{}) {}
   AnnotationStats(const Catalog* catalog, Options options) : catalog_(catalog), options_(options) {}
@@ -71,6 +74,7 @@ class AnnotationStats {
   AnnotationStatsSnapshot Snapshot() const;
 
  private:
+  static constexpr uint32_t kMaxId = 1u << 22;  // NameTable::kMaxNames.
   static constexpr uint32_t kNoRow = UINT32_MAX;
   static constexpr uint32_t kNotYet = UINT32_MAX - 1;  // a name not looked at yet.
   struct Launch {

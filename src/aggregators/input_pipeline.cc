@@ -190,7 +190,7 @@ InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const 
     const InputCategory c = CategorizeInputOp(op.name, op.stage);
     if (c == InputCategory::kNotInput) {  // the loop's waits: their whole time, each instant once.
       wait_ns += op.total_ns - std::min(op.total_ns, op.nested_wait_ns);
-      s.waits += op.occurrences;
+      s.waits += op.occurrences - std::min(op.occurrences, op.nested_waits);
       s.wait_names.push_back(op.name);
       if (op.name.find("_SingleProcessDataLoaderIter") != std::string::npos) s.single_process_loader = true;
       continue;

@@ -109,8 +109,8 @@ OpStats::OpStats(const Catalog* catalog, Diagnostics* diagnostics, Options optio
   }
 }
 
-void OpStats::Count(Diag d) {
-  if (diagnostics_ != nullptr) diagnostics_->Add(d);
+void OpStats::Count(Diag d, uint64_t n) {
+  if (diagnostics_ != nullptr) diagnostics_->Add(d, n);
 }
 
 uint32_t OpStats::NewDeviceOp(NameId op, NameId kernel, EventKind kind) {
@@ -240,18 +240,19 @@ void OpStats::ConsumeHostOp(const Event& e, bool input, bool host_time) {
   std::vector<Interval>& unclaimed = tracks_[e.track].unclaimed;
 
   // Claim the unclaimed ops this one contains (its direct children).
+  // Waits (stage kWait) inside it, at any depth: each interval carries the
+  // time and count of the waits it is or holds.
   const bool wait = input && e.sub == static_cast<uint8_t>(InputStage::kWait);
   uint64_t children_ns = 0;
   uint64_t nested_wait_ns = 0;
+  uint32_t nested_waits = 0;
   if (unclaimed.empty() || unclaimed.back().end <= end) [[likely]] {
     while (!unclaimed.empty()) {
       const Interval& top = unclaimed.back();
       if (top.begin >= begin) {  // top.end <= end: completion order.
         children_ns += top.end - top.begin;
-        if (wait && top.wait) {
-          Count(Diag::input_wait_nested);
-          nested_wait_ns += top.end - top.begin;
-        }
+        nested_wait_ns += top.wait_ns;
+        nested_waits += top.waits;
         unclaimed.pop_back();
         continue;
       }
@@ -262,8 +263,9 @@ void OpStats::ConsumeHostOp(const Event& e, bool input, bool host_time) {
       unclaimed.erase(unclaimed.begin(),
                       unclaimed.begin() + static_cast<ptrdiff_t>(unclaimed.size() / 2));
     }
-    unclaimed.push_back(Interval{begin, end, wait});
+    unclaimed.push_back(Interval{begin, end, wait ? e.dur : nested_wait_ns, wait ? 1u : nested_waits});
   }  // else: out of order (late): claims nothing, not claimable.
+  if (wait && nested_waits > 0) Count(Diag::input_wait_nested, nested_waits);
   const uint64_t self = e.dur > children_ns ? e.dur - children_ns : 0;
 
   InputStats input_delta;
@@ -271,7 +273,8 @@ void OpStats::ConsumeHostOp(const Event& e, bool input, bool host_time) {
     input_delta.occurrences = 1;
     input_delta.time_ns = e.dur;
     input_delta.self_ns = self;
-    input_delta.nested_wait_ns = nested_wait_ns;
+    input_delta.nested_wait_ns = wait ? nested_wait_ns : 0;
+    input_delta.nested_waits = wait ? nested_waits : 0;
     input_delta.seq = ++input_seq_;
     input_delta.stage = e.sub <= static_cast<uint8_t>(InputStage::kWait)
                             ? static_cast<InputStage>(e.sub)

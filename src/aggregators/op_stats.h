@@ -123,9 +123,11 @@ struct InputOpStats {
   uint64_t total_ns = 0;
   uint64_t self_ns = 0;
   // Waits (stage kWait) only: the part of total_ns that is waits inside it
-  // (a wrapper's iterator around PyTorch's), so that the sum over waits of
-  // total_ns - nested_wait_ns counts each waiting instant once.
+  // (a wrapper's iterator around PyTorch's), at any depth, and how many, so
+  // that the sums over waits of total_ns - nested_wait_ns and occurrences -
+  // nested_waits count each waiting instant, and each batch, once.
   uint64_t nested_wait_ns = 0;
+  uint64_t nested_waits = 0;
 
   bool operator==(const InputOpStats&) const = default;
 };
@@ -205,6 +207,7 @@ class OpStats {
     uint64_t time_ns = 0;
     uint64_t self_ns = 0;
     uint64_t nested_wait_ns = 0;  // a wait's: the time of the waits it contains.
+    uint64_t nested_waits = 0;    // and their count.
     uint64_t seq = 0;  // arrival number of the event that set `stage`.
     InputStage stage = InputStage::kUnknown;
     void Add(const InputStats& o) {
@@ -212,6 +215,7 @@ class OpStats {
       time_ns += o.time_ns;
       self_ns += o.self_ns;
       nested_wait_ns += o.nested_wait_ns;
+      nested_waits += o.nested_waits;
       if (o.seq >= seq && o.occurrences != 0) {
         seq = o.seq;
         stage = o.stage;
@@ -317,7 +321,8 @@ class OpStats {
   struct Interval {
     uint64_t begin;
     uint64_t end;
-    bool wait = false;  // an input op of stage kWait.
+    uint64_t wait_ns = 0;  // a wait: its duration; else the waits' it holds.
+    uint32_t waits = 0;    // a wait: 1; else the waits it holds.
   };
   struct TrackState {
     std::vector<Interval> unclaimed;  // begins strictly increasing, ends non-decreasing.
@@ -341,7 +346,7 @@ class OpStats {
   bool SelectBucket(uint64_t end);
   void FreezeCurrent();
   void ApplyLate();
-  void Count(Diag d);
+  void Count(Diag d, uint64_t n = 1);
   // The catalog's name of `id`, or "#<id>" for a name never defined.
   std::string DisplayName(NameId id) const;
   // The table row (name, type) of a host name, an input name or a device op:

@@ -300,6 +300,7 @@ OpStatsSnapshot OpStats::Snapshot(const OpStatsSnapshotOptions& options) const {
     in.total_ns = s.time_ns;
     in.self_ns = s.self_ns;
     in.nested_wait_ns = s.nested_wait_ns;
+    in.nested_waits = s.nested_waits;
     snap.host_input_ops.push_back(std::move(in));
   }
   std::sort(snap.host_input_ops.begin(), snap.host_input_ops.end(),

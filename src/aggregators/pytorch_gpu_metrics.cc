@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "aggregators/kernel_stats.h"
@@ -43,11 +44,26 @@ PytorchGpuEstimates EstimateGpu(std::span<const Event> events, const Catalog& ca
   std::unordered_map<NameId, KernelDetails> details;  // parsed once per details string.
   std::unordered_map<NameId, bool> tensor_cores;      // once per kernel name.
   std::vector<Kernel> kernels;
-  uint64_t op_kernel_ns = 0, tc_kernel_ns = 0;
-  bool op_kernels = false;
+  // Tensor Cores count the kernels an operator launched through a Runtime
+  // (the plugin ignores cuda_driver calls): an op (Kineto's External id,
+  // payload.kernel.op) and a runtime-API launch with its correlation id.
+  std::unordered_set<uint32_t> runtime_launches;
   for (const Event& e : events) {
-    if (e.kind != EventKind::kKernel || e.device != device) continue;
-    if (e.dur > kMaxEventDurationNs || e.ts > kMaxEventDurationNs) continue;
+    if (e.kind == EventKind::kRuntimeApi && e.sub != static_cast<uint8_t>(ApiLayer::kDriver) && e.corr != 0) {
+      runtime_launches.insert(e.corr);
+    }
+  }
+  auto by_operator = [&](const Event& e) {
+    return e.payload.kernel.op != 0 && runtime_launches.count(e.corr) != 0;
+  };
+  uint64_t op_kernel_ns = 0, tc_kernel_ns = 0;
+  bool op_kernels = false;  // on any GPU: the row is shown for each (0.0 for one without).
+  for (const Event& e : events) {
+    if (e.kind != EventKind::kKernel || e.dur > kMaxEventDurationNs || e.ts > kMaxEventDurationNs) continue;
+    if (e.device != device) {
+      op_kernels = op_kernels || by_operator(e);
+      continue;
+    }
     auto d = details.find(e.payload.kernel.details);
     if (d == details.end()) {
       d = details.emplace(e.payload.kernel.details, ParseKernelDetails(catalog.Name(e.payload.kernel.details))).first;
@@ -55,9 +71,8 @@ PytorchGpuEstimates EstimateGpu(std::span<const Event> events, const Catalog& ca
     const auto ts = static_cast<int64_t>(e.ts);
     kernels.push_back({ts, ts + static_cast<int64_t>(e.dur), d->second.blocks_per_sm,
                        d->second.has_occupancy ? d->second.occupancy_pct : -1.0});
-    // Tensor Cores: the kernels an operator launched (Kineto's External id
-    // names the op: payload.kernel.op), by name, over their whole time.
-    if (e.payload.kernel.op != 0) {
+    // Tensor Cores: by name, over the kernels' whole time.
+    if (by_operator(e)) {
       op_kernels = true;
       auto tc = tensor_cores.find(e.name);
       if (tc == tensor_cores.end()) tc = tensor_cores.emplace(e.name, PluginKernelUsesTensorCores(catalog.Name(e.name))).first;
@@ -65,10 +80,13 @@ PytorchGpuEstimates EstimateGpu(std::span<const Event> events, const Catalog& ca
       if (tc->second) tc_kernel_ns += e.dur;
     }
   }
+  // Ratios as the plugin forms them, in µs floats: round(100 * (a / b), 2).
+  auto us = [](double ns) { return ns / 1000.0; };
   if (op_kernels) {
     out.has_tensor_cores = true;
     out.tensor_cores_pct =
-        op_kernel_ns == 0 ? 0.0 : PyRound(100.0 * static_cast<double>(tc_kernel_ns) / static_cast<double>(op_kernel_ns), 2);
+        op_kernel_ns == 0 ? 0.0
+                          : PyRound(100.0 * (us(static_cast<double>(tc_kernel_ns)) / us(static_cast<double>(op_kernel_ns))), 2);
   }
   const int64_t w_len = w_end - w_begin;
   if (w_len <= 0) return out;
@@ -99,21 +117,21 @@ PytorchGpuEstimates EstimateGpu(std::span<const Event> events, const Catalog& ca
       const int64_t len = Clip(points[i - 1].t, points[i].t, w_begin, w_end);
       if (len > 0) {
         inside = true;
-        weighted += std::min(running, 1.0) * static_cast<double>(len);
+        weighted += std::min(running, 1.0) * us(static_cast<double>(len));
       }
     }
     running += points[i].end ? -points[i].blocks : points[i].blocks;
   }
   if (inside) {
     out.has_sm_efficiency = true;
-    out.sm_efficiency_pct = PyRound(100.0 * weighted / static_cast<double>(w_len), 2);
+    out.sm_efficiency_pct = PyRound(100.0 * (weighted / us(static_cast<double>(w_len))), 2);
   }
 
   // Est. Achieved Occupancy: the kernels' occupancy weighted by their length in W.
   double occupancy_sum = 0, clipped_sum = 0;
   for (const Kernel& k : kernels) {
     if (k.occupancy < 0) continue;
-    const double len = static_cast<double>(Clip(k.ts, k.end, w_begin, w_end));
+    const double len = us(static_cast<double>(Clip(k.ts, k.end, w_begin, w_end)));
     occupancy_sum += k.occupancy * len;
     clipped_sum += len;
   }

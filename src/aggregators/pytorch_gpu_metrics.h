@@ -2,7 +2,8 @@
 // details (pytorch-plugin-semantics.md §5): Est. SM Efficiency (from Kineto's
 // "blocks per SM"), Est. Achieved Occupancy ("est. achieved occupancy %")
 // and Kernel Time using Tensor Cores (kernel names against the plugin's
-// TC_Allowlist), each per GPU and only where the trace has what it needs.
+// TC_Allowlist, over the kernels an operator launched through a runtime
+// call), each per GPU and only where the trace has what it needs.
 // Pure; part of ComputePytorchOverview.
 #ifndef LIVEPROF_AGGREGATORS_PYTORCH_GPU_METRICS_H_
 #define LIVEPROF_AGGREGATORS_PYTORCH_GPU_METRICS_H_

@@ -79,6 +79,8 @@ struct StepBreakdownRow {
   // work launched from the step's own thread, so a training step's backward
   // (launched from autograd's thread) falls outside it (on the H200
   // slow-loader trace it covers 8.5 ms of step 3's 20.5 ms of GPU work).
+  // One timeline over every GPU the process drives (TraceLens makes one per
+  // GPU): for a process on several GPUs, busy is their union.
   GpuTimeline gpu;
   bool has_device = false;
   bool closed_by_timeout = false;

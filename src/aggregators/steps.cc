@@ -87,7 +87,9 @@ const StepAssembler::NameInfo& StepAssembler::LearnName(NameId id) {
     }
   }
   info.bits = ClassifyName(name);
-  info.launches = name.find("Launch") != std::string_view::npos ||
+  // Calls that start device work (cudaLaunchHostFunc starts none).
+  info.launches = (name.find("Launch") != std::string_view::npos &&
+                   name.find("LaunchHostFunc") == std::string_view::npos) ||
                   name.find("Memcpy") != std::string_view::npos ||
                   name.find("Memset") != std::string_view::npos;
   return info;

@@ -61,7 +61,7 @@ TEST_CASE("annotations: kernels go to the innermost annotation around their laun
       test::Kernel(720, 60, kGemm, 4),  // after its launch was claimed.
       test::Kernel(900, 5, kGemm, 99),  // a launch never seen.
       test::Span(1000, 500, kStep4, kMain),
-      test::Span(1100, 100, kLoss, kMain),  // out of order: claims nothing, still counted.
+      test::Span(1100, 100, kLoss, kMain),  // out of order, nothing pending inside: counted.
   };
   stats.Consume(events);
   const AnnotationStatsSnapshot s = stats.Snapshot();
@@ -91,6 +91,30 @@ TEST_CASE("annotations: kernels go to the innermost annotation around their laun
   CHECK(j["rows"][0]["gpu_ms"] == 60e-6);
   CHECK(j["rows"][0]["avg_host_us"] == 0.75);
   CHECK(j["kernels_unattributed"] == 2);
+}
+
+TEST_CASE("annotations: late annotations claim nothing; a claim stops at the annotation's end") {
+  const Catalog catalog = MakeCatalog();
+  AnnotationStats stats(&catalog);
+  Event late = test::Span(0, 50, kAttention, 1);
+  late.flags = kFlagLate;
+  Event late_launch = test::Launch(60, 5, 3, kApi, 1);
+  late_launch.flags = kFlagLate;
+  stats.Consume(std::vector<Event>{
+      test::Launch(10, 5, 1, kApi, 1), test::Kernel(20, 5, kGemm, 1),
+      test::Launch(300, 5, 2, kApi, 1), test::Kernel(310, 7, kGemm, 2),
+      late,                              // holds launch 1, but late: claims nothing.
+      late_launch, test::Kernel(70, 3, kGemm, 3),  // inserted in time order, before launch 2.
+      test::Span(0, 100, kForward, 1),   // out of order: launches 1 and 3, not 2 (after its end).
+      test::Span(250, 100, kLoss, 1)});  // launch 2.
+  const auto rows = Rows(stats.Snapshot());
+  CHECK(rows.at("attention").count == 1);
+  CHECK(rows.at("attention").kernels == 0);
+  CHECK(rows.at("forward").kernels == 2);
+  CHECK(rows.at("forward").gpu_ns == 8);
+  CHECK(rows.at("loss").kernels == 1);
+  CHECK(rows.at("loss").gpu_ns == 7);
+  CHECK(stats.Snapshot().kernels_unattributed == 0);
 }
 
 TEST_CASE("annotations: past the name cap and the launch memory, counted") {

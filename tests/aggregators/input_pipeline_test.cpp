@@ -108,16 +108,17 @@ TEST_CASE("input pipeline: a PyTorch DataLoader's waits and fetches make PyTorch
   InputOpRecord wait{"enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", InputStage::kWait, 3,
                      1'400'000, 1'000'000};
   wait.nested_wait_ns = 200'000;
+  wait.nested_waits = 1;
   const std::vector<InputOpRecord> ops = {
       wait, {"DataLoader fetch#ImageFolder", InputStage::kPreprocess, 6, 2'400'000, 2'400'000}};
   const InputPipelineSnapshot s = AnalyzeInputPipeline(w, ops);
   CHECK(s.bound == InputBound::kHighly);
   CHECK(s.source == InputSource::kPytorchDataLoader);
   CHECK(s.wait_ms == doctest::Approx(1.2));  // 1,400 - 200 µs nested.
-  CHECK(s.waits == 3);
+  CHECK(s.waits == 2);                       // 3 - 1 nested: 2 batches.
   CHECK_FALSE(s.single_process_loader);
   CHECK(s.input_ops_seen);
-  CHECK(s.source_statement == "The input is a PyTorch DataLoader. The training loop waited 1.2 ms in 3 batches for it; "
+  CHECK(s.source_statement == "The input is a PyTorch DataLoader. The training loop waited 1.2 ms in 2 batches for it; "
                               "below, what its loading was spent on.");
   CHECK(s.next_step == "Look at the host-side breakdown of input time below.");
   REQUIRE(s.recommendations.size() == 5);

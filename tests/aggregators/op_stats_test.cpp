@@ -639,7 +639,8 @@ struct RefHost {
   InputStage stage;
   TrackId track;
   uint64_t begin, end, dur, self;
-  uint64_t nested_wait = 0;  // a wait's: the waits it contains.
+  uint64_t nested_wait = 0;  // a wait's: the waits it contains, at any depth.
+  uint64_t nested_waits = 0;
 };
 struct RefDevice {
   std::tuple<int, NameId, NameId> key;  // (kind, op, kernel)
@@ -659,7 +660,8 @@ Reference RunReference(const Catalog& catalog, const std::vector<Event>& events)
   Reference ref;
   struct Unclaimed {
     uint64_t begin, end;  // [begin, end)
-    bool wait;
+    uint64_t wait_ns;     // a wait: its duration; else the waits' it holds.
+    uint64_t waits;
   };
   std::map<TrackId, std::vector<Unclaimed>> unclaimed;
   for (const Event& e : events) {
@@ -690,25 +692,26 @@ Reference RunReference(const Catalog& catalog, const std::vector<Event>& events)
     // Claim every unclaimed interval this one contains.
     auto& list = unclaimed[e.track];
     const bool wait = input && sub == static_cast<uint8_t>(InputStage::kWait);
-    uint64_t children = 0, nested_wait = 0;
+    uint64_t children = 0, nested_wait = 0, nested_waits = 0;
     bool misnested = false;
     std::vector<Unclaimed> keep;
     for (const Unclaimed& u : list) {
       if (u.begin >= b && u.end <= en) {
         children += u.end - u.begin;
-        if (wait && u.wait) nested_wait += u.end - u.begin;
+        nested_wait += u.wait_ns;
+        nested_waits += u.waits;
       } else {
         if (u.begin < b && u.end > b) misnested = true;
         keep.push_back(u);
       }
     }
-    keep.push_back({b, en, wait});
+    keep.push_back({b, en, wait ? e.dur : nested_wait, wait ? 1 : nested_waits});
     list = std::move(keep);
     if (misnested) ++ref.misnested;
     const InputStage stage =
         sub <= static_cast<uint8_t>(InputStage::kWait) ? static_cast<InputStage>(sub) : InputStage::kUnknown;
     ref.host.push_back({e.name, input, stage, e.track, b, en, e.dur, e.dur > children ? e.dur - children : 0,
-                        nested_wait});
+                        wait ? nested_wait : 0, wait ? nested_waits : 0});
   }
   return ref;
 }
@@ -783,6 +786,7 @@ void CheckAgainstReference(const Catalog& catalog, const Reference& ref,
       in.total_ns += h.dur;
       in.self_ns += h.self;
       in.nested_wait_ns += h.nested_wait;
+      in.nested_waits += h.nested_waits;
     } else if (p.category != OpCategory::kUnknown) {
       name = std::string(p.name);
       type = std::string(p.type);

@@ -351,9 +351,9 @@ TEST_CASE("pytorch traces: nested DataLoader waits, a launch with no kernel, a k
   // Launch calls: [400, 410) and [600, 610); the kernel runs [420, 520).
   CHECK(steps.at(1).at("Kernel launch") == 20'000);
   CHECK(steps.at(1).at("Device compute") == 100'000);
-  // The host side's wait: 300 µs (the inner wait counted once), in 2 waits.
+  // The host side's wait: 300 µs (the inner wait counted once), for 1 batch.
   CHECK(r.input["host_side"]["wait_ms"].get<double>() == doctest::Approx(0.3));
-  CHECK(r.input["host_side"]["waits"] == 2);
+  CHECK(r.input["host_side"]["waits"] == 1);
   CHECK(r.input["host_side"]["single_process_loader"] == true);
 
   // The kernel counts once (kernel stats), though two launch records name it.
