@@ -103,9 +103,10 @@ TEST_CASE("pytorch traces: the H200 slow-loader job is HIGHLY input-bound, its D
   REQUIRE(steps.size() == 4);
   const std::map<int64_t, int64_t> input_ns = {{3, 234776645 + 1763}, {4, 238942695 + 736},
                                                {5, 233564996 + 736}, {6, 281282522 + 404}};
-  for (const auto& [step, ns] : input_ns) {
+  for (const auto& kv : input_ns) {  // (no structured binding: clang 14 cannot capture one in CAPTURE)
+    const int64_t step = kv.first;
     CAPTURE(step);
-    CHECK(steps.at(step).at("Input") == ns);
+    CHECK(steps.at(step).at("Input") == kv.second);
   }
 
   // The host side says what feeds the loop and what PyTorch users can do.
@@ -161,7 +162,9 @@ TEST_CASE("pytorch traces: the compiled job's Triton kernels join their step thr
       {4, {417994, 9427545 + 22832}},
       {5, {544041, 8134916 + 30732}},
       {6, {561089, 7597566 + 23634}}};
-  for (const auto& [step, expected] : launch_and_input) {
+  for (const auto& kv : launch_and_input) {
+    const int64_t step = kv.first;
+    const std::pair<int64_t, int64_t>& expected = kv.second;
     CAPTURE(step);
     CHECK(steps.at(step).at("Kernel launch") == expected.first);
     CHECK(steps.at(step).at("Input") == expected.second);

@@ -286,11 +286,12 @@ TEST_CASE("import: the GPU timeline, whole trace and per step, equals TraceLens'
     const nlohmann::json steps = nlohmann::json::parse(analysis.views.steps);
     REQUIRE(steps["rows"].size() == 1);
     const nlohmann::json& step = steps["rows"][0]["gpu"];
-    for (const auto& [ours, row] : {std::pair{"computation_ms", "computation_time"},
-                                    {"exposed_memcpy_ms", "exposed_memcpy_time"}, {"busy_ms", "busy_time"},
-                                    {"idle_ms", "idle_time"}, {"total_ms", "total_time"}}) {
+    for (const auto& pair : {std::pair{"computation_ms", "computation_time"},
+                             {"exposed_memcpy_ms", "exposed_memcpy_time"}, {"busy_ms", "busy_time"},
+                             {"idle_ms", "idle_time"}, {"total_ms", "total_time"}}) {
+      const char* row = pair.second;
       CAPTURE(row);
-      CHECK(std::abs(step[ours].get<double>() - ms.at(row)) <= 1.5e-6);
+      CHECK(std::abs(step[pair.first].get<double>() - ms.at(row)) <= 1.5e-6);
     }
     CHECK(steps["gpu_timeline"] == step);  // the window of one step.
   }
