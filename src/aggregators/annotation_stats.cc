@@ -23,7 +23,7 @@ uint32_t AnnotationStats::RowOf(NameId name) {
   if (text.empty()) return kNoRow;  // may be defined later: not cached.
   const std::string key(text.starts_with(kStepPrefix) ? kStepRow : text);
   if (const auto it = index_.find(key); it != index_.end()) return slot = it->second;
-  if (rows_.size() >= options_.max_rows) return slot = kNoRow, kNoRow;
+  if (rows_.size() >= options_.max_rows) return slot = kNoRow;
   slot = static_cast<uint32_t>(rows_.size());
   rows_.push_back(AnnotationRow{key});
   index_.emplace(key, slot);

@@ -6,6 +6,9 @@ namespace liveprof {
 
 namespace {
 
+// Not interval_ranges.h: that one ports the plugin's lists literally (their
+// zero-length pieces included) and returns new vectors; this runs for every
+// step into buffers kept between steps.
 using Range = GpuTimelineScratch::Range;
 
 uint64_t Length(const std::vector<Range>& r) {

@@ -1,6 +1,7 @@
 #include "aggregators/pytorch_gpu_metrics.h"
 
 #include <algorithm>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -38,55 +39,25 @@ bool PluginKernelUsesTensorCores(std::string_view kernel_name) {
   return false;
 }
 
-PytorchGpuEstimates EstimateGpu(std::span<const Event> events, const Catalog& catalog, uint8_t device,
-                                int64_t w_begin, int64_t w_end) {
-  PytorchGpuEstimates out;
-  std::unordered_map<NameId, KernelDetails> details;  // parsed once per details string.
-  std::unordered_map<NameId, bool> tensor_cores;      // once per kernel name.
+namespace {
+
+// One GPU's kernels, and its Tensor Core sums.
+struct GpuKernels {
   std::vector<Kernel> kernels;
-  // Tensor Cores count the kernels an operator launched through a Runtime
-  // (the plugin ignores cuda_driver calls): an op (Kineto's External id,
-  // payload.kernel.op) and a runtime-API launch with its correlation id.
-  std::unordered_set<uint32_t> runtime_launches;
-  for (const Event& e : events) {
-    if (e.kind == EventKind::kRuntimeApi && e.sub != static_cast<uint8_t>(ApiLayer::kDriver) && e.corr != 0) {
-      runtime_launches.insert(e.corr);
-    }
-  }
-  auto by_operator = [&](const Event& e) {
-    return e.payload.kernel.op != 0 && runtime_launches.count(e.corr) != 0;
-  };
   uint64_t op_kernel_ns = 0, tc_kernel_ns = 0;
-  bool op_kernels = false;  // on any GPU: the row is shown for each (0.0 for one without).
-  for (const Event& e : events) {
-    if (e.kind != EventKind::kKernel || e.dur > kMaxEventDurationNs || e.ts > kMaxEventDurationNs) continue;
-    if (e.device != device) {
-      op_kernels = op_kernels || by_operator(e);
-      continue;
-    }
-    auto d = details.find(e.payload.kernel.details);
-    if (d == details.end()) {
-      d = details.emplace(e.payload.kernel.details, ParseKernelDetails(catalog.Name(e.payload.kernel.details))).first;
-    }
-    const auto ts = static_cast<int64_t>(e.ts);
-    kernels.push_back({ts, ts + static_cast<int64_t>(e.dur), d->second.blocks_per_sm,
-                       d->second.has_occupancy ? d->second.occupancy_pct : -1.0});
-    // Tensor Cores: by name, over the kernels' whole time.
-    if (by_operator(e)) {
-      op_kernels = true;
-      auto tc = tensor_cores.find(e.name);
-      if (tc == tensor_cores.end()) tc = tensor_cores.emplace(e.name, PluginKernelUsesTensorCores(catalog.Name(e.name))).first;
-      op_kernel_ns += e.dur;
-      if (tc->second) tc_kernel_ns += e.dur;
-    }
-  }
+};
+
+PytorchGpuEstimates Estimate(GpuKernels& g, bool op_kernels, int64_t w_begin, int64_t w_end) {
+  PytorchGpuEstimates out;
+  std::vector<Kernel>& kernels = g.kernels;
   // Ratios as the plugin forms them, in µs floats: round(100 * (a / b), 2).
   auto us = [](double ns) { return ns / 1000.0; };
   if (op_kernels) {
     out.has_tensor_cores = true;
     out.tensor_cores_pct =
-        op_kernel_ns == 0 ? 0.0
-                          : PyRound(100.0 * (us(static_cast<double>(tc_kernel_ns)) / us(static_cast<double>(op_kernel_ns))), 2);
+        g.op_kernel_ns == 0
+            ? 0.0
+            : PyRound(100.0 * (us(static_cast<double>(g.tc_kernel_ns)) / us(static_cast<double>(g.op_kernel_ns))), 2);
   }
   const int64_t w_len = w_end - w_begin;
   if (w_len <= 0) return out;
@@ -139,6 +110,47 @@ PytorchGpuEstimates EstimateGpu(std::span<const Event> events, const Catalog& ca
     out.has_occupancy = true;
     out.occupancy_pct = PyRound(occupancy_sum / clipped_sum, 2);
   }
+  return out;
+}
+
+}  // namespace
+
+std::map<uint8_t, PytorchGpuEstimates> EstimateGpus(std::span<const Event> events, const Catalog& catalog,
+                                                    int64_t w_begin, int64_t w_end) {
+  // Tensor Cores count the kernels an operator launched through a Runtime
+  // (the plugin ignores cuda_driver calls): an op (Kineto's External id,
+  // payload.kernel.op) and a runtime-API launch with its correlation id.
+  std::unordered_set<uint32_t> runtime_launches;
+  for (const Event& e : events) {
+    if (e.kind == EventKind::kRuntimeApi && e.sub != static_cast<uint8_t>(ApiLayer::kDriver) && e.corr != 0) {
+      runtime_launches.insert(e.corr);
+    }
+  }
+  std::unordered_map<NameId, KernelDetails> details;  // parsed once per details string.
+  std::unordered_map<NameId, bool> tensor_cores;      // once per kernel name.
+  std::map<uint8_t, GpuKernels> gpus;
+  bool op_kernels = false;  // on any GPU: the row is shown for each (0.0 for one without).
+  for (const Event& e : events) {
+    if (e.kind != EventKind::kKernel || e.dur > kMaxEventDurationNs || e.ts > kMaxEventDurationNs) continue;
+    auto d = details.find(e.payload.kernel.details);
+    if (d == details.end()) {
+      d = details.emplace(e.payload.kernel.details, ParseKernelDetails(catalog.Name(e.payload.kernel.details))).first;
+    }
+    GpuKernels& g = gpus[e.device];
+    const auto ts = static_cast<int64_t>(e.ts);
+    g.kernels.push_back({ts, ts + static_cast<int64_t>(e.dur), d->second.blocks_per_sm,
+                         d->second.has_occupancy ? d->second.occupancy_pct : -1.0});
+    // Tensor Cores: by name, over the kernels' whole time.
+    if (e.payload.kernel.op != 0 && runtime_launches.count(e.corr) != 0) {
+      op_kernels = true;
+      auto tc = tensor_cores.find(e.name);
+      if (tc == tensor_cores.end()) tc = tensor_cores.emplace(e.name, PluginKernelUsesTensorCores(catalog.Name(e.name))).first;
+      g.op_kernel_ns += e.dur;
+      if (tc->second) g.tc_kernel_ns += e.dur;
+    }
+  }
+  std::map<uint8_t, PytorchGpuEstimates> out;
+  for (auto& [device, g] : gpus) out[device] = Estimate(g, op_kernels, w_begin, w_end);
   return out;
 }
 

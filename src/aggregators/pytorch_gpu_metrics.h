@@ -9,6 +9,7 @@
 #define LIVEPROF_AGGREGATORS_PYTORCH_GPU_METRICS_H_
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string_view>
 
@@ -32,11 +33,11 @@ struct PytorchGpuEstimates {
 // substrings ran on Tensor Cores (tensor_core.py).
 bool PluginKernelUsesTensorCores(std::string_view kernel_name);
 
-// The estimates of GPU `device` over the window [w_begin, w_end) (the kept
-// steps), from the kernels among `events` (bad spans skipped, as the view
-// skips them).
-PytorchGpuEstimates EstimateGpu(std::span<const Event> events, const Catalog& catalog, uint8_t device,
-                                int64_t w_begin, int64_t w_end);
+// The estimates of each GPU with kernels among `events` (bad spans
+// skipped, as the view skips them), over the window [w_begin, w_end) (the
+// kept steps): one pass for every GPU.
+std::map<uint8_t, PytorchGpuEstimates> EstimateGpus(std::span<const Event> events, const Catalog& catalog,
+                                                    int64_t w_begin, int64_t w_end);
 
 }  // namespace liveprof
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <unordered_map>
 #include <utility>
 
@@ -432,6 +433,8 @@ PytorchOverview ComputePytorchOverview(std::span<const Event> events, const Cata
   out.window_start_ns = steps.front().first;
   out.window_end_ns = steps.back().second;
   const int64_t w_len = out.window_end_ns - out.window_start_ns;
+  const std::map<uint8_t, PytorchGpuEstimates> estimates =
+      EstimateGpus(events, catalog, out.window_start_ns, out.window_end_ns);
   for (size_t dev = 0; dev < gpu_seen.size(); ++dev) {
     if (!gpu_seen[dev]) continue;
     PytorchOverviewGpu g;
@@ -448,7 +451,7 @@ PytorchOverview ComputePytorchOverview(std::span<const Event> events, const Cata
       g.cc_major = def->cc_major;
       g.cc_minor = def->cc_minor;
     }
-    g.estimates = EstimateGpu(events, catalog, g.device, out.window_start_ns, out.window_end_ns);
+    if (const auto it = estimates.find(g.device); it != estimates.end()) g.estimates = it->second;
     out.gpus.push_back(std::move(g));
   }
 

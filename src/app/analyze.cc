@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/json_writer.h"
 #include "import/chrome_export.h"
 #include "import/trace_analysis.h"
 
@@ -34,13 +35,6 @@ json TimelineInNs(const json& ms) {
   return out;
 }
 
-json GpuTimelineJson(const GpuTimeline& t) {
-  return {{"total_ns", t.total_ns},         {"busy_ns", t.busy_ns},
-          {"idle_ns", t.idle_ns},           {"computation_ns", t.computation_ns},
-          {"exposed_comm_ns", t.exposed_comm_ns}, {"exposed_memcpy_ns", t.exposed_memcpy_ns},
-          {"comm_ns", t.comm_ns},           {"memcpy_ns", t.memcpy_ns}};
-}
-
 json StepsInNs(const json& steps) {
   json out = json::array();
   for (const json& row : steps.value("rows", json::array())) {
@@ -65,7 +59,9 @@ json Document(const std::string& path, const TraceAnalysis& a) {
                       {"kernel_busy_ns", d.kernel_busy_ns}, {"span_ns", d.span_ns},
                       {"utilization_pct", d.utilization_pct}});
     if (const auto it = a.gpu_timelines.find(d.ordinal); it != a.gpu_timelines.end()) {
-      device.back()["gpu_timeline"] = GpuTimelineJson(it->second);
+      JsonWriter w;  // the steps view's form, in ns as the steps' timelines.
+      it->second.WriteJson(w);
+      device.back()["gpu_timeline"] = TimelineInNs(json::parse(w.str()));
     }
   }
   const ImportReport& r = a.report;

@@ -1,6 +1,7 @@
 #include "import/trace_analysis.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "aggregators/span_type.h"
 #include "stream/diagnostics.h"
@@ -60,12 +61,19 @@ bool AnalyzeTrace(const std::string& path, const AnalysesOptions& options, const
   // The whole trace's GPU timeline per GPU: kernels and memsets (collectives
   // by name, as the step breakdown tells them), copies.
   std::map<uint8_t, std::vector<GpuInterval>> by_device;
+  std::unordered_map<NameId, bool> collective;  // by kernel name, classified once.
+  auto is_collective = [&](NameId name) {
+    auto it = collective.find(name);
+    if (it == collective.end()) {
+      it = collective.emplace(name, (ClassifyName(analyses.catalog().Name(name)) & kNameCollective) != 0).first;
+    }
+    return it->second;
+  };
   for (const Event& e : events) {
     if (!IsDeviceKind(e.kind) || e.dur > kMaxEventDurationNs) continue;
-    const GpuWork work = IsMemcpyKind(e.kind) ? GpuWork::kMemcpy
-                         : (ClassifyName(analyses.catalog().Name(e.name)) & kNameCollective) != 0
-                             ? GpuWork::kCommunication
-                             : GpuWork::kCompute;
+    const GpuWork work = IsMemcpyKind(e.kind)   ? GpuWork::kMemcpy
+                         : is_collective(e.name) ? GpuWork::kCommunication
+                                                 : GpuWork::kCompute;
     by_device[e.device].push_back({e.ts, e.end(), work});
   }
   GpuTimelineScratch scratch;
