@@ -14,11 +14,15 @@ import modules from './panels/modules.js';
 import annotations from './panels/annotations.js';
 import overview from './panels/overview.js';
 import pod from './panels/pod.js';
+import pytorch from './panels/pytorch.js';
 import tfStats from './panels/tf_stats.js';
 import traceViewer from './panels/trace_viewer.js';
 
-const PAGES = [overview, inputPipeline, tfStats, kernelStats, memory, modules, annotations, pod, alerts, traceViewer,
-  capture];
+const PAGES = [overview, inputPipeline, tfStats, kernelStats, memory, pytorch, modules, annotations, pod, alerts,
+  traceViewer, capture];
+// Views the server computes for each request (never on the feed): polled,
+// at the page's own period (`pollMs`).
+const POLL_ONLY = new Set(['pytorch']);
 const ALWAYS = ['status', 'alerts'];  // the header's drops indicator and alert notice.
 const STEP_WINDOWED = new Set(['overview', 'steps', 'input_pipeline']);
 const TIME_WINDOWED = new Set(['overview', 'steps', 'input_pipeline', 'tf_stats', 'kernel_stats', 'memory']);
@@ -84,7 +88,7 @@ function split() {
   const feed = new Set(ALWAYS);
   const polled = [];
   for (const t of pageTopics()) {
-    if (Object.keys(restParams(t)).length) polled.push(t);
+    if (POLL_ONLY.has(t) || Object.keys(restParams(t)).length) polled.push(t);
     else feed.add(t);
   }
   return {feed: [...feed], polled};
@@ -158,8 +162,21 @@ function drawConnection() {
   const el = $('#conn');
   el.className = `conn ${s.phase}`;
   const labels = {connecting: 'connecting…', live: state.paused ? 'paused' : 'live', reconnecting: 'reconnecting', version_mismatch: 'incompatible server'};
-  el.textContent = labels[s.phase] ?? s.phase;
-  el.title = s.detail ?? '';
+  // Connected to the server, the badge says where the job stands: a job that
+  // ended is "finished", not live (status.job_state; docs/protocol.md).
+  const job = state.views.status?.job_state;
+  const jobLabels = {finished: 'job finished', waiting: 'waiting for a job', disconnected: 'job disconnected'};
+  const jobTitles = {finished: 'Every source of the job closed cleanly (or the replay ended): the numbers are final.',
+    waiting: 'The server is up; no job has connected yet.',
+    disconnected: 'Every source of the job is gone, at least one cut off without a clean close.'};
+  if (s.phase === 'live' && !state.paused && jobLabels[job]) {
+    el.className = `conn job-${job}`;
+    el.textContent = jobLabels[job];
+    el.title = jobTitles[job];
+  } else {
+    el.textContent = labels[s.phase] ?? s.phase;
+    el.title = s.detail ?? '';
+  }
   const banner = $('#banner');
   if (s.phase === 'version_mismatch') {
     banner.className = 'banner error';
@@ -180,14 +197,27 @@ function drawHeader() {
   const st = state.views.status;
   const drops = $('#drops');
   if (st) {
-    const dataLoss = (st.diagnostics ?? []).filter((d) => d.severity === 'data_loss' && d.count > 0);
+    // Lost: ring drops and data_loss diagnostics. Late: delivered, kept in
+    // the trace and the tables, but after their window or step had closed:
+    // another count, shown apart, never added to "dropped".
+    const diags = (st.diagnostics ?? []).filter((d) => d.count > 0);
+    const dataLoss = diags.filter((d) => d.severity === 'data_loss');
+    const late = diags.filter((d) => d.severity === 'late');
     const lost = st.events_dropped + dataLoss.reduce((a, d) => a + d.count, 0);
     drops.className = `drops ${lost ? 'bad' : 'ok'}`;
     drops.querySelector('b').textContent = int(lost);
     drops.title = [`${int(st.events_consumed)} events analysed; ${int(lost)} lost: ${int(st.events_dropped)} dropped by full rings`,
       ...(st.sources ?? []).map((s) => `${s.name}: ${int(s.published)} published, ${int(s.dropped)} dropped`),
       ...dataLoss.map((d) => `${d.name}: ${int(d.count)} (${d.description})`)].join('\n');
+    const lateEl = $('#late');
+    const lateCount = late.reduce((a, d) => a + d.count, 0);
+    lateEl.classList.toggle('hidden', lateCount === 0);
+    lateEl.querySelector('b').textContent = int(lateCount);
+    lateEl.title = ['Late, not lost: these events arrived after the analysis they belonged to had moved on. ' +
+      'They are in the trace viewer and the op, kernel and memory tables.',
+      ...late.map((d) => `${d.name}: ${int(d.count)} (${d.description})`)].join('\n');
     $('#events').textContent = `${int(st.events_consumed)} events`;
+    if (state.connection) drawConnection();
   }
   const seq = state.views.status?.seq ?? 0;
   $('#seq').dataset.seq = seq;
@@ -290,7 +320,7 @@ async function poll(topics) {
   pollTimer = setTimeout(() => {
     const now = split().polled;
     if (now.length) poll(now);
-  }, POLL_MS);
+  }, state.page?.pollMs ?? POLL_MS);
 }
 
 function setPaused(paused) {

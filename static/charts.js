@@ -171,7 +171,7 @@ export function barList(el, items, color = PALETTE[0]) {
   const max = Math.max(1e-12, ...items.map((i) => i.value));
   el.innerHTML = items.length
     ? items.map((i) => `<div class="bar-row"><span class="bar-label" title="${esc(i.label)}">${esc(i.label)}</span>
-        <span class="bar-track"><span class="bar" style="width:${(100 * i.value / max).toFixed(2)}%;background:${color}"></span></span>
+        <span class="bar-track"><span class="bar-fill" style="width:${(100 * i.value / max).toFixed(2)}%;background:${color}"></span></span>
         <span class="bar-value">${esc(i.text)}</span></div>`).join('')
     : '<p class="muted">nothing yet</p>';
 }

@@ -60,3 +60,23 @@ export function csvField(v) {
   const s = String(v ?? '');
   return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
 }
+
+// A long C++ name made readable, as TensorBoard shows kernel names: template
+// arguments folded to <…> (innermost first), a parameter list to (…), a
+// leading "void " dropped, and what is still over `max` characters cut in
+// the middle. Names that are not C++ are left as they are ("<module>",
+// "Memcpy HtoD (Pageable -> Device)").
+export function shortName(name, max = 120) {
+  let t = String(name);
+  const folded = '\u0001';
+  for (let prev = ''; prev !== t;) {
+    prev = t;
+    t = t.replace(/([A-Za-z0-9_:])<[^<>]*>/g, `$1${folded}`);
+  }
+  t = t.replaceAll(folded, '<…>');
+  t = t.replace(/^void\s+/, '');
+  const call = t.match(/^([A-Za-z_][\w:~]*(?:<…>)?(?:::[\w~]+(?:<…>)?)*)\(.*\)$/s);
+  if (call && call[0].length > call[1].length + 3) t = `${call[1]}(…)`;
+  if (t.length > max) t = `${t.slice(0, Math.ceil(max * 0.6))}…${t.slice(t.length - Math.floor(max * 0.4) + 1)}`;
+  return t;
+}

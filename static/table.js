@@ -1,7 +1,7 @@
 // A sortable, filterable table. The rows are plain objects from a view model;
 // columns say how to show each field. Re-rendering keeps the sort, the filter
 // and the scroll position, so a table can be refreshed on every publication.
-import {esc} from './format.js';  // the header's HTML
+import {esc, shortName} from './format.js';  // the header's HTML
 
 // columns: [{key, label, fmt(value, row) -> text, numeric, name (a long name: wraps), title}]
 // options: {filterKeys: ['name', ...] (a filter box over these fields),
@@ -129,7 +129,10 @@ export class Table {
         const text = String((col.fmt ? col.fmt(r[col.key], r) : r[col.key]) ?? '');
         if (tr.texts[c] !== text) {
           tr.texts[c] = text;
-          tr.cells[c].firstChild.data = text;
+          // A long name shows short; the whole of it on hover.
+          const shown = col.name ? shortName(text) : text;
+          tr.cells[c].firstChild.data = shown;
+          if (col.name) tr.cells[c].title = shown === text ? '' : text;
         }
       }
       if (rowKey) tr.classList.toggle('selected', rowKey(r) === this.selected);

@@ -569,6 +569,11 @@ std::vector<AlertRule> DefaultAlertRules() {
   constexpr uint32_t kStragglerSteps = 3;
   constexpr uint32_t kRecentSteps = 20;
   constexpr uint32_t kBaselineSteps = 100;
+  // A regression is a shift, not a slow step or two: it fires after 5 steps
+  // in a row over the threshold and resolves after 10 under it (and only on
+  // a baseline steadier than the threshold: alerts.h).
+  constexpr uint32_t kRegressionFireAfter = 5;
+  constexpr uint32_t kRegressionResolveAfter = 10;
   const WindowSpec ten_seconds = WindowSpec::Duration(10 * kNsPerSecond);
 
   std::vector<AlertRule> rules;
@@ -589,7 +594,7 @@ std::vector<AlertRule> DefaultAlertRules() {
       "kernels (threshold {threshold}%)"));
   AlertRule regression = MakeRule(
       "step_time_regression", "step_time_ms_median", C::kGreaterEqual, kStepTimeRegressionPct,
-      WindowSpec::Steps(kRecentSteps), 1, 1, S::kWarning,
+      WindowSpec::Steps(kRecentSteps), kRegressionFireAfter, kRegressionResolveAfter, S::kWarning,
       "Step time up {value}%: median of the {window} (threshold +{threshold}%)");
   regression.baseline = WindowSpec::Steps(kBaselineSteps, kRecentSteps);
   rules.push_back(std::move(regression));

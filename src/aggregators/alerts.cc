@@ -72,6 +72,8 @@ std::optional<MetricValue> Measure(const MetricSource& source, const AlertRule& 
   if (!rule.baseline) return recent;
   const std::optional<MetricValue> base = source.Get(rule.metric, *rule.baseline);
   if (!base || !std::isfinite(base->value) || !(base->value > 0)) return std::nullopt;
+  // A baseline noisier than the change the rule looks for is no baseline.
+  if (base->spread_pct && !(*base->spread_pct <= std::abs(rule.threshold))) return std::nullopt;
   // 100 × (recent / base − 1), written so that exact inputs give exact
   // percentages: 120 vs 100 is 20, not 19.999999999999996.
   recent->value = (recent->value - base->value) * 100.0 / base->value;
@@ -97,7 +99,8 @@ AlertEvent MakeEvent(const AlertRule& rule, AlertEventState state, double value,
   e.last_step = last_step;
   e.ts_ns = now_ns;
   e.worker = worker;
-  e.summary = RenderAlertSummary(rule, value, worker);
+  e.summary = state == AlertEventState::kFiring ? RenderAlertSummary(rule, value, worker)
+                                                 : RenderResolvedSummary(rule, value, worker);
   return e;
 }
 
@@ -193,6 +196,35 @@ std::string AlertWindowText(const WindowSpec& window, const std::optional<Window
     }
   }
   return text;
+}
+
+std::string_view AlertValueUnit(std::string_view metric, bool baseline) {
+  if (baseline || metric.ends_with("_pct")) return "%";
+  if (metric.find("_ms") != std::string_view::npos) return "ms";
+  if (metric.starts_with("seconds_")) return "s";
+  if (metric.ends_with("_events")) return "events";
+  return "";
+}
+
+std::string RenderResolvedSummary(const AlertRule& rule, double value, std::string_view worker) {
+  const std::string_view unit = AlertValueUnit(rule.metric, rule.baseline.has_value());
+  auto with_unit = [&](double v) {
+    std::string t = (rule.baseline && v > 0 ? "+" : "") + FormatNumber(v);
+    if (!unit.empty()) t += (unit == "%" ? "" : " ") + std::string(unit);
+    return t;
+  };
+  // The comparison that holds now: the rule's, negated.
+  std::string_view back;
+  switch (rule.comparison) {
+    case AlertComparison::kGreaterEqual: back = "<"; break;
+    case AlertComparison::kGreater: back = "<="; break;
+    case AlertComparison::kLessEqual: back = ">"; break;
+    case AlertComparison::kLess: back = ">="; break;
+  }
+  return rule.name + " resolved: " + rule.metric + (rule.baseline ? " change" : "") +
+         (worker.empty() ? "" : " of " + std::string(worker)) + " " + with_unit(value) + " " +
+         std::string(back) + " " + with_unit(rule.threshold) + " over the " +
+         AlertWindowText(rule.window, rule.baseline);
 }
 
 std::string RenderAlertSummary(const AlertRule& rule, double value, std::string_view worker) {
@@ -408,6 +440,7 @@ void AlertEvent::WriteJson(JsonWriter& w) const {
   w.KV("value", value);
   w.KV("threshold", threshold);
   w.KV("comparison", AlertComparisonText(comparison));
+  w.KV("unit", AlertValueUnit(metric, baseline.has_value()));
   w.KV("window_text", window_text);
   w.Key("window");
   WriteWindow(w, window);
@@ -431,6 +464,7 @@ void AlertsSnapshot::WriteJson(JsonWriter& w) const {
     w.BeginObject();
     WriteRuleFields(w, r.rule);
     w.KV("window_text", AlertWindowText(r.rule.window, r.rule.baseline));
+    w.KV("unit", AlertValueUnit(r.rule.metric, r.rule.baseline.has_value()));
     w.KV("state", AlertStateName(r.state));
     w.KV("breaching_count", r.breaching_count);
     w.KV("clear_count", r.clear_count);

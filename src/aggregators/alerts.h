@@ -52,6 +52,11 @@ struct MetricValue {
   uint64_t samples = 0;  // steps (or time buckets) that went into `value`.
   // The worker the value is about (pod metrics: "rank 2"); "" for the others.
   std::string worker = {};
+  // How much the window's samples scatter: their standard deviation over
+  // their mean, in percent (step-time metrics; nullopt for the others). A
+  // baseline that scatters more than a regression rule's threshold is no
+  // baseline: the rule has no value then (see AlertRule::baseline).
+  std::optional<double> spread_pct = std::nullopt;
 };
 
 // What the alert engine reads. The pipeline implements it over its windows;
@@ -84,6 +89,9 @@ std::string_view AlertComparisonText(AlertComparison c);  // ">=", ">", "<=", "<
 std::string_view AlertSeverityName(AlertSeverity s);      // "critical", "warning", "info"
 std::string_view AlertStateName(AlertState s);            // "ok", "pending", "firing", "resolving"
 std::string_view AlertEventStateName(AlertEventState s);  // "firing", "resolved"
+// The unit of a rule's value: "%" for a baseline rule (a change) and the
+// *_pct metrics, "ms", "s", "events"; "" when the metric has none.
+std::string_view AlertValueUnit(std::string_view metric, bool baseline);
 
 struct AlertRule {
   std::string name;    // unique; [A-Za-z0-9_.:-], at most 128 bytes.
@@ -92,7 +100,10 @@ struct AlertRule {
   double threshold = 0;
   WindowSpec window;
   // Regression rules: value = 100 × (metric(window) / metric(baseline) − 1),
-  // the recent window's excess over the baseline in percent.
+  // the recent window's excess over the baseline in percent. Measured only
+  // on a stable baseline: when the baseline's samples scatter (spread_pct)
+  // more than `threshold`, a change of `threshold` is noise, and the rule
+  // has no value (counted missing; its state is kept).
   std::optional<WindowSpec> baseline;
   uint32_t fire_after = 1;     // consecutive breaching evaluations to fire (0 acts as 1).
   uint32_t resolve_after = 1;  // consecutive clear evaluations to resolve (0 acts as 1).
@@ -120,7 +131,10 @@ struct AlertEvent {
   int64_t last_step = -1;
   uint64_t ts_ns = 0;    // the `now_ns` of the evaluation.
   std::string worker;   // the worker it is about (MetricValue::worker); "" for most.
-  std::string summary;  // the rule's template, rendered.
+  // Firing: the rule's template, rendered. Resolved: what cleared, with the
+  // value and threshold in their unit ("input_pct 2.56 % < 20 % over the
+  // last 20 steps"), never the firing text.
+  std::string summary;
 
   void WriteJson(JsonWriter& w) const;
   bool operator==(const AlertEvent&) const = default;
@@ -235,6 +249,9 @@ std::string AlertRulesToJson(std::span<const AlertRule> rules);
 // in; numbers with at most two decimals. An empty template gives a generic
 // text (naming the worker when there is one).
 std::string RenderAlertSummary(const AlertRule& rule, double value, std::string_view worker = {});
+// A resolved event's text: "<rule> resolved: <metric> [of <worker>] <value><unit>
+// <opposite comparison> <threshold><unit> over the <window>".
+std::string RenderResolvedSummary(const AlertRule& rule, double value, std::string_view worker = {});
 
 // "last 20 steps", "last 10 s", "last 20 steps vs the 100 steps before".
 std::string AlertWindowText(const WindowSpec& window, const std::optional<WindowSpec>& baseline);

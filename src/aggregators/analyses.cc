@@ -87,7 +87,9 @@ class Analyses::Metrics : public MetricSource {
     if (metric == "pod.straggler_pct") return Straggler(spec);
     if (metric == "seconds_since_last_step") {
       if (a_.last_step_num_ < 0) return std::nullopt;
-      const uint64_t now = std::max(a_.now_ns_, a_.last_step_end_ns_);
+      // A finished job's clock stopped when it finished.
+      const uint64_t now = std::max(a_.finished_ns_ != 0 ? std::min(a_.now_ns_, a_.finished_ns_) : a_.now_ns_,
+                                    a_.last_step_end_ns_);
       return MetricValue{static_cast<double>(now - a_.last_step_end_ns_) / 1e9, a_.last_step_num_,
                          a_.last_step_num_, 1};
     }
@@ -116,6 +118,9 @@ class Analyses::Metrics : public MetricSource {
     else if (metric == "step_time_ms_median") v.value = w.step_ms_median;
     else if (metric == "step_time_ms_mean") v.value = w.step_ms.mean();
     else return std::nullopt;
+    if (metric.starts_with("step_time_ms") && w.step_ms.mean() > 0) {
+      v.spread_pct = 100.0 * w.step_ms.stddev() / w.step_ms.mean();
+    }
     return v;
   }
 
@@ -284,6 +289,22 @@ void Analyses::SetStreamTotals(uint64_t published, uint64_t dropped) {
   dropped_ = dropped;
 }
 
+std::string_view JobStateName(JobState s) {
+  switch (s) {
+    case JobState::kLive: return "live";
+    case JobState::kWaiting: return "waiting";
+    case JobState::kFinished: return "finished";
+    case JobState::kDisconnected: return "disconnected";
+  }
+  return "live";
+}
+
+void Analyses::SetJobState(JobState state) {
+  if (state == JobState::kFinished && job_state_ != JobState::kFinished) finished_ns_ = std::max<uint64_t>(now_ns_, 1);
+  if (state != JobState::kFinished) finished_ns_ = 0;
+  job_state_ = state;
+}
+
 void Analyses::SetAlertRules(std::vector<AlertRule> rules) { alerts_.SetRules(std::move(rules)); }
 
 std::vector<AlertEvent> Analyses::TakeAlertEvents() {
@@ -389,6 +410,7 @@ void Analyses::WriteStatus(JsonWriter& w, const RunEnvironment& env) const {
   w.KV("events_dropped", dropped_);
   w.KV("watermark_ns", watermark_ns_);
   w.KV("step_source", StepSourceName(steps_.source()));
+  w.KV("job_state", JobStateName(job_state_));
   // With several workers: the one these views follow (the pod view has all).
   if (catalog_.multi_process() && analysed_process_ != kNoProcess) {
     w.KV("analysed_process", static_cast<uint64_t>(analysed_process_));
@@ -432,6 +454,7 @@ void Analyses::WriteStatus(JsonWriter& w, const RunEnvironment& env) const {
     w.KV("name", info.name);
     w.KV("severity", info.severity == Severity::kInfo       ? "info"
                      : info.severity == Severity::kDataLoss ? "data_loss"
+                     : info.severity == Severity::kLate     ? "late"
                                                             : "error");
     w.KV("count", diag_ ? diag_->Get(static_cast<Diag>(i)) : uint64_t{0});
     w.KV("description", info.description);

@@ -121,6 +121,17 @@ inline const std::string& RenderedViews::csv(View view) const {
 }
 
 // One producer ring's counters.
+// Where the profiled job stands, as its owner sees it (serve's loop: the
+// ingest sources, a replay's end). `finished` stops the clock of
+// seconds_since_last_step at the moment it was first seen.
+enum class JobState : uint8_t {
+  kLive,          // producing (in-process sources; a connected ingest source).
+  kWaiting,       // ingest: no source has introduced itself yet.
+  kFinished,      // every source closed cleanly; a replay (not --loop) done.
+  kDisconnected,  // every source gone, at least one cut off (no clean close).
+};
+std::string_view JobStateName(JobState s);  // "live", "waiting", "finished", "disconnected"
+
 struct SourceTotals {
   std::string name;
   uint64_t published = 0;
@@ -145,6 +156,8 @@ class Analyses {
   // Each producer ring's totals at host time `now_ns`, for the status view's
   // sources and their rates (rings sharing a name are summed). Pipeline thread.
   void SetSources(std::vector<SourceTotals> sources, uint64_t now_ns);
+  // The job's state (status "job_state"); kFinished stops the stall clock.
+  void SetJobState(JobState state);
   // Replaces the alert rules (their states carry over by name). Pipeline thread.
   void SetAlertRules(std::vector<AlertRule> rules);
   // Alert transitions since the last call. Pipeline thread.
@@ -211,6 +224,8 @@ class Analyses {
   uint64_t now_ns_ = 0;
   uint64_t last_alert_ns_ = 0;
   uint64_t last_step_end_ns_ = 0;
+  JobState job_state_ = JobState::kLive;
+  uint64_t finished_ns_ = 0;  // now_ns_ when kFinished was first set; 0 otherwise.
   int64_t last_step_num_ = -1;
   uint64_t published_ = 0, dropped_ = 0;
   // (now, dropped, late) samples for the "during the window" metrics.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include "aggregators/pytorch_names.h"
 
@@ -131,8 +132,9 @@ namespace {
 
 // The recommendations (§3.4's four for tf.data; PyTorch's knobs for a
 // DataLoader: torch.utils.data.DataLoader's documentation).
-std::vector<std::string> Recommendations(InputSource source, bool single_process) {
-  if (source == InputSource::kPytorchDataLoader) {
+std::vector<std::string> Recommendations(const InputPipelineSnapshot& s) {
+  const bool single_process = s.single_process_loader;
+  if (s.source == InputSource::kPytorchDataLoader) {
     return {
         single_process
             ? "Load batches in parallel: this DataLoader has num_workers=0, so the training loop "
@@ -150,15 +152,29 @@ std::vector<std::string> Recommendations(InputSource source, bool single_process
         "tensors, NVIDIA DALI), or preprocess the dataset once, offline.",
     };
   }
-  return {
-      "Enqueuing data: you may want to combine small input data chunks into fewer but larger chunks.",
-      "Data preprocessing: you may increase num_parallel_calls in Dataset map() (or num_workers of a "
-      "PyTorch DataLoader) or preprocess the data offline.",
-      "Reading data from files in advance: you may tune parameters in the following functions "
-      "(prefetch size, interleave cycle_length, reader buffer_size).",
-      "Reading data from files on demand: you should read data IN ADVANCE using prefetch, "
-      "interleave or a reader buffer.",
+  // tf.data's four (§3.4), each only for a category that has time, the
+  // largest first; none for a pipeline whose stages are not known.
+  const std::pair<double, const char*> tips[] = {
+      {s.enqueue_us,
+       "Enqueuing data: you may want to combine small input data chunks into fewer but larger chunks."},
+      {s.preprocessing_us,
+       "Data preprocessing: you may increase num_parallel_calls in Dataset map() or preprocess the data "
+       "offline."},
+      {s.advanced_read_us,
+       "Reading data from files in advance: you may tune parameters in the following functions "
+       "(prefetch size, interleave cycle_length, reader buffer_size)."},
+      {s.demanded_read_us,
+       "Reading data from files on demand: you should read data IN ADVANCE using prefetch, "
+       "interleave or a reader buffer."},
   };
+  std::vector<std::pair<double, const char*>> shown;
+  for (const auto& t : tips) {
+    if (t.first > 0) shown.push_back(t);
+  }
+  std::stable_sort(shown.begin(), shown.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> out;
+  for (const auto& t : shown) out.emplace_back(t.second);
+  return out;
 }
 
 }  // namespace
@@ -170,7 +186,9 @@ InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const 
   auto bucket = [&](Bucket b) { return w.bucket_ns[static_cast<size_t>(b)]; };
   s.input_pct = Ratio(bucket(Bucket::kInput), step);
   s.output_pct = Ratio(bucket(Bucket::kOutput), step);
-  s.compute_pct = Ratio(bucket(Bucket::kDeviceCompute), step);
+  s.compute_on_host = bucket(Bucket::kDeviceCompute) == 0 && bucket(Bucket::kDeviceCollectives) == 0 &&
+                      bucket(Bucket::kHostCompute) > 0;
+  s.compute_pct = Ratio(bucket(s.compute_on_host ? Bucket::kHostCompute : Bucket::kDeviceCompute), step);
   s.collectives_pct = Ratio(bucket(Bucket::kDeviceCollectives), step);
   s.idle_pct = std::max(0.0, 100 - s.input_pct - s.output_pct - s.compute_pct - s.collectives_pct);
   s.kernel_launch_pct = Ratio(bucket(Bucket::kKernelLaunch), step);
@@ -217,7 +235,11 @@ InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const 
   const double h2d_avg = w.steps ? static_cast<double>(w.type_ns[static_cast<size_t>(SpanType::kHostToDevice)]) / static_cast<double>(w.steps) : 0;
   const double step_avg = w.steps ? static_cast<double>(step) / static_cast<double>(w.steps) : 0;
   const double ratio = step_avg > 0 ? std::min(1.0, h2d_avg / step_avg) : 0;
-  const double non_enqueue = ratio > 0 ? enqueue * (1 - ratio) / ratio : total_input;
+  // xprof scales by the enqueue time; with copies but no enqueue op (no
+  // prefetch-to-device stage, a PyTorch job) that gives 0 to every category
+  // above an op table full of time: the ops' self times are shown instead.
+  s.enqueue_scaled = ratio > 0 && enqueue > 0;
+  const double non_enqueue = s.enqueue_scaled ? enqueue * (1 - ratio) / ratio : total_input;
   s.enqueue_us = enqueue;
   if (total_input > 0) {
     s.demanded_read_us = non_enqueue * demanded / total_input;
@@ -309,7 +331,7 @@ InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const 
   } else {
     s.next_step = "You may skip the rest of this page.";
   }
-  s.recommendations = Recommendations(s.source, s.single_process_loader);
+  s.recommendations = Recommendations(s);
   return s;
 }
 
@@ -329,6 +351,7 @@ void InputPipelineSnapshot::WriteJson(JsonWriter& w) const {
   w.KV("input_pct", input_pct);
   w.KV("output_pct", output_pct);
   w.KV("compute_pct", compute_pct);
+  w.KV("compute_on", compute_on_host ? "host" : "device");
   w.KV("collectives_pct", collectives_pct);
   w.KV("idle_pct", idle_pct);
   w.KV("kernel_launch_pct", kernel_launch_pct);
@@ -347,6 +370,7 @@ void InputPipelineSnapshot::WriteJson(JsonWriter& w) const {
   w.EndObject();
   w.Key("host_side");
   w.BeginObject();
+  w.KV("enqueue_scaled", enqueue_scaled);
   w.KV("enqueue_us", enqueue_us);
   w.KV("demanded_file_read_us", demanded_read_us);
   w.KV("advanced_file_read_us", advanced_read_us);

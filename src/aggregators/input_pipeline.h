@@ -71,8 +71,12 @@ InputSource InputSourceOf(std::string_view op_name);
 struct InputPipelineSnapshot {
   StepWindow window;  // device-side statistics.
   // Ratios of sums over the window (§3.2).
+  // compute_pct: device compute; in a window with no device work (a CPU
+  // job), host compute, so that its compute is not called idle
+  // (`compute_on` "host").
   double input_pct = 0, output_pct = 0, compute_pct = 0, collectives_pct = 0, idle_pct = 0;
   double kernel_launch_pct = 0, all_other_pct = 0;
+  bool compute_on_host = false;
   InputBound bound = InputBound::kUnknown;
   std::string statement;        // the bottleneck statement with its number.
   std::string next_step;        // "Look at the host-side breakdown..." / "You may skip...".
@@ -83,6 +87,10 @@ struct InputPipelineSnapshot {
   double enqueue_us = 0, demanded_read_us = 0, advanced_read_us = 0, preprocessing_us = 0,
          unclassified_us = 0;
   bool input_ops_seen = false;  // any demanded / advanced / preprocessing time.
+  // False when the categories are the input ops' self times rather than
+  // xprof's scaling by the enqueue time: with host-to-device copies but no
+  // enqueue op, that scaling makes every category 0 (§3.4 item 6).
+  bool enqueue_scaled = false;
   InputSource source = InputSource::kUnknown;
   // The training loop's waits for input (stage kWait: IteratorGetNext, a
   // DataLoader's __next__): their time (a nested wait counted once), count,

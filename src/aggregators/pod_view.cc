@@ -23,27 +23,6 @@ double Median(std::vector<uint64_t>& times) {
   return (static_cast<double>(times[n / 2 - 1]) + static_cast<double>(times[n / 2])) / 2;
 }
 
-// What each cell of a row is compared with (PodView's header): the median of
-// the row, or with exactly two cells the other one's time. Empty (no
-// reference) below two cells.
-struct RowReference {
-  double median_ns = 0;
-  size_t cells = 0;
-  double For(const std::vector<PodCell>& row, size_t i) const {
-    if (cells == 2) return static_cast<double>(row[1 - i].step_ns);
-    return median_ns;
-  }
-};
-
-RowReference ReferenceOf(const std::vector<PodCell>& cells, std::vector<uint64_t>* scratch) {
-  RowReference r;
-  r.cells = cells.size();
-  scratch->clear();
-  for (const PodCell& c : cells) scratch->push_back(c.step_ns);
-  r.median_ns = Median(*scratch);
-  return r;
-}
-
 // The slowest cell (ties: the smaller worker id); cells.size() >= 1.
 size_t WorstOf(const std::vector<PodCell>& cells) {
   size_t worst = 0;
@@ -72,7 +51,7 @@ struct PodView::Worker {
   StepAssembler steps;
   bool has_device = false;  // a step of it had device work (the GPU rules).
   uint64_t cells = 0;       // its steps added.
-  size_t in_rows = 0;       // its cells in rows_ now.
+  std::deque<WorkerCell> recent;  // its newest cells (worker_steps), oldest first.
 };
 
 PodView::PodView(const Catalog* catalog, PodViewOptions options)
@@ -228,24 +207,77 @@ void PodView::AddLocalRow(const StepBreakdownRow& row) {
 
 void PodView::AddCell(const PodCell& cell, int64_t step_num) {
   ++cells_total_;
+  newest_step_ = std::max(newest_step_, step_num);
+  Worker& w = *workers_[index_.at(cell.worker)];
+  auto remember = [&](WorkerCell c) {
+    for (auto it = w.recent.rbegin(); it != w.recent.rend(); ++it) {
+      if (it->step_num == step_num) {  // the same step again: the newer kept.
+        *it = c;
+        return;
+      }
+    }
+    w.recent.push_back(c);
+    if (w.recent.size() > std::max<size_t>(options_.worker_steps, 1)) w.recent.pop_front();
+  };
   if (rows_.size() >= options_.max_steps && rows_.count(step_num) == 0) {
     if (step_num < rows_.begin()->first) {
+      // Behind the window: no row, but its worker's cell, compared with the
+      // median its step number had when its row left (the others' cells).
       ++counts_.cells_outside_window;
+      WorkerCell c{step_num, cell, true, 0};
+      const auto a = std::lower_bound(archive_.begin(), archive_.end(), step_num,
+                                      [](const ArchivedRow& r, int64_t n) { return r.step_num < n; });
+      if (a != archive_.end() && a->step_num == step_num && a->cells > 0) c.late_ref_ns = a->median_ns;
+      remember(c);
       return;
     }
-    for (const PodCell& gone : rows_.begin()->second.cells) --workers_[index_.at(gone.worker)]->in_rows;
+    const auto& [gone_step, gone] = *rows_.begin();
+    archive_.push_back({gone_step, RowMedian(gone), static_cast<uint32_t>(gone.cells.size())});
+    if (archive_.size() > options_.archived_steps) archive_.pop_front();
     rows_.erase(rows_.begin());
   }
-  std::vector<PodCell>& cells = rows_[step_num].cells;
-  for (PodCell& c : cells) {
+  Row& row = rows_[step_num];
+  row.median_ns = -1;
+  remember(WorkerCell{step_num, cell, false, 0});
+  for (PodCell& c : row.cells) {
     if (c.worker == cell.worker) {
       ++counts_.duplicate_cells;
       c = cell;
       return;
     }
   }
-  cells.push_back(cell);
-  ++workers_[index_.at(cell.worker)]->in_rows;
+  row.cells.push_back(cell);
+}
+
+double PodView::RowMedian(const Row& row) const {
+  if (row.median_ns < 0) {
+    std::vector<uint64_t> times;
+    times.reserve(row.cells.size());
+    for (const PodCell& c : row.cells) times.push_back(c.step_ns);
+    row.median_ns = Median(times);
+  }
+  return row.median_ns;
+}
+
+double PodView::ReferenceFor(const WorkerCell& c) const {
+  if (c.late) return c.late_ref_ns;
+  // Its row (held, or archived when it left): the row's median, or with
+  // exactly two cells the other one's time (2 × median − its own).
+  double median = 0;
+  size_t cells = 0;
+  if (const auto r = rows_.find(c.step_num); r != rows_.end()) {
+    median = RowMedian(r->second);
+    cells = r->second.cells.size();
+  } else {
+    const auto a = std::lower_bound(archive_.begin(), archive_.end(), c.step_num,
+                                    [](const ArchivedRow& r, int64_t n) { return r.step_num < n; });
+    if (a == archive_.end() || a->step_num != c.step_num) return 0;
+    median = a->median_ns;
+    cells = a->cells;
+  }
+  if (cells < 2) return 0;
+  if (cells == 2) return 2 * median - static_cast<double>(c.cell.step_ns);
+  return median;
 }
 
 bool PodView::Listed(const Worker& w) const { return w.cells > 0; }
@@ -265,29 +297,20 @@ std::string PodView::Label(const Worker& w) const {
 }
 
 std::vector<PodView::Held> PodView::HeldExcess(uint32_t k) const {
-  // Walking the rows newest first, per worker: how many compared steps so
-  // far, the smallest excess among them, and their step range.
-  // Stops once every worker with k cells in the rows has k compared steps
-  // (evaluated at each closed step: the whole window would be walked for
-  // nothing).
+  // Per worker, its own newest cells, newest first, until k compared ones:
+  // the smallest excess among them and their step range.
   std::vector<Held> held(workers_.size());
-  std::vector<uint64_t> scratch;
-  const size_t can_fill = static_cast<size_t>(
-      std::count_if(workers_.begin(), workers_.end(), [k](const auto& w) { return w->in_rows >= k; }));
-  size_t full = 0;  // workers with k compared steps.
-  for (auto it = rows_.rbegin(); it != rows_.rend() && full < can_fill; ++it) {
-    const std::vector<PodCell>& cells = it->second.cells;
-    if (cells.size() < 2) continue;
-    const RowReference ref = ReferenceOf(cells, &scratch);
-    for (size_t i = 0; i < cells.size(); ++i) {
-      Held& h = held[index_.at(cells[i].worker)];
-      const double r = ref.For(cells, i);
-      if (h.n >= k || !(r > 0)) continue;
-      const double pct = ExcessPct(cells[i].step_ns, r);
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    Held& h = held[i];
+    const std::deque<WorkerCell>& recent = workers_[i]->recent;
+    for (auto it = recent.rbegin(); it != recent.rend() && h.n < k; ++it) {
+      const double r = ReferenceFor(*it);
+      if (!(r > 0)) continue;
+      const double pct = ExcessPct(it->cell.step_ns, r);
       h.min_pct = h.n == 0 ? pct : std::min(h.min_pct, pct);
-      if (h.n == 0) h.last = it->first;
-      h.first = it->first;
-      if (++h.n == k) ++full;
+      if (h.n == 0) h.last = it->step_num;
+      h.first = it->step_num;
+      ++h.n;
     }
   }
   return held;
@@ -324,42 +347,16 @@ PodSnapshot PodView::Snapshot() const {
   s.steps_in_window = rows_.size();
   s.cells_total = cells_total_;
 
-  // Per worker sums over the window, by index into workers_.
-  struct Sums {
-    uint64_t steps = 0, step_ns = 0, worst = 0, compared = 0;
-    std::array<uint64_t, kBucketCount> bucket_ns{};
-    double lag_ns = 0, ref_ns = 0;
-    int64_t first = -1, last = -1;
-  };
-  std::vector<Sums> sums(workers_.size());
-  std::vector<uint64_t> scratch;
+  // The rows shown, and how often each worker was a step's worst.
+  std::vector<uint64_t> worst_count(workers_.size());
   const size_t shown_from = rows_.size() > options_.view_steps ? rows_.size() - options_.view_steps : 0;
   size_t row_index = 0;
   for (const auto& [step_num, row] : rows_) {
     const std::vector<PodCell>& cells = row.cells;
-    RowReference ref{0, cells.size()};  // one cell: its own time, no reference.
-    if (cells.size() >= 2) {
-      ref = ReferenceOf(cells, &scratch);
-    } else if (!cells.empty()) {
-      ref.median_ns = static_cast<double>(cells[0].step_ns);
-    }
     std::optional<uint32_t> worst;
-    if (cells.size() >= 2) worst = cells[WorstOf(cells)].worker;
-    for (size_t i = 0; i < cells.size(); ++i) {
-      const PodCell& c = cells[i];
-      Sums& u = sums[index_.at(c.worker)];
-      ++u.steps;
-      u.step_ns += c.step_ns;
-      for (size_t b = 0; b < kBucketCount; ++b) u.bucket_ns[b] += c.bucket_ns[b];
-      if (u.first < 0) u.first = step_num;
-      u.last = step_num;
-      if (worst && *worst == c.worker) ++u.worst;
-      if (cells.size() >= 2) {
-        const double r = ref.For(cells, i);
-        ++u.compared;
-        u.lag_ns += static_cast<double>(c.step_ns) - r;
-        u.ref_ns += r;
-      }
+    if (cells.size() >= 2) {
+      worst = cells[WorstOf(cells)].worker;
+      ++worst_count[index_.at(*worst)];
     }
     if (row_index++ >= shown_from) {
       PodStepRow out;
@@ -367,7 +364,7 @@ PodSnapshot PodView::Snapshot() const {
       out.cells = cells;
       std::sort(out.cells.begin(), out.cells.end(),
                 [](const PodCell& a, const PodCell& b) { return a.worker < b.worker; });
-      out.median_ms = Ms(ref.median_ns);
+      out.median_ms = Ms(RowMedian(row));
       out.worst = worst;
       s.steps.push_back(std::move(out));
     }
@@ -381,26 +378,42 @@ PodSnapshot PodView::Snapshot() const {
   for (size_t i = 0; i < workers_.size(); ++i) {
     const Worker& w = *workers_[i];
     if (!Listed(w)) continue;
-    const Sums& u = sums[i];
+    // Its own newest cells, each against its step's reference.
+    uint64_t step_ns = 0, compared = 0;
+    std::array<uint64_t, kBucketCount> bucket_ns{};
+    double lag_ns = 0, ref_ns = 0;
+    for (const WorkerCell& c : w.recent) {
+      step_ns += c.cell.step_ns;
+      for (size_t b = 0; b < kBucketCount; ++b) bucket_ns[b] += c.cell.bucket_ns[b];
+      const double r = ReferenceFor(c);
+      if (!(r > 0)) continue;
+      ++compared;
+      lag_ns += static_cast<double>(c.cell.step_ns) - r;
+      ref_ns += r;
+    }
     PodWorkerSummary ws;
     ws.id = w.process;
     ws.label = Label(w);
-    ws.steps = u.steps;
-    ws.first_step = u.first;
-    ws.last_step = u.last;
-    if (u.steps > 0) {
-      const double n = static_cast<double>(u.steps);
-      ws.mean_step_ms = Ms(static_cast<double>(u.step_ns)) / n;
-      for (size_t b = 0; b < kBucketCount; ++b) ws.mean_ms[b] = Ms(static_cast<double>(u.bucket_ns[b])) / n;
+    ws.steps = w.recent.size();
+    if (!w.recent.empty()) {
+      ws.first_step = ws.last_step = w.recent.front().step_num;
+      for (const WorkerCell& c : w.recent) {
+        ws.first_step = std::min(ws.first_step, c.step_num);
+        ws.last_step = std::max(ws.last_step, c.step_num);
+      }
+      ws.behind_steps = newest_step_ - ws.last_step;
+      const double n = static_cast<double>(w.recent.size());
+      ws.mean_step_ms = Ms(static_cast<double>(step_ns)) / n;
+      for (size_t b = 0; b < kBucketCount; ++b) ws.mean_ms[b] = Ms(static_cast<double>(bucket_ns[b])) / n;
     }
-    if (u.step_ns > 0) {
-      ws.input_pct = 100.0 * static_cast<double>(u.bucket_ns[static_cast<size_t>(Bucket::kInput)]) /
-                     static_cast<double>(u.step_ns);
+    if (step_ns > 0) {
+      ws.input_pct = 100.0 * static_cast<double>(bucket_ns[static_cast<size_t>(Bucket::kInput)]) /
+                     static_cast<double>(step_ns);
     }
-    ws.worst_count = u.worst;
-    ws.compared_steps = u.compared;
-    if (u.compared > 0) ws.lag_ms = Ms(u.lag_ns) / static_cast<double>(u.compared);
-    if (u.ref_ns > 0) ws.lag_pct = 100.0 * u.lag_ns / u.ref_ns;
+    ws.worst_count = worst_count[i];
+    ws.compared_steps = compared;
+    if (compared > 0) ws.lag_ms = Ms(lag_ns) / static_cast<double>(compared);
+    if (ref_ns > 0) ws.lag_pct = 100.0 * lag_ns / ref_ns;
     if (held[i].n >= k) ws.straggler_pct = held[i].min_pct;
     s.workers.push_back(std::move(ws));
   }

@@ -30,8 +30,18 @@
 // 0 gets its own assembler from that point on (the step in flight then may
 // come out short: its earlier events went to the pipeline only).
 //
+// A worker's summary and its straggler value come from its own newest
+// cells (Options::worker_steps of them), not from the newest step numbers: a
+// worker far behind the others, whose step numbers have left the window, is
+// still listed with its steps, its lag and how far behind it is
+// (`behind_steps`), and is the straggler it is. Each of its cells is compared
+// with the median of its step number, from the rows while they are held and
+// afterwards from the archive of medians the rows leave when they go
+// (Options::archived_steps of them, 16 bytes each).
+//
 // Memory is bounded: the newest Options::max_steps step numbers are kept
-// (a cell for an older one, once full, is counted and left out); at most
+// (a cell for an older one is not in the step rows, counted in
+// cells_outside_window, but is in its worker's cells); at most
 // Options::max_workers workers (the events of more are counted and left out).
 //
 // Pure: no I/O, no locks, no threads. Pipeline thread only (Analyses owns it).
@@ -40,6 +50,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -74,6 +85,8 @@ struct PodViewOptions {
   size_t max_workers = 1024;     // beyond, counted in workers_over_cap.
   size_t view_steps = 50;        // step rows a snapshot carries: the newest.
   uint32_t straggler_steps = 3;  // the snapshot's straggler: excess held this many steps.
+  size_t worker_steps = 100;     // each worker's newest cells kept for its summary.
+  size_t archived_steps = 16384;  // medians of step numbers that left the window.
   bool share_local_steps = false;  // see the header: the pipeline's rows for process 0.
 };
 
@@ -96,8 +109,10 @@ struct PodStepRow {
 struct PodWorkerSummary {
   uint32_t id = 0;
   std::string label;
-  uint64_t steps = 0;  // its cells in the window.
+  uint64_t steps = 0;  // its newest cells (at most worker_steps).
   int64_t first_step = -1, last_step = -1;
+  // The newest step number of any worker less its last step: how far behind.
+  int64_t behind_steps = 0;
   double mean_step_ms = 0;
   std::array<double, kBucketCount> mean_ms{};
   double input_pct = 0;          // 100 × Σ input / Σ step time (ratio of sums).
@@ -121,7 +136,7 @@ struct PodStraggler {
 
 struct PodDiagnostics {
   uint64_t steps_without_compute = 0;  // left out, as in the steps view.
-  uint64_t cells_outside_window = 0;   // a step older than the kept window.
+  uint64_t cells_outside_window = 0;   // a step older than the kept rows (in its worker's cells only).
   uint64_t duplicate_cells = 0;        // a worker's step number seen again (the newer kept).
   uint64_t events_over_worker_cap = 0;
   uint64_t workers_over_cap = 0;
@@ -187,7 +202,26 @@ class PodView {
   struct Worker;
   struct Row {
     std::vector<PodCell> cells;  // in arrival order.
+    mutable double median_ns = -1;  // of the cells; -1: to compute (a cell came since).
   };
+  // A row gone from the window: its median then, and how many cells it had.
+  struct ArchivedRow {
+    int64_t step_num = 0;
+    double median_ns = 0;
+    uint32_t cells = 0;
+  };
+  // One of a worker's own newest cells. `late`: it came after its row had
+  // left the window; `late_ref_ns` is then the archived median (of the
+  // others' cells), 0 when none.
+  struct WorkerCell {
+    int64_t step_num = 0;
+    PodCell cell;
+    bool late = false;
+    double late_ref_ns = 0;
+  };
+  double RowMedian(const Row& row) const;
+  // What `c` (worker `w`'s) is compared with; 0: nothing (fewer than two).
+  double ReferenceFor(const WorkerCell& c) const;
 
   // The worker of process `process`, created if new; null beyond the cap.
   Worker* WorkerOf(uint32_t process);
@@ -213,6 +247,8 @@ class PodView {
   std::unordered_set<uint32_t> refused_;          // processes beyond the cap (bounded).
   std::vector<std::vector<Event>> routed_;        // per worker, this batch's events.
   std::map<int64_t, Row> rows_;                   // by step number; the newest max_steps.
+  std::deque<ArchivedRow> archive_;               // rows gone, oldest first (ascending steps).
+  int64_t newest_step_ = -1;                      // the newest step number of any worker.
   uint64_t cells_total_ = 0;
   bool share_local_ = false;
   PodDiagnostics counts_;

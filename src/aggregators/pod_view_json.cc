@@ -47,6 +47,7 @@ void PodSnapshot::WriteJson(JsonWriter& w) const {
     w.KV("steps", s.steps);
     w.KV("first_step", s.first_step);
     w.KV("last_step", s.last_step);
+    w.KV("behind_steps", s.behind_steps);
     w.KV("mean_step_ms", s.mean_step_ms);
     w.Key("mean_ms");
     w.BeginArray();

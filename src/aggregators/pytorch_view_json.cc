@@ -182,6 +182,11 @@ void PytorchOverview::WriteJson(JsonWriter& w) const {
 
   w.Key("liveprof");
   w.BeginObject();
+  // The recommendations as plain text (the plugin's field is HTML).
+  w.Key("recommendation_list");
+  w.BeginArray();
+  for (const std::string& r : recommendations) w.String(r);
+  w.EndArray();
   w.KV("gpu_mode", gpu_mode);
   w.KV("fallback_step", fallback_step);
   w.KV("integer_us", integer_us);

@@ -104,7 +104,7 @@ bool StepAssembler::IsMarker(const Event& e, int64_t* step_num) {
     const NameInfo& info = Info(e.name);
     if (info.state == 2) {
       kind = StepSource::kProfilerStep;
-      *step_num = info.number;
+      *step_num = info.number + ((e.flags & kFlagStepShift) != 0 ? e.payload.step.step_num : 0);
     } else if (info.state == 3) {
       kind = StepSource::kNamePattern;
       *step_num = info.number >= 0 ? info.number : static_cast<int64_t>(pattern_seq_);

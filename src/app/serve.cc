@@ -59,6 +59,24 @@ struct ServeArgs {
   std::string run_dir;  // run: a private folder for the ingest socket (removed at the end).
 };
 
+// The job as serve sees it: a replay (not looping) that is done has
+// finished; with an ingest, no source yet is waiting, any connected source is
+// live, and all gone is finished when every one closed cleanly (an empty
+// closed_reason), else disconnected. In-process producers are live.
+JobState JobStateNow(const IngestServer* ingest, const TraceReplay* replay, bool loop) {
+  if (replay) return replay->done() && !loop ? JobState::kFinished : JobState::kLive;
+  if (!ingest) return JobState::kLive;
+  bool any = false, cut_off = false;
+  for (const IngestServer::SourceStatus& s : ingest->Sources()) {
+    if (s.worker == 0) continue;  // never introduced itself: not a part of the job.
+    if (s.connected) return JobState::kLive;
+    any = true;
+    cut_off = cut_off || !s.closed_reason.empty();
+  }
+  if (!any) return JobState::kWaiting;
+  return cut_off ? JobState::kDisconnected : JobState::kFinished;
+}
+
 // /api/status's "ingest": every source, connected or not.
 std::string IngestStatusJson(const IngestServer& ingest) {
   JsonWriter w;
@@ -353,6 +371,7 @@ int Serve(ServeArgs& args, ServeMode mode) {
       std::printf("  ALERT %s %s: %s\n", std::string(AlertEventStateName(e.state)).c_str(),
                   e.rule.c_str(), e.summary.c_str());
     }
+    pipeline.SetJobState(JobStateNow(ingest.get(), replay.get(), ro.loop));
     if (replay && replay->done() && !replay_reported) {
       replay_reported = true;
       std::printf("replay done: %" PRIu64 " events written; still serving\n", replay->events_written());

@@ -1,6 +1,7 @@
 #include "import/replay.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <unordered_map>
 
@@ -71,8 +72,31 @@ bool TraceReplay::Load(const std::string& path, std::string* error, ProgressLine
   if (first_ts_ == ~uint64_t{0}) first_ts_ = 0;
   last_end_ = events_.back().end();
   // Launch and op ids only (a flow's id may be a hash over all 32 bits).
+  // Step numbers: step markers', and ProfilerStep#N spans' (what PyTorch
+  // traces have; their number is in the name).
+  auto step_number = [&](const Event& e, int64_t* n) {
+    if (e.kind == EventKind::kStepMarker) {
+      *n = e.payload.step.step_num;
+      return true;
+    }
+    if (e.kind != EventKind::kHostSpan && e.kind != EventKind::kFrameworkOp) return false;
+    constexpr std::string_view kProfilerStep = "ProfilerStep#";
+    const std::string_view s = stream_.names().Get(e.name);
+    if (!s.starts_with(kProfilerStep)) return false;
+    const std::string_view digits = s.substr(kProfilerStep.size());
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), *n);
+    if (ec != std::errc() || end != digits.data() + digits.size()) return false;
+    if (e.name >= profiler_step_name_.size()) profiler_step_name_.resize(e.name + 1, false);
+    profiler_step_name_[e.name] = true;
+    return true;
+  };
   for (const Event& e : events_) {
     if (e.kind != EventKind::kFlow) max_corr_ = std::max(max_corr_, e.corr);
+    int64_t n = 0;
+    if (step_number(e, &n)) {
+      min_step_ = max_step_ < min_step_ ? n : std::min(min_step_, n);
+      max_step_ = std::max(max_step_, n);
+    }
   }
   return true;
 }
@@ -103,11 +127,20 @@ void TraceReplay::Advance(uint64_t clock_ns) {
   clock_ns_.store(clock_ns, std::memory_order_release);
 }
 
-bool TraceReplay::Write(size_t from, size_t to, uint64_t shift, uint32_t corr_shift) {
+bool TraceReplay::Write(size_t from, size_t to, uint64_t shift, uint32_t corr_shift, int64_t step_shift) {
   for (size_t i = from; i < to; ++i) {
     Event e = events_[i];
     e.ts = Moved(e.ts, shift);
     if (e.corr != 0) e.corr += corr_shift;  // each loop its own ids (wrapping after 2^32).
+    if (step_shift != 0) {
+      if (e.kind == EventKind::kStepMarker) {
+        e.payload.step.step_num += step_shift;
+      } else if (e.name < profiler_step_name_.size() && profiler_step_name_[e.name] &&
+                 (e.kind == EventKind::kHostSpan || e.kind == EventKind::kFrameworkOp)) {
+        e.flags |= kFlagStepShift;  // ProfilerStep#N: number N + step_shift (steps.cc).
+        e.payload.step.step_num = step_shift;
+      }
+    }
     // Full: wait for the drain rather than drop (a failed push would count as
     // a drop). Only the drain frees slots, so room seen here stays.
     while (ring_->queue->size() >= ring_->queue->capacity()) {
@@ -131,6 +164,9 @@ void TraceReplay::Run() {
     // Correlation ids are unique in a run: a loop that reused the last one's
     // would join its kernels to the last loop's launches.
     const uint32_t corr_shift = static_cast<uint32_t>(loops_.load(std::memory_order_relaxed) * (uint64_t{max_corr_} + 1));
+    // And its own step numbers, after the last loop's.
+    const int64_t step_shift =
+        max_step_ >= min_step_ ? static_cast<int64_t>(loops_.load(std::memory_order_relaxed)) * (max_step_ - min_step_ + 1) : 0;
     size_t next = 0;
     while (next < events_.size() && !stop_.load(std::memory_order_relaxed)) {
       uint64_t position;  // the replay's time, in the moved trace.
@@ -143,7 +179,7 @@ void TraceReplay::Run() {
       // The events that have ended by then.
       size_t to = next;
       while (to < events_.size() && MovedEnd(to, loop_start) <= position) ++to;
-      if (!Write(next, to, loop_start, corr_shift)) return;
+      if (!Write(next, to, loop_start, corr_shift, step_shift)) return;
       next = to;
       // Every event ending by `position` is written (the next ends after it).
       Advance(std::max(position, Clock()));

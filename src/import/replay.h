@@ -65,8 +65,9 @@ class TraceReplay {
  private:
   void Run();
   // Writes events_[from, to) moved by `shift` (time) and `corr_shift`
-  // (correlation ids); false if stopped meanwhile.
-  bool Write(size_t from, size_t to, uint64_t shift, uint32_t corr_shift);
+  // (correlation ids) and `step_shift` (step numbers); false if stopped
+  // meanwhile.
+  bool Write(size_t from, size_t to, uint64_t shift, uint32_t corr_shift, int64_t step_shift);
   void Advance(uint64_t clock_ns);
   // A time of the file moved so that its first instant lands on `shift`.
   uint64_t Moved(uint64_t t, uint64_t shift) const;
@@ -78,6 +79,10 @@ class TraceReplay {
   std::vector<Event> events_;  // remapped to the stream's ids, completion order.
   uint64_t first_ts_ = 0, last_end_ = 0;
   uint32_t max_corr_ = 0;  // the largest correlation id in the file.
+  // The file's step numbers (kStepMarker): each loop numbers its steps on
+  // from the last loop's, by (max − min + 1), so steps never repeat.
+  int64_t min_step_ = 0, max_step_ = -1;
+  std::vector<bool> profiler_step_name_;  // by NameId: a ProfilerStep#N name.
   std::shared_ptr<Ring> ring_;
   std::thread thread_;
   std::atomic<bool> stop_{false};

@@ -124,6 +124,7 @@ void Pipeline::Publish(uint64_t now_ns) {
   std::vector<SourceTotals> sources;
   for (const Stream::RingStats& r : stream_.Stats()) sources.push_back({r.name, r.published, r.dropped});
   analyses_.SetSources(std::move(sources), now_ns);
+  analyses_.SetJobState(job_state_.load(std::memory_order_relaxed));
   RenderOptions ro = options_.render;
   ro.advance_seq = true;
   snap->views = analyses_.Render(ro);

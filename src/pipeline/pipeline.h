@@ -57,11 +57,12 @@ struct EventChunk {
 class Pipeline {
  public:
   struct Options {
-    // The PyTorch view keeps a buffer of events for its batch recompute; no
-    // publication renders it, so the live pipeline leaves it off.
+    // The PyTorch view keeps a buffer of events for its batch recompute,
+    // rendered on request only (/api/pytorch, the dashboard's PyTorch page):
+    // live, the newest 256 Ki events (about 12 MiB; older steps leave it).
     AnalysesOptions analyses = [] {
       AnalysesOptions o;
-      o.pytorch_view = false;
+      o.pytorch.max_events = size_t{1} << 18;
       return o;
     }();
     DrainLoop::Options drain;
@@ -100,6 +101,9 @@ class Pipeline {
   void Request(const RenderOptions& options, RenderDone done);
   // While on, chunks carry the raw events. Any thread.
   void SetEventTap(bool on) { tap_.store(on, std::memory_order_relaxed); }
+  // The job's state as its owner sees it (serve's loop); the analyses take
+  // it at their next publication. Any thread.
+  void SetJobState(JobState s) { job_state_.store(s, std::memory_order_relaxed); }
   // Alert transitions since the last call, in order. Any thread.
   std::vector<AlertEvent> TakeAlertEvents();
 
@@ -123,6 +127,7 @@ class Pipeline {
   SnapshotSink snapshot_sink_;
   ChunkSink chunk_sink_;
   std::atomic<bool> tap_{false};
+  std::atomic<JobState> job_state_{JobState::kLive};
   std::atomic<uint64_t> publications_{0};
   uint64_t next_publish_ns_ = 0;
   uint64_t chunk_seq_ = 0;

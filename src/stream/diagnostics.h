@@ -13,7 +13,10 @@
 
 namespace liveprof {
 
-enum class Severity : uint8_t { kInfo, kDataLoss, kError };
+// kLate: delivered, but after the analysis it belonged to had moved on (the
+// event itself is kept: trace store, op and kernel tables). Shown apart from
+// losses: the dashboard's "dropped" counts kDataLoss and ring drops only.
+enum class Severity : uint8_t { kInfo, kDataLoss, kError, kLate };
 
 // X(name, severity, description)
 #define LIVEPROF_DIAGNOSTICS(X)                                                     \
@@ -22,7 +25,7 @@ enum class Severity : uint8_t { kInfo, kDataLoss, kError };
     "thread was exiting)")                                                          \
   X(ring_create_failed, kError,                                                     \
     "producer rings that could not be created (capacity 0, too large, no memory)") \
-  X(late_events, kDataLoss,                                                         \
+  X(late_events, kLate,                                                         \
     "events that ended before the reorder window's watermark; delivered apart")    \
   X(reorder_forced_release, kInfo,                                                  \
     "events released before their window closed because the buffer hit its cap")   \
@@ -39,7 +42,7 @@ enum class Severity : uint8_t { kInfo, kDataLoss, kError };
   X(device_without_launch, kInfo,                                                 \
     "device events whose launch (correlation id) was never seen; joined to a "    \
     "step by time")                                                               \
-  X(late_for_step, kDataLoss,                                                     \
+  X(late_for_step, kLate,                                                     \
     "device events that arrived after their step was closed; left out of that "   \
     "step's breakdown (still in the op, kernel and memory tables)")               \
   X(events_without_step, kInfo,                                                   \

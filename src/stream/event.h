@@ -120,6 +120,9 @@ inline constexpr uint8_t kFlagNone = 0;
 inline constexpr uint8_t kFlag16Bit = 1 << 0;   // kernel runs 16-bit math.
 inline constexpr uint8_t kFlagLate = 1 << 1;    // arrived after the reorder window.
 inline constexpr uint8_t kFlagGraph = 1 << 2;   // device work launched from a CUDA Graph.
+// A ProfilerStep#N span numbered N + payload.step.step_num: a replay's later
+// loop numbers its steps on from the last loop's (replay.h).
+inline constexpr uint8_t kFlagStepShift = 1 << 3;
 
 struct Event {
   uint64_t ts = 0;    // begin, ns on the host clock.

@@ -22,7 +22,11 @@ constexpr uint64_t kMaxLastSeconds = 7 * 24 * 3600;
 
 // The views served at /api/<name>: the table's (aggregators/views.h), those
 // on the feed.
-constexpr bool Served(const ViewInfo& v) { return v.feed; }
+// The feed's views, and the PyTorch view: a batch recompute over its
+// buffer, rendered for each request (the dashboard's PyTorch page polls it
+// every few seconds) and never published on the feed.
+constexpr bool RenderedOnRequest(const ViewInfo& v) { return v.view == View::kPytorch; }
+constexpr bool Served(const ViewInfo& v) { return v.feed || RenderedOnRequest(v); }
 
 // The views with a table, for the error message ("input_pipeline, tf_stats...").
 std::string CsvViews() {
@@ -249,7 +253,8 @@ bool NeedsToken(std::string_view path) {
 
 bool NeedsRender(const Route& route) {
   return route.kind == Route::Kind::kView &&
-         (route.csv || route.last_steps != 0 || route.last_ns != 0 || route.exclude_idle);
+         (route.csv || route.last_steps != 0 || route.last_ns != 0 || route.exclude_idle ||
+          route.topic == TopicOf(View::kPytorch));
 }
 
 RenderOptions RenderOptionsFor(const Route& route, const RenderOptions& published) {
@@ -263,6 +268,7 @@ RenderOptions RenderOptionsFor(const Route& route, const RenderOptions& publishe
     o.table_window_ns = route.last_ns;
   }
   if (route.exclude_idle) o.include_idle = false;
+  o.pytorch = route.topic == TopicOf(View::kPytorch);
   o.advance_seq = false;
   return o;
 }
@@ -279,6 +285,11 @@ Reply ViewReply(const Route& route, const RenderedViews& v, std::string_view ser
   }
   if (route.topic == Topic::kEvents) return ErrorReply(404, "events are a WebSocket topic only (/ws)");
   r.content_type = "application/json";
+  if (route.topic == TopicOf(View::kPytorch)) {
+    r.body = v.json(View::kPytorch);
+    if (r.body.empty()) return ErrorReply(404, "this server keeps no PyTorch view");
+    return r;
+  }
   r.body = ViewJson(v, route.topic);
   if (route.topic == Topic::kStatus && !server_json.empty() && !r.body.empty() && r.body.back() == '}') {
     r.body.pop_back();

@@ -4,6 +4,20 @@
 import {esc, num} from '../format.js';
 import {Table} from '../table.js';
 
+// A value in its unit ("16.49 %", "+23.4 % vs baseline", "61.0 s", "3 events").
+function withUnit(v, unit, change) {
+  if (v === null || v === undefined || !Number.isFinite(v)) return '—';
+  const n = `${change && v > 0 ? '+' : ''}${num(v, 2)}`;
+  if (!unit) return n;
+  return `${n} ${unit}${change ? ' vs baseline' : ''}`;
+}
+
+// The steps a window covered; "—" for a time window or none.
+function steps(first, last) {
+  if (!(first >= 0) || !(last >= 0)) return '—';
+  return first === last ? `${first}` : `${first}–${last}`;
+}
+
 function when(ns, nowNs) {
   if (!ns) return '—';
   const ago = (nowNs - ns) / 1e9;
@@ -26,7 +40,7 @@ export default {
       {key: 'state', label: 'State'},
       {key: 'severity', label: 'Severity'},
       {key: 'metric', label: 'Metric'},
-      {key: 'value', label: 'Value', numeric: true, fmt: (v) => num(v, 2)},
+      {key: 'value', label: 'Value now', numeric: true, fmt: (v, r) => withUnit(v, r.unit, !!r.baseline)},
       {key: 'condition', label: 'Condition'},
       {key: 'window_text', label: 'Window'},
     ], {sort: {key: 'name', desc: false}});
@@ -36,7 +50,7 @@ export default {
       {key: 'state', label: 'Became'},
       {key: 'rule', label: 'Rule'},
       {key: 'severity', label: 'Severity'},
-      {key: 'value', label: 'Value', numeric: true, fmt: (v) => num(v, 2)},
+      {key: 'value', label: 'Value then', numeric: true, fmt: (v, r) => withUnit(v, r.unit, !!r.baseline)},
       {key: 'steps', label: 'Steps'},
       {key: 'summary', label: 'Summary', name: true},
     ], {sort: {key: 'ts_ns', desc: true}, filterKeys: ['rule', 'summary', 'state']});
@@ -45,18 +59,27 @@ export default {
       render({alerts: a}) {
         if (!a) return;
         const now = a.last_evaluated_ns;
+        // The summary is the value when it fired; the rule's value now beside it.
+        const byName = new Map(a.rules.map((r) => [r.name, r]));
+        const nowText = (f) => {
+          const r = byName.get(f.rule);
+          return r && r.value !== null ? `now ${withUnit(r.value, r.unit, !!r.baseline)}; ` : '';
+        };
+        const firedSteps = (f) => (f.first_step >= 0 ? `, steps ${steps(f.first_step, f.last_step)}` : '');
         root.querySelector('.firing-now').innerHTML = a.firing.length
-          ? `<ul class="alert-list">${a.firing.map((f) => `<li class="sev-${esc(f.severity)}"><b>${esc(f.rule)}</b> ` +
-            `<span class="badge firing">firing</span> ${esc(f.summary)} <span class="muted">since ${esc(when(f.ts_ns, now))}, steps ${esc(f.first_step)}–${esc(f.last_step)}</span></li>`).join('')}</ul>`
+          ? `<ul class="alert-list">${a.firing.map((f) => `<li class="sev-${esc(f.severity)}" data-rule="${esc(f.rule)}"><b>${esc(f.rule)}</b> ` +
+            `<span class="badge firing">firing</span> ${esc(f.summary)} <span class="muted now">(${esc(nowText(f))}fired ${esc(when(f.ts_ns, now))}${esc(firedSteps(f))})</span></li>`).join('')}</ul>`
           : `<p class="ok">Nothing is firing. ${esc(a.rules.length)} rules, ${esc(a.evaluations)} evaluations.</p>`;
         const resolved = a.history.filter((h) => h.state === 'resolved').slice(-5).reverse();
         root.querySelector('.resolved').innerHTML = resolved.length
           ? `<ul class="alert-list">${resolved.map((h) => `<li><b>${esc(h.rule)}</b> <span class="badge resolved">resolved</span> ` +
             `${esc(when(h.ts_ns, now))} <span class="muted">${esc(h.summary)}</span></li>`).join('')}</ul>`
           : '<p class="muted">None resolved yet.</p>';
-        rules.setRows(a.rules.map((r) => ({...r, condition: `${r.metric} ${r.comparison} ${r.threshold}`})));
+        rules.setRows(a.rules.map((r) => ({...r, condition: r.baseline
+          ? `${r.metric} change ${r.comparison} ${withUnit(r.threshold, r.unit, true)}`
+          : `${r.metric} ${r.comparison} ${withUnit(r.threshold, r.unit, false)}`})));
         history.setRows(a.history.map((h, i) => ({...h, index: a.history_dropped + i + 1, ago: when(h.ts_ns, now),
-          steps: `${h.first_step}–${h.last_step}`})));
+          steps: steps(h.first_step, h.last_step)})));
         root.querySelector('.dropped').textContent = a.history_dropped ? `(${a.history_dropped} older not shown)` : '';
       },
     };

@@ -49,3 +49,25 @@ export function stepSeries(steps) {
 export function section(title, body, cls = '') {
   return `<section class="card ${cls}"><h3>${esc(title)}</h3>${body}</section>`;
 }
+
+// Why a page that needs closed steps has none, from the status view: no
+// events, no step closed yet (and how steps are found), or steps closed but
+// left out (and which diagnostic says so). "" when steps are there.
+export function whyNoSteps(status, stepsShown) {
+  if (!status || stepsShown > 0) return '';
+  const diag = Object.fromEntries((status.diagnostics ?? []).map((d) => [d.name, d]));
+  const count = (n) => diag[n]?.count ?? 0;
+  if (!status.events_consumed) return 'No events yet: nothing is connected, or the job has not started.';
+  if (!status.steps_closed) {
+    return `${status.events_consumed.toLocaleString('en-US')} events, but no step has closed yet` +
+      (status.steps_open ? ` (${status.steps_open} open)` : '') + '. Steps come from step markers: liveprof.step() or ' +
+      'wrap_loader() in Python, LIVEPROF_STEP in C++, torch.profiler\'s ProfilerStep#N, or liveprof run\'s optimizer.step() hook.' +
+      (count('events_without_step') ? ` ${count('events_without_step').toLocaleString('en-US')} events fell outside every step.` : '');
+  }
+  const left = count('step_without_compute');
+  if (left) {
+    return `${status.steps_closed.toLocaleString('en-US')} steps closed, ${left.toLocaleString('en-US')} left out as ` +
+      `step_without_compute: ${diag.step_without_compute.description}.`;
+  }
+  return `${status.steps_closed.toLocaleString('en-US')} steps closed; none is in this window.`;
+}

@@ -57,7 +57,8 @@ export default {
           const bad = b.input_classification && !/^not|unknown/i.test(b.input_classification);
           summary.innerHTML =
             `<p class="bottleneck ${bad ? 'bad' : ''}" data-field="input_classification">${esc(b.input_classification || 'unknown')}</p>` +
-            `<div class="stats">${stat('Waiting for input', pct(b.input_pct), 'input_pct')}${stat('Device compute', pct(b.compute_pct))}` +
+            `<div class="stats">${stat('Waiting for input', pct(b.input_pct), 'input_pct')}` +
+            `${stat(b.compute_on === 'host' ? 'Host compute' : 'Device compute', pct(b.compute_pct), 'compute_pct')}` +
             `${stat('Kernel launch', pct(b.kernel_launch_pct))}${stat('Idle', pct(b.idle_pct))}${stat('Input on', b.input_class || '—')}</div>` +
             `<p>${esc(b.statement)}</p>${b.next_step ? `<p><b>Next step:</b> ${esc(b.next_step)}</p>` : ''}`;
           const d = ip.device_side;
@@ -71,9 +72,22 @@ export default {
           source.textContent = h.source_statement ?? '';
           source.hidden = !h.source_statement;
           const hostTotal = HOST_PARTS.reduce((t, [k]) => t + h[k], 0);
-          barList(root.querySelector('.host-parts'), HOST_PARTS.map(([k, label]) => ({label, value: h[k],
-            text: `${num(h[k] / 1e3, 1)} ms${hostTotal > 0 ? ` (${pct(100 * h[k] / hostTotal, 0)})` : ''}`})),
-            colorOf('Input'));
+          const parts = root.querySelector('.host-parts');
+          if (hostTotal > 0) {
+            barList(parts, HOST_PARTS.map(([k, label]) => ({label, value: h[k],
+              text: `${num(h[k] / 1e3, 1)} ms${` (${pct(100 * h[k] / hostTotal, 0)})`}`})), colorOf('Input'));
+            if (!h.enqueue_scaled) {
+              parts.insertAdjacentHTML('beforeend', '<p class="muted basis">The input ops\' own (self) time by category: ' +
+                'no enqueue-to-device op was seen to scale them by, as TensorBoard does.</p>');
+            }
+          } else {
+            parts.innerHTML = `<p class="muted empty-why">${esc(h.ops.length
+              ? 'The input ops have no time in these categories.'
+              : h.wait_ms > 0
+                ? `The loop waited ${num(h.wait_ms, 1)} ms for input, but no input op says what it did (reading, preprocessing, enqueue): ` +
+                  'mark the stages (liveprof.input(stage=...), LIVEPROF_INPUT) to see them here.'
+                : 'No input op has run in this window.')}</p>`;
+          }
           const byCategory = new Map();
           for (const op of h.ops) byCategory.set(op.category, (byCategory.get(op.category) ?? 0) + op.self_ms);
           barList(root.querySelector('.host-categories'), [...byCategory].sort((a, b) => b[1] - a[1])

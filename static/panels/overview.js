@@ -4,7 +4,7 @@
 import {StackedBars} from '../charts.js';
 import {esc, int, num, pct} from '../format.js';
 import {Table} from '../table.js';
-import {BREAKDOWN_KEYS, colorOf, stat, stepSeries} from './common.js';
+import {BREAKDOWN_KEYS, colorOf, stat, stepSeries, whyNoSteps} from './common.js';
 
 export default {
   id: 'overview',
@@ -38,9 +38,10 @@ export default {
     let columns = '';
 
     return {
-      render({overview: o, steps}) {
+      render({overview: o, steps, status}) {
         if (o) {
           const s = o.summary;
+          const why = whyNoSteps(status, s.steps);
           summary.innerHTML =
             `<div class="stats">${stat('Average step time', s.steps ? `${num(s.step_time_ms_avg, 2)} ms` : '—', 'step_time_ms_avg')}` +
             stat('Standard deviation', `${num(s.step_time_ms_stddev, 2)} ms`) +
@@ -56,18 +57,25 @@ export default {
           const r = o.recommendation;
           recommendation.innerHTML =
             `<p class="bottleneck ${/input-bound/.test(r.bottleneck) && !/not/i.test(r.bottleneck) ? 'bad' : ''}">${esc(r.bottleneck || '—')}</p>` +
-            `<p>${esc(r.statement)}</p>${r.next_step ? `<p><b>Next step:</b> ${esc(r.next_step)}</p>` : ''}` +
+            `<p>${esc(r.statement)}</p>${why ? `<p class="empty-why" data-field="why_no_steps">${esc(why)}</p>` : ''}` +
+            `${r.next_step ? `<p><b>Next step:</b> ${esc(r.next_step)}</p>` : ''}` +
             (r.advice?.length ? `<ul>${r.advice.map((a) => `<li>${esc(a)}</li>`).join('')}</ul>` : '') +
             (r.precision_statement ? `<p>${esc(r.precision_statement)}</p>` : '') +
             (r.patterns?.length ? `<h4>Patterns found</h4><ul>${r.patterns.map((p) => `<li class="sev-${esc(p.severity)}">${esc(p.text)}</li>`).join('')}</ul>` : '');
           topOps.setRows(o.top_ops);
           const e = o.run_environment;
+          // A CPU-only run has no device cores to count; a long GPU note
+          // (why tracing is off) is one line, the rest on demand.
+          const note = e.gpu_note ?? '';
+          const firstSentence = note.match(/^[^.:]*[.:]/)?.[0] ?? note;
           env.innerHTML = `<div class="stats">${stat('Host', e.hostname || '—')}${stat('Device type', e.device_type || '—')}` +
-            `${stat('Device cores', int(e.device_core_count))}${stat('Steps from', e.step_source)}${stat('Breakdown', e.breakdown_mode)}</div>` +
+            `${e.device_core_count > 0 ? stat('Device cores', int(e.device_core_count), 'device_core_count') : ''}` +
+            `${stat('Steps from', e.step_source)}${stat('Breakdown', e.breakdown_mode)}</div>` +
             (e.devices?.length ? `<table><thead><tr><th>#</th><th>Device</th><th class="num">Memory</th><th class="num">SMs</th><th>CC</th></tr></thead><tbody>${
               e.devices.map((d) => `<tr><td>${int(d.ordinal)}</td><td>${esc(d.name)}</td><td class="num">${num(d.memory_bytes / 2 ** 30, 1)} GiB</td>` +
                 `<td class="num">${int(d.sm_count)}</td><td>${esc(d.compute_capability)}</td></tr>`).join('')}</tbody></table>` : '') +
-            (e.gpu_note ? `<p class="note">${esc(e.gpu_note)}</p>` : '');
+            (!note ? '' : note.length <= 120 || firstSentence === note ? `<p class="note">${esc(note)}</p>`
+              : `<details class="note"><summary>${esc(firstSentence)}</summary>${esc(note.slice(firstSentence.length))}</details>`);
         }
         if (steps) {
           const key = steps.columns.join('|');

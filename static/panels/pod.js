@@ -6,7 +6,7 @@
 // `alerts` for the alert).
 import {esc, int, num, pct} from '../format.js';
 import {Table} from '../table.js';
-import {BREAKDOWN_KEYS, stat} from './common.js';
+import {BREAKDOWN_KEYS, stat, whyNoSteps} from './common.js';
 
 const MAX_COLUMNS = 64;  // workers shown in the step table; the rest are listed below it.
 
@@ -32,7 +32,8 @@ export default {
     root.innerHTML = `
       <section class="card"><h3>Pod <span class="muted range"></span></h3>
         <div class="straggler-alert"></div><div class="summary"></div></section>
-      <section class="card"><h3>Workers <span class="muted">(over the steps in the window; lag: against each step's median)</span></h3>
+      <section class="card"><h3>Workers <span class="muted">(each over its own newest steps; lag: against each step's median;
+        behind: steps behind the furthest worker)</span></h3>
         <div class="workers"></div></section>
       <section class="card"><h3>Step time by worker (ms) <span class="muted">— colour: against the step's median, green at or
         under it, red at +50 % and beyond; <b>bold</b>: the step's worst worker</span></h3>
@@ -48,8 +49,9 @@ export default {
       {key: 'label', label: 'Worker'},
       {key: 'steps', label: 'Steps', numeric: true, fmt: int},
       {key: 'mean_step_ms', label: 'Mean step (ms)', numeric: true, fmt: (v) => num(v, 2)},
-      {key: 'lag_pct', label: 'Lag vs median', numeric: true, fmt: (v) => signed(v, 1, '%')},
-      {key: 'lag_ms', label: 'Lag (ms)', numeric: true, fmt: (v) => signed(v, 2, '')},
+      {key: 'behind_steps', label: 'Behind (steps)', numeric: true, fmt: int},
+      {key: 'lag_pct', label: 'Lag vs median', numeric: true, fmt: (v, r) => (r.compared_steps ? signed(v, 1, '%') : '—')},
+      {key: 'lag_ms', label: 'Lag (ms)', numeric: true, fmt: (v, r) => (r.compared_steps ? signed(v, 2, '') : '—')},
       {key: 'input_pct', label: 'Input %', numeric: true, fmt: (v) => pct(v, 1)},
       {key: 'worst_count', label: 'Worst (steps)', numeric: true, fmt: int},
       {key: 'straggler_pct', label: 'Held excess', numeric: true, fmt: (v) => signed(v, 1, '%'),
@@ -93,7 +95,7 @@ export default {
     }
 
     return {
-      render({pod: p, alerts}) {
+      render({pod: p, alerts, status}) {
         const alerted = drawAlert(alerts);
         if (!p) return;
         const s = p.straggler;
@@ -105,7 +107,8 @@ export default {
           stat('Steps in window', int(p.steps_in_window), 'steps_in_window') +
           stat(`Slowest vs median (held ${p.straggler_steps} steps)`, s ? `${s.label} ${signed(s.pct, 1, '%')}` : '—', 'straggler') +
           stat('Worker steps seen', int(p.cells_total)) + '</div>' +
-          (p.workers.length < 2 ? '<p class="muted">One worker: the pod view compares workers (training ranks) once a second one sends its steps ' +
+          (p.workers.length === 0 ? `<p class="empty-why" data-field="why_no_steps">${esc(whyNoSteps(status, 0))}</p>` : '') +
+          (p.workers.length === 1 ? '<p class="muted">One worker: the pod view compares workers (training ranks) once a second one sends its steps ' +
             '(liveprof serve --ingest; liveprof demo --workers 4 --straggler 2 simulates four).</p>' : '');
         const rows = p.workers.map((w) => ({...w,
           status: alerted.has(w.label) ? 'straggler (alert firing)' : w.id === straggler ? 'slowest' : ''}));

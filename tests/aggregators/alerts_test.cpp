@@ -36,6 +36,11 @@ class FakeSource : public MetricSource {
     }
     entries_.push_back(Entry{std::string(metric), w, MetricValue{value, first_step, last_step, 1}});
   }
+  void SetSpread(std::string_view metric, const WindowSpec& w, double spread_pct) {
+    for (Entry& e : entries_) {
+      if (e.metric == metric && e.window == w) e.value.spread_pct = spread_pct;
+    }
+  }
   void Clear(std::string_view metric, const WindowSpec& w) {
     std::erase_if(entries_, [&](const Entry& e) { return e.metric == metric && e.window == w; });
   }
@@ -244,8 +249,9 @@ TEST_CASE("alerts: >, <= and < at their boundaries") {
 }
 
 TEST_CASE("alerts: baseline regression is 100 x (recent / baseline - 1)") {
-  const AlertRule rule = DefaultAlertRules()[3];
+  AlertRule rule = DefaultAlertRules()[3];
   REQUIRE(rule.name == "step_time_regression");
+  rule.fire_after = 1;  // the value on one evaluation (the default's 5: the next test).
   const WindowSpec recent = WindowSpec::Steps(20);
   const WindowSpec base = WindowSpec::Steps(100, 20);
   REQUIRE(rule.window == recent);
@@ -307,6 +313,73 @@ TEST_CASE("alerts: baseline regression is 100 x (recent / baseline - 1)") {
     CHECK(engine.Evaluate(src, kT0, 200).empty());
     CHECK(StatusOf(engine.Snapshot(), rule.name).missing == 1);
   }
+}
+
+TEST_CASE("alerts: a regression needs a stable baseline and 5 steps in a row; noise never flaps it") {
+  const AlertRule rule = DefaultAlertRules()[3];
+  REQUIRE(rule.name == "step_time_regression");
+  CHECK(rule.fire_after == 5);
+  CHECK(rule.resolve_after == 10);
+  const WindowSpec recent = rule.window, base = *rule.baseline;
+  int64_t step = 200;
+  auto eval = [&](AlertEngine& engine, FakeSource& src, double recent_ms) {
+    src.Set("step_time_ms_median", recent, recent_ms);
+    ++step;
+    return engine.Evaluate(src, kT0 + static_cast<uint64_t>(step) * kTick, step);
+  };
+  {  // A baseline scattering 35 % (over the 20 % threshold): no value, whatever the change.
+    AlertEngine engine({rule});
+    FakeSource src;
+    src.Set("step_time_ms_median", base, 100);
+    src.SetSpread("step_time_ms_median", base, 35);
+    for (int i = 0; i < 20; ++i) CHECK(eval(engine, src, 150).empty());
+    const AlertRuleStatus st = StatusOf(engine.Snapshot(), rule.name);
+    CHECK(st.missing == 20);
+    CHECK_FALSE(st.value.has_value());
+    CHECK(st.state == AlertState::kOk);
+  }
+  {  // A steady baseline (5 %): a median that flips between two modes, +25 %
+     // one step and 0 the next, never fires; a shift held 5 steps does, and
+     // resolves after 10 steps back.
+    AlertEngine engine({rule});
+    FakeSource src;
+    src.Set("step_time_ms_median", base, 100);
+    src.SetSpread("step_time_ms_median", base, 5);
+    for (int i = 0; i < 40; ++i) CHECK(eval(engine, src, i % 2 == 0 ? 125 : 100).empty());
+    for (int i = 0; i < 4; ++i) CHECK(eval(engine, src, 130).empty());
+    const auto fired = eval(engine, src, 130);
+    REQUIRE(fired.size() == 1);
+    CHECK(fired[0].state == AlertEventState::kFiring);
+    CHECK(fired[0].value == doctest::Approx(30));
+    for (int i = 0; i < 9; ++i) CHECK(eval(engine, src, 101).empty());
+    const auto resolved = eval(engine, src, 101);
+    REQUIRE(resolved.size() == 1);
+    CHECK(resolved[0].state == AlertEventState::kResolved);
+    CHECK(resolved[0].summary ==
+          "step_time_regression resolved: step_time_ms_median change +1% < +20% over the last 20 steps vs "
+          "the 100 steps before");
+  }
+}
+
+TEST_CASE("alerts: a resolved event says what cleared, in the value's unit") {
+  const std::vector<AlertRule> d = DefaultAlertRules();
+  CHECK(RenderResolvedSummary(d[0], 2.56) ==
+        "input_bound_high resolved: input_pct 2.56% < 20% over the last 20 steps");
+  AlertRule stalled;
+  for (const AlertRule& r : d) {
+    if (r.name == "training_stalled") stalled = r;
+  }
+  CHECK(RenderResolvedSummary(stalled, 0.5) ==
+        "training_stalled resolved: seconds_since_last_step 0.5 s < 60 s over the last 10 s");
+  AlertRule low = Rule("low_util", "gpu_utilization_pct", AlertComparison::kLess, 30, WindowSpec::Duration(kSecond));
+  CHECK(RenderResolvedSummary(low, 55, "rank 1") ==
+        "low_util resolved: gpu_utilization_pct of rank 1 55% >= 30% over the last 1 s");
+  CHECK(AlertValueUnit("input_pct", false) == "%");
+  CHECK(AlertValueUnit("step_time_ms_median", false) == "ms");
+  CHECK(AlertValueUnit("step_time_ms_median", true) == "%");
+  CHECK(AlertValueUnit("seconds_since_last_step", false) == "s");
+  CHECK(AlertValueUnit("dropped_events", false) == "events");
+  CHECK(AlertValueUnit("pod.straggler_pct", false) == "%");
 }
 
 TEST_CASE("alerts: a missing metric keeps the state and the counts") {
@@ -638,6 +711,7 @@ TEST_CASE("alerts: deploy/alerts/default_rules.json equals the built-in defaults
 
 TEST_CASE("alerts: WriteJson is valid JSON with the expected fields; CSV has one row per event") {
   std::vector<AlertRule> rules = DefaultAlertRules();
+  rules[3].fire_after = 1;  // fires on this one evaluation.
   AlertEngine engine(rules);
   FakeSource src;
   src.Set("step_time_ms_median", WindowSpec::Steps(20), 150, 181, 200);
@@ -661,6 +735,9 @@ TEST_CASE("alerts: WriteJson is valid JSON with the expected fields; CSV has one
   CHECK(regression["window"] == nlohmann::json{{"steps", 20}});
   CHECK(regression["baseline"] == nlohmann::json{{"steps", 100}, {"offset_steps", 20}});
   CHECK(regression["window_text"] == "last 20 steps vs the 100 steps before");
+  CHECK(regression["unit"] == "%");
+  CHECK(j["rules"][0]["unit"] == "%");
+  CHECK(j["rules"][5]["unit"] == "events");
   CHECK(regression["state"] == "firing");
   CHECK(regression["value"] == 50);  // 100 × (150/100 − 1).
   CHECK(regression["severity"] == "warning");
@@ -866,7 +943,8 @@ TEST_CASE("alerts: incremental equals batch equals a naive reference on random r
       CHECK(got.value == want.value);
       CHECK(got.ts_ns == now_at(want.t));
       CHECK(got.last_step == steps[want.t]);
-      CHECK(got.summary == RenderAlertSummary(rules[want.rule], want.value));
+      CHECK(got.summary == (want.firing ? RenderAlertSummary(rules[want.rule], want.value)
+                                        : RenderResolvedSummary(rules[want.rule], want.value)));
     }
   }
 }

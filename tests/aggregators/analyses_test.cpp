@@ -122,6 +122,29 @@ TEST_CASE("analyses: drops reported by the stream fire the drop alert with their
   CHECK(fired);
 }
 
+TEST_CASE("analyses: a finished job is not stalled; a live or cut-off one is") {
+  test::WorkloadShape shape;
+  shape.steps = 10;
+  const test::Workload w = test::MakeWorkload(shape);
+  for (const JobState state : {JobState::kFinished, JobState::kDisconnected, JobState::kLive}) {
+    CAPTURE(JobStateName(state));
+    Diagnostics diag;
+    Analyses a(AnalysesOptions{}, &diag);
+    Feed(a, w, 1000);
+    a.TakeAlertEvents();
+    const uint64_t end = w.events.back().end();
+    a.SetJobState(state);  // (as Pipeline::Publish hands it over)
+    bool stalled = false;
+    for (uint64_t s = 1; s <= 120; ++s) {  // two minutes of nothing.
+      const uint64_t now = end + s * 1'000'000'000;
+      a.Consume({}, {}, {}, now, now);
+      for (const AlertEvent& e : a.TakeAlertEvents()) stalled |= e.rule == "training_stalled";
+    }
+    CHECK(stalled == (state != JobState::kFinished));
+    CHECK(Parse(a.Render(RenderOptions{}).status)["job_state"] == std::string(JobStateName(state)));
+  }
+}
+
 TEST_CASE("analyses: a span with a bad duration is counted once and reaches no table") {
   test::WorkloadShape shape;
   shape.steps = 3;

@@ -94,8 +94,52 @@ TEST_CASE("input pipeline: host-side breakdown and input-op table by hand") {
   CHECK(s.wait_names == std::vector<std::string>{"IteratorGetNext", "wait_batch"});
   CHECK(s.source == InputSource::kTfData);
   CHECK(s.source_statement.empty());
-  REQUIRE(s.recommendations.size() == 4);
-  CHECK(s.recommendations[1].find("num_parallel_calls") != std::string::npos);
+  // tf.data's tips for the categories that have time, the largest first:
+  // preprocessing 280, demanded reads 120, enqueue 100 (advanced: none).
+  CHECK(s.enqueue_scaled);
+  REQUIRE(s.recommendations.size() == 3);
+  CHECK(s.recommendations[0].starts_with("Data preprocessing"));
+  CHECK(s.recommendations[1].starts_with("Reading data from files on demand"));
+  CHECK(s.recommendations[2].starts_with("Enqueuing data"));
+}
+
+TEST_CASE("input pipeline: no enqueue op gives the ops' self times, not zeros; a CPU job's compute is not idle") {
+  // The demo's shape: host-to-device copies (ratio > 0) but no enqueue op:
+  // xprof's scaling by the enqueue time would make every category 0 above
+  // an op table with 1,366 ms of preprocessing.
+  StepWindow w;
+  w.steps = 2;
+  w.step_ns_sum = 2'000'000;
+  w.bucket_ns[static_cast<size_t>(Bucket::kInput)] = 100'000;
+  w.bucket_ns[static_cast<size_t>(Bucket::kDeviceCompute)] = 1'500'000;
+  w.type_ns[static_cast<size_t>(SpanType::kHostToDevice)] = 400'000;
+  const std::vector<InputOpRecord> ops = {
+      {"ParallelMapDataset::DecodeAndAugment", InputStage::kPreprocess, 4, 1'366'000, 1'366'000},
+      {"TFRecordDataset::Read", InputStage::kRead, 4, 745'000, 745'000},
+  };
+  const InputPipelineSnapshot s = AnalyzeInputPipeline(w, ops);
+  CHECK_FALSE(s.enqueue_scaled);
+  CHECK(s.enqueue_us == 0);
+  CHECK(s.preprocessing_us == doctest::Approx(1366));
+  CHECK(s.demanded_read_us == doctest::Approx(745));
+  CHECK(s.unclassified_us == doctest::Approx(0));
+  REQUIRE(s.recommendations.size() == 2);  // no enqueue or advanced-read tip: no time there.
+  CHECK(s.recommendations[0].starts_with("Data preprocessing"));
+  CHECK_FALSE(s.compute_on_host);
+  CHECK(s.compute_pct == doctest::Approx(75));
+  CHECK(s.idle_pct == doctest::Approx(20));  // 100 − 5 input − 75 compute.
+
+  // A CPU job: host compute 1,800 of 2,000 µs, input 200: compute 90 %, idle 0.
+  StepWindow cpu;
+  cpu.steps = 2;
+  cpu.step_ns_sum = 2'000'000;
+  cpu.bucket_ns[static_cast<size_t>(Bucket::kInput)] = 200'000;
+  cpu.bucket_ns[static_cast<size_t>(Bucket::kHostCompute)] = 1'800'000;
+  const InputPipelineSnapshot c = AnalyzeInputPipeline(cpu, {});
+  CHECK(c.compute_on_host);
+  CHECK(c.compute_pct == doctest::Approx(90));
+  CHECK(c.idle_pct == doctest::Approx(0));
+  CHECK(c.recommendations.empty());  // no source known: no tf.data tips.
 }
 
 TEST_CASE("input pipeline: a PyTorch DataLoader's waits and fetches make PyTorch's advice") {

@@ -338,6 +338,65 @@ TEST_CASE("pod view: a process is a worker only once it has steps; the caps coun
   CHECK(s.steps.back().cells.size() == 3);  // ranks 0 and 1, and local.
 }
 
+TEST_CASE("pod view: a worker far behind keeps its numbers, is compared and is the straggler") {
+  // Ranks 0 and 1 run steps 0..19 at 100 ms; rank 2 runs steps 0..4 at
+  // 150 ms and its steps come after theirs: its step numbers have left the
+  // window of 5 (rows 15..19) before they arrive. It must not read as a
+  // worker with no data: 5 steps, 15 behind, +50 ms against the medians its
+  // steps had (100 ms: the archive), and the straggler.
+  const std::vector<FakeWorker> workers = {MakeWorker(1), MakeWorker(2), MakeWorker(3)};
+  PodViewOptions o;
+  o.max_steps = 5;
+  Fed f(o);
+  f.Definitions(Definitions(workers));
+  auto feed = [&](std::vector<Event> events, uint64_t watermark) {
+    SortByEnd(&events);
+    f.pod.Consume(events);
+    f.pod.Advance(watermark);
+  };
+  for (int64_t n = 0; n < 20; ++n) {  // step by step, as the pipeline feeds it.
+    std::vector<Event> events;
+    AddStep(&events, workers[0], n, Shape{100, 10, 5, 60}, static_cast<uint32_t>(n + 1));
+    AddStep(&events, workers[1], n, Shape{100, 10, 5, 60}, static_cast<uint32_t>(n + 1));
+    feed(std::move(events), kT0 + static_cast<uint64_t>(n) * kStepSpacingNs + 5'000'000'000);
+  }
+  for (int64_t n = 0; n < 5; ++n) {
+    std::vector<Event> events;
+    const uint64_t shift = 25 * kStepSpacingNs;
+    AddStep(&events, workers[2], n, Shape{150, 60, 5, 60}, static_cast<uint32_t>(n + 1), shift);
+    feed(std::move(events), kT0 + shift + static_cast<uint64_t>(n) * kStepSpacingNs + 5'000'000'000);
+  }
+  f.pod.Flush();
+  const PodSnapshot s = f.pod.Snapshot();
+  REQUIRE(s.steps.size() == 5);
+  CHECK(s.steps.front().step_num == 15);
+  CHECK(CellOf(s.steps.back(), 3) == nullptr);  // not in the rows...
+  CHECK(s.diagnostics.cells_outside_window == 5);
+  const PodWorkerSummary& r2 = WorkerById(s, 3);  // ...but in its numbers.
+  CHECK(r2.steps == 5);
+  CHECK(r2.first_step == 0);
+  CHECK(r2.last_step == 4);
+  CHECK(r2.behind_steps == 15);
+  CHECK(r2.mean_step_ms == 150);
+  CHECK(r2.compared_steps == 5);
+  CHECK(r2.lag_ms == 50);
+  CHECK(r2.lag_pct == 50);
+  REQUIRE(r2.straggler_pct.has_value());
+  CHECK(*r2.straggler_pct == 50);
+  REQUIRE(s.straggler.has_value());
+  CHECK(s.straggler->worker == 3);
+  CHECK(s.straggler->label == "rank 2");
+  CHECK(s.straggler->pct == 50);
+  CHECK(s.straggler->first_step == 2);
+  CHECK(s.straggler->last_step == 4);
+  // The ranks in step: each other's reference (two cells), 0 behind.
+  const PodWorkerSummary& r0 = WorkerById(s, 1);
+  CHECK(r0.behind_steps == 0);
+  CHECK(r0.steps == 20);
+  CHECK(r0.lag_ms == 0);
+  CHECK(r0.compared_steps == 20);
+}
+
 // Feeds step n of every worker to the analyses and closes it.
 void FeedStep(Analyses& a, const std::vector<FakeWorker>& workers, int64_t n, bool slow) {
   std::vector<Event> events;

@@ -83,6 +83,13 @@ describe('the dashboard on the input-bound demo', () => {
     const lost = status.events_dropped + status.diagnostics
       .filter((d) => d.severity === 'data_loss').reduce((t, d) => t + d.count, 0);
     assertShown(assert, await at('#drops b'), lost, 'events lost');
+    // Late events are delivered (kept in the trace and tables): never "dropped".
+    for (const name of ['late_events', 'late_for_step']) {
+      assert.equal(status.diagnostics.find((d) => d.name === name)?.severity, 'late', name);
+    }
+    const late = status.diagnostics.filter((d) => d.severity === 'late').reduce((t, d) => t + d.count, 0);
+    if (late > 0) assertShown(assert, await at('#late b'), late, 'late events');
+    assert.equal(await page.locator('#late').isVisible(), late > 0, 'the late count shows when there are late events');
     await screenshot(page, 'overview');
 
     await show(page, 'input_pipeline', status.seq);
@@ -90,6 +97,25 @@ describe('the dashboard on the input-bound demo', () => {
     assert.equal(await at('[data-field=input_classification]'), ip.bottleneck.input_classification);
     assertShown(assert, await at('[data-field=input_pct_avg] .stat-value'), ip.device_side.input_pct_avg, 'device-side input %');
     assert.equal(await page.locator('.page[data-page=input_pipeline] .ops tbody tr').count(), ip.host_side.ops.length);
+    // The host-side bars agree with the op table below them: a category with
+    // no time draws no bar, one with time a bar; with no enqueue op to scale
+    // by, the categories add up to the input ops' self time.
+    const HOST_KEYS = ['enqueue_us', 'demanded_file_read_us', 'advanced_file_read_us', 'preprocessing_us', 'unclassified_non_enqueue_us'];
+    const hostUs = HOST_KEYS.map((k) => ip.host_side[k]);
+    const selfMs = ip.host_side.ops.reduce((t, op) => t + op.self_ms, 0);
+    assert.ok(selfMs > 0, 'the demo has input ops');
+    assert.ok(hostUs.some((v) => v > 0), `host-side categories all 0 above ${selfMs} ms of input ops`);
+    if (!ip.host_side.enqueue_scaled) {
+      assert.ok(Math.abs(hostUs.reduce((a, b) => a + b, 0) / 1e3 - selfMs) < 1e-6 * selfMs + 1e-3, 'categories = ops self time');
+    }
+    const fills = await page.locator('.page[data-page=input_pipeline] .host-parts .bar-fill')
+      .evaluateAll((els) => els.map((e) => e.getBoundingClientRect().width));
+    assert.equal(fills.length, HOST_KEYS.length);
+    hostUs.forEach((v, i) => assert.ok(v > 0 ? fills[i] > 0 : fills[i] === 0, `${HOST_KEYS[i]} ${v} µs drawn ${fills[i]} px wide`));
+    // Only the tips for the categories that have time.
+    const tips = await page.locator('.page[data-page=input_pipeline] .advice li').allInnerTexts();
+    if (ip.host_side.enqueue_us === 0) assert.ok(!tips.some((t) => t.startsWith('Enqueuing data')), 'no enqueue tip without enqueue time');
+    if (ip.host_side.advanced_file_read_us === 0) assert.ok(!tips.some((t) => t.startsWith('Reading data from files in advance')));
     await screenshot(page, 'input_pipeline');
 
     await show(page, 'tf_stats', status.seq);
@@ -123,6 +149,27 @@ describe('the dashboard on the input-bound demo', () => {
     const row = rules.filter({hasText: 'input_bound_high'}).first();
     assert.equal(await row.locator('td').nth(1).innerText(), 'firing');
     assertShown(assert, await row.locator('td').nth(4).innerText(), firingRule.value, 'input_bound_high value');
+    // Every value carries its unit; a baseline rule's is a change against it.
+    for (const r of a.rules) {
+      const shown = await rules.filter({hasText: r.name}).first().locator('td').nth(4).innerText();
+      if (r.value === null) {
+        assert.equal(shown, '—', r.name);
+      } else if (r.baseline) {
+        assert.match(shown, / % vs baseline$/, `${r.name}: ${shown}`);
+      } else if (r.unit) {
+        assert.ok(shown.endsWith(` ${r.unit}`), `${r.name}: ${shown} lacks its unit ${r.unit}`);
+      }
+    }
+    // What fires shows the value at the crossing and the value now.
+    const firingLi = page.locator('.page[data-page=alerts] .firing-now li[data-rule=input_bound_high]');
+    const nowText = await firingLi.locator('.now').innerText();
+    assert.match(nowText, /now [\d.]+ %/);
+    assertShown(assert, nowText.match(/now ([\d.]+)/)[1], a.rules.find((r) => r.name === 'input_bound_high').value, 'value now');
+    // No window without steps reads "-1–-1".
+    assert.ok(!(await page.locator('.page[data-page=alerts] .history').innerText()).includes('-1'), 'no -1 steps in the history');
+    for (const h of a.history.filter((e) => e.state === 'resolved')) {
+      assert.match(h.summary, / resolved: /, `a resolved entry says what cleared: ${h.summary}`);
+    }
     await screenshot(page, 'alerts');
 
     await page.goto(`${base}#trace_viewer`);

@@ -70,9 +70,10 @@ describe('the Pod page on the demo with a straggler', () => {
     assert.equal(cells[cells.length - 1], 'straggler (alert firing)');
     const r2 = pod.workers[2];
     assertShown(assert, cells[2], r2.mean_step_ms, 'rank 2 mean step');
-    assertShown(assert, cells[3], r2.lag_pct, 'rank 2 lag vs median');
+    assertShown(assert, cells[3], r2.behind_steps, 'rank 2 steps behind');
+    assertShown(assert, cells[4], r2.lag_pct, 'rank 2 lag vs median');
     assert.ok(r2.lag_pct > 20, `rank 2 lags the median by ${r2.lag_pct}%`);
-    assertShown(assert, cells[6], r2.worst_count, 'rank 2 worst count');
+    assertShown(assert, cells[7], r2.worst_count, 'rank 2 worst count');
 
     // The step × worker table: one row per step shown, newest first, each
     // with the median, the worst worker and a number per worker.
@@ -94,5 +95,44 @@ describe('the Pod page on the demo with a straggler', () => {
     await screenshot(page, 'pod');
     assert.deepEqual(page.errors, []);
     await page.close();
+  });
+
+  // The run the issue saw: no step limit, so rank 2 falls further behind
+  // until its step numbers have left the window (200). It is still the
+  // straggler with its own steps, lag and how far behind, never a row of
+  // zeros, and no other rank is named slowest.
+  test('a rank far behind the window is still the straggler, with its numbers', async () => {
+    const far = await startServer(['demo', '--port', '0', '--scenario', 'balanced', '--workers', String(WORKERS),
+      '--straggler', '2']);
+    try {
+      let pod;
+      for (let i = 0; i < 1800; i++) {  // 180 s at most (about 30 s alone).
+        pod = await api(far.url, '/api/pod');
+        const r2 = pod.workers.find((w) => w.label === 'rank 2');
+        if (r2 && r2.behind_steps > pod.window_steps && pod.diagnostics.cells_outside_window > 0) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const r2 = pod.workers.find((w) => w.label === 'rank 2');
+      assert.ok(r2.behind_steps > pod.window_steps, `rank 2 is ${r2.behind_steps} steps behind`);
+      assert.ok(r2.steps > 0 && r2.mean_step_ms > 0 && r2.compared_steps > 0, JSON.stringify(r2));
+      assert.ok(r2.lag_pct > 20, `rank 2 lags by ${r2.lag_pct}%`);
+      assert.equal(pod.straggler.label, 'rank 2');
+      const page = await openPage(browser, `${far.url}#pod`);
+      await page.waitForFunction((seq) => +(document.querySelector('.page[data-page=pod]')?.dataset.seq ?? 0) >= seq, pod.seq);
+      const root = page.locator('.page[data-page=pod]');
+      const selected = root.locator('.workers tbody tr.selected');
+      assert.equal(await selected.count(), 1);
+      const cells = await selected.locator('td').allInnerTexts();
+      assert.equal(cells[0], 'rank 2');
+      assert.ok(Number(cells[1].replace(/,/g, '')) > 0, `rank 2 shows ${cells[1]} steps`);
+      assert.ok(Number(cells[3].replace(/,/g, '')) > 200, `rank 2 shows ${cells[3]} steps behind`);
+      assert.match(cells[4], /^\+\d/, 'rank 2 lags');
+      assert.match(await root.locator('.summary').innerText(), /rank 2 \+/);
+      await screenshot(page, 'pod_far_behind');
+      assert.deepEqual(page.errors, []);
+      await page.close();
+    } finally {
+      await stopServer(far);
+    }
   });
 });

@@ -87,4 +87,81 @@ describe('a replayed PyTorch job whose DataLoader is slow', {skip: absent && `${
     assert.deepEqual(page.errors, []);
     await page.close();
   });
+
+  test('--loop numbers each loop\'s steps on from the last: the step axes run forward', async () => {
+    let steps;
+    for (let i = 0; i < 600; i++) {  // until a few loops of 4 steps are in.
+      steps = await api(base, '/api/steps?last=100');
+      if (steps.rows.length >= 10) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const ns = steps.rows.map((r) => r.step);
+    assert.ok(ns.length >= 10, `${ns.length} steps`);
+    for (let i = 1; i < ns.length; i++) assert.ok(ns[i] > ns[i - 1], `steps ${ns.join(' ')} do not run forward`);
+    const page = await openPage(browser, `${base}#overview`);
+    const field = page.locator('.page[data-page=overview] [data-field=steps] .stat-value');
+    await field.waitFor();
+    const m = (await field.innerText()).match(/\((\d+)–(\d+)\)/);
+    assert.ok(m && +m[1] <= +m[2], `the overview reads ${await field.innerText()}`);
+    await page.close();
+  });
+
+  test('GPU kernel stats: long C++ kernel names shown short, whole on hover; the table fits 1600 px', async () => {
+    const k = await api(base, '/api/kernel_stats');
+    const long = k.rows.find((r) => r.kernel_name.length > 150 && r.kernel_name.includes('<'));
+    assert.ok(long, 'the trace has long template kernel names');
+    const page = await openPage(browser, `${base}#kernel_stats`);
+    await page.setViewportSize({width: 1600, height: 1000});
+    const card = page.locator('.page[data-page=kernel_stats]');
+    await card.locator('tbody tr').first().waitFor({timeout: 10000});
+    await card.locator('input.filter').first().fill(long.kernel_name.slice(0, 60));
+    const cell = card.locator('tbody tr td.name').first();
+    await cell.waitFor();
+    const [shown, title] = [await cell.innerText(), await cell.getAttribute('title')];
+    assert.ok(shown.length < 125 && shown.includes('<…>'), `shown: ${shown}`);
+    assert.equal(title, long.kernel_name);
+    await card.locator('input.filter').first().fill('');
+    // Every header cell, Occupancy included, within the window's width.
+    const right = await card.locator('thead th').evaluateAll((ths) => Math.max(...ths.map((t) => t.getBoundingClientRect().right)));
+    assert.ok(right <= 1600, `the table reaches ${right} px`);
+    assert.ok(await card.locator('thead th', {hasText: 'Occupancy'}).isVisible());
+    await screenshot(page, 'kernel_stats_pytorch_replay');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
+  test('the PyTorch page shows the plugin\'s overview, live, equal to /api/pytorch', async () => {
+    let py;
+    for (let i = 0; i < 300; i++) {  // until a step is in (the plugin drops the tail step).
+      py = await api(base, '/api/pytorch');
+      if (py.performance.length) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.ok(py.performance.length, 'no PyTorch step');
+    const page = await openPage(browser, `${base}#pytorch`);
+    const card = page.locator('.page[data-page=pytorch]');
+    await card.locator('[data-field=avg_step_us]').waitFor({timeout: 15000});
+    // The page polls every 3 s: read /api/pytorch right after it has drawn,
+    // and compare with what it shows then (a loop moves the numbers).
+    const shownAvg = await card.locator('[data-field=avg_step_us] .stat-value').innerText();
+    const now = await api(base, '/api/pytorch');
+    const perf = now.performance[0];
+    const close = (text, v) => Math.abs(Number(text.replace(/[^\d.-]/g, '')) - v) <= Math.max(1, 0.2 * v);
+    assert.ok(close(shownAvg, perf.value), `average step ${shownAvg} vs ${perf.value} µs`);
+    const dl = perf.children.find((c) => c.name === 'DataLoader');
+    assert.ok(dl.extra > 80, `DataLoader is ${dl.extra}% of the slow-loader step`);
+    const dlRow = await card.locator('tr[data-role=DataLoader] td').allInnerTexts();
+    assert.ok(Math.abs(parseFloat(dlRow[2]) - dl.extra) < 5, `DataLoader row ${dlRow} vs ${dl.extra}%`);
+    const recs = await card.locator('.recommendations li').allInnerTexts();
+    assert.equal(recs.length, Math.max(1, now.liveprof.recommendation_list.length));
+    assert.match(recs.join('\n'), /DataLoader/);
+    const gpuText = await card.locator('.gpu').innerText();
+    assert.match(gpuText, /GPU Utilization/);
+    assert.match(gpuText, /H200/);
+    const drawnSteps = await card.locator('.steps-table tbody tr').count();
+    assert.ok(drawnSteps > 0 && Math.abs(drawnSteps - now.steps.rows.length) <= 8, `${drawnSteps} rows vs ${now.steps.rows.length} steps`);
+    await screenshot(page, 'pytorch_pytorch_replay');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
 });

@@ -177,6 +177,15 @@ def main():
             fail("source counters: %s" % s)
         diag = {d["name"]: d["count"] for d in status["diagnostics"] if d["count"]}
         print("source: %d events, %d batches; diagnostics: %s" % (s["events"], s["batches"], diag))
+
+        # 5. The job disconnected cleanly: it has finished, not stalled
+        # (serve looks at its sources once a second).
+        deadline = time.monotonic() + 10
+        while status.get("job_state") != "finished" and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+            status = server.get("/api/status")
+        if status.get("job_state") != "finished":
+            fail("job_state is %r after a clean disconnect, not 'finished'" % status.get("job_state"))
         print("OK", flush=True)
         return 0
     finally:

@@ -27,8 +27,20 @@ TEST_CASE("rest: every view endpoint routes to its topic") {
     CHECK(r.topic == topic);
     CHECK(!NeedsRender(r));
   }
-  // The batch-only PyTorch breakdown has no route.
-  CHECK(RouteRequest("/api/pytorch", kPublishedSteps).status == 404);
+  // The PyTorch view: rendered for each request (a batch recompute), never
+  // published; its reply is the rendered view's JSON.
+  const Route py = RouteRequest("/api/pytorch", kPublishedSteps);
+  REQUIRE(py.kind == Route::Kind::kView);
+  CHECK(NeedsRender(py));
+  CHECK(RenderOptionsFor(py, RenderOptions{}).pytorch);
+  CHECK_FALSE(RenderOptionsFor(RouteRequest("/api/steps?last=20", kPublishedSteps), RenderOptions{}).pytorch);
+  RenderedViews views;
+  views.pytorch = R"({"type":"pytorch","v":1,"seq":3,"steps":{}})";
+  const Reply reply = ViewReply(py, views, "");
+  CHECK(reply.status == 200);
+  CHECK(reply.body == views.pytorch);
+  CHECK(ViewReply(py, RenderedViews{}, "").status == 404);  // a server with no PyTorch view.
+  CHECK(RouteRequest("/api/pytorch?format=csv", kPublishedSteps).status == 400);
   CHECK(RouteRequest("/metrics", kPublishedSteps).kind == Route::Kind::kMetrics);
   CHECK(RouteRequest("/api", kPublishedSteps).kind == Route::Kind::kIndex);
   CHECK(RouteRequest("/", kPublishedSteps).kind == Route::Kind::kStatic);
@@ -238,11 +250,12 @@ TEST_CASE("rest: views, CSV, and the status view with the server's counters") {
   CHECK(err["code"] == "404");
   CHECK(err["message"] == "no \"x\"");
   const nlohmann::json index = nlohmann::json::parse(IndexReply().body);
-  CHECK(index["endpoints"].size() == 16);  // 11 views, 4 trace store paths, /metrics.
+  CHECK(index["endpoints"].size() == 17);  // 11 feed views, pytorch, 4 trace store paths, /metrics.
   CHECK(index["endpoints"][8]["path"] == "/api/pod");
   CHECK(index["endpoints"][9]["path"] == "/api/modules");
   CHECK(index["endpoints"][10]["path"] == "/api/annotations");
-  CHECK(index["endpoints"][12]["path"] == "/api/trace/event");
+  CHECK(index["endpoints"][11]["path"] == "/api/pytorch");
+  CHECK(index["endpoints"][13]["path"] == "/api/trace/event");
 }
 
 TEST_CASE("rest: the token is taken from the header, the query or the subprotocol") {
