@@ -480,7 +480,7 @@ export default {
           const v = frameEvent(s, FIT_SHARE);
           setView(v.t0, v.t1);
         } else if (st.timing) setView(st.timing.t0, st.timing.t1);
-      } else if (k === 'enter' && search.active()) search.find(!e.shiftKey);
+      } else if (k === 'enter' && search.active() && !e.target.closest?.('button, a')) search.find(!e.shiftKey);  // (a button: its click)
       else if (k === '?') st.help = !st.help;
       else if (k === 'escape') {
         st.timing = null;
@@ -505,9 +505,9 @@ export default {
       if (st.follow) follow();
     });
     // Search (trace/search.js): a hit is framed at a third of the view, highlighted and selected.
-    root.viewNow = () => st.view;
     const search = mountSearch(root, {
       get: ctx.get,
+      view: () => st.view,
       onHit(e) {
         st.hit = e;
         showEvent(e, HIT_SHARE);

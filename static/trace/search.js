@@ -7,9 +7,10 @@
 // last match it goes round to the first.
 import {esc} from '../format.js';
 
-// `get(path, params)`: the /api read; `onHit(event)` shows it; `onNone(q)`
-// says nothing matched; `focusTimeline()` takes the keyboard back.
-export function mountSearch(root, {get, onHit, onNone, onError, focusTimeline}) {
+// `get(path, params)`: the /api read; `view()` the {t0, t1} on screen, where
+// a new search starts; `onHit(event)` shows the hit; `onNone(q)` says
+// nothing matched; `focusTimeline()` takes the keyboard back.
+export function mountSearch(root, {get, view, onHit, onNone, onError, focusTimeline}) {
   const box = root.querySelector('.search');
   const count = root.querySelector('.search-count');
   const state = {q: '', hit: null, matches: 0, index: 0};
@@ -18,8 +19,7 @@ export function mountSearch(root, {get, onHit, onNone, onError, focusTimeline}) 
     count.textContent = state.q ? (state.hit ? `${state.index} of ${state.matches}` : `0 of ${state.matches}`) : '';
   }
 
-  // `view`: the {t0, t1} on screen, where a new search starts.
-  async function find(forward, view) {
+  async function find(forward, shown) {
     const q = box.value.trim();
     if (!q) return;
     if (q !== state.q) Object.assign(state, {q, hit: null, matches: 0, index: 0});
@@ -27,8 +27,8 @@ export function mountSearch(root, {get, onHit, onNone, onError, focusTimeline}) 
     if (state.hit) {
       params.from = state.hit.ts;
       params.from_id = state.hit.id;
-    } else if (view) {
-      params.from = Math.max(0, Math.floor(forward ? view.t0 - 1 : view.t1 + 1));
+    } else if (shown) {
+      params.from = Math.max(0, Math.floor(forward ? shown.t0 - 1 : shown.t1 + 1));
     }
     try {
       let r = await get('trace/search', params);
@@ -56,7 +56,7 @@ export function mountSearch(root, {get, onHit, onNone, onError, focusTimeline}) 
     if (e.key === 'Enter') {
       e.preventDefault();
       focusTimeline();  // the keys are the timeline's again.
-      find(!e.shiftKey, root.viewNow?.());
+      find(!e.shiftKey, view());
     } else if (e.key === 'Escape') {
       e.preventDefault();
       focusTimeline();
@@ -68,11 +68,11 @@ export function mountSearch(root, {get, onHit, onNone, onError, focusTimeline}) 
       show();
     }
   });
-  root.querySelector('.next').addEventListener('click', () => find(true, root.viewNow?.()));
-  root.querySelector('.prev').addEventListener('click', () => find(false, root.viewNow?.()));
+  root.querySelector('.next').addEventListener('click', () => find(true, view()));
+  root.querySelector('.prev').addEventListener('click', () => find(false, view()));
   return {
     state,
-    find: (forward) => find(forward, root.viewNow?.()),
+    find: (forward) => find(forward, view()),
     active: () => !!state.q,
     clear() {
       Object.assign(state, {q: '', hit: null, matches: 0, index: 0});

@@ -4,7 +4,10 @@
 // matches; flows whose other end is outside the view.
 #include <doctest/doctest.h>
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -125,6 +128,44 @@ TEST_CASE("counter rows: each counter name recorded on a thread gets a counter r
   Store c({"", "queue"});
   c.store.Append({{TrackDefEvent(3, TrackInfo{1, TrackType::kCounter, 0, 0})}}, {{test::Counter(5, 1, 2.0, 3)}});
   for (const auto& track : c.store.Tracks()) CHECK(!DerivedRows::IsCounterRow(track.first));
+}
+
+TEST_CASE("counter rows: a run folder read back names its counter rows by their samples") {
+  std::string dir = (std::filesystem::temp_directory_path() / "liveprof-counters-XXXXXX").string();
+  REQUIRE(mkdtemp(dir.data()) != nullptr);
+  TraceStore::Options o;
+  o.dir = dir + "/run";
+  std::vector<std::string> names = {"", "loss", "lr", "work"};
+  {
+    TraceStore store(o);
+    std::string error;
+    REQUIRE(store.Create(&error));
+    std::vector<Event> defs;
+    for (NameId i = 0; i < names.size(); ++i) defs.push_back(NameDefEvent(i, names[i]));
+    defs.push_back(TrackDefEvent(1, TrackInfo{3, TrackType::kHostThread, 11, 0}));
+    std::vector<Event> events;
+    for (int i = 0; i < 100; ++i) events.push_back(test::Counter(10 + i * 20, i % 2 == 0 ? 1 : 2, i, 1));
+    store.Append(defs, events);
+  }
+  TraceStore reopened(o);
+  std::string error;
+  REQUIRE(reopened.Open(&error));
+  std::vector<std::pair<TrackId, NameId>> rows;
+  for (const auto& track : reopened.Tracks()) {
+    if (DerivedRows::IsCounterRow(track.first)) rows.emplace_back(track.first, track.second.name);
+  }
+  CHECK(rows == std::vector<std::pair<TrackId, NameId>>{{DerivedRows::CounterTrack(0), 1}, {DerivedRows::CounterTrack(1), 2}});
+  const TraceQueryResult r = reopened.Query({{DerivedRows::CounterTrack(1)}, 0, 4096, 4096});
+  REQUIRE(r.tracks.size() == 1);
+  uint64_t samples = 0;
+  for (const auto& f : r.tracks[0].summaries) {
+    samples += f.count;
+    CHECK(static_cast<int>(f.last_value) % 2 == 1);  // lr's samples: the odd ones.
+  }
+  CHECK(samples == 50);
+  CHECK(reopened.stats().events == 100);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 TEST_CASE("search: equal starts are stepped through by id; the matches are counted with the hit's place") {
