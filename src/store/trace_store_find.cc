@@ -43,7 +43,8 @@ void TraceStore::ForEachMatch(std::string_view text, const std::vector<TrackId>&
   thread_local std::vector<Event> decoded;
   thread_local std::string scratch;
   for (TrackId id = 0; id < tracks_.size(); ++id) {
-    if (!tracks_[id] || !Wanted(tracks, id)) continue;
+    // (A counter row's samples are found on their thread: each once.)
+    if (!tracks_[id] || !Wanted(tracks, id) || DerivedRows::IsCounterRow(id)) continue;
     const TrackStore& t = *tracks_[id];
     for (uint64_t j = t.base(); j < t.levels[0].end(); ++j) {
       LetWriterIn(lock);  // chunk by chunk, as Query.

@@ -124,6 +124,11 @@ TEST_CASE("counter rows: each counter name recorded on a thread gets a counter r
   CHECK(samples == 103);  // 1030 .. 3070.
   // The thread keeps its samples (exports, the event's details), and the count of events is the producers'.
   CHECK(s.store.stats().events == events.size());
+  // Search finds each sample once: on its thread.
+  CHECK(s.store.CountMatches("loss", 0, 0).total == 200);
+  const auto found = s.store.Search("loss", 0, true);
+  REQUIRE(found);
+  CHECK(found->second.track == 1);
   // A counter-typed track's samples are not copied: it is a row already.
   Store c({"", "queue"});
   c.store.Append({{TrackDefEvent(3, TrackInfo{1, TrackType::kCounter, 0, 0})}}, {{test::Counter(5, 1, 2.0, 3)}});
