@@ -185,7 +185,8 @@ function head(g, x, y, angle) {
 
 // Launch -> device work. An end outside the view (or not a slice here: the
 // server's flow_ends) is drawn to the timeline's edge, with the arrow head
-// there when it is the work's end. What was drawn goes to s.out.flows.
+// there when it is the work's end; a flow with both ends outside, only
+// when it is the selected event's. What was drawn goes to s.out.flows.
 function drawFlows(g, s, rowsById) {
   const {view, W, tile} = s;
   const many = tile.flows.length > 400;  // then only the selected event's.
@@ -199,17 +200,16 @@ function drawFlows(g, s, rowsById) {
     if (!ra || !rb) continue;
     let xa = timeToX(view, W, a.ts), xb = timeToX(view, W, b.ts);
     if (Math.max(xa, xb) < GUTTER || Math.min(xa, xb) > W) continue;
-    let ya = laneY(ra, a.depth) + LANE_H / 2, yb = laneY(rb, b.depth) + LANE_H / 2;
+    // Both ends off screen (a line across the whole view): the selected event's only.
+    const seen = (x) => x >= GUTTER && x <= W;
+    if (!seen(xa) && !seen(xb) && from !== s.selectedId && to !== s.selectedId) continue;
+    const ya = laneY(ra, a.depth) + LANE_H / 2, yb = laneY(rb, b.depth) + LANE_H / 2;
+    // An end off screen: at the timeline's edge, on its own row (where to look for it).
+    const clip = (x) => (x < GUTTER ? GUTTER : x > W ? W : x);
+    const ca = clip(xa) !== xa, cb = clip(xb) !== xb;
+    xa = clip(xa);
+    xb = clip(xb);
     const angle = Math.atan2(yb - ya, xb - xa);
-    // Clipped to [GUTTER, W] along the line.
-    const clip = (x, y, ox, oy) => {
-      const edge = x < GUTTER ? GUTTER : x > W ? W : x;
-      if (edge === x) return [x, y, false];
-      return [edge, oy + (y - oy) * (edge - ox) / (x - ox), true];
-    };
-    let ca, cb;
-    [xa, ya, ca] = clip(xa, ya, xb, yb);
-    [xb, yb, cb] = clip(xb, yb, xa, ya);
     g.beginPath();
     g.moveTo(xa, ya);
     g.lineTo(xb, yb);

@@ -92,6 +92,8 @@ describe('search, keys and the axis', () => {
     await page.locator('.prev').click();
     await page.waitForFunction((id) => window.liveprofTrace.state.hit?.id === id, one.event.id);
     assert.equal(await page.locator('.search-count').innerText(), `1 of ${one.matches}`);
+    await settle(page);
+    await screenshot(page, 'trace_nav_search_hit');
     // W zooms (it does not type into the box), F frames the hit.
     const v0 = await view(page);
     await page.keyboard.press('w');
@@ -112,7 +114,14 @@ describe('search, keys and the axis', () => {
     await page.keyboard.press('s');
     const v3 = await view(page);
     assert.ok((v3.t1 - v3.t0) > 1.99 * (v2.t1 - v2.t0), 'S zooms out once the box has no focus');
-    await screenshot(page, 'trace_nav_search_hit');
+    // ? lists the keys (and Escape hides them).
+    await page.keyboard.press('?');
+    await page.locator('.trace-help').waitFor({state: 'visible'});
+    const help = await page.locator('.trace-help').innerText();
+    for (const key of ['W / S', 'A / D', 'F', 'Enter / Shift+Enter', 'pin']) assert.ok(help.includes(key), `${key} in: ${help}`);
+    await screenshot(page, 'trace_nav_help');
+    await page.keyboard.press('Escape');
+    await page.locator('.trace-help').waitFor({state: 'hidden'});
     assert.deepEqual(page.errors, []);
     await page.close();
   });
