@@ -325,12 +325,12 @@ export default {
     }
 
     // The events of a box: per name, count and time, from the tile.
-    function summarize(box) {
+    function summarize(box, layout = st.layout) {
       const ta = Math.min(box.t0, box.t1), tb = Math.max(box.t0, box.t1);
       const ya = Math.min(box.y0, box.y1), yb = Math.max(box.y0, box.y1);
       const by = new Map();
       let folded = 0;
-      for (const row of st.layout.rows) {
+      for (const row of layout.rows) {
         if (row.kind !== 'track' || row.y + row.h < ya || row.y > yb) continue;
         const data = st.tile?.tracks.get(row.id);
         if (!data) continue;
@@ -438,7 +438,7 @@ export default {
         st.box = null;
         setView(a, b);
       } else if (d.mode === 'select' && st.box) {
-        summarize(st.box);
+        summarize(st.box, d.layout);  // (a box drawn over the pinned rows sums those)
         st.box = null;
       }
       schedule();
