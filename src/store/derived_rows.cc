@@ -10,8 +10,28 @@ void DerivedRows::SeeDevice(uint8_t device) {
   devices_.push_back(device);
 }
 
-void DerivedRows::Define(TrackId /*id*/, const TrackInfo& info) {
+void DerivedRows::Define(TrackId id, const TrackInfo& info) {
   if (info.type == TrackType::kGpuStream) SeeDevice(info.device);
+  if (id >= counter_typed_.size()) counter_typed_.resize(size_t{id} + 1, false);
+  counter_typed_[id] = info.type == TrackType::kCounter;
+}
+
+std::optional<NameId> DerivedRows::CounterName(TrackId id) const {
+  if (!IsCounterRow(id) || id - kFirstDerivedTrack >= counter_names_.size()) return std::nullopt;
+  return counter_names_[id - kFirstDerivedTrack];
+}
+
+void DerivedRows::Counter(const Event& e, std::vector<Event>* out) {
+  if (e.track < counter_typed_.size() && counter_typed_[e.track]) return;  // a row already.
+  auto it = counter_slot_.find(e.name);
+  if (it == counter_slot_.end()) {
+    if (counter_names_.size() == kCounterRows) return;  // no row left: on its thread's only.
+    it = counter_slot_.emplace(e.name, static_cast<uint32_t>(counter_names_.size())).first;
+    counter_names_.push_back(e.name);
+  }
+  Event c = e;
+  c.track = CounterTrack(it->second);
+  out->push_back(c);
 }
 
 void DerivedRows::Close(uint8_t device, std::vector<Event>* out) {
@@ -73,6 +93,8 @@ void DerivedRows::Derive(std::span<const Event> events, std::vector<Event>* out)
       }
     } else if (e.kind == EventKind::kAlloc || e.kind == EventKind::kFree) {
       Memory(e, out);
+    } else if (e.kind == EventKind::kCounter) {
+      Counter(e, out);
     } else if (e.kind == EventKind::kKernel) {
       SeeDevice(e.device);
       // Late (past the reorder window): its op's neighbours are gone; merging

@@ -23,11 +23,20 @@
 //                    allocated is ignored, an address allocated again was
 //                    freed unseen (events without an address: by size).
 //
+// Besides, one row per counter name: the kCounter samples a producer records
+// on a thread's track (liveprof.counter("loss"), LIVEPROF_COUNTER), copied
+// to a counter row of their own, as Perfetto draws a counter track per name.
+// (Samples on a counter-typed track, such as a Chrome trace's "C" events,
+// are a row already and are not copied.) At most kCounterRows names; the
+// samples of later names stay on their threads' rows only.
+//
 // Events on the reserved track ids below are not derived from (the store
 // does not keep them either).
 //
-// Their track ids are reserved at the top of what the store takes:
-// kFirstDerivedTrack + device * kRowsPerDevice + row. Pure; one thread.
+// Their track ids are reserved at the top of what the store takes: first
+// the counter rows, kFirstDerivedTrack + slot (slots in the order the names
+// were first seen), then the devices' rows, kFirstDeviceRow + device *
+// kRowsPerDevice + row. Pure; one thread.
 #ifndef LIVEPROF_STORE_DERIVED_ROWS_H_
 #define LIVEPROF_STORE_DERIVED_ROWS_H_
 
@@ -45,22 +54,37 @@ namespace liveprof {
 
 class DerivedRows {
  public:
-  enum class Row : uint8_t { kSteps = 0, kFrameworkOps = 1, kMemory = 2 };
+  // kCounter: a counter name's row (no device).
+  enum class Row : uint8_t { kSteps = 0, kFrameworkOps = 1, kMemory = 2, kCounter = 3 };
   static constexpr uint32_t kRowsPerDevice = 3;
   static constexpr uint32_t kDevices = 256;  // Event::device is 8 bits.
-  // Producers number tracks from 1 up; the last kDevices * kRowsPerDevice
-  // ids below 8192 (event ids stay under 2^53, trace_store.h) are these.
-  static constexpr TrackId kFirstDerivedTrack = 8192 - kDevices * kRowsPerDevice;
+  static constexpr uint32_t kCounterRows = 256;
+  // Producers number tracks from 1 up; the last kCounterRows + kDevices *
+  // kRowsPerDevice ids below 8192 (event ids stay under 2^53,
+  // trace_store.h) are these.
+  static constexpr TrackId kEndDerivedTrack = 8192;
+  static constexpr TrackId kFirstDeviceRow = kEndDerivedTrack - kDevices * kRowsPerDevice;
+  static constexpr TrackId kFirstDerivedTrack = kFirstDeviceRow - kCounterRows;
 
   static TrackId TrackOf(uint8_t device, Row row) {
-    return kFirstDerivedTrack + device * kRowsPerDevice + static_cast<uint32_t>(row);
+    return kFirstDeviceRow + device * kRowsPerDevice + static_cast<uint32_t>(row);
   }
-  static bool IsDerived(TrackId id) { return id >= kFirstDerivedTrack && id < kFirstDerivedTrack + kDevices * kRowsPerDevice; }
-  static uint8_t DeviceOf(TrackId id) { return static_cast<uint8_t>((id - kFirstDerivedTrack) / kRowsPerDevice); }
-  static Row RowOf(TrackId id) { return static_cast<Row>((id - kFirstDerivedTrack) % kRowsPerDevice); }
+  static TrackId CounterTrack(uint32_t slot) { return kFirstDerivedTrack + slot; }
+  static bool IsDerived(TrackId id) { return id >= kFirstDerivedTrack && id < kEndDerivedTrack; }
+  static bool IsCounterRow(TrackId id) { return id >= kFirstDerivedTrack && id < kFirstDeviceRow; }
+  static uint8_t DeviceOf(TrackId id) {
+    return IsCounterRow(id) ? 0 : static_cast<uint8_t>((id - kFirstDeviceRow) / kRowsPerDevice);
+  }
+  static Row RowOf(TrackId id) {
+    return IsCounterRow(id) ? Row::kCounter : static_cast<Row>((id - kFirstDeviceRow) % kRowsPerDevice);
+  }
 
-  // A track definition: GPU streams make their device known.
+  // A track definition: GPU streams make their device known; a counter-typed
+  // track's samples are a row already.
   void Define(TrackId id, const TrackInfo& info);
+  // The name of counter row `id`'s samples, if this instance made it (a run
+  // read back did not: its samples carry the name).
+  std::optional<NameId> CounterName(TrackId id) const;
   // The derived events of `events`, appended to `out` (cleared first).
   void Derive(std::span<const Event> events, std::vector<Event>* out);
   // The ops held open, ended now (a run that stops; tests).
@@ -74,12 +98,16 @@ class DerivedRows {
   void Close(uint8_t device, std::vector<Event>* out);
   void SeeDevice(uint8_t device);
   void Memory(const Event& e, std::vector<Event>* out);
+  void Counter(const Event& e, std::vector<Event>* out);
 
   std::vector<uint8_t> devices_;                    // GPUs seen, in order.
   std::array<bool, kDevices> seen_{};
   std::array<std::optional<OpenOp>, kDevices> open_{};
   std::array<uint64_t, kDevices> in_use_{};                            // bytes, per device.
   std::array<std::unordered_map<uint64_t, uint64_t>, kDevices> live_;  // address -> bytes.
+  std::vector<bool> counter_typed_;                // by TrackId: a counter-typed track.
+  std::unordered_map<NameId, uint32_t> counter_slot_;  // counter name -> its row's slot.
+  std::vector<NameId> counter_names_;              // by slot.
 };
 
 }  // namespace liveprof

@@ -12,12 +12,6 @@
 #include <unordered_map>
 
 namespace liveprof {
-namespace {
-
-constexpr uint64_t kIndexBits = 40;
-constexpr uint64_t kIndexMask = (uint64_t{1} << kIndexBits) - 1;
-
-}  // namespace
 
 TraceStore::TraceStore(Options options) : options_(options) {}
 
@@ -210,18 +204,7 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQueryRes
     for (uint64_t j = t.levels[top].base; j <= last && j < t.levels[top].end(); ++j) visit(visit, top, j);
   }
   if (IsCounterRow(id)) HeldBefore(t, t0, out, lock);
-  // Nesting among the returned slices: by start, the longer first.
-  std::sort(out->slices.begin(), out->slices.end(), [](const auto& a, const auto& b) {
-    return a.ts != b.ts ? a.ts < b.ts : a.dur != b.dur ? a.dur > b.dur : a.id < b.id;
-  });
-  std::vector<uint64_t> open_ends;
-  for (auto& s : out->slices) {
-    while (!open_ends.empty() && open_ends.back() <= s.ts && !(s.dur == 0 && open_ends.back() == s.ts)) {
-      open_ends.pop_back();
-    }
-    s.depth = static_cast<uint8_t>(std::min<size_t>(open_ends.size(), 255));
-    open_ends.push_back(s.ts + s.dur);
-  }
+  NestSlices(&out->slices);
   for (uint32_t px = 0; px < grid.width_px; ++px) {
     const MipBucket& f = folds[px];
     if (f.count == 0) continue;
@@ -230,8 +213,41 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQueryRes
   }
 }
 
+void NestSlices(std::vector<TraceQueryResult::Slice>* slices) {
+  // By start, the longer first: a slice's ancestors come before it.
+  std::sort(slices->begin(), slices->end(), [](const auto& a, const auto& b) {
+    return a.ts != b.ts ? a.ts < b.ts : a.dur != b.dur ? a.dur > b.dur : a.id < b.id;
+  });
+  // The slices still open at a start (end past it), with their depths. A
+  // slice's depth is one more than the deepest open one that contains it
+  // (ends at or after its end), 0 if none: one that merely overlaps it (it
+  // ends first: two ops of a merged row, ends rounded past the next start)
+  // is a neighbour in the same lane, not a parent, so back-to-back slices
+  // never make a staircase. (An instant at a slice's end is inside it.)
+  struct Open {
+    uint64_t end;
+    uint8_t depth;
+  };
+  std::vector<Open> open;
+  for (auto& s : *slices) {
+    const uint64_t end = s.ts + s.dur;
+    std::erase_if(open, [&](const Open& o) { return o.end < s.ts || (o.end == s.ts && s.dur != 0); });
+    int depth = 0;
+    for (const Open& o : open) {
+      if (o.end >= end) depth = std::max(depth, o.depth + 1);
+    }
+    s.depth = static_cast<uint8_t>(std::min(depth, 255));
+    open.push_back({end, s.depth});
+    // Many overlapping at once (a row of unrelated spans): the oldest are
+    // the least likely parents; a bound keeps this linear.
+    if (open.size() > 256) open.erase(open.begin(), open.begin() + 128);
+  }
+}
+
 bool TraceStore::IsCounterRow(TrackId id) const {
-  if (DerivedRows::IsDerived(id)) return DerivedRows::RowOf(id) == DerivedRows::Row::kMemory;
+  if (DerivedRows::IsDerived(id)) {
+    return DerivedRows::RowOf(id) == DerivedRows::Row::kMemory || DerivedRows::RowOf(id) == DerivedRows::Row::kCounter;
+  }
   return id < track_info_.size() && track_info_[id].type == TrackType::kCounter;
 }
 
@@ -318,6 +334,7 @@ TraceQueryResult TraceStore::Query(const TraceQuery& q) const {
       if (const auto it = launch.find(s.corr); it != launch.end()) r.flows.push_back({it->second, s.id});
     }
   }
+  FindFlowEnds(&r);
   return r;
 }
 
@@ -335,45 +352,6 @@ std::optional<Event> TraceStore::Get(StoredEventId id) const {
   Event e = decoded.back();
   e.track = static_cast<TrackId>(id >> kIndexBits);
   return e;
-}
-
-std::optional<std::pair<StoredEventId, Event>> TraceStore::Search(std::string_view text, uint64_t from, bool forward,
-                                                                  const std::vector<TrackId>& tracks) const {
-  std::shared_lock lock = LockShared();
-  std::vector<bool> match(names_.size(), false);
-  uint64_t bits = 0;
-  for (NameId n = 0; n < names_.size(); ++n) {
-    if (!text.empty() && names_[n].find(text) != std::string_view::npos) match[n] = true, bits |= uint64_t{1} << (n & 63);
-  }
-  if (bits == 0) return std::nullopt;
-  std::optional<std::pair<StoredEventId, Event>> best;
-  auto better = [&](const Event& e) {
-    if (forward ? e.ts <= from : e.ts >= from) return false;
-    return !best || (forward ? e.ts < best->second.ts : e.ts > best->second.ts);
-  };
-  thread_local std::vector<Event> decoded;
-  thread_local std::string scratch;
-  for (TrackId id = 0; id < tracks_.size(); ++id) {
-    if (!tracks_[id] || (!tracks.empty() && std::find(tracks.begin(), tracks.end(), id) == tracks.end())) continue;
-    const TrackStore& t = *tracks_[id];
-    for (uint64_t j = t.base(); j < t.levels[0].end(); ++j) {
-      LetWriterIn(lock);  // chunk by chunk, as Query.
-      if (j < t.base()) j = t.base();  // freed meanwhile.
-      if (j >= t.levels[0].end()) break;
-      const Node& n = t.levels[0].at(j);
-      if ((t.chunk(j).name_bits & bits) == 0) continue;
-      if (forward ? n.max_start <= from : n.min_start >= from) continue;
-      if (best && (forward ? n.min_start >= best->second.ts : n.max_start <= best->second.ts)) continue;
-      DecodeChunk(View(t, j, &scratch), &decoded);
-      for (uint32_t i = 0; i < decoded.size(); ++i) {
-        Event& e = decoded[i];
-        if (e.name >= match.size() || !match[e.name] || !better(e)) continue;
-        e.track = id;
-        best.emplace((uint64_t{id} << kIndexBits) | (j * kChunkEvents + i), e);
-      }
-    }
-  }
-  return best;
 }
 
 void TraceStore::ForEach(uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
@@ -425,6 +403,16 @@ bool TraceStore::ForEachWhile(uint64_t t0, uint64_t t1, const std::vector<TrackI
   return true;
 }
 
+NameId TraceStore::CounterRowName(const TrackStore& t, TrackId id) const {
+  if (const auto name = derived_.CounterName(id)) return *name;
+  // A run read back: the name of a sample it holds (all have the row's).
+  if (t.events == 0 || t.base() >= t.end()) return 0;
+  thread_local std::vector<Event> decoded;
+  thread_local std::string scratch;
+  DecodeChunk(View(t, t.end() - 1, &scratch), &decoded, 1);
+  return decoded.empty() ? 0 : decoded[0].name;
+}
+
 std::string TraceStore::Name(NameId id) const {
   const std::shared_lock lock = LockShared();
   return id < names_.size() ? std::string(names_[id]) : std::string();
@@ -440,7 +428,9 @@ std::vector<std::pair<TrackId, TrackInfo>> TraceStore::Tracks() const {
   std::vector<std::pair<TrackId, TrackInfo>> out;
   for (TrackId id = 0; id < tracks_.size(); ++id) {
     if (!tracks_[id]) continue;
-    if (DerivedRows::IsDerived(id)) {
+    if (DerivedRows::IsCounterRow(id)) {  // named by its samples' name.
+      out.emplace_back(id, TrackInfo{CounterRowName(*tracks_[id], id), TrackType::kCounter, 0, 0});
+    } else if (DerivedRows::IsDerived(id)) {
       out.emplace_back(id, TrackInfo{0, TrackType::kGpuStream, 0, DerivedRows::DeviceOf(id)});
     } else {
       out.emplace_back(id, id < track_info_.size() ? track_info_[id] : TrackInfo{});

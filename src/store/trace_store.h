@@ -129,9 +129,23 @@ struct TraceQueryResult {
     uint64_t held_ts = 0;
     double held_value = 0;
   };
-  struct Flow {  // a launch and its device work, both in the view.
+  struct Flow {  // a launch and its device work, one of them at least in the view.
     StoredEventId from = 0, to = 0;
   };
+  // A flow's end that is not among the slices (outside the view, or folded
+  // there): enough to draw an arrow towards it. Found for a slice whose
+  // launch (a runtime API call) or device work (a kernel, a copy) is not a
+  // slice too, within kFlowReachNs of it (a launch before its work, the
+  // work after), when at most kMaxFlowEnds ends are missing.
+  struct FlowEnd {
+    StoredEventId id = 0;
+    TrackId track = 0;
+    uint64_t ts = 0, dur = 0;
+    NameId name = 0;
+    EventKind kind = EventKind::kInvalid;
+  };
+  static constexpr uint64_t kFlowReachNs = 50'000'000;
+  static constexpr size_t kMaxFlowEnds = 256;
   // The grid (above): pixel p is [t0 + p * ns_per_px, t0 + (p + 1) * ns_per_px),
   // t1 = t0 + width_px * ns_per_px (at most UINT64_MAX); ns_per_px a power
   // of two, at most 2^63.
@@ -140,8 +154,14 @@ struct TraceQueryResult {
   double ns_per_px = 0;
   std::vector<Track> tracks;
   std::vector<Flow> flows;
+  std::vector<FlowEnd> flow_ends;  // by id.
   uint64_t events_visited = 0;  // decoded one by one (the rest folded by node).
 };
+
+// Sets each slice's depth (sorting them by start, the longer first): the
+// number of slices around it, each containing the next (a slice that only
+// overlaps another, ending after it, is not its child).
+void NestSlices(std::vector<TraceQueryResult::Slice>* slices);
 
 class TraceStore {
  public:
@@ -188,9 +208,20 @@ class TraceStore {
   // One event whole, by id (nullopt for an unknown id). Any thread.
   std::optional<Event> Get(StoredEventId id) const;
   // The first event on `tracks` (empty: all) whose name contains `text`,
-  // starting after `from` (forward) or before it (backward). Any thread.
+  // starting after `from` (forward) or before it (backward). With
+  // `from_id`, the events are ordered by (start, id) and the search starts
+  // after (or before) the event (from, from_id): equal starts are stepped
+  // through one by one. Any thread.
   std::optional<std::pair<StoredEventId, Event>> Search(std::string_view text, uint64_t from, bool forward,
-                                                        const std::vector<TrackId>& tracks = {}) const;
+                                                        const std::vector<TrackId>& tracks = {},
+                                                        std::optional<StoredEventId> from_id = std::nullopt) const;
+  // How many events on `tracks` (empty: all) have a name containing `text`,
+  // and how many of them come before (ts, id) in that order. Any thread.
+  struct MatchCount {
+    uint64_t total = 0, before = 0;
+  };
+  MatchCount CountMatches(std::string_view text, uint64_t ts, StoredEventId id,
+                          const std::vector<TrackId>& tracks = {}) const;
   // The devices' descriptions (kDeviceInfo, the latest per device, id
   // kNoEventId: they are on no timeline), then every event of `tracks`
   // (empty: all; never the derived rows) overlapping [t0, t1], track by
@@ -206,7 +237,8 @@ class TraceStore {
                     const std::function<bool(StoredEventId, const Event&)>& fn) const;
 
   // Names and tracks as defined so far, the derived rows (derived_rows.h)
-  // included: a GPU's rows, unnamed. Any thread.
+  // included: a GPU's rows, unnamed; a counter name's row, a kCounter track
+  // named by it. Any thread.
   std::string Name(NameId id) const;
   std::vector<std::string> Names() const;  // by NameId.
   std::vector<std::pair<TrackId, TrackInfo>> Tracks() const;
@@ -246,6 +278,16 @@ class TraceStore {
   void LetWriterIn(std::shared_lock<std::shared_mutex>& lock) const;
   void WaitForWriter() const;
   bool IsCounterRow(TrackId id) const;
+  NameId CounterRowName(const TrackStore& t, TrackId id) const;  // a derived counter row's.
+  void FindFlowEnds(TraceQueryResult* r) const;  // trace_store_find.cc
+  // The names Search and CountMatches take: per name id, whether it matches;
+  // returns the name_bits of the chunks that may hold one (0: none).
+  uint64_t MatchingNames(std::string_view text, std::vector<bool>* match) const;
+  // fn(id, event) for each event on `tracks` (empty: all) named like `text`,
+  // in the chunks whose index node `want_chunk` takes (Search, CountMatches).
+  void ForEachMatch(std::string_view text, const std::vector<TrackId>& tracks,
+                    const std::function<bool(const Node&)>& want_chunk,
+                    const std::function<void(StoredEventId, Event&)>& fn) const;
 
   // trace_store_disk.cc:
   void Seal(TrackStore& t, TrackId id);  // its open chunk, to RAM and to the run folder.

@@ -256,7 +256,7 @@ bool TraceStore::Open(std::string* error) {
       c.disk = pos;
       const bool ends_ok = std::is_sorted(c.ends.begin(), c.ends.end()) && kChunkHead + c.ends.back() == body.size();
       if (c.count == 0 || c.count > kChunkEvents || !ends_ok ||
-          !CheckChunk(body.data() + kChunkHead, c.ends, c.count, c.uniform) || c.uniform >= (1 << kChunkColumns) || counters > 1 || id >= DerivedRows::kFirstDerivedTrack + DerivedRows::kDevices * DerivedRows::kRowsPerDevice ||
+          !CheckChunk(body.data() + kChunkHead, c.ends, c.count, c.uniform) || c.uniform >= (1 << kChunkColumns) || counters > 1 || id >= DerivedRows::kEndDerivedTrack ||
           j >= (uint64_t{1} << 34)) {
         return problem(pos, "a chunk record that does not hold together");
       }

@@ -18,6 +18,10 @@
 
 namespace liveprof {
 
+// An event's id: (track << kIndexBits) | its index in the track.
+inline constexpr uint64_t kIndexBits = 40;
+inline constexpr uint64_t kIndexMask = (uint64_t{1} << kIndexBits) - 1;
+
 // What a query's summaries report of an event: a counter sample's value
 // (0 for the others).
 inline double ValueOf(const Event& e) { return e.kind == EventKind::kCounter ? e.payload.counter.value : 0; }

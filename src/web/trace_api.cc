@@ -76,7 +76,7 @@ Params ReadParams(const RequestTarget& target, const TraceStore::Stats& stats,
       if (key != "token") p.error = "unknown query parameter '" + key + "' for " + target.path;
       continue;
     }
-    if (key == "t0" || key == "t1" || key == "width" || key == "from" || key == "id") {
+    if (key == "t0" || key == "t1" || key == "width" || key == "from" || key == "from_id" || key == "id") {
       const auto n = WholeNumber(value);
       if (!n) {
         p.error = key + "='" + value + "': expected a whole number" + (key == "width" ? " of pixels" : " (ns)");
@@ -187,7 +187,20 @@ Reply Viewport(const RequestTarget& target, const TraceStore& store) {
     w.EndArray();
   }
   w.EndArray();
-  w.Key("names");  // the names the slices and summaries use, by id.
+  w.Key("flow_ends");  // [id, track, ts, dur, name, kind]: flows' ends that are not slices here.
+  w.BeginArray();
+  for (const auto& f : r.flow_ends) {
+    w.BeginArray();
+    w.UInt(f.id);
+    w.UInt(f.track);
+    w.UInt(f.ts);
+    w.UInt(f.dur);
+    w.UInt(f.name);
+    w.String(EventKindName(f.kind));
+    w.EndArray();
+  }
+  w.EndArray();
+  w.Key("names");  // the names the slices, summaries and flow ends use, by id.
   w.BeginObject();
   for (const NameId n : UsedNames(r)) w.KV(std::to_string(n), store.Name(n));
   w.EndObject();
@@ -210,7 +223,7 @@ Reply OneEvent(const RequestTarget& target, const TraceStore& store) {
 }
 
 Reply Search(const RequestTarget& target, const TraceStore& store) {
-  const Params p = ReadParams(target, store.stats(), {"q", "from", "dir", "tracks"});
+  const Params p = ReadParams(target, store.stats(), {"q", "from", "from_id", "dir", "tracks"});
   if (!p.error.empty()) return ErrorReply(400, p.error);
   const auto text = target.Param("q");
   if (!text || text->empty()) return ErrorReply(400, "q: the text to find in event names is missing");
@@ -218,11 +231,19 @@ Reply Search(const RequestTarget& target, const TraceStore& store) {
   if (dir != "next" && dir != "prev") return ErrorReply(400, "dir='" + std::string(dir) + "': expected next or prev");
   const auto from_text = target.Param("from");
   const uint64_t from = from_text ? WholeNumber(*from_text).value_or(0) : (dir == "next" ? 0 : UINT64_MAX);
-  const auto found = store.Search(*text, from, dir == "next", p.tracks);
+  const auto from_id_text = target.Param("from_id");
+  const std::optional<StoredEventId> from_id =
+      from_id_text ? WholeNumber(*from_id_text) : std::optional<StoredEventId>();
+  const auto found = store.Search(*text, from, dir == "next", p.tracks, from_id);
+  // The matches, and the found one's place among them by (ts, id): "k of N".
+  const TraceStore::MatchCount count =
+      store.CountMatches(*text, found ? found->second.ts : from, found ? found->first : from_id.value_or(0), p.tracks);
   JsonWriter w;
   w.BeginObject();
   w.KV("type", "trace_search");
   w.KV("v", 1);
+  w.KV("matches", count.total);
+  if (found) w.KV("index", count.before + 1);  // 1-based.
   w.Key("event");
   if (found) {
     EventJson(w, store, found->first, found->second);

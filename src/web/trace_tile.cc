@@ -32,7 +32,7 @@ TileTracks::TileTracks(const TraceStore& store) : store_(store) {
 
 TileTrackInfo TileTracks::Describe(TrackId track) const {
   TileTrackInfo out;
-  if (DerivedRows::IsDerived(track)) {
+  if (DerivedRows::IsDerived(track) && !DerivedRows::IsCounterRow(track)) {
     // A GPU's rows have no definition of their own: named as xprof names them.
     static constexpr std::pair<TileTrackType, const char*> kRows[] = {
         {TileTrackType::kSteps, "Steps"}, {TileTrackType::kFrameworkOps, "Framework ops"},
@@ -68,6 +68,7 @@ std::vector<NameId> UsedNames(const TraceQueryResult& r) {
     for (const auto& s : t.slices) used.push_back(s.name);
     for (const auto& s : t.summaries) used.push_back(s.longest);
   }
+  for (const auto& f : r.flow_ends) used.push_back(f.name);
   std::sort(used.begin(), used.end());
   used.erase(std::unique(used.begin(), used.end()), used.end());
   return used;
@@ -120,6 +121,12 @@ std::string EncodeTraceTile(uint32_t id, const TraceQueryResult& r, const TraceS
   flows.reserve(r.flows.size());
   for (const auto& f : r.flows) flows.emplace_back(f.from, f.to);
   const auto flow_vec = fbb.CreateVectorOfStructs(flows.data(), flows.size());
+  std::vector<wire::TileFlowEnd> flow_ends;
+  flow_ends.reserve(r.flow_ends.size());
+  for (const auto& f : r.flow_ends) {
+    flow_ends.emplace_back(f.id, f.ts, f.dur, f.track, f.name, static_cast<uint8_t>(f.kind));
+  }
+  const auto flow_end_vec = fbb.CreateVectorOfStructs(flow_ends.data(), flow_ends.size());
 
   std::vector<Offset<wire::NameDef>> names;
   for (const NameId n : UsedNames(r)) names.push_back(wire::CreateNameDef(fbb, n, fbb.CreateString(store.Name(n))));
@@ -144,6 +151,7 @@ std::string EncodeTraceTile(uint32_t id, const TraceQueryResult& r, const TraceS
   tile.add_tracks(track_vec);
   tile.add_flows(flow_vec);
   tile.add_names(name_vec);
+  tile.add_flow_ends(flow_end_vec);
   const auto body = tile.Finish();
   wire::FinishFrameBuffer(fbb, wire::CreateFrame(fbb, kFrameVersion, wire::Body::TraceTile, body.Union()));
   return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());

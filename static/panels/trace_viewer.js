@@ -1,21 +1,31 @@
 // The trace viewer: every event the server keeps, drawn on a canvas from
 // the tile in hand (trace/tiles.js) while a better one loads. Input as in
-// chrome://tracing: the wheel zooms (shift+wheel pans), W/S zoom and A/D
-// pan, 1-4 pick the mouse's mode (select, pan, zoom, timing), F frames the
-// selection, 0 the whole trace, Esc clears. A click selects one event (its
-// details and flows), a drag in select mode sums up a box of events, the
-// timing tool marks an interval and says its length. "Follow" tails the
-// newest events at the current zoom.
+// Perfetto's UI: W/S zoom and A/D pan, faster while held (trace/nav.js);
+// the wheel (or ctrl+wheel, a pinch) zooms about the mouse, shift+wheel
+// pans; 1-4 pick the mouse's mode (select, pan, zoom, timing); F frames the
+// selection or the search hit; 0 the whole trace; Esc clears; Enter /
+// Shift+Enter step through the search's matches (trace/search.js); ? the
+// keys. A click selects one event (its details and flows), a drag in
+// select mode sums up a box of events, the timing tool marks an interval
+// and says its length; the dot left of a row's timeline pins it to the top
+// (kept there while the page scrolls). "Follow" tails the newest events at
+// the current zoom.
 import {bytes, duration, esc, int, num} from '../format.js';
-import {counterText, drawTrace, prepareTile, timeToX, xToTime} from '../trace/draw.js';
-import {GUTTER, MAX_LANES, laneAt, layoutRows, rowAt} from '../trace/layout.js';
+import {counterText, drawTrace, prepareTile, xToTime} from '../trace/draw.js';
+import {AXIS_H, GUTTER, MAX_LANES, PIN_W, laneAt, layoutPinned, layoutRows, rowAt} from '../trace/layout.js';
+import {KeyMotion, frameEvent} from '../trace/nav.js';
+import {mountSearch, noMatch} from '../trace/search.js';
 import {TileLoader, covers} from '../trace/tiles.js';
 
 const MODES = ['select', 'pan', 'zoom', 'timing'];
 const MIN_SPAN_NS = 200;
-const KEY_ZOOM = 1.3;
-const KEY_PAN = 0.15;
+const HIT_SHARE = 1 / 3;   // a search hit spans a third of the view.
+const FIT_SHARE = 0.8;     // F: the selection spans 80 % of it.
 const MAX_SAMPLES = 2000;
+const HELP = [['W / S', 'zoom in / out (hold: faster)'], ['A / D', 'pan left / right (hold: faster)'],
+  ['wheel, ctrl+wheel', 'zoom about the mouse'], ['shift+wheel', 'pan'], ['F', 'frame the selection or search hit'],
+  ['0', 'the whole trace'], ['1-4', 'mouse: select, pan, zoom, timing'], ['Enter / Shift+Enter', 'next / previous match'],
+  ['Esc', 'leave the search box; clear the selection'], ['●/○ left of a row', 'pin the row to the top'], ['?', 'these keys']];
 const FOLLOW_MS = 500;
 
 export default {
@@ -31,18 +41,25 @@ export default {
         <label><input type="checkbox" class="follow"> follow</label>
         <button class="fit" title="the whole trace (0)">whole trace</button>
         <input type="search" class="search" placeholder="find event by name" aria-label="find event by name">
-        <button class="prev" title="previous match">◀</button><button class="next" title="next match (Enter)">▶</button>
+        <button class="prev" title="previous match (Shift+Enter)">◀</button><button class="next" title="next match (Enter)">▶</button>
+        <span class="search-count muted" aria-live="polite"></span>
         <a class="export" download="liveprof-trace.json.gz" title="the events in view as Chrome trace JSON">export view</a>
+        <button class="help-button" title="keys (?)">?</button>
         <span class="spacer"></span><span class="trace-status muted"></span>
       </div>
-      <div class="trace-canvas-box"><canvas class="trace-canvas" tabindex="0" aria-label="trace timeline"></canvas>
+      <div class="trace-help hidden"><table class="kv">${HELP.map(([k, v]) =>
+        `<tr><th>${esc(k)}</th><td>${esc(v)}</td></tr>`).join('')}</table></div>
+      <div class="trace-canvas-box"><canvas class="trace-head" aria-label="time axis and pinned rows"></canvas>
+        <canvas class="trace-canvas" tabindex="0" aria-label="trace timeline"></canvas>
         <div class="trace-tip hidden"></div></div>
       <div class="trace-details" aria-live="polite"><p class="muted">Click an event for its details; drag to sum up a
-        box of events; W/S zoom, A/D pan, wheel zooms, 1-4 mouse mode.</p></div>
+        box of events; W/S zoom, A/D pan, wheel zooms, F frames the selection, 1-4 mouse mode, ? all keys.</p></div>
     </section>`;
     const $ = (s) => root.querySelector(s);
     const canvas = $('.trace-canvas');
     const g = canvas.getContext('2d');
+    const head = $('.trace-head');  // the axis and the pinned rows, on top while the page scrolls.
+    const gh = head.getContext('2d');
     const tip = $('.trace-tip');
 
     const st = {
@@ -52,7 +69,12 @@ export default {
       tracks: new Map(),     // id -> the answer's track (name, type, device, os_id)
       lanes: new Map(),      // id -> lanes the tile in hand needs
       collapsed: new Set(),
-      layout: {rows: [], height: 100},
+      pinned: new Set(),     // track ids, in the order pinned.
+      layout: {rows: [], height: 100},     // the rows' canvas
+      pinLayout: {rows: [], height: AXIS_H},  // the header's: the axis, then the pinned rows
+      hit: null,             // the search hit: {id, ts, dur, track, name}
+      selected: null,        // the selected event as /api/trace/event gave it
+      out: {}, outHead: {},  // what the last frame drew (draw.js): ticks, counters, flows, hit
       mode: 'select',
       follow: false,
       selectedId: null,
@@ -107,12 +129,15 @@ export default {
       st.inputAt = performance.now();
       st.inputFramed = false;
     }
+    // The view, kept inside the trace as Perfetto keeps it: never wider
+    // than the trace, never before its start or past its end.
     function setView(t0, t1) {
       let span = Math.max(MIN_SPAN_NS, t1 - t0);
-      const whole = st.bounds.last - st.bounds.first;
-      span = Math.min(span, Math.max(whole * 1.2, MIN_SPAN_NS));
-      const mid = Math.min(Math.max((t0 + t1) / 2, st.bounds.first - whole * 0.1), st.bounds.last + whole * 0.1);
-      st.view = {t0: mid - span / 2, t1: mid + span / 2};
+      const {first, last} = st.bounds;
+      span = Math.min(span, Math.max(last - first, MIN_SPAN_NS));
+      let a = (t0 + t1) / 2 - span / 2;
+      a = Math.max(first, Math.min(a, last - span));
+      st.view = {t0: a, t1: a + span};
       markInput();
       request();
       schedule();
@@ -139,30 +164,48 @@ export default {
     // ---- drawing ----
 
     function relayout() {
-      st.layout = layoutRows(st.tracks, st.lanes, st.collapsed);
+      st.pinLayout = layoutPinned(st.tracks, st.lanes, st.pinned, AXIS_H);
+      st.layout = layoutRows(st.tracks, st.lanes, st.collapsed, st.pinned, 0);
       schedule();
+    }
+    function togglePin(id) {
+      if (st.pinned.has(id)) st.pinned.delete(id);
+      else st.pinned.add(id);
+      relayout();
     }
     let frame = 0;
     function schedule() { if (!frame) frame = requestAnimationFrame(draw); }
+    // A canvas `c` sized W x H css px at the screen's resolution.
+    function size(c, W, H, dpr) {
+      if (c.width !== Math.round(W * dpr) || c.height !== Math.round(H * dpr)) {
+        c.width = Math.round(W * dpr);
+        c.height = Math.round(H * dpr);
+        c.style.width = `${W}px`;
+        c.style.height = `${H}px`;
+      }
+    }
     function draw() {
       frame = 0;
       const dpr = window.devicePixelRatio || 1;
       const W = Math.max(300, $('.trace-canvas-box').clientWidth);
-      const H = Math.min(st.layout.height, 16000);
-      if (canvas.width !== Math.round(W * dpr) || canvas.height !== Math.round(H * dpr)) {
-        canvas.width = Math.round(W * dpr);
-        canvas.height = Math.round(H * dpr);
-        canvas.style.width = `${W}px`;
-        canvas.style.height = `${H}px`;
-      }
+      const H = Math.max(1, Math.min(st.layout.height, 16000));
+      const HH = Math.min(st.pinLayout.height + (st.pinned.size ? 4 : 0), 4000);
+      size(canvas, W, H, dpr);
+      size(head, W, HH, dpr);
+      head.style.top = `${document.querySelector('header')?.offsetHeight ?? 0}px`;
       if (W !== st.W) {
         st.W = W;
         request();
       }
-      g.setTransform(dpr, 0, 0, dpr, 0, 0);
       if (st.view) {
-        drawTrace(g, {W, H, view: st.view, bounds: st.bounds, rows: st.layout.rows, tile: st.tile,
-          names: st.tile?.names ?? new Map(), selectedId: st.selectedId, timing: st.timing, box: st.box});
+        const common = {W, view: st.view, bounds: st.bounds, tile: st.tile, names: st.tile?.names ?? new Map(),
+          selectedId: st.selectedId, timing: st.timing, hit: st.hit ?? st.selected, pinned: st.pinned};
+        st.out = {};
+        st.outHead = {};
+        g.setTransform(dpr, 0, 0, dpr, 0, 0);
+        drawTrace(g, {...common, H, rows: st.layout.rows, box: st.box, header: false, out: st.out});
+        gh.setTransform(dpr, 0, 0, dpr, 0, 0);
+        drawTrace(gh, {...common, H: HH, rows: st.pinLayout.rows, header: true, out: st.outHead});
       }
       const now = performance.now();
       if (st.inputAt !== null) {
@@ -177,6 +220,7 @@ export default {
       st.fresh = false;
       drawStatus();
       canvas.dataset.drawn = String(Number(canvas.dataset.drawn ?? 0) + 1);
+      $('.trace-help').classList.toggle('hidden', !st.help);
     }
     function push(a, v) {
       a.push(v);
@@ -199,8 +243,8 @@ export default {
 
     // ---- picking ----
 
-    function pick(x, y) {
-      const row = rowAt(st.layout.rows, y);
+    function pick(x, y, layout = st.layout) {
+      const row = rowAt(layout.rows, y);
       if (!row || row.kind !== 'track' || !st.tile || x < GUTTER) return {row};
       const lane = laneAt(row, y);
       const data = st.tile.tracks.get(row.id);
@@ -209,7 +253,7 @@ export default {
       const slack = 2 * (st.view.t1 - st.view.t0) / px();
       let best = null;
       for (const s of data.slices) {
-        const sLane = Math.min(s.depth, MAX_LANES - 1);
+        const sLane = Math.min(s.depth, row.lanes - 1, MAX_LANES - 1);
         if (sLane !== lane || s.ts > t + slack || s.ts + s.dur < t - slack) continue;
         if (!best || s.dur < best.dur) best = s;
       }
@@ -224,8 +268,10 @@ export default {
       return {row, folded};
     }
 
-    async function select(id) {
+    async function select(id, known = null) {
       st.selectedId = id;
+      if (st.hit && st.hit.id !== id) st.hit = null;
+      if (st.selected?.id !== id) st.selected = known;
       schedule();
       const box = $('.trace-details');
       if (id === null) {
@@ -233,8 +279,9 @@ export default {
         return;
       }
       try {
-        const e = await ctx.get('trace/event', {id});
+        const e = known ?? await ctx.get('trace/event', {id});
         if (st.selectedId !== id) return;
+        st.selected = e;
         box.innerHTML = eventDetails(e);
         for (const b of box.querySelectorAll('[data-goto]')) b.addEventListener('click', () => reveal(+b.dataset.goto));
       } catch (err) {
@@ -267,23 +314,23 @@ export default {
         $('.trace-details').insertAdjacentHTML('beforeend', `<p class="note">${esc(err.message)}</p>`);
       }
     }
-    function showEvent(e) {
-      let span = st.view.t1 - st.view.t0;
-      if (e.dur > span * 0.8) span = e.dur * 1.25;
+    // Frames an event at `share` of the view (a search hit: a third, as
+    // Perfetto's) and selects it.
+    function showEvent(e, share = HIT_SHARE) {
       st.follow = false;
       $('.follow').checked = false;
-      const mid = e.ts + e.dur / 2;
-      setView(mid - span / 2, mid + span / 2);
-      select(e.id);
+      const v = frameEvent(e, share);
+      setView(v.t0, v.t1);
+      select(e.id, e);
     }
 
     // The events of a box: per name, count and time, from the tile.
-    function summarize(box) {
+    function summarize(box, layout = st.layout) {
       const ta = Math.min(box.t0, box.t1), tb = Math.max(box.t0, box.t1);
       const ya = Math.min(box.y0, box.y1), yb = Math.max(box.y0, box.y1);
       const by = new Map();
       let folded = 0;
-      for (const row of st.layout.rows) {
+      for (const row of layout.rows) {
         if (row.kind !== 'track' || row.y + row.h < ya || row.y > yb) continue;
         const data = st.tile?.tracks.get(row.id);
         if (!data) continue;
@@ -309,39 +356,46 @@ export default {
 
     // ---- input ----
 
-    function local(e) {
-      const r = canvas.getBoundingClientRect();
+    function local(e, c = canvas) {
+      const r = c.getBoundingClientRect();
       return {x: e.clientX - r.left, y: e.clientY - r.top};
     }
-    canvas.addEventListener('wheel', (e) => {
+    for (const c of [canvas, head]) {
+      c.addEventListener('wheel', (e) => {
+        if (!st.view) return;
+        e.preventDefault();
+        const {x} = local(e, c);
+        if (e.shiftKey || Math.abs(e.deltaX) > Math.abs(e.deltaY)) pan((e.deltaX || e.deltaY) / px());
+        else zoom(Math.exp(e.deltaY * (e.ctrlKey ? 0.01 : 0.002)), Math.max(GUTTER, x));  // (ctrl: a pinch's small steps)
+      }, {passive: false});
+      c.addEventListener('mousedown', (e) => mouseDown(e, c));
+    }
+    function mouseDown(e, c) {
       if (!st.view) return;
-      e.preventDefault();
-      const {x} = local(e);
-      if (e.shiftKey || Math.abs(e.deltaX) > Math.abs(e.deltaY)) pan((e.deltaX || e.deltaY) / px());
-      else zoom(Math.exp(e.deltaY * 0.002), Math.max(GUTTER, x));
-    }, {passive: false});
-    canvas.addEventListener('mousedown', (e) => {
-      if (!st.view) return;
-      const p = local(e);
+      const p = local(e, c);
+      const layout = c === head ? st.pinLayout : st.layout;
       canvas.focus();
       if (p.x < GUTTER) {
-        const row = rowAt(st.layout.rows, p.y);
+        const row = rowAt(layout.rows, p.y);
         if (row?.kind === 'section') {
           if (st.collapsed.has(row.key)) st.collapsed.delete(row.key);
           else st.collapsed.add(row.key);
           relayout();
+        } else if (row?.kind === 'track' && p.x >= GUTTER - PIN_W - 4) {
+          togglePin(row.id);
         }
         return;
       }
+      if (c === head && p.y < AXIS_H) return;
       const mode = e.button === 1 ? 'pan' : st.mode;
-      st.drag = {mode, x: p.x, y: p.y, t: xToTime(st.view, st.W, p.x), view: {...st.view}, moved: false};
+      st.drag = {mode, x: p.x, y: p.y, t: xToTime(st.view, st.W, p.x), view: {...st.view}, moved: false, c, layout};
       e.preventDefault();
-    });
+    }
     window.addEventListener('mousemove', (e) => {
       const p = local(e);
       st.mouse = p;
       const d = st.drag;
-      if (!d) return hover(p, e);
+      if (!d) return hover(e.target === head ? local(e, head) : p, e);
       if (Math.abs(p.x - d.x) + Math.abs(p.y - d.y) > 3) d.moved = true;
       if (!d.moved) return;
       const t = xToTime(d.view, st.W, p.x);
@@ -359,9 +413,9 @@ export default {
       const d = st.drag;
       if (!d) return;
       st.drag = null;
-      const p = local(e);
+      const p = local(e, d.c);
       if (!d.moved) {
-        const hit = pick(p.x, p.y);
+        const hit = pick(p.x, p.y, d.layout);
         if (hit.slice) select(hit.slice.id);
         else if (hit.counter) {
           const f = hit.counter;
@@ -384,46 +438,62 @@ export default {
         st.box = null;
         setView(a, b);
       } else if (d.mode === 'select' && st.box) {
-        summarize(st.box);
+        summarize(st.box, d.layout);  // (a box drawn over the pinned rows sums those)
         st.box = null;
       }
       schedule();
     });
     function hover(p, e) {
-      if (e.target !== canvas || !st.tile) {
+      if ((e.target !== canvas && e.target !== head) || !st.tile) {
         tip.classList.add('hidden');
         return;
       }
-      const hit = pick(p.x, p.y);
+      const hit = pick(p.x, p.y, e.target === head ? st.pinLayout : st.layout);
       const s = hit.slice;
-      if (!s) {
+      if (!s && !hit.counter) {
         tip.classList.add('hidden');
         return;
       }
-      tip.textContent = `${st.tile.names.get(s.name) ?? ''} · ${duration(s.dur)}`;
+      tip.textContent = s ? `${st.tile.names.get(s.name) ?? ''} · ${duration(s.dur)}`
+        : `${hit.row.label}: ${counterText(hit.data, hit.counter.last)}`;  // a counter's value at the mouse.
       tip.style.left = `${Math.min(p.x + 12, st.W - 200)}px`;
-      tip.style.top = `${p.y + 14}px`;
+      tip.style.top = `${p.y + 14 + (e.target === head ? head.offsetTop : canvas.offsetTop)}px`;
       tip.classList.remove('hidden');
     }
+    // W/A/S/D: held keys move the view every frame (trace/nav.js), about the mouse when over the timeline.
+    const motion = new KeyMotion({
+      zoom: (f) => zoom(f, st.mouse && st.mouse.x > GUTTER && st.mouse.x < st.W ? st.mouse.x : undefined),
+      pan: (d) => pan(d),
+    });
+    // Keys are the timeline's unless a text box has the focus: then they are the box's only.
+    const typing = (e) => !!e.target.closest?.('input, select, textarea');
+    const hidden = () => root.hidden || !!root.closest('[hidden]');
     document.addEventListener('keydown', (e) => {
-      if (root.hidden || root.closest('[hidden]') || e.target.closest?.('input, select, textarea') || e.ctrlKey || e.metaKey || e.altKey) return;
+      if (hidden() || typing(e) || e.ctrlKey || e.metaKey || e.altKey) return;
       const k = e.key.toLowerCase();
-      const atX = st.mouse && st.mouse.x > GUTTER && st.mouse.x < st.W ? st.mouse.x : undefined;
-      if (k === 'w') zoom(1 / KEY_ZOOM, atX);
-      else if (k === 's') zoom(KEY_ZOOM, atX);
-      else if (k === 'a') pan(-KEY_PAN);
-      else if (k === 'd') pan(KEY_PAN);
+      if (KeyMotion.handles(k)) motion.down(k, e.repeat);
       else if (k >= '1' && k <= '4') st.mode = MODES[+k - 1];
       else if (k === '0') fit();
       else if (k === 'f') {
-        const s = st.selectedId !== null && st.tile?.byId.get(st.selectedId);
-        if (s) setView(s.ts - s.dur * 0.1, s.ts + s.dur * 1.1);
-        else if (st.timing) setView(st.timing.t0, st.timing.t1);
-      } else if (k === 'escape') {
+        const s = st.hit ?? st.selected ?? (st.selectedId !== null && st.tile?.byId.get(st.selectedId));
+        if (s) {
+          const v = frameEvent(s, FIT_SHARE);
+          setView(v.t0, v.t1);
+        } else if (st.timing) setView(st.timing.t0, st.timing.t1);
+      } else if (k === 'enter' && search.active() && !e.target.closest?.('button, a')) search.find(!e.shiftKey);  // (a button: its click)
+      else if (k === '?') st.help = !st.help;
+      else if (k === 'escape') {
         st.timing = null;
+        st.help = false;
         select(null);
       } else return;
       e.preventDefault();
+      schedule();
+    });
+    document.addEventListener('keyup', (e) => motion.up(e.key.toLowerCase()));
+    window.addEventListener('blur', () => motion.stop());
+    $('.help-button').addEventListener('click', () => {
+      st.help = !st.help;
       schedule();
     });
     for (const b of root.querySelectorAll('[data-mode]')) {
@@ -434,23 +504,24 @@ export default {
       st.follow = e.target.checked;
       if (st.follow) follow();
     });
-    async function find(forward) {
-      const q = $('.search').value.trim();
-      if (!q || !st.view) return;
-      const sel = st.selectedId !== null && st.tile?.byId.get(st.selectedId);
-      const from = Math.round(sel ? sel.ts : forward ? st.view.t0 : st.view.t1);
-      try {
-        const r = await ctx.get('trace/search', {q, from, dir: forward ? 'next' : 'prev'});
-        if (r.event) showEvent(r.event);
-        else $('.trace-details').innerHTML = `<p class="muted">No ${forward ? 'later' : 'earlier'} event named like “${esc(q)}”.</p>`;
-      } catch (err) {
-        $('.trace-details').innerHTML = `<p class="note">${esc(err.message)}</p>`;
-      }
-    }
-    $('.next').addEventListener('click', () => find(true));
-    $('.prev').addEventListener('click', () => find(false));
-    $('.search').addEventListener('keydown', (e) => {
-      if (e.key === 'Enter') find(!e.shiftKey);
+    // Search (trace/search.js): a hit is framed at a third of the view, highlighted and selected.
+    const search = mountSearch(root, {
+      get: ctx.get,
+      view: () => st.view,
+      onHit(e) {
+        st.hit = e;
+        showEvent(e, HIT_SHARE);
+      },
+      onNone(q) {
+        st.hit = null;
+        $('.trace-details').innerHTML = noMatch(q);
+        schedule();
+      },
+      onError(err) { $('.trace-details').innerHTML = `<p class="note">${esc(err.message)}</p>`; },
+      focusTimeline() {
+        $('.search').blur();
+        canvas.focus({preventScroll: true});
+      },
     });
     new ResizeObserver(() => schedule()).observe($('.trace-canvas-box'));
 
@@ -466,7 +537,8 @@ export default {
     // What tests and the benchmark read.
     window.liveprofTrace = {
       state: st,
-      zoom, pan, fit, setView, select,
+      search: search.state,
+      zoom, pan, fit, setView, select, togglePin,
       ready: () => !!st.tile && !loader.inflight,
       rawTile: () => loader.tile,  // the tile in hand as it came: /api/trace's shape
     };

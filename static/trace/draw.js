@@ -3,8 +3,12 @@
 // (their opacity is the busy fraction), counters (a GPU's memory in use) as
 // a step chart, flow arrows, the selection and the timing tool's interval. Synchronous: it draws what the tile has, at the
 // view's zoom, whatever the tile's own.
-import {bytes, duration, num} from '../format.js';
-import {AXIS_H, GUTTER, LANE_H, ROW_PAD, laneY} from './layout.js';
+import {duration} from '../format.js';
+import {axisTicks} from './axis.js';
+import {counterText, drawCounter} from './counters.js';
+import {AXIS_H, GUTTER, LANE_H, PIN_W, ROW_PAD, laneY} from './layout.js';
+
+export {counterText};
 
 const FONT = '11px system-ui, sans-serif';
 const CHAR_W = 6.1;  // about one character of FONT, for cutting labels without measuring each.
@@ -48,6 +52,11 @@ export function prepareTile(tile) {
     tracks.set(t.track, {slices, summaries});
     lanesNeeded.set(t.track, lanes);
   }
+  // Flows' ends that are not slices here (outside the tile, or folded):
+  // by id too, for the arrows and the details, never drawn as slices.
+  for (const [id, track, ts, dur, name, kind] of tile.flow_ends ?? []) {
+    if (!byId.has(id)) byId.set(id, {id, ts, dur, name, depth: 0, kind, track, far: true});
+  }
   const names = new Map(Object.entries(tile.names).map(([k, v]) => [+k, v]));
   return {t0: tile.t0, t1: tile.t1, nspp, tracks, byId, names, flows: tile.flows, lanesNeeded};
 }
@@ -64,13 +73,6 @@ export function colorOf(name) {
   return c;
 }
 
-// A round step for the axis: 1, 2 or 5 times a power of ten, about `ns`.
-export function niceStep(ns) {
-  const p = 10 ** Math.floor(Math.log10(Math.max(ns, 1)));
-  for (const m of [1, 2, 5, 10]) if (m * p >= ns) return m * p;
-  return 10 * p;
-}
-
 export function timeToX(view, W, t) {
   return GUTTER + (t - view.t0) * (W - GUTTER) / (view.t1 - view.t0);
 }
@@ -79,69 +81,38 @@ export function xToTime(view, W, x) {
   return view.t0 + (x - GUTTER) * (view.t1 - view.t0) / (W - GUTTER);
 }
 
-function drawAxis(g, s) {
+// The axis (labels: the header's canvas) or its grid lines alone (the rows').
+// The ticks drawn go to s.out.ticks.
+function drawAxis(g, s, labels) {
   const {view, W, bounds} = s;
-  const step = niceStep((view.t1 - view.t0) / ((W - GUTTER) / 110));
-  g.fillStyle = '#f8f9fa';
-  g.fillRect(0, 0, W, AXIS_H);
+  const ticks = axisTicks(view, bounds.first, GUTTER, W - GUTTER, (t) => g.measureText(t).width);
+  if (labels) {
+    g.fillStyle = '#f8f9fa';
+    g.fillRect(0, 0, W, AXIS_H);
+  }
   g.strokeStyle = '#dde2e7';
   g.fillStyle = '#3c4043';
-  g.font = FONT;
-  const origin = bounds.first;
-  let t = origin + Math.ceil((view.t0 - origin) / step) * step;
-  for (; t <= view.t1; t += step) {
-    const x = Math.round(timeToX(view, W, t)) + 0.5;
+  for (const k of ticks) {
+    const x = Math.round(k.x) + 0.5;
     g.beginPath();
-    g.moveTo(x, AXIS_H - 7);
+    g.moveTo(x, labels ? AXIS_H - 7 : 0);
     g.lineTo(x, s.H);
     g.stroke();
-    g.fillText(duration(Math.round(t - origin)), x + 3, AXIS_H - 10);
+    if (labels) g.fillText(k.label, x + 3, AXIS_H - 10);
   }
-  g.fillStyle = '#69737d';
-  g.fillText(`${duration(Math.round(view.t1 - view.t0))} in view`, 6, AXIS_H - 10);
+  if (labels) {
+    g.fillStyle = '#f8f9fa';  // the gutter's corner: the span in view, over any label under it.
+    g.fillRect(0, 0, GUTTER, AXIS_H);
+    g.fillStyle = '#69737d';
+    g.fillText(`${duration(Math.round(view.t1 - view.t0))} in view`, 6, AXIS_H - 10);
+    s.out.ticks = ticks.map((k) => ({t: k.t, x: k.x, w: k.w, label: k.label}));
+  }
 }
 
 function cut(text, px) {
   const n = Math.floor((px - 6) / CHAR_W);
   if (n <= 0) return '';
   return text.length <= n ? text : `${text.slice(0, Math.max(0, n - 1))}…`;
-}
-
-export function counterText(data, v) {
-  return data.unit === 'bytes' ? bytes(v) : num(v);
-}
-
-// A step chart from 0 (or the lowest value, if below) to the largest value
-// in the tile: each pixel's largest value, then its last until the next.
-function drawCounter(g, s, row, data) {
-  const {view, W} = s;
-  const x0 = GUTTER, scale = (W - GUTTER) / (view.t1 - view.t0);
-  if (data.summaries.length === 0 && !data.held) return;
-  let hi = 0, lo = 0;
-  if (data.held) hi = Math.max(hi, data.held.value), lo = Math.min(lo, data.held.value);
-  for (const f of data.summaries) hi = Math.max(hi, f.max), lo = Math.min(lo, f.last, f.max);
-  const top = row.y + ROW_PAD, h = row.h - 2 * ROW_PAD;
-  const y = (v) => top + h - (hi > lo ? (v - lo) / (hi - lo) : 0) * h;
-  const w = Math.max(1, s.tile.nspp * scale);
-  g.fillStyle = 'rgba(26, 115, 232, 0.35)';
-  // A bar from 0 to v over [left, right), clipped to the timeline.
-  const bar = (left, right, v) => {
-    const l = Math.max(left, x0), r = Math.min(right, W);
-    if (r > l) g.fillRect(l, Math.min(y(v), y(0)), r - l, Math.abs(y(0) - y(v)));
-  };
-  const list = data.summaries;
-  if (data.held) {  // the level a sample before the tile left, until its first.
-    bar(x0 + (s.tile.t0 - view.t0) * scale, list.length ? x0 + (list[0].ts - view.t0) * scale : W, data.held.value);
-  }
-  for (let i = 0; i < list.length; i++) {
-    const f = list[i];
-    const a = x0 + (f.ts - view.t0) * scale;
-    const b = i + 1 < list.length ? x0 + (list[i + 1].ts - view.t0) * scale : W;
-    bar(a, a + w, f.max);   // its pixel: the largest.
-    bar(a + w, b, f.last);  // then the last, held until the next sample.
-  }
-  g.fillStyle = '#3c4043';
-  g.fillText(`max ${counterText(data, hi)}`, W - 90, top + 10);
 }
 
 function drawTrack(g, s, row, data) {
@@ -175,40 +146,90 @@ function drawTrack(g, s, row, data) {
   g.globalAlpha = 1;
 }
 
+// The search hit (or the selection when it is not in the tile): an outline
+// at its time on its row, at least a few pixels wide, in front of the rest.
+function drawHit(g, s, rowsById) {
+  const e = s.hit;
+  const row = e && rowsById.get(e.track);
+  if (!row) return;
+  const a = timeToX(s.view, s.W, e.ts), b = timeToX(s.view, s.W, e.ts + e.dur);
+  const inTile = s.tile?.byId.get(e.id);
+  const y = laneY(row, inTile && !inTile.far ? inTile.depth : 0);
+  const left = Math.max(GUTTER, Math.min(a, (a + b) / 2 - 2)), right = Math.min(s.W, Math.max(b, (a + b) / 2 + 2));
+  if (right < GUTTER || left > s.W) return;
+  g.save();
+  g.beginPath();
+  g.rect(GUTTER, row.y, s.W - GUTTER, row.h);
+  g.clip();
+  g.fillStyle = '#fdd663';
+  g.fillRect(left, y, right - left, LANE_H - 1);
+  g.strokeStyle = '#e37400';
+  g.lineWidth = 2;
+  g.strokeRect(left - 1, y - 1, right - left + 2, LANE_H + 1);
+  if (right - left > 24) {
+    g.fillStyle = '#1d2329';
+    g.fillText(cut(s.names.get(inTile?.name) ?? e.name ?? '', right - left), left + 3, y + LANE_H - 5);
+  }
+  g.restore();
+  s.out.hit = {x: left, w: right - left, y, h: LANE_H - 1, row: row.id};
+}
+
+// An arrow head at (x, y) pointing along `angle`.
+function head(g, x, y, angle) {
+  g.beginPath();
+  g.moveTo(x, y);
+  g.lineTo(x - 7 * Math.cos(angle - 0.4), y - 7 * Math.sin(angle - 0.4));
+  g.lineTo(x - 7 * Math.cos(angle + 0.4), y - 7 * Math.sin(angle + 0.4));
+  g.fill();
+}
+
+// Launch -> device work. An end outside the view (or not a slice here: the
+// server's flow_ends) is drawn to the timeline's edge, with the arrow head
+// there when it is the work's end; a flow with both ends outside, only
+// when it is the selected event's. What was drawn goes to s.out.flows.
 function drawFlows(g, s, rowsById) {
   const {view, W, tile} = s;
   const many = tile.flows.length > 400;  // then only the selected event's.
   g.strokeStyle = 'rgba(60, 64, 67, 0.75)';
   g.fillStyle = 'rgba(60, 64, 67, 0.75)';
+  const drawn = [];
   for (const [from, to] of tile.flows) {
     if (many && from !== s.selectedId && to !== s.selectedId) continue;
     const a = tile.byId.get(from), b = tile.byId.get(to);
     const ra = a && rowsById.get(a.track), rb = b && rowsById.get(b.track);
     if (!ra || !rb) continue;
-    const xa = timeToX(view, W, a.ts), xb = timeToX(view, W, b.ts);
+    let xa = timeToX(view, W, a.ts), xb = timeToX(view, W, b.ts);
     if (Math.max(xa, xb) < GUTTER || Math.min(xa, xb) > W) continue;
+    // Both ends off screen (a line across the whole view): the selected event's only.
+    const seen = (x) => x >= GUTTER && x <= W;
+    if (!seen(xa) && !seen(xb) && from !== s.selectedId && to !== s.selectedId) continue;
     const ya = laneY(ra, a.depth) + LANE_H / 2, yb = laneY(rb, b.depth) + LANE_H / 2;
+    // An end off screen: at the timeline's edge, on its own row (where to look for it).
+    const clip = (x) => (x < GUTTER ? GUTTER : x > W ? W : x);
+    const ca = clip(xa) !== xa, cb = clip(xb) !== xb;
+    xa = clip(xa);
+    xb = clip(xb);
+    const angle = Math.atan2(yb - ya, xb - xa);
     g.beginPath();
     g.moveTo(xa, ya);
     g.lineTo(xb, yb);
     g.stroke();
-    const angle = Math.atan2(yb - ya, xb - xa);
-    g.beginPath();
-    g.moveTo(xb, yb);
-    g.lineTo(xb - 7 * Math.cos(angle - 0.4), yb - 7 * Math.sin(angle - 0.4));
-    g.lineTo(xb - 7 * Math.cos(angle + 0.4), yb - 7 * Math.sin(angle + 0.4));
-    g.fill();
+    head(g, xb, yb, angle);  // at the work, or where the line leaves the view towards it.
+    if (ca) g.fillRect(xa - 1, ya - 3, 3, 6);  // the launch is off to that side.
+    drawn.push({from, to, xa, ya, xb, yb, clippedFrom: ca, clippedTo: cb});
   }
+  s.out.flows = drawn;
 }
 
 function drawInterval(g, s, iv, fill, stroke, label) {
   const a = Math.max(GUTTER, timeToX(s.view, s.W, iv.t0)), b = Math.min(s.W, timeToX(s.view, s.W, iv.t1));
   if (b < GUTTER || a > s.W) return;
+  const top = s.header ? AXIS_H : 0;
   g.fillStyle = fill;
-  g.fillRect(a, AXIS_H, Math.max(1, b - a), s.H - AXIS_H);
+  g.fillRect(a, top, Math.max(1, b - a), s.H - top);
   g.strokeStyle = stroke;
-  g.strokeRect(a + 0.5, AXIS_H + 0.5, Math.max(1, b - a), s.H - AXIS_H - 1);
-  if (label) {
+  g.strokeRect(a + 0.5, top + 0.5, Math.max(1, b - a), s.H - top - 1);
+  if (label && s.header) {
     const text = duration(Math.round(iv.t1 - iv.t0));
     g.fillStyle = stroke;
     g.fillRect(a, 0, Math.max(CHAR_W * text.length + 8, b - a), 14);
@@ -218,12 +239,15 @@ function drawInterval(g, s, iv, fill, stroke, label) {
 }
 
 // s: {W, H, view, bounds, rows, tile (prepareTile's), names, selectedId,
-// box ({t0, t1, y0, y1} being selected), timing ({t0, t1}), rowsById}.
+// hit ({id, ts, dur, track}: the search hit), pinned (Set of track ids),
+// header (this canvas holds the axis's labels: the pinned rows' canvas),
+// box ({t0, t1, y0, y1} being selected), timing ({t0, t1}), out (what was
+// drawn is written here: ticks, counters, flows, hit)}.
 export function drawTrace(g, s) {
   g.clearRect(0, 0, s.W, s.H);
   g.font = FONT;
   g.textBaseline = 'alphabetic';
-  drawAxis(g, s);
+  drawAxis(g, s, s.header);
   const rowsById = new Map();
   for (const row of s.rows) {
     if (row.kind === 'section') {
@@ -244,7 +268,11 @@ export function drawTrace(g, s) {
     g.lineTo(s.W, row.y + row.h - 0.5);
     g.stroke();
     g.fillStyle = '#3c4043';
-    g.fillText(cut(row.label, GUTTER - 10), 14, row.y + ROW_PAD + LANE_H - 5);
+    g.fillText(cut(row.label, GUTTER - 10 - PIN_W), 14, row.y + ROW_PAD + LANE_H - 5);
+    // The pin (Perfetto's): filled on a pinned row, faint on the others.
+    const pinned = s.pinned?.has(row.id);
+    g.fillStyle = pinned ? '#1a73e8' : '#c4c9ce';
+    g.fillText(pinned ? '●' : '○', GUTTER - PIN_W, row.y + ROW_PAD + LANE_H - 5);
     const data = s.tile?.tracks.get(row.id);
     if (data) {
       g.save();
@@ -255,7 +283,15 @@ export function drawTrace(g, s) {
       g.restore();
     }
   }
-  if (s.tile) drawFlows(g, s, rowsById);
+  if (s.tile) {
+    g.save();
+    g.beginPath();
+    g.rect(GUTTER, s.header ? AXIS_H : 0, s.W - GUTTER, s.H);
+    g.clip();
+    drawFlows(g, s, rowsById);
+    g.restore();
+  }
+  drawHit(g, s, rowsById);
   if (s.timing) drawInterval(g, s, s.timing, 'rgba(26, 115, 232, 0.10)', '#1a73e8', true);
   if (s.box) {
     const a = timeToX(s.view, s.W, s.box.t0), b = timeToX(s.view, s.W, s.box.t1);

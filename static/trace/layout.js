@@ -1,13 +1,16 @@
 // The trace viewer's rows, as TF's viewer lays them out (tf-profiler-
 // semantics.md §9.1): per GPU a section with its Steps row, its Framework
 // ops row, its Memory in use (a counter) and one row per stream; then the
-// host's threads, nested; then counters. Sections collapse. Pure: tracks in, rows with y positions out.
+// host's threads, nested; then counters. Sections collapse. Pinned rows
+// (Perfetto's pin) leave their section for the header, which stays on top
+// while the page scrolls. Pure: tracks in, rows with y positions out.
 
 export const AXIS_H = 26;
 export const SECTION_H = 20;
 export const LANE_H = 17;
 export const ROW_PAD = 3;
 export const GUTTER = 190;     // the labels' column, left of the timeline.
+export const PIN_W = 16;       // the pin's place at the gutter's right end.
 export const MAX_LANES = 24;   // deeper nesting draws in the last lane.
 
 // Which section a track belongs to, and its order inside it.
@@ -37,20 +40,40 @@ export function trackLabel(t) {
   return `track ${t.track}`;
 }
 
+function trackRow(t, lanes, y) {
+  const n = Math.min(MAX_LANES, Math.max(1, lanes.get(t.track) ?? 1));
+  return {kind: 'track', id: t.track, t, label: trackLabel(t), y, h: n * LANE_H + 2 * ROW_PAD, lanes: n};
+}
+
+// The pinned rows, in the order they were pinned, from `top` down.
+export function layoutPinned(tracks, lanes, pinned, top) {
+  const rows = [];
+  let y = top;
+  for (const id of pinned) {
+    const t = tracks.get(id);
+    if (!t) continue;
+    rows.push(trackRow(t, lanes, y));
+    y += rows.at(-1).h;
+  }
+  return {rows, height: y};
+}
+
 // `tracks`: Map id -> {track, name, type, device, os_id}; `lanes`: Map id ->
-// lanes it needs; `collapsed`: Set of section keys. Returns {rows, height}:
-// rows are {kind: 'section', key, title, count, y, h, collapsed} or
-// {kind: 'track', id, t, label, y, h, lanes}.
-export function layoutRows(tracks, lanes, collapsed) {
+// lanes it needs; `collapsed`: Set of section keys; `pinned`: Set of track
+// ids left out (drawn by layoutPinned); `top`: the first row's y. Returns
+// {rows, height}: rows are {kind: 'section', key, title, count, y, h,
+// collapsed} or {kind: 'track', id, t, label, y, h, lanes}.
+export function layoutRows(tracks, lanes, collapsed, pinned = new Set(), top = AXIS_H) {
   const sections = new Map();
   for (const t of tracks.values()) {
+    if (pinned.has(t.track)) continue;
     const p = place(t);
     if (!sections.has(p.key)) sections.set(p.key, {key: p.key, title: p.title, items: []});
     sections.get(p.key).items.push({t, order: p.order});
   }
   const keys = [...sections.keys()].sort((a, b) => cmp(sectionRank(a), sectionRank(b)));
   const rows = [];
-  let y = AXIS_H;
+  let y = top;
   for (const key of keys) {
     const s = sections.get(key);
     s.items.sort((a, b) => cmp(a.order, b.order));
@@ -59,10 +82,8 @@ export function layoutRows(tracks, lanes, collapsed) {
     y += SECTION_H;
     if (isCollapsed) continue;
     for (const {t} of s.items) {
-      const n = Math.min(MAX_LANES, Math.max(1, lanes.get(t.track) ?? 1));
-      const h = n * LANE_H + 2 * ROW_PAD;
-      rows.push({kind: 'track', id: t.track, t, label: trackLabel(t), y, h, lanes: n});
-      y += h;
+      rows.push(trackRow(t, lanes, y));
+      y += rows.at(-1).h;
     }
   }
   return {rows, height: y + 4};

@@ -114,6 +114,14 @@ export function readTraceTile(data) {
   const fv = vector(bb, t, 15, 16);
   tile.flows = new Array(fv.length);
   for (let i = 0, at = fv.start; i < fv.length; i++, at += 16) tile.flows[i] = [u64(bb, at), u64(bb, at + 8)];
+  // TileFlowEnd, 40 bytes: id 0, ts 8, dur 16, track 24, name 28 (uint), kind 32 (ubyte): the JSON's
+  // [id, track, ts, dur, name, kind].
+  const ev = vector(bb, t, 17, 40);
+  tile.flow_ends = new Array(ev.length);
+  for (let i = 0, at = ev.start; i < ev.length; i++, at += 40) {
+    tile.flow_ends[i] = [u64(bb, at), bb.readUint32(at + 24), u64(bb, at + 8), u64(bb, at + 16), bb.readUint32(at + 28),
+      kindNames.get(bb.readUint8(at + 32)) ?? 'unknown'];
+  }
   // NameDef tables {id, name}: the JSON's names object, keyed by the id's digits.
   const nv = vector(bb, t, 16, 4);
   tile.names = {};

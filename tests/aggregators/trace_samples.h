@@ -27,7 +27,8 @@ inline constexpr TrackId kCounterTrack = 100;
 
 // Counter rows (trace_store.h): counter-typed tracks, GPUs' Memory in use.
 inline bool IsCounterRow(TrackId id) {
-  return id == kCounterTrack || (DerivedRows::IsDerived(id) && DerivedRows::RowOf(id) == DerivedRows::Row::kMemory);
+  return id == kCounterTrack || (DerivedRows::IsDerived(id) && (DerivedRows::RowOf(id) == DerivedRows::Row::kMemory ||
+                                                                  DerivedRows::RowOf(id) == DerivedRows::Row::kCounter));
 }
 
 // A random trace: host tracks of properly nested spans (in completion
@@ -119,6 +120,7 @@ inline Trace MakeTrace(uint64_t seed, size_t host_tracks, size_t gpu_events, siz
 // writes them to its run folder).
 inline std::vector<Event> WithDerived(const std::vector<Event>& events, bool stopped = false) {
   DerivedRows rows;
+  rows.Define(kCounterTrack, TrackInfo{3, TrackType::kCounter, 0, 0});  // as MakeTrace defines it: a row already.
   std::vector<Event> all = events, derived;
   rows.Derive(events, &derived);
   all.insert(all.end(), derived.begin(), derived.end());

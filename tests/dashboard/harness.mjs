@@ -51,6 +51,21 @@ export async function api(base, pathAndQuery, format = 'json') {
   return format === 'json' ? r.json() : r.text();
 }
 
+// Until a `liveprof demo --steps N` has all its steps in and nothing moves
+// (90 s at most: the suites run beside other tests): the views and the
+// store a test compares must hold the same events.
+export async function waitForDemo(base, steps) {
+  for (let i = 0; i < 900; i++) {
+    const s = await api(base, '/api/status');
+    if (s.steps_closed === steps && s.steps_open === 0) {
+      await new Promise((r) => setTimeout(r, 500));
+      const again = await api(base, '/api/status');
+      if (again.events_consumed === s.events_consumed && again.seq > s.seq) break;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 // The flags of ../shared/reference/toolchain.md §5: no sandbox (root in a
 // container), no GPU, no background traffic (the network is closed).
 export async function launchBrowser() {

@@ -45,8 +45,18 @@ export function helloFrame({rank, clockNs, host = 'dashboard-test', pid = 1, pro
   });
 }
 
+export const KIND_COUNTER = 40;    // EventKind::kCounter: payload.counter.value, a double.
+
+// A double's bits as the int64 the payload's first word holds.
+function doubleBits(v) {
+  const view = new DataView(new ArrayBuffer(8));
+  view.setFloat64(0, v, true);
+  return view.getBigInt64(0, true);
+}
+
 // names: [{id, name}]; tracks: [{id, name}] (host threads); events: [{ts,
-// dur, name, track, kind}] (48-byte Event structs, written as the C++ struct).
+// dur, name, track, kind, value}] (48-byte Event structs, written as the C++
+// struct; `value`: a counter sample's).
 export function batchFrame({seq, names = [], tracks = [], events = []}) {
   return frame(BODY_INGEST_BATCH, (b) => {
     const nameDefs = names.map(({id, name}) => {
@@ -74,7 +84,7 @@ export function batchFrame({seq, names = [], tracks = [], events = []}) {
       const e = events[i];
       b.prep(8, 48);
       b.writeInt64(0n);  // payload1
-      b.writeInt64(0n);  // payload0
+      b.writeInt64(e.value === undefined ? 0n : doubleBits(e.value));  // payload0
       b.writeInt8(0);    // device
       b.writeInt8(0);    // flags
       b.writeInt8(0);    // sub

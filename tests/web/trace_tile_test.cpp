@@ -29,6 +29,7 @@ static_assert(sizeof(wire::TileSlice) == 32);
 static_assert(sizeof(wire::TileSummary) == 24);
 static_assert(sizeof(wire::TileCounterValue) == 16);
 static_assert(sizeof(wire::TileFlow) == 16);
+static_assert(sizeof(wire::TileFlowEnd) == 40);
 static_assert(static_cast<uint8_t>(wire::Body::TraceTile) == 2);
 
 constexpr uint64_t kBase = 1'000'000'000;  // the fixture's first ns.
@@ -287,10 +288,66 @@ TEST_CASE("trace tile: the tile says what /api/trace's JSON says for the same qu
     const wire::TileFlow& fl = *tile.flows()->Get(static_cast<flatbuffers::uoffset_t>(i));
     CHECK(j["flows"][i] == json::array({fl.from(), fl.to()}));
   }
+  // The flows' ends outside the view: the launch before t0 of the kernel running across it.
+  REQUIRE(tile.flow_ends() != nullptr);
+  REQUIRE(tile.flow_ends()->size() == j["flow_ends"].size());
+  CHECK(j["flow_ends"].size() >= 1);
+  for (size_t i = 0; i < j["flow_ends"].size(); ++i) {
+    const wire::TileFlowEnd& fe = *tile.flow_ends()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    CHECK(j["flow_ends"][i] == json::array({fe.id(), fe.track(), fe.ts(), fe.dur(), fe.name(),
+                                            std::string(EventKindName(static_cast<EventKind>(fe.kind())))}));
+    CHECK(j["names"].contains(std::to_string(fe.name())));
+  }
   REQUIRE(tile.names()->size() == j["names"].size());
   for (const wire::NameDef* n : *tile.names()) {
     CHECK(j["names"][std::to_string(n->id())] == std::string(Str(n->name())));
   }
+}
+
+TEST_CASE("trace tile: a flow whose launch is before the view comes with the launch as a flow end") {
+  Fixture f;
+  // From inside the first kernel: its launch ended before t0.
+  const uint64_t t0 = kBase + 1000 + kLaunchNs + 100, t1 = t0 + 50'000;
+  const TraceQueryResult r = f.store.Query({{}, t0, t1, 1000});
+  REQUIRE(r.flow_ends.size() == 1);
+  const auto& end = r.flow_ends[0];
+  CHECK(end.track == kHost);
+  CHECK(end.ts == kBase + 1000);
+  CHECK(end.dur == kLaunchNs);
+  CHECK(end.kind == EventKind::kRuntimeApi);
+  CHECK(f.store.Name(end.name) == "cudaLaunchKernel");
+  REQUIRE(r.flows.size() == 1);
+  CHECK(r.flows[0].from == end.id);
+  CHECK(f.store.Get(r.flows[0].to)->kind == EventKind::kKernel);
+  CHECK(f.store.Get(r.flows[0].to)->corr == f.store.Get(end.id)->corr);
+}
+
+TEST_CASE("trace api: search says how many match and which one it found; from_id steps through equal starts") {
+  Fixture f;
+  const auto get = [&](const std::string& q) {
+    const Reply reply = TraceReply(ParseRequestTarget("/api/trace/search?" + q), &f.store, {});
+    REQUIRE(reply.status == 200);
+    return json::parse(reply.body);
+  };
+  uint64_t launches = 0;
+  for (const Event& e : f.events) launches += e.kind == EventKind::kRuntimeApi;
+  REQUIRE(launches > 5);
+  json first = get("q=cudaLaunch&dir=next&from=0");
+  CHECK(first["matches"] == launches);
+  CHECK(first["index"] == 1);
+  json second = get("q=cudaLaunch&dir=next&from=" + first["event"]["ts"].dump() + "&from_id=" + first["event"]["id"].dump());
+  CHECK(second["index"] == 2);
+  CHECK(second["event"]["ts"].get<uint64_t>() > first["event"]["ts"].get<uint64_t>());
+  json back = get("q=cudaLaunch&dir=prev&from=" + second["event"]["ts"].dump() + "&from_id=" + second["event"]["id"].dump());
+  CHECK(back["event"]["id"] == first["event"]["id"]);
+  json last = get("q=cudaLaunch&dir=prev");
+  CHECK(last["index"] == launches);
+  json none = get("q=zzzz");
+  CHECK(none["matches"] == 0);
+  CHECK(!none.contains("index"));
+  CHECK(none["event"].is_null());
+  const Reply bad = TraceReply(ParseRequestTarget("/api/trace/search?q=a&from_id=x"), &f.store, {});
+  CHECK(bad.status == 400);
 }
 
 TEST_CASE("trace tile: the grid is the answer's, not the request's; a track the store does not know is bare") {

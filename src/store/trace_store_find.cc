@@ -1,0 +1,194 @@
+// The trace store's finding (trace_store.h): search by name, the count of
+// matches, and the far ends of a viewport's flows. Each walks chunk by chunk
+// and lets a waiting Append in between, as a query does.
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "store/trace_store.h"
+#include "store/trace_store_parts.h"
+
+namespace liveprof {
+namespace {
+
+// (ts, id) < (ts2, id2): the order search steps through.
+bool Before(uint64_t ts, StoredEventId id, uint64_t ts2, StoredEventId id2) {
+  return ts != ts2 ? ts < ts2 : id < id2;
+}
+
+bool Wanted(const std::vector<TrackId>& tracks, TrackId id) {
+  return tracks.empty() || std::find(tracks.begin(), tracks.end(), id) != tracks.end();
+}
+
+}  // namespace
+
+uint64_t TraceStore::MatchingNames(std::string_view text, std::vector<bool>* match) const {
+  match->assign(names_.size(), false);
+  uint64_t bits = 0;
+  for (NameId n = 0; n < names_.size(); ++n) {
+    if (!text.empty() && names_[n].find(text) != std::string_view::npos) (*match)[n] = true, bits |= uint64_t{1} << (n & 63);
+  }
+  return bits;
+}
+
+void TraceStore::ForEachMatch(std::string_view text, const std::vector<TrackId>& tracks,
+                              const std::function<bool(const Node&)>& want_chunk,
+                              const std::function<void(StoredEventId, Event&)>& fn) const {
+  std::shared_lock lock = LockShared();
+  std::vector<bool> match;
+  const uint64_t bits = MatchingNames(text, &match);
+  if (bits == 0) return;
+  thread_local std::vector<Event> decoded;
+  thread_local std::string scratch;
+  for (TrackId id = 0; id < tracks_.size(); ++id) {
+    // (A counter row's samples are found on their thread: each once.)
+    if (!tracks_[id] || !Wanted(tracks, id) || DerivedRows::IsCounterRow(id)) continue;
+    const TrackStore& t = *tracks_[id];
+    for (uint64_t j = t.base(); j < t.levels[0].end(); ++j) {
+      LetWriterIn(lock);  // chunk by chunk, as Query.
+      if (j < t.base()) j = t.base();  // freed meanwhile.
+      if (j >= t.levels[0].end()) break;
+      if ((t.chunk(j).name_bits & bits) == 0 || !want_chunk(t.levels[0].at(j))) continue;
+      DecodeChunk(View(t, j, &scratch), &decoded);
+      for (uint32_t i = 0; i < decoded.size(); ++i) {
+        Event& e = decoded[i];
+        if (e.name >= match.size() || !match[e.name]) continue;
+        e.track = id;
+        fn((uint64_t{id} << kIndexBits) | (j * kChunkEvents + i), e);
+      }
+    }
+  }
+}
+
+std::optional<std::pair<StoredEventId, Event>> TraceStore::Search(std::string_view text, uint64_t from, bool forward,
+                                                                  const std::vector<TrackId>& tracks,
+                                                                  std::optional<StoredEventId> from_id) const {
+  // Without an id: strictly after (before) `from`, whatever the id.
+  const StoredEventId at = from_id.value_or(forward ? UINT64_MAX : 0);
+  std::optional<std::pair<StoredEventId, Event>> best;
+  ForEachMatch(
+      text, tracks,
+      [&](const Node& n) {
+        if (forward ? n.max_start < from : n.min_start > from) return false;
+        return !best || (forward ? n.min_start <= best->second.ts : n.max_start >= best->second.ts);
+      },
+      [&](StoredEventId id, Event& e) {
+        if (forward ? !Before(from, at, e.ts, id) : !Before(e.ts, id, from, at)) return;
+        if (!best || (forward ? Before(e.ts, id, best->second.ts, best->first) : Before(best->second.ts, best->first, e.ts, id))) {
+          best.emplace(id, e);
+        }
+      });
+  return best;
+}
+
+TraceStore::MatchCount TraceStore::CountMatches(std::string_view text, uint64_t ts, StoredEventId at,
+                                                const std::vector<TrackId>& tracks) const {
+  MatchCount out;
+  ForEachMatch(
+      text, tracks, [](const Node&) { return true; },
+      [&](StoredEventId id, Event& e) {
+        ++out.total;
+        out.before += Before(e.ts, id, ts, at);
+      });
+  return out;
+}
+
+void TraceStore::FindFlowEnds(TraceQueryResult* r) const {
+  // The slices' correlation ids whose other end is not a slice: a launch's
+  // (runtime API) work comes after it, a device event's launch before it.
+  std::unordered_map<uint32_t, uint64_t> want_work, want_launch;  // corr -> the slice's start.
+  {
+    std::unordered_map<uint32_t, int> ends;  // corr -> 1 launch, 2 work, 3 both.
+    for (const auto& t : r->tracks) {
+      for (const auto& s : t.slices) {
+        if (s.corr == 0) continue;
+        if (s.kind == EventKind::kRuntimeApi) ends[s.corr] |= 1;
+        if (IsDeviceKind(s.kind)) ends[s.corr] |= 2;
+      }
+    }
+    for (const auto& t : r->tracks) {
+      for (const auto& s : t.slices) {
+        if (s.corr == 0 || ends[s.corr] == 3) continue;
+        if (s.kind == EventKind::kRuntimeApi) want_work.emplace(s.corr, s.ts);
+        if (IsDeviceKind(s.kind)) want_launch.emplace(s.corr, s.ts);
+      }
+    }
+  }
+  if (want_work.size() + want_launch.size() == 0 || want_work.size() + want_launch.size() > TraceQueryResult::kMaxFlowEnds) return;
+  // The windows to look in, merged: [ts - reach, ts] for launches, [ts, ts + reach] for work.
+  std::vector<std::pair<uint64_t, uint64_t>> windows;
+  for (const auto& [corr, ts] : want_launch) windows.emplace_back(ts - std::min(ts, TraceQueryResult::kFlowReachNs), ts);
+  for (const auto& [corr, ts] : want_work) windows.emplace_back(ts, ts + std::min(UINT64_MAX - ts, TraceQueryResult::kFlowReachNs));
+  std::sort(windows.begin(), windows.end());
+  std::vector<std::pair<uint64_t, uint64_t>> merged;
+  for (const auto& w : windows) {
+    if (!merged.empty() && w.first <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, w.second);
+    } else {
+      merged.push_back(w);
+    }
+  }
+  std::unordered_map<StoredEventId, TraceQueryResult::FlowEnd> found;
+  std::unordered_map<uint32_t, StoredEventId> launch_of, work_of;  // corr -> the end found (the nearest).
+  thread_local std::vector<Event> decoded;
+  thread_local std::string scratch;
+  std::shared_lock lock = LockShared();
+  for (TrackId id = 0; id < tracks_.size(); ++id) {
+    if (!tracks_[id] || DerivedRows::IsDerived(id)) continue;
+    const TrackStore& t = *tracks_[id];
+    for (const auto& window : merged) {
+      const uint64_t a = window.first, b = window.second;  // (no structured binding in the lambda: clang 14)
+      auto visit = [&](auto&& self, size_t level, uint64_t j) -> void {
+        LetWriterIn(lock);
+        if (j < t.levels[level].base || j >= t.levels[level].end()) return;  // freed meanwhile.
+        const Node n = t.levels[level].at(j);
+        if (n.count == 0 || n.min_start > b || n.max_end < a) return;
+        if (level > 0) {
+          const Level& below = t.levels[level - 1];
+          for (uint64_t c = std::max(j * kFanout, below.base); c < std::min(below.end(), (j + 1) * kFanout); ++c) {
+            self(self, level - 1, c);
+          }
+          return;
+        }
+        DecodeChunk(View(t, j, &scratch), &decoded);
+        for (uint32_t i = 0; i < decoded.size(); ++i) {
+          const Event& e = decoded[i];
+          if (e.corr == 0 || e.ts < a || e.ts > b) continue;
+          const bool launch = e.kind == EventKind::kRuntimeApi;
+          if (!launch && !IsDeviceKind(e.kind)) continue;
+          const auto& want = launch ? want_launch : want_work;
+          const auto w = want.find(e.corr);
+          if (w == want.end() || (launch ? e.ts > w->second : e.ts < w->second)) continue;
+          auto& of = launch ? launch_of : work_of;
+          const StoredEventId eid = (uint64_t{id} << kIndexBits) | (j * kChunkEvents + i);
+          if (const auto old = of.find(e.corr); old != of.end()) {  // the nearest wins (a corr id seen twice).
+            const uint64_t old_ts = found[old->second].ts;
+            if (launch ? old_ts >= e.ts : old_ts <= e.ts) continue;
+            found.erase(old->second);
+          }
+          of[e.corr] = eid;
+          found[eid] = {eid, id, e.ts, e.dur, e.name, e.kind};
+        }
+      };
+      const size_t top = t.levels.size() - 1;
+      for (uint64_t j = t.levels[top].base; j < t.levels[top].end(); ++j) visit(visit, top, j);
+    }
+  }
+  lock.unlock();
+  for (const auto& t : r->tracks) {
+    for (const auto& s : t.slices) {
+      if (s.corr == 0) continue;
+      if (s.kind == EventKind::kRuntimeApi && want_work.count(s.corr)) {
+        if (const auto it = work_of.find(s.corr); it != work_of.end()) r->flows.push_back({s.id, it->second});
+      } else if (IsDeviceKind(s.kind) && want_launch.count(s.corr)) {
+        if (const auto it = launch_of.find(s.corr); it != launch_of.end()) r->flows.push_back({it->second, s.id});
+      }
+    }
+  }
+  for (const auto& [eid, end] : found) r->flow_ends.push_back(end);
+  std::sort(r->flow_ends.begin(), r->flow_ends.end(), [](const auto& x, const auto& y) { return x.id < y.id; });
+}
+
+}  // namespace liveprof
