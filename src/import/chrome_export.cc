@@ -269,8 +269,10 @@ void ChromeTraceWriter::WriteEvent(const Event& e) {
     case EventKind::kRuntimeApi:
       head("X", e.sub == static_cast<uint8_t>(ApiLayer::kDriver) ? "cuda_driver" : "cuda_runtime", name);
       arg("correlation", std::to_string(e.corr), true);
-      j += '}';
-      break;
+      j += "}}";
+      Emit(j);
+      LaunchFlow(e, /*start=*/true);
+      return;
     case EventKind::kStepMarker:
       head("X", "liveprof_step", name);
       arg("step_num", std::to_string(e.payload.step.step_num), true);
@@ -384,6 +386,21 @@ void ChromeTraceWriter::WriteEvent(const Event& e) {
   }
   j += '}';
   Emit(j);
+  if (IsDeviceKind(e.kind)) LaunchFlow(e, /*start=*/false);
+}
+
+void ChromeTraceWriter::LaunchFlow(const Event& e, bool start) {
+  if (!launch_flows_ || e.corr == 0) return;
+  // Kineto's: "s" at the launch call, "f" (binding to the enclosing slice)
+  // at its device activity, id = the correlation id. Stateless: a call with
+  // no device activity leaves an "s" that nothing ends (Perfetto draws none).
+  std::string j = start ? "{\"ph\":\"s\"," : "{\"ph\":\"f\",\"bp\":\"e\",";
+  j += "\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":" + std::to_string(e.corr) + "," + Track(e.track) + ",\"ts\":";
+  AppendMicros(&j, e.ts);
+  j += '}';
+  Emit(j);
+  --written_;  // a link, not an event.
+  ++flows_;
 }
 
 bool ChromeTraceWriter::Write(std::span<const Event> definitions, std::span<const Event> events,
@@ -504,6 +521,7 @@ bool ExportTraceFile(const std::string& in, const std::string& out, uint64_t* ev
   std::string write_error;
   // A Chrome trace goes back as read; the importer checks it as it reads.
   const bool as_read = TraceFileImporter::IsChromeTrace(in);
+  if (!as_read) writer.WriteLaunchFlows();  // (a Chrome trace has its own)
   if (as_read) {
     writer.KeepOriginal();
     importer.chrome().Keep({[&](std::string_view elements, size_t count) {

@@ -8,7 +8,11 @@
 //   kFrameworkOp   X cat cpu_op, args "External id" = corr (one from 2^31 up
 //                  when it has none, for its kernels)
 //   kHostSpan      X cat user_annotation
-//   kRuntimeApi    X cat cuda_runtime (cuda_driver for ApiLayer::kDriver), args correlation
+//   kRuntimeApi    X cat cuda_runtime (cuda_driver for ApiLayer::kDriver), args correlation;
+//                  with WriteLaunchFlows (ExportTraceFile: XPlane, CUPTI
+//                  recordings), an ac2g flow start ("s", id = corr) that the
+//                  device activity of the same correlation ends ("f", bp "e"),
+//                  as Kineto writes them (Perfetto's CPU→GPU arrows)
 //   kKernel        X cat kernel on pid = device, tid "stream N"; correlation,
 //                  launch details back into Kineto's args, and "External id"
 //                  of the last op written with the kernel's op name (so the
@@ -94,6 +98,11 @@ class ChromeTraceWriter {
   void SetBaseTime(int64_t ns) { base_time_ns_ = ns; }
   void SetDistributedInfo(std::string json) { distributed_ = std::move(json); }
 
+  // With each launch call (kRuntimeApi) and each device activity, an ac2g
+  // flow event, as Kineto writes them (not counted in events_written). Off
+  // by default (the server's export: its size as before).
+  void WriteLaunchFlows() { launch_flows_ = true; }
+
   // Writing a Chrome trace back as read (ChromeTraceImporter::Keep), instead
   // of Write(): call before anything else is written.
   void KeepOriginal() { keep_original_ = true; }
@@ -111,6 +120,7 @@ class ChromeTraceWriter {
 
   uint64_t events_written() const { return written_; }
   uint64_t events_skipped() const { return skipped_; }  // kinds with no Chrome form.
+  uint64_t flows_written() const { return flows_; }      // ac2g flow events (not in events_written).
 
  private:
   void Define(const Event& d);
@@ -119,6 +129,7 @@ class ChromeTraceWriter {
   bool Start(bool gzip, const std::string& what, std::string* error);  // after Open / OpenString.
   void BeginEvents();  // the members kept so far, then "traceEvents": [.
   void WriteProcessNames();
+  void LaunchFlow(const Event& e, bool start);  // an ac2g flow's "s" (a launch) or "f" (its device activity).
   bool Put(const void* data, size_t n, std::string* error);  // to the file or the string.
   bool Flush(bool finish, std::string* error);
   std::string_view Name(NameId id) const;
@@ -140,6 +151,7 @@ class ChromeTraceWriter {
   int64_t base_time_ns_ = 0;  // 0: none.
   std::string distributed_;
   bool keep_original_ = false;
+  bool launch_flows_ = false;
   bool events_begun_ = false;
   std::string kept_after_;  // members kept after traceEvents began (",\n\"k\": v" each).
   bool kept_schema_ = false, kept_time_unit_ = false;
@@ -151,7 +163,7 @@ class ChromeTraceWriter {
   std::vector<ProcessName> process_names_;
   std::string minified_;  // scratch for WriteKept.
   uint64_t min_ts_ = UINT64_MAX;  // of the events written (for metadata events' ts).
-  uint64_t written_ = 0, skipped_ = 0;
+  uint64_t written_ = 0, skipped_ = 0, flows_ = 0;
 };
 
 // `liveprof export IN OUT`: imports IN (any file the importer reads) and

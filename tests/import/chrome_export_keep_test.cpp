@@ -183,7 +183,7 @@ TEST_CASE("export keeps flows, args, metadata and process names of the H200 Kine
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("export names each GPU process of a trace that has no process_name (XPlane; Chrome JSON)") {
+TEST_CASE("export names each GPU process of a trace that has no process_name and links launches (XPlane; Chrome JSON)") {
   const auto dir = EmptyDir("liveprof_export_names");
   // A Kineto-like trace without metadata: the GPU process gets Kineto's three.
   const std::string in = (dir / "bare.json").string();
@@ -214,6 +214,15 @@ TEST_CASE("export names each GPU process of a trace that has no process_name (XP
       if (e.value("name", "") == "process_labels") CHECK(e["args"]["labels"] == "GPU " + e["pid"].dump());
       if (e.value("name", "") == "process_sort_index") CHECK(e["args"]["sort_index"] == 5'000'000 + e["pid"].get<int>());
     }
+    // Each launch's device activity ends a flow its launch call starts
+    // (Kineto's ac2g, Perfetto's arrows).
+    std::set<uint64_t> starts, ends;
+    for (const json& e : doc["traceEvents"]) {
+      if (e.value("cat", "") != "ac2g") continue;
+      (e["ph"] == "s" ? starts : ends).insert(e["id"].get<uint64_t>());
+    }
+    CHECK_FALSE(ends.empty());
+    CHECK(std::includes(starts.begin(), starts.end(), ends.begin(), ends.end()));
     if (input == in) {
       CHECK(written == 4);
       CHECK(doc["record_shapes"] == 1);
