@@ -2,7 +2,8 @@
 // 27): the H200 Kineto traces go through import -> export, and both files,
 // parsed as JSON, hold the same ac2g / fwdbwd flows, the same events per
 // category with their args (Input Dims, cbid, Total Allocated, ...), the same
-// top-level metadata, and every GPU process has its process_name. A failed
+// top-level metadata, and every GPU process has its process_name; an XPlane
+// export names its GPU processes and links launches by ac2g flows. A failed
 // export leaves no file. (The analyses of the file read back: the round trip
 // test of chrome_export_test.cpp, which runs these traces too.)
 #include <doctest/doctest.h>
