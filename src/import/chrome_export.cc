@@ -392,15 +392,28 @@ void ChromeTraceWriter::WriteEvent(const Event& e) {
 void ChromeTraceWriter::LaunchFlow(const Event& e, bool start) {
   if (!launch_flows_ || e.corr == 0) return;
   // Kineto's: "s" at the launch call, "f" (binding to the enclosing slice)
-  // at its device activity, id = the correlation id. Stateless: a call with
-  // no device activity leaves an "s" that nothing ends (Perfetto draws none).
-  std::string j = start ? "{\"ph\":\"s\"," : "{\"ph\":\"f\",\"bp\":\"e\",";
-  j += "\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":" + std::to_string(e.corr) + "," + Track(e.track) + ",\"ts\":";
-  AppendMicros(&j, e.ts);
-  j += '}';
-  Emit(j);
-  --written_;  // a link, not an event.
-  ++flows_;
+  // at its device activity, id = the correlation id; only for a launch with
+  // device activity, so written once both are seen (in either order).
+  auto& mine = start ? unmatched_launches_ : unmatched_activities_;
+  auto& other = start ? unmatched_activities_ : unmatched_launches_;
+  const auto it = other.find(e.corr);
+  if (it == other.end()) {
+    if (mine.size() < kMaxUnmatchedFlows) mine.emplace(e.corr, std::make_pair(e.track, e.ts));
+    return;
+  }
+  const std::pair<TrackId, uint64_t> here{e.track, e.ts};
+  const std::pair<TrackId, uint64_t> launch = start ? here : it->second, activity = start ? it->second : here;
+  other.erase(it);
+  for (const bool s : {true, false}) {
+    const auto& [track, ts] = s ? launch : activity;
+    std::string j = s ? "{\"ph\":\"s\"," : "{\"ph\":\"f\",\"bp\":\"e\",";
+    j += "\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":" + std::to_string(e.corr) + "," + Track(track) + ",\"ts\":";
+    AppendMicros(&j, ts);
+    j += '}';
+    Emit(j);
+    --written_;  // a link, not an event.
+    ++flows_;
+  }
 }
 
 bool ChromeTraceWriter::Write(std::span<const Event> definitions, std::span<const Event> events,

@@ -10,9 +10,10 @@
 //   kHostSpan      X cat user_annotation
 //   kRuntimeApi    X cat cuda_runtime (cuda_driver for ApiLayer::kDriver), args correlation;
 //                  with WriteLaunchFlows (ExportTraceFile: XPlane, CUPTI
-//                  recordings), an ac2g flow start ("s", id = corr) that the
-//                  device activity of the same correlation ends ("f", bp "e"),
-//                  as Kineto writes them (Perfetto's CPU→GPU arrows)
+//                  recordings) and device activity of the same correlation
+//                  id, an ac2g flow from it ("s") to the activity ("f", bp
+//                  "e"), id = corr, as Kineto writes them (Perfetto's CPU→GPU
+//                  arrows)
 //   kKernel        X cat kernel on pid = device, tid "stream N"; correlation,
 //                  launch details back into Kineto's args, and "External id"
 //                  of the last op written with the kernel's op name (so the
@@ -98,9 +99,9 @@ class ChromeTraceWriter {
   void SetBaseTime(int64_t ns) { base_time_ns_ = ns; }
   void SetDistributedInfo(std::string json) { distributed_ = std::move(json); }
 
-  // With each launch call (kRuntimeApi) and each device activity, an ac2g
-  // flow event, as Kineto writes them (not counted in events_written). Off
-  // by default (the server's export: its size as before).
+  // An ac2g flow from each launch call (kRuntimeApi) to its device activity
+  // (the first of its correlation id), as Kineto writes them (not counted in
+  // events_written). Off by default (the server's export: its size as before).
   void WriteLaunchFlows() { launch_flows_ = true; }
 
   // Writing a Chrome trace back as read (ChromeTraceImporter::Keep), instead
@@ -152,6 +153,11 @@ class ChromeTraceWriter {
   std::string distributed_;
   bool keep_original_ = false;
   bool launch_flows_ = false;
+  // Launch calls and device activities whose other end is not written yet,
+  // by correlation id: track and ts (at most kMaxUnmatchedFlows each; past
+  // it, new ones get no flow).
+  static constexpr size_t kMaxUnmatchedFlows = size_t{1} << 20;
+  std::unordered_map<uint32_t, std::pair<TrackId, uint64_t>> unmatched_launches_, unmatched_activities_;
   bool events_begun_ = false;
   std::string kept_after_;  // members kept after traceEvents began (",\n\"k\": v" each).
   bool kept_schema_ = false, kept_time_unit_ = false;
