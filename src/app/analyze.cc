@@ -14,7 +14,8 @@
 namespace liveprof {
 namespace {
 
-using nlohmann::json;
+// Members in the order written (reading order), not sorted.
+using json = nlohmann::ordered_json;
 
 // "xplane", "cupti_recording" or "chrome_json": what TraceFileImporter reads `path` as.
 std::string FileFormat(const std::string& path) {
@@ -68,24 +69,26 @@ json Document(const std::string& path, const TraceAnalysis& a) {
   const std::string format = FileFormat(path);
   const json status = json::parse(v.status);
   const json steps = json::parse(v.steps);
+  // In reading order: what was read, the summary, the steps, the views in
+  // the dashboard's order, then alerts and diagnostics.
   return {
       {"type", "analyze"},
       {"v", 1},
       {"file", path},
-      {"import", {{"bytes", r.bytes}, {"trace_events", r.trace_events}, {"events", r.events_out},
+      {"import", {{"format", format}, {"bytes", r.bytes}, {"trace_events", r.trace_events}, {"events", r.events_out},
                   {"dropped", r.dropped}, {"caveats", r.caveats}, {"base_time_ns", r.base_time_ns},
-                  {"schema", r.schema}, {"format", format},
+                  {"schema", r.schema},
                   {"records_by_kind", format == "cupti_recording" ? json(r.phases) : json()},
                   {"hosts", r.hosts},
                   {"distributed", r.distributed.empty() ? json() : json::parse(r.distributed)}}},
       {"overview", json::parse(v.overview)},
       {"steps", StepsInNs(steps)},
       {"steps_window", steps["window"]},
+      {"device", device},
       {"input_pipeline", json::parse(v.input_pipeline)},
       {"tf_stats", json::parse(v.tf_stats)},
       {"kernel_stats", json::parse(v.kernel_stats)},
       {"memory", json::parse(v.memory)},
-      {"device", device},
       {"pytorch_breakdown", v.pytorch.empty() ? json() : json::parse(v.pytorch)},
       {"alerts", json::parse(v.alerts)},
       {"diagnostics", status["diagnostics"]},
@@ -161,7 +164,7 @@ void PrintTables(const json& d, bool pytorch) {
   }
 }
 
-int Analyze(const std::string& path, bool as_json, bool pytorch) {
+int Analyze(const std::string& path, bool as_json, bool pretty, bool pytorch) {
   AnalysesOptions options;
   RenderOptions render;
   render.pytorch = true;
@@ -175,7 +178,7 @@ int Analyze(const std::string& path, bool as_json, bool pytorch) {
   }
   const json document = Document(path, analysis);
   if (as_json) {
-    std::printf("%s\n", document.dump().c_str());
+    std::printf("%s\n", document.dump(pretty ? 2 : -1).c_str());
   } else {
     PrintTables(document, pytorch);
   }
@@ -189,7 +192,7 @@ int Export(const std::string& in, const std::string& out) {
     std::fprintf(stderr, "liveprof export: %s\n", error.c_str());
     return 1;
   }
-  std::printf("%s: %" PRIu64 " events written\n", out.c_str(), events);
+  std::printf("%s: %" PRIu64 " trace events written\n", out.c_str(), events);
   return 0;
 }
 
@@ -199,32 +202,37 @@ void AddAnalyzeCommands(CLI::App& app, Commands* commands) {
   struct AnalyzeArgs {
     std::string path;
     bool as_json = false;
+    bool pretty = false;
     std::string view = "tf";
   };
   auto a = std::make_shared<AnalyzeArgs>();
   CLI::App* analyze = app.add_subcommand(
-      "analyze", "a trace file through the analyses, as tables or --json (docs/analyze.md)");
+      "analyze",
+      "a trace file (Chrome / Kineto JSON, XPlane .xplane.pb, CUPTI recording) through the analyses, as "
+      "tables or --json (docs/analyze.md)");
   analyze
-      ->add_option("FILE", a->path,
-                   "a Chrome trace JSON or PyTorch (Kineto) trace, .json or .json.gz; a TensorFlow / JAX "
-                   ".xplane.pb; or a CUPTI recording (recognised by its header, plain or gzip: "
-                   "docs/architecture.md, CUPTI recordings)")
+      ->add_option("FILE", a->path, kTraceFileHelp)
       ->required();
-  analyze->add_flag("--json", a->as_json, "one JSON document with every analysis (docs/analyze.md)");
+  analyze->add_flag("--json", a->as_json,
+                    "one JSON document with every analysis, its members in reading order (docs/analyze.md)");
+  analyze->add_flag("--pretty", a->pretty, "with --json: indented, a member per line")->needs("--json");
   analyze
       ->add_option("--view", a->view,
                    "the step breakdown to print: tf (TensorFlow Profiler's) or pytorch (the PyTorch "
                    "profiler plugin's)")
       ->check(CLI::IsMember({"tf", "pytorch"}));
-  commands->Add(analyze, [a] { return Analyze(a->path, a->as_json, a->view == "pytorch"); });
+  commands->Add(analyze, [a] { return Analyze(a->path, a->as_json, a->pretty, a->view == "pytorch"); });
 
   auto files = std::make_shared<std::pair<std::string, std::string>>();
-  CLI::App* exp = app.add_subcommand("export", "a trace file rewritten as Chrome trace JSON (.json.gz)");
-  exp->add_option("IN", files->first, "a trace file liveprof reads (Chrome trace JSON, Kineto; .json or .json.gz)")
-      ->required();
+  CLI::App* exp = app.add_subcommand(
+      "export",
+      "a trace file (Chrome / Kineto JSON, XPlane .xplane.pb, CUPTI recording) written as Chrome trace JSON "
+      "(.json or .json.gz): Chrome / Kineto JSON as read, every arg, flow and metadata kept (docs/analyze.md)");
+  exp->add_option("IN", files->first, kTraceFileHelp)->required();
   exp->add_option("OUT", files->second,
                   "the Chrome trace JSON to write (gzip when it ends in .gz): Perfetto and "
-                  "chrome://tracing open it, liveprof analyze reads it back the same")
+                  "chrome://tracing open it, liveprof analyze reads it back the same; a failed export "
+                  "leaves no OUT (an existing one as it was)")
       ->required();
   commands->Add(exp, [files] { return Export(files->first, files->second); });
 }

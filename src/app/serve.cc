@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "pipeline/pipeline.h"
+#include "app/analyze.h"
 #include "app/args.h"
 #include "app/run.h"
 #include "import/chrome_export.h"
@@ -445,7 +446,7 @@ void AddServeCommand(CLI::App& app, Commands* commands, ServeMode mode, const st
   a->so.static_dir = LIVEPROF_STATIC_DIR;
   CLI::App* sub = app.add_subcommand(std::string(ModeName(mode)), description);
   if (mode == ServeMode::kReplay) {
-    sub->add_option("FILE", a->file, "a Chrome trace JSON or PyTorch (Kineto) trace, .json or .json.gz");
+    sub->add_option("FILE", a->file, kTraceFileHelp);
   } else if (mode == ServeMode::kOpen) {
     sub->add_option("DIR", a->file,
                     "a run folder (--trace-dir): its events in the trace viewer, read-only; the live "

@@ -1,10 +1,17 @@
 #include "import/chrome_export.h"
 
+#include <fcntl.h>
+#include <simdjson.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
+#include <charconv>
 #include <cinttypes>
+#include <cstdio>
 #include <cstring>
+#include <set>
 
 #include "base/json_writer.h"
 #include "import/trace_file.h"
@@ -14,6 +21,8 @@ namespace liveprof {
 namespace {
 
 constexpr size_t kFlushBytes = size_t{1} << 20;
+// Kineto's process_sort_index of GPU N: N past its largest pid.
+constexpr int64_t kGpuSortIndex = 5'000'000;
 
 // ns -> Chrome's µs, exactly: "1234.567".
 void AppendMicros(std::string* out, uint64_t ns) {
@@ -61,17 +70,33 @@ struct ChromeTraceWriter::Deflater {
 
 ChromeTraceWriter::ChromeTraceWriter() = default;
 
-ChromeTraceWriter::~ChromeTraceWriter() {
-  if (file_ != nullptr) std::fclose(file_);
-}
+ChromeTraceWriter::~ChromeTraceWriter() { Abort(); }
 
 bool ChromeTraceWriter::Open(const std::string& path, std::string* error) {
-  file_ = std::fopen(path.c_str(), "wb");
+  // Beside `path` (a rename stays on its file system), a name no other
+  // writer uses; 0666 less the umask, as fopen would create it.
+  static std::atomic<uint32_t> serial{0};
+  path_ = path;
+  temp_path_ = path + ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(serial++);
+  const int fd = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd >= 0) file_ = fdopen(fd, "wb");
   if (file_ == nullptr) {
     *error = path + ": " + std::strerror(errno);
+    if (fd >= 0) {
+      ::close(fd);
+      std::remove(temp_path_.c_str());
+    }
+    temp_path_.clear();
     return false;
   }
   return Start(path.ends_with(".gz"), path, error);
+}
+
+void ChromeTraceWriter::Abort() {
+  if (file_ != nullptr) std::fclose(file_);
+  file_ = nullptr;
+  if (!temp_path_.empty()) std::remove(temp_path_.c_str());
+  temp_path_.clear();
 }
 
 bool ChromeTraceWriter::OpenString(std::string* out, bool gzip, std::string* error) {
@@ -95,9 +120,80 @@ bool ChromeTraceWriter::Start(bool gzip, const std::string& what, std::string* e
     }
     deflater_->ready = true;
   }
-  buf_ = R"({"schemaVersion": 1, "displayTimeUnit": "ns", "traceEvents": [)";
-  buf_ += '\n';
+  buf_ = "{";
   return true;
+}
+
+void ChromeTraceWriter::BeginEvents() {
+  if (events_begun_) return;
+  events_begun_ = true;
+  if (!keep_original_) buf_ += R"("schemaVersion": 1, "displayTimeUnit": "ns", )";
+  buf_ += "\"traceEvents\": [\n";
+}
+
+void ChromeTraceWriter::KeepMember(std::string_view key, std::string_view value) {
+  std::string m = "\"";
+  m.append(key);
+  m += "\": ";
+  const size_t at = m.size();
+  m.resize(at + value.size());
+  size_t n = 0;
+  if (simdjson::minify(value.data(), value.size(), m.data() + at, n) == simdjson::SUCCESS) {
+    m.resize(at + n);
+  } else {
+    m.replace(at, std::string::npos, value);
+  }
+  if (events_begun_) {
+    kept_after_ += ",\n" + m;
+  } else {
+    buf_ += m + ",\n";
+  }
+}
+
+bool ChromeTraceWriter::WriteKept(std::string_view elements, size_t count, std::string* error) {
+  if (count == 0) return true;
+  BeginEvents();
+  minified_.resize(elements.size());
+  size_t n = 0;
+  if (simdjson::minify(elements.data(), elements.size(), minified_.data(), n) != simdjson::SUCCESS) {
+    *error = "trace events that are not JSON";
+    return false;
+  }
+  if (!first_) buf_ += ",\n";
+  first_ = false;
+  buf_.append(minified_.data(), n);
+  written_ += count;
+  return buf_.size() < kFlushBytes || Flush(false, error);
+}
+
+void ChromeTraceWriter::AddProcessName(std::string pid_json, std::string name, std::string label, int64_t sort_index,
+                                       uint64_t ts_ns) {
+  process_names_.push_back({std::move(pid_json), std::move(name), std::move(label), sort_index, ts_ns});
+}
+
+void ChromeTraceWriter::WriteProcessNames() {
+  for (const ProcessName& p : process_names_) {
+    // Kineto's three: the name, the label ("GPU 0") and the sort index.
+    const std::pair<const char*, std::string> rows[] = {
+        {"process_name", "\"name\":"}, {"process_labels", "\"labels\":"}, {"process_sort_index", "\"sort_index\":"}};
+    for (const auto& row : rows) {
+      std::string m = "{\"ph\":\"M\",\"name\":\"";
+      m += row.first;
+      m += "\",\"pid\":" + p.pid + ",\"tid\":0,\"ts\":";
+      AppendMicros(&m, p.ts);
+      m += ",\"args\":{" + row.second;
+      if (row.first == std::string_view("process_name")) {
+        AppendJsonString(&m, p.name);
+      } else if (row.first == std::string_view("process_labels")) {
+        AppendJsonString(&m, p.label);
+      } else {
+        m += std::to_string(p.sort_index);
+      }
+      m += "}}";
+      Emit(m);
+      --written_;  // metadata, not an event.
+    }
+  }
 }
 
 std::string_view ChromeTraceWriter::Name(NameId id) const { return id < names_.size() ? names_[id] : ""; }
@@ -123,6 +219,7 @@ void ChromeTraceWriter::Define(const Event& d) {
 }
 
 void ChromeTraceWriter::Emit(std::string_view json) {
+  BeginEvents();
   if (!first_) buf_ += ",\n";
   first_ = false;
   buf_ += json;
@@ -156,6 +253,7 @@ void ChromeTraceWriter::WriteEvent(const Event& e) {
     j += value;
   };
   const std::string_view name = Name(e.name);
+  if (e.kind != EventKind::kDeviceInfo) min_ts_ = std::min(min_ts_, e.ts);
   switch (e.kind) {
     case EventKind::kFrameworkOp: {
       head("X", "cpu_op", name);
@@ -171,8 +269,10 @@ void ChromeTraceWriter::WriteEvent(const Event& e) {
     case EventKind::kRuntimeApi:
       head("X", e.sub == static_cast<uint8_t>(ApiLayer::kDriver) ? "cuda_driver" : "cuda_runtime", name);
       arg("correlation", std::to_string(e.corr), true);
-      j += '}';
-      break;
+      j += "}}";
+      Emit(j);
+      LaunchFlow(e, /*start=*/true);
+      return;
     case EventKind::kStepMarker:
       head("X", "liveprof_step", name);
       arg("step_num", std::to_string(e.payload.step.step_num), true);
@@ -286,6 +386,34 @@ void ChromeTraceWriter::WriteEvent(const Event& e) {
   }
   j += '}';
   Emit(j);
+  if (IsDeviceKind(e.kind)) LaunchFlow(e, /*start=*/false);
+}
+
+void ChromeTraceWriter::LaunchFlow(const Event& e, bool start) {
+  if (!launch_flows_ || e.corr == 0) return;
+  // Kineto's: "s" at the launch call, "f" (binding to the enclosing slice)
+  // at its device activity, id = the correlation id; only for a launch with
+  // device activity, so written once both are seen (in either order).
+  auto& mine = start ? unmatched_launches_ : unmatched_activities_;
+  auto& other = start ? unmatched_activities_ : unmatched_launches_;
+  const auto it = other.find(e.corr);
+  if (it == other.end()) {
+    if (mine.size() < kMaxUnmatchedFlows) mine.emplace(e.corr, std::make_pair(e.track, e.ts));
+    return;
+  }
+  const std::pair<TrackId, uint64_t> here{e.track, e.ts};
+  const std::pair<TrackId, uint64_t> launch = start ? here : it->second, activity = start ? it->second : here;
+  other.erase(it);
+  for (const bool s : {true, false}) {
+    const auto& [track, ts] = s ? launch : activity;
+    std::string j = s ? "{\"ph\":\"s\"," : "{\"ph\":\"f\",\"bp\":\"e\",";
+    j += "\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":" + std::to_string(e.corr) + "," + Track(track) + ",\"ts\":";
+    AppendMicros(&j, ts);
+    j += '}';
+    Emit(j);
+    --written_;  // a link, not an event.
+    ++flows_;
+  }
 }
 
 bool ChromeTraceWriter::Write(std::span<const Event> definitions, std::span<const Event> events,
@@ -338,6 +466,19 @@ bool ChromeTraceWriter::Flush(bool finish, std::string* error) {
 
 bool ChromeTraceWriter::Close(std::string* error) {
   if (file_ == nullptr && !sink_) return true;
+  if (!keep_original_) {
+    // Each GPU's process named as Kineto names it (Perfetto shows the name;
+    // without it, a bare pid).
+    std::set<uint32_t> devices;
+    for (const TrackInfo& t : tracks_) {
+      if (t.type == TrackType::kGpuStream) devices.insert(t.device);
+    }
+    for (const uint32_t d : devices) {
+      const std::string gpu = "GPU " + std::to_string(d);
+      AddProcessName(std::to_string(d), gpu, gpu, kGpuSortIndex + d, min_ts_ == UINT64_MAX ? 0 : min_ts_);
+    }
+  }
+  WriteProcessNames();
   // Host threads' names (metadata: where they stand does not matter).
   for (TrackId t = 1; t < tracks_.size(); ++t) {
     if (tracks_[t].type != TrackType::kHostThread || tracks_[t].name == 0) continue;
@@ -347,6 +488,7 @@ bool ChromeTraceWriter::Close(std::string* error) {
     Emit(m);
     --written_;  // metadata, not an event.
   }
+  BeginEvents();
   buf_ += "\n]";
   if (!gpus_.empty()) {
     buf_ += ",\n\"deviceProperties\": [";
@@ -365,33 +507,78 @@ bool ChromeTraceWriter::Close(std::string* error) {
   }
   if (!distributed_.empty()) buf_ += ",\n\"distributedInfo\": " + distributed_;
   if (base_time_ns_ != 0) buf_ += ",\n\"baseTimeNanoseconds\": " + std::to_string(base_time_ns_);
+  buf_ += kept_after_;
   buf_ += "}\n";
   const bool ok = Flush(true, error);
-  const bool closed = sink_ != nullptr || std::fclose(file_) == 0;
+  if (sink_ != nullptr) {
+    sink_ = nullptr;
+    return ok;
+  }
+  const bool closed = std::fclose(file_) == 0;
   file_ = nullptr;
-  sink_ = nullptr;
   if (ok && !closed) *error = std::string("close failed: ") + std::strerror(errno);
-  return ok && closed;
+  // The whole file, under its own name; else none.
+  if (ok && closed && std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    *error = path_ + ": " + std::strerror(errno);
+  } else if (ok && closed) {
+    temp_path_.clear();
+    return true;
+  }
+  Abort();
+  return false;
 }
 
 bool ExportTraceFile(const std::string& in, const std::string& out, uint64_t* events, std::string* error) {
   ChromeTraceWriter writer;
+  TraceFileImporter importer;
+  std::string write_error;
+  // A Chrome trace goes back as read; the importer checks it as it reads.
+  const bool as_read = TraceFileImporter::IsChromeTrace(in);
+  if (!as_read) writer.WriteLaunchFlows();  // (a Chrome trace has its own)
+  if (as_read) {
+    writer.KeepOriginal();
+    importer.chrome().Keep({[&](std::string_view elements, size_t count) {
+                              if (write_error.empty()) writer.WriteKept(elements, count, &write_error);
+                            },
+                            [&](std::string_view key, std::string_view value) { writer.KeepMember(key, value); }});
+  }
   if (!writer.Open(out, error)) return false;  // the message names the file.
   // Batch by batch, in file order: the importer links a kernel to an op only
   // when the op came first, so the op is written before the kernel too.
-  TraceFileImporter importer;
   ImportReport report;
-  std::string write_error;
+  uint64_t first_ts = UINT64_MAX;  // (as read: for the process names added)
   const bool read = importer.ImportFile(
       in,
       [&](std::span<const Event> defs, std::span<const Event> batch) {
-        if (write_error.empty()) writer.Write(defs, batch, &write_error);
+        if (as_read) {
+          for (const Event& e : batch) {
+            if (e.kind != EventKind::kDeviceInfo) first_ts = std::min(first_ts, e.ts);
+          }
+        } else if (write_error.empty()) {
+          writer.Write(defs, batch, &write_error);
+        }
       },
       &report, error);
-  if (!read) return false;  // the message names the input.
-  // The events were written as read, relative to the base time if any.
-  if (report.has_base_time) writer.SetBaseTime(report.base_time_ns);
-  writer.SetDistributedInfo(report.distributed);
+  if (!read) return false;  // the message names the input; the writer removes its file.
+  if (as_read) {
+    for (const std::string& pid : importer.chrome().UnnamedGpuProcesses()) {
+      int64_t n = 0;
+      const auto [end, ec] = std::from_chars(pid.data(), pid.data() + pid.size(), n);
+      const bool number = ec == std::errc() && end == pid.data() + pid.size();
+      std::string pid_json;
+      if (number) {
+        pid_json = pid;
+      } else {
+        AppendJsonString(&pid_json, pid);
+      }
+      writer.AddProcessName(pid_json, "GPU " + pid, "GPU " + pid, kGpuSortIndex + (number ? n : 0),
+                            first_ts == UINT64_MAX ? 0 : first_ts);
+    }
+  } else {
+    // The events were written as read, relative to the base time if any.
+    if (report.has_base_time) writer.SetBaseTime(report.base_time_ns);
+    writer.SetDistributedInfo(report.distributed);
+  }
   if (!write_error.empty() || !writer.Close(&write_error)) {
     *error = out + ": " + write_error;
     return false;

@@ -8,7 +8,12 @@
 //   kFrameworkOp   X cat cpu_op, args "External id" = corr (one from 2^31 up
 //                  when it has none, for its kernels)
 //   kHostSpan      X cat user_annotation
-//   kRuntimeApi    X cat cuda_runtime (cuda_driver for ApiLayer::kDriver), args correlation
+//   kRuntimeApi    X cat cuda_runtime (cuda_driver for ApiLayer::kDriver), args correlation;
+//                  with WriteLaunchFlows (ExportTraceFile: XPlane, CUPTI
+//                  recordings) and device activity of the same correlation
+//                  id, an ac2g flow from it ("s") to the activity ("f", bp
+//                  "e"), id = corr, as Kineto writes them (Perfetto's CPU→GPU
+//                  arrows)
 //   kKernel        X cat kernel on pid = device, tid "stream N"; correlation,
 //                  launch details back into Kineto's args, and "External id"
 //                  of the last op written with the kernel's op name (so the
@@ -29,7 +34,20 @@
 //                  totalGlobalMem, computeMajor/Minor, numSms), after traceEvents
 // Tracks: host threads on pid 1 with tid = the OS thread id (or the track
 // id), named by M thread_name events at the end; GPU streams on pid = the
-// device. Kinds with no Chrome form are counted, not written.
+// device, each GPU's process named as Kineto names it (M process_name,
+// process_labels "GPU N", process_sort_index). Kinds with no Chrome form are
+// counted, not written.
+//
+// A Chrome trace read whole (ExportTraceFile on Chrome / Kineto JSON) is
+// written back as read instead (KeepOriginal): every element of traceEvents
+// (minified) and every top-level member, so nothing Perfetto or the PyTorch
+// plugin reads is lost (args, ac2g / fwdbwd flows, python_function, process
+// metadata, CUDA versions, trace_id, ...); only a process_name is added for
+// GPU processes that lack one.
+//
+// A file is written under a temporary name in its folder and renamed to its
+// own at Close(): a failed export (unreadable input, a write error, an error
+// midway) leaves no file, and an existing file is replaced only by a whole one.
 #ifndef LIVEPROF_IMPORT_CHROME_EXPORT_H_
 #define LIVEPROF_IMPORT_CHROME_EXPORT_H_
 
@@ -56,8 +74,12 @@ class ChromeTraceWriter {
   ChromeTraceWriter(const ChromeTraceWriter&) = delete;
   ChromeTraceWriter& operator=(const ChromeTraceWriter&) = delete;
 
-  // Opens `path` for writing; gzip when it ends in ".gz". false with *error.
+  // Opens `path` for writing (a temporary file beside it until Close());
+  // gzip when it ends in ".gz". false with *error.
   bool Open(const std::string& path, std::string* error);
+  // Gives up an Open(): the temporary file is removed, `path` is untouched.
+  // The destructor does the same when Close() was not reached.
+  void Abort();
   // Writes into *out instead (cleared first), gzip or not.
   bool OpenString(std::string* out, bool gzip, std::string* error);
   // Hands each piece of the output (at most 64 KiB gzip, or the JSON text
@@ -77,20 +99,45 @@ class ChromeTraceWriter {
   void SetBaseTime(int64_t ns) { base_time_ns_ = ns; }
   void SetDistributedInfo(std::string json) { distributed_ = std::move(json); }
 
+  // An ac2g flow from each launch call (kRuntimeApi) to its device activity
+  // (the first of its correlation id), as Kineto writes them (not counted in
+  // events_written). Off by default (the server's export: its size as before).
+  void WriteLaunchFlows() { launch_flows_ = true; }
+
+  // Writing a Chrome trace back as read (ChromeTraceImporter::Keep), instead
+  // of Write(): call before anything else is written.
+  void KeepOriginal() { keep_original_ = true; }
+  // Elements of traceEvents as read ("e,e,...", `count` of them), minified
+  // into the output. false with *error on a write error or text that is not
+  // JSON.
+  bool WriteKept(std::string_view elements, size_t count, std::string* error);
+  // A top-level member as read (key as written, value's JSON text): before
+  // traceEvents when it comes before the first element, else after it.
+  void KeepMember(std::string_view key, std::string_view value);
+  // An M process_name event (with Kineto's process_labels and
+  // process_sort_index) for process `pid_json` (its JSON text), written by
+  // Close(), at `ts_ns`.
+  void AddProcessName(std::string pid_json, std::string name, std::string label, int64_t sort_index, uint64_t ts_ns);
+
   uint64_t events_written() const { return written_; }
   uint64_t events_skipped() const { return skipped_; }  // kinds with no Chrome form.
+  uint64_t flows_written() const { return flows_; }      // ac2g flow events (not in events_written).
 
  private:
   void Define(const Event& d);
   void WriteEvent(const Event& e);
   void Emit(std::string_view json);  // one element of traceEvents.
   bool Start(bool gzip, const std::string& what, std::string* error);  // after Open / OpenString.
+  void BeginEvents();  // the members kept so far, then "traceEvents": [.
+  void WriteProcessNames();
+  void LaunchFlow(const Event& e, bool start);  // an ac2g flow's "s" (a launch) or "f" (its device activity).
   bool Put(const void* data, size_t n, std::string* error);  // to the file or the string.
   bool Flush(bool finish, std::string* error);
   std::string_view Name(NameId id) const;
   std::string Track(TrackId id) const;  // "\"pid\":P,\"tid\":T"
 
   std::FILE* file_ = nullptr;
+  std::string path_, temp_path_;  // Open()'s, and the file written until Close().
   std::function<bool(std::string_view)> sink_;  // OpenString's / OpenSink's, instead of file_.
   bool gzip_ = false;
   struct Deflater;
@@ -104,12 +151,33 @@ class ChromeTraceWriter {
   std::vector<Event> gpus_;  // kDeviceInfo, written as "deviceProperties" at the end.
   int64_t base_time_ns_ = 0;  // 0: none.
   std::string distributed_;
-  uint64_t written_ = 0, skipped_ = 0;
+  bool keep_original_ = false;
+  bool launch_flows_ = false;
+  // Launch calls and device activities whose other end is not written yet,
+  // by correlation id: track and ts (at most kMaxUnmatchedFlows each; past
+  // it, new ones get no flow).
+  static constexpr size_t kMaxUnmatchedFlows = size_t{1} << 20;
+  std::unordered_map<uint32_t, std::pair<TrackId, uint64_t>> unmatched_launches_, unmatched_activities_;
+  bool events_begun_ = false;
+  std::string kept_after_;  // members kept after traceEvents began (",\n\"k\": v" each).
+  bool kept_schema_ = false, kept_time_unit_ = false;
+  struct ProcessName {
+    std::string pid, name, label;
+    int64_t sort_index;
+    uint64_t ts;
+  };
+  std::vector<ProcessName> process_names_;
+  std::string minified_;  // scratch for WriteKept.
+  uint64_t min_ts_ = UINT64_MAX;  // of the events written (for metadata events' ts).
+  uint64_t written_ = 0, skipped_ = 0, flows_ = 0;
 };
 
 // `liveprof export IN OUT`: imports IN (any file the importer reads) and
-// writes it to OUT batch by batch (memory does not grow with the file).
-// false with *error.
+// writes it to OUT batch by batch (memory does not grow with the file): a
+// Chrome / Kineto trace as read (KeepOriginal), XPlane and CUPTI recordings
+// from their events. *events: the trace events written (metadata added by
+// the writer not counted). false with *error, and then no OUT is written
+// (an existing one is left as it was).
 bool ExportTraceFile(const std::string& in, const std::string& out, uint64_t* events, std::string* error);
 
 // The events of `store` overlapping [t0, t1] on `tracks` (empty: all), as

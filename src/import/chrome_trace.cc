@@ -165,6 +165,12 @@ struct ChromeTraceImporter::Parser {
   uint32_t names_sent = 0;
   size_t tracks_sent = 1;
   std::string key;  // scratch
+  // Keep(): the pids of GPU activity and of process_name events, as written.
+  bool keep = false;
+  std::set<std::string, std::less<>> gpu_pids, named_pids;
+  void Remember(std::set<std::string, std::less<>>& pids, std::string_view pid) {
+    if (pids.find(pid) == pids.end()) pids.emplace(pid);
+  }
   bool saw_table = false;  // an element with "cols" (a TensorBoard profiler table).
   // An op's External id -> its name, for the kernels it launched (their
   // "external id"): Kineto writes the CPU ops before the GPU activity.
@@ -435,6 +441,7 @@ struct ChromeTraceImporter::Parser {
                      (c == Cat::kOther && !f.stream.empty());
     if (c == Cat::kDrop) return Drop("category " + std::string(f.cat) + " (not analysed)");
     if (gpu) {
+      if (keep) Remember(gpu_pids, f.pid);
       e.device = static_cast<uint8_t>(U64(f.device.empty() ? f.pid : f.device));
       e.track = GpuTrack(e.device, f.stream.empty() ? f.tid : f.stream);
       e.corr = static_cast<uint32_t>(U64(f.correlation));
@@ -565,6 +572,7 @@ struct ChromeTraceImporter::Parser {
   }
 
   void Metadata(const Fields& f) {
+    if (keep && f.name == "process_name") Remember(named_pids, f.pid);
     if (f.name != "thread_name" || f.m_name.empty()) return;
     const TrackId t = HostTrack(f.pid, f.tid);
     tracks[t].info.name = names->Intern(f.m_name);
@@ -582,6 +590,19 @@ ChromeTraceImporter::ChromeTraceImporter(NameTable* names)
     : names_(names ? names : &own_names_), parser_(std::make_unique<Parser>(names_)) {}
 ChromeTraceImporter::~ChromeTraceImporter() = default;
 
+void ChromeTraceImporter::Keep(KeepText keep) {
+  keep_ = std::move(keep);
+  parser_->keep = static_cast<bool>(keep_.events) || static_cast<bool>(keep_.member);
+}
+
+std::vector<std::string> ChromeTraceImporter::UnnamedGpuProcesses() const {
+  std::vector<std::string> out;
+  for (const std::string& pid : parser_->gpu_pids) {
+    if (parser_->named_pids.find(pid) == parser_->named_pids.end()) out.push_back(pid);
+  }
+  return out;
+}
+
 bool ChromeTraceImporter::Run(const std::function<bool(std::string_view*)>& next_chunk, const Sink& sink,
                               ImportReport* report, std::string* error) {
   Parser& p = *parser_;
@@ -598,10 +619,12 @@ bool ChromeTraceImporter::Run(const std::function<bool(std::string_view*)>& next
         const uint64_t first = report->trace_events;
         report->trace_events += count;
         const bool ok = p.Batch(json, &batch_error, first);
+        if (ok && keep_.events) keep_.events(json.substr(1, json.size() - 2), count);  // (without [ ])
         flush();
         return ok;
       },
       [&](std::string_view key, std::string_view value) {
+        if (keep_.member) keep_.member(key, value);
         if (key == "baseTimeNanoseconds") {
           report->has_base_time = true;
           report->base_time_ns = I64(Trim(value));

@@ -29,6 +29,12 @@
 // categories liveprof does not analyse (python_function,
 // gpu_user_annotation, ...), unmatched E, events without a usable ts.
 //
+// Kept text (Keep(), for `liveprof export`): each batch of traceEvents'
+// elements and each other top-level member as written, so that an export
+// writes back what liveprof does not model (every arg, ac2g / fwdbwd flows,
+// python_function, process metadata, Kineto's top-level keys). Off by
+// default: then nothing but a branch per batch is added to the import.
+//
 // Events come out in file order (not completion order), with timestamps as
 // written (µs → ns, exactly). `baseTimeNanoseconds` (new Kineto traces: ts
 // relative to it) is reported, not applied here: Kineto writes it after the
@@ -41,6 +47,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -101,6 +108,23 @@ class ChromeTraceImporter {
 
   const NameTable& names() const { return *names_; }
 
+  // The text an exporter needs to write the file back whole. `events`: each
+  // batch of traceEvents' elements, "e,e,..." as written (whitespace and
+  // all), `count` of them, in file order, after it parsed and before its
+  // events go to the sink. `member`: each top-level member other than
+  // traceEvents, its key as written (escapes and all) and its value's JSON
+  // text, where it stands in the file. The text lives during the call only.
+  // Set before ImportFile / ImportText; either may be empty.
+  struct KeepText {
+    std::function<void(std::string_view elements, size_t count)> events;
+    std::function<void(std::string_view key, std::string_view value)> member;
+  };
+  void Keep(KeepText keep);
+  // With Keep(): the pids (JSON text as written, "0") of the processes that
+  // hold GPU activity (kernels, copies, memsets) but have no process_name
+  // metadata event, after the import.
+  std::vector<std::string> UnnamedGpuProcesses() const;
+
  private:
   struct Parser;
   bool Run(const std::function<bool(std::string_view*)>& next_chunk, const Sink& sink, ImportReport* report,
@@ -109,6 +133,7 @@ class ChromeTraceImporter {
   NameTable own_names_;
   NameTable* names_;
   std::unique_ptr<Parser> parser_;
+  KeepText keep_;
 };
 
 }  // namespace liveprof

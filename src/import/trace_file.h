@@ -25,6 +25,16 @@ class TraceFileImporter {
 #endif
     return chrome_.ImportFile(path, sink, report, error, progress);
   }
+  // Whether ImportFile reads `path` as Chrome trace JSON.
+  static bool IsChromeTrace(const std::string& path) {
+    if (IsXPlanePath(path)) return false;
+#if defined(LIVEPROF_HAVE_CUPTI)
+    if (IsCuptiRecordingFile(path)) return false;
+#endif
+    return true;
+  }
+  // The Chrome trace importer (ChromeTraceImporter::Keep).
+  ChromeTraceImporter& chrome() { return chrome_; }
   // The strings the definitions point to.
   const NameTable& names() const { return names_; }
 

@@ -1,0 +1,28 @@
+# `liveprof analyze FILE --json --pretty` is the document of `--json`,
+# indented; its members come in reading order (import first, alerts,
+# diagnostics and dropped_events last):
+#   cmake -DLIVEPROF=BIN -DFILE=TRACE -P analyze_pretty.cmake
+execute_process(COMMAND ${LIVEPROF} analyze ${FILE} --json RESULT_VARIABLE rc1 OUTPUT_VARIABLE compact)
+execute_process(COMMAND ${LIVEPROF} analyze ${FILE} --json --pretty RESULT_VARIABLE rc2 OUTPUT_VARIABLE pretty)
+if(NOT rc1 STREQUAL "0" OR NOT rc2 STREQUAL "0")
+  message(FATAL_ERROR "exit codes ${rc1} (--json) and ${rc2} (--json --pretty), expected 0")
+endif()
+string(JSON same EQUAL "${compact}" "${pretty}")
+if(NOT same)
+  message(FATAL_ERROR "--pretty is not the same document as --json")
+endif()
+string(REGEX MATCHALL "\n" compact_lines "${compact}")
+string(REGEX MATCHALL "\n" pretty_lines "${pretty}")
+list(LENGTH compact_lines n_compact)
+list(LENGTH pretty_lines n_pretty)
+if(NOT n_compact EQUAL 1 OR n_pretty LESS 100)
+  message(FATAL_ERROR "--json has ${n_compact} lines (expected 1), --pretty ${n_pretty} (expected many)")
+endif()
+if(NOT pretty MATCHES "^{\n  \"type\": \"analyze\",\n  \"v\": 1,\n  \"file\": ")
+  message(FATAL_ERROR "--pretty does not begin with type, v, file, each on its line, indented")
+endif()
+set(order "^{\"type\":\"analyze\",\"v\":1,\"file\":\"[^\"]*\",\"import\":{\"format\":\"chrome_json\",.*,\"overview\":{.*,\"steps\":\\[.*,\"steps_window\":.*,\"device\":.*,\"input_pipeline\":.*,\"tf_stats\":.*,\"kernel_stats\":.*,\"memory\":.*,\"pytorch_breakdown\":.*,\"alerts\":.*,\"diagnostics\":.*,\"dropped_events\":[0-9]+}\n$")
+if(NOT compact MATCHES "${order}")
+  message(FATAL_ERROR "--json's members are not in reading order: ${order}")
+endif()
+message("--json and --pretty: the same document (${n_pretty} lines indented), members in reading order")
