@@ -39,9 +39,11 @@ bool MemoryState::IsStepName(NameId name) {
 // before it and after any span inside it, so it is their innermost.
 void MemoryState::OnSpan(const Event& e) {
   const auto found = pending_.find(e.track);
-  if (found == pending_.end() || found->second.empty()) return;
-  if (e.name == 0 || IsStepName(e.name)) return;
-  std::deque<Pending>& q = found->second;
+  if (found == pending_.end()) return;
+  found->second.seen_span = true;
+  found->second.spanless = false;
+  std::deque<Pending>& q = found->second.q;
+  if (q.empty() || e.name == 0 || IsStepName(e.name)) return;
   const uint64_t end = e.ts + e.dur;
   size_t last = q.size();
   while (last > 0 && q[last - 1].ts >= end) --last;  // at or after its end: not inside.
@@ -51,6 +53,14 @@ void MemoryState::OnSpan(const Event& e) {
   for (size_t i = first; i < last; ++i) Attribute(q[i], e.name);
   q.erase(q.begin() + static_cast<std::ptrdiff_t>(first), q.begin() + static_cast<std::ptrdiff_t>(last));
   pending_count_ -= last - first;
+}
+
+MemoryState::TrackQueue& MemoryState::QueueOf(TrackId track) {
+  if (last_queue_ == nullptr || last_track_ != track) {
+    last_queue_ = &pending_[track];
+    last_track_ = track;
+  }
+  return *last_queue_;
 }
 
 void MemoryState::Attribute(const Pending& p, NameId op) {

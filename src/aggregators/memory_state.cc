@@ -193,7 +193,7 @@ void MemoryState::Consume(std::span<const Event> events) {
       case EventKind::kInputSpan:
         if (e.dur > kMaxEventDurationNs) continue;
         now_ = std::max(now_, e.ts + e.dur);
-        if (pending_count_ > 0) OnSpan(e);
+        if (!pending_.empty()) OnSpan(e);
         break;
       default:
         if (e.dur <= kMaxEventDurationNs) now_ = std::max(now_, e.ts + e.dur);
@@ -206,7 +206,8 @@ void MemoryState::OnMemoryEvent(const Event& e) {
   Memory& m = Lookup(e.name, e.sub, e.device);
   const uint64_t address = e.payload.memory.address;
   if (e.kind == EventKind::kAlloc) {
-    const LiveAlloc a{e.payload.memory.bytes, m.next_seq, 0, true};
+    TrackQueue& t = QueueOf(e.track);
+    const LiveAlloc a{e.payload.memory.bytes, m.next_seq, 0, !t.spanless};
     const auto [it, inserted] = m.live.try_emplace(address, a);
     uint32_t frees = 0;
     if (!inserted) {  // still live: the earlier allocation is taken as freed.
@@ -216,17 +217,21 @@ void MemoryState::OnMemoryEvent(const Event& e) {
       frees = 1;
     }
     m.AddLive(a);
-    std::deque<Pending>& q = pending_[e.track];
+    Record(m, e, 1, frees);
+    if (t.spanless) return;
+    std::deque<Pending>& q = t.q;
     q.push_back({e.ts, address, a.bytes, a.seq, m.index});
     ++pending_count_;
-    Record(m, e, 1, frees);
-    // Bounded wait: the oldest give up on a span past the horizon or the cap.
-    while (!q.empty() && (q.size() > options_.max_pending_per_track ||
+    // Bounded wait: the oldest give up on a span past the horizon or the cap;
+    // all of them on a track that looks like one without spans.
+    const bool spanless = !t.seen_span && q.size() > options_.spanless_after;
+    while (!q.empty() && (spanless || q.size() > options_.max_pending_per_track ||
                           q.front().ts + options_.attribution_horizon_ns < e.ts)) {
       Unpend(q.front());
       q.pop_front();
       --pending_count_;
     }
+    t.spanless = spanless;
     return;
   }
   const auto it = m.live.find(address);
@@ -278,7 +283,7 @@ void MemoryState::OnNewPeak(Memory& m, uint64_t ts, double* fragmentation_pct) {
   }
   m.log.clear();
   m.log_valid = true;
-  m.freed_pending.clear();
+  if (!m.freed_pending.empty()) m.freed_pending.clear();  // clear() is O(capacity).
   m.unseen_count = 0;
   m.unseen_bytes = 0;
   if (!m.frag_computed ||

@@ -72,7 +72,9 @@
 // attributes the ones of its interval. An allocation no span has enclosed
 // within Options::attribution_horizon_ns of event time (or pushed out by
 // max_pending_per_track newer ones) stays unattributed, op "" (as do
-// allocations on tracks that carry no spans, e.g. CUPTI's). Our events carry
+// allocations on tracks that carry no spans, e.g. CUPTI's: a track on which
+// Options::spanless_after allocations waited before any span came stops
+// queueing until a span arrives on it). Our events carry
 // no requested size, region, data type or shape, so those columns are not
 // reported.
 // A (op, size) → count histogram of the live allocations is kept
@@ -121,6 +123,7 @@ struct MemoryStateOptions {
   size_t breakdown_rows = 50;                      // rows kept in the breakdown (and by op).
   uint64_t attribution_horizon_ns = 60'000'000'000;  // wait this long for an enclosing span.
   size_t max_pending_per_track = 65536;             // allocations waiting for one, per track.
+  size_t spanless_after = 4096;  // waiting on a track that never had a span: stop queueing.
 };
 
 struct MemoryStateSnapshot {
@@ -300,7 +303,15 @@ class MemoryState {
   uint64_t bucket_index_ = 0;
   std::vector<std::pair<uint64_t, uint64_t>> scratch_;  // fragmentation.
   // Per track, the allocations waiting for an enclosing span (time order).
-  std::unordered_map<TrackId, std::deque<Pending>> pending_;
+  struct TrackQueue {
+    std::deque<Pending> q;  // time order.
+    bool seen_span = false;
+    bool spanless = false;  // no span came while spanless_after waited: do not queue.
+  };
+  TrackQueue& QueueOf(TrackId track);
+  std::unordered_map<TrackId, TrackQueue> pending_;  // node-based: stable addresses.
+  TrackId last_track_ = 0;
+  TrackQueue* last_queue_ = nullptr;
   size_t pending_count_ = 0;
   std::vector<uint8_t> step_name_;  // per NameId: 0 unknown, 1 no, 2 ProfilerStep#N.
 };

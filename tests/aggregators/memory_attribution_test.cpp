@@ -161,6 +161,24 @@ TEST_CASE("memory attribution: allocations give up on a span past the horizon or
   CHECK(m.breakdown_by_op == std::vector<OpRow>{{"aten::conv", 12, 2}, {"", 3, 2}});
 }
 
+TEST_CASE("memory attribution: a track without spans stops queueing until a span comes") {
+  Catalog catalog = Names();
+  MemoryStateOptions options;
+  options.spanless_after = 2;
+  MemoryState state(&catalog, nullptr, options);
+  state.Consume(std::vector<Event>{
+      AllocOn(kOther, 100, 0x1000, 1),
+      AllocOn(kOther, 200, 0x2000, 2),
+      AllocOn(kOther, 300, 0x3000, 4),  // 3 > 2 waited with no span: all give up.
+      AllocOn(kOther, 400, 0x4000, 8),  // not queued.
+      test::Op(0, 500, kConv, kOther),  // too late for them; the track has spans now.
+      AllocOn(kOther, 600, 0x5000, 16),
+      test::Op(550, 100, kEmpty, kOther),
+  });
+  const auto m = Only(state);
+  CHECK(m.breakdown_by_op == std::vector<OpRow>{{"aten::empty", 16, 1}, {"", 15, 4}});
+}
+
 TEST_CASE("memory attribution: JSON says what is attributed, with no empty rows") {
   Catalog catalog = Names();
   MemoryState state(&catalog);
