@@ -105,7 +105,9 @@ void MemoryState::BreakdownAtPeak(const Memory& m, MemoryStateSnapshot::Memory* 
   out->peak_unseen_bytes = m.unseen_bytes;
   auto name = [&](NameId op) { return op == 0 ? std::string() : AllocatorName(op); };
   boost::unordered_flat_map<NameId, MemoryStateSnapshot::OpRow> by_op;
-  std::vector<std::pair<RowKey, uint64_t>> rows(m.peak_hist.begin(), m.peak_hist.end());
+  std::vector<std::pair<RowKey, uint64_t>> rows;
+  rows.reserve(m.peak_hist.size());
+  m.peak_hist.ForEach([&](RowKey key, uint64_t count) { rows.emplace_back(key, count); });
   for (const auto& [key, count] : rows) {
     out->peak_allocations += count;
     if (key.op != 0) {

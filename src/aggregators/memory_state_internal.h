@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "aggregators/memory_state.h"
+#include "base/flat_map.h"
 
 namespace liveprof {
 namespace memory_internal {
@@ -95,14 +96,38 @@ struct LiveAlloc {
 using LiveMap = boost::unordered_flat_map<uint64_t, LiveAlloc>;
 // (op, size) -> count. Counts change by ±1 with unsigned wrap-around, so a
 // log of deltas can be replayed in any order (a transiently "negative" count
-// is a huge one); a count reaching 0 is erased.
-using RowHist = boost::unordered_flat_map<RowKey, uint64_t, RowKeyHash>;
+// is a huge one); a count reaching 0 is erased. The rows without an op (all
+// of them on tracks without spans) are keyed by size in a U64Map, faster on
+// this hot path (bench/RESULTS.md); the others by (op, size).
+class RowHist {
+ public:
+  void Add(RowKey key, bool add) {
+    const uint64_t delta = add ? 1 : ~uint64_t{0};
+    if (key.op == 0) {
+      uint64_t* count = no_op_.Insert(key.bytes).first;
+      if ((*count += delta) == 0) {
+        uint64_t unused;
+        no_op_.Erase(key.bytes, &unused);
+      }
+      return;
+    }
+    const auto [it, inserted] = by_op_.try_emplace(key, 0);
+    if ((it->second += delta) == 0) by_op_.erase(it);
+  }
+  size_t size() const { return no_op_.size() + by_op_.size(); }
+  // f(RowKey, count) for every row.
+  template <typename F>
+  void ForEach(F&& f) const {
+    no_op_.ForEach([&](uint64_t bytes, uint64_t count) { f(RowKey{0, bytes}, count); });
+    for (const auto& [key, count] : by_op_) f(key, count);
+  }
 
-inline void HistAdd(RowHist& h, RowKey key, bool add) {
-  const auto [it, inserted] = h.try_emplace(key, 0);
-  it->second += add ? 1 : ~uint64_t{0};
-  if (it->second == 0) h.erase(it);
-}
+ private:
+  U64Map no_op_;
+  boost::unordered_flat_map<RowKey, uint64_t, RowKeyHash> by_op_;
+};
+
+inline void HistAdd(RowHist& h, RowKey key, bool add) { h.Add(key, add); }
 
 }  // namespace memory_internal
 
