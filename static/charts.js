@@ -18,7 +18,8 @@ function missing(el) {
 function make(el, opts, data) {
   const width = Math.max(200, el.clientWidth || 600);
   let observer = null;
-  const plot = new uPlot({width, ...opts, hooks: {destroy: [() => observer?.disconnect()]}}, data, el);
+  const hooks = {...opts.hooks, destroy: [...(opts.hooks?.destroy ?? []), () => observer?.disconnect()]};
+  const plot = new uPlot({width, ...opts, hooks}, data, el);
   observer = new ResizeObserver(() => {
     const w = el.clientWidth;
     if (w > 0 && Math.abs(w - plot.width) > 1) plot.setSize({width: w, height: opts.height});
@@ -90,28 +91,93 @@ export class StackedBars {
 }
 
 // Lines over time, with an optional second (right) axis.
-// series: [{label, color, scale: 'y'|'right', fmt}]
+// series: [{label, color, scale: 'y'|'right', fmt, width, show}]
+// left: {label, values, incrs, range}: the y axis's tick labels, tick
+// increments and range function (uPlot's); marks: horizontal lines drawn
+// across the plot where their value is on the y scale (setMarks).
 export class Lines {
   constructor(el, {series, height = 280, xLabel = '', left = {}, right = null}) {
+    this.marks = [];
     if (!uPlot) return void missing(el);
     const s = [{label: xLabel}];
     for (const d of series) {
-      s.push({label: d.label, stroke: d.color, width: 1.5, scale: d.scale ?? 'y',
+      s.push({label: d.label, stroke: d.color, width: d.width ?? 1.5, scale: d.scale ?? 'y', show: d.show ?? true,
         value: (u, v) => (v === null || v === undefined ? '—' : d.fmt ? d.fmt(v) : v)});
     }
-    const axes = [{label: xLabel}, {label: left.label ?? '', size: 80, values: left.values}];
+    const axes = [{label: xLabel}, {label: left.label ?? '', size: 80, values: left.values, incrs: left.incrs}];
     const scales = {x: {time: false}};
+    if (left.range) scales.y = {range: left.range};
     if (right) {
       axes.push({scale: 'right', side: 1, label: right.label, size: 60, grid: {show: false}, values: right.values});
       scales.right = {range: right.range};
     }
-    this.plot = make(el, {height, series: s, axes, scales, cursor: {points: {size: 6}}},
+    const hooks = {draw: [(u) => this.drawMarks(u)]};
+    this.plot = make(el, {height, series: s, axes, scales, hooks, cursor: {points: {size: 6}}},
       [[], ...series.map(() => [])]);
   }
 
   setData(data) {
     if (this.plot) this.plot.setData(data);
   }
+
+  // Shows or hides series i (0 = the first of `series`).
+  show(i, on) {
+    if (this.plot && this.plot.series[i + 1].show !== on) this.plot.setSeries(i + 1, {show: on});
+  }
+
+  // marks: [{value, label, color}] on the y scale; redrawn with the data.
+  setMarks(marks) {
+    this.marks = marks;
+    if (this.plot) this.plot.redraw(false);
+  }
+
+  drawMarks(u) {
+    const {ctx} = u;
+    const {left, top, width, height} = u.bbox;
+    for (const m of this.marks) {
+      const y = Math.round(u.valToPos(m.value, 'y', true));
+      if (!(y >= top && y <= top + height)) continue;
+      ctx.save();
+      ctx.strokeStyle = m.color;
+      ctx.fillStyle = m.color;
+      ctx.lineWidth = 1.5 * devicePixelRatio;
+      ctx.setLineDash([6 * devicePixelRatio, 4 * devicePixelRatio]);
+      ctx.beginPath();
+      ctx.moveTo(left, y);
+      ctx.lineTo(left + width, y);
+      ctx.stroke();
+      ctx.font = `${11 * devicePixelRatio}px sans-serif`;
+      ctx.textAlign = 'right';
+      ctx.fillText(m.label, left + width - 4, y - 4 * devicePixelRatio);
+      ctx.restore();
+    }
+  }
+}
+
+// Byte axes in binary units: tick steps are powers of two (…, 64 MiB,
+// 128 MiB, 256 MiB, …) and labels use one unit, chosen by the axis's top.
+export const BYTE_INCRS = Array.from({length: 51}, (_, i) => 2 ** i);
+const BYTE_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+
+export function byteUnit(max) {
+  let u = 0;
+  while (u < BYTE_UNITS.length - 1 && max >= 1024 ** (u + 1)) u++;
+  return u;
+}
+
+// Tick labels for `vals` on an axis whose top is `max`.
+export function byteTicks(vals, max) {
+  const u = byteUnit(max);
+  return vals.map((v) => `${+(v / 1024 ** u).toFixed(3)} ${BYTE_UNITS[u]}`);
+}
+
+// The top of a byte axis for data up to `max`: 10 % of headroom, rounded up
+// to a quarter of the power of two below it (so the top is a tick).
+export function byteAxisTop(max) {
+  if (!(max > 0)) return 1024;
+  const target = max * 1.1;
+  const step = Math.max(1, 2 ** Math.floor(Math.log2(target)) / 4);
+  return Math.ceil(target / step) * step;
 }
 
 // Vertical bars of one series (a histogram).

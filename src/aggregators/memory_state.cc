@@ -2,7 +2,7 @@
 
 #include <boost/unordered/unordered_flat_map.hpp>
 
-#include "base/flat_map.h"
+#include "aggregators/memory_state_internal.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,11 +11,12 @@
 
 namespace liveprof {
 
+using memory_internal::HistAdd;
+using memory_internal::kDenseNames;
+using memory_internal::kUnknown;
+
 namespace {
 
-constexpr size_t kDenseNames = size_t{1} << 16;
-constexpr size_t kMinLogEntries = 4096;
-constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
 constexpr std::string_view kCounterPrefix = "memory/";
 
 uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
@@ -23,73 +24,11 @@ uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
   return s < a ? ~uint64_t{0} : s;
 }
 
-// The state after one alloc/free. seq = the event's index among this memory
-// id's alloc/free events: ties between equal in-use go to the larger seq.
-struct Sample {
-  uint64_t ts = 0;
-  uint64_t seq = 0;
-  uint64_t stack = 0;
-  uint64_t heap = 0;
-  uint64_t free_bytes = 0;
-  double fragmentation_pct = kUnknown;
-  uint64_t in_use() const { return stack + heap; }
-};
-
-// One window bucket: counts and the highest in-use sample (latest on ties).
-struct Bucket {
-  uint64_t index = 0;  // the bucket number; for "older", the largest merged.
-  bool used = false;
-  bool has_peak = false;
-  uint64_t allocs = 0;
-  uint64_t frees = 0;
-  Sample peak;
-
-  void Offer(const Sample& s) {
-    if (!has_peak || s.in_use() >= peak.in_use()) {
-      peak = s;
-      has_peak = true;
-    }
-  }
-  void Combine(const Bucket& o) {
-    if (!o.used) return;
-    index = used ? std::max(index, o.index) : o.index;
-    used = true;
-    allocs += o.allocs;
-    frees += o.frees;
-    if (o.has_peak &&
-        (!has_peak || o.peak.in_use() > peak.in_use() ||
-         (o.peak.in_use() == peak.in_use() && o.peak.seq >= peak.seq))) {
-      peak = o.peak;
-      has_peak = true;
-    }
-  }
-};
-
-struct SizeDelta {
-  uint64_t bytes;
-  bool add;
-};
-
-// Address -> bytes of the live allocations. boost::unordered_flat_map is
-// faster than U64Map on this churn; U64Map is faster on the small, hot
-// size histograms (bench/RESULTS.md).
-using LiveMap = boost::unordered_flat_map<uint64_t, uint64_t>;
-
-void HistAdd(U64Map& h, uint64_t bytes) { ++*h.Insert(bytes).first; }
-
-void HistRemove(U64Map& h, uint64_t bytes) {
-  uint64_t* count = h.Find(bytes);
-  if (count == nullptr) return;
-  if (--*count == 0) {
-    uint64_t unused;
-    h.Erase(bytes, &unused);
-  }
-}
-
 // §8.1 approximated over the live allocations' address span (see header).
 double FragmentationPct(const LiveMap& live, bool has_reserved, uint64_t reserved,
                         std::vector<std::pair<uint64_t, uint64_t>>* ranges) {
-  ranges->assign(live.begin(), live.end());
+  ranges->clear();
+  for (const auto& [address, a] : live) ranges->emplace_back(address, a.bytes);
   if (ranges->empty()) return 0;
   std::sort(ranges->begin(), ranges->end());
   const uint64_t lowest = ranges->front().first;
@@ -131,122 +70,6 @@ std::string IdString(bool host, uint8_t device, std::string_view allocator) {
 
 }  // namespace
 
-struct MemoryState::Memory {
-  NameId allocator_id = 0;
-  bool host = true;
-  uint8_t device = 0;  // ordinal; 0 for host.
-  std::string allocator_name;
-  int32_t setting = -1;  // index into settings_, -1 none.
-  // Configuration (counters and Catalog).
-  uint64_t capacity = 0;
-  bool has_reserved = false;
-  uint64_t reserved = 0;
-  uint64_t stack = 0;
-  // Live allocations.
-  LiveMap live;
-  uint64_t heap = 0;
-  // Size → count of the live allocations; its copy at the peak; the deltas
-  // since the peak (valid unless it outgrew its cap).
-  U64Map hist;
-  U64Map peak_hist;
-  std::vector<SizeDelta> log;
-  bool log_valid = true;
-  bool incomplete = false;
-  uint64_t unattributed_count = 0;  // unknown frees since the peak.
-  uint64_t unattributed_bytes = 0;
-  // Samples.
-  uint64_t next_seq = 0;
-  bool has_last = false;
-  Sample last;
-  bool has_peak = false;
-  Sample peak;  // lifetime stack + heap peak.
-  bool has_lifetime = false;
-  uint64_t lifetime_peak_heap = 0;
-  uint64_t lifetime_peak_heap_ts = 0;
-  // Fragmentation at peaks (rate-limited).
-  bool frag_computed = false;
-  uint64_t frag_last_ts = 0;
-  double peak_frag = 0;
-  uint64_t peak_frag_ts = 0;
-  // Timeline max-pyramid: points of 2^level events, plus a partial one.
-  std::vector<Sample> points;
-  Sample partial;
-  uint64_t partial_count = 0;
-  uint32_t level = 0;
-  // Window buckets.
-  std::vector<Bucket> ring;
-  Bucket older;
-  Bucket* cur = nullptr;
-  uint64_t cur_index = 0;
-
-  void LogDelta(uint64_t bytes, bool add) {
-    if (!log_valid) return;
-    if (log.size() >= std::max(kMinLogEntries, 2 * hist.size())) {
-      log_valid = false;  // the next peak copies the histogram instead.
-      log.clear();
-      return;
-    }
-    log.push_back({bytes, add});
-  }
-  void AddLive(uint64_t bytes) {
-    heap += bytes;
-    HistAdd(hist, bytes);
-    LogDelta(bytes, true);
-  }
-  void RemoveLive(uint64_t bytes) {
-    heap -= bytes;
-    HistRemove(hist, bytes);
-    LogDelta(bytes, false);
-  }
-  uint64_t FreeBytes() const {
-    if (capacity > 0) {
-      const uint64_t used = stack + heap;
-      return capacity > used ? capacity - used : 0;
-    }
-    if (has_reserved) return reserved > heap ? reserved - heap : 0;
-    return 0;
-  }
-  Bucket& BucketFor(uint64_t index, size_t max_buckets) {
-    if (cur != nullptr && cur_index == index) return *cur;
-    if (ring.empty()) ring.resize(max_buckets);
-    Bucket& slot = ring[index % max_buckets];
-    if (slot.used && slot.index == index) {
-      cur = &slot;
-      cur_index = index;
-      return slot;
-    }
-    if (slot.used && slot.index > index) {  // older than the ring: a late event.
-      older.index = older.used ? std::max(older.index, index) : index;
-      older.used = true;
-      return older;
-    }
-    older.Combine(slot);
-    slot = Bucket{};
-    slot.used = true;
-    slot.index = index;
-    if (has_last) {  // the level carried into the bucket.
-      slot.has_peak = true;
-      slot.peak = last;
-    }
-    cur = &slot;
-    cur_index = index;
-    return slot;
-  }
-  void PushPoint(const Sample& s, size_t max_points) {
-    if (partial_count == 0 || s.in_use() > partial.in_use()) partial = s;
-    if (++partial_count < (uint64_t{1} << level)) return;
-    points.push_back(partial);
-    partial_count = 0;
-    if (points.size() < 2 * max_points) return;
-    for (size_t i = 0; i < max_points; ++i) {
-      const Sample& a = points[2 * i];
-      const Sample& b = points[2 * i + 1];
-      points[i] = b.in_use() > a.in_use() ? b : a;  // earliest on ties.
-    }
-    points.resize(max_points);
-    ++level;
-  }
-};
 
 MemoryState::MemoryState(const Catalog* catalog, Diagnostics* diagnostics, Options options)
     : catalog_(catalog), diagnostics_(diagnostics), options_(options) {
@@ -295,6 +118,7 @@ void MemoryState::RefreshConfig(Memory& m) {
 MemoryState::Memory& MemoryState::Create(NameId allocator, bool host, uint8_t device,
                                          uint64_t key) {
   auto m = std::make_unique<Memory>();
+  m->index = static_cast<uint32_t>(memories_.size());
   m->allocator_id = allocator;
   m->host = host;
   m->device = host ? 0 : device;
@@ -364,6 +188,13 @@ void MemoryState::Consume(std::span<const Event> events) {
           OnMemoryEvent(e);
         }
         break;
+      case EventKind::kFrameworkOp:
+      case EventKind::kHostSpan:
+      case EventKind::kInputSpan:
+        if (e.dur > kMaxEventDurationNs) continue;
+        now_ = std::max(now_, e.ts + e.dur);
+        if (!pending_.empty()) OnSpan(e);
+        break;
       default:
         if (e.dur <= kMaxEventDurationNs) now_ = std::max(now_, e.ts + e.dur);
         break;
@@ -375,32 +206,46 @@ void MemoryState::OnMemoryEvent(const Event& e) {
   Memory& m = Lookup(e.name, e.sub, e.device);
   const uint64_t address = e.payload.memory.address;
   if (e.kind == EventKind::kAlloc) {
-    const uint64_t bytes = e.payload.memory.bytes;
-    const auto [it, inserted] = m.live.try_emplace(address, 0);
-    uint64_t* const value = &it->second;
+    TrackQueue& t = QueueOf(e.track);
+    const LiveAlloc a{e.payload.memory.bytes, m.next_seq, 0, !t.spanless};
+    const auto [it, inserted] = m.live.try_emplace(address, a);
     uint32_t frees = 0;
     if (!inserted) {  // still live: the earlier allocation is taken as freed.
       if (diagnostics_ != nullptr) diagnostics_->Add(Diag::alloc_address_reused);
-      m.RemoveLive(*value);
+      m.RemoveLive(it->second);
+      it->second = a;
       frees = 1;
     }
-    *value = bytes;
-    m.AddLive(bytes);
+    m.AddLive(a);
     Record(m, e, 1, frees);
+    if (t.spanless) return;
+    std::deque<Pending>& q = t.q;
+    q.push_back({e.ts, address, a.bytes, a.seq, m.index});
+    ++pending_count_;
+    // Bounded wait: the oldest give up on a span past the horizon or the cap;
+    // all of them on a track that looks like one without spans.
+    const bool spanless = !t.seen_span && q.size() > options_.spanless_after;
+    while (!q.empty() && (spanless || q.size() > options_.max_pending_per_track ||
+                          q.front().ts + options_.attribution_horizon_ns < e.ts)) {
+      Unpend(q.front());
+      q.pop_front();
+      --pending_count_;
+    }
+    t.spanless = spanless;
     return;
   }
   const auto it = m.live.find(address);
   if (it == m.live.end()) {
     if (diagnostics_ != nullptr) diagnostics_->Add(Diag::free_unknown_address);
     m.incomplete = true;
-    ++m.unattributed_count;
-    m.unattributed_bytes += e.payload.memory.bytes;
+    ++m.unseen_count;
+    m.unseen_bytes += e.payload.memory.bytes;
     m.BucketFor(BucketIndex(e.ts + e.dur), options_.max_buckets).frees += 1;
     return;
   }
-  const uint64_t bytes = it->second;
+  const LiveAlloc a = it->second;
   m.live.erase(it);
-  m.RemoveLive(bytes);
+  m.RemoveLive(a);
   Record(m, e, 0, 1);
 }
 
@@ -432,20 +277,15 @@ void MemoryState::Record(Memory& m, const Event& e, uint32_t allocs, uint32_t fr
 
 void MemoryState::OnNewPeak(Memory& m, uint64_t ts, double* fragmentation_pct) {
   if (m.log_valid) {
-    for (const SizeDelta& d : m.log) {
-      if (d.add) {
-        HistAdd(m.peak_hist, d.bytes);
-      } else {
-        HistRemove(m.peak_hist, d.bytes);
-      }
-    }
+    for (const RowDelta& d : m.log) HistAdd(m.peak_hist, d.key, d.add);
   } else {
     m.peak_hist = m.hist;
   }
   m.log.clear();
   m.log_valid = true;
-  m.unattributed_count = 0;
-  m.unattributed_bytes = 0;
+  if (!m.freed_pending.empty()) m.freed_pending.clear();  // clear() is O(capacity).
+  m.unseen_count = 0;
+  m.unseen_bytes = 0;
   if (!m.frag_computed ||
       (ts >= m.frag_last_ts && ts - m.frag_last_ts >= options_.peak_detail_interval_ns)) {
     *fragmentation_pct = FragmentationPct(m.live, m.has_reserved, m.reserved, &scratch_);
@@ -604,23 +444,7 @@ MemoryStateSnapshot MemoryState::Snapshot(uint64_t window_ns) const {
         out.peak_fragmentation_pct = m.peak_frag;  // an earlier peak's value.
         out.peak_fragmentation_ts_ns = m.peak_frag_ts;
       }
-      if (lifetime_peak) {
-        out.breakdown_at_peak = true;
-        m.peak_hist.ForEach([&](uint64_t bytes, uint64_t count) {
-          out.breakdown.push_back({bytes, count, bytes * count, false});
-        });
-        auto by_total = [](const auto& a, const auto& b) {
-          return a.total_bytes != b.total_bytes ? a.total_bytes > b.total_bytes
-                                                : a.bytes > b.bytes;
-        };
-        const size_t keep = std::min(out.breakdown.size(), options_.breakdown_rows);
-        std::partial_sort(out.breakdown.begin(), out.breakdown.begin() + keep,
-                          out.breakdown.end(), by_total);
-        out.breakdown.resize(keep);
-        if (m.incomplete) {
-          out.breakdown.push_back({0, m.unattributed_count, m.unattributed_bytes, true});
-        }
-      }
+      if (lifetime_peak) BreakdownAtPeak(m, &out);
     }
 
     // Timeline: stored points in the window, then §8.3's box rule.

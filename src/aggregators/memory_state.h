@@ -48,7 +48,7 @@
 // in-use is >= the peak becomes the peak (the latest event reaching it wins).
 // A free of an unknown address changes nothing, so it is neither a timeline
 // point nor a peak candidate (it is counted: Diag::free_unknown_address,
-// num_deallocations, and the breakdown's unattributed row).
+// num_deallocations, and peak_unseen_* when it follows the peak).
 //
 // Timeline (§8.3): one point per alloc/free, kept in bounded memory as a
 // max-pyramid: stored points each stand for 2^k consecutive events (the one of
@@ -57,16 +57,35 @@
 // runs §8.3's box rule over the stored points, so with <= 2·max_points events
 // the result is exactly xprof's; beyond, boxes are made of 2^k-event groups.
 //
-// Breakdown at the peak: we have no op names, so the live allocations at the
-// peak are grouped by allocation size. A size → count histogram of the live
-// allocations is kept incrementally; the deltas since the last peak are logged,
-// and a new peak replays them onto the peak's copy (or copies the histogram
-// when the log grew past max(4096, 2·distinct sizes)): O(1) amortized per
-// event, and the copy always describes the latest peak exactly. An
-// "unattributed" row is added once the live map is known to be incomplete (a
-// free of an unknown address was seen): its occurrences and bytes are those
-// unknown frees that came after the peak, i.e. allocations we never saw that
-// were live at the peak (and are not in its heap).
+// Breakdown at the peak (§8.4's table, with the columns our events carry):
+// the live allocations at the peak grouped by (op, allocation size). The op
+// of an allocation is the innermost host span (kFrameworkOp, kHostSpan or
+// kInputSpan; not a step, not a span named ProfilerStep#N) on the same track
+// that encloses it, start <= ts < start + dur: for PyTorch traces the
+// innermost cpu_op / user_annotation around the `[memory]` event on its
+// thread (the PyTorch plugin's memory view attributes to the innermost
+// operator node the same way, pytorch-plugin-semantics.md); for our own
+// producers the LIVEPROF_SCOPE or framework op around LIVEPROF_ALLOC. Events
+// arrive by end time, so an allocation comes before the spans around it and
+// the first of them to arrive whose interval holds it is the innermost: each
+// track keeps its allocations not yet enclosed (time order), and a span
+// attributes the ones of its interval. An allocation no span has enclosed
+// within Options::attribution_horizon_ns of event time (or pushed out by
+// max_pending_per_track newer ones) stays unattributed, op "" (as do
+// allocations on tracks that carry no spans, e.g. CUPTI's: a track on which
+// Options::spanless_after allocations waited before any span came stops
+// queueing until a span arrives on it). Our events carry
+// no requested size, region, data type or shape, so those columns are not
+// reported.
+// A (op, size) → count histogram of the live allocations is kept
+// incrementally; the deltas since the last peak are logged, and a new peak
+// replays them onto the peak's copy (or copies the histogram when the log
+// grew past max(4096, 2·distinct rows)): O(1) amortized per event. An
+// allocation attributed after the peak it was live at moves its count in the
+// peak's copy too (the log stays the difference between the two), so the
+// copy always describes the latest peak with what is known now. Frees of
+// unknown addresses after the peak (allocations we never saw, live at the
+// peak and not in its heap) are counted beside the table.
 //
 // Windows: per memory id a ring of time buckets (event end time) keeps
 // alloc/free counts and the highest in-use sample; a bucket opens seeded with
@@ -80,6 +99,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
@@ -100,7 +120,10 @@ struct MemoryStateOptions {
   size_t max_buckets = 600;            // ring size; older buckets merge into one.
   size_t max_points = 1000;            // timeline points a snapshot emits (§8.3).
   uint64_t peak_detail_interval_ns = 100'000'000;  // fragmentation-at-peak rate limit.
-  size_t breakdown_rows = 50;                      // size rows kept in the breakdown.
+  size_t breakdown_rows = 50;                      // rows kept in the breakdown (and by op).
+  uint64_t attribution_horizon_ns = 60'000'000'000;  // wait this long for an enclosing span.
+  size_t max_pending_per_track = 65536;             // allocations waiting for one, per track.
+  size_t spanless_after = 4096;  // waiting on a track that never had a span: stop queueing.
 };
 
 struct MemoryStateSnapshot {
@@ -114,13 +137,21 @@ struct MemoryStateSnapshot {
     std::optional<double> fragmentation_pct;  // only where it was computed.
     bool operator==(const Point&) const = default;
   };
-  // One breakdown row: `occurrences` live allocations of `bytes` each.
-  struct SizeRow {
-    uint64_t bytes = 0;  // allocation size; 0 on the unattributed row.
+  // One breakdown row: `occurrences` allocations of `bytes` each, live at
+  // the peak, made inside op `op` ("" = no enclosing op known).
+  struct BreakdownRow {
+    std::string op;
+    uint64_t bytes = 0;
     uint64_t occurrences = 0;
     uint64_t total_bytes = 0;
-    bool unattributed = false;  // allocations never seen, freed after the peak.
-    bool operator==(const SizeRow&) const = default;
+    bool operator==(const BreakdownRow&) const = default;
+  };
+  // The live allocations at the peak that op `op` made.
+  struct OpRow {
+    std::string op;
+    uint64_t bytes = 0;
+    uint64_t allocations = 0;
+    bool operator==(const OpRow&) const = default;
   };
   struct Memory {
     std::string id;         // "GPU:0 cuda_caching", "Host pinned_pool".
@@ -153,10 +184,19 @@ struct MemoryStateSnapshot {
     // when exact, earlier when the rate limit kept an earlier peak's value.
     std::optional<double> peak_fragmentation_pct;
     uint64_t peak_fragmentation_ts_ns = 0;
-    // Live allocations at the peak by size, total bytes descending; filled
-    // only when this window's peak is the lifetime stack + heap peak.
+    // Live allocations at the peak by (op, size), total bytes descending,
+    // then size descending, then op; by op, bytes descending. Filled only
+    // when this window's peak is the lifetime stack + heap peak.
     bool breakdown_at_peak = false;
-    std::vector<SizeRow> breakdown;
+    uint64_t peak_allocations = 0;             // live allocations at the peak.
+    uint64_t peak_attributed_allocations = 0;  // of them, with an op.
+    uint64_t peak_attributed_bytes = 0;
+    // Frees of unknown addresses after the peak: allocations never seen,
+    // live at the peak but not in peak_heap_bytes.
+    uint64_t peak_unseen_allocations = 0;
+    uint64_t peak_unseen_bytes = 0;
+    std::vector<BreakdownRow> breakdown;  // <= breakdown_rows.
+    std::vector<OpRow> breakdown_by_op;   // <= breakdown_rows; "" = unattributed.
     bool live_map_incomplete = false;  // a free of an unknown address was seen.
     std::vector<Point> timeline;       // <= max_points, time order.
     bool operator==(const Memory&) const = default;
@@ -225,6 +265,19 @@ class MemoryState {
   void Record(Memory& m, const Event& e, uint32_t allocs, uint32_t frees);
   void OnNewPeak(Memory& m, uint64_t ts, double* fragmentation_pct);
   void RefreshConfig(Memory& m);
+  // An allocation waiting for its enclosing span.
+  struct Pending {
+    uint64_t ts = 0;
+    uint64_t address = 0;
+    uint64_t bytes = 0;
+    uint64_t seq = 0;     // its sample's seq in its memory id.
+    uint32_t memory = 0;  // index into memories_.
+  };
+  void OnSpan(const Event& e);
+  void Attribute(const Pending& p, NameId op);
+  void Unpend(const Pending& p);
+  bool IsStepName(NameId name);
+  void BreakdownAtPeak(const Memory& m, MemoryStateSnapshot::Memory* out) const;
   std::string AllocatorName(NameId id) const;
   uint64_t BucketIndex(uint64_t end);
 
@@ -249,6 +302,18 @@ class MemoryState {
   uint64_t bucket_end_ = 0;
   uint64_t bucket_index_ = 0;
   std::vector<std::pair<uint64_t, uint64_t>> scratch_;  // fragmentation.
+  // Per track, the allocations waiting for an enclosing span (time order).
+  struct TrackQueue {
+    std::deque<Pending> q;  // time order.
+    bool seen_span = false;
+    bool spanless = false;  // no span came while spanless_after waited: do not queue.
+  };
+  TrackQueue& QueueOf(TrackId track);
+  std::unordered_map<TrackId, TrackQueue> pending_;  // node-based: stable addresses.
+  TrackId last_track_ = 0;
+  TrackQueue* last_queue_ = nullptr;
+  size_t pending_count_ = 0;
+  std::vector<uint8_t> step_name_;  // per NameId: 0 unknown, 1 no, 2 ProfilerStep#N.
 };
 
 }  // namespace liveprof

@@ -56,14 +56,29 @@ void MemoryStateSnapshot::WriteJson(JsonWriter& w) const {
     w.KV("peak_fragmentation_ts_ns", m.peak_fragmentation_ts_ns);
     w.KV("live_map_incomplete", m.live_map_incomplete);
     w.KV("breakdown_at_peak", m.breakdown_at_peak);
+    w.KV("peak_allocations", m.peak_allocations);
+    w.KV("peak_attributed_allocations", m.peak_attributed_allocations);
+    w.KV("peak_attributed_bytes", m.peak_attributed_bytes);
+    w.KV("peak_unseen_allocations", m.peak_unseen_allocations);
+    w.KV("peak_unseen_bytes", m.peak_unseen_bytes);
     w.Key("breakdown");
     w.BeginArray();
-    for (const SizeRow& r : m.breakdown) {
+    for (const BreakdownRow& r : m.breakdown) {
       w.BeginObject();
+      w.KV("op", r.op);
       w.KV("bytes", r.bytes);
       w.KV("occurrences", r.occurrences);
       w.KV("total_bytes", r.total_bytes);
-      w.KV("unattributed", r.unattributed);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("breakdown_by_op");
+    w.BeginArray();
+    for (const OpRow& r : m.breakdown_by_op) {
+      w.BeginObject();
+      w.KV("op", r.op);
+      w.KV("bytes", r.bytes);
+      w.KV("allocations", r.allocations);
       w.EndObject();
     }
     w.EndArray();

@@ -35,6 +35,9 @@ constexpr NameId kPinnedReserved = 13;  // "memory/pinned_pool/reserved_bytes"
 constexpr NameId kOtherCounter = 14;    // "gpu/utilization": not a memory counter.
 constexpr NameId kBadCounter = 15;      // "memory//stack_bytes": no allocator name.
 constexpr NameId kKernelName = 20;
+constexpr NameId kOpConv = 21;   // "aten::conv"
+constexpr NameId kOpEmpty = 22;  // "aten::empty"
+constexpr NameId kStepName = 23; // "ProfilerStep#3": a step, never an op.
 
 void DefineNames(Catalog& c) {
   c.DefineName(kCaching, "cuda_caching");
@@ -46,6 +49,9 @@ void DefineNames(Catalog& c) {
   c.DefineName(kOtherCounter, "gpu/utilization");
   c.DefineName(kBadCounter, "memory//stack_bytes");
   c.DefineName(kKernelName, "gemm");
+  c.DefineName(kOpConv, "aten::conv");
+  c.DefineName(kOpEmpty, "aten::empty");
+  c.DefineName(kStepName, "ProfilerStep#3");
 }
 
 Event DeviceInfo(uint8_t device, uint64_t memory_bytes) {
@@ -170,8 +176,8 @@ TEST_CASE("memory state: hand-computed peak, stack/heap/free and fragmentation")
   // Breakdown at the peak: 100 × 3 = 300 and 150 × 1 = 150.
   CHECK(m.breakdown_at_peak);
   REQUIRE(m.breakdown.size() == 2);
-  CHECK(m.breakdown[0] == MemoryStateSnapshot::SizeRow{100, 3, 300, false});
-  CHECK(m.breakdown[1] == MemoryStateSnapshot::SizeRow{150, 1, 150, false});
+  CHECK(m.breakdown[0] == MemoryStateSnapshot::BreakdownRow{"", 100, 3, 300});
+  CHECK(m.breakdown[1] == MemoryStateSnapshot::BreakdownRow{"", 150, 1, 150});
   CHECK(diag.Get(Diag::free_unknown_address) == 0);
 }
 
@@ -282,7 +288,7 @@ TEST_CASE("memory state: the latest event reaching the peak wins (>=)") {
   CHECK(m.num_deallocations == 2);
   CHECK(m.live_allocations == 1);
   // The peak's breakdown: the 100-byte allocation only (the 0-byte one is gone).
-  CHECK(m.breakdown == std::vector<MemoryStateSnapshot::SizeRow>{{100, 1, 100, false}});
+  CHECK(m.breakdown == std::vector<MemoryStateSnapshot::BreakdownRow>{{"", 100, 1, 100}});
 }
 
 TEST_CASE("memory state: free of an unknown address is counted, heap unchanged") {
@@ -303,17 +309,20 @@ TEST_CASE("memory state: free of an unknown address is counted, heap unchanged")
     CHECK(m.timeline.size() == 1);  // not a point...
     CHECK(m.peak_ts_ns == 1 * kSec);  // ...nor a peak candidate.
     // The 64 bytes were live at the peak (freed after it) but never seen.
-    CHECK(m.breakdown == std::vector<MemoryStateSnapshot::SizeRow>{{100, 1, 100, false},
-                                                                   {0, 1, 64, true}});
+    CHECK(m.breakdown == std::vector<MemoryStateSnapshot::BreakdownRow>{{"", 100, 1, 100}});
+    CHECK(m.peak_unseen_allocations == 1);
+    CHECK(m.peak_unseen_bytes == 64);
   }
   state.Consume(std::vector<Event>{test::Alloc(3 * kSec, kCaching, 0x20, 200)});  // peak 300
   const auto m = state.Snapshot().memories.at(0);
   CHECK(m.peak_bytes == 300);
-  // The unknown free came before this peak: nothing known unattributed at it,
-  // but the row says the live map is incomplete.
-  CHECK(m.breakdown == std::vector<MemoryStateSnapshot::SizeRow>{{200, 1, 200, false},
-                                                                 {100, 1, 100, false},
-                                                                 {0, 0, 0, true}});
+  // The unknown free came before this peak: nothing unseen at it (no row
+  // of 0 bytes); the live map is still known to be incomplete.
+  CHECK(m.breakdown == std::vector<MemoryStateSnapshot::BreakdownRow>{{"", 200, 1, 200},
+                                                                      {"", 100, 1, 100}});
+  CHECK(m.peak_unseen_allocations == 0);
+  CHECK(m.peak_unseen_bytes == 0);
+  CHECK(m.live_map_incomplete);
   // A memory id whose first event is an unknown free: counted, no peak.
   state.Consume(std::vector<Event>{test::Free(4 * kSec, kPinned, 0x5, 8, MemoryKind::kPinned)});
   const auto after = state.Snapshot();
@@ -342,7 +351,7 @@ TEST_CASE("memory state: an alloc at a live address frees the earlier one") {
   CHECK(m.num_deallocations == 1);
   CHECK(m.peak_bytes == 100);
   CHECK(m.peak_ts_ns == 1 * kSec);
-  CHECK(m.breakdown == std::vector<MemoryStateSnapshot::SizeRow>{{100, 1, 100, false}});
+  CHECK(m.breakdown == std::vector<MemoryStateSnapshot::BreakdownRow>{{"", 100, 1, 100}});
   CHECK(m.timeline.size() == 2);
 }
 
@@ -457,9 +466,9 @@ TEST_CASE("memory state: breakdown at the peak by allocation size") {
     CHECK(m.peak_bytes == 8200);
     // Total descending, then size descending: 4096, 2048 (1024 × 2), 1024
     // (512 × 2) before 1024 (256 × 4); top 3 rows.
-    CHECK(m.breakdown == std::vector<MemoryStateSnapshot::SizeRow>{{4096, 1, 4096, false},
-                                                                   {1024, 2, 2048, false},
-                                                                   {512, 2, 1024, false}});
+    CHECK(m.breakdown == std::vector<MemoryStateSnapshot::BreakdownRow>{{"", 4096, 1, 4096},
+                                                                   {"", 1024, 2, 2048},
+                                                                   {"", 512, 2, 1024}});
   }
   // More than 4096 histogram changes below the peak overflow the delta log;
   // the next peak copies the histogram instead: still exact.
@@ -472,9 +481,9 @@ TEST_CASE("memory state: breakdown at the peak by allocation size") {
   state.Consume(events);
   const auto m = state.Snapshot().memories.at(0);
   CHECK(m.peak_bytes == 12296);
-  CHECK(m.breakdown == std::vector<MemoryStateSnapshot::SizeRow>{{8192, 1, 8192, false},
-                                                                 {1024, 2, 2048, false},
-                                                                 {512, 2, 1024, false}});
+  CHECK(m.breakdown == std::vector<MemoryStateSnapshot::BreakdownRow>{{"", 8192, 1, 8192},
+                                                                 {"", 1024, 2, 2048},
+                                                                 {"", 512, 2, 1024}});
 }
 
 TEST_CASE("memory state: capacity from a kDeviceInfo via the Catalog") {
@@ -666,6 +675,9 @@ class NaiveMemory {
         OnCounter(e);
       } else if (e.kind == EventKind::kAlloc || e.kind == EventKind::kFree) {
         OnMemory(e);
+      } else if (e.kind == EventKind::kFrameworkOp || e.kind == EventKind::kHostSpan ||
+                 e.kind == EventKind::kInputSpan) {
+        OnSpan(e);
       }
     }
   }
@@ -736,27 +748,44 @@ class NaiveMemory {
         }
         if (is_lifetime) {
           out.breakdown_at_peak = true;
-          std::map<uint64_t, uint64_t> sizes;
-          for (const auto& [address, bytes] : m.live_at_peak.at(peak->seq)) ++sizes[bytes];
-          for (const auto& [bytes, count] : sizes) {
-            out.breakdown.push_back({bytes, count, bytes * count, false});
+          // The op of each allocation live at the peak, as known now.
+          std::map<std::pair<std::string, uint64_t>, uint64_t> rows;
+          std::map<std::string, MemoryStateSnapshot::OpRow> by_op;
+          for (const auto& [address, id] : m.live_at_peak.at(peak->seq)) {
+            const NameId op = allocs_[id].op;
+            const std::string name = op == 0 ? "" : std::string(catalog_->Name(op));
+            const uint64_t bytes = allocs_[id].bytes;
+            ++rows[{name, bytes}];
+            by_op[name].op = name;
+            by_op[name].bytes += bytes;
+            ++by_op[name].allocations;
+            ++out.peak_allocations;
+            if (op != 0) {
+              ++out.peak_attributed_allocations;
+              out.peak_attributed_bytes += bytes;
+            }
+          }
+          for (const auto& [key, count] : rows) {
+            out.breakdown.push_back({key.first, key.second, count, key.second * count});
           }
           std::sort(out.breakdown.begin(), out.breakdown.end(), [](const auto& a, const auto& b) {
-            return a.total_bytes != b.total_bytes ? a.total_bytes > b.total_bytes
-                                                  : a.bytes > b.bytes;
+            if (a.total_bytes != b.total_bytes) return a.total_bytes > b.total_bytes;
+            return a.bytes != b.bytes ? a.bytes > b.bytes : a.op < b.op;
           });
           if (out.breakdown.size() > options_.breakdown_rows) {
             out.breakdown.resize(options_.breakdown_rows);
           }
-          if (!m.unknown_frees.empty()) {
-            MemoryStateSnapshot::SizeRow row{0, 0, 0, true};
-            for (const auto& [samples_before, bytes] : m.unknown_frees) {
-              if (samples_before > peak->seq) {
-                ++row.occurrences;
-                row.total_bytes += bytes;
-              }
+          for (const auto& [name, r] : by_op) out.breakdown_by_op.push_back(r);
+          std::stable_sort(out.breakdown_by_op.begin(), out.breakdown_by_op.end(),
+                           [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+          if (out.breakdown_by_op.size() > options_.breakdown_rows) {
+            out.breakdown_by_op.resize(options_.breakdown_rows);
+          }
+          for (const auto& [samples_before, bytes] : m.unknown_frees) {
+            if (samples_before > peak->seq) {
+              ++out.peak_unseen_allocations;
+              out.peak_unseen_bytes += bytes;
             }
-            out.breakdown.push_back(row);
           }
         }
       }
@@ -825,7 +854,8 @@ class NaiveMemory {
     std::vector<Sample> samples;
     std::vector<Ev> events;
     std::vector<std::pair<uint64_t, uint64_t>> unknown_frees;  // (samples before, bytes)
-    std::map<uint64_t, std::map<uint64_t, uint64_t>> live_at_peak;  // by seq.
+    std::map<uint64_t, uint64_t> live_ids;  // address -> index in allocs_.
+    std::map<uint64_t, std::map<uint64_t, uint64_t>> live_at_peak;  // by seq: live_ids.
     // Online state of the fragmentation rate limit.
     bool any_peak = false;
     uint64_t running_peak = 0;
@@ -886,6 +916,28 @@ class NaiveMemory {
     }
   }
 
+  // Every allocation: its op is the first span to arrive after it whose
+  // [ts, end) holds it on its track, unless an allocation on the track more
+  // than the horizon later came first (it gave up).
+  struct AllocRec {
+    uint64_t ts;
+    TrackId track;
+    uint64_t bytes;
+    NameId op = 0;
+    bool done = false;
+  };
+  std::vector<AllocRec> allocs_;
+
+  void OnSpan(const Event& e) {
+    if (e.name == 0 || catalog_->Name(e.name).starts_with("ProfilerStep#")) return;
+    for (AllocRec& a : allocs_) {
+      if (!a.done && a.track == e.track && a.ts >= e.ts && a.ts < e.end()) {
+        a.op = e.name;
+        a.done = true;
+      }
+    }
+  }
+
   void OnMemory(const Event& e) {
     const auto kind = static_cast<MemoryKind>(e.sub);
     const bool host = kind != MemoryKind::kDevice && kind != MemoryKind::kManaged;
@@ -903,6 +955,13 @@ class NaiveMemory {
       const bool reuse = m.live.contains(address);
       reused += reuse;
       m.live[address] = e.payload.memory.bytes;
+      m.live_ids[address] = allocs_.size();
+      allocs_.push_back({e.ts, e.track, e.payload.memory.bytes});
+      for (AllocRec& a : allocs_) {
+        if (!a.done && a.track == e.track && a.ts + options_.attribution_horizon_ns < e.ts) {
+          a.done = true;
+        }
+      }
       m.events.push_back({bucket, 1, reuse ? 1u : 0u});
     } else if (!m.live.contains(address)) {
       ++unknown_frees;
@@ -911,6 +970,7 @@ class NaiveMemory {
       return;
     } else {
       m.live.erase(address);
+      m.live_ids.erase(address);
       m.events.push_back({bucket, 0, 1});
     }
     const Config c = ConfigOf(m);
@@ -920,7 +980,7 @@ class NaiveMemory {
     if (!m.any_peak || s.in_use() >= m.running_peak) {
       m.any_peak = true;
       m.running_peak = s.in_use();
-      m.live_at_peak[s.seq] = m.live;
+      m.live_at_peak[s.seq] = m.live_ids;
       if (!m.frag_done ||
           (s.ts >= m.frag_ts && s.ts - m.frag_ts >= options_.peak_detail_interval_ns)) {
         s.frag = NaiveFragmentation(m.live, c.has_reserved, c.reserved);
@@ -968,6 +1028,12 @@ void CheckSame(const MemoryStateSnapshot& a, const MemoryStateSnapshot& b) {
     CHECK(x.peak_fragmentation_ts_ns == y.peak_fragmentation_ts_ns);
     CHECK(x.breakdown_at_peak == y.breakdown_at_peak);
     CHECK(x.breakdown == y.breakdown);
+    CHECK(x.breakdown_by_op == y.breakdown_by_op);
+    CHECK(x.peak_allocations == y.peak_allocations);
+    CHECK(x.peak_attributed_allocations == y.peak_attributed_allocations);
+    CHECK(x.peak_attributed_bytes == y.peak_attributed_bytes);
+    CHECK(x.peak_unseen_allocations == y.peak_unseen_allocations);
+    CHECK(x.peak_unseen_bytes == y.peak_unseen_bytes);
     CHECK(x.live_map_incomplete == y.live_map_incomplete);
     CHECK(x.timeline.size() == y.timeline.size());
     CHECK(x.timeline == y.timeline);
@@ -980,7 +1046,7 @@ void CheckSame(const MemoryStateSnapshot& a, const MemoryStateSnapshot& b) {
 TEST_CASE("memory state: incremental equals batch equals a naive reference") {
   // How often the streams reach the paths worth checking (all must be > 0).
   int not_lifetime_peak = 0, stale_fragmentation = 0, unattributed = 0, carried_in = 0,
-      downsampled = 0;
+      downsampled = 0, attributed = 0, unattributed_at_peak = 0;
   for (const uint32_t seed : {1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u}) {
     INFO("seed ", seed);
     std::mt19937_64 rng(seed);
@@ -992,6 +1058,7 @@ TEST_CASE("memory state: incremental equals batch equals a naive reference") {
     options.max_buckets = 8;  // evictions into "older" happen.
     options.max_points = 16;  // the pyramid merges.
     options.breakdown_rows = 3;
+    options.attribution_horizon_ns = 3 * kSec;  // some allocations give up.
     // Which (allocator, kind, device) each event picks.
     struct Target {
       NameId name;
@@ -1018,6 +1085,7 @@ TEST_CASE("memory state: incremental equals batch equals a naive reference") {
       if (r < 48) {  // alloc (at a live address now and then: reuse).
         events.push_back(test::Alloc(ts, target.name, address, sizes[rng() % std::size(sizes)],
                                      target.kind, target.device));
+        events.back().track = static_cast<TrackId>(rng() % 3);
         live[t].insert(address);
       } else if (r < 90) {  // free a live address, or now and then an unknown one.
         uint64_t a = address;
@@ -1029,6 +1097,13 @@ TEST_CASE("memory state: incremental equals batch equals a naive reference") {
         events.push_back(test::Free(ts, target.name, a, rng() % 2 == 0 ? 0 : 64, target.kind,
                                     target.device));
         live[t].erase(a);
+      } else if (r < 93) {  // a span on a track around recent allocations.
+        const NameId names[] = {kOpConv, kOpEmpty, kStepName, 0};
+        const uint64_t back = rng() % (2 * kSec);
+        const uint64_t start = ts > back ? ts - back : 0;
+        events.push_back(test::Span(start, ts - start + rng() % (500 * kMs),
+                                    names[rng() % std::size(names)], static_cast<TrackId>(rng() % 3),
+                                    rng() % 2 == 0 ? EventKind::kFrameworkOp : EventKind::kHostSpan));
       } else if (r < 96) {
         events.push_back(MemCounter(ts, counters[rng() % std::size(counters)],
                                     static_cast<double>(rng() % 20000),
@@ -1064,8 +1139,9 @@ TEST_CASE("memory state: incremental equals batch equals a naive reference") {
         not_lifetime_peak += m.has_peak && !m.breakdown_at_peak;
         stale_fragmentation +=
             m.peak_fragmentation_pct.has_value() && m.peak_fragmentation_ts_ns != m.peak_ts_ns;
-        unattributed += !m.breakdown.empty() && m.breakdown.back().unattributed &&
-                        m.breakdown.back().occurrences > 0;
+        unattributed += m.peak_unseen_allocations > 0;
+        attributed += m.peak_attributed_allocations > 0;
+        unattributed_at_peak += m.peak_allocations > m.peak_attributed_allocations;
         carried_in += window != 0 && m.has_peak && m.peak_ts_ns + window < a.now_ns;
         downsampled += window == 0 && m.num_allocations + m.num_deallocations > 4 * 16;
       }
@@ -1079,10 +1155,13 @@ TEST_CASE("memory state: incremental equals batch equals a naive reference") {
   CHECK(not_lifetime_peak > 0);
   CHECK(stale_fragmentation > 0);
   CHECK(unattributed > 0);
+  CHECK(attributed > 0);
+  CHECK(unattributed_at_peak > 0);
   CHECK(carried_in > 0);
   CHECK(downsampled > 0);
   MESSAGE("coverage: not_lifetime_peak=", not_lifetime_peak, " stale_fragmentation=",
-          stale_fragmentation, " unattributed=", unattributed, " carried_in=", carried_in,
+          stale_fragmentation, " unattributed=", unattributed, " attributed=", attributed,
+          " unattributed_at_peak=", unattributed_at_peak, " carried_in=", carried_in,
           " downsampled=", downsampled);
 }
 
