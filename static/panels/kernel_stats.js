@@ -31,7 +31,7 @@ export default {
       {key: 'avg_us', label: 'Avg (µs)', numeric: true, fmt: (v) => num(v, 1)},
       {key: 'min_us', label: 'Min (µs)', numeric: true, fmt: (v) => num(v, 1)},
       {key: 'max_us', label: 'Max (µs)', numeric: true, fmt: (v) => num(v, 1)},
-      {key: 'registers_per_thread', label: 'Registers/thread', numeric: true},
+      {key: 'registers_per_thread', label: 'Registers per thread', numeric: true},
       {key: 'shared_mem_bytes', label: 'Shared mem (B)', numeric: true, fmt: int},
       {key: 'block', label: 'Block'},
       {key: 'grid', label: 'Grid'},
