@@ -116,7 +116,8 @@ bool MakeRec(const Event& e, NameClassifier& names, Rec* r) {
       switch (names.Get(e.name, &step_num)) {
         case NameClass::kProfilerStep:
           r->type = RecType::kStep;
-          r->step_num = step_num;
+          // A replay's later loop numbers its steps on (kFlagStepShift).
+          r->step_num = step_num + ((e.flags & kFlagStepShift) != 0 ? e.payload.step.step_num : 0);
           r->counts_cpu = true;
           return true;
         case NameClass::kDataLoader:

@@ -22,6 +22,16 @@ const ROLE_COLORS = {
   'Other': colorOf('All others'),
 };
 
+// A recommendation as HTML: its text escaped, and the plugin's links to
+// pytorch.org (`<a href="https://...">text</a>`) made links again.
+function linked(text) {
+  const parts = String(text).split(/(<a href="https:\/\/[^"<>]*"[^<>]*>[^<>]*<\/a>)/);
+  return parts.map((p) => {
+    const m = p.match(/^<a href="(https:\/\/[^"<>]*)"[^<>]*>([^<>]*)<\/a>$/);
+    return m ? `<a href="${esc(m[1])}" target="_blank" rel="noopener">${esc(m[2])}</a>` : esc(p);
+  }).join('');
+}
+
 // The roles of a `steps.columns` list: its number columns (the others are
 // the plugin's tooltips).
 function roles(columns) {
@@ -98,7 +108,7 @@ export default {
             'operator and device events to make one step of the whole run.</p>';
         const recs = p.liveprof?.recommendation_list ?? [];
         root.querySelector('.recommendations').innerHTML = recs.length
-          ? recs.map((r) => `<li>${esc(r)}</li>`).join('') : '<li class="muted">N/A</li>';
+          ? recs.map((r) => `<li>${linked(r)}</li>`).join('') : '<li class="muted">N/A</li>';
         const gpu = p.gpu_metrics?.data ?? [];
         root.querySelector('.gpu').innerHTML = gpu.length
           ? `<table class="gpu-summary"><tbody>${gpu.map((g) => (g.value === ''

@@ -153,8 +153,12 @@ describe('a replayed PyTorch job whose DataLoader is slow', {skip: absent && `${
     const dlRow = await card.locator('tr[data-role=DataLoader] td').allInnerTexts();
     assertShown(assert, dlRow[1], dl.value, 'DataLoader µs');
     assertShown(assert, dlRow[2], dl.extra, 'DataLoader %');
+    // The plugin's text, its pytorch.org link a link (no HTML shown as text).
     const recs = await card.locator('.recommendations li').allInnerTexts();
-    assert.deepEqual(recs, now.liveprof.recommendation_list.length ? now.liveprof.recommendation_list : ['N/A']);
+    const plain = now.liveprof.recommendation_list.map((r) => r.replace(/<a [^>]*>([^<]*)<\/a>/g, '$1'));
+    assert.deepEqual(recs, plain.length ? plain : ['N/A']);
+    assert.ok(!recs.join('').includes('<a '), 'HTML shown as text');
+    assert.ok(await card.locator('.recommendations a[href^="https://pytorch.org/"]').count() >= 1);
     assert.match(recs.join('\n'), /DataLoader/);
     const gpuText = await card.locator('.gpu').innerText();
     assert.match(gpuText, /GPU Utilization/);
