@@ -3,7 +3,8 @@
 // and the scroll position, so a table can be refreshed on every publication.
 import {esc, shortName} from './format.js';  // the header's HTML
 
-// columns: [{key, label, fmt(value, row) -> text, numeric, name (a long name: wraps), title}]
+// columns: [{key, label, fmt(value, row) -> text, numeric, name (a long name: wraps), short (a C++
+//   name: shown short by format.js's shortName, whole on hover), title}]
 // options: {filterKeys: ['name', ...] (a filter box over these fields),
 //           sort: {key, desc}, rowLimit, onRowClick(row), rowKey(row)}
 export class Table {
@@ -129,10 +130,10 @@ export class Table {
         const text = String((col.fmt ? col.fmt(r[col.key], r) : r[col.key]) ?? '');
         if (tr.texts[c] !== text) {
           tr.texts[c] = text;
-          // A long name shows short; the whole of it on hover.
-          const shown = col.name ? shortName(text) : text;
+          // A long C++ name (`short` columns) shows short; the whole on hover.
+          const shown = col.short ? shortName(text) : text;
           tr.cells[c].firstChild.data = shown;
-          if (col.name) tr.cells[c].title = shown === text ? '' : text;
+          if (col.short) tr.cells[c].title = shown === text ? '' : text;
         }
       }
       if (rowKey) tr.classList.toggle('selected', rowKey(r) === this.selected);

@@ -52,8 +52,9 @@ struct MetricValue {
   uint64_t samples = 0;  // steps (or time buckets) that went into `value`.
   // The worker the value is about (pod metrics: "rank 2"); "" for the others.
   std::string worker = {};
-  // How much the window's samples scatter: their standard deviation over
-  // their mean, in percent (step-time metrics; nullopt for the others). A
+  // How much the window's samples scatter, in percent of the value: for the
+  // step-time metrics 1.4826 × their median absolute deviation over their
+  // median (robust: a few slow steps do not move it); nullopt for the others. A
   // baseline that scatters more than a regression rule's threshold is no
   // baseline: the rule has no value then (see AlertRule::baseline).
   std::optional<double> spread_pct = std::nullopt;

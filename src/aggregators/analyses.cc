@@ -118,8 +118,10 @@ class Analyses::Metrics : public MetricSource {
     else if (metric == "step_time_ms_median") v.value = w.step_ms_median;
     else if (metric == "step_time_ms_mean") v.value = w.step_ms.mean();
     else return std::nullopt;
-    if (metric.starts_with("step_time_ms") && w.step_ms.mean() > 0) {
-      v.spread_pct = 100.0 * w.step_ms.stddev() / w.step_ms.mean();
+    // The spread a median has: 1.4826 × MAD (the standard deviation of
+    // normal data, untouched by a few slow steps) over the median.
+    if (metric.starts_with("step_time_ms") && w.step_ms_median > 0) {
+      v.spread_pct = 100.0 * 1.4826 * w.step_ms_mad / w.step_ms_median;
     }
     return v;
   }
@@ -301,7 +303,12 @@ std::string_view JobStateName(JobState s) {
 
 void Analyses::SetJobState(JobState state) {
   if (state == JobState::kFinished && job_state_ != JobState::kFinished) finished_ns_ = std::max<uint64_t>(now_ns_, 1);
-  if (state != JobState::kFinished) finished_ns_ = 0;
+  if (state != JobState::kFinished && job_state_ == JobState::kFinished) {
+    // A job again after one finished (a rerun on the same server): its
+    // stall clock starts now, not at the old job's last step.
+    finished_ns_ = 0;
+    last_step_end_ns_ = std::max(last_step_end_ns_, now_ns_);
+  }
   job_state_ = state;
 }
 

@@ -52,6 +52,7 @@ struct PodView::Worker {
   bool has_device = false;  // a step of it had device work (the GPU rules).
   uint64_t cells = 0;       // its steps added.
   std::deque<WorkerCell> recent;  // its newest cells (worker_steps), oldest first.
+  uint64_t last_cell_at = 0;      // cells_total_ when its newest cell came.
 };
 
 PodView::PodView(const Catalog* catalog, PodViewOptions options)
@@ -209,11 +210,12 @@ void PodView::AddCell(const PodCell& cell, int64_t step_num) {
   ++cells_total_;
   newest_step_ = std::max(newest_step_, step_num);
   Worker& w = *workers_[index_.at(cell.worker)];
+  w.last_cell_at = cells_total_;
   auto remember = [&](WorkerCell c) {
-    for (auto it = w.recent.rbegin(); it != w.recent.rend(); ++it) {
-      if (it->step_num == step_num) {  // the same step again: the newer kept.
-        *it = c;
-        return;
+    for (auto it = w.recent.begin(); it != w.recent.end(); ++it) {
+      if (it->step_num == step_num) {  // the same step again: the newer kept, as the newest.
+        w.recent.erase(it);
+        break;
       }
     }
     w.recent.push_back(c);
@@ -299,9 +301,13 @@ std::string PodView::Label(const Worker& w) const {
 std::vector<PodView::Held> PodView::HeldExcess(uint32_t k) const {
   // Per worker, its own newest cells, newest first, until k compared ones:
   // the smallest excess among them and their step range.
+  // A worker that stopped sending (gone, finished early) is no straggler
+  // once the others have gone on for a window's worth of steps each.
   std::vector<Held> held(workers_.size());
+  const uint64_t quiet_after = static_cast<uint64_t>(options_.max_steps) * std::max<size_t>(workers(), 1);
   for (size_t i = 0; i < workers_.size(); ++i) {
     Held& h = held[i];
+    if (cells_total_ - workers_[i]->last_cell_at > quiet_after) continue;
     const std::deque<WorkerCell>& recent = workers_[i]->recent;
     for (auto it = recent.rbegin(); it != recent.rend() && h.n < k; ++it) {
       const double r = ReferenceFor(*it);

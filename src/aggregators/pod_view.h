@@ -37,7 +37,10 @@
 // (`behind_steps`), and is the straggler it is. Each of its cells is compared
 // with the median of its step number, from the rows while they are held and
 // afterwards from the archive of medians the rows leave when they go
-// (Options::archived_steps of them, 16 bytes each).
+// (Options::archived_steps of them, 24 bytes each). A worker that stopped
+// sending is no straggler once the others have each gone on for a window
+// (max_steps) of steps. Each worker keeps worker_steps cells of ~130 bytes
+// (1,024 workers: about 13 MB).
 //
 // Memory is bounded: the newest Options::max_steps step numbers are kept
 // (a cell for an older one is not in the step rows, counted in

@@ -310,6 +310,13 @@ StepWindow StepBreakdown::Window(const WindowSel& sel) const {
       m = (m + *std::max_element(step_ms.begin(), step_ms.begin() + static_cast<ptrdiff_t>(mid))) / 2;
     }
     w.step_ms_median = m;
+    for (double& x : step_ms) x = std::abs(x - m);
+    std::nth_element(step_ms.begin(), step_ms.begin() + static_cast<ptrdiff_t>(mid), step_ms.end());
+    double mad = step_ms[mid];
+    if (step_ms.size() % 2 == 0) {
+      mad = (mad + *std::max_element(step_ms.begin(), step_ms.begin() + static_cast<ptrdiff_t>(mid))) / 2;
+    }
+    w.step_ms_mad = mad;
   }
   return w;
 }

@@ -123,6 +123,9 @@ struct StepWindow {
   RunningStats input_pct;  // input % per step.
   std::array<RunningStats, kBucketCount> bucket_ms;
   double step_ms_median = 0;
+  // The median absolute deviation from it (robust spread: one slow step
+  // does not move it).
+  double step_ms_mad = 0;
   uint64_t compute16_ns = 0, compute32_ns = 0;
   uint64_t h2d_count = 0, d2h_count = 0, d2d_count = 0;
   uint64_t h2d_bytes = 0, d2h_bytes = 0, d2d_bytes = 0;

@@ -1,6 +1,7 @@
 #include "import/chrome_export.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <simdjson.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -77,6 +78,16 @@ bool ChromeTraceWriter::Open(const std::string& path, std::string* error) {
   // writer uses; 0666 less the umask, as fopen would create it.
   static std::atomic<uint32_t> serial{0};
   path_ = path;
+  // Not a regular file (/dev/stdout, a FIFO): written as it is, no rename.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    file_ = std::fopen(path.c_str(), "wb");
+    if (file_ == nullptr) {
+      *error = path + ": " + std::strerror(errno);
+      return false;
+    }
+    return Start(path.ends_with(".gz"), path, error);
+  }
   temp_path_ = path + ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(serial++);
   const int fd = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd >= 0) file_ = fdopen(fd, "wb");
@@ -517,6 +528,7 @@ bool ChromeTraceWriter::Close(std::string* error) {
   const bool closed = std::fclose(file_) == 0;
   file_ = nullptr;
   if (ok && !closed) *error = std::string("close failed: ") + std::strerror(errno);
+  if (temp_path_.empty()) return ok && closed;  // written in place (not a regular file).
   // The whole file, under its own name; else none.
   if (ok && closed && std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
     *error = path_ + ": " + std::strerror(errno);

@@ -136,7 +136,10 @@ struct Event {
   uint8_t device = 0;  // GPU ordinal for device events; 0 on the host.
   union Payload {
     struct {
-      int64_t step_num;  // kStepMarker: the user's step number.
+      // kStepMarker: the user's step number. A kHostSpan / kFrameworkOp
+      // with kFlagStepShift: what to add to its ProfilerStep#N number
+      // (their payload is otherwise unused; keep it so).
+      int64_t step_num;
       uint64_t reserved;
     } step;
     struct {

@@ -24,8 +24,8 @@ export default {
     let last = null;
     const table = new Table(root.querySelector('.kernels'), [
       {key: 'rank', label: 'Rank', numeric: true},
-      {key: 'kernel_name', label: 'Kernel', name: true},
-      {key: 'op_name', label: 'Framework op', name: true},
+      {key: 'kernel_name', label: 'Kernel', name: true, short: true},
+      {key: 'op_name', label: 'Framework op', name: true, short: true},
       {key: 'occurrences', label: 'Occurrences', numeric: true},
       {key: 'total_us', label: 'Total (µs)', numeric: true, fmt: (v) => num(v, 1)},
       {key: 'avg_us', label: 'Avg (µs)', numeric: true, fmt: (v) => num(v, 1)},

@@ -27,7 +27,7 @@ export default {
     const env = root.querySelector('.env');
     const range = root.querySelector('.step-range');
     const topOps = new Table(root.querySelector('.top-ops'), [
-      {key: 'name', label: 'Operation', name: true},
+      {key: 'name', label: 'Operation', name: true, short: true},
       {key: 'type', label: 'Type'},
       {key: 'self_us', label: 'Self time (µs)', numeric: true, fmt: (v) => num(v, 1)},
       {key: 'self_pct', label: 'Self %', numeric: true, fmt: (v) => pct(v, 2)},

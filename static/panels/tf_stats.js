@@ -9,7 +9,7 @@ import {Table} from '../table.js';
 const COLUMNS = [
   {key: 'rank', label: 'Rank', numeric: true},
   {key: 'type', label: 'Type'},
-  {key: 'name', label: 'Operation', name: true},
+  {key: 'name', label: 'Operation', name: true, short: true},
   {key: 'occurrences', label: '#Occurrences', numeric: true},
   {key: 'total_us', label: 'Total time (µs)', numeric: true, fmt: (v) => num(v, 1)},
   {key: 'avg_us', label: 'Avg. time (µs)', numeric: true, fmt: (v) => num(v, 1)},

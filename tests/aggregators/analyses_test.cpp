@@ -143,6 +143,28 @@ TEST_CASE("analyses: a finished job is not stalled; a live or cut-off one is") {
     CHECK(stalled == (state != JobState::kFinished));
     CHECK(Parse(a.Render(RenderOptions{}).status)["job_state"] == std::string(JobStateName(state)));
   }
+  // A job again after one finished (a rerun on the same server): 30 s
+  // without a step is no stall yet; its clock began when it went live.
+  Diagnostics diag;
+  Analyses a(AnalysesOptions{}, &diag);
+  Feed(a, w, 1000);
+  const uint64_t end = w.events.back().end();
+  a.SetJobState(JobState::kFinished);
+  a.Consume({}, {}, {}, end + 1'000'000'000, end + 1'000'000'000);
+  a.SetJobState(JobState::kLive);
+  a.TakeAlertEvents();
+  bool stalled = false;
+  for (uint64_t s = 2; s <= 120; ++s) {
+    const uint64_t now = end + s * 1'000'000'000;
+    a.Consume({}, {}, {}, now, now);
+    for (const AlertEvent& e : a.TakeAlertEvents()) {
+      if (e.rule == "training_stalled") {
+        stalled = true;
+        CHECK(s >= 61);  // 60 s after it went live (second 1), not at once.
+      }
+    }
+  }
+  CHECK(stalled);
 }
 
 TEST_CASE("analyses: a span with a bad duration is counted once and reaches no table") {

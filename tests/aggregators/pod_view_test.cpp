@@ -395,6 +395,23 @@ TEST_CASE("pod view: a worker far behind keeps its numbers, is compared and is t
   CHECK(r0.steps == 20);
   CHECK(r0.lag_ms == 0);
   CHECK(r0.compared_steps == 20);
+
+  // Rank 2 stops; the others go on for more than a window of steps each
+  // (5 × 3 workers = 15 cells): it is listed still, but no straggler.
+  for (int64_t n = 20; n < 30; ++n) {
+    std::vector<Event> events;
+    AddStep(&events, workers[0], n, Shape{100, 10, 5, 60}, static_cast<uint32_t>(n + 1));
+    AddStep(&events, workers[1], n, Shape{100, 10, 5, 60}, static_cast<uint32_t>(n + 1));
+    feed(std::move(events), kT0 + 25 * kStepSpacingNs + static_cast<uint64_t>(n) * kStepSpacingNs);
+  }
+  f.pod.Flush();
+  const PodSnapshot later = f.pod.Snapshot();
+  CHECK(WorkerById(later, 3).steps == 5);
+  CHECK(WorkerById(later, 3).behind_steps == 25);
+  CHECK_FALSE(WorkerById(later, 3).straggler_pct.has_value());
+  REQUIRE(later.straggler.has_value());
+  CHECK(later.straggler->worker != 3);
+  CHECK(later.straggler->pct == 0);
 }
 
 // Feeds step n of every worker to the analyses and closes it.

@@ -87,10 +87,8 @@ describe('the dashboard on Python jobs', {skip: SKIP}, () => {
     assertShown(assert, await page.locator('.page[data-page=overview] [data-field=step_time_ms_avg] .stat-value').innerText(),
       (await api(base, '/api/overview')).summary.step_time_ms_avg, 'average step');
     assert.equal(await page.locator('.page[data-page=overview] [data-field=device_core_count]').count(), 0, 'a CPU job has no device cores');
-    // Finished, not live: the badge, and the stall clock stopped.
+    // Finished, not live (the stall clock's stop is analyses_test's: it takes 60 s).
     await until('the badge says finished', async () => (await page.locator('#conn').innerText()) === 'job finished', 10);
-    const stalled = (await api(base, '/api/alerts')).rules.find((r) => r.name === 'training_stalled');
-    assert.equal(stalled.state, 'ok');
     // Dropped counts losses only; late events, if any, apart.
     const lost = status.events_dropped + status.diagnostics.filter((d) => d.severity === 'data_loss').reduce((t, d) => t + d.count, 0);
     assert.equal(Number((await page.locator('#drops b').innerText()).replace(/,/g, '')), lost);
