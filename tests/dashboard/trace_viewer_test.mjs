@@ -161,9 +161,20 @@ describe('the trace viewer', () => {
     const max = Math.max(...memRow.summaries.map((f) => f[5]));
     const last = memRow.summaries.at(-1)[6];
     const gpu0 = (await api(base, '/api/memory')).memories.find((m) => m.id.startsWith('GPU:0'));
-    assert.equal(samples, gpu0.num_allocations + gpu0.num_deallocations);
-    assert.equal(max, gpu0.lifetime_peak_heap_bytes);
-    assert.equal(last, gpu0.heap_bytes);
+    // Exact when every event came in order. A late one (past the reorder
+    // window: a slow sanitizer build) meets the row out of order: a free
+    // before its allocation is no sample there, so the row may lack at most
+    // as many samples as events came late (and its peak differ).
+    const st = await api(base, '/api/status');
+    const late = st.diagnostics.find((d) => d.name === 'late_events').count;
+    if (late === 0) {
+      assert.equal(samples, gpu0.num_allocations + gpu0.num_deallocations);
+      assert.equal(max, gpu0.lifetime_peak_heap_bytes);
+      assert.equal(last, gpu0.heap_bytes);
+    } else {
+      const want = gpu0.num_allocations + gpu0.num_deallocations;
+      assert.ok(samples <= want && want - samples <= late, `${samples} samples, ${want} in the view, ${late} late`);
+    }
     // Drawn: the row holds the chart's blue somewhere.
     const memTrack = await tv(page, (id) => window.liveprofTrace.state.layout.rows.find((r) => r.id === id), memRow.track);
     const blue = await tv(page, (r) => {

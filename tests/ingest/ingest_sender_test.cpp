@@ -543,10 +543,12 @@ TEST_CASE("ingest sender: capture switches a CuptiSource's level to full and bac
 // (Not under TSan: it does not support threads started in the child of a
 // threaded parent, which the child's sender is. Release and ASan run these.)
 
-// Waits up to 10 s for `child`; its exit status, or -1 (killed: it hung).
+// Waits up to 30 s for `child`; its exit status, or -1 (killed: it hung).
+// (The child connects, sends and waits up to 5 s for its acknowledgement; an
+// ASan build beside a busy suite once took over 10 s.)
 int WaitChild(pid_t child) {
   int status = -1;
-  for (int i = 0; i < 1000; ++i) {
+  for (int i = 0; i < 3000; ++i) {
     if (::waitpid(child, &status, WNOHANG) == child) return WIFEXITED(status) ? WEXITSTATUS(status) : -2;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
