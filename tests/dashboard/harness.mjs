@@ -45,10 +45,20 @@ export function stopServer(child) {
   });
 }
 
+// A 503 is the server's "no snapshot published yet" (a just-started server,
+// slow in a sanitizer build): asked again for up to 15 s; any other failure
+// at once.
 export async function api(base, pathAndQuery, format = 'json') {
-  const r = await fetch(new URL(pathAndQuery, base));
-  if (!r.ok) throw new Error(`GET ${pathAndQuery}: HTTP ${r.status}`);
-  return format === 'json' ? r.json() : r.text();
+  for (let i = 0; ; i++) {
+    const r = await fetch(new URL(pathAndQuery, base));
+    if (r.status === 503 && i < 150) {
+      await r.body?.cancel();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      continue;
+    }
+    if (!r.ok) throw new Error(`GET ${pathAndQuery}: HTTP ${r.status}`);
+    return format === 'json' ? r.json() : r.text();
+  }
 }
 
 // Until a `liveprof demo --steps N` has all its steps in and nothing moves
