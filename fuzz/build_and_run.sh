@@ -48,7 +48,7 @@ case "${target}" in
     ;;
   chrome_trace)
     # The importer and the stream pieces it uses (names, definitions).
-    sources=(src/import/chrome_trace.cc src/import/chunk_reader.cc src/import/decimal.cc
+    sources=(src/import/chrome_trace.cc src/import/chrome_trace_entry.cc src/import/chunk_reader.cc src/import/decimal.cc
              src/import/json_splitter.cc src/stream/*.cc)
     libs=(-lsimdjson -lz -lpthread)
     max_len=4096
