@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything, and runs every test: the full
 # suite (Release, GCC), then again under ASan+UBSan (clang), the stream, host
-# API and threaded parts under TSan (clang), and the fuzzers (libFuzzer, 40 s
+# API and threaded parts under TSan (clang), and the fuzzers (libFuzzer, 25 s
 # and one test each: the WebSocket control messages, the Chrome trace and
 # XPlane importers, the ingest frames, the CUPTI record parser). Each stage's
 # wall time is printed; docs/ci.md says how it stays under 30 minutes.
@@ -72,14 +72,14 @@ run_ctest() {
 }
 
 # run_fuzzers NAME:TARGET:OUT_DIR...: each libFuzzer target under ASan+UBSan
-# (clang 14; fuzz/build_and_run.sh) for 40 seconds, or FUZZ_RUNS (a count of
+# (clang 14; fuzz/build_and_run.sh) for 25 seconds, or FUZZ_RUNS (a count of
 # runs, or a time such as "300s"); FUZZ_JOBS (default: the cores) at a time,
 # each a single-threaded build and run. The 1,000,000-run campaigns are
 # fuzz/campaign.sh's, their figures in bench/RESULTS.md.
 # Each counts as one test: passed, or failed on a build failure, a crash, a
 # sanitizer report or a timeout.
 run_fuzzers() {
-  local runs=${FUZZ_RUNS:-40s} jobs=${FUZZ_JOBS:-${JOBS}} spec name target dir
+  local runs=${FUZZ_RUNS:-25s} jobs=${FUZZ_JOBS:-${JOBS}} spec name target dir
   local -a names=() dirs=() pids=()
   for spec in "$@"; do
     IFS=: read -r name target dir <<<"${spec}"
@@ -143,7 +143,7 @@ TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
   timed "tsan (stream, pipeline and server)" run_suite "tsan" build/tsan -DCMAKE_BUILD_TYPE=Debug \
   -DLIVEPROF_SANITIZE=thread -DLIVEPROF_BUILD_BENCH=OFF -DLIVEPROF_STREAM_TESTS_ONLY=OFF -DCMAKE_CXX_COMPILER="${SANITIZER_CXX}" \
   "-DLIVEPROF_TEST_FILES=(pipeline/pipeline|web/(server|trace_api|trace_ws|trace_export)|store/(trace_store|derived_rows)|ingest/ingest_(server|sender)|producers/(simulated_workload|cupti_recording)|import/(replay|chunk_reader|cupti_recording_file))_test"
-timed "fuzzers (5 x ${FUZZ_RUNS:-40s}, ${FUZZ_JOBS:-${JOBS}} at a time)" run_fuzzers \
+timed "fuzzers (5 x ${FUZZ_RUNS:-25s}, ${FUZZ_JOBS:-${JOBS}} at a time)" run_fuzzers \
   "fuzz (control messages):control_message:build/fuzz" \
   "fuzz (Chrome trace import):chrome_trace:build/fuzz-import" \
   "fuzz (XPlane import):xplane:build/fuzz-xplane" \

@@ -92,6 +92,16 @@ export class StackedBars {
 
 // Lines over time, with an optional second (right) axis.
 // series: [{label, color, scale: 'y'|'right', fmt, width, show}]
+// Tick labels with as many decimals as their spacing needs (uPlot's own
+// repeated "-0.004" five times over a 5 ms span).
+export function plainTicks(vals) {
+  if (vals.length < 2) return vals.map((v) => String(v));
+  const step = Math.abs(vals[1] - vals[0]);
+  let decimals = 0;
+  while (decimals < 9 && Math.abs(step * 10 ** decimals - Math.round(step * 10 ** decimals)) > 1e-6) decimals++;
+  return vals.map((v) => (Object.is(+v.toFixed(decimals), -0) ? 0 : v).toFixed(decimals));
+}
+
 // left: {label, values, incrs, range}: the y axis's tick labels, tick
 // increments and range function (uPlot's); marks: horizontal lines drawn
 // across the plot where their value is on the y scale (setMarks).
@@ -104,7 +114,14 @@ export class Lines {
       s.push({label: d.label, stroke: d.color, width: d.width ?? 1.5, scale: d.scale ?? 'y', show: d.show ?? true,
         value: (u, v) => (v === null || v === undefined ? '—' : d.fmt ? d.fmt(v) : v)});
     }
-    const axes = [{label: xLabel}, {label: left.label ?? '', size: 80, values: left.values, incrs: left.incrs}];
+    // (the labels drawn are kept on the element: canvas text is not in the DOM)
+    const xTicks = (u, vals) => {
+      const t = plainTicks(vals);
+      el.dataset.xTicks = JSON.stringify(t);
+      return t;
+    };
+    const axes = [{label: xLabel, values: xTicks},
+      {label: left.label ?? '', size: 80, values: left.values, incrs: left.incrs}];
     const scales = {x: {time: false}};
     if (left.range) scales.y = {range: left.range};
     if (right) {

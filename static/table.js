@@ -4,7 +4,7 @@
 import {esc, shortName} from './format.js';  // the header's HTML
 
 // columns: [{key, label, fmt(value, row) -> text, numeric, name (a long name: wraps), short (a C++
-//   name: shown short by format.js's shortName, whole on hover), title}]
+//   name: shown short by format.js's shortName, whole on hover), title, hidden (until showColumn)}]
 // options: {filterKeys: ['name', ...] (a filter box over these fields),
 //           sort: {key, desc}, rowLimit, onRowClick(row), rowKey(row)}
 export class Table {
@@ -20,7 +20,7 @@ export class Table {
       ${options.filterKeys ? `<input type="search" class="filter" placeholder="Filter by ${esc(options.filterLabel ?? 'name')}…" aria-label="filter">` : ''}
       <span class="table-count"></span>
       <div class="table-scroll"><table><thead><tr>${columns
-        .map((c) => `<th data-key="${esc(c.key)}" class="${c.numeric ? 'num' : ''}" title="${esc(c.title ?? '')}">${esc(c.label)}</th>`)
+        .map((c) => `<th data-key="${esc(c.key)}" class="${c.numeric ? 'num' : ''}" title="${esc(c.title ?? '')}"${c.hidden ? ' hidden' : ''}>${esc(c.label)}</th>`)
         .join('')}</tr></thead><tbody></tbody></table></div>`;
     this.count = root.querySelector('.table-count');
     this.body = root.querySelector('tbody');
@@ -55,6 +55,15 @@ export class Table {
   setRows(rows) {
     this.rows = rows ?? [];
     this.render();
+  }
+
+  // Shows or hides column `key` (one that only some data fills).
+  showColumn(key, shown) {
+    const c = this.columns.findIndex((x) => x.key === key);
+    if (c < 0 || !this.columns[c].hidden === shown) return;
+    this.columns[c].hidden = !shown;
+    this.head.rows[0].cells[c].hidden = !shown;
+    for (const tr of this.body.rows) tr.cells[c].hidden = !shown;
   }
 
   // The rows as shown: filtered, sorted.
@@ -118,6 +127,7 @@ export class Table {
       for (const c of columns) {
         const td = tr.insertCell();
         td.className = c.numeric ? 'num' : c.name ? 'name' : '';
+        td.hidden = !!c.hidden;
         td.append(document.createTextNode(''));
       }
     }

@@ -12,6 +12,7 @@
 #include "aggregators/memory_state.h"
 #include "aggregators/memory_state_internal.h"
 #include "aggregators/pytorch_names.h"
+#include "stream/alloc_annotation.h"
 
 namespace liveprof {
 
@@ -104,7 +105,8 @@ void MemoryState::BreakdownAtPeak(const Memory& m, MemoryStateSnapshot::Memory* 
   out->peak_unseen_allocations = m.unseen_count;
   out->peak_unseen_bytes = m.unseen_bytes;
   auto name = [&](NameId op) { return op == 0 ? std::string() : AllocatorName(op); };
-  boost::unordered_flat_map<NameId, MemoryStateSnapshot::OpRow> by_op;
+  // Rows of one op: its annotations (shapes, regions) add up.
+  boost::unordered_flat_map<std::string, MemoryStateSnapshot::OpRow> by_op;
   std::vector<std::pair<RowKey, uint64_t>> rows;
   rows.reserve(m.peak_hist.size());
   m.peak_hist.ForEach([&](RowKey key, uint64_t count) { rows.emplace_back(key, count); });
@@ -114,7 +116,7 @@ void MemoryState::BreakdownAtPeak(const Memory& m, MemoryStateSnapshot::Memory* 
       out->peak_attributed_allocations += count;
       out->peak_attributed_bytes += key.bytes * count;
     }
-    MemoryStateSnapshot::OpRow& r = by_op[key.op];
+    MemoryStateSnapshot::OpRow& r = by_op[std::string(ParseAllocAnnotation(name(key.op)).op)];
     r.bytes += key.bytes * count;
     r.allocations += count;
   }
@@ -130,10 +132,13 @@ void MemoryState::BreakdownAtPeak(const Memory& m, MemoryStateSnapshot::Memory* 
                     });
   for (size_t i = 0; i < keep; ++i) {
     const auto& [key, count] = rows[i];
-    out->breakdown.push_back({name(key.op), key.bytes, count, key.bytes * count});
+    const std::string text = name(key.op);
+    const AllocAnnotation a = ParseAllocAnnotation(text);
+    out->breakdown.push_back({std::string(a.op), key.bytes, count, key.bytes * count, a.requested_bytes,
+                              std::string(a.region), std::string(a.data_type), std::string(a.shape)});
   }
   for (auto& [op, r] : by_op) {
-    r.op = name(op);
+    r.op = op;
     out->breakdown_by_op.push_back(std::move(r));
   }
   std::sort(out->breakdown_by_op.begin(), out->breakdown_by_op.end(), [](const auto& a, const auto& b) {

@@ -206,8 +206,11 @@ void MemoryState::OnMemoryEvent(const Event& e) {
   Memory& m = Lookup(e.name, e.sub, e.device);
   const uint64_t address = e.payload.memory.address;
   if (e.kind == EventKind::kAlloc) {
-    TrackQueue& t = QueueOf(e.track);
-    const LiveAlloc a{e.payload.memory.bytes, m.next_seq, 0, !t.spanless};
+    // What the framework said of it (XPlane's tf_op, shape...) is its row:
+    // no span to wait for.
+    const bool annotated = (e.flags & kFlagAllocAnnotation) != 0 && e.corr != 0;
+    TrackQueue* t = annotated ? nullptr : &QueueOf(e.track);
+    const LiveAlloc a{e.payload.memory.bytes, m.next_seq, annotated ? e.corr : 0, !annotated && !t->spanless};
     const auto [it, inserted] = m.live.try_emplace(address, a);
     uint32_t frees = 0;
     if (!inserted) {  // still live: the earlier allocation is taken as freed.
@@ -218,20 +221,20 @@ void MemoryState::OnMemoryEvent(const Event& e) {
     }
     m.AddLive(a);
     Record(m, e, 1, frees);
-    if (t.spanless) return;
-    std::deque<Pending>& q = t.q;
+    if (annotated || t->spanless) return;
+    std::deque<Pending>& q = t->q;
     q.push_back({e.ts, address, a.bytes, a.seq, m.index});
     ++pending_count_;
     // Bounded wait: the oldest give up on a span past the horizon or the cap;
     // all of them on a track that looks like one without spans.
-    const bool spanless = !t.seen_span && q.size() > options_.spanless_after;
+    const bool spanless = !t->seen_span && q.size() > options_.spanless_after;
     while (!q.empty() && (spanless || q.size() > options_.max_pending_per_track ||
                           q.front().ts + options_.attribution_horizon_ns < e.ts)) {
       Unpend(q.front());
       q.pop_front();
       --pending_count_;
     }
-    t.spanless = spanless;
+    t->spanless = spanless;
     return;
   }
   const auto it = m.live.find(address);

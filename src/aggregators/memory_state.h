@@ -74,9 +74,11 @@
 // max_pending_per_track newer ones) stays unattributed, op "" (as do
 // allocations on tracks that carry no spans, e.g. CUPTI's: a track on which
 // Options::spanless_after allocations waited before any span came stops
-// queueing until a span arrives on it). Our events carry
-// no requested size, region, data type or shape, so those columns are not
-// reported.
+// queueing until a span arrives on it). An allocation its producer
+// annotated (kFlagAllocAnnotation: TensorFlow's tf_op, region, data type,
+// shape and requested size, from XPlane) is keyed by that annotation at
+// once, so its row carries §8.4's other columns too; PyTorch's and our own
+// events carry none of them (those columns stay empty).
 // A (op, size) → count histogram of the live allocations is kept
 // incrementally; the deltas since the last peak are logged, and a new peak
 // replays them onto the peak's copy (or copies the histogram when the log
@@ -138,12 +140,18 @@ struct MemoryStateSnapshot {
     bool operator==(const Point&) const = default;
   };
   // One breakdown row: `occurrences` allocations of `bytes` each, live at
-  // the peak, made inside op `op` ("" = no enclosing op known).
+  // the peak, made inside op `op` ("" = no enclosing op known); what the
+  // framework said of them where it did (XPlane: requested size, region,
+  // data type, shape; "" and 0 where not said).
   struct BreakdownRow {
     std::string op;
     uint64_t bytes = 0;
     uint64_t occurrences = 0;
     uint64_t total_bytes = 0;
+    uint64_t requested_bytes = 0;
+    std::string region = {};
+    std::string data_type = {};
+    std::string shape = {};
     bool operator==(const BreakdownRow&) const = default;
   };
   // The live allocations at the peak that op `op` made.

@@ -69,6 +69,10 @@ void MemoryStateSnapshot::WriteJson(JsonWriter& w) const {
       w.KV("bytes", r.bytes);
       w.KV("occurrences", r.occurrences);
       w.KV("total_bytes", r.total_bytes);
+      w.KV("requested_bytes", r.requested_bytes);
+      w.KV("region", r.region);
+      w.KV("data_type", r.data_type);
+      w.KV("shape", r.shape);
       w.EndObject();
     }
     w.EndArray();

@@ -16,6 +16,7 @@
 
 #include "base/json_writer.h"
 #include "import/trace_file.h"
+#include "stream/alloc_annotation.h"
 
 namespace liveprof {
 
@@ -348,6 +349,17 @@ void ChromeTraceWriter::WriteEvent(const Event& e) {
       arg("Addr", std::to_string(e.payload.memory.address), false);
       const std::string bytes = std::to_string(e.payload.memory.bytes);
       arg("Bytes", e.kind == EventKind::kFree ? "-" + bytes : bytes, false);
+      if (e.kind == EventKind::kAlloc && (e.flags & kFlagAllocAnnotation) != 0) {  // liveprof's own args
+        const AllocAnnotation a = ParseAllocAnnotation(Name(e.corr));
+        for (const auto& [key, value] : {std::pair{"Op", a.op}, {"Region", a.region}, {"Data Type", a.data_type},
+                                         {"Shape", a.shape}}) {
+          if (value.empty()) continue;
+          std::string text;
+          AppendJsonString(&text, value);
+          arg(key, text, false);
+        }
+        if (a.requested_bytes != 0) arg("Requested Bytes", std::to_string(a.requested_bytes), false);
+      }
       j += '}';
       break;
     }

@@ -24,7 +24,9 @@
 //   kMemset        X cat gpu_memset; bytes
 //   kAlloc/kFree   i "[memory]": Device Type (1 device, 0 host), Device Id,
 //                  Addr, Bytes (negative for a free); "Allocator" (liveprof's
-//                  own) when the allocator is not Kineto's "CUDA:N" / "CPU:N"
+//                  own) when the allocator is not Kineto's "CUDA:N" / "CPU:N";
+//                  an annotated allocation's "Op", "Region", "Data Type",
+//                  "Shape", "Requested Bytes" (liveprof's own: TensorFlow's)
 //   kCounter       C, "<name>/<key>" split back into name and args key
 //   kInstant       i;  kFlow  s / t / f cat flow with id = corr
 //   kStepMarker    X cat liveprof_step, args step_num (liveprof's own: a

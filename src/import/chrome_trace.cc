@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "import/decimal.h"
+#include "stream/alloc_annotation.h"
 #include "import/json_splitter.h"
 
 namespace liveprof {
@@ -111,7 +112,7 @@ struct Fields {
   // args
   std::string_view external_id, correlation, device, stream, bytes, addr, device_type, device_id;
   std::string_view regs, shared, occupancy, blocks_per_sm, warps_per_sm, m_name, step_num, stage;
-  std::string_view allocator, op_name;  // liveprof's own args (chrome_export.h).
+  std::string_view allocator, op_name, alloc_op, region, data_type, shape, requested;  // liveprof's own (chrome_export.h).
   uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   bool has_grid = false, has_block = false;
   std::vector<std::pair<std::string_view, double>> counters;
@@ -256,7 +257,12 @@ struct ChromeTraceImporter::Parser {
       case 'B': return k == "Bytes" ? &f.bytes : nullptr;
       case 'A': return k == "Addr" ? &f.addr : k == "Allocator" ? &f.allocator : nullptr;
       case 'f': return k == "framework op" ? &f.op_name : nullptr;
-      case 'D': return k == "Device Type" ? &f.device_type : k == "Device Id" ? &f.device_id : nullptr;
+      case 'D':
+        return k == "Device Type" ? &f.device_type : k == "Device Id" ? &f.device_id : k == "Data Type" ? &f.data_type
+                                                                                                          : nullptr;
+      case 'O': return k == "Op" ? &f.alloc_op : nullptr;
+      case 'R': return k == "Region" ? &f.region : k == "Requested Bytes" ? &f.requested : nullptr;
+      case 'S': return k == "Shape" ? &f.shape : nullptr;
       case 'r': return k == "registers per thread" ? &f.regs : nullptr;
       case 'n': return k == "name" ? &f.m_name : nullptr;
       default: return nullptr;
@@ -565,6 +571,8 @@ struct ChromeTraceImporter::Parser {
     e.payload.memory.address = U64(f.addr);
     e.payload.memory.bytes = bytes > 0 ? static_cast<uint64_t>(bytes) : 0 - static_cast<uint64_t>(bytes);
     if (f.addr.empty()) AddCount(report->caveats, "[memory] without Addr (address 0)");
+    const std::string note = FormatAllocAnnotation({f.alloc_op, f.region, f.data_type, f.shape, U64(f.requested)});
+    if (bytes > 0 && !note.empty()) e.corr = names->Intern(note), e.flags |= kFlagAllocAnnotation;
     Emit(e);
   }
 

@@ -18,7 +18,9 @@
 //   ph X, other categories               kHostSpan (a host track) or dropped (a GPU track)
 //   ph B / E                             a kHostSpan per matched pair (a stack per track)
 //   ph i / I, name "[memory]"            kAlloc (Bytes > 0) / kFree (Bytes < 0), allocator "<Device Type>:<Id>"
-//                                        (or liveprof's own "Allocator" arg, chrome_export.h)
+//                                        (or liveprof's own "Allocator" arg, chrome_export.h); its
+//                                        "Op", "Region", "Data Type", "Shape", "Requested Bytes"
+//                                        (liveprof's own) the annotation (kFlagAllocAnnotation)
 //   ph i / I, others                     kInstant
 //   ph C                                 a kCounter per numeric args member, named "<name>/<key>"
 //   ph M process_name / thread_name      track names

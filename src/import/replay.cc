@@ -62,6 +62,7 @@ bool TraceReplay::Load(const std::string& path, std::string* error, ProgressLine
       e.payload.kernel.details = name(e.payload.kernel.details);
       e.payload.kernel.op = name(e.payload.kernel.op);
     }
+    if (e.kind == EventKind::kAlloc && (e.flags & kFlagAllocAnnotation) != 0) e.corr = name(e.corr);
   }
   std::stable_sort(events_.begin(), events_.end(), CompletionOrderLess);
   // The trace's first instant (device descriptions carry no time: ts 0).

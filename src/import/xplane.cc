@@ -12,11 +12,13 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <filesystem>
 #include <optional>
 #include <unordered_map>
 
 #include "aggregators/tf_op_name.h"
+#include "stream/alloc_annotation.h"
 #include "xplane.pb.h"
 
 namespace liveprof {
@@ -32,6 +34,7 @@ using xplane::XStat;
 enum class Stat : uint8_t {
   kOther, kCorrelationId, kKernelDetails, kMemcpyDetails, kTfOp, kLevel0, kGroupId, kStepName, kStepNum,
   kIterNum, kRoot, kAllocatorName, kAddr, kAllocationBytes, kRequestedBytes, kName,
+  kRegionType, kDataType, kTensorShape,
   // device plane stats
   kCcMajor, kCcMinor, kCoreCount, kMemorySize, kVendor,
 };
@@ -44,7 +47,8 @@ Stat StatOf(std::string_view name) {
       {"addr", Stat::kAddr}, {"allocation_bytes", Stat::kAllocationBytes},
       {"requested_bytes", Stat::kRequestedBytes}, {"compute_cap_major", Stat::kCcMajor},
       {"compute_cap_minor", Stat::kCcMinor}, {"core_count", Stat::kCoreCount}, {"memory_size", Stat::kMemorySize},
-      {"device_vendor", Stat::kVendor}, {"name", Stat::kName},
+      {"device_vendor", Stat::kVendor}, {"name", Stat::kName}, {"region_type", Stat::kRegionType},
+      {"data_type", Stat::kDataType}, {"tensor_shape", Stat::kTensorShape},
   };
   const auto it = kStats.find(name);
   return it == kStats.end() ? Stat::kOther : it->second;
@@ -85,6 +89,17 @@ uint64_t CopyBytes(std::string_view details) {
 }
 
 // A TraceMe name may carry its args: "name#k=v,...#" (traceme_encode.h).
+// TensorFlow's DataType (types.proto) as xprof's memory profile names it
+// (DataTypeString: "float", "int32", "bfloat16", ..., "INVALID" for 0).
+std::string_view TfDataTypeName(uint64_t type) {
+  static constexpr std::string_view kNames[] = {
+      "INVALID", "float",  "double", "int32",  "uint8",      "int16",  "int8",     "string",
+      "complex64", "int64", "bool",  "qint8",  "quint8",     "qint32", "bfloat16", "qint16",
+      "quint16", "uint16", "complex128", "half", "resource", "variant", "uint32",  "uint64",
+  };
+  return type < std::size(kNames) ? kNames[type] : "unknown";
+}
+
 std::string_view WithoutArgs(std::string_view name) {
   const size_t hash = name.find('#');
   return hash == std::string_view::npos ? name : name.substr(0, hash);
@@ -92,8 +107,8 @@ std::string_view WithoutArgs(std::string_view name) {
 
 // What one event carries, from its metadata's stats and then its own.
 struct Stats {
-  std::optional<uint64_t> correlation, group_id, step_num, addr, allocation_bytes, requested_bytes;
-  std::string_view kernel_details, memcpy_details, tf_op, level0, step_name, allocator, name;
+  std::optional<uint64_t> correlation, group_id, step_num, addr, allocation_bytes, requested_bytes, data_type;
+  std::string_view kernel_details, memcpy_details, tf_op, level0, step_name, allocator, name, region, shape;
   bool root = false;
 };
 
@@ -151,6 +166,9 @@ class PlaneStats {
         case Stat::kStepName: out->step_name = Text(s); break;
         case Stat::kAllocatorName: out->allocator = Text(s); break;
         case Stat::kName: out->name = Text(s); break;
+        case Stat::kRegionType: out->region = Text(s); break;
+        case Stat::kDataType: out->data_type = Number(s); break;
+        case Stat::kTensorShape: out->shape = Text(s); break;
         case Stat::kRoot: out->root = true; break;
         default: break;
       }
@@ -286,12 +304,19 @@ class Converter {
   }
 
   // TF's allocator TraceMes: an allocator name ("GPU_0_bfc", "cpu"), the
-  // address, the block's bytes.
+  // address, the block's bytes; an allocation's annotation (op, region, data
+  // type, shape, requested size) in `corr` (alloc_annotation.h,
+  // kFlagAllocAnnotation). A free's
+  // is its allocation's: xprof copies it from there too (§8.3).
   void Memory(Event& e, const Stats& s, bool alloc) {
     const std::optional<uint64_t> bytes = s.allocation_bytes ? s.allocation_bytes : s.requested_bytes;
     if (!bytes || s.allocator.empty()) return AddCount(report_->dropped, "memory events without allocator_name or bytes");
     uint8_t device = 0;
-    const bool gpu = s.allocator.starts_with("GPU_") || s.allocator.starts_with("gpu_");
+    // "GPU_0_bfc" (or "gpu_0_bfc") is device 0's; "gpu_host_bfc" is the
+    // host's pinned memory that TF keeps for copies.
+    const bool gpu = (s.allocator.starts_with("GPU_") || s.allocator.starts_with("gpu_")) &&
+                     s.allocator.size() > 4 && s.allocator[4] >= '0' && s.allocator[4] <= '9';
+    const bool pinned = !gpu && s.allocator == "gpu_host_bfc";
     if (gpu) {
       unsigned d = 0;
       std::from_chars(s.allocator.data() + 4, s.allocator.data() + s.allocator.size(), d);
@@ -299,11 +324,23 @@ class Converter {
     }
     e.kind = alloc ? EventKind::kAlloc : EventKind::kFree;
     e.name = names_->Intern(s.allocator);
-    e.sub = static_cast<uint8_t>(gpu ? MemoryKind::kDevice : MemoryKind::kHost);
+    e.sub = static_cast<uint8_t>(gpu ? MemoryKind::kDevice : pinned ? MemoryKind::kPinned : MemoryKind::kHost);
     e.device = device;
     e.dur = 0;
     e.payload.memory.address = s.addr.value_or(0);
     e.payload.memory.bytes = *bytes;
+    e.corr = 0;
+    if (alloc) {
+      const std::string note = FormatAllocAnnotation({.op = s.tf_op,
+                                                      .region = s.region,
+                                                      .data_type = s.data_type ? TfDataTypeName(*s.data_type) : "",
+                                                      .shape = s.shape,
+                                                      .requested_bytes = s.requested_bytes.value_or(0)});
+      if (!note.empty()) {
+        e.corr = names_->Intern(note);
+        e.flags |= kFlagAllocAnnotation;
+      }
+    }
     if (!s.addr) AddCount(report_->caveats, "memory events without addr (address 0)");
     Emit(e);
   }

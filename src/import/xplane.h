@@ -8,7 +8,10 @@
 //   /host:python-tracer's lines merge into their threads as xprof merges them.
 //     a `correlation_id` stat                kRuntimeApi (the launch), corr
 //     MemoryAllocation / MemoryDeallocation  kAlloc / kFree: `allocator_name`, `addr`,
-//                                            `allocation_bytes` (else `requested_bytes`)
+//                                            `allocation_bytes` (else `requested_bytes`);
+//                                            an allocation's `tf_op`, `region_type`,
+//                                            `data_type`, `tensor_shape`, `requested_bytes`
+//                                            in corr (kFlagAllocAnnotation)
 //     Iterator::...                          kInputSpan (tf.data; the stage from the name)
 //     "name:Type" (a TF or JAX op name)      kFrameworkOp
 //     `_r` with `step_num` / `iter_num`      kStepMarker (only when no device has a

@@ -94,6 +94,10 @@ bool IngestConnection::TakeFrames(std::string* reason) {
       }
     }
     NoteRefusals();
+    if (decoder_.batches() != batches_seen_) {  // a batch (pongs and states are not work)
+      batches_seen_ = decoder_.batches();
+      last_batch_ns_ = now;
+    }
     TakeEvents(now);
     DeclareProgress(now);
     if (const auto& st = decoder_.state()) {
@@ -106,6 +110,7 @@ bool IngestConnection::TakeFrames(std::string* reason) {
         cs.until_ns = until <= 0 ? 1 : static_cast<uint64_t>(std::min<__int128>(until, INT64_MAX));
       }
     }
+    if (decoder_.pong()) answered_ns_ = now;  // any pong says it is there.
     // A pong to the ping in flight (its id and reading: no other counts).
     if (const auto& pong = decoder_.pong();
         pong && pong->id == ping_id_ && pong->server_ns == ping_sent_ns_ && now >= pong->server_ns) {
@@ -147,13 +152,15 @@ void IngestConnection::Hello(uint64_t now) {
                            .progress = RingProgress::kDeclared,
                            .pushes_back = true});
   next_ping_ns_ = now;
+  answered_ns_ = now;
 }
 
 // The decoded events into the source's ring: a full ring drops and counts;
 // an event ending too far in the future is dropped and counted here. A
 // sender's correlation ids are its own: mixed with its worker number, so that
 // two workers' launches and kernels do not pair up in the shared analyses
-// (a bijection per worker: its own pairs are kept).
+// (a bijection per worker: its own pairs are kept). An annotated
+// allocation's corr is a name (event.h), already made the server's.
 void IngestConnection::TakeEvents(uint64_t now) {
   const uint64_t horizon = now + options_.max_future_ns;
   const uint32_t mix = (status_.worker * 0x9E3779B1u) & 0xFFF00000u;
@@ -165,7 +172,8 @@ void IngestConnection::TakeEvents(uint64_t now) {
     }
     Event& k = events_[kept++];
     k = e;
-    if (k.corr != 0) k.corr ^= mix;
+    const bool name = k.kind == EventKind::kAlloc && (k.flags & kFlagAllocAnnotation) != 0;
+    if (k.corr != 0 && !name) k.corr ^= mix;
   }
   ring_->queue->TryPushBulk(std::span<const Event>(events_.data(), kept));
 }
@@ -243,7 +251,7 @@ void IngestConnection::AppendControl(const IngestServer::CaptureRequest& r) {
 
 bool IngestConnection::Tick(uint64_t now, std::string* reason) {
   // Not read for back pressure: the silence is ours, not a stalled sender's.
-  if (RingHalfFull()) last_byte_ns_ = now;
+  if (RingHalfFull()) last_byte_ns_ = answered_ns_ = now;
   if (!decoder_.has_hello() && now - connected_ns_ > options_.stall_timeout_ns) {
     *reason = "no hello in " + std::to_string(options_.stall_timeout_ns / 1'000'000) + " ms";
     return false;
@@ -251,6 +259,11 @@ bool IngestConnection::Tick(uint64_t now, std::string* reason) {
   if (splitter_.pending_bytes() > 0 && now - last_byte_ns_ > options_.stall_timeout_ns) {
     *reason = "stalled mid-frame for " + std::to_string((now - last_byte_ns_) / 1'000'000) + " ms (" +
               std::to_string(splitter_.pending_bytes()) + " bytes of an unfinished frame dropped)";
+    return false;
+  }
+  if (decoder_.has_hello() && now > answered_ns_ && now - answered_ns_ > options_.pong_timeout_ns) {
+    *reason = "answered no ping in " + std::to_string((now - answered_ns_) / 1'000'000) +
+              " ms (a sender answers each IngestPing with an IngestPong)";
     return false;
   }
   if (decoder_.has_hello() && now >= next_ping_ns_) {

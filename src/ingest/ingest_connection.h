@@ -10,6 +10,7 @@
 #ifndef LIVEPROF_INGEST_INGEST_CONNECTION_H_
 #define LIVEPROF_INGEST_INGEST_CONNECTION_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -92,6 +93,9 @@ class IngestConnection {
   // A copy of its status with the counters as they are now.
   SourceStatus Status() const;
   uint64_t id() const { return status_.id; }
+  // Since when it sent no batch (its connect, else its last batch): at the
+  // source cap the idlest source gives way to a new one.
+  uint64_t idle_since_ns() const { return std::max(connected_ns_, last_batch_ns_); }
   const std::string& label() const { return status_.label; }
   const std::string& endpoint() const { return status_.endpoint; }
 
@@ -111,6 +115,9 @@ class IngestConnection {
   std::string out_;  // frames to send: acks, pings, controls.
   std::vector<Event> events_;
   uint64_t connected_ns_ = 0, last_byte_ns_ = 0, next_ping_ns_ = 0;
+  uint64_t answered_ns_ = 0;  // the last pong (or the hello): liveness.
+  uint64_t last_batch_ns_ = 0;
+  uint64_t batches_seen_ = 0;
   std::string session_;         // host, pid, session: IngestWorkers' key.
   uint32_t control_id_ = 0;     // the last IngestControl's.
   uint32_t ping_id_ = 0;        // the ping in flight,

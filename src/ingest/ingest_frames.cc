@@ -36,6 +36,12 @@ char* FrameSplitter::Reserve(size_t n) {
 
 void FrameSplitter::Commit(size_t n) { size_ += n; }
 
+void FrameSplitter::Release() {
+  words_.reset(new uint64_t[8]);
+  capacity_ = 64;
+  size_ = pos_ = kLead;
+}
+
 void FrameSplitter::Feed(std::string_view bytes) {
   if (!error_.empty()) return;  // broken: nothing more is read.
   std::memcpy(Reserve(bytes.size()), bytes.data(), bytes.size());
@@ -96,6 +102,11 @@ constexpr std::string_view kUndefinedName = "undefined_name";
 constexpr std::string_view kUndefinedKernelName = "undefined_kernel_name";
 constexpr std::string_view kUndefinedTrack = "undefined_track";
 
+// An allocation whose corr is a name (event.h, kFlagAllocAnnotation).
+bool AnnotatedAlloc(const Event& e) {
+  return e.kind == EventKind::kAlloc && (e.flags & kFlagAllocAnnotation) != 0;
+}
+
 // What was wrong with event `i` of a batch, refused for `reason`.
 std::string RefusalMessage(std::string_view reason, uint32_t i, const Event& e) {
   std::string what = "event " + std::to_string(i) + ": ";
@@ -104,6 +115,10 @@ std::string RefusalMessage(std::string_view reason, uint32_t i, const Event& e) 
            " (names and tracks travel as NameDef / TrackDef)";
   }
   if (reason == kTimeOverflow) return what + "ts + dur past 2^64 ns";
+  if (reason == kUndefinedName && AnnotatedAlloc(e) && e.name != 0) {
+    return what + "name id " + std::to_string(e.name) + " or the allocation's annotation, name id " +
+           std::to_string(e.corr) + ", was never defined";
+  }
   if (reason == kUndefinedName) return what + "name id " + std::to_string(e.name) + " was never defined";
   if (reason == kUndefinedKernelName) return what + "a kernel's details or op name id was never defined";
   return what + "track " + std::to_string(e.track) + " was never defined";
@@ -277,7 +292,7 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
       refused = kBadKind;
     } else if (e.ts + e.dur < e.ts) {
       refused = kTimeOverflow;
-    } else if (!defined(e.name)) {
+    } else if (!defined(e.name) || (AnnotatedAlloc(e) && !defined(e.corr))) {
       refused = kUndefinedName;
     } else if (e.kind == EventKind::kKernel &&
                (!defined(e.payload.kernel.details) || !defined(e.payload.kernel.op))) {
@@ -320,6 +335,7 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
   // inside [0, 2^64 - dur] (computed wide: no overflow either way).
   for (Event& e : std::span<Event>(out->data() + first, out->size() - first)) {
     e.name = ours(e.name);
+    if (AnnotatedAlloc(e)) e.corr = ours(e.corr);
     if (e.kind == EventKind::kKernel) {
       e.payload.kernel.details = ours(e.payload.kernel.details);
       e.payload.kernel.op = ours(e.payload.kernel.op);

@@ -71,6 +71,10 @@ class FrameSplitter {
   // nothing of that frame was taken), and of whole frames not taken yet
   // (Next not called: the server waits for room in the source's ring).
   size_t pending_bytes() const { return size_ - pos_; }
+  size_t capacity() const { return capacity_; }
+  // Gives the buffer back (its bytes are dropped): a closed connection's,
+  // while no read writes into it.
+  void Release();
 
  private:
   // The bytes held, in 8-byte words: a frame's body, 4 bytes after its

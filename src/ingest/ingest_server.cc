@@ -28,6 +28,7 @@
 // no socket: this file is the sockets, the timers and the thread.
 #include "ingest/ingest_server.h"
 
+#include <malloc.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -67,6 +68,8 @@ using error_code = boost::system::error_code;
 
 constexpr size_t kReadBytes = 64 * 1024;
 constexpr size_t kPassBytes = 1 << 20;  // read from one connection before the others' turn.
+constexpr uint64_t kIdleSourceNs = 2'000'000'000;  // no batch this long: it gives way at the source cap.
+constexpr size_t kTrimAfterBytes = 1 << 20;  // a buffer this large, released: memory back to the system.
 constexpr size_t kMaxOutBytes = 1 << 20;  // acks and pings a sender has not read: it is not reading.
 constexpr auto kTickPeriod = std::chrono::milliseconds(10);      // pings, stall and hello timeouts.
 constexpr auto kPausedLookPeriod = std::chrono::milliseconds(2);  // a source held back: its ring again.
@@ -117,6 +120,8 @@ struct IngestServer::Impl {
   void Pause(Connection& c);
   void ArmPausedLook();
   void Close(Connection& c, const std::string& reason);
+  void ReleaseBuffer(Connection& c);
+  bool MakeRoom();
   void SendControls();
   void Shutdown();
 
@@ -346,8 +351,8 @@ void IngestServer::Impl::Accept(Listener& l, const error_code& ec) {
                                           l.endpoint.ToString(), HostNowNs());
     const size_t open = static_cast<size_t>(
         std::count_if(connections_.begin(), connections_.end(), [](const auto& o) { return o->open; }));
-    if (open >= options_.max_sources) {
-      Close(*c, "refused: " + std::to_string(options_.max_sources) + " sources connected already");
+    if (open >= options_.max_sources && !MakeRoom()) {
+      Close(*c, "refused: " + std::to_string(options_.max_sources) + " sources connected already, none idle");
       continue;
     }
     Publish(*c);
@@ -355,6 +360,23 @@ void IngestServer::Impl::Accept(Listener& l, const error_code& ec) {
     StartRead(*c);
   }
   WaitAccept(l);
+}
+
+// At the source cap: the source that has sent no batch for longest, if
+// that is over kIdleSourceNs, gives its place to the new one. False: none.
+bool IngestServer::Impl::MakeRoom() {
+  const uint64_t now = HostNowNs();
+  Connection* idlest = nullptr;
+  for (const auto& o : connections_) {
+    if (o->open && (idlest == nullptr || o->source.idle_since_ns() < idlest->source.idle_since_ns())) {
+      idlest = o.get();
+    }
+  }
+  if (idlest == nullptr || now < idlest->source.idle_since_ns() + kIdleSourceNs) return false;
+  Close(*idlest, "gave its place to a new sender: " + std::to_string(options_.max_sources) +
+                     " sources connected, and this one sent no batch for " +
+                     std::to_string((now - idlest->source.idle_since_ns()) / 1'000'000) + " ms");
+  return true;
 }
 
 // The next read, straight into the splitter's buffer (its frames stay
@@ -379,7 +401,7 @@ void IngestServer::Impl::StartRead(Connection& c) {
 
 void IngestServer::Impl::OnRead(Connection& c, const error_code& ec, size_t n) {
   c.reading = false;
-  if (!c.open) return;  // (closed meanwhile: aborted, or bytes nobody wants now)
+  if (!c.open) return ReleaseBuffer(c);  // (closed meanwhile: aborted, or bytes nobody wants now)
   const uint64_t acked = c.source.last_seq();
   if (ec) return ReadEnded(c, acked, ec);
   c.source.Received(HostNowNs());
@@ -468,23 +490,27 @@ bool IngestServer::Impl::TakeFrames(Connection& c, uint64_t acked) {
 }
 
 // Bytes held across every connection (frames not whole yet, and whole ones
-// waiting for room in their ring): past the bound the largest holder goes.
+// waiting for room in their ring): past the bound the largest holders go,
+// whichever connection they are (a holder that sends no more is never read
+// again: it must not wait to be its own judge). Nothing they hold was
+// acknowledged: a sender sends it again. False when `c` was closed.
 bool IngestServer::Impl::WithinBufferBound(Connection& c, uint64_t acked) {
   auto pending = [](const Connection& o) { return o.open ? o.source.splitter().pending_bytes() : 0; };
+  if (pending(c) == 0) return true;
   size_t buffered = 0;
-  if (pending(c) > 0) {
-    for (const auto& other : connections_) buffered += pending(*other);
+  for (const auto& other : connections_) buffered += pending(*other);
+  while (buffered > options_.max_buffered_bytes) {
+    Connection* largest = nullptr;
+    for (const auto& other : connections_) {
+      if (other->open && (largest == nullptr || pending(*other) > pending(*largest))) largest = other.get();
+    }
+    buffered -= pending(*largest);
+    if (largest == &c) AckTaken(c, acked);
+    Close(*largest, "the server's buffers for received frames are full (" +
+                        std::to_string(options_.max_buffered_bytes >> 20) + " MiB); this sender held the most (" +
+                        std::to_string(pending(*largest)) + " bytes, not acknowledged: sent again on reconnect)");
   }
-  if (buffered <= options_.max_buffered_bytes) return true;
-  const Connection* largest = nullptr;
-  for (const auto& other : connections_) {
-    if (other->open && (largest == nullptr || pending(*other) > pending(*largest))) largest = other.get();
-  }
-  if (largest != &c) return true;
-  AckTaken(c, acked);
-  Close(c, "the server's buffers for received frames are full (" + std::to_string(options_.max_buffered_bytes >> 20) +
-               " MiB); this sender held the most");
-  return false;
+  return c.open;
 }
 
 bool IngestServer::Impl::Capture(uint64_t id, const CaptureRequest& request, std::string* error) {
@@ -571,6 +597,7 @@ void IngestServer::Impl::Close(Connection& c, const std::string& reason) {
   c.paused = false;
   c.source.Closed(reason);
   Publish(c);
+  if (!c.reading) ReleaseBuffer(c);  // (else once its aborted read is back: OnRead)
   if (!cleanup_posted_ && !stop_.load(std::memory_order_relaxed)) {
     cleanup_posted_ = true;
     net::post(*ioc_, [this] {
@@ -578,6 +605,15 @@ void IngestServer::Impl::Close(Connection& c, const std::string& reason) {
       std::erase_if(connections_, [](const auto& o) { return !o->open; });
     });
   }
+}
+
+// A closed connection's buffer goes now, and a large one's memory back to
+// the system (glibc keeps freed heap memory: 40 senders' 15 MiB unfinished
+// frames would stay in the process after they left).
+void IngestServer::Impl::ReleaseBuffer(Connection& c) {
+  const size_t capacity = c.source.splitter().capacity();
+  c.source.splitter().Release();
+  if (capacity >= kTrimAfterBytes) malloc_trim(0);
 }
 
 void IngestServer::Impl::Publish(const Connection& c) { statuses_.Publish(c.source.Status()); }

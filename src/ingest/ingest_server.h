@@ -52,6 +52,9 @@ class IngestServer {
     size_t ring_capacity = 0;
     uint64_t ping_interval_ns = 1'000'000'000;
     uint64_t stall_timeout_ns = 10'000'000'000;  // silent mid-frame this long: closed.
+    // A source that answers no ping this long (while it is read) is closed:
+    // an idle connection holds no place that a real sender needs.
+    uint64_t pong_timeout_ns = 5'000'000'000;
     size_t max_sources = 256;              // connections at once; more are refused.
     // Unfinished frames held across every connection; past it the
     // connection holding the most is closed.

@@ -51,7 +51,8 @@ enum class EventKind : uint8_t {
   kMemcpyOther = 26,   // a copy whose direction the producer did not know.
   kMemset = 27,        // payload.copy.bytes.
   // Memory (instant).
-  kAlloc = 30,  // payload.memory; name = allocator; sub = MemoryKind.
+  kAlloc = 30,  // payload.memory; name = allocator; sub = MemoryKind; corr: see
+                //   kFlagAllocAnnotation.
   kFree = 31,   // payload.memory; bytes may be 0 if the producer did not know.
   // Others (instant unless said).
   kCounter = 40,  // payload.counter.value; name = counter name.
@@ -123,6 +124,9 @@ inline constexpr uint8_t kFlagGraph = 1 << 2;   // device work launched from a C
 // A ProfilerStep#N span numbered N + payload.step.step_num: a replay's later
 // loop numbers its steps on from the last loop's (replay.h).
 inline constexpr uint8_t kFlagStepShift = 1 << 3;
+// A kAlloc whose corr is the name id of what the framework said of it
+// (alloc_annotation.h: op, region, data type, shape), not a correlation id.
+inline constexpr uint8_t kFlagAllocAnnotation = 1 << 4;
 
 struct Event {
   uint64_t ts = 0;    // begin, ns on the host clock.

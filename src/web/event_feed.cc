@@ -53,6 +53,7 @@ class Definitions {
       UseName(e.payload.kernel.op);
       UseName(e.payload.kernel.details);
     }
+    if (e.kind == EventKind::kAlloc && (e.flags & kFlagAllocAnnotation) != 0) UseName(e.corr);  // a name (event.h)
   }
 
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::NameDef>>> BuildNames(

@@ -34,13 +34,22 @@ namespace {
 constexpr size_t kMaxRequestBody = 64 * 1024;
 constexpr size_t kMaxRequestHeader = 16 * 1024;
 
-class HttpSession : public std::enable_shared_from_this<HttpSession> {
+class HttpSession : public std::enable_shared_from_this<HttpSession>, public SharedState::Waiter {
  public:
   HttpSession(tcp::socket&& socket, std::shared_ptr<SharedState> state, std::string address)
       : stream_(std::move(socket)), state_(std::move(state)), address_(std::move(address)) {}
 
   ~HttpSession() {
-    if (!handed_over_) state_->Release(address_);
+    state_->NotWaiting(this);
+    if (!handed_over_ && !released_) state_->Release(address_);
+  }
+
+  // At a connection cap, while waiting for a request: the slot goes to a
+  // new connection now, and the read waiting here ends (operation_aborted).
+  void GiveWay() override {
+    released_ = true;
+    state_->Release(address_);
+    stream_.close();
   }
 
   void Run() {
@@ -50,10 +59,26 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
  private:
   using Request = http::request<http::string_body>;
 
+  // Waits for a request: the first one's header within header_timeout of
+  // the accept (an idle or slow opener holds its slot seconds, not the
+  // request timeout), a kept-alive connection's next one within
+  // http_timeout. Meanwhile a new connection at a cap may take the slot
+  // (SharedState::Waiting).
   void DoRead() {
     parser_.emplace();
     parser_->body_limit(kMaxRequestBody);
     parser_->header_limit(kMaxRequestHeader);
+    const ServerOptions& o = state_->options();
+    stream_.expires_after(requests_ == 0 ? o.header_timeout : o.http_timeout);
+    state_->Waiting(this, address_, requests_ > 0);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  // The header is in: the body (if any) within the request timeout.
+  void OnHeader(beast::error_code ec) {
+    state_->NotWaiting(this);
+    if (ec || parser_->is_done()) return OnRead(ec);
     stream_.expires_after(state_->options().http_timeout);
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
@@ -70,6 +95,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       keep_alive_ = false;
       return SendReply(ErrorReply(400, "malformed HTTP request: " + ec.message()), 11);
     }
+    ++requests_;
     Request& req = parser_->get();
     keep_alive_ = req.keep_alive();
     const unsigned version = req.version();
@@ -422,6 +448,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool keep_alive_ = true;
   bool head_ = false;
   bool handed_over_ = false;
+  bool released_ = false;  // its slot given to another (GiveWay).
+  uint64_t requests_ = 0;  // read whole.
 };
 
 }  // namespace

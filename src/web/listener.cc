@@ -211,6 +211,8 @@ class Server::Impl {
     ServerCounters& c = state_->counters();
     s.connections_accepted = c.connections_accepted.load();
     s.connections_refused = c.connections_refused.load();
+    s.connections_evicted = c.connections_evicted.load();
+    s.connections_open = c.connections_open.load();
     s.websocket_sessions = c.websocket_sessions.load();
     s.view_frames_sent = c.view_frames_sent.load();
     s.event_frames_sent = c.event_frames_sent.load();

@@ -342,6 +342,8 @@ std::string ServerStatsJson(const ServerStats& s) {
   w.BeginObject();
   w.KV("connections_accepted", s.connections_accepted);
   w.KV("connections_refused", s.connections_refused);
+  w.KV("connections_evicted", s.connections_evicted);
+  w.KV("connections_open", s.connections_open);
   w.KV("websocket_sessions", s.websocket_sessions);
   w.KV("view_frames_sent", s.view_frames_sent);
   w.KV("event_frames_sent", s.event_frames_sent);

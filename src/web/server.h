@@ -69,6 +69,9 @@ struct ServerOptions {
   // half this) for this long is closed; so is a half-open one.
   std::chrono::milliseconds ws_idle_timeout{60000};
   std::chrono::milliseconds http_timeout{30000};  // per request, and keep-alive idle.
+  // A new connection's first request header must be in within this: an idle
+  // or slow connection holds a slot a few seconds, not the request timeout.
+  std::chrono::milliseconds header_timeout{5000};
   // (A control message over 64 KiB, protocol.h's kMaxControlMessageBytes,
   // closes its WebSocket with 1009.)
   // Control messages that fail to decode before the connection is closed.
@@ -97,6 +100,8 @@ std::string ValidateServerOptions(const ServerOptions& options);
 struct ServerStats {
   uint64_t connections_accepted = 0;
   uint64_t connections_refused = 0;  // over a connection cap.
+  uint64_t connections_evicted = 0;  // waiting for a request: gave way to a new one at a cap.
+  uint64_t connections_open = 0;     // now (HTTP and WebSocket).
   uint64_t websocket_sessions = 0;   // open now.
   uint64_t view_frames_sent = 0;
   uint64_t event_frames_sent = 0;

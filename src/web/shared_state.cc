@@ -60,14 +60,20 @@ SharedState::SharedState(Pipeline& pipeline, ServerOptions options)
     : pipeline_(pipeline), options_(std::move(options)) {}
 
 bool SharedState::Admit(const std::string& address) {
-  size_t& n = per_address_[address];
-  if (n >= options_.max_connections_per_address || connections_ >= options_.max_connections) {
-    if (n == 0) per_address_.erase(address);
+  auto count = [&] {
+    const auto it = per_address_.find(address);
+    return it == per_address_.end() ? size_t{0} : it->second;
+  };
+  // At a cap, a waiting connection gives way (of this address for its cap).
+  while ((count() >= options_.max_connections_per_address && EvictWaiting(&address)) ||
+         (connections_ >= options_.max_connections && EvictWaiting(nullptr))) {
+  }
+  if (count() >= options_.max_connections_per_address || connections_ >= options_.max_connections) {
     counters_.connections_refused.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  ++n;
-  ++connections_;
+  ++per_address_[address];
+  counters_.connections_open.store(++connections_, std::memory_order_relaxed);
   counters_.connections_accepted.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -76,7 +82,39 @@ void SharedState::Release(const std::string& address) {
   auto it = per_address_.find(address);
   if (it == per_address_.end()) return;
   if (--it->second == 0) per_address_.erase(it);
-  --connections_;
+  counters_.connections_open.store(--connections_, std::memory_order_relaxed);
+}
+
+void SharedState::Waiting(Waiter* w, const std::string& address, bool kept_alive) {
+  NotWaiting(w);
+  const uint64_t since = ++waits_;
+  waiting_.emplace(since, WaitingConnection{w, address, kept_alive});
+  waiting_since_.emplace(w, since);
+}
+
+void SharedState::NotWaiting(Waiter* w) {
+  const auto it = waiting_since_.find(w);
+  if (it == waiting_since_.end()) return;
+  waiting_.erase(it->second);
+  waiting_since_.erase(it);
+}
+
+bool SharedState::EvictWaiting(const std::string* address) {
+  // Oldest first, those that never completed a request before those kept
+  // alive (at most the cap's connections are looked at: only at a cap).
+  for (const bool kept_alive : {false, true}) {
+    for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+      const WaitingConnection& c = it->second;
+      if (c.kept_alive != kept_alive || (address != nullptr && c.address != *address)) continue;
+      Waiter* w = c.waiter;
+      waiting_since_.erase(w);
+      waiting_.erase(it);
+      counters_.connections_evicted.fetch_add(1, std::memory_order_relaxed);
+      w->GiveWay();
+      return true;
+    }
+  }
+  return false;
 }
 
 void SharedState::Join(FeedSession* session) {

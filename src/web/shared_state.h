@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -79,7 +80,8 @@ class LatencyRecorder {
 
 // The server's counters, written on the web thread, read from any.
 struct ServerCounters {
-  std::atomic<uint64_t> connections_accepted{0}, connections_refused{0}, websocket_sessions{0},
+  std::atomic<uint64_t> connections_accepted{0}, connections_refused{0}, connections_evicted{0},
+      connections_open{0}, websocket_sessions{0},
       view_frames_sent{0}, event_frames_sent{0}, trace_tiles_sent{0}, view_frames_replaced{0},
       sessions_closed_blocked{0}, bad_messages{0};
 };
@@ -95,9 +97,27 @@ class SharedState {
   ServerCounters& counters() { return counters_; }
   LatencyRecorder& latency() { return latency_; }
 
-  // A new TCP connection from `address`: false (refuse it) over a cap.
+  // A new TCP connection from `address`: false (refuse it) over a cap that
+  // no waiting connection could make room under (below).
   bool Admit(const std::string& address);
   void Release(const std::string& address);
+
+  // A connection waiting for a request (HTTP, between requests or before
+  // its first). At a cap (per address, or in all) the oldest waiting one
+  // gives way to the new connection: first those that never completed a
+  // request (idle or slow openers: an attacker's, or a half-open socket's),
+  // then those kept alive between requests. A connection busy with a
+  // request, or a WebSocket, is never asked to. GiveWay() releases the
+  // connection's slot (Release) before it returns, and closes it.
+  class Waiter {
+   public:
+    virtual void GiveWay() = 0;
+
+   protected:
+    ~Waiter() = default;
+  };
+  void Waiting(Waiter* w, const std::string& address, bool kept_alive);
+  void NotWaiting(Waiter* w);
 
   void Join(FeedSession* session);
   void Leave(FeedSession* session);
@@ -153,6 +173,18 @@ class SharedState {
   std::unordered_set<FeedSession*> sessions_;
   std::map<std::string, size_t> per_address_;
   size_t connections_ = 0;
+  // The waiting connections, by when they began to wait.
+  struct WaitingConnection {
+    Waiter* waiter;
+    std::string address;
+    bool kept_alive;
+  };
+  std::map<uint64_t, WaitingConnection> waiting_;
+  std::unordered_map<Waiter*, uint64_t> waiting_since_;
+  uint64_t waits_ = 0;
+  // Makes one waiting connection (of `address`, when not null) give way:
+  // false when there is none.
+  bool EvictWaiting(const std::string* address);
   std::function<ServerStats()> stats_source_;
   std::function<void(Job)> run_query_, run_export_;
   std::atomic<bool> stopping_{false};

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <utility>
 
 #include "base/json_writer.h"
+#include "stream/alloc_annotation.h"
 #include "stream/event.h"
 #include "web/trace_tile.h"
 
@@ -35,7 +37,9 @@ void EventJson(JsonWriter& w, const TraceStore& store, StoredEventId id, const E
   w.KV("name", store.Name(e.name));
   w.KV("ts", e.ts);
   w.KV("dur", e.dur);
-  w.KV("corr", uint64_t{e.corr});
+  // An annotated allocation's corr is a name (event.h): its fields instead.
+  const bool annotated = e.kind == EventKind::kAlloc && (e.flags & kFlagAllocAnnotation) != 0;
+  w.KV("corr", annotated ? uint64_t{0} : uint64_t{e.corr});
   w.KV("device", uint64_t{e.device});
   switch (e.kind) {
     case EventKind::kKernel:
@@ -48,6 +52,15 @@ void EventJson(JsonWriter& w, const TraceStore& store, StoredEventId id, const E
     case EventKind::kFree:
       w.KV("address", e.payload.memory.address);
       w.KV("bytes", e.payload.memory.bytes);
+      if (annotated) {
+        const std::string text(store.Name(e.corr));
+        const AllocAnnotation a = ParseAllocAnnotation(text);
+        w.KV("op", a.op);
+        w.KV("region", a.region);
+        w.KV("data_type", a.data_type);
+        w.KV("shape", a.shape);
+        w.KV("requested_bytes", a.requested_bytes);
+      }
       break;
     case EventKind::kStepMarker: w.KV("step_num", e.payload.step.step_num); break;
     case EventKind::kCounter: w.KV("value", e.payload.counter.value); break;

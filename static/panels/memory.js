@@ -52,9 +52,15 @@ export default {
     const breakdown = new Table(root.querySelector('.breakdown'), [
       {key: 'op', label: 'Op', fmt: (v) => v || 'unattributed (no enclosing op seen)'},
       {key: 'bytes', label: 'Allocation size', numeric: true, fmt: bytes},
+      {key: 'requested_bytes', label: 'Requested size', numeric: true, fmt: (v) => (v ? bytes(v) : '—'), hidden: true},
       {key: 'occurrences', label: 'Occurrences', numeric: true},
       {key: 'total_bytes', label: 'Total', numeric: true, fmt: bytes},
+      {key: 'region', label: 'Region type', hidden: true},
+      {key: 'data_type', label: 'Data type', hidden: true},
+      {key: 'shape', label: 'Shape', hidden: true},
     ], {sort: {key: 'total_bytes', desc: true}});
+    // Columns only a framework's own annotations fill (TensorFlow's XPlane).
+    const ANNOTATIONS = ['requested_bytes', 'region', 'data_type', 'shape'];
     root.querySelector('.csv').addEventListener('click', () => ctx.exportCsv('memory'));
     select.addEventListener('change', () => last && draw(last));
     let last = null;
@@ -72,8 +78,11 @@ export default {
         return;
       }
       summary.innerHTML = `<div class="stats">${stat('Peak heap usage (lifetime)', bytes(x.lifetime_peak_heap_bytes), 'lifetime_peak_heap_bytes')}` +
-        stat('Peak in window', x.has_peak ? bytes(x.peak_bytes) : '—') + stat('Capacity', bytes(x.capacity_bytes)) +
-        stat('In use now', bytes(x.stack_bytes + x.heap_bytes)) + stat('Free now', bytes(x.free_bytes)) +
+        stat('Peak in window', x.has_peak ? bytes(x.peak_bytes) : '—') +
+        stat('Capacity', x.capacity_bytes > 0 ? bytes(x.capacity_bytes) : 'not said') +
+        stat('In use now', bytes(x.stack_bytes + x.heap_bytes)) +
+        // Free is capacity (or reserved) less in use: unknown without either.
+        stat('Free now', x.capacity_bytes > 0 || x.reserved_bytes != null ? bytes(x.free_bytes) : 'not said') +
         stat('Fragmentation now', pct(x.fragmentation_pct)) + stat('Peak fragmentation', pct(x.peak_fragmentation_pct)) +
         stat('Allocations', int(x.num_allocations), 'num_allocations') + stat('Deallocations', int(x.num_deallocations)) +
         stat('Live allocations', int(x.live_allocations)) + '</div>' +
@@ -110,7 +119,9 @@ export default {
       } else {
         peakNote.textContent = 'no breakdown at the peak in this window (the peak came before the window, or no allocation was seen)';
       }
-      breakdown.setRows(x.breakdown_at_peak ? x.breakdown : []);
+      const rows = x.breakdown_at_peak ? x.breakdown : [];
+      for (const key of ANNOTATIONS) breakdown.showColumn(key, rows.some((r) => r[key]));
+      breakdown.setRows(rows);
     }
 
     return {

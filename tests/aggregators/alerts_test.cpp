@@ -315,7 +315,7 @@ TEST_CASE("alerts: baseline regression is 100 x (recent / baseline - 1)") {
   }
 }
 
-TEST_CASE("alerts: a regression needs a stable baseline and 5 steps in a row; noise never flaps it") {
+TEST_CASE("alerts: a regression needs a stable baseline and 5 steps in a row, noise never flaps it") {
   const AlertRule rule = DefaultAlertRules()[3];
   REQUIRE(rule.name == "step_time_regression");
   CHECK(rule.fire_after == 5);
@@ -658,7 +658,7 @@ TEST_CASE("alerts: mangled rules files give errors, never a crash") {
   }
 }
 
-TEST_CASE("alerts: a valid file parses; omitted counts default to 1") {
+TEST_CASE("alerts: a valid file parses, omitted counts default to 1") {
   std::vector<AlertRule> rules;
   std::string error = "stale";
   REQUIRE(ParseAlertRules(OneRule(std::string(kGoodBody) + R"(,"summary":"{value} over {window}")"),
@@ -709,7 +709,7 @@ TEST_CASE("alerts: deploy/alerts/default_rules.json equals the built-in defaults
   CHECK(round_trip == odd);
 }
 
-TEST_CASE("alerts: WriteJson is valid JSON with the expected fields; CSV has one row per event") {
+TEST_CASE("alerts: WriteJson is valid JSON with the expected fields, CSV has one row per event") {
   std::vector<AlertRule> rules = DefaultAlertRules();
   rules[3].fire_after = 1;  // fires on this one evaluation.
   AlertEngine engine(rules);

@@ -122,7 +122,7 @@ TEST_CASE("analyses: drops reported by the stream fire the drop alert with their
   CHECK(fired);
 }
 
-TEST_CASE("analyses: a finished job is not stalled; a live or cut-off one is") {
+TEST_CASE("analyses: a finished job is not stalled, a live or cut-off one is") {
   test::WorkloadShape shape;
   shape.steps = 10;
   const test::Workload w = test::MakeWorkload(shape);

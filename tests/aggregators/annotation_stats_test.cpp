@@ -93,7 +93,7 @@ TEST_CASE("annotations: kernels go to the innermost annotation around their laun
   CHECK(j["kernels_unattributed"] == 2);
 }
 
-TEST_CASE("annotations: late annotations claim nothing; a claim stops at the annotation's end") {
+TEST_CASE("annotations: late annotations claim nothing, a claim stops at the annotation's end") {
   const Catalog catalog = MakeCatalog();
   AnnotationStats stats(&catalog);
   Event late = test::Span(0, 50, kAttention, 1);

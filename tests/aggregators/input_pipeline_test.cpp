@@ -103,7 +103,7 @@ TEST_CASE("input pipeline: host-side breakdown and input-op table by hand") {
   CHECK(s.recommendations[2].starts_with("Enqueuing data"));
 }
 
-TEST_CASE("input pipeline: no enqueue op gives the ops' self times, not zeros; a CPU job's compute is not idle") {
+TEST_CASE("input pipeline: no enqueue op gives the ops' self times, not zeros, a CPU job's compute is not idle") {
   // The demo's shape: host-to-device copies (ratio > 0) but no enqueue op:
   // xprof's scaling by the enqueue time would make every category 0 above
   // an op table with 1,366 ms of preprocessing.

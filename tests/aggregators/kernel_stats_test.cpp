@@ -267,7 +267,7 @@ TEST_CASE("kernel stats: hand-computed rows, roll-up per op, JSON and CSV") {
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 7);
 }
 
-TEST_CASE("kernel stats: rows with equal keys merge; occupancy is not part of the key") {
+TEST_CASE("kernel stats: rows with equal keys merge, occupancy is not part of the key") {
   Catalog catalog;
   catalog.DefineName(1, "k");
   catalog.DefineName(2, "regs:8 grid:2,1,1 occ_pct:25");

@@ -65,7 +65,7 @@ MemoryStateSnapshot::Memory Only(const MemoryState& s) {
 
 }  // namespace
 
-TEST_CASE("memory attribution: innermost span on the same thread; other threads and frees") {
+TEST_CASE("memory attribution: innermost span on the same thread, other threads and frees") {
   Catalog catalog = Names();
   MemoryState state(&catalog);
   // Main thread: forward [100, 1000) holds conv [200, 500), which holds
@@ -196,8 +196,10 @@ TEST_CASE("memory attribution: JSON says what is attributed, with no empty rows"
   CHECK(j["peak_attributed_bytes"] == 64);
   CHECK(j["peak_unseen_allocations"] == 1);
   CHECK(j["breakdown"] == nlohmann::json::parse(
-                              R"([{"op":"aten::conv","bytes":64,"occurrences":1,"total_bytes":64},
-                                  {"op":"","bytes":32,"occurrences":1,"total_bytes":32}])"));
+                              R"([{"op":"aten::conv","bytes":64,"occurrences":1,"total_bytes":64,"requested_bytes":0,
+                                   "region":"","data_type":"","shape":""},
+                                  {"op":"","bytes":32,"occurrences":1,"total_bytes":32,"requested_bytes":0,
+                                   "region":"","data_type":"","shape":""}])"));
   CHECK(j["breakdown_by_op"][0] == nlohmann::json::parse(R"({"op":"aten::conv","bytes":64,"allocations":1})"));
 }
 

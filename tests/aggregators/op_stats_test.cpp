@@ -194,7 +194,7 @@ TEST_CASE("op stats: host self time from nesting, IDLE per track, idle in or out
   CHECK(s.host_input_ops.empty());
 }
 
-TEST_CASE("op stats: host IDLE sums over tracks; input spans; known host spans count") {
+TEST_CASE("op stats: host IDLE sums over tracks, input spans, known host spans count") {
   Catalog catalog;
   Diagnostics diag;
   enum : NameId { kA = 1, kRead, kIter, kKnownSpan, kTorch };
@@ -245,7 +245,7 @@ TEST_CASE("op stats: host IDLE sums over tracks; input spans; known host spans c
   CHECK(s.host_input_ops[1].total_ns == 20 * kUs);
 }
 
-TEST_CASE("op stats: device kernels roll up to their framework op; copies by kind") {
+TEST_CASE("op stats: device kernels roll up to their framework op, copies by kind") {
   Catalog catalog;
   Diagnostics diag;
   enum : NameId { kConv = 1, kVolta, kTranspose, kFoo, kA, kB };
@@ -397,7 +397,7 @@ TEST_CASE("op stats: bad durations and out-of-range ids are counted, never crash
   CHECK(b.host.rows[0].name == "#3");
 }
 
-TEST_CASE("op stats: windows over the last T seconds from buckets; late events") {
+TEST_CASE("op stats: windows over the last T seconds from buckets, late events") {
   Catalog catalog;
   Diagnostics diag;
   enum : NameId { kX = 1, kY, kZ, kK };

@@ -214,7 +214,7 @@ TEST_CASE("pod view: three workers give exact medians, worst workers and per-wor
   CHECK_FALSE(f->pod.Straggler(5).has_value());  // nobody has 5 compared steps.
 }
 
-TEST_CASE("pod view: a worker missing steps lacks those cells; two workers compare with each other") {
+TEST_CASE("pod view: a worker missing steps lacks those cells, two workers compare with each other") {
   const std::vector<FakeWorker> workers = {MakeWorker(1), MakeWorker(2), MakeWorker(3)};
   std::vector<Event> events;
   for (const FakeWorker& w : workers) {
@@ -307,7 +307,7 @@ TEST_CASE("pod view: correlation ids colliding across workers do not cross-join"
   CHECK(s.diagnostics.late_for_step == 0);
 }
 
-TEST_CASE("pod view: a process is a worker only once it has steps; the caps count") {
+TEST_CASE("pod view: a process is a worker only once it has steps, the caps count") {
   const std::vector<FakeWorker> workers = {MakeWorker(1), MakeWorker(2), MakeWorker(3)};
   PodViewOptions o;
   o.max_workers = 2;
@@ -472,7 +472,7 @@ TEST_CASE("pod view: the straggler rule fires after 3 slow steps, names the work
   CHECK(resolved[0].value == 0);
 }
 
-TEST_CASE("pod view in the pipeline: one process's steps are the steps view's; then a second joins") {
+TEST_CASE("pod view in the pipeline: one process's steps are the steps view's, then a second joins") {
   Diagnostics diag;
   Analyses a(AnalysesOptions{}, &diag);
   const FakeWorker local{0, 0, 1, 2};  // undefined tracks: process 0.

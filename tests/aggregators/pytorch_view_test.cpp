@@ -396,7 +396,7 @@ TEST_CASE("pytorch view: three steps: GPU tail, straddling runtime, leftover GPU
         "2,85,0,0,0,4,0,6,5,100\n");
 }
 
-TEST_CASE("pytorch view: steps after the last GPU step are dropped; 80% exactly is kept") {
+TEST_CASE("pytorch view: steps after the last GPU step are dropped, 80% exactly is kept") {
   const Catalog catalog = MakeCatalog();
   SUBCASE("a trailing step without device ops") {
     // Step 1 [0,100) launches 1 kernel; step 2 [100,200) launches none.

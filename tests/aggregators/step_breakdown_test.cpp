@@ -87,7 +87,7 @@ std::vector<StepRecord> Assemble(const Catalog& c, const std::vector<Event>& eve
 
 size_t B(Bucket b) { return static_cast<size_t>(b); }
 
-TEST_CASE("steps: the waiting list is bounded; the oldest half leaves as stepless, counted") {
+TEST_CASE("steps: the waiting list is bounded, the oldest half leaves as stepless, counted") {
   const Catalog c = MakeCatalog();
   Diagnostics diag;
   StepAssembler::Options o;
@@ -190,7 +190,7 @@ TEST_CASE("step breakdown: device-only mode uses the device span") {
   CHECK(r.bucket_ns[B(Bucket::kHostCompute)] == 0);
 }
 
-TEST_CASE("step breakdown: CPU-only steps use host compute; one without any, its unclaimed time") {
+TEST_CASE("step breakdown: CPU-only steps use host compute, one without any, its unclaimed time") {
   const Catalog c = MakeCatalog();
   Diagnostics diag;
   // Step 1 has an op: its unclaimed time is All others. Steps 2 and 3 have
@@ -220,7 +220,7 @@ TEST_CASE("step breakdown: CPU-only steps use host compute; one without any, its
   CHECK(diag.Get(Diag::step_without_compute) == 0);
 }
 
-TEST_CASE("steps: a GPU tail joins its step by correlation; stray work is counted") {
+TEST_CASE("steps: a GPU tail joins its step by correlation, stray work is counted") {
   const Catalog c = MakeCatalog();
   Diagnostics diag;
   std::vector<Event> v = {
@@ -250,7 +250,7 @@ TEST_CASE("steps: a GPU tail joins its step by correlation; stray work is counte
   CHECK(r.end_ns == 170);
 }
 
-TEST_CASE("steps: work for a closed step is late; ProfilerStep#N and name patterns") {
+TEST_CASE("steps: work for a closed step is late, ProfilerStep#N and name patterns") {
   Catalog c = MakeCatalog();
   c.DefineName(20, "ProfilerStep#41");
   c.DefineName(21, "ProfilerStep#42");

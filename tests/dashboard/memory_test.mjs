@@ -5,7 +5,9 @@
 // live allocations, as /api/memory does. Screenshots of the page on the
 // replay and on the demo.
 import assert from 'node:assert/strict';
-import {existsSync} from 'node:fs';
+import {execFileSync} from 'node:child_process';
+import {existsSync, mkdtempSync, readFileSync, writeFileSync} from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import {after, describe, test} from 'node:test';
 import {bytes, int} from '../../static/format.js';
@@ -42,9 +44,15 @@ async function shown(page, base, id) {
     const chart = card.locator('.timeline');
     const yMax = Number(await chart.getAttribute('data-y-max'));
     const ticks = JSON.parse((await chart.getAttribute('data-ticks')) ?? '[]');
+    // The cells shown: TensorFlow's columns (requested size, region, data
+    // type, shape) only when some row has them.
     const rows = await card.locator('.breakdown tbody tr').evaluateAll((trs) =>
-      trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.innerText)));
-    const want = m.breakdown.map((r) => [r.op || UNATTRIBUTED, bytes(r.bytes), int(r.occurrences), bytes(r.total_bytes)]);
+      trs.map((tr) => [...tr.querySelectorAll('td:not([hidden])')].map((td) => td.innerText)));
+    const annotated = m.breakdown.some((r) => r.requested_bytes || r.region || r.data_type || r.shape);
+    const want = m.breakdown.map((r) => (annotated
+      ? [r.op || UNATTRIBUTED, bytes(r.bytes), r.requested_bytes ? bytes(r.requested_bytes) : '—', int(r.occurrences),
+        bytes(r.total_bytes), r.region, r.data_type, r.shape]
+      : [r.op || UNATTRIBUTED, bytes(r.bytes), int(r.occurrences), bytes(r.total_bytes)]));
     const key = (r) => r.join('|');
     const same = rows.length === want.length && JSON.stringify(rows.map(key).sort()) === JSON.stringify(want.map(key).sort());
     return same && yMax > 0 && ticks.length > 1 ? {m, yMax, ticks, rows, card} : null;
@@ -97,6 +105,9 @@ describe('the Memory page on a replayed PyTorch job', {skip: absent && `${TRACE}
     const note = await card.locator('.peak-note').innerText();
     assert.match(note, new RegExp(`Attributed to an op: ${int(m.peak_attributed_allocations)} of ${int(m.peak_allocations)} allocations`));
     assert.ok(!/Attributed: yes/.test(await card.innerText()));
+    // PyTorch says no region, type or shape: those columns are not shown.
+    assert.deepEqual(await card.locator('.breakdown th:not([hidden])').allInnerTexts(),
+      ['Op', 'Allocation size', 'Occurrences', 'Total']);
     await screenshot(page, 'memory_replay');
     assert.deepEqual(page.errors, []);
     await page.close();
@@ -153,6 +164,62 @@ describe('the Memory page on the demo', () => {
     const note = await card.locator('.peak-note').innerText();
     assert.match(note, new RegExp(`Attributed to an op: ${int(m.peak_attributed_allocations)} of ${int(m.peak_allocations)} allocations`));
     await screenshot(page, 'memory_demo_growth');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+});
+
+// TensorFlow's allocator events say the op, region, data type, shape and
+// requested size of each allocation: the breakdown shows TensorBoard's
+// columns, rows of equal fields merged (fixtures/tf_memory.txtpb, encoded
+// here with protoc as the build encodes its schema).
+describe('the Memory page on a TensorFlow trace with memory annotations', () => {
+  let server;
+  after(async () => stopServer(server));
+
+  test('the breakdown has the op, requested size, region, data type and shape of each row', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'liveprof-tf-memory-'));
+    const file = path.join(dir, 'tf_memory.xplane.pb');
+    writeFileSync(file, execFileSync('protoc', [`-I${path.join(root, 'src/import')}`,
+      '--encode=liveprof.xplane.XSpace', 'xplane.proto'],
+    {input: readFileSync(path.join(root, 'tests/dashboard/fixtures/tf_memory.txtpb'))}));
+    server = await startServer(['replay', '--port', '0', file]);
+    const base = server.url;
+    const id = 'GPU:0 GPU_0_bfc';
+    const MIB = 1024 ** 2;
+    const m = await until('the breakdown at the peak', async () => {
+      const x = (await api(base, '/api/memory')).memories.find((y) => y.id === id);
+      return x?.breakdown_at_peak && x.num_deallocations === 1 ? x : null;
+    });
+    // What the fixture says, row by row (total bytes descending).
+    const row = (op, size, n, requested, region, type, shape) => ({op, bytes: size, occurrences: n,
+      total_bytes: size * n, requested_bytes: requested, region, data_type: type, shape});
+    assert.deepEqual(m.breakdown, [
+      row('model/conv1/Conv2D', 4 * MIB, 2, 4 * MIB, 'output', 'float', '[32,64,32,16]'),
+      row('model/dense/MatMul', 2 * MIB, 1, 2 * MIB, 'output', 'bfloat16', '[128,8192]'),
+      row('model/conv1/Conv2D', MIB, 1, 1000000, 'temp', 'half', '[500000]'),
+    ]);
+    assert.equal(m.peak_bytes, 11 * MIB);
+    assert.equal(m.peak_attributed_bytes, 11 * MIB);
+    assert.deepEqual(m.breakdown_by_op, [
+      {op: 'model/conv1/Conv2D', bytes: 9 * MIB, allocations: 3},
+      {op: 'model/dense/MatMul', bytes: 2 * MIB, allocations: 1},
+    ]);
+
+    browser ??= await launchBrowser();
+    const page = await openPage(browser, base);
+    await page.goto(`${base}#memory`);
+    const {rows, card} = await shown(page, base, id);
+    assert.deepEqual(await card.locator('.breakdown th:not([hidden])').allInnerTexts(),
+      ['Op', 'Allocation size', 'Requested size', 'Occurrences', 'Total', 'Region type', 'Data type', 'Shape']);
+    // TF's events here say no capacity: not "0 B".
+    assert.match(await card.locator('.stats').first().innerText(), /Capacity\s+not said[\s\S]*Free now\s+not said/);
+    // A 5 ms trace: the time axis's labels are distinct (not "-0.004" thrice).
+    const xTicks = JSON.parse(await card.locator('.timeline').getAttribute('data-x-ticks'));
+    assert.ok(xTicks.length > 2 && new Set(xTicks).size === xTicks.length, xTicks.join(', '));
+    assert.deepEqual(rows.find((r) => r[5] === 'temp'),
+      ['model/conv1/Conv2D', '1.00 MiB', bytes(1000000), '1', '1.00 MiB', 'temp', 'half', '[500000]']);
+    await screenshot(page, 'memory_tensorflow');
     assert.deepEqual(page.errors, []);
     await page.close();
   });

@@ -184,7 +184,7 @@ TEST_CASE("export keeps flows, args, metadata and process names of the H200 Kine
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("export names each GPU process of a trace that has no process_name and links launches (XPlane; Chrome JSON)") {
+TEST_CASE("export names each GPU process of a trace that has no process_name and links launches (XPlane, Chrome JSON)") {
   const auto dir = EmptyDir("liveprof_export_names");
   // A Kineto-like trace without metadata: the GPU process gets Kineto's three.
   const std::string in = (dir / "bare.json").string();

@@ -151,7 +151,7 @@ TEST_CASE("import: Kineto's events become liveprof's, each with its fields") {
   CHECK(renamed);
 }
 
-TEST_CASE("import: members in any order; a runtime call with a stream arg stays on the host") {
+TEST_CASE("import: members in any order, a runtime call with a stream arg stays on the host") {
   Imported r;
   Import(r, R"({"traceEvents": [
     {"name": "ctr", "args": {"value": 2, "bytes": 7.5}, "pid": 1, "tid": 1, "ts": 10, "ph": "C"},
@@ -176,7 +176,7 @@ TEST_CASE("import: members in any order; a runtime call with a stream arg stays 
   CHECK(r.report.dropped_total() == 1);
 }
 
-TEST_CASE("import: malformed events are errors with the event's number; the events before are kept") {
+TEST_CASE("import: malformed events are errors with the event's number, the events before are kept") {
   Imported r;
   Import(r, R"({"traceEvents": [{"ph":"i","name":"a","ts":1,"pid":1,"tid":1}, {"ph":"i","ts": tru}]})");
   CHECK(!r.ok);

@@ -65,7 +65,7 @@ TEST_CASE("import: a plain file comes in chunks of at most the chunk size") {
   CHECK(r.bytes_out() == text.size());
 }
 
-TEST_CASE("import: gzip is recognised by its bytes and inflated; members follow each other") {
+TEST_CASE("import: gzip is recognised by its bytes and inflated, members follow each other") {
   TempFile f("trace.json.gz");
   const std::string a = Text(30'000), b = Text(20'000);
   f.Write(Gzip(a) + Gzip(b));

@@ -36,7 +36,7 @@ TEST_CASE("progress: the line says bytes, share, rate and the time left") {
   CHECK(FormatImportProgress("t", p) == "t: 0 / 5 MB (0 %)");
 }
 
-TEST_CASE("progress: written in place when enabled, throttled, erased; nothing when not") {
+TEST_CASE("progress: written in place when enabled, throttled, erased, nothing when not") {
   std::FILE* f = std::tmpfile();
   REQUIRE(f != nullptr);
   {

@@ -7,7 +7,10 @@
 #include <doctest/doctest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <iterator>
+#include <tuple>
 #include <nlohmann/json.hpp>
 #include <fstream>
 #include <map>
@@ -364,6 +367,213 @@ void CheckReal(const std::string& relative, const RealCounts& want) {
   CHECK(devices.size() == want.devices);
   CHECK(launch_corr.size() == want.launches);
   CHECK(linked == want.linked);
+}
+
+// TensorFlow's allocator TraceMes name the op, region, data type, shape and
+// requested size of each allocation (tf-profiler-semantics.md §8.1): the
+// memory breakdown at the peak has TensorBoard's columns (§8.4), rows of
+// equal fields merged, and by op the shapes add up. An allocation without
+// them falls back to its enclosing op span, or stays unattributed.
+TEST_CASE("xplane: TF memory annotations give the breakdown its op, region, type and shape") {
+  XSpace space;
+  PlaneBuilder host(space.add_planes());
+  space.mutable_planes(0)->set_name("/host:CPU");
+  XLine* exec = host.Line(11, "tf_executor", 1000);
+  host.Event(exec, "model/dense/MatMul:MatMul", 0, 100'000'000);  // 100 us
+  auto alloc = [&](XLine* line, int64_t offset_ps, uint64_t addr, int64_t bytes, const char* op,
+                   const char* region, int64_t type, const char* shape, int64_t requested) {
+    XEvent* e = host.Event(line, "MemoryAllocation", offset_ps, 0);
+    host.Ref(e, "allocator_name", "GPU_0_bfc");
+    host.U64(e, "addr", addr);
+    host.I64(e, "allocation_bytes", bytes);
+    if (op != nullptr) {
+      host.Str(e, "tf_op", op);
+      host.Str(e, "region_type", region);
+      host.I64(e, "data_type", type);
+      host.Str(e, "tensor_shape", shape);
+      host.I64(e, "requested_bytes", requested);
+    }
+  };
+  alloc(exec, 1'000'000, 0x1000, 1024, "model/dense/MatMul", "output", 1, "[32,8]", 1000);
+  alloc(exec, 2'000'000, 0x2000, 1024, "model/dense/MatMul", "output", 1, "[32,8]", 1000);
+  alloc(exec, 3'000'000, 0x3000, 1024, "model/dense/MatMul", "output", 1, "[16,16]", 1024);
+  alloc(exec, 4'000'000, 0x4000, 512, "model/dense/BiasAdd", "temp", 14, "[256]", 512);
+  alloc(exec, 5'000'000, 0x5000, 256, nullptr, "", 0, "", 0);  // no annotation: the span's.
+  XLine* other = host.Line(12, "allocator_thread", 1000);
+  alloc(other, 6'000'000, 0x6000, 128, nullptr, "", 0, "", 0);  // no annotation, no span.
+  XEvent* free = host.Event(exec, "MemoryDeallocation", 200'000'000, 0);  // after the peak.
+  host.Ref(free, "allocator_name", "GPU_0_bfc");
+  host.U64(free, "addr", 0x4000);
+  host.I64(free, "allocation_bytes", 512);
+
+  const std::string path = TempPath("memory.xplane.pb");
+  WriteFile(path, space.SerializeAsString());
+  Imported im;
+  Import(path, &im);
+  REQUIRE_MESSAGE(im.ok, im.error);
+  const auto allocs = im.Kind(EventKind::kAlloc);
+  REQUIRE(allocs.size() == 6);
+  CHECK((allocs[0]->flags & kFlagAllocAnnotation) != 0);
+  CHECK(im.Name(allocs[0]->corr) == "model/dense/MatMul\x1foutput\x1f" "float\x1f[32,8]\x1f" "1000");
+  CHECK(allocs[0]->corr == allocs[1]->corr);  // one name for equal annotations.
+  CHECK(im.Name(allocs[3]->corr) == "model/dense/BiasAdd\x1ftemp\x1f" "bfloat16\x1f[256]\x1f" "512");
+  CHECK((allocs[4]->flags & kFlagAllocAnnotation) == 0);
+  CHECK(allocs[4]->corr == 0);
+  REQUIRE(im.Kind(EventKind::kFree).size() == 1);
+  CHECK(im.Kind(EventKind::kFree)[0]->corr == 0);
+
+  TraceAnalysis a;
+  std::string error;
+  REQUIRE_MESSAGE(AnalyzeTrace(path, AnalysesOptions{}, RenderOptions{}, &a, &error), error);
+  const auto memories = nlohmann::json::parse(a.views.memory)["memories"];
+  REQUIRE(memories.size() == 1);
+  const auto& m = memories[0];
+  CHECK(m["id"] == "GPU:0 GPU_0_bfc");
+  CHECK(m["peak_bytes"] == 3 * 1024 + 512 + 256 + 128);
+  CHECK(m["peak_allocations"] == 6);
+  CHECK(m["peak_attributed_allocations"] == 5);
+  CHECK(m["peak_attributed_bytes"] == 3 * 1024 + 512 + 256);
+  auto row = [](std::string op, uint64_t bytes, uint64_t n, uint64_t requested, std::string region,
+                std::string type, std::string shape) {
+    return nlohmann::json{{"op", op},           {"bytes", bytes},         {"occurrences", n},
+                          {"total_bytes", bytes * n}, {"requested_bytes", requested}, {"region", region},
+                          {"data_type", type},  {"shape", shape}};
+  };
+  // Total bytes descending, then size, then op (and its fields).
+  const nlohmann::json expected = {
+      row("model/dense/MatMul", 1024, 2, 1000, "output", "float", "[32,8]"),
+      row("model/dense/MatMul", 1024, 1, 1024, "output", "float", "[16,16]"),
+      row("model/dense/BiasAdd", 512, 1, 512, "temp", "bfloat16", "[256]"),
+      row("model/dense/MatMul:MatMul", 256, 1, 0, "", "", ""),
+      row("", 128, 1, 0, "", "", ""),
+  };
+  CHECK(m["breakdown"] == expected);
+  const nlohmann::json by_op = {
+      {{"op", "model/dense/MatMul"}, {"bytes", 3072}, {"allocations", 3}},
+      {{"op", "model/dense/BiasAdd"}, {"bytes", 512}, {"allocations", 1}},
+      {{"op", "model/dense/MatMul:MatMul"}, {"bytes", 256}, {"allocations", 1}},
+      {{"op", ""}, {"bytes", 128}, {"allocations", 1}},
+  };
+  CHECK(m["breakdown_by_op"] == by_op);
+}
+
+// The real TF 2.x BERT trace's allocator events (969 on GPU 4, every
+// allocation annotated by TF): the breakdown at the peak equals a walk of the XSpace
+// done here with the generated classes: the live allocations when the heap
+// last reached its highest, grouped by op, region, data type, shape,
+// requested and allocation size, largest total first.
+TEST_CASE("xplane: the real TF trace's memory breakdown at the peak equals a walk of its allocator events") {
+  const std::string path =
+      TracePath("tensorflow__profiler/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb");
+  if (path.empty()) return;
+  XSpace space;
+  {
+    std::ifstream in(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    REQUIRE(space.ParseFromString(bytes));
+  }
+  static const char* const kTypes[] = {"INVALID", "float", "double", "int32", "uint8", "int16", "int8", "string",
+                                       "complex64", "int64", "bool", "qint8", "quint8", "qint32", "bfloat16",
+                                       "qint16", "quint16", "uint16", "complex128", "half", "resource", "variant",
+                                       "uint32", "uint64"};
+  struct Activity {
+    uint64_t ts;
+    bool alloc;
+    uint64_t addr, bytes;
+    std::string key;  // op, region, type, shape, requested: a row's fields.
+  };
+  std::vector<Activity> gpu4;
+  for (const XPlane& plane : space.planes()) {
+    if (!plane.name().starts_with("/host:")) continue;
+    auto stat_name = [&](int64_t id) {
+      const auto it = plane.stat_metadata().find(id);
+      return it == plane.stat_metadata().end() ? std::string() : it->second.name();
+    };
+    for (const XLine& line : plane.lines()) {
+      for (const XEvent& x : line.events()) {
+        const auto meta = plane.event_metadata().find(x.metadata_id());
+        if (meta == plane.event_metadata().end()) continue;
+        const std::string& name = meta->second.name();
+        if (name != "MemoryAllocation" && name != "MemoryDeallocation") continue;
+        std::map<std::string, std::string> text;
+        std::map<std::string, uint64_t> number;
+        for (const auto* stats : {&meta->second.stats(), &x.stats()}) {
+          for (const xplane::XStat& st : *stats) {
+            const std::string key = stat_name(st.metadata_id());
+            if (st.has_str_value()) text[key] = st.str_value();
+            if (st.has_ref_value()) text[key] = stat_name(static_cast<int64_t>(st.ref_value()));
+            if (st.has_int64_value()) number[key] = static_cast<uint64_t>(st.int64_value());
+            if (st.has_uint64_value()) number[key] = st.uint64_value();
+          }
+        }
+        if (text["allocator_name"] != "GPU_4_bfc") continue;
+        std::string key = text["tf_op"] + '\x1f' + text["region_type"] + '\x1f' +
+                          (number.count("data_type") ? kTypes[number["data_type"]] : "") + '\x1f' +
+                          text["tensor_shape"] + '\x1f' + std::to_string(number["requested_bytes"]);
+        gpu4.push_back({static_cast<uint64_t>(line.timestamp_ns()) + static_cast<uint64_t>(x.offset_ps()) / 1000,
+                        name == "MemoryAllocation", number["addr"], number["allocation_bytes"], std::move(key)});
+      }
+    }
+  }
+  REQUIRE(gpu4.size() == 969);
+  const auto allocs = std::count_if(gpu4.begin(), gpu4.end(), [](const Activity& x) { return x.alloc; });
+  std::stable_sort(gpu4.begin(), gpu4.end(), [](const Activity& a, const Activity& b) { return a.ts < b.ts; });
+  std::map<uint64_t, std::pair<uint64_t, std::string>> live, at_peak;
+  uint64_t heap = 0, peak = 0;
+  for (const Activity& a : gpu4) {
+    if (a.alloc) {
+      if (const auto it = live.find(a.addr); it != live.end()) heap -= it->second.first;
+      live[a.addr] = {a.bytes, a.key};
+      heap += a.bytes;
+    } else if (const auto it = live.find(a.addr); it != live.end()) {
+      heap -= it->second.first;
+      live.erase(it);
+    }
+    if (heap >= peak) peak = heap, at_peak = live;
+  }
+  std::map<std::pair<std::string, uint64_t>, uint64_t> grouped;
+  for (const auto& [addr, v] : at_peak) ++grouped[{v.second, v.first}];
+  std::vector<std::tuple<uint64_t, uint64_t, std::string, uint64_t>> rows;  // total, size, key, count
+  for (const auto& [k, n] : grouped) rows.emplace_back(k.second * n, k.second, k.first, n);
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    if (std::get<0>(a) != std::get<0>(b)) return std::get<0>(a) > std::get<0>(b);
+    if (std::get<1>(a) != std::get<1>(b)) return std::get<1>(a) > std::get<1>(b);
+    return std::get<2>(a) < std::get<2>(b);
+  });
+
+  TraceAnalysis a;
+  std::string error;
+  REQUIRE_MESSAGE(AnalyzeTrace(path, AnalysesOptions{}, RenderOptions{}, &a, &error), error);
+  const auto memories = nlohmann::json::parse(a.views.memory)["memories"];
+  const nlohmann::json* m = nullptr;
+  for (const auto& x : memories) {
+    if (x["id"] == "GPU:4 GPU_4_bfc") m = &x;
+    // TF's pinned host memory for copies is the host's, not a GPU 0's.
+    if (x["allocator"] == "gpu_host_bfc") CHECK(x["host"] == true);
+  }
+  REQUIRE(m != nullptr);
+  CHECK((*m)["num_allocations"] == allocs);
+  CHECK((*m)["num_deallocations"] == 969 - allocs);
+  CHECK((*m)["peak_bytes"] == peak);
+  CHECK(peak == 2'195'516'672);
+  CHECK((*m)["peak_allocations"] == at_peak.size());
+  CHECK((*m)["peak_attributed_allocations"] == at_peak.size());  // every one has its tf_op.
+  const auto& breakdown = (*m)["breakdown"];
+  REQUIRE(breakdown.size() == std::min<size_t>(rows.size(), 50));
+  for (size_t i = 0; i < breakdown.size(); ++i) {
+    CAPTURE(i);
+    const auto& r = breakdown[i];
+    const std::string key = r["op"].get<std::string>() + '\x1f' + r["region"].get<std::string>() + '\x1f' +
+                            r["data_type"].get<std::string>() + '\x1f' + r["shape"].get<std::string>() + '\x1f' +
+                            std::to_string(r["requested_bytes"].get<uint64_t>());
+    CHECK(key == std::get<2>(rows[i]));
+    CHECK(r["bytes"] == std::get<1>(rows[i]));
+    CHECK(r["occurrences"] == std::get<3>(rows[i]));
+  }
+  // The largest: the word embeddings' half-precision cast, 62,509,056 B.
+  CHECK(breakdown[0]["op"] == "replica_4/bert_span_labeler/bert_encoder_1/word_embeddings/GatherV2/Cast");
+  CHECK(breakdown[0]["region"] == "output");
+  CHECK(breakdown[0]["data_type"] == "half");
 }
 
 TEST_CASE("xplane: the real TensorFlow and JAX files, against their MANIFEST") {

@@ -230,6 +230,37 @@ TEST_CASE("ingest frames: a sender's names, tracks and clock become the stream's
   CHECK(other.source().label == "node7:4242");
 }
 
+// An allocation flagged kFlagAllocAnnotation carries a name in corr (what
+// TensorFlow said of it, event.h): mapped to the stream's like any name, and
+// refused when never defined; any other allocation's corr (CUPTI's
+// correlation id) is left as it is.
+TEST_CASE("ingest frames: an annotated allocation's corr is a name, mapped and checked") {
+  Stream stream;
+  stream.names().Intern("taken first");  // the sender's ids are not the stream's.
+  IngestDecoder d(stream);
+  std::vector<Event> out;
+  REQUIRE(d.Decode(Hello(), "frame 1", &out));
+  const std::string note = std::string("MatMul\x1foutput\x1f") + "float\x1f[4]\x1f" + "16";
+  auto alloc = [](uint32_t corr, uint8_t flags) {
+    Event m;
+    m.payload.memory = {0x1000, 16};
+    return wire::Event(1'000, 0, 1, 9, corr, static_cast<uint8_t>(EventKind::kAlloc), 1, flags, 0, m.payload.raw[0],
+                       m.payload.raw[1]);
+  };
+  REQUIRE(d.Decode(Batch(1, {{1, "GPU_0_bfc"}, {2, note}, {3, "allocations"}},
+                         {alloc(2, kFlagAllocAnnotation), alloc(70, 0), alloc(33, kFlagAllocAnnotation)}, {{9, 3}}),
+                   "frame 2", &out));
+  REQUIRE(out.size() == 2);
+  CHECK(stream.names().Get(out[0].corr) == note);
+  CHECK(out[0].corr != 2);
+  CHECK(out[0].flags == kFlagAllocAnnotation);
+  CHECK(out[1].corr == 70);
+  REQUIRE(d.refusals().size() == 1);
+  CHECK(d.refusals()[0].reason == "undefined_name");
+  CHECK(d.refusals()[0].example ==
+        "frame 2: event 2: name id 1 or the allocation's annotation, name id 33, was never defined");
+}
+
 TEST_CASE("ingest frames: each refusal names the frame and what is wrong, and takes nothing") {
   Stream stream;
   struct Case {
@@ -287,7 +318,7 @@ TEST_CASE("ingest frames: each refusal names the frame and what is wrong, and ta
 
 // What the real GPU sent (issue 23): one event on track 0, never defined,
 // in a batch of good ones. The event is refused alone; the batch is taken.
-TEST_CASE("ingest frames: a malformed event is refused alone and counted by reason; the rest of its batch is taken") {
+TEST_CASE("ingest frames: a malformed event is refused alone and counted by reason, the rest of its batch is taken") {
   Stream stream;
   IngestDecoder d(stream);
   std::vector<Event> out;
@@ -482,7 +513,7 @@ TEST_CASE("ingest frames: the wire's Event is liveprof::Event byte for byte (the
   CHECK(std::memcmp(&w, &e, sizeof e) == 0);
 }
 
-TEST_CASE("ingest frames: a better clock offset applies from its exchange on; earlier times keep theirs") {
+TEST_CASE("ingest frames: a better clock offset applies from its exchange on, earlier times keep theirs") {
   Stream stream;
   IngestDecoder d(stream);
   std::vector<Event> out;

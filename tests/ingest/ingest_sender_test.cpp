@@ -636,7 +636,7 @@ TEST_CASE("ingest sender: a child forked after the connect sends its own events,
   server.Stop();
 }
 
-TEST_CASE("ingest sender: a fork while another thread holds the stream's locks waits for them; the child goes on") {
+TEST_CASE("ingest sender: a fork while another thread holds the stream's locks waits for them, the child goes on") {
   // Another thread holds every lock of the stream (as a thread interning a
   // name or adding its ring would, one at a time) when the main thread
   // forks: the fork handlers wait for them, so the child has none held by

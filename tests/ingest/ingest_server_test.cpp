@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ingest/ingest_frames.h"
+#include "ingest/ingest_test_client.h"
 #include "producers/stderr_capture.h"
 #include "stream/clock.h"
 #include "stream/liveprof_generated.h"
@@ -28,141 +29,14 @@ namespace liveprof {
 namespace {
 
 using flatbuffers::FlatBufferBuilder;
-
-std::string Framed(FlatBufferBuilder& fbb, wire::Body type, flatbuffers::Offset<void> body) {
-  fbb.Finish(wire::CreateFrame(fbb, 1, type, body), wire::FrameIdentifier());
-  const auto size = static_cast<uint32_t>(fbb.GetSize());
-  std::string out(4, '\0');
-  std::memcpy(out.data(), &size, 4);
-  return out + std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), size);
-}
-
-std::string Hello(int32_t rank, uint64_t clock_ns) {
-  FlatBufferBuilder fbb;
-  return Framed(fbb, wire::Body::IngestHello,
-                wire::CreateIngestHelloDirect(fbb, kIngestProtocol, "node1", 99, rank, "train.py", clock_ns).Union());
-}
-
-// 100 input spans; the one at `bad_event` (if any) on track 0, never defined.
-std::string Batch(uint64_t seq, uint64_t ts, bool define, uint64_t progress_ns = 0, int bad_event = -1) {
-  FlatBufferBuilder fbb;
-  std::vector<flatbuffers::Offset<wire::NameDef>> names;
-  std::vector<flatbuffers::Offset<wire::TrackDef>> tracks;
-  if (define) {
-    names.push_back(wire::CreateNameDefDirect(fbb, 1, "loader"));
-    names.push_back(wire::CreateNameDefDirect(fbb, 2, "next_batch"));
-    tracks.push_back(wire::CreateTrackDef(fbb, 1, 1, 0, 555));
-  }
-  std::vector<wire::Event> events;
-  for (uint64_t i = 0; i < 100; ++i) {
-    const uint32_t track = static_cast<int>(i) == bad_event ? 0 : 1;
-    events.emplace_back(ts + i * 1000, 500, 2, track, 0, static_cast<uint8_t>(EventKind::kInputSpan), 0, 0, 0, 0, 0);
-  }
-  return Framed(fbb, wire::Body::IngestBatch,
-                wire::CreateIngestBatchDirect(fbb, seq, &names, &tracks, &events, 0, progress_ns).Union());
-}
-
-// A blocking client socket.
-class Client {
- public:
-  explicit Client(const IngestEndpoint& e) {
-    fd_ = ::socket(e.tcp ? AF_INET : AF_UNIX, SOCK_STREAM, 0);
-    if (e.tcp) {
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_port = htons(e.port);
-      inet_pton(AF_INET, e.host.c_str(), &a.sin_addr);
-      ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    } else {
-      sockaddr_un a{};
-      a.sun_family = AF_UNIX;
-      std::memcpy(a.sun_path, e.path.data(), e.path.size());
-      ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    }
-    timeval tv{5, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
-  ~Client() { Close(); }
-  bool ok() const { return ok_; }
-  void Send(const std::string& bytes) { CHECK(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size())); }
-  void Close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-  // The next frame from the server (nullopt: closed or 5 s of nothing).
-  std::optional<std::string> Next() {
-    while (true) {
-      if (auto f = splitter_.Next()) return std::string(*f);
-      char buf[4096];
-      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) return std::nullopt;
-      splitter_.Feed(std::string_view(buf, static_cast<size_t>(n)));
-    }
-  }
-  // Reads frames until one of `type`, answering pings on the way when asked.
-  std::optional<std::string> Until(wire::Body type, bool answer_pings, int64_t clock_skew = 0) {
-    while (auto f = Next()) {
-      std::vector<uint64_t> aligned((f->size() + 7) / 8);
-      std::memcpy(aligned.data(), f->data(), f->size());
-      const wire::Frame* frame = wire::GetFrame(aligned.data());
-      if (frame->body_type() == wire::Body::IngestPing && answer_pings) {
-        const wire::IngestPing* p = frame->body_as_IngestPing();
-        FlatBufferBuilder fbb;
-        Send(Framed(fbb, wire::Body::IngestPong,
-                    wire::CreateIngestPong(fbb, p->id(), p->server_ns(), HostNowNs() + clock_skew).Union()));
-      }
-      if (frame->body_type() == type) return f;
-    }
-    return std::nullopt;
-  }
-  static uint64_t AckSeq(const std::string& f) { return Ack(f).seq; }
-  struct AckFields {
-    uint64_t seq = 0, refused = 0, refused_seq = 0;
-    std::string reason, message;
-  };
-  static AckFields Ack(const std::string& f) {
-    std::vector<uint64_t> aligned((f.size() + 7) / 8);
-    std::memcpy(aligned.data(), f.data(), f.size());
-    const wire::IngestAck* a = wire::GetFrame(aligned.data())->body_as_IngestAck();
-    return {a->seq(), a->refused(), a->refused_seq(), a->refused_reason() ? a->refused_reason()->str() : "",
-            a->refused_message() ? a->refused_message()->str() : ""};
-  }
-
- private:
-  int fd_ = -1;
-  bool ok_ = false;
-  FrameSplitter splitter_;
-};
-
-// Every event in the stream's rings now.
-std::vector<Event> Drain(Stream& stream) {
-  std::vector<std::shared_ptr<Ring>> rings;
-  stream.CopyRings(&rings);
-  std::vector<Event> out;
-  for (const auto& r : rings) r->queue->Drain([&](std::span<Event> s) { out.insert(out.end(), s.begin(), s.end()); });
-  return out;
-}
-
-template <typename F>
-bool WaitFor(F&& f) {
-  for (int i = 0; i < 500; ++i) {
-    if (f()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
-
-std::string TempSocket() { return "/tmp/liveprof-ingest-test-" + std::to_string(::getpid()) + ".sock"; }
-
-// Options of a server on the unix socket TempSocket().
-IngestServer::Options AtTempSocket() {
-  IngestServer::Options o;
-  IngestEndpoint e;
-  std::string error;
-  REQUIRE_MESSAGE(ParseIngestEndpoint("unix:" + TempSocket(), &e, &error), error);
-  o.endpoints = {e};
-  return o;
-}
+using ingest_test::AtTempSocket;
+using ingest_test::Batch;
+using ingest_test::Client;
+using ingest_test::Drain;
+using ingest_test::Framed;
+using ingest_test::Hello;
+using ingest_test::TempSocket;
+using ingest_test::WaitFor;
 
 TEST_CASE("ingest server: endpoints parse, and refuse what they cannot bind safely") {
   IngestEndpoint e;
@@ -387,7 +261,7 @@ TEST_CASE("ingest server: a unix path that is not a socket is not taken over") {
   ::unlink(path.c_str());
 }
 
-TEST_CASE("ingest server: a live server's socket is not taken over; events from the far future are dropped and counted") {
+TEST_CASE("ingest server: a live server's socket is not taken over, events from the far future are dropped and counted") {
   Stream stream;
   IngestServer::Options o;
   IngestEndpoint e;
@@ -430,7 +304,7 @@ TEST_CASE("ingest server: a live server's socket is not taken over; events from 
 // batch is taken and acknowledged, the ack says what was refused, the
 // console says it once per source and reason, and the counts are kept per
 // source and summed over a worker's connections.
-TEST_CASE("ingest server: one bad event is refused alone, counted, told in the ack, said once; the source goes on") {
+TEST_CASE("ingest server: one bad event is refused alone, counted, told in the ack, said once, the source goes on") {
   Stream stream;
   StderrCapture console;
   IngestServer server(stream, AtTempSocket());
@@ -509,7 +383,7 @@ TEST_CASE("ingest server: one bad event is refused alone, counted, told in the a
 // with the reason; a sender that does not read what the server sends (acks,
 // pings, controls: here 40,000 controls it never reads, over 1 MiB) is
 // closed at the server's next pass over it, the others' service unharmed.
-TEST_CASE("ingest server: past max_sources a connection is refused; a sender that does not read is closed") {
+TEST_CASE("ingest server: past max_sources a connection is refused, a sender that does not read is closed") {
   Stream stream;
   IngestServer::Options o = AtTempSocket();
   o.max_sources = 1;
@@ -524,7 +398,7 @@ TEST_CASE("ingest server: past max_sources a connection is refused; a sender tha
   Client b(server.bound()[0]);
   REQUIRE(b.ok());
   REQUIRE(WaitFor([&] { return server.Sources().size() == 2 && !server.Sources()[1].connected; }));
-  CHECK(server.Sources()[1].closed_reason == "refused: 1 sources connected already");
+  CHECK(server.Sources()[1].closed_reason == "refused: 1 sources connected already, none idle");
   CHECK(server.Sources()[0].connected);
 
   // `a` never reads: the controls pile up past the socket's buffers and 1 MiB.

@@ -95,7 +95,7 @@ TEST_CASE("pipeline: publications carry every step, chunks carry every event whi
   CHECK(names == stream.names().size());
 }
 
-TEST_CASE("pipeline: without the tap, chunks carry definitions only; status names the sources") {
+TEST_CASE("pipeline: without the tap, chunks carry definitions only, status names the sources") {
   Stream stream;
   Pipeline pipeline(stream, FastOptions());
   std::atomic<uint64_t> events{0}, defs{0};

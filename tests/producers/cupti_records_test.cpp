@@ -469,7 +469,7 @@ TEST_CASE("cupti records: NVTX markers become host spans and instants on their t
   CHECK(f.DiagCount(Diag::cupti_unmatched_marker) == 1);
 }
 
-TEST_CASE("cupti records: overhead on a thread is a host span; synchronization is counted") {
+TEST_CASE("cupti records: overhead on a thread is a host span, synchronization is counted") {
   Fixture f;
   CUpti_ActivityOverhead3 o{};
   o.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;

@@ -37,7 +37,7 @@ TEST_CASE("cupti records: a truncated buffer keeps the whole records and counts 
   CHECK(f.Drain().empty());
 }
 
-TEST_CASE("cupti records: a known kind without events is skipped by size; an unknown kind stops") {
+TEST_CASE("cupti records: a known kind without events is skipped by size, an unknown kind stops") {
   Fixture f;
   RecordBuffer b;
   CUpti_ActivityStream st{};

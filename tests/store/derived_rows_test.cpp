@@ -51,7 +51,7 @@ TEST_CASE("derived rows: consecutive kernels of one op make one Framework ops ev
   CHECK(out[1].name == 6);
 }
 
-TEST_CASE("derived rows: a step's end closes the ops; late kernels and unstored tracks are left out") {
+TEST_CASE("derived rows: a step's end closes the ops, late kernels and unstored tracks are left out") {
   DerivedRows rows;
   std::vector<Event> out;
   Event late = Kernel(0, 3, 100, 5, 5);

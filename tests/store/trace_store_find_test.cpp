@@ -44,7 +44,7 @@ std::vector<int> BruteDepths(std::vector<Slice> v) {
   return depth;
 }
 
-TEST_CASE("nesting: back-to-back ops overlapping by a rounding share a lane; nested ones stack") {
+TEST_CASE("nesting: back-to-back ops overlapping by a rounding share a lane, nested ones stack") {
   // 40 ops, each ending 1 ns after the next starts (a Framework ops row of
   // a launch-bound phase): the old stack stepped each one down a lane.
   std::vector<Slice> v;
@@ -173,7 +173,7 @@ TEST_CASE("counter rows: a run folder read back names its counter rows by their 
   std::filesystem::remove_all(dir, ec);
 }
 
-TEST_CASE("search: equal starts are stepped through by id; the matches are counted with the hit's place") {
+TEST_CASE("search: equal starts are stepped through by id, the matches are counted with the hit's place") {
   Store s({"", "conv_op", "conv_kernel", "other"});
   std::vector<Event> events;
   for (uint64_t i = 0; i < 30; ++i) {

@@ -36,7 +36,7 @@ TEST_CASE("clock map: recovers a known skew and offset from noisy pairs") {
   CHECK(map.DurationToHost(1'000'000) == 1'000'100);
 }
 
-TEST_CASE("clock map: one pair uses the nominal slope; old pairs age out") {
+TEST_CASE("clock map: one pair uses the nominal slope, old pairs age out") {
   ClockMap map(4, 2.0);
   map.AddPair(100, 1'000);
   CHECK(map.ToHost(150) == 1'100);  // 1000 + 2.0 * 50

@@ -122,7 +122,7 @@ TEST_CASE("reorder: a child that ends with its parent comes first") {
   CHECK(buffer.watermark() == 1'000);
 }
 
-TEST_CASE("reorder: sources are merged; events younger than the window wait") {
+TEST_CASE("reorder: sources are merged, events younger than the window wait") {
   ReorderBuffer buffer({.window_ns = 100, .max_pending = 100}, nullptr);
   const Event a[] = {test::Instant(10), test::Instant(30), test::Instant(250)};
   const Event b[] = {test::Instant(20), test::Instant(40)};

@@ -50,7 +50,7 @@ TopicSet Topics(std::initializer_list<Topic> topics) {
 
 // ---- Topics and kinds ----
 
-TEST_CASE("protocol: topics are the table's views on the feed, then events; names parse back") {
+TEST_CASE("protocol: topics are the table's views on the feed, then events, names parse back") {
   const char* names[] = {"overview", "steps",  "input_pipeline", "tf_stats",    "kernel_stats", "memory", "alerts",
                          "status",   "pod",    "modules",        "annotations", "pytorch",      "events"};
   REQUIRE(kTopicCount == std::size(names));
@@ -442,7 +442,7 @@ std::vector<Event> MixedEvents() {
   return v;
 }
 
-TEST_CASE("event feed: every kind by default; frames verify and decode back to the same events") {
+TEST_CASE("event feed: every kind by default, frames verify and decode back to the same events") {
   const NameDirectory names = Directory();
   EventFeed feed{EventFilter{}};
   const std::vector<Event> events = MixedEvents();

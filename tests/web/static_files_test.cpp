@@ -133,7 +133,7 @@ TEST_CASE("static files: files, directories, query strings and links inside reso
   CHECK(ResolveStaticPath(tree.root() / "missing", "/").status == 404);
 }
 
-TEST_CASE("static files: the path is RFC 3986 (Boost.URL); the errors say what and where") {
+TEST_CASE("static files: the path is RFC 3986 (Boost.URL), the errors say what and where") {
   Tree tree;
   const std::pair<std::string, std::string> refused[] = {
       {"/app.js%", "malformed %-escape '%' in the path, at byte 7"},

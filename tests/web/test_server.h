@@ -30,6 +30,8 @@ constexpr milliseconds kPoll{20};
 constexpr uint32_t kMaxBadMessages = 5;
 constexpr size_t kPerAddressCap = 64;
 
+#define REQUIRE_SERVER(ts) REQUIRE_MESSAGE((ts).started(), (ts).error())
+
 inline ServerOptions ShortOptions() {
   ServerOptions o;
   o.bind = "127.0.0.1";
@@ -38,6 +40,7 @@ inline ServerOptions ShortOptions() {
   o.send_deadline = milliseconds(500);
   o.ws_idle_timeout = milliseconds(1500);
   o.http_timeout = milliseconds(1500);
+  o.header_timeout = milliseconds(1000);
   o.max_connections_per_address = kPerAddressCap;
   o.max_bad_messages = kMaxBadMessages;
   return o;

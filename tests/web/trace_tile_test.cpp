@@ -322,7 +322,7 @@ TEST_CASE("trace tile: a flow whose launch is before the view comes with the lau
   CHECK(f.store.Get(r.flows[0].to)->corr == f.store.Get(end.id)->corr);
 }
 
-TEST_CASE("trace api: search says how many match and which one it found; from_id steps through equal starts") {
+TEST_CASE("trace api: search says how many match and which one it found, from_id steps through equal starts") {
   Fixture f;
   const auto get = [&](const std::string& q) {
     const Reply reply = TraceReply(ParseRequestTarget("/api/trace/search?" + q), &f.store, {});
@@ -350,7 +350,7 @@ TEST_CASE("trace api: search says how many match and which one it found; from_id
   CHECK(bad.status == 400);
 }
 
-TEST_CASE("trace tile: the grid is the answer's, not the request's; a track the store does not know is bare") {
+TEST_CASE("trace tile: the grid is the answer's, not the request's, a track the store does not know is bare") {
   // The store may answer on a grid of its own (t0 aligned down, ns_per_px
   // a power of two): the tile reports whatever the answer says.
   Fixture f;

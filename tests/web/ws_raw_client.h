@@ -219,9 +219,11 @@ class FrameScanner {
 class RawClient {
  public:
   // Connects to 127.0.0.1:`port`. `rcvbuf` > 0 sets SO_RCVBUF before the
-  // connect (so that the window is small from the start).
+  // connect (so that the window is small from the start); `source` (an IPv4
+  // address, host order; 0: the system's choice) is the client's own
+  // address, e.g. another loopback one (127.0.0.0/8 is all loopback).
   explicit RawClient(uint16_t port, std::chrono::milliseconds receive_timeout = std::chrono::seconds(10),
-                     int rcvbuf = 0)
+                     int rcvbuf = 0, uint32_t source = 0)
       : port_(port) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd_ < 0) {
@@ -232,6 +234,17 @@ class RawClient {
     const int one = 1;
     ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     SetReceiveTimeout(receive_timeout);
+    if (source != 0) {
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      from.sin_addr.s_addr = htonl(source);
+      if (::bind(fd_, reinterpret_cast<const sockaddr*>(&from), sizeof from) != 0) {
+        error_ = std::string("bind: ") + std::strerror(errno);
+        ::close(fd_);
+        fd_ = -1;
+        return;
+      }
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);

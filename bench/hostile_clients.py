@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""A good client's latency while attackers hold connections (issue 28).
+
+Starts `liveprof demo` and, for each attack, measures GET /api/status from
+127.0.0.1 on a new connection each time (200 requests): p50, p99, max, and
+how many were not answered 200. Attacks, each from ten loopback addresses
+(127.0.0.1 .. 127.0.0.10):
+  none      no attacker (the baseline)
+  idle      2,000 connections that send nothing
+  slow      2,000 connections that send half a request header
+  mixed     1,000 of each, reopened as the server closes them
+
+Run: python3 bench/hostile_clients.py [--liveprof build/bin/liveprof]
+Prints one line per attack; bench/RESULTS.md keeps the latest.
+"""
+import argparse
+import re
+import selectors
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+ATTACKERS = 2000
+REQUESTS = 200
+
+
+def start(liveprof):
+    p = subprocess.Popen([liveprof, "demo", "--port", "0", "--scenario", "balanced"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 20
+    out = ""
+    while time.time() < deadline:
+        line = p.stdout.readline()
+        out += line
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/", line)
+        if m:
+            threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()
+            return p, int(m.group(1))
+    p.kill()
+    sys.exit("liveprof demo printed no URL:\n" + out)
+
+
+def get_status(port):
+    """One request on a new connection: (seconds, status or None)."""
+    t0 = time.perf_counter()
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            data = b""
+            while b"\r\n" not in data:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        status = int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/1.") else None
+    except OSError:
+        status = None
+    return time.perf_counter() - t0, status
+
+
+class Attack:
+    """Keeps `count` attacker connections open (reopening closed ones) until stopped."""
+
+    def __init__(self, port, count, slow_share):
+        self.port, self.count, self.slow_share = port, count, slow_share
+        self.stop = threading.Event()
+        self.opened = 0
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def open_one(self, i):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind((f"127.0.0.{1 + i % 10}", 0))
+        s.setblocking(False)
+        try:
+            s.connect(("127.0.0.1", self.port))
+        except BlockingIOError:
+            pass
+        self.opened += 1
+        return s
+
+    def run(self):
+        sel = selectors.DefaultSelector()
+        for i in range(self.count):
+            s = self.open_one(i)
+            sel.register(s, selectors.EVENT_READ | selectors.EVENT_WRITE, i)
+        while not self.stop.is_set():
+            for key, events in sel.select(timeout=0.1):
+                s, i = key.fileobj, key.data
+                if events & selectors.EVENT_WRITE:
+                    if i < self.count * self.slow_share:
+                        try:
+                            s.send(b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+                        except OSError:
+                            pass
+                    sel.modify(s, selectors.EVENT_READ, i)
+                    continue
+                try:
+                    gone = not s.recv(4096)
+                except OSError:
+                    gone = True
+                if gone:  # closed by the server: open another in its place.
+                    sel.unregister(s)
+                    s.close()
+                    n = self.open_one(i)
+                    sel.register(n, selectors.EVENT_READ | selectors.EVENT_WRITE, i)
+        for key in list(sel.get_map().values()):
+            key.fileobj.close()
+
+    def __enter__(self):
+        self.thread.start()
+        time.sleep(2)  # the connections are open and accepted.
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
+def measure(port):
+    times, bad = [], 0
+    for _ in range(REQUESTS):
+        t, status = get_status(port)
+        times.append(t * 1000)
+        bad += status != 200
+    times.sort()
+    return {"p50": statistics.median(times), "p99": times[int(0.99 * len(times)) - 1], "max": times[-1],
+            "not_200": bad}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--liveprof", default="build/bin/liveprof")
+    args = ap.parse_args()
+    p, port = start(args.liveprof)
+    try:
+        time.sleep(2)
+        for name, count, slow in [("none", 0, 0), ("idle", ATTACKERS, 0), ("slow", ATTACKERS, 1),
+                                  ("mixed", ATTACKERS, 0.5)]:
+            if count == 0:
+                r = measure(port)
+                opened = 0
+            else:
+                with Attack(port, count, slow) as a:
+                    r = measure(port)
+                    opened = a.opened
+            print(f"{name:6s} attackers {count:5d} (opened {opened:5d}): p50 {r['p50']:.2f} ms, "
+                  f"p99 {r['p99']:.2f} ms, max {r['max']:.2f} ms, not 200: {r['not_200']} of {REQUESTS}",
+                  flush=True)
+    finally:
+        p.terminate()
+        p.wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+// The ingest server under idle sources and unfinished frames (issue 28,
+// points 2 and 3): a source that answers no ping is closed with its reason;
+// at the source cap an idle source gives way to a real sender; unfinished
+// frames past the budget close their largest holders, whichever connection
+// is being read.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ingest/ingest_server.h"
+#include "ingest/ingest_test_client.h"
+#include "stream/clock.h"
+#include "stream/stream.h"
+
+namespace liveprof {
+namespace {
+
+using ingest_test::AtTempSocket;
+using ingest_test::Batch;
+using ingest_test::Client;
+using ingest_test::Hello;
+using ingest_test::WaitFor;
+
+size_t Connected(const IngestServer& server) {
+  size_t n = 0;
+  for (const auto& s : server.Sources()) n += s.connected;
+  return n;
+}
+
+TEST_CASE("ingest limits: a source that answers no ping is closed, with its reason") {
+  Stream stream;
+  IngestServer::Options o = AtTempSocket();
+  o.ping_interval_ns = 100'000'000;
+  o.pong_timeout_ns = 500'000'000;
+  IngestServer server(stream, o);
+  std::string error;
+  REQUIRE_MESSAGE(server.Start(&error), error);
+  Client silent(server.bound()[0]), live(server.bound()[0]);
+  REQUIRE(silent.ok());
+  REQUIRE(live.ok());
+  silent.Send(Hello(0, HostNowNs()));
+  live.Send(Hello(1, HostNowNs()));
+  // `live` answers its pings for a while (and sends a batch); `silent` never does.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  live.Send(Batch(1, HostNowNs(), true));
+  while (std::chrono::steady_clock::now() < until) REQUIRE(live.Until(wire::Body::IngestPing, true));
+  const auto sources = server.Sources();
+  REQUIRE(sources.size() == 2);
+  CHECK(!sources[0].connected);
+  CHECK(sources[0].closed_reason.starts_with("answered no ping in "));
+  CHECK(sources[0].closed_reason.find("IngestPong") != std::string::npos);
+  CHECK(sources[1].connected);
+  CHECK(sources[1].batches == 1);
+  server.Stop();
+}
+
+// The issue's lock-out: every place held by sources that said hello and
+// then nothing; a real sender (a hello, then batches) takes an idle one's
+// place instead of being refused.
+TEST_CASE("ingest limits: at the source cap an idle source gives way to a new sender") {
+  Stream stream;
+  IngestServer::Options o = AtTempSocket();
+  o.max_sources = 8;
+  o.pong_timeout_ns = 60'000'000'000;  // (the idle ones would go anyway: not this test's point)
+  IngestServer server(stream, o);
+  std::string error;
+  REQUIRE_MESSAGE(server.Start(&error), error);
+  std::vector<std::unique_ptr<Client>> idle;
+  for (int i = 0; i < 8; ++i) {
+    idle.push_back(std::make_unique<Client>(server.bound()[0]));
+    REQUIRE(idle.back()->ok());
+    idle.back()->Send(Hello(i, HostNowNs()));
+  }
+  REQUIRE(WaitFor([&] { return Connected(server) == 8; }));
+  // Newly idle: not yet idle long enough (2 s) to give way: refused.
+  Client early(server.bound()[0]);
+  REQUIRE(WaitFor([&] { return server.Sources().size() == 9; }));
+  CHECK(server.Sources()[8].closed_reason == "refused: 8 sources connected already, none idle");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+
+  Client real(server.bound()[0]);
+  REQUIRE(real.ok());
+  real.Send(Hello(42, HostNowNs()));
+  real.Send(Batch(1, HostNowNs(), true));
+  const auto ack = real.Until(wire::Body::IngestAck, true);
+  REQUIRE(ack);
+  CHECK(Client::AckSeq(*ack) == 1);
+  const auto sources = server.Sources();
+  REQUIRE(sources.size() == 10);
+  // The oldest idle one gave its place, and says why.
+  CHECK(!sources[0].connected);
+  CHECK(sources[0].closed_reason.starts_with("gave its place to a new sender: 8 sources connected"));
+  CHECK(sources[9].connected);
+  CHECK(sources[9].batches == 1);
+  CHECK(Connected(server) == 8);
+  server.Stop();
+}
+
+// 8 senders each hold 1 MiB of a frame that never ends; the budget is
+// 4 MiB: the largest holders are closed until the rest fit, although the
+// connection being read when the budget is passed is seldom the largest.
+TEST_CASE("ingest limits: unfinished frames past the budget close their largest holders") {
+  Stream stream;
+  IngestServer::Options o = AtTempSocket();
+  o.max_buffered_bytes = size_t{4} << 20;
+  IngestServer server(stream, o);
+  std::string error;
+  REQUIRE_MESSAGE(server.Start(&error), error);
+  constexpr int kSenders = 8;
+  constexpr uint32_t kFrame = 2u << 20;  // what the size prefix says
+  std::string torn(4 + (size_t{1} << 20), 'x');
+  std::memcpy(torn.data(), &kFrame, 4);
+  std::vector<std::unique_ptr<Client>> senders;
+  for (int i = 0; i < kSenders; ++i) {
+    senders.push_back(std::make_unique<Client>(server.bound()[0]));
+    REQUIRE(senders.back()->ok());
+    senders.back()->Send(Hello(i, HostNowNs()));
+    senders.back()->Send(torn);
+  }
+  // Every byte read (1 MiB each: the server's reads are 64 KiB) and the
+  // budget held: at most 4 of them left, the others closed for it.
+  const std::string full = "the server's buffers for received frames are full (4 MiB); this sender held the most";
+  auto closed_for_budget = [&] {
+    int n = 0;
+    for (const auto& s : server.Sources()) n += !s.connected && s.closed_reason.starts_with(full);
+    return n;
+  };
+  REQUIRE(WaitFor([&] { return server.Sources().size() == kSenders && closed_for_budget() >= kSenders - 4; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // (any bytes still in flight)
+  CHECK(Connected(server) <= 4);
+  CHECK(static_cast<size_t>(closed_for_budget()) + Connected(server) == kSenders);
+  for (const auto& s : server.Sources()) {
+    if (!s.connected) CHECK(s.closed_reason.find("not acknowledged: sent again on reconnect") != std::string::npos);
+  }
+  server.Stop();
+}
+
+}  // namespace
+}  // namespace liveprof
