@@ -9,6 +9,8 @@ how many were not answered 200. Attacks, each from ten loopback addresses
   idle      2,000 connections that send nothing
   slow      2,000 connections that send half a request header
   mixed     1,000 of each, reopened as the server closes them
+and, on the ingest, 40 unix connections holding 15 MiB of an unfinished
+frame each: the server's RSS during and after, and a real sender meanwhile.
 
 Run: python3 bench/hostile_clients.py [--liveprof build/bin/liveprof]
 Prints one line per attack; bench/RESULTS.md keeps the latest.
@@ -130,10 +132,74 @@ def measure(port):
             "not_200": bad}
 
 
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def ingest_attack(liveprof):
+    """40 unix connections each holding 15 MiB of a frame that never ends
+    (the issue's attack), then a real sender (`liveprof example`) during it:
+    the server's RSS during and after, the sender's result."""
+    import os
+    import tempfile
+    d = tempfile.mkdtemp(prefix="liveprof-bench-")
+    sock = os.path.join(d, "ingest.sock")
+    p = subprocess.Popen([liveprof, "serve", "--port", "0", "--ingest", f"unix:{sock}"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()
+    for _ in range(100):
+        if os.path.exists(sock):
+            break
+        time.sleep(0.1)
+    time.sleep(1)
+    base = rss_mib(p.pid)
+    torn = (16 << 20).to_bytes(4, "little") + b"x" * (15 << 20)  # 15 MiB of a 16 MiB frame
+    conns = []
+    for _ in range(40):
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.connect(sock)
+        c.setblocking(False)
+        conns.append([c, 0])
+    deadline = time.time() + 20
+    while time.time() < deadline and any(off < len(torn) for _, off in conns):
+        for entry in conns:
+            c, off = entry
+            if off >= len(torn):
+                continue
+            try:
+                entry[1] += c.send(torn[off:off + (1 << 20)])
+            except BlockingIOError:
+                pass
+            except OSError:
+                entry[1] = len(torn)  # closed by the server
+        time.sleep(0.001)
+    time.sleep(1)
+    during = rss_mib(p.pid)
+    t0 = time.time()
+    r = subprocess.run([liveprof, "example", "--steps", "50", "--step-ms", "5", "--connect", f"unix:{sock}"],
+                       capture_output=True, text=True, timeout=60)
+    took = time.time() - t0
+    for c, _ in conns:
+        c.close()
+    time.sleep(2)
+    after = rss_mib(p.pid)
+    p.terminate()
+    p.wait()
+    last = (r.stdout.strip().splitlines() or [""])[-1]
+    print(f"ingest 40 x 15 MiB torn frames: RSS {base:.0f} MiB before, {during:.0f} MiB during, "
+          f"{after:.0f} MiB after they closed; a real sender meanwhile: exit {r.returncode} in {took:.1f} s: {last}",
+          flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--liveprof", default="build/bin/liveprof")
     args = ap.parse_args()
+    ingest_attack(args.liveprof)
     p, port = start(args.liveprof)
     try:
         time.sleep(2)
