@@ -62,8 +62,8 @@ struct ServeArgs {
 
 // The job as serve sees it: a replay (not looping) that is done has
 // finished; with an ingest, no source yet is waiting, any connected source is
-// live, and all gone is finished when every one closed cleanly (an empty
-// closed_reason), else disconnected. In-process producers are live.
+// live, and all gone is finished when every one closed cleanly, else
+// disconnected. In-process producers are live.
 JobState JobStateNow(const IngestServer* ingest, const TraceReplay* replay, bool loop) {
   if (replay) return replay->done() && !loop ? JobState::kFinished : JobState::kLive;
   if (!ingest) return JobState::kLive;
@@ -72,7 +72,7 @@ JobState JobStateNow(const IngestServer* ingest, const TraceReplay* replay, bool
     if (s.worker == 0) continue;  // never introduced itself: not a part of the job.
     if (s.connected) return JobState::kLive;
     any = true;
-    cut_off = cut_off || !s.closed_reason.empty();
+    cut_off = cut_off || !s.closed_cleanly;
   }
   if (!any) return JobState::kWaiting;
   return cut_off ? JobState::kDisconnected : JobState::kFinished;
@@ -93,6 +93,7 @@ std::string IngestStatusJson(const IngestServer& ingest) {
     w.KV("program", s.program);
     w.KV("connected", s.connected);
     w.KV("closed_reason", s.closed_reason);
+    w.KV("closed_cleanly", s.closed_cleanly);
     w.KV("frames", s.frames);
     w.KV("batches", s.batches);
     w.KV("events", s.events);

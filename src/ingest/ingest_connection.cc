@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <mutex>
 #include <span>
 #include <tuple>
 #include <utility>
@@ -275,15 +276,39 @@ bool IngestConnection::Tick(uint64_t now, std::string* reason) {
   return true;
 }
 
+// A source's end on the console: at most kCloseLinesPerSecond lines a
+// second (a crowd of connections, an attacker's or a restarted job's, must
+// not flood it); the others are counted and said in one line when the next
+// second's first close comes. /api/status keeps every reason.
+namespace {
+void SayClosed(const IngestServer::SourceStatus& s) {
+  constexpr uint64_t kCloseLinesPerSecond = 10;
+  static std::mutex mu;
+  static uint64_t second = 0, said = 0, unsaid = 0;
+  std::lock_guard<std::mutex> lock(mu);
+  const uint64_t now = HostNowNs() / 1'000'000'000;
+  if (now != second) {
+    if (unsaid > 0) {
+      std::fprintf(stderr, "liveprof: ingest: %llu more sources closed (each one's reason: /api/status, server.ingest)\n",
+                   static_cast<unsigned long long>(unsaid));
+    }
+    second = now;
+    said = unsaid = 0;
+  }
+  if (said++ >= kCloseLinesPerSecond) {
+    ++unsaid;
+    return;
+  }
+  std::fprintf(stderr, "liveprof: ingest source %llu (%s, %s) closed: %s\n", static_cast<unsigned long long>(s.id),
+               s.label.empty() ? "no hello" : s.label.c_str(), s.endpoint.c_str(), s.closed_reason.c_str());
+}
+}  // namespace
+
 void IngestConnection::Closed(const std::string& reason) {
   Remember();
   status_.connected = false;
   status_.closed_reason = reason;
-  if (!reason.empty()) {  // said on the console too; /api/status keeps it (server.ingest).
-    std::fprintf(stderr, "liveprof: ingest source %llu (%s, %s) closed: %s\n",
-                 static_cast<unsigned long long>(status_.id), status_.label.empty() ? "no hello" : status_.label.c_str(),
-                 status_.endpoint.c_str(), reason.c_str());
-  }
+  SayClosed(status_);
   if (ring_) ring_->closed.store(true, std::memory_order_release);  // drained, then retired.
 }
 

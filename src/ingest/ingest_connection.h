@@ -90,6 +90,8 @@ class IngestConnection {
   // Closed with `reason` (empty: a clean close): its status says so, its
   // ring is retired once drained, its session remembered.
   void Closed(const std::string& reason);
+  // The sender closed it, no frame cut short (before Closed).
+  void ClosedCleanly() { status_.closed_cleanly = true; }
   // A copy of its status with the counters as they are now.
   SourceStatus Status() const;
   uint64_t id() const { return status_.id; }

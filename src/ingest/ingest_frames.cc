@@ -4,6 +4,7 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "ingest/ingest_wire.h"
 #include "stream/liveprof_generated.h"
 #include "stream/wire_event.h"
 
@@ -164,6 +165,10 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
   batch_progress_ns_ = 0;
   batch_refused_ = BatchRefused{};
   if (f->body() == nullptr) return Fail(where, "a frame without a body");
+  if (f->version() != kIngestFrameVersion) {
+    return Fail(where, "frame version " + std::to_string(f->version()) + "; this server reads version " +
+                           std::to_string(kIngestFrameVersion));
+  }
   if (f->body_type() == wire::Body::IngestPong) {
     if (!has_hello_) return Fail(where, "a pong before the hello");
     const wire::IngestPong& p = *f->body_as_IngestPong();

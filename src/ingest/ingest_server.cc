@@ -444,7 +444,10 @@ void IngestServer::Impl::ReadEnded(Connection& c, uint64_t acked, const error_co
   if (ec == net::error::eof || ec == net::error::connection_reset) {
     AckTaken(c, acked);
     const size_t torn = c.source.splitter().pending_bytes();
-    return Close(c, torn ? "closed mid-frame (" + std::to_string(torn) + " bytes of an unfinished frame dropped)" : "");
+    if (torn) return Close(c, "closed mid-frame (" + std::to_string(torn) + " bytes of an unfinished frame dropped)");
+    if (ec == net::error::connection_reset) return Close(c, "reset by the sender (killed, or gone without closing)");
+    c.source.ClosedCleanly();
+    return Close(c, "closed by the sender");
   }
   Close(c, "recv: " + ec.message());
 }

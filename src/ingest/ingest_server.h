@@ -88,7 +88,8 @@ class IngestServer {
     uint64_t pid = 0;
     int32_t rank = -1;
     bool connected = false;
-    std::string closed_reason;  // empty while connected, or for a clean close.
+    std::string closed_reason;  // empty while connected; else how it ended ("closed by the sender").
+    bool closed_cleanly = false;  // the sender closed it, with no frame cut short.
     uint64_t frames = 0, batches = 0, events = 0, lost_batches = 0, sender_dropped = 0, ring_dropped = 0;
     uint64_t duplicate_batches = 0;  // sent again after a reconnect: skipped.
     uint64_t future_dropped = 0;     // events past max_future_ns.

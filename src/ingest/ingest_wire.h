@@ -11,6 +11,8 @@
 
 namespace liveprof {
 
+inline constexpr uint32_t kIngestFrameVersion = 1;  // Frame.version of every ingest frame.
+
 // Appends one frame whose body `build(fbb)` makes, to `out`. Returns its size
 // (prefix included). The frame is padded with zeros (after the FlatBuffers
 // bytes, which a reader's verifier ignores) to a whole multiple of 8 bytes,
@@ -21,7 +23,7 @@ template <typename Build>
 size_t AppendIngestFrame(std::string* out, wire::Body type, Build&& build, size_t initial = 64) {
   flatbuffers::FlatBufferBuilder fbb(initial);
   const flatbuffers::Offset<void> body = build(fbb);
-  fbb.Finish(wire::CreateFrame(fbb, 1, type, body), wire::FrameIdentifier());
+  fbb.Finish(wire::CreateFrame(fbb, kIngestFrameVersion, type, body), wire::FrameIdentifier());
   const auto bytes = static_cast<uint32_t>(fbb.GetSize());
   const uint32_t size = bytes + (8 - (4 + bytes) % 8) % 8;
   static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the size prefix is little-endian");

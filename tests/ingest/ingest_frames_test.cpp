@@ -306,6 +306,17 @@ TEST_CASE("ingest frames: each refusal names the frame and what is wrong, and ta
     CHECK(!d.Decode(std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize()), "f", &out));
     CHECK(d.error() == "f: a frame without a body");
   }
+  // A hello in a frame of another version (issue 28: it was taken).
+  {
+    FlatBufferBuilder fbb;
+    const auto hello = wire::CreateIngestHelloDirect(fbb, kIngestProtocol, "node7", 4242, 3, "train.py", 1'000);
+    fbb.Finish(wire::CreateFrame(fbb, 2, wire::Body::IngestHello, hello.Union()), wire::FrameIdentifier());
+    IngestDecoder d(stream);
+    std::vector<Event> out;
+    CHECK(!d.Decode(std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize()), "f", &out));
+    CHECK(d.error() == "f: frame version 2; this server reads version 1");
+    CHECK(!d.has_hello());
+  }
   // An events frame (the WebSocket feed's) is not an ingest frame.
   FlatBufferBuilder fbb;
   const std::string events = Finish(fbb, wire::Body::EventFrame, wire::CreateEventFrame(fbb).Union());

@@ -140,5 +140,48 @@ TEST_CASE("ingest limits: unfinished frames past the budget close their largest 
   server.Stop();
 }
 
+// How each source ended is said, in /api/status and on the console: a
+// clean close (and then the job is "finished", not cut off), a sender
+// killed with the server's frames unread (a reset), a frame cut short.
+TEST_CASE("ingest limits: a clean close, a killed sender and a cut frame each say how the source ended") {
+  Stream stream;
+  IngestServer::Options o = AtTempSocket();
+  o.ping_interval_ns = 60'000'000'000;  // one ping, at the hello
+  IngestServer server(stream, o);
+  std::string error;
+  REQUIRE_MESSAGE(server.Start(&error), error);
+  {
+    Client clean(server.bound()[0]);
+    clean.Send(Hello(0, HostNowNs()));
+    clean.Send(Batch(1, HostNowNs(), true));
+    REQUIRE(clean.Until(wire::Body::IngestAck, true));  // (the ping read on the way)
+  }
+  REQUIRE(WaitFor([&] { return server.Sources().size() == 1 && !server.Sources()[0].connected; }));
+  {
+    Client killed(server.bound()[0]);
+    killed.Send(Hello(1, HostNowNs()));
+    REQUIRE(WaitFor([&] { return server.Sources().size() == 2 && server.Sources()[1].worker != 0; }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // (its ping is in its socket, unread)
+  }
+  REQUIRE(WaitFor([&] { return !server.Sources()[1].connected; }));
+  {
+    Client cut(server.bound()[0]);
+    cut.Send(Hello(2, HostNowNs()));
+    REQUIRE(cut.Until(wire::Body::IngestPing, true));
+    cut.Send(Batch(2, HostNowNs(), true).substr(0, 40));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(WaitFor([&] { return server.Sources().size() == 3 && !server.Sources()[2].connected; }));
+  const auto s = server.Sources();
+  CHECK(s[0].closed_reason == "closed by the sender");
+  CHECK(s[0].closed_cleanly);
+  CHECK(s[0].batches == 1);
+  CHECK(s[1].closed_reason == "reset by the sender (killed, or gone without closing)");
+  CHECK(!s[1].closed_cleanly);
+  CHECK(s[2].closed_reason == "closed mid-frame (40 bytes of an unfinished frame dropped)");
+  CHECK(!s[2].closed_cleanly);
+  server.Stop();
+}
+
 }  // namespace
 }  // namespace liveprof
