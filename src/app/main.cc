@@ -139,12 +139,22 @@ int ExampleSending(const ExampleTrainingOptions& options, const SenderOptions& s
   cupti.Stop();  // its last records go with the rest.
 #endif
   DisconnectGlobalStream(5'000'000'000);
+  // What became of every event recorded: delivered, or lost and how; a run
+  // that lost any (or delivered none) fails.
   const SenderStatus s = GlobalSenderStatus();
-  std::printf("sent %" PRIu64 " events in %" PRIu64 " batches, %" PRIu64 " acknowledged, %" PRIu64
-              " dropped unacknowledged, %" PRIu64 " connections%s%s\n",
-              s.events_sent, s.batches_sent, s.batches_acked, s.batches_dropped, s.connects,
+  std::printf("recorded %" PRIu64 " events: %" PRIu64 " delivered (acknowledged), %" PRIu64 " lost (%" PRIu64
+              " in full rings, %" PRIu64 " dropped unacknowledged, %" PRIu64 " unacknowledged at exit); sent %" PRIu64
+              " events in %" PRIu64 " batches, %" PRIu64 " acknowledged, %" PRIu64 " events resent; %" PRIu64
+              " connections%s%s\n",
+              s.events_recorded, s.events_delivered, s.events_lost(), s.events_ring_dropped, s.events_dropped_unacked,
+              s.events_unsent_at_stop, s.events_sent, s.batches_sent, s.batches_acked, s.events_resent, s.connects,
               s.last_error.empty() ? "" : "; last error: ", s.last_error.c_str());
-  return s.batches_acked == s.batches_sent && s.batches_sent > 0 ? 0 : 1;
+  if (s.events_lost() > 0 || s.events_delivered == 0) {
+    std::fprintf(stderr, "liveprof example: %" PRIu64 " of %" PRIu64 " recorded events were not delivered\n",
+                 s.events_recorded - s.events_delivered, s.events_recorded);
+    return 1;
+  }
+  return 0;
 }
 
 int Example(const ExampleTrainingOptions& options, const SenderOptions& sender) {

@@ -224,6 +224,13 @@ int liveprof_get_status(liveprof_status* out) {
   const attach::GpuState gpu = attach::GpuStatus();
   s.gpu_status = gpu.status;
   CopyOut(gpu.message, s.gpu_message, sizeof s.gpu_message);
+  s.events_recorded = st.events_recorded;
+  s.events_delivered = st.events_delivered;
+  s.events_resent = st.events_resent;
+  s.events_ring_dropped = st.events_ring_dropped;
+  s.events_dropped_unacked = st.events_dropped_unacked;
+  s.events_unsent_at_stop = st.events_unsent_at_stop;
+  s.events_lost = st.events_lost();
   std::memcpy(out, &s, std::min(out->size, sizeof s));
   if (out->size < offsetof(liveprof_status, gpu_status)) {  // (a cut last_error still ends)
     reinterpret_cast<char*>(out)[out->size - 1] = '\0';

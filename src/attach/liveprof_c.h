@@ -115,6 +115,12 @@ typedef struct liveprof_status {
    * message. */
   int gpu_status;
   char gpu_message[512];
+  /* What became of the events recorded (SenderStatus, ingest_sender.h):
+   * delivered (acknowledged), or lost in full rings, in batches dropped
+   * unacknowledged, or unacknowledged when the sender stopped; resends
+   * apart (events_sent counts each event once). */
+  uint64_t events_recorded, events_delivered, events_resent, events_ring_dropped, events_dropped_unacked,
+      events_unsent_at_stop, events_lost;
 } liveprof_status;
 /* Fills *out up to out->size. 0, or -1 if out->size is too small for the
  * fields before last_error. */

@@ -49,6 +49,9 @@ void IngestSender::OnBatch(const Batch& b) {
   open_.definitions.insert(open_.definitions.end(), b.definitions.begin(), b.definitions.end());
   open_.events.insert(open_.events.end(), b.events.begin(), b.events.end());
   open_.events.insert(open_.events.end(), b.late.begin(), b.late.end());
+  if (b.events.empty() && b.late.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  status_.events_recorded += b.events.size() + b.late.size();
 }
 
 // Closes the open batch (if it holds anything) and queues it, with how far
@@ -63,6 +66,11 @@ void IngestSender::Seal(uint64_t now) {
   if (open_.events.empty() && open_.definitions.empty() && open_.dropped == 0 && !progress_due) return;
   sealed_progress_ns_ = std::max(sealed_progress_ns_, progress);
   last_batch_ns_ = now;
+  if (dropped_total > last_dropped_total_) {  // recorded, and lost in the rings.
+    std::lock_guard<std::mutex> lock(mu_);
+    status_.events_recorded += dropped_total - last_dropped_total_;
+    status_.events_ring_dropped += dropped_total - last_dropped_total_;
+  }
   last_dropped_total_ = dropped_total;
   carried_dropped_ = 0;
   // Cut to frames of at most kMaxBatchEvents; definitions go with the first.
@@ -95,10 +103,11 @@ void IngestSender::Seal(uint64_t now) {
 // server learns their count with the next batch).
 void IngestSender::TrimUnacked() {
   const size_t max_events = std::max<size_t>(options_.max_unacked_bytes / sizeof(Event), kMaxBatchEvents);
-  uint64_t dropped_batches = 0;
+  uint64_t dropped_batches = 0, dropped_events = 0;
   while (unacked_events_ > max_events && unacked_.size() > 1) {
     Pending& p = unacked_.front();
     unacked_events_ -= p.events.size();
+    dropped_events += p.events.size();  // (written or not: none is known to have arrived)
     // Its ring drops still to say, and its events unless a connection took them.
     carried_dropped_ += p.dropped + (p.seq > last_written_seq_ ? p.events.size() : 0);
     // Its definitions still matter on this connection if it was not sent:
@@ -112,6 +121,7 @@ void IngestSender::TrimUnacked() {
   if (dropped_batches > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     status_.batches_dropped += dropped_batches;
+    status_.events_dropped_unacked += dropped_events;
   }
 }
 
@@ -256,10 +266,15 @@ void IngestSender::FillOut() {
         },
         p.events.size() * sizeof(Event) + 1024);
     next_send_seq_ = p.seq + 1;
+    const bool again = p.seq <= last_written_seq_;  // written on an earlier connection.
     last_written_seq_ = std::max(last_written_seq_, p.seq);
     std::lock_guard<std::mutex> lock(mu_);
-    ++status_.batches_sent;
-    status_.events_sent += p.events.size();
+    if (again) {
+      status_.events_resent += p.events.size();
+    } else {
+      ++status_.batches_sent;
+      status_.events_sent += p.events.size();
+    }
   }
 }
 
@@ -308,15 +323,17 @@ bool IngestSender::ReadFrames(uint64_t now) {
     }
     const wire::Frame* f = wire::GetFrame(frame->data());
     if (const wire::IngestAck* a = f->body_as_IngestAck()) {
-      uint64_t acked = 0;
+      uint64_t acked = 0, delivered = 0;
       while (!unacked_.empty() && unacked_.front().seq <= a->seq()) {
         unacked_events_ -= unacked_.front().events.size();
+        delivered += unacked_.front().events.size();
         unacked_.pop_front();
         ++acked;
       }
       if (a->refused() != 0) Refused(*a);
       std::lock_guard<std::mutex> lock(mu_);
       status_.batches_acked += acked;
+      status_.events_delivered += delivered;
     } else if (const wire::IngestPing* p = f->body_as_IngestPing()) {
       const uint32_t id = p->id();
       const uint64_t server_ns = p->server_ns();
@@ -481,6 +498,9 @@ void IngestSender::Run() {
   std::lock_guard<std::mutex> lock(mu_);
   status_.connected = false;
   status_.running = false;
+  // Never acknowledged: lost, whether written or not (the server may hold
+  // some, unacknowledged; the counts do not claim them).
+  status_.events_unsent_at_stop += unacked_events_ + open_.events.size();
 }
 
 }  // namespace liveprof

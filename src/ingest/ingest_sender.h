@@ -39,8 +39,22 @@ struct SenderOptions {
 struct SenderStatus {
   bool running = false;    // a sender thread exists.
   bool connected = false;  // its socket is up and the hello was sent.
+  // Batches and events written once each (a resend is counted apart).
   uint64_t events_sent = 0, batches_sent = 0, batches_acked = 0, batches_resent = 0;
   uint64_t batches_dropped = 0;  // unacknowledged past max_unacked_bytes.
+  // What became of the events this process recorded: each one recorded is
+  // delivered (acknowledged), still pending, or lost, and is said so.
+  uint64_t events_recorded = 0;         // taken from the rings into batches, plus the rings' drops.
+  uint64_t events_delivered = 0;        // in batches the server acknowledged.
+  uint64_t events_resent = 0;           // written again after a reconnect (not in events_sent).
+  uint64_t events_ring_dropped = 0;     // lost: the rings were full (never batched).
+  uint64_t events_dropped_unacked = 0;  // lost: batches dropped unacknowledged (max_unacked_bytes).
+  uint64_t events_unsent_at_stop = 0;   // lost: not acknowledged when the sender stopped.
+  uint64_t events_lost() const { return events_ring_dropped + events_dropped_unacked + events_unsent_at_stop; }
+  uint64_t events_pending() const {     // recorded, neither delivered nor lost yet.
+    const uint64_t settled = events_delivered + events_lost();
+    return events_recorded > settled ? events_recorded - settled : 0;
+  }
   uint64_t connects = 0;         // successful connections (1 + reconnects).
   uint64_t events_refused = 0;   // events the server refused (IngestAck.refused), summed.
   std::string last_error;        // the latest failure, or empty.

@@ -310,8 +310,11 @@ class ModuleTest(unittest.TestCase):
 
     def test_status_and_a_bad_address(self):
         st = liveprof.status()
-        for key in ("running", "connected", "events_sent", "batches_acked", "last_error"):
+        for key in ("running", "connected", "events_sent", "batches_acked", "last_error", "events_recorded",
+                    "events_delivered", "events_lost", "events_unsent_at_stop", "events_resent"):
             self.assertIn(key, st)
+        self.assertEqual(st["events_lost"], st["events_ring_dropped"] + st["events_dropped_unacked"]
+                         + st["events_unsent_at_stop"])
         self.assertFalse(st["running"])
         with self.assertRaises(RuntimeError):
             liveprof.connect("carrier-pigeon:coop 7")

@@ -86,6 +86,9 @@ class _Status(_c.Structure):
         ("batches_resent", _u64), ("batches_dropped", _u64), ("connects", _u64),
         ("events_refused", _u64), ("ring_dropped", _u64),
         ("last_error", _c.c_char * 256), ("gpu_status", _int), ("gpu_message", _c.c_char * 512),
+        ("events_recorded", _u64), ("events_delivered", _u64), ("events_resent", _u64),
+        ("events_ring_dropped", _u64), ("events_dropped_unacked", _u64), ("events_unsent_at_stop", _u64),
+        ("events_lost", _u64),
     ]
 
 
