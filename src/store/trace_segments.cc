@@ -74,7 +74,12 @@ std::string SegmentLog::PathOf(uint32_t number) const {
 }
 
 void SegmentLog::Fail(const std::string& what) {
-  if (!failed_) error_ = what;
+  if (!failed_) {
+    error_ = what;
+    // Said once on the console too (not only in /api/trace's spill_error).
+    std::fprintf(stderr, "liveprof: the trace folder takes no more events: %s (the live views go on)\n",
+                 what.c_str());
+  }
   failed_ = true;
   pending_.clear();
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "aggregators/trace_samples.h"
+#include "producers/stderr_capture.h"
 #include "store/trace_store.h"
 
 namespace liveprof {
@@ -268,7 +269,15 @@ TEST_CASE("trace store disk: when the folder stops taking chunks, what it lost i
   REQUIRE(store.Create(&error));
   // Segment 2 is there already: the first rotation fails, and the log with it.
   std::ofstream(tmp.run() + "/seg-00000002.lps") << "in the way";
-  AppendInBatches(store, trace, 1000);
+  {
+    StderrCapture console;
+    AppendInBatches(store, trace, 1000);
+    // Said once on the console, with the path.
+    const std::string said = console.Text();
+    CHECK(said.find("liveprof: the trace folder takes no more events: ") != std::string::npos);
+    CHECK(said.find("seg-00000002.lps") != std::string::npos);
+    CHECK(said.find("the trace folder") == said.rfind("the trace folder"));
+  }
   const TraceStore::Stats s = store.stats();
   CHECK(s.spill_error.find("seg-00000002.lps") != std::string::npos);
   CHECK(s.dropped_events > trace.events.size() / 3);
