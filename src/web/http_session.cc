@@ -34,7 +34,7 @@ namespace {
 constexpr size_t kMaxRequestBody = 64 * 1024;
 constexpr size_t kMaxRequestHeader = 16 * 1024;
 
-class HttpSession : public std::enable_shared_from_this<HttpSession>, public SharedState::Waiter {
+class HttpSession final : public std::enable_shared_from_this<HttpSession>, public SharedState::Waiter {
  public:
   HttpSession(tcp::socket&& socket, std::shared_ptr<SharedState> state, std::string address)
       : stream_(std::move(socket)), state_(std::move(state)), address_(std::move(address)) {}
