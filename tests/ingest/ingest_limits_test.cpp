@@ -90,6 +90,8 @@ TEST_CASE("ingest limits: at the source cap an idle source gives way to a new se
   const auto ack = real.Until(wire::Body::IngestAck, true);
   REQUIRE(ack);
   CHECK(Client::AckSeq(*ack) == 1);
+  // (the status is published just after the ack is queued: wait for it)
+  REQUIRE(WaitFor([&] { return server.Sources().size() == 10 && server.Sources()[9].batches == 1; }));
   const auto sources = server.Sources();
   REQUIRE(sources.size() == 10);
   // The oldest idle one gave its place, and says why.

@@ -39,11 +39,14 @@ def main():
         [args.liveprof, "example", "--connect", "unix:" + server.sock, "--steps", "300", "--step-ms", "10"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        # Wait until the server has taken some of it, then kill it for good.
+        # Wait until the server has taken some of its events (not only
+        # definitions or progress), let the acks reach it, then kill the
+        # server for good.
         deadline = time.monotonic() + 30
         while True:
             ingest = server.get("/api/status").get("server", {}).get("ingest") or [{}]
-            if ingest[0].get("batches", 0) >= 3:
+            if ingest[0].get("events", 0) >= 200:
+                time.sleep(0.2)
                 break
             if time.monotonic() > deadline or example.poll() is not None:
                 fail("the server took no batches: %s" % ingest)
