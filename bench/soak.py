@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Soak: `liveprof demo` under the simulated workload at 1 M events/s with 20
+WebSocket clients subscribed to every view (and 2 of them to the events
+feed) for 30 minutes (issue 28). Every 10 s: the server's RSS, the events
+consumed and dropped (/api/status), each client's frames. At the end: RSS
+after warm-up (first and last minute, the growth between), drops explained
+(the rings' and the feed's, by /api/status's own counters) and any client
+that stopped receiving.
+
+Run with Debian's Python (python3-websockets):
+  /usr/bin/python3 bench/soak.py [--liveprof build/bin/liveprof] [--minutes 30]
+Not in CI (30 minutes); bench/RESULTS.md keeps the latest figures.
+"""
+import argparse
+import asyncio
+import json
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+
+import websockets
+
+VIEWS = ["overview", "steps", "input_pipeline", "tf_stats", "kernel_stats", "memory", "alerts", "status", "pod"]
+
+
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def get(port, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+        return json.loads(r.read())
+
+
+async def client(port, i, counts, stop):
+    topics = VIEWS + (["events"] if i < 2 else [])
+    while not stop.is_set():
+        try:
+            async with websockets.connect(f"ws://127.0.0.1:{port}/ws", subprotocols=["liveprof"],
+                                          origin=f"http://127.0.0.1:{port}", max_size=None) as ws:
+                await ws.send(json.dumps({"type": "subscribe", "topics": topics}))
+                while not stop.is_set():
+                    try:
+                        await asyncio.wait_for(ws.recv(), timeout=1)
+                        counts[i] += 1
+                    except asyncio.TimeoutError:
+                        pass
+        except (OSError, websockets.WebSocketException):
+            counts[f"reconnects{i}"] = counts.get(f"reconnects{i}", 0) + 1
+            await asyncio.sleep(1)
+
+
+async def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--liveprof", default="build/bin/liveprof")
+    ap.add_argument("--minutes", type=float, default=30)
+    ap.add_argument("--rate", type=float, default=1e6)
+    ap.add_argument("--clients", type=int, default=20)
+    args = ap.parse_args()
+    p = subprocess.Popen([args.liveprof, "demo", "--port", "0", "--rate", str(int(args.rate))],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    port = None
+    for line in p.stdout:
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/", line)
+        if m:
+            port = int(m.group(1))
+            break
+    if port is None:
+        sys.exit("liveprof demo printed no URL")
+    loop = asyncio.get_running_loop()
+    loop.run_in_executor(None, lambda: [None for _ in p.stdout])
+    counts = {i: 0 for i in range(args.clients)}
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(client(port, i, counts, stop)) for i in range(args.clients)]
+    samples = []
+    t0 = time.monotonic()
+    end = t0 + args.minutes * 60
+    last_frames = dict(counts)
+    stalled = set()
+    while time.monotonic() < end:
+        await asyncio.sleep(10)
+        s = await loop.run_in_executor(None, get, port, "/api/status")
+        rss = rss_mib(p.pid)
+        for i in range(args.clients):
+            if counts[i] == last_frames[i]:
+                stalled.add(i)
+        last_frames = {i: counts[i] for i in range(args.clients)}
+        samples.append((time.monotonic() - t0, rss, s.get("events_consumed", 0), s.get("events_dropped", 0)))
+        print(f"{samples[-1][0]:7.0f} s  RSS {rss:7.1f} MiB  consumed {samples[-1][2]:>13,}  "
+              f"dropped {samples[-1][3]:>10,}  frames/client min {min(last_frames.values()):,}", flush=True)
+    stop.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    status = get(port, "/api/status")
+    p.terminate()
+    p.wait()
+    warm = [r for t, r, _, _ in samples if t >= 60]
+    first = [r for t, r, _, _ in samples if 60 <= t < 120] or warm[:6]
+    last = [r for t, r, _, _ in samples if t >= samples[-1][0] - 60]
+    elapsed = samples[-1][0] - samples[0][0]
+    rate = (samples[-1][2] - samples[0][2]) / elapsed if elapsed > 0 else 0
+    print(f"minutes {args.minutes}, clients {args.clients}: consumed {rate / 1e6:.2f} M events/s; "
+          f"RSS after warm-up {min(first):.1f}-{max(first):.1f} MiB (minute 2), "
+          f"{min(last):.1f}-{max(last):.1f} MiB (last minute), max {max(warm):.1f}; "
+          f"dropped {samples[-1][3]:,} (rings); clients that stalled a 10 s period: {sorted(stalled)}; "
+          f"reconnects: {sum(v for k, v in counts.items() if str(k).startswith('reconnects'))}; "
+          f"server: {json.dumps(status.get('server', {}).get('sessions_closed_blocked', 0))} sessions closed blocked")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
