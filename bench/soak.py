@@ -22,15 +22,9 @@ import urllib.request
 
 import websockets
 
+from hostile_clients import rss_mib  # (bench/, beside this script)
+
 VIEWS = ["overview", "steps", "input_pipeline", "tf_stats", "kernel_stats", "memory", "alerts", "status", "pod"]
-
-
-def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def get(port, path):
