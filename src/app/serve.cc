@@ -96,6 +96,8 @@ std::string IngestStatusJson(const IngestServer& ingest) {
     w.KV("closed_cleanly", s.closed_cleanly);
     w.KV("frames", s.frames);
     w.KV("batches", s.batches);
+    w.KV("acked_seq", s.acked_seq);
+    w.KV("unacked_batches", s.unacked_batches);
     w.KV("events", s.events);
     w.KV("lost_batches", s.lost_batches);
     w.KV("sender_dropped", s.sender_dropped);

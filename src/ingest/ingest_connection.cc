@@ -100,6 +100,9 @@ bool IngestConnection::TakeFrames(std::string* reason) {
       last_batch_ns_ = now;
     }
     TakeEvents(now);
+    if (decoder_.last_seq() > (unacked_.empty() ? acked_seq_ : unacked_.back().seq)) {
+      unacked_.push_back({decoder_.last_seq(), ring_->queue->published(), batch_max_end_});
+    }
     DeclareProgress(now);
     if (const auto& st = decoder_.state()) {
       IngestServer::CaptureState& cs = status_.capture;
@@ -166,17 +169,29 @@ void IngestConnection::TakeEvents(uint64_t now) {
   const uint64_t horizon = now + options_.max_future_ns;
   const uint32_t mix = (status_.worker * 0x9E3779B1u) & 0xFFF00000u;
   size_t kept = 0;
+  batch_max_end_ = 0;
   for (const Event& e : events_) {
     if (e.end() > horizon) {
       ++status_.future_dropped;
       continue;
     }
+    batch_max_end_ = std::max(batch_max_end_, e.end());
     Event& k = events_[kept++];
     k = e;
     const bool name = k.kind == EventKind::kAlloc && (k.flags & kFlagAllocAnnotation) != 0;
     if (k.corr != 0 && !name) k.corr ^= mix;
   }
-  ring_->queue->TryPushBulk(std::span<const Event>(events_.data(), kept));
+  const size_t pushed = ring_->queue->TryPushBulk(std::span<const Event>(events_.data(), kept));
+  if (pushed < kept) {  // a batch larger than half the ring: the rest is refused, and the sender told.
+    if (ack_refused_ == 0) {
+      ack_refused_seq_ = decoder_.last_seq();
+      ack_refused_reason_ = "ring_full";
+      ack_refused_message_ = "a batch of " + std::to_string(kept) + " events; the source's ring had room for " +
+                             std::to_string(pushed) + " (send smaller batches)";
+    }
+    ack_refused_ += kept - pushed;
+    ack_refused_last_seq_ = decoder_.last_seq();
+  }
 }
 
 // How far the source's events are complete, on the server's clock, for the
@@ -217,6 +232,7 @@ void IngestConnection::NoteRefusals() {
       ack_refused_message_ = r.message;
     }
     ack_refused_ += r.events;
+    ack_refused_last_seq_ = decoder_.last_seq();
   }
   const std::vector<IngestRefusal>& reasons = decoder_.refusals();
   for (; said_refusals_ < reasons.size(); ++said_refusals_) {
@@ -229,16 +245,28 @@ void IngestConnection::NoteRefusals() {
   }
 }
 
-void IngestConnection::AppendAck(uint64_t acked) {
-  if (decoder_.last_seq() == acked) return;
+// The batches the pipeline has handled, oldest first: a batch is once the
+// drain loop has taken its events from the ring and handed every one of
+// them to its consumer (none ends after what it has released), which wrote
+// them to the run folder if there is one. The refusals go with the ack that
+// covers their last batch.
+void IngestConnection::AppendAck() {
+  uint64_t handled = acked_seq_;
+  while (!unacked_.empty() && ring_->Handled(unacked_.front().ring_events, unacked_.front().max_end_ns)) {
+    handled = unacked_.front().seq;
+    unacked_.pop_front();
+  }
+  if (handled == acked_seq_) return;
+  acked_seq_ = handled;
   Remember();
+  const bool refusals = ack_refused_ > 0 && handled >= ack_refused_last_seq_;
   AppendIngestFrame(&out_, wire::Body::IngestAck, [&](auto& fbb) {
-    return wire::CreateIngestAckDirect(fbb, decoder_.last_seq(), ack_refused_, ack_refused_seq_,
-                                       ack_refused_ == 0 ? nullptr : ack_refused_reason_.c_str(),
-                                       ack_refused_ == 0 ? nullptr : ack_refused_message_.c_str())
+    return wire::CreateIngestAckDirect(fbb, handled, refusals ? ack_refused_ : 0, refusals ? ack_refused_seq_ : 0,
+                                       refusals ? ack_refused_reason_.c_str() : nullptr,
+                                       refusals ? ack_refused_message_.c_str() : nullptr)
         .Union();
   });
-  ack_refused_ = ack_refused_seq_ = 0;
+  if (refusals) ack_refused_ = ack_refused_seq_ = 0;
 }
 
 void IngestConnection::AppendControl(const IngestServer::CaptureRequest& r) {
@@ -267,6 +295,7 @@ bool IngestConnection::Tick(uint64_t now, std::string* reason) {
               " ms (a sender answers each IngestPing with an IngestPong)";
     return false;
   }
+  AppendAck();
   if (decoder_.has_hello() && now >= next_ping_ns_) {
     next_ping_ns_ = now + options_.ping_interval_ns;
     ping_sent_ns_ = HostNowNs();
@@ -316,6 +345,8 @@ IngestServer::SourceStatus IngestConnection::Status() const {
   SourceStatus s = status_;
   s.frames = splitter_.frames();
   s.batches = decoder_.batches();
+  s.acked_seq = acked_seq_;
+  s.unacked_batches = unacked_.size();
   s.events = decoder_.events();
   s.lost_batches = decoder_.lost_batches();
   s.sender_dropped = decoder_.sender_dropped();

@@ -74,14 +74,16 @@ class IngestConnection {
   // Its ring holds more than half its capacity: not read (back pressure).
   bool RingHalfFull() const;
 
-  // The last batch taken, for AppendAck's `acked`.
+  // The last batch taken (into its ring).
   uint64_t last_seq() const { return decoder_.last_seq(); }
-  // An IngestAck into out() when batches came since `acked`.
-  void AppendAck(uint64_t acked);
+  // An IngestAck into out() when more batches were handled (Ring::Handled:
+  // their events were handed to the pipeline's consumer, which wrote them to
+  // the run folder when there is one) since the last ack.
+  void AppendAck();
   // An IngestControl into out().
   void AppendControl(const IngestServer::CaptureRequest& request);
   // Every tick: the hello and stall timeouts (false, with the reason to
-  // close it), and a ping into out() when one is due.
+  // close it), an ack (AppendAck) and a ping into out() when one is due.
   bool Tick(uint64_t now_ns, std::string* reason);
   // Frames owed to the sender, for the server to send.
   std::string& out() { return out_; }
@@ -116,6 +118,14 @@ class IngestConnection {
   std::shared_ptr<Ring> ring_;
   std::string out_;  // frames to send: acks, pings, controls.
   std::vector<Event> events_;
+  // Batches taken and not acknowledged yet, oldest first: each one's seq,
+  // its ring position after its events, and the latest end among them.
+  struct Unacked {
+    uint64_t seq = 0, ring_events = 0, max_end_ns = 0;
+  };
+  std::deque<Unacked> unacked_;
+  uint64_t acked_seq_ = 0;      // the last IngestAck's.
+  uint64_t batch_max_end_ = 0;  // TakeEvents': the latest end among its events.
   uint64_t connected_ns_ = 0, last_byte_ns_ = 0, next_ping_ns_ = 0;
   uint64_t answered_ns_ = 0;  // the last pong (or the hello): liveness.
   uint64_t last_batch_ns_ = 0;
@@ -126,8 +136,9 @@ class IngestConnection {
   uint64_t ping_sent_ns_ = 0;   // and our clock in it.
   uint64_t declared_ns_ = 0;    // the ring's declared progress (DeclareProgress).
   // Refused events of the batches since the last ack (IngestAck.refused_*):
-  // how many, and the first of them (its batch, reason and message).
-  uint64_t ack_refused_ = 0, ack_refused_seq_ = 0;
+  // how many, the first of them (its batch, reason and message), and the
+  // last batch with any (they go with the ack that covers it).
+  uint64_t ack_refused_ = 0, ack_refused_seq_ = 0, ack_refused_last_seq_ = 0;
   std::string ack_refused_reason_, ack_refused_message_;
   size_t said_refusals_ = 0;  // reasons said on the console (decoder_.refusals()'s first ones).
   SourceStatus status_;

@@ -12,12 +12,14 @@
 //            splitter's buffer; when it completes, a pass takes the frames,
 //            reads on without waiting while bytes are there (at most 1 MiB
 //            a pass, so one busy sender does not hold up the others) and
-//            sends one ack. A source whose ring is half full gets no read
+//            acknowledges the batches the pipeline has handled (written to
+//            the run folder, when there is one: docs/ingest.md), the rest
+//            at the tick's. A source whose ring is half full gets no read
 //            (back pressure): a 2 ms timer looks at its ring again.
 //   write    acks, pings and controls are appended to the connection's
 //            queue; one async_write_some at a time sends it. Past 1 MiB
 //            unsent, the sender is not reading: closed.
-//   timers   a 10 ms tick (pings, the stall and hello timeouts), the 2 ms
+//   timers   a 10 ms tick (acks, pings, the stall and hello timeouts), the 2 ms
 //            back-pressure look, the listeners' rests.
 //   closing  a connection is closed where its end is found (close(2) of a
 //            non-blocking socket: never waits); its handlers then see it
@@ -107,14 +109,14 @@ struct IngestServer::Impl {
   void Accept(Listener& l, const error_code& ec);
   void StartRead(Connection& c);
   void OnRead(Connection& c, const error_code& ec, size_t n);
-  void Pass(Connection& c, uint64_t acked, size_t taken);
-  void ReadEnded(Connection& c, uint64_t acked, const error_code& ec);
-  bool TakeFrames(Connection& c, uint64_t acked);
-  bool WithinBufferBound(Connection& c, uint64_t acked);
+  void Pass(Connection& c, size_t taken);
+  void ReadEnded(Connection& c, const error_code& ec);
+  bool TakeFrames(Connection& c);
+  bool WithinBufferBound(Connection& c);
   void Flush(Connection& c);
   void WriteSending(Connection& c);
   void OnWrite(Connection& c, const error_code& ec, size_t n);
-  void AckTaken(Connection& c, uint64_t acked);  // an IngestAck when batches came since `acked`.
+  void Acknowledge(Connection& c);  // an IngestAck when more of its batches were handled.
   void Publish(const Connection& c);
   void ArmTick();
   void Pause(Connection& c);
@@ -402,11 +404,10 @@ void IngestServer::Impl::StartRead(Connection& c) {
 void IngestServer::Impl::OnRead(Connection& c, const error_code& ec, size_t n) {
   c.reading = false;
   if (!c.open) return ReleaseBuffer(c);  // (closed meanwhile: aborted, or bytes nobody wants now)
-  const uint64_t acked = c.source.last_seq();
-  if (ec) return ReadEnded(c, acked, ec);
+  if (ec) return ReadEnded(c, ec);
   c.source.Received(HostNowNs());
   c.source.splitter().Commit(n);
-  Pass(c, acked, n);
+  Pass(c, n);
 }
 
 // A pass over one connection: its frames, then more bytes while the socket
@@ -414,25 +415,25 @@ void IngestServer::Impl::OnRead(Connection& c, const error_code& ec, size_t n) {
 // the others' turn. One ack a pass: acks are cumulative. The frames already
 // here go first; none is taken, and nothing more received, while the
 // source's ring is half full (back pressure).
-void IngestServer::Impl::Pass(Connection& c, uint64_t acked, size_t taken) {
+void IngestServer::Impl::Pass(Connection& c, size_t taken) {
   // An async read in flight owns the splitter's reserved room: reading into
   // it here too would race it. (Pass runs from OnRead, after `reading` is
   // cleared, or on a paused connection, which StartRead left unread.)
   assert(!c.reading);
   for (;;) {
-    if (!TakeFrames(c, acked)) return;  // (closed)
+    if (!TakeFrames(c)) return;  // (closed)
     if (taken >= kPassBytes || stop_.load(std::memory_order_relaxed) || c.source.RingHalfFull()) break;
     error_code ec;
     char* into = c.source.splitter().Reserve(kReadBytes);
     const size_t n = std::visit([&](auto& s) { return s.read_some(net::buffer(into, kReadBytes), ec); }, c.socket);
     if (ec == net::error::would_block || ec == net::error::try_again) break;
     if (ec == net::error::interrupted) continue;
-    if (ec) return ReadEnded(c, acked, ec);
+    if (ec) return ReadEnded(c, ec);
     c.source.Received(HostNowNs());
     taken += n;
     c.source.splitter().Commit(n);
   }
-  AckTaken(c, acked);
+  Acknowledge(c);
   if (c.unsent() > kMaxOutBytes) return Close(c, "not reading what the server sends (acks, pings)");
   Publish(c);
   StartRead(c);
@@ -440,9 +441,9 @@ void IngestServer::Impl::Pass(Connection& c, uint64_t acked, size_t taken) {
 
 // The sender closed (a reset: it left acks unread): what it sent whole is
 // kept. Another error closes it with what it was.
-void IngestServer::Impl::ReadEnded(Connection& c, uint64_t acked, const error_code& ec) {
+void IngestServer::Impl::ReadEnded(Connection& c, const error_code& ec) {
   if (ec == net::error::eof || ec == net::error::connection_reset) {
-    AckTaken(c, acked);
+    Acknowledge(c);
     const size_t torn = c.source.splitter().pending_bytes();
     if (torn) return Close(c, "closed mid-frame (" + std::to_string(torn) + " bytes of an unfinished frame dropped)");
     if (ec == net::error::connection_reset) return Close(c, "reset by the sender (killed, or gone without closing)");
@@ -471,7 +472,7 @@ void IngestServer::Impl::ArmPausedLook() {
       if (!c.open || !c.paused || c.source.RingHalfFull()) continue;
       c.paused = false;
       // Frames left waiting for room in the ring are taken first.
-      Pass(c, c.source.last_seq(), 0);
+      Pass(c, 0);
     }
     if (std::any_of(connections_.begin(), connections_.end(), [](const auto& c) { return c->open && c->paused; })) {
       ArmPausedLook();
@@ -482,14 +483,14 @@ void IngestServer::Impl::ArmPausedLook() {
 // The whole frames received, while the source's ring is at most half full.
 // False when the connection was closed (a refused frame; the buffers' bound);
 // what it sent before is acknowledged first: the server's, and it is told so.
-bool IngestServer::Impl::TakeFrames(Connection& c, uint64_t acked) {
+bool IngestServer::Impl::TakeFrames(Connection& c) {
   std::string reason;
   if (!c.source.TakeFrames(&reason)) {
-    AckTaken(c, acked);
+    Acknowledge(c);
     Close(c, reason);
     return false;
   }
-  return WithinBufferBound(c, acked);
+  return WithinBufferBound(c);
 }
 
 // Bytes held across every connection (frames not whole yet, and whole ones
@@ -497,7 +498,7 @@ bool IngestServer::Impl::TakeFrames(Connection& c, uint64_t acked) {
 // whichever connection they are (a holder that sends no more is never read
 // again: it must not wait to be its own judge). Nothing they hold was
 // acknowledged: a sender sends it again. False when `c` was closed.
-bool IngestServer::Impl::WithinBufferBound(Connection& c, uint64_t acked) {
+bool IngestServer::Impl::WithinBufferBound(Connection& c) {
   auto pending = [](const Connection& o) { return o.open ? o.source.splitter().pending_bytes() : 0; };
   if (pending(c) == 0) return true;
   size_t buffered = 0;
@@ -508,7 +509,7 @@ bool IngestServer::Impl::WithinBufferBound(Connection& c, uint64_t acked) {
       if (other->open && (largest == nullptr || pending(*other) > pending(*largest))) largest = other.get();
     }
     buffered -= pending(*largest);
-    if (largest == &c) AckTaken(c, acked);
+    if (largest == &c) Acknowledge(c);
     Close(*largest, "the server's buffers for received frames are full (" +
                         std::to_string(options_.max_buffered_bytes >> 20) + " MiB); this sender held the most (" +
                         std::to_string(pending(*largest)) + " bytes, not acknowledged: sent again on reconnect)");
@@ -539,8 +540,8 @@ void IngestServer::Impl::SendControls() {
   }
 }
 
-void IngestServer::Impl::AckTaken(Connection& c, uint64_t acked) {
-  c.source.AppendAck(acked);
+void IngestServer::Impl::Acknowledge(Connection& c) {
+  c.source.AppendAck();
   Flush(c);
 }
 

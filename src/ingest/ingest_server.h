@@ -92,6 +92,9 @@ class IngestServer {
     bool closed_cleanly = false;  // the sender closed it, with no frame cut short.
     uint64_t frames = 0, batches = 0, events = 0, lost_batches = 0, sender_dropped = 0, ring_dropped = 0;
     uint64_t duplicate_batches = 0;  // sent again after a reconnect: skipped.
+    // The last batch acknowledged (its events handled: docs/ingest.md), and
+    // the batches taken since, waiting for the pipeline.
+    uint64_t acked_seq = 0, unacked_batches = 0;
     uint64_t future_dropped = 0;     // events past max_future_ns.
     uint64_t refused_events = 0;     // malformed events refused alone (the rest was taken),
     std::vector<IngestRefusal> refused;  // by reason, each with its first one's message.

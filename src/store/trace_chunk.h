@@ -23,6 +23,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "stream/event.h"
@@ -66,6 +67,11 @@ class ChunkBuilder {
   bool counters() const { return counters_; }
   ChunkView view() const;
   size_t bytes() const;  // as built (every entry).
+  // Column c's bytes as built (every entry: no column is uniform), for the
+  // run folder's records of an open chunk (trace_store_disk.cc).
+  std::string_view column(int c) const {
+    return {reinterpret_cast<const char*>(buf_.data() + kStart[c]), len_[c]};
+  }
   // Sealing: the columns that are one entry repeated (a bit each), the bytes
   // they take sealed so, and the columns back to back into `out` (that many
   // bytes) with their ends.

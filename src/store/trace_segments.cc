@@ -247,10 +247,11 @@ bool SegmentLog::Open(const RecordFn& fn, std::vector<std::string>* problems, st
       if (!data.empty()) problems->push_back(path + ": cut short in its header: the run stopped as it began it");
       continue;
     }
-    if (std::memcmp(data.data(), kMagic, 8) != 0 || GetU32(data.data() + 8) != kVersion ||
+    if (const uint32_t version = GetU32(data.data() + 8);
+        std::memcmp(data.data(), kMagic, 8) != 0 || version < kOldestVersion || version > kVersion ||
         GetU32(data.data() + 12) != number) {
       problems->push_back(path + ": not liveprof segment " + std::to_string(number) + " of format version " +
-                          std::to_string(kVersion));
+                          std::to_string(kOldestVersion) + " to " + std::to_string(kVersion));
       continue;
     }
     size_t at = kHeaderBytes;

@@ -28,9 +28,13 @@ namespace liveprof {
 
 class SegmentLog {
  public:
-  enum class Record : uint8_t { kName = 1, kTrack = 2, kDevice = 3, kChunk = 4 };
+  // kTail: events of a chunk still open, as far as they went (a process
+  // killed before the chunk sealed keeps them).
+  enum class Record : uint8_t { kName = 1, kTrack = 2, kDevice = 3, kChunk = 4, kTail = 5 };
   static constexpr uint64_t kNowhere = UINT64_MAX;
-  static constexpr uint32_t kVersion = 2;  // 2: chunk heads carry counter values.
+  // 2: chunk heads carry counter values; 3: tail records. Read: 2 and 3.
+  static constexpr uint32_t kVersion = 3;
+  static constexpr uint32_t kOldestVersion = 2;
   static constexpr size_t kRecordHead = 9;  // size, CRC, type.
 
   explicit SegmentLog(std::string dir, uint64_t segment_bytes = uint64_t{64} << 20);

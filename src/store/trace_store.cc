@@ -82,13 +82,13 @@ void TraceStore::Append(std::span<const Event> definitions, std::span<const Even
   }
   TrackStore* last = nullptr;
   TrackId last_id = 0;
-  std::vector<TrackStore*> touched;
+  touched_.clear();
   auto put = [&](const Event& e) {
     if (last == nullptr || e.track != last_id) {
       last = e.track < tracks_.size() && tracks_[e.track] ? tracks_[e.track].get() : &Track(e.track);
       last_id = e.track;
     }
-    if (last->dirty_from == UINT64_MAX) touched.push_back(last);  // its first event of the batch.
+    if (last->dirty_from == UINT64_MAX) touched_.push_back(last_id);  // its first event of the batch.
     if (last->Append(e)) Seal(*last, last_id);
   };
   for (const Event& e : events) {
@@ -108,8 +108,11 @@ void TraceStore::Append(std::span<const Event> definitions, std::span<const Even
   }
   derived_.Derive(events, &derived_events_);
   for (const Event& e : derived_events_) put(e);
-  for (TrackStore* t : touched) t->Reindex();
-  if (logging) log_->Flush();  // one write for the batch; a failure stops the log (stats().spill_error).
+  for (const TrackId id : touched_) tracks_[id]->Reindex();
+  if (logging) {
+    WriteTails();
+    log_->Flush();  // one write for the batch; a failure stops the log (stats().spill_error).
+  }
   Retain();
 }
 

@@ -60,9 +60,12 @@
 // past max_bytes the oldest leave RAM but stay on disk, and queries read them
 // back (their index stays in RAM: a full-range view folds whole nodes and
 // rarely reads). Past max_disk_bytes the oldest segments are deleted, their
-// events counted as dropped. A process killed after Append returned loses
-// none of the sealed chunks; a clean stop (the destructor) writes the open
-// ones too. Open reads a run's folder back, read-only.
+// events counted as dropped. The open chunks' new events are written too,
+// at each Append, as tail records (the column bytes they added), so a
+// process killed after Append returned loses no event it was given (they are
+// in the kernel's page cache: a machine crash may, there is no fsync); a
+// clean stop (the destructor) seals the open chunks. Open reads a run's
+// folder back, read-only, a killed run's open chunks from their tails.
 #ifndef LIVEPROF_STORE_TRACE_STORE_H_
 #define LIVEPROF_STORE_TRACE_STORE_H_
 
@@ -297,6 +300,11 @@ class TraceStore {
   void WriteTrack(TrackId id);
   void WriteDevice(const Event& e);
   void WriteDefinitions();
+  // The open chunks' events since their last tail record: the touched
+  // tracks', or every open chunk's from its start after a new segment began
+  // (each segment restates them, as it does the names).
+  void WriteTails();
+  void WriteTail(TrackStore& t, TrackId id);
 
   Options options_;
   mutable std::shared_mutex mu_;
@@ -323,6 +331,9 @@ class TraceStore {
   uint64_t unstored_events_ = 0;  // on a track id the derived rows reserve.
   DerivedRows derived_;
   std::vector<Event> derived_events_;  // reused per batch.
+  std::vector<TrackId> touched_;       // the tracks an Append added to.
+  bool restate_tails_ = false;         // a new segment began: WriteTails writes every open chunk whole.
+  std::string tail_bytes_;             // a tail record's columns (WriteTail).
   std::vector<Event> scratch_events_;  // a chunk decoded for the mipmap (Seal, Open).
   uint64_t first_ns_ = UINT64_MAX, last_ns_ = 0;
 };

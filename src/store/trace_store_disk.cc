@@ -1,8 +1,11 @@
 // The trace store's run folder (trace_store.h, trace_segments.h): sealed
 // chunks written to segments, the memory budget that lets them go from RAM,
 // the disk budget that deletes the oldest segments, and a run read back.
+#include <array>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <string>
 #include <type_traits>
 
 #include "store/trace_store.h"
@@ -21,6 +24,10 @@ using Record = SegmentLog::Record;
 //   | u16 column ends x 6
 constexpr size_t kChunkHead = 4 + 8 + 4 + 8 + 6 * 8 + 4 + 2 * 8 + 2 * kChunkColumns;
 constexpr size_t kTrackBody = 4 + 4 + 1 + 1 + 8;
+// A tail record's body (an open chunk's events from `from` to `to`): this
+// head, then each column's bytes for them, back to back.
+//   u32 track | u64 chunk index | u16 from | u16 to | u8 counters | u16 column bytes x 6
+constexpr size_t kTailHead = 4 + 8 + 2 + 2 + 1 + 2 * kChunkColumns;
 // Open: chunks lost in a damaged segment stay as empty placeholders (their
 // ids stay); at most this many, whatever a damaged or crafted folder says.
 constexpr uint64_t kMaxLostChunks = uint64_t{1} << 21;
@@ -125,13 +132,44 @@ void TraceStore::Seal(TrackStore& t, TrackId id) {
   for (const uint16_t end : c.ends) w << end;
   if (log_->Full(kChunkHead + c.ends.back())) {
     log_->Rotate();
-    WriteDefinitions();  // each segment names what its chunks use.
+    WriteDefinitions();  // each segment names what its chunks use,
+    restate_tails_ = true;  // and holds the open chunks whole (the older may go).
   }
   c.disk = log_->Add(Record::kChunk, {head, kChunkHead}, {c.data.get(), c.ends.back()});
   if (c.disk == SegmentLog::kNowhere) return;
   const uint32_t segment = SegmentLog::SegmentOf(c.disk);
   if (segment_chunks_.empty() || segment_chunks_.back().number != segment) segment_chunks_.push_back({segment, {}});
   segment_chunks_.back().tracks.push_back(id);
+}
+
+void TraceStore::WriteTails() {
+  if (restate_tails_) {
+    restate_tails_ = false;
+    for (TrackId id = 0; id < tracks_.size(); ++id) {
+      if (!tracks_[id] || !tracks_[id]->building) continue;
+      tracks_[id]->logged = 0;
+      tracks_[id]->logged_len = {};
+      WriteTail(*tracks_[id], id);
+    }
+    return;
+  }
+  for (const TrackId id : touched_) WriteTail(*tracks_[id], id);
+}
+
+void TraceStore::WriteTail(TrackStore& t, TrackId id) {
+  if (!t.building || t.open.count() <= t.logged) return;
+  char head[kTailHead];
+  Writer w(head);
+  w << id << (t.end() - 1) << t.logged << static_cast<uint16_t>(t.open.count()) << static_cast<uint8_t>(t.open.counters());
+  tail_bytes_.clear();
+  for (int c = 0; c < kChunkColumns; ++c) {
+    const std::string_view col = t.open.column(c);
+    w << static_cast<uint16_t>(col.size() - t.logged_len[c]);
+    tail_bytes_.append(col.substr(t.logged_len[c]));
+    t.logged_len[c] = static_cast<uint16_t>(col.size());
+  }
+  t.logged = static_cast<uint16_t>(t.open.count());
+  log_->Add(Record::kTail, {head, kTailHead}, tail_bytes_);
 }
 
 void TraceStore::Retain() {
@@ -213,6 +251,14 @@ bool TraceStore::Open(std::string* error) {
     problems_.push_back("segment " + std::to_string(SegmentLog::SegmentOf(pos)) + ", byte " +
                         std::to_string(pos & ((uint64_t{1} << 40) - 1)) + ": " + what);
   };
+  // Per track, the last open chunk its tail records built up (Record::kTail).
+  struct Tail {
+    uint64_t chunk = 0, pos = 0;
+    uint16_t count = 0;  // 0: none, or broken (a record that did not follow).
+    bool counters = false;
+    std::array<std::string, kChunkColumns> cols;
+  };
+  std::map<TrackId, Tail> tails;
   auto on_record = [&](Record type, std::string_view body, uint64_t pos) {
     if (type == Record::kName && body.size() >= 4) {
       NameId id;
@@ -276,12 +322,89 @@ bool TraceStore::Open(std::string* error) {
       events_ += c.count;
       first_ns_ = std::min(first_ns_, n.min_start);
       last_ns_ = std::max(last_ns_, n.max_end);
+    } else if (type == Record::kTail && body.size() >= kTailHead) {
+      TrackId id;
+      uint64_t j;
+      uint16_t from, to;
+      uint8_t counters;
+      std::array<uint16_t, kChunkColumns> len;
+      Reader r(body.data());
+      r >> id >> j >> from >> to >> counters;
+      size_t sum = 0;
+      for (uint16_t& n : len) r >> n, sum += n;
+      if (id >= DerivedRows::kEndDerivedTrack || j >= (uint64_t{1} << 34) || from >= to || to > kChunkEvents ||
+          counters > 1 || kTailHead + sum != body.size()) {
+        return problem(pos, "a tail record that does not hold together");
+      }
+      Tail& t = tails[id];
+      if (from == 0) {
+        t = Tail{j, pos, 0, false, {}};
+      } else if (t.count != from || t.chunk != j) {
+        problem(pos, "the tail of chunk " + std::to_string(j) + " of track " + std::to_string(id) + " from event " +
+                         std::to_string(from) + " follows no record of its events before");
+        t.count = 0;
+        return;
+      }
+      size_t at = kTailHead;
+      for (int c = 0; c < kChunkColumns; ++c) {
+        t.cols[c].append(body.substr(at, len[c]));
+        at += len[c];
+      }
+      t.count = to;
+      t.counters = t.counters || counters == 1;
     } else {
       problem(pos, "a record of type " + std::to_string(static_cast<int>(type)) + " and " +
                        std::to_string(body.size()) + " bytes, unknown");
     }
   };
   if (!log->Open(on_record, &problems_, error)) return false;
+  // The chunks a kill left open, from their tails: each the last of its track.
+  for (auto& [id, tail] : tails) {
+    TrackStore& t = Track(id);
+    if (tail.count == 0 || (!t.chunks.empty() && tail.chunk < t.end())) continue;  // sealed since, or broken.
+    const uint64_t j = tail.chunk;
+    if (!t.chunks.empty() && j - t.end() > kMaxLostChunks - lost_chunks) {
+      problem(tail.pos, "the tail of chunk " + std::to_string(j) + " of track " + std::to_string(id) + " after chunk " +
+                            std::to_string(t.end() - 1));
+      continue;
+    }
+    Chunk c;
+    size_t bytes = 0;
+    for (int col = 0; col < kChunkColumns; ++col) {
+      bytes += tail.cols[col].size();
+      c.ends[col] = static_cast<uint16_t>(bytes);  // at most 64 entries of kMaxEntry bytes each: fits.
+    }
+    c.data.reset(new char[std::max<size_t>(bytes, 1)]);
+    for (int col = 0; col < kChunkColumns; ++col) {
+      std::memcpy(c.data.get() + (col == 0 ? 0 : c.ends[col - 1]), tail.cols[col].data(), tail.cols[col].size());
+    }
+    c.count = tail.count;
+    c.counters = tail.counters;
+    if (!CheckChunk(c.data.get(), c.ends, c.count, 0)) {
+      problem(tail.pos, "the tail of chunk " + std::to_string(j) + " of track " + std::to_string(id) +
+                            " does not decode");
+      continue;
+    }
+    const ChunkView v = ViewOf(c.data.get(), c.ends, c.count, 0, c.counters);
+    DecodeChunk(v, &scratch_events_);
+    Node n;
+    for (const Event& e : scratch_events_) {
+      n.Add(e.ts, e.dur, e.name, ValueOf(e));
+      c.name_bits |= uint64_t{1} << (e.name & 63);
+    }
+    while (!t.chunks.empty() && t.end() < j) {  // lost ones: empty.
+      t.AddFromDisk(t.end(), Chunk{}, Node{});
+      ++lost_chunks;
+    }
+    t.AddFromDisk(j, c, n);
+    t.chunks.back().data = std::move(c.data);  // in RAM: no record of it whole.
+    resident_bytes_ += t.chunks.back().DataBytes();
+    t.AddToMipmap(j, v, &scratch_events_);
+    if (DerivedRows::IsDerived(id)) continue;
+    events_ += c.count;
+    first_ns_ = std::min(first_ns_, n.min_start);
+    last_ns_ = std::max(last_ns_, n.max_end);
+  }
   if (more_problems > 0) problems_.push_back("and " + std::to_string(more_problems) + " more problems");
   log_ = std::move(log);
   read_only_ = true;

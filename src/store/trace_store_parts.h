@@ -5,6 +5,7 @@
 #define LIVEPROF_STORE_TRACE_STORE_PARTS_H_
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <deque>
@@ -106,6 +107,10 @@ struct TraceStore::TrackStore {
   uint64_t events = 0;    // ever appended: the next event's index.
   uint64_t dirty_from = UINT64_MAX;  // the first chunk changed since the last Reindex.
   uint64_t resident_from = 0;        // the next chunk the memory budget lets go.
+  // The open chunk's events and column bytes already in the run folder
+  // (tail records: TraceStore::WriteTail); 0 once it is sealed.
+  uint16_t logged = 0;
+  std::array<uint16_t, kChunkColumns> logged_len{};
 
   uint64_t base() const { return levels[0].base; }
   uint64_t end() const { return levels[0].end(); }
@@ -137,6 +142,8 @@ struct TraceStore::TrackStore {
     c.data.reset(new char[std::max<size_t>(open.SealedBytes(c.uniform), 1)]);
     c.ends = open.SealInto(c.data.get(), c.uniform);
     open.Clear();
+    logged = 0;
+    logged_len = {};
     building = false;
     open_chunk = nullptr;
     open_node = nullptr;

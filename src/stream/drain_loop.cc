@@ -49,6 +49,7 @@ void DrainLoop::Run() {
     const uint64_t now = Now();
     DrainRings(now, &busy);
     Deliver(now);
+    PublishHandled(reorder_.watermark());
     // A backlog left in the reorder buffer: drain the rings and go on at once.
     if (!busy && !reorder_.has_backlog()) std::this_thread::sleep_for(options_.idle_sleep);
   }
@@ -59,6 +60,7 @@ size_t DrainLoop::RunOnce(uint64_t now_ns) {
   bool busy = false;
   const size_t n = DrainRings(now_ns, &busy);
   Deliver(now_ns);
+  PublishHandled(reorder_.watermark());
   return n;
 }
 
@@ -70,6 +72,17 @@ void DrainLoop::Flush() {
   const ReorderBuffer::Released r = reorder_.Flush();
   if (!definitions_.empty() || !r.events.empty() || !r.late.empty()) {
     consumer_(Batch{definitions_, r.events, r.late, reorder_.watermark(), Now()});
+  }
+  PublishHandled(UINT64_MAX);  // everything drained went out.
+}
+
+// After a delivery (or a round with nothing to deliver): every event drained
+// from a ring that ends at or before `through` (the watermark) has been
+// handed to the consumer, which has returned (Ring::Handled).
+void DrainLoop::PublishHandled(uint64_t through) {
+  for (const std::shared_ptr<Ring>& ring : rings_) {
+    ring->handled_ns.store(through, std::memory_order_release);
+    ring->handled_events.store(ring->queue->drained(), std::memory_order_release);
   }
 }
 

@@ -12,7 +12,9 @@
 //      registered since the last round (read after the drain, so every id a
 //      drained event uses is defined in the same or an earlier batch);
 //   4. release everything older than the reorder window and call the
-//      consumer with one Batch.
+//      consumer with one Batch;
+//   5. tell each ring how far its events have been handled (Ring::Handled:
+//      the socket ingest acknowledges what the consumer has had).
 // The thread sleeps `idle_sleep` between rounds unless some ring was more
 // than an eighth full, in which case it goes again at once.
 #ifndef LIVEPROF_STREAM_DRAIN_LOOP_H_
@@ -113,6 +115,7 @@ class DrainLoop {
   size_t DrainRings(uint64_t now_ns, bool* any_ring_busy, bool all = false);
   void EmitDefinitions();
   void Deliver(uint64_t now_ns);
+  void PublishHandled(uint64_t through);  // Ring::handled_events, handled_ns.
   void Run();
 
   Stream& stream_;

@@ -105,6 +105,8 @@ class SpscRing {
 
   // Any thread. Events published so far / dropped so far (relaxed: a snapshot).
   uint64_t published() const { return head_.load(std::memory_order_relaxed); }
+  // Consumer thread. Events drained so far.
+  uint64_t drained() const { return tail_.load(std::memory_order_relaxed); }
   uint64_t dropped() const {
     return dropped_.load(std::memory_order_relaxed) +
            source_dropped_.load(std::memory_order_relaxed);

@@ -55,6 +55,20 @@ struct Ring {
   // written. The producer's thread; it only moves forward.
   void DeclareProgress(uint64_t host_ns) { declared_ns.store(host_ns, std::memory_order_release); }
   std::atomic<uint64_t> declared_ns{0};
+  // What the consumer has been handed (the trace store has written it to
+  // the run folder by then, if there is one): every event of the first
+  // `handled_events` the ring published (SpscRing::published) that ends at
+  // or before `handled_ns`. The drain loop sets both after each round's
+  // delivery; read together in any order they hold (Handled). The socket
+  // ingest acknowledges a batch once it is handled (docs/ingest.md).
+  std::atomic<uint64_t> handled_events{0};
+  std::atomic<uint64_t> handled_ns{0};
+  // Whether events up to the ring position `events`, none ending after
+  // `end_ns`, have all been handed to the consumer.
+  bool Handled(uint64_t events, uint64_t end_ns) const {
+    return end_ns <= handled_ns.load(std::memory_order_acquire) &&
+           events <= handled_events.load(std::memory_order_acquire);
+  }
 };
 
 struct TrackInfo {

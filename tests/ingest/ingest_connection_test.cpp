@@ -11,6 +11,7 @@
 
 #include "ingest/ingest_wire.h"
 #include "stream/clock.h"
+#include "stream/drain_loop.h"
 #include "stream/liveprof_generated.h"
 #include "stream/wire_event.h"
 
@@ -72,6 +73,23 @@ size_t RingSize(Stream& stream) {
   return n;
 }
 
+// The source's ring (the stream's only ingest ring).
+std::shared_ptr<Ring> IngestRing(Stream& stream) {
+  std::vector<std::shared_ptr<Ring>> rings;
+  stream.CopyRings(&rings);
+  for (const auto& r : rings) {
+    if (r->name.rfind("ingest ", 0) == 0) return r;
+  }
+  return nullptr;
+}
+
+// One round of a pipeline at `now_ns` (its consumer takes the batch): what
+// ends by now_ns - 250 ms is handled (Ring::Handled).
+void Handle(Stream& stream, uint64_t now_ns) {
+  DrainLoop loop(stream, {}, [](const liveprof::Batch&) {});
+  loop.RunOnce(now_ns);
+}
+
 // One server's shared parts, as the connections under test see them.
 struct Server {
   Server() {
@@ -90,12 +108,16 @@ TEST_CASE_FIXTURE(Server, "ingest connection: a hello and a batch become a worke
   REQUIRE(c.TakeFrames(&reason));
   CHECK(reason.empty());
   CHECK(RingSize(stream) == 2);
-  c.AppendAck(0);
+  c.AppendAck();  // in the ring only: no ack.
+  CHECK(c.out().empty());
+  Handle(stream, HostNowNs() + 1'000'000'000);  // a second on: released to the consumer.
+  CHECK(RingSize(stream) == 0);
+  c.AppendAck();
   std::vector<uint64_t> acks;
   CHECK(Types(c.out(), &acks) == std::vector<wire::Body>{wire::Body::IngestAck});
   CHECK(acks == std::vector<uint64_t>{1});
   c.out().clear();
-  c.AppendAck(1);  // nothing new since: no ack.
+  c.AppendAck();  // nothing new since: no ack.
   CHECK(c.out().empty());
 
   const IngestServer::SourceStatus s = c.Status();
@@ -116,8 +138,7 @@ TEST_CASE_FIXTURE(Server, "ingest connection: a reconnecting sender is the same 
     IngestConnection first(stream, workers, options, 1, "tcp:127.0.0.1:1", 1'000);
     first.splitter().Feed(Hello(42) + Batch(1, {{100, 10}}) + Batch(2, {{200, 10}}));
     REQUIRE(first.TakeFrames(&reason));
-    first.AppendAck(0);
-    first.Closed("");
+    first.Closed("");  // unacknowledged, but taken: not taken again.
   }
   IngestConnection again(stream, workers, options, 2, "tcp:127.0.0.1:1", 2'000);
   again.splitter().Feed(Hello(42) + Batch(2, {{200, 10}}) + Batch(3, {{300, 10}}));
@@ -166,10 +187,49 @@ TEST_CASE_FIXTURE(Server, "ingest connection: a refused frame gives the reason t
   CHECK_FALSE(c.TakeFrames(&reason));
   CHECK(reason.find("frame 3 (bytes ") == 0);
   CHECK(RingSize(stream) == 1);
+  Handle(stream, HostNowNs() + 1'000'000'000);
   std::vector<uint64_t> acks;
-  c.AppendAck(0);
+  c.AppendAck();
   Types(c.out(), &acks);
   CHECK(acks == std::vector<uint64_t>{1});
+}
+
+// Issue 28, point 4: an ack says the pipeline has handled the batch (with a
+// run folder: written there), not that it is in the ring.
+TEST_CASE_FIXTURE(Server, "ingest connection: a batch is acknowledged once its events are drained and released") {
+  IngestConnection c(stream, workers, options, 1, "unix:/tmp/x", 1'000);
+  c.splitter().Feed(Hello(5) + Batch(1, {{100, 10}, {200, 20}}) + Batch(2, {{300, 10}}));
+  REQUIRE(c.TakeFrames(&reason));
+  const std::shared_ptr<Ring> ring = IngestRing(stream);
+  REQUIRE(ring != nullptr);
+  REQUIRE(ring->queue->published() == 3);
+  std::vector<uint64_t> acks;
+  // Batch 1's two events drained and released, batch 2's not drained: 1.
+  ring->handled_events = 2;
+  ring->handled_ns = UINT64_MAX;
+  c.AppendAck();
+  Types(c.out(), &acks);
+  CHECK(acks == std::vector<uint64_t>{1});
+  c.out().clear();
+  // All drained, but the release has not reached batch 2's end: none.
+  ring->handled_events = 3;
+  ring->handled_ns = 0;
+  c.AppendAck();
+  CHECK(c.out().empty());
+  // A real round: drained, and held while its window is open (its events
+  // end about now), then released a second later.
+  size_t handed = 0;
+  DrainLoop loop(stream, {}, [&](const liveprof::Batch& b) { handed += b.events.size(); });
+  loop.RunOnce(HostNowNs());
+  CHECK(handed == 0);
+  c.AppendAck();
+  CHECK(c.out().empty());
+  loop.RunOnce(HostNowNs() + 1'000'000'000);
+  CHECK(handed == 3);
+  c.AppendAck();
+  acks.clear();
+  Types(c.out(), &acks);
+  CHECK(acks == std::vector<uint64_t>{2});
 }
 
 TEST_CASE("ingest statuses: a capture request is checked against the source's status") {

@@ -24,6 +24,7 @@ using ingest_test::AtTempSocket;
 using ingest_test::Batch;
 using ingest_test::Client;
 using ingest_test::Hello;
+using ingest_test::TestPipeline;
 using ingest_test::WaitFor;
 
 size_t Connected(const IngestServer& server) {
@@ -70,6 +71,7 @@ TEST_CASE("ingest limits: at the source cap an idle source gives way to a new se
   IngestServer server(stream, o);
   std::string error;
   REQUIRE_MESSAGE(server.Start(&error), error);
+  TestPipeline pipeline(stream);
   std::vector<std::unique_ptr<Client>> idle;
   for (int i = 0; i < 8; ++i) {
     idle.push_back(std::make_unique<Client>(server.bound()[0]));
@@ -152,6 +154,7 @@ TEST_CASE("ingest limits: a clean close, a killed sender and a cut frame each sa
   IngestServer server(stream, o);
   std::string error;
   REQUIRE_MESSAGE(server.Start(&error), error);
+  TestPipeline pipeline(stream);
   {
     Client clean(server.bound()[0]);
     clean.Send(Hello(0, HostNowNs()));

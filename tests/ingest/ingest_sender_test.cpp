@@ -6,6 +6,8 @@
 #include "ingest/ingest_sender.h"
 
 #include <doctest/doctest.h>
+
+#include "ingest/ingest_test_client.h"
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,11 +44,10 @@ bool WaitFor(F&& f, int ms = 10'000) {
   return false;
 }
 
-// Moves every event of `stream`'s rings into `out`.
-void Drain(Stream& stream, std::vector<Event>* out) {
-  std::vector<std::shared_ptr<Ring>> rings;
-  stream.CopyRings(&rings);
-  for (const auto& r : rings) r->queue->Drain([&](std::span<Event> s) { out->insert(out->end(), s.begin(), s.end()); });
+// Moves every event the server's pipeline was handed into `out`.
+void Drain(ingest_test::TestPipeline& pipeline, std::vector<Event>* out) {
+  const std::vector<Event> more = pipeline.Take();
+  out->insert(out->end(), more.begin(), more.end());
 }
 
 // Step numbers of the markers named `name` among `events`, with how often each came.
@@ -84,6 +85,7 @@ TEST_CASE("ingest sender: the host API's events reach the server once each, acro
   IngestServer server(server_stream, UnixServer(path));
   std::string error;
   REQUIRE_MESSAGE(server.Start(&error), error);
+  ingest_test::TestPipeline pipeline(server_stream);
 
   SenderOptions so;
   so.address = "unix:" + path;
@@ -99,7 +101,7 @@ TEST_CASE("ingest sender: the host API's events reach the server once each, acro
   RecordSteps(0, 100, step_name, work);
   std::vector<Event> got;
   REQUIRE(WaitFor([&] {
-    Drain(server_stream, &got);
+    Drain(pipeline, &got);
     return Steps(server_stream, got, "sender-test step").size() == 100;
   }));
   std::vector<IngestServer::SourceStatus> sources = server.Sources();
@@ -157,16 +159,16 @@ TEST_CASE("ingest sender: the host API's events reach the server once each, acro
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   REQUIRE_MESSAGE(server.Start(&error), error);
   REQUIRE(WaitFor([&] {
-    Drain(server_stream, &got);
+    Drain(pipeline, &got);
     return Steps(server_stream, got, "sender-test step").size() == 200;
   }));
   RecordSteps(200, 10, step_name, work);
   REQUIRE(WaitFor([&] {
-    Drain(server_stream, &got);
+    Drain(pipeline, &got);
     return Steps(server_stream, got, "sender-test step").size() == 210;
   }));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  Drain(server_stream, &got);
+  Drain(pipeline, &got);
   for (const auto& entry : Steps(server_stream, got, "sender-test step")) {
     const auto& step = entry.first;
     const auto& n = entry.second;
@@ -230,6 +232,7 @@ TEST_CASE("ingest sender: events the server refuses are said once, acknowledged,
   IngestServer server(server_stream, UnixServer(path));
   std::string error;
   REQUIRE_MESSAGE(server.Start(&error), error);
+  ingest_test::TestPipeline pipeline(server_stream);  // (acks come once the pipeline has the events)
   StderrCapture console;
   SenderOptions so;
   so.address = "unix:" + path;
@@ -333,6 +336,7 @@ struct GpuCaptureSetup {
   std::string path;
   Stream server_stream;
   IngestServer server;
+  ingest_test::TestPipeline pipeline{server_stream};
   CuptiSource cupti;
   SenderOptions so;
   std::string error;
@@ -351,6 +355,7 @@ TEST_CASE("ingest sender: capture turns a CuptiSource's GPU activity off for a w
   auto kind_enabled = setup.Fake<int (*)(int)>("fake_cupti_kind_enabled");
   IngestServer& server = setup.server;
   Stream& server_stream = setup.server_stream;
+  ingest_test::TestPipeline& pipeline = setup.pipeline;
   CuptiSource& cupti = setup.cupti;
   std::string& error = setup.error;
   auto capture = [&] { return setup.capture(); };
@@ -371,7 +376,7 @@ TEST_CASE("ingest sender: capture turns a CuptiSource's GPU activity off for a w
   static const char kKernel[] = "sender_gpu_test_kernel";
   std::vector<Event> got;
   auto kernels = [&] {
-    Drain(server_stream, &got);
+    Drain(pipeline, &got);
     size_t n = 0;
     for (const Event& ev : got) n += ev.kind == EventKind::kKernel && server_stream.names().Get(ev.name) == kKernel;
     return n;
@@ -563,6 +568,7 @@ TEST_CASE("ingest sender: a child forked after the connect sends its own events,
   IngestServer server(server_stream, UnixServer(path));
   std::string error;
   REQUIRE_MESSAGE(server.Start(&error), error);
+  ingest_test::TestPipeline pipeline(server_stream);
   SenderOptions so;
   so.address = "unix:" + path;
   so.program = "fork-test";
@@ -612,11 +618,11 @@ TEST_CASE("ingest sender: a child forked after the connect sends its own events,
   };
   uint32_t parent_process = 0, child_process = 0;
   REQUIRE(WaitFor([&] {
-    Drain(server_stream, &got);
+    Drain(pipeline, &got);
     return count("fork-test before the fork", &parent_process) == 50 && count("fork-test in the child", &child_process) == 3;
   }));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // (anything sent twice would be in by now)
-  Drain(server_stream, &got);
+  Drain(pipeline, &got);
   CHECK(count("fork-test before the fork", &parent_process) == 50);
   CHECK(count("fork-test in the child", &child_process) == 3);
   CHECK(parent_process != child_process);

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "ingest/ingest_frames.h"
 #include "ingest/ingest_server.h"
 #include "stream/clock.h"
+#include "stream/drain_loop.h"
 #include "stream/liveprof_generated.h"
 #include "stream/stream.h"
 
@@ -135,15 +137,6 @@ class Client {
   FrameSplitter splitter_;
 };
 
-// Every event in the stream's rings now.
-inline std::vector<Event> Drain(Stream& stream) {
-  std::vector<std::shared_ptr<Ring>> rings;
-  stream.CopyRings(&rings);
-  std::vector<Event> out;
-  for (const auto& r : rings) r->queue->Drain([&](std::span<Event> s) { out.insert(out.end(), s.begin(), s.end()); });
-  return out;
-}
-
 template <typename F>
 bool WaitFor(F&& f) {
   for (int i = 0; i < 500; ++i) {
@@ -151,6 +144,53 @@ bool WaitFor(F&& f) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return false;
+}
+
+// The server's pipeline, as `liveprof serve` runs one (a DrainLoop thread,
+// its reorder window 20 ms), keeping what it is handed: the server
+// acknowledges a batch once its events are handed over (Ring::Handled).
+class TestPipeline {
+ public:
+  explicit TestPipeline(Stream& stream) : loop_(stream, Options(), [this](const liveprof::Batch& b) {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.insert(events_.end(), b.events.begin(), b.events.end());
+    events_.insert(events_.end(), b.late.begin(), b.late.end());
+  }) {
+    loop_.Start();
+  }
+  ~TestPipeline() { loop_.Stop(); }
+  // What it was handed since the last Take, once that is at least `n`
+  // events (or 5 s went by).
+  std::vector<Event> Take(size_t n = 0) {
+    std::vector<Event> out;
+    WaitFor([&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return events_.size() >= n;
+    });
+    std::lock_guard<std::mutex> lock(mu_);
+    out.swap(events_);
+    return out;
+  }
+
+ private:
+  static DrainLoop::Options Options() {
+    DrainLoop::Options o;
+    o.reorder.window_ns = 20'000'000;
+    return o;
+  }
+  std::mutex mu_;
+  std::vector<Event> events_;
+  DrainLoop loop_;
+};
+
+// Every event in the stream's rings now, taken from them (a test with no
+// pipeline: nothing is acknowledged).
+inline std::vector<Event> Drain(Stream& stream) {
+  std::vector<std::shared_ptr<Ring>> rings;
+  stream.CopyRings(&rings);
+  std::vector<Event> out;
+  for (const auto& r : rings) r->queue->Drain([&](std::span<Event> s) { out.insert(out.end(), s.begin(), s.end()); });
+  return out;
 }
 
 inline std::string TempSocket() { return "/tmp/liveprof-ingest-test-" + std::to_string(::getpid()) + ".sock"; }

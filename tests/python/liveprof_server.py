@@ -9,6 +9,7 @@ import re
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 
 START_DEADLINE_S = 30
@@ -19,17 +20,21 @@ def fail(msg):
 
 
 class Server:
-    def __init__(self, binary, tmp):
+    """`liveprof serve --port 0 --ingest unix:TMP/ingest.sock` and `extra`
+    arguments; or, with `command` (e.g. ["open", DIR]), `liveprof COMMAND
+    --port 0` and no ingest."""
+
+    def __init__(self, binary, tmp, extra=(), command=None):
         self.sock = os.path.join(tmp, "ingest.sock")
-        self.proc = subprocess.Popen(
-            [binary, "serve", "--port", "0", "--ingest", "unix:" + self.sock],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        args = [binary, "serve", "--port", "0", "--ingest", "unix:" + self.sock] if command is None else \
+            [binary] + list(command) + ["--port", "0"]
+        self.proc = subprocess.Popen(args + list(extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines = queue.Queue()
         self.log = []
         threading.Thread(target=self._read, daemon=True).start()
         self.url = None
         deadline = time.monotonic() + START_DEADLINE_S
-        ingest = False
+        ingest = command is not None
         while self.url is None or not ingest:
             left = deadline - time.monotonic()
             if left <= 0 or self.proc.poll() is not None:
@@ -50,8 +55,17 @@ class Server:
             self.lines.put(line)
 
     def get(self, path):
-        with urllib.request.urlopen(self.url + path, timeout=10) as r:
-            return json.loads(r.read())
+        """GET path as JSON; a 503 (no snapshot published yet, just after the
+        start: "retry in a moment") is retried for up to 10 s."""
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with urllib.request.urlopen(self.url + path, timeout=10) as r:
+                    return json.loads(r.read())
+            except urllib.error.HTTPError as e:
+                if e.code != 503 or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.05)
 
     def stop(self):
         if self.proc.poll() is None:
