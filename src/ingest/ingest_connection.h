@@ -74,8 +74,9 @@ class IngestConnection {
   // Its ring holds more than half its capacity: not read (back pressure).
   bool RingHalfFull() const;
 
-  // The last batch taken (into its ring).
+  // The last batch taken (into its ring), and the last acknowledged.
   uint64_t last_seq() const { return decoder_.last_seq(); }
+  uint64_t acked_seq() const { return acked_seq_; }
   // An IngestAck into out() when more batches were handled (Ring::Handled:
   // their events were handed to the pipeline's consumer, which wrote them to
   // the run folder when there is one) since the last ack.

@@ -581,9 +581,11 @@ void IngestServer::Impl::ArmTick() {
     for (size_t i = 0; i < connections_.size(); ++i) {  // (Close never adds)
       Connection& c = *connections_[i];
       if (!c.open) continue;
+      const uint64_t acked = c.source.acked_seq();
       if (!c.source.Tick(now, &reason)) {
         Close(c, reason);
       } else {
+        if (c.source.acked_seq() != acked) Publish(c);  // (its status says how far it is acknowledged)
         Flush(c);
       }
     }

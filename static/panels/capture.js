@@ -5,7 +5,8 @@
 // /api/status is polled every 2 s while the page is on screen: the ingest
 // sources are a REST member of it (server.ingest), not a feed topic. Events
 // the server refused alone (a track never defined...: the rest of their batch
-// was taken) show per source, by reason, with the first one's message.
+// was taken) show per source, by reason, with the first one's message; the
+// last batch acknowledged, what an acknowledgement promises.
 import {esc, int, num} from '../format.js';
 import {Table} from '../table.js';
 
@@ -67,6 +68,11 @@ export default {
       {key: 'lost', label: 'Lost', numeric: true, fmt: (v) => int(v)},
       {key: 'refused', label: 'Refused', numeric: true, fmt: (v, r) => (v ? `${int(v)} (${r.refused_reasons})` : '0'),
         title: 'Malformed events the server refused alone (the rest of their batch was taken), by reason'},
+      {key: 'acked', label: 'Acknowledged', numeric: true,
+        fmt: (v, r) => (v ? `batch ${int(v)}${r.unacked ? ` (${int(r.unacked)} waiting)` : ''}` : '—'),
+        title: 'The last batch acknowledged: its events handled by the analyses and, with --trace-dir, written ' +
+          'to the run folder (a kill -9 of the server loses none of them); waiting: batches taken since, ' +
+          'not handled yet'},
       {key: 'offset_ms', label: 'Clock offset ms', numeric: true, fmt: (v) => num(v, 3)},
       {key: 'rtt_us', label: 'Best RTT µs', numeric: true, fmt: (v) => num(v, 1)},
       {key: 'capture', label: 'Records now'},
@@ -105,12 +111,15 @@ export default {
             table.setRows([]);
           } else {
             live = sources.filter((s) => s.connected);
-            note.textContent = `${live.length} connected, ${sources.length - live.length} closed.`;
+            note.textContent = `${live.length} connected, ${sources.length - live.length} closed. A batch is ` +
+              'acknowledged once its events are handled and, with --trace-dir, written to the run folder: a ' +
+              'sender keeps each batch until then, and a kill -9 of the server loses none it acknowledged.';
             table.setRows(sources.map((s) => ({
               id: s.id, label: s.label || '(no hello yet)', program: s.program,
               state: s.connected ? 'connected' : `closed${s.closed_reason ? `: ${s.closed_reason}` : ''}`,
               events: s.events, lost: s.sender_dropped + s.ring_dropped + s.future_dropped,
               refused: s.refused_events ?? 0, refused_reasons: refusedText(s),
+              acked: s.acked_seq ?? 0, unacked: s.unacked_batches ?? 0,
               offset_ms: s.clock_offset_ns / 1e6, rtt_us: s.best_rtt_ns / 1e3,
               capture: captureText(s.capture),
             })));

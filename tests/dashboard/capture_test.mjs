@@ -113,6 +113,8 @@ describe('the Sources page with a program sending to the server', () => {
     // The next batch is taken whole, on the same connection.
     raw.write(batchFrame({seq: 2, events: spans(2_000_000, 100, -1)}));
     s = await source((o) => o.batches === 2);
+    s = await source((o) => o.acked_seq === 2);  // once the pipeline has handled it
+    assert.equal(s.unacked_batches, 0);
     assert.equal(s.connected, true);
     assert.equal(s.events, 199);
     assert.equal(s.refused_events, 1);
@@ -125,6 +127,10 @@ describe('the Sources page with a program sending to the server', () => {
     const row = page.locator('.sources tbody tr', {hasText: 'rank 9'});
     await row.waitFor({timeout: 15000});
     assert.equal(await row.locator('td').nth(6).innerText(), '1 (undefined_track 1)');
+    // Both batches handled: acknowledged through batch 2, none waiting.
+    await row.locator('td', {hasText: /^batch 2$/}).waitFor({timeout: 10000});
+    assert.equal(await row.locator('td').nth(7).innerText(), 'batch 2');
+    assert.match(await page.locator('.note').innerText(), /a kill -9 of the server loses none it acknowledged/);
     assert.match(await row.innerText(), /connected/);
     const said = page.locator('.refusals li', {hasText: 'rank 9'});
     await said.waitFor({timeout: 5000});
