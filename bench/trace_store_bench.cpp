@@ -9,11 +9,15 @@
 // pipeline appends them. The store size is LIVEPROF_BENCH_STORE_EVENTS
 // (default 10 M; 100 M for the figure: about 3 minutes and 2 GB).
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <span>
+#include <string>
 #include <random>
 #include <thread>
 #include <vector>
@@ -93,6 +97,43 @@ void BM_TraceStoreAppend(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(events));
 }
 BENCHMARK(BM_TraceStoreAppend)->Unit(benchmark::kMillisecond);
+
+// The same trace appended to a store with a run folder (`--trace-dir`): the
+// sealed chunks and, at each Append, the open chunks' new events (tail
+// records: what makes every event appended survive a kill) written to the
+// folder, one write() per batch. Arg: events per Append (the pipeline's
+// batch: thousands when busy, a few per round when quiet). Counters: disk
+// bytes per event.
+void BM_TraceStoreAppendToFolder(benchmark::State& state) {
+  const size_t batch = static_cast<size_t>(state.range(0));
+  TraceGen gen(1);
+  std::vector<Event> all;
+  for (int i = 0; i < 64; ++i) gen.Next(&all, 4096);
+  const std::string dir = "/tmp/liveprof-bench-folder-" + std::to_string(::getpid());
+  uint64_t events = 0, disk = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::filesystem::remove_all(dir);
+    TraceStore::Options o;
+    o.dir = dir;
+    auto store = std::make_unique<TraceStore>(o);
+    std::string error;
+    if (!store->Create(&error)) state.SkipWithError(error.c_str());
+    state.ResumeTiming();
+    for (size_t i = 0; i < all.size(); i += batch) {
+      store->Append({}, std::span<const Event>(all.data() + i, std::min(batch, all.size() - i)));
+    }
+    state.PauseTiming();
+    events += all.size();
+    disk += store->stats().disk_bytes;
+    store.reset();
+    state.ResumeTiming();
+  }
+  std::filesystem::remove_all(dir);
+  state.SetItemsProcessed(static_cast<int64_t>(events));
+  state.counters["disk_B_per_event"] = static_cast<double>(disk) / static_cast<double>(events);
+}
+BENCHMARK(BM_TraceStoreAppendToFolder)->ArgName("batch")->Arg(4096)->Arg(64)->Unit(benchmark::kMillisecond);
 
 size_t StoreEvents() {
   const char* env = std::getenv("LIVEPROF_BENCH_STORE_EVENTS");

@@ -91,6 +91,7 @@ std::string IngestStatusJson(const IngestServer& ingest) {
     w.KV("pid", s.pid);
     w.KV("rank", static_cast<int64_t>(s.rank));
     w.KV("program", s.program);
+    w.KV("peer", s.peer);
     w.KV("connected", s.connected);
     w.KV("closed_reason", s.closed_reason);
     w.KV("closed_cleanly", s.closed_cleanly);

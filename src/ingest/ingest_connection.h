@@ -102,6 +102,7 @@ class IngestConnection {
   // source cap the idlest source gives way to a new one.
   uint64_t idle_since_ns() const { return std::max(connected_ns_, last_batch_ns_); }
   const std::string& label() const { return status_.label; }
+  void set_peer(std::string peer) { status_.peer = std::move(peer); }
   const std::string& endpoint() const { return status_.endpoint; }
 
  private:

@@ -5,7 +5,9 @@
 //
 //   accept   each listener waits to be readable (async_wait), then takes every
 //            pending connection with accept4(SOCK_NONBLOCK | SOCK_CLOEXEC):
-//            descriptors stay out of any child process, as before. Out of
+//            descriptors stay out of any child process, as before. A peer
+//            (a process: SO_PEERCRED; a TCP address) past its cap, or any
+//            past the cap of sources with none idle, is refused. Out of
 //            descriptors, the listener rests 100 ms (a timer) instead of
 //            spinning on a backlog it cannot take.
 //   read     one async_read_some per connection, straight into the frame
@@ -30,7 +32,9 @@
 // no socket: this file is the sockets, the timers and the thread.
 #include "ingest/ingest_server.h"
 
+#include <arpa/inet.h>
 #include <malloc.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -150,11 +154,35 @@ struct IngestServer::Impl {
 };
 
 // A connection: its socket, here, and everything else (IngestConnection).
+namespace {
+
+// Who is at the other end of `fd`, for the per-peer cap: a process on a unix
+// socket (SO_PEERCRED), an address on TCP; empty for a loopback TCP peer
+// (any local process: they cannot be told apart) or when the kernel says
+// nothing.
+std::string PeerOf(int fd, bool tcp) {
+  if (!tcp) {
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0) return {};
+    return "pid " + std::to_string(cred.pid) + ", uid " + std::to_string(cred.uid);
+  }
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0 || a.sin_family != AF_INET) return {};
+  if ((ntohl(a.sin_addr.s_addr) >> 24) == 127) return {};
+  char text[INET_ADDRSTRLEN] = {};
+  return ::inet_ntop(AF_INET, &a.sin_addr, text, sizeof text) ? text : "";
+}
+
+}  // namespace
+
 struct IngestServer::Impl::Connection : std::enable_shared_from_this<Connection> {
   using Socket = std::variant<tcp::socket, local::socket>;
   template <typename... Args>
   Connection(Socket s, Args&&... args) : socket(std::move(s)), source(std::forward<Args>(args)...) {}
   Socket socket;
+  std::string peer;  // PeerOf: the per-peer cap's key (empty: none).
   bool open = true;
   bool reading = false;   // an async_read_some in flight (into the splitter's buffer).
   bool paused = false;    // its ring half full: not read; the 2 ms look resumes it.
@@ -351,6 +379,16 @@ void IngestServer::Impl::Accept(Listener& l, const error_code& ec) {
     }
     auto c = std::make_shared<Connection>(std::move(socket), stream_, workers_, options_, next_id_++,
                                           l.endpoint.ToString(), HostNowNs());
+    c->peer = PeerOf(fd, l.endpoint.tcp);
+    c->source.set_peer(c->peer);
+    if (!c->peer.empty() &&
+        static_cast<size_t>(std::count_if(connections_.begin(), connections_.end(), [&](const auto& o) {
+          return o->open && o->peer == c->peer;
+        })) >= options_.max_sources_per_peer) {
+      Close(*c, "refused: its peer (" + c->peer + ") has " + std::to_string(options_.max_sources_per_peer) +
+                    " sources connected already (max_sources_per_peer)");
+      continue;
+    }
     const size_t open = static_cast<size_t>(
         std::count_if(connections_.begin(), connections_.end(), [](const auto& o) { return o->open; }));
     if (open >= options_.max_sources && !MakeRoom()) {

@@ -56,6 +56,12 @@ class IngestServer {
     // an idle connection holds no place that a real sender needs.
     uint64_t pong_timeout_ns = 5'000'000'000;
     size_t max_sources = 256;              // connections at once; more are refused.
+    // Connections at once from one peer: a process on a unix socket (its
+    // pid, SO_PEERCRED), an address on TCP; more from it are refused. A
+    // loopback TCP peer is any local process (they cannot be told apart):
+    // not capped, only by max_sources. A rank and its helpers are several
+    // processes: each its own peer.
+    size_t max_sources_per_peer = 16;
     // Unfinished frames held across every connection; past it the
     // connection holding the most is closed.
     size_t max_buffered_bytes = size_t{256} << 20;
@@ -85,6 +91,7 @@ class IngestServer {
     uint64_t id = 0;  // from 1, in order of connection.
     uint32_t worker = 0;  // the worker (TrackInfo::process) once its hello came; 0 before.
     std::string endpoint, label, host, program;
+    std::string peer;  // who connected, as the kernel says: "pid 1234, uid 1000"; a TCP address; empty: loopback TCP.
     uint64_t pid = 0;
     int32_t rank = -1;
     bool connected = false;

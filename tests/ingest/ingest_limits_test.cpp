@@ -4,6 +4,8 @@
 // frames past the budget close their largest holders, whichever connection
 // is being read.
 #include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -102,6 +104,58 @@ TEST_CASE("ingest limits: at the source cap an idle source gives way to a new se
   CHECK(sources[9].connected);
   CHECK(sources[9].batches == 1);
   CHECK(Connected(server) == 8);
+  server.Stop();
+}
+
+// One process past its cap of sources is refused, naming the peer as the
+// kernel gave it (SO_PEERCRED); another process still gets in, and a place
+// freed is taken again.
+TEST_CASE("ingest limits: a process past max_sources_per_peer is refused, another process is not") {
+  Stream stream;
+  IngestServer::Options o = AtTempSocket();
+  o.max_sources_per_peer = 4;
+  IngestServer server(stream, o);
+  std::string error;
+  REQUIRE_MESSAGE(server.Start(&error), error);
+  TestPipeline pipeline(stream);
+  std::vector<std::unique_ptr<Client>> mine;
+  for (int i = 0; i < 5; ++i) {
+    mine.push_back(std::make_unique<Client>(server.bound()[0]));
+    REQUIRE(mine.back()->ok());
+    mine.back()->Send(Hello(i, HostNowNs()));
+  }
+  REQUIRE(WaitFor([&] { return server.Sources().size() == 5 && Connected(server) == 4; }));
+  const std::string me = "pid " + std::to_string(::getpid()) + ", uid " + std::to_string(::getuid());
+  std::vector<IngestServer::SourceStatus> s = server.Sources();
+  CHECK(s[0].peer == me);
+  CHECK(!s[4].connected);
+  CHECK(s[4].closed_reason == "refused: its peer (" + me + ") has 4 sources connected already (max_sources_per_peer)");
+
+  // Another process: its own peer, taken while this one is at its cap.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    Client other(server.bound()[0]);
+    other.Send(Hello(9, HostNowNs()));
+    other.Send(Batch(1, HostNowNs(), true));
+    const auto ack = other.Until(wire::Body::IngestAck, true);
+    ::_exit(ack && Client::AckSeq(*ack) == 1 ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  REQUIRE(WaitFor([&] { return server.Sources().size() == 6; }));
+  CHECK(server.Sources()[5].peer == "pid " + std::to_string(child) + ", uid " + std::to_string(::getuid()));
+  CHECK(server.Sources()[5].batches == 1);
+
+  // One of this process's closes: its place is taken again.
+  mine[0]->Close();
+  REQUIRE(WaitFor([&] { return !server.Sources()[0].connected; }));
+  Client again(server.bound()[0]);
+  again.Send(Hello(7, HostNowNs()));
+  REQUIRE(WaitFor([&] { return server.Sources().size() == 7 && server.Sources()[6].worker != 0; }));
+  CHECK(server.Sources()[6].connected);
   server.Stop();
 }
 
