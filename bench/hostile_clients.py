@@ -140,26 +140,12 @@ def rss_mib(pid):
     return 0.0
 
 
-def ingest_attack(liveprof):
-    """40 unix connections each holding 15 MiB of a frame that never ends
-    (the issue's attack), then a real sender (`liveprof example`) during it:
-    the server's RSS during and after, the sender's result."""
-    import os
-    import tempfile
-    d = tempfile.mkdtemp(prefix="liveprof-bench-")
-    sock = os.path.join(d, "ingest.sock")
-    p = subprocess.Popen([liveprof, "serve", "--port", "0", "--ingest", f"unix:{sock}"],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()
-    for _ in range(100):
-        if os.path.exists(sock):
-            break
-        time.sleep(0.1)
-    time.sleep(1)
-    base = rss_mib(p.pid)
-    torn = (16 << 20).to_bytes(4, "little") + b"x" * (15 << 20)  # 15 MiB of a 16 MiB frame
+def hold_torn(sock, count, torn, ready, release):
+    """In a process of its own (a peer: the server caps each at 16
+    sources): `count` unix connections, each sent `torn` (a frame that
+    never ends), held until `release` is set."""
     conns = []
-    for _ in range(40):
+    for _ in range(count):
         c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         c.connect(sock)
         c.setblocking(False)
@@ -177,20 +163,57 @@ def ingest_attack(liveprof):
             except OSError:
                 entry[1] = len(torn)  # closed by the server
         time.sleep(0.001)
+    ready.set()
+    release.wait(120)
+    for c, _ in conns:
+        c.close()
+
+
+def ingest_attack(liveprof):
+    """40 unix connections each holding 15 MiB of a frame that never ends
+    (the issue's attack), from 4 processes (10 each: one process may hold
+    16), then a real sender (`liveprof example`) during it: the server's
+    RSS during and after, the sender's result."""
+    import multiprocessing
+    import os
+    import tempfile
+    d = tempfile.mkdtemp(prefix="liveprof-bench-")
+    sock = os.path.join(d, "ingest.sock")
+    p = subprocess.Popen([liveprof, "serve", "--port", "0", "--ingest", f"unix:{sock}"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()
+    for _ in range(100):
+        if os.path.exists(sock):
+            break
+        time.sleep(0.1)
+    time.sleep(1)
+    base = rss_mib(p.pid)
+    torn = (16 << 20).to_bytes(4, "little") + b"x" * (15 << 20)  # 15 MiB of a 16 MiB frame
+    ctx = multiprocessing.get_context("fork")
+    release = ctx.Event()
+    holders = []
+    for _ in range(4):
+        ready = ctx.Event()
+        h = ctx.Process(target=hold_torn, args=(sock, 10, torn, ready, release))
+        h.start()
+        holders.append((h, ready))
+    for _, ready in holders:
+        ready.wait(60)
     time.sleep(1)
     during = rss_mib(p.pid)
     t0 = time.time()
     r = subprocess.run([liveprof, "example", "--steps", "50", "--step-ms", "5", "--connect", f"unix:{sock}"],
                        capture_output=True, text=True, timeout=60)
     took = time.time() - t0
-    for c, _ in conns:
-        c.close()
+    release.set()
+    for h, _ in holders:
+        h.join(30)
     time.sleep(2)
     after = rss_mib(p.pid)
     p.terminate()
     p.wait()
     last = (r.stdout.strip().splitlines() or [""])[-1]
-    print(f"ingest 40 x 15 MiB torn frames: RSS {base:.0f} MiB before, {during:.0f} MiB during, "
+    print(f"ingest 40 x 15 MiB torn frames from 4 processes: RSS {base:.0f} MiB before, {during:.0f} MiB during, "
           f"{after:.0f} MiB after they closed; a real sender meanwhile: exit {r.returncode} in {took:.1f} s: {last}",
           flush=True)
 

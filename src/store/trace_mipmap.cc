@@ -34,7 +34,7 @@ void TraceMipmap::Coarsen() {
   // average; a track sparser than its first chunk said loses it (what it
   // holds is in the level above once its pending bucket is carried up).
   const Level& finest = levels_[0];
-  const uint64_t buckets = finest.stored.size() - finest.front;
+  const uint64_t buckets = finest.stored.size();
   if (buckets < kEventsPerBucket || buckets * kEventsPerBucket <= events_ || levels_.size() < 2 ||
       min_level_ >= kMaxLevel) {
     return;
@@ -54,8 +54,7 @@ void TraceMipmap::Store(int i, uint64_t index, const MipBucket& b) {
     return;
   }
   // A late event's bucket (completion order): mostly the last one.
-  const auto from = stored.begin() + static_cast<std::ptrdiff_t>(levels_[i].front);
-  auto it = std::lower_bound(from, stored.end(), index, [](const auto& s, uint64_t x) { return s.first < x; });
+  auto it = std::lower_bound(stored.begin(), stored.end(), index, [](const auto& s, uint64_t x) { return s.first < x; });
   if (it != stored.end() && it->first == index) {
     it->second.Add(b);
   } else {
@@ -70,19 +69,19 @@ void TraceMipmap::DropBefore(uint64_t ns) {
     // unanswered for (its pixel starts before valid_from()).
     const uint64_t first_kept = valid_from_ >> (min_level_ + static_cast<int>(i));
     Level& l = levels_[i];
-    while (l.front < l.stored.size() && l.stored[l.front].first < first_kept) ++l.front;
-    if (l.front * 2 > l.stored.size()) {  // mostly gone: compacted, the room reused.
-      l.stored.erase(l.stored.begin(), l.stored.begin() + static_cast<std::ptrdiff_t>(l.front));
-      l.front = 0;
-      if (l.stored.capacity() > 2 * l.stored.size() + 16) l.stored.shrink_to_fit();
-    }
+    while (!l.stored.empty() && l.stored.front().first < first_kept) l.stored.pop_front();
     if (l.pending.count != 0 && l.pending_index < first_kept) l.pending = MipBucket{};
   }
 }
 
 uint64_t TraceMipmap::bytes() const {
   uint64_t n = levels_.capacity() * sizeof(Level);
-  for (const Level& l : levels_) n += l.stored.capacity() * sizeof(l.stored.front());
+  // A deque's blocks hold 512 bytes' worth of buckets (libstdc++): its
+  // size, rounded up to whole blocks, plus the block map.
+  for (const Level& l : levels_) {
+    constexpr size_t kBlock = std::max<size_t>(1, 512 / sizeof(l.stored.front()));
+    n += (l.stored.size() / kBlock + 2) * (kBlock * sizeof(l.stored.front()) + sizeof(void*));
+  }
   return n;
 }
 

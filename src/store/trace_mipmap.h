@@ -29,6 +29,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -112,7 +113,7 @@ class TraceMipmap {
     const int shift = k - (min_level_ + top);
     const Level& l = levels_[top];
     // Stored buckets are by index: the first that can fold into `lo`.
-    auto it = std::lower_bound(l.stored.begin() + static_cast<std::ptrdiff_t>(l.front), l.stored.end(), lo << shift,
+    auto it = std::lower_bound(l.stored.begin(), l.stored.end(), lo << shift,
                                [](const auto& b, uint64_t i) { return b.first < i; });
     for (; it != l.stored.end() && (it->first >> shift) < hi; ++it) fn(it->first >> shift, it->second);
     for (int i = 0; i <= top; ++i) {
@@ -127,8 +128,11 @@ class TraceMipmap {
 
  private:
   struct Level {
-    std::vector<std::pair<uint64_t, MipBucket>> stored;  // by index, from `front` on (DropBefore).
-    size_t front = 0;
+    // By index. A deque: DropBefore frees its front block by block, where a
+    // vector's compaction moved (and reallocated) the whole level at once:
+    // tens of MiB, a pipeline stall long enough to fill the producers' rings
+    // (the soak's drop bursts, issue 28).
+    std::deque<std::pair<uint64_t, MipBucket>> stored;
     MipBucket pending;
     uint64_t pending_index = 0;
   };
