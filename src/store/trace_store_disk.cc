@@ -370,9 +370,16 @@ bool TraceStore::Open(std::string* error) {
     }
     Chunk c;
     size_t bytes = 0;
+    bool fits = true;  // at most 64 entries of kMaxEntry bytes a column (a damaged or crafted folder may say more).
     for (int col = 0; col < kChunkColumns; ++col) {
+      fits = fits && tail.cols[col].size() <= size_t{ChunkBuilder::kMaxEntry[col]} * ChunkBuilder::kMaxEvents;
       bytes += tail.cols[col].size();
-      c.ends[col] = static_cast<uint16_t>(bytes);  // at most 64 entries of kMaxEntry bytes each: fits.
+      c.ends[col] = static_cast<uint16_t>(bytes);
+    }
+    if (!fits) {
+      problem(tail.pos, "the tail of chunk " + std::to_string(j) + " of track " + std::to_string(id) +
+                            " holds more bytes than 64 events take");
+      continue;
     }
     c.data.reset(new char[std::max<size_t>(bytes, 1)]);
     for (int col = 0; col < kChunkColumns; ++col) {
