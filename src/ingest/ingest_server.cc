@@ -153,7 +153,6 @@ struct IngestServer::Impl {
   net::io_context* post_to_ = nullptr;  // while running: where Capture() posts.
 };
 
-// A connection: its socket, here, and everything else (IngestConnection).
 namespace {
 
 // Who is at the other end of `fd`, for the per-peer cap: a process on a unix
@@ -177,6 +176,7 @@ std::string PeerOf(int fd, bool tcp) {
 
 }  // namespace
 
+// A connection: its socket and peer, here, and everything else (IngestConnection).
 struct IngestServer::Impl::Connection : std::enable_shared_from_this<Connection> {
   using Socket = std::variant<tcp::socket, local::socket>;
   template <typename... Args>
