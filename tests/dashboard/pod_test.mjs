@@ -125,6 +125,8 @@ describe('the Pod page on the demo with a straggler', () => {
       await page.waitForFunction((seq) => +(document.querySelector('.page[data-page=pod]')?.dataset.seq ?? 0) >= seq, pod.seq);
       const root = page.locator('.page[data-page=pod]');
       const selected = root.locator('.workers tbody tr.selected');
+      // (the table may be drawn a moment after the page's seq moved: wait for the row)
+      await selected.first().waitFor({timeout: 15000});
       assert.equal(await selected.count(), 1);
       const cells = await selected.locator('td').allInnerTexts();
       assert.equal(cells[0], 'rank 2');
