@@ -538,14 +538,7 @@ TEST_CASE("ingest sender: capture switches a CuptiSource's level to full and bac
 }
 #endif
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define LIVEPROF_FORK_UNSAFE_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define LIVEPROF_FORK_UNSAFE_SANITIZER 1
-#endif
-#endif
-#ifndef LIVEPROF_FORK_UNSAFE_SANITIZER
+#if !defined(LIVEPROF_SANITIZED_THREAD) && !defined(LIVEPROF_SANITIZED_ADDRESS)
 // (Release only. TSan does not support threads started in the child of a
 // threaded parent, which the child's sender is. ASan (clang 14) takes no
 // lock of its allocator around fork: a child forked while another thread of
@@ -693,7 +686,7 @@ TEST_CASE("ingest sender: a fork while another thread holds the stream's locks w
   DisconnectGlobalStream(0);
 }
 
-#endif  // LIVEPROF_FORK_UNSAFE_SANITIZER
+#endif  // neither sanitizer
 
 }  // namespace
 }  // namespace liveprof
