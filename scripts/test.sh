@@ -15,40 +15,13 @@ passed=0
 failed=0
 status=0
 
-# prebuild BUILD_DIR TARGETS [cmake options...]: configures BUILD_DIR and
-# builds TARGETS (space separated; empty: all) in the background, in the
-# idle scheduling class (SCHED_IDLE: it runs only on a core nothing else
-# wants), while the stage before it runs its tests: they leave about a
-# quarter of the 2 cores idle, waiting on servers and browsers
-# (docs/ci.md). run_suite waits for it, then builds what is left and says
-# what failed.
-declare -A prebuild_pids=()
-prebuild() {
-  local dir=$1 targets=$2
-  shift 2
-  mkdir -p "${dir}"
-  cmake -S . -B "${dir}" -G Ninja "$@" >"${dir}/configure.log" 2>&1 || return 0
-  local args=()
-  for t in ${targets}; do args+=(--target "$t"); done
-  chrt --idle 0 cmake --build "${dir}" -j "${JOBS}" "${args[@]}" >"${dir}/prebuild.log" 2>&1 &
-  prebuild_pids[${dir}]=$!
-  echo "=== ${dir}: building in the background (idle priority) while the tests run"
-}
-
 # run_suite NAME BUILD_DIR [cmake options...]: configure, build, ctest.
 # SUITE_TARGETS (space separated) builds only those targets; SUITE_TESTS (a
 # ctest -R regex) runs only the tests it matches, and SUITE_LABEL (a ctest
-# label) the tests so labelled as well. SUITE_BEFORE_TESTS names a command
-# run between the build and the tests (a prebuild of the next stage).
+# label) the tests so labelled as well.
 run_suite() {
   local name=$1 dir=$2
   shift 2
-  if [[ -n "${prebuild_pids[${dir}]:-}" ]]; then
-    local waited=${SECONDS}
-    wait "${prebuild_pids[${dir}]}"
-    echo "=== ${name}: waited $((SECONDS - waited)) s for its background build to end"
-    unset "prebuild_pids[${dir}]"
-  fi
   echo "=== ${name}: configure and build (${dir})"
   mkdir -p "${dir}"
   if ! cmake -S . -B "${dir}" -G Ninja "$@" >"${dir}/configure.log" 2>&1; then
@@ -64,7 +37,6 @@ run_suite() {
     status=1
     return
   fi
-  if [[ -n "${SUITE_BEFORE_TESTS:-}" ]]; then ${SUITE_BEFORE_TESTS}; fi
   local selections=()
   if [[ -n "${SUITE_TESTS:-}" ]]; then selections+=("-R ${SUITE_TESTS}"); fi
   if [[ -n "${SUITE_LABEL:-}" ]]; then selections+=("-L ${SUITE_LABEL}"); fi
@@ -149,6 +121,8 @@ timed() {
   echo "=== ${name}: ${took} s"
 }
 
+mkdir -p build
+timed "setup + release" run_suite "release" build -DCMAKE_BUILD_TYPE=Release
 # ASan+UBSan: every test (stream, producers, analyses, server); TSan: the
 # threaded parts only: the stream and host API, then the pipeline thread, the
 # simulated workload's threads, the replay thread and the server (the analyses themselves run
@@ -159,25 +133,16 @@ timed() {
 # benchmarks measure, stays GCC's. ASan+UBSan: our libraries -O1, Beast,
 # the command line and the test files -O0 (cmake/tools.cmake).
 SANITIZER_CXX=${SANITIZER_CXX:-clang++-14}
-ASAN_CONFIG=(-DCMAKE_BUILD_TYPE=Debug -DLIVEPROF_SANITIZE=address -DLIVEPROF_BUILD_BENCH=OFF
-  -DCMAKE_CXX_COMPILER="${SANITIZER_CXX}")
+timed "asan+ubsan" run_suite "asan+ubsan" build/asan -DCMAKE_BUILD_TYPE=Debug -DLIVEPROF_SANITIZE=address \
+  -DLIVEPROF_BUILD_BENCH=OFF -DCMAKE_CXX_COMPILER="${SANITIZER_CXX}"
 # TSan, one build: the stream and host API tests (label stream), and the
 # threaded parts of the rest, built from their test files only.
-TSAN_TARGETS="stream_tests host_api_disabled_tests liveprof_tests liveprof"
-TSAN_CONFIG=(-DCMAKE_BUILD_TYPE=Debug -DLIVEPROF_SANITIZE=thread -DLIVEPROF_BUILD_BENCH=OFF
-  -DLIVEPROF_STREAM_TESTS_ONLY=OFF -DCMAKE_CXX_COMPILER="${SANITIZER_CXX}"
-  "-DLIVEPROF_TEST_FILES=(pipeline/pipeline|web/(server|trace_api|trace_ws|trace_export)|store/(trace_store|derived_rows)|ingest/ingest_(server|sender)|producers/(simulated_workload|cupti_recording)|import/(replay|chunk_reader|cupti_recording_file))_test")
-prebuild_asan() { prebuild build/asan "" "${ASAN_CONFIG[@]}"; }
-prebuild_tsan() { prebuild build/tsan "${TSAN_TARGETS}" "${TSAN_CONFIG[@]}"; }
-
-mkdir -p build
-SUITE_BEFORE_TESTS=prebuild_asan \
-  timed "setup + release" run_suite "release" build -DCMAKE_BUILD_TYPE=Release
-SUITE_BEFORE_TESTS=prebuild_tsan \
-  timed "asan+ubsan" run_suite "asan+ubsan" build/asan "${ASAN_CONFIG[@]}"
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" SUITE_TARGETS="${TSAN_TARGETS}" SUITE_LABEL=stream \
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  SUITE_TARGETS="stream_tests host_api_disabled_tests liveprof_tests liveprof" SUITE_LABEL=stream \
   SUITE_TESTS="^(pipeline|server|simulated workload|replay|trace store|trace api|trace over the WebSocket|export: (streamed|a slow)|ingest server|ingest sender|web: python|import: (gzip|a truncated|a plain)|CUPTI recording)" \
-  timed "tsan (stream, pipeline and server)" run_suite "tsan" build/tsan "${TSAN_CONFIG[@]}"
+  timed "tsan (stream, pipeline and server)" run_suite "tsan" build/tsan -DCMAKE_BUILD_TYPE=Debug \
+  -DLIVEPROF_SANITIZE=thread -DLIVEPROF_BUILD_BENCH=OFF -DLIVEPROF_STREAM_TESTS_ONLY=OFF -DCMAKE_CXX_COMPILER="${SANITIZER_CXX}" \
+  "-DLIVEPROF_TEST_FILES=(pipeline/pipeline|web/(server|trace_api|trace_ws|trace_export)|store/(trace_store|derived_rows)|ingest/ingest_(server|sender)|producers/(simulated_workload|cupti_recording)|import/(replay|chunk_reader|cupti_recording_file))_test"
 timed "fuzzers (5 x ${FUZZ_RUNS:-25s}, ${FUZZ_JOBS:-${JOBS}} at a time)" run_fuzzers \
   "fuzz (control messages):control_message:build/fuzz" \
   "fuzz (Chrome trace import):chrome_trace:build/fuzz-import" \
