@@ -14,6 +14,7 @@ Not in CI (30 minutes); bench/RESULTS.md keeps the latest figures.
 import argparse
 import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
@@ -50,14 +51,29 @@ async def client(port, i, counts, stop):
             await asyncio.sleep(1)
 
 
+def cpu_seconds(pid):
+    """The process's user + system CPU time, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_idle():
+    """(idle, total) jiffies of all cores."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return v[3] + v[4], sum(v)
+
+
 async def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--liveprof", default="build/bin/liveprof")
     ap.add_argument("--minutes", type=float, default=30)
     ap.add_argument("--rate", type=float, default=1e6)
     ap.add_argument("--clients", type=int, default=20)
+    ap.add_argument("extra", nargs="*", help="more arguments for liveprof demo (after --)")
     args = ap.parse_args()
-    p = subprocess.Popen([args.liveprof, "demo", "--port", "0", "--rate", str(int(args.rate))],
+    p = subprocess.Popen([args.liveprof, "demo", "--port", "0", "--rate", str(int(args.rate))] + args.extra,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     port = None
     for line in p.stdout:
@@ -77,20 +93,33 @@ async def main():
     end = t0 + args.minutes * 60
     last_frames = dict(counts)
     stalled = set()
+    cpu0, idle0 = cpu_seconds(p.pid), machine_idle()
     while time.monotonic() < end:
         await asyncio.sleep(10)
         s = await loop.run_in_executor(None, get, port, "/api/status")
         rss = rss_mib(p.pid)
+        cpu1, idle1 = cpu_seconds(p.pid), machine_idle()
+        server_cpu = (cpu1 - cpu0) / 10 * 100
+        idle = 100 * (idle1[0] - idle0[0]) / max(1, idle1[1] - idle0[1])
+        cpu0, idle0 = cpu1, idle1
+        worst = max(s.get("pipeline_cost", []), key=lambda c: c["max_batch_ms"], default=None)
         for i in range(args.clients):
             if counts[i] == last_frames[i]:
                 stalled.add(i)
         last_frames = {i: counts[i] for i in range(args.clients)}
         samples.append((time.monotonic() - t0, rss, s.get("events_consumed", 0), s.get("events_dropped", 0)))
         print(f"{samples[-1][0]:7.0f} s  RSS {rss:7.1f} MiB  consumed {samples[-1][2]:>13,}  "
-              f"dropped {samples[-1][3]:>10,}  frames/client min {min(last_frames.values()):,}", flush=True)
+              f"dropped {samples[-1][3]:>10,}  frames/client min {min(last_frames.values()):,}  "
+              f"server CPU {server_cpu:4.0f} %  machine idle {idle:3.0f} %"
+              + (f"  longest batch {worst['name']} {worst['max_batch_ms']:.1f} ms" if worst else ""), flush=True)
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
     status = get(port, "/api/status")
+    # The pipeline thread's time per analysis and stage: its longest batch, and how
+    # many batches held the drain back over 10 ms.
+    for c in sorted(status.get("pipeline_cost", []), key=lambda c: -c["max_batch_ms"]):
+        print(f"  {c['name']:<20} total {c['total_ms'] / 1000:8.1f} s  longest batch {c['max_batch_ms']:7.1f} ms  "
+              f"batches over 10 ms {c['batches_over_10ms']:>6,} of {c['batches']:,}")
     p.terminate()
     p.wait()
     warm = [r for t, r, _, _ in samples if t >= 60] or [r for _, r, _, _ in samples]  # (a run under a minute)

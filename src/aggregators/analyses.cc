@@ -177,6 +177,45 @@ Analyses::Analyses(AnalysesOptions options, Diagnostics* diag)
   if (options_.pytorch_view) pytorch_.emplace(&catalog_, diag, options_.pytorch);
 }
 
+std::string_view AnalysisName(Analysis a) {
+  switch (a) {
+    case Analysis::kCatalog: return "catalog";
+    case Analysis::kPod: return "pod";
+    case Analysis::kOpStats: return "op_stats";
+    case Analysis::kKernels: return "kernel_stats";
+    case Analysis::kUtilization: return "device_utilization";
+    case Analysis::kMemory: return "memory";
+    case Analysis::kModules: return "modules";
+    case Analysis::kAnnotations: return "annotations";
+    case Analysis::kPytorch: return "pytorch";
+    case Analysis::kSteps: return "steps";
+    case Analysis::kTraceStore: return "trace_store";
+    case Analysis::kRender: return "render";
+    case Analysis::kCount: break;
+  }
+  return "?";
+}
+
+template <typename F>
+void Analyses::Timed(Analysis a, F&& f) {
+  if (options_.clock_ns == nullptr) {
+    f();
+    return;
+  }
+  const uint64_t t0 = options_.clock_ns();
+  f();
+  AddCost(a, options_.clock_ns() - t0);
+}
+
+void Analyses::AddCost(Analysis a, uint64_t ns) {
+  if (options_.clock_ns == nullptr) return;
+  AnalysisCost& c = costs_[static_cast<size_t>(a)];
+  c.total_ns += ns;
+  c.max_ns = std::max(c.max_ns, ns);
+  ++c.batches;
+  if (ns > 10'000'000) ++c.batches_over_10ms;
+}
+
 void Analyses::Consume(std::span<const Event> definitions, std::span<const Event> events,
                        std::span<const Event> late, uint64_t watermark_ns, uint64_t now_ns) {
   catalog_.Consume(definitions);
@@ -185,28 +224,32 @@ void Analyses::Consume(std::span<const Event> definitions, std::span<const Event
     part = DropBadSpans(part);
     if (part.empty()) continue;
     events_consumed_ += part.size();
-    catalog_.Consume(part);  // a GPU's kDeviceInfo travels with its source's events.
-    pod_.Consume(part);
-    part = AnalysedWorker(part);
-    if (!part.empty()) op_stats_.Consume(part);
-    // Its helpers' work (DataLoader workers' fetches) is in the op and input
-    // tables, never in its host time, steps, kernels or memory.
-    if (!helpers_.empty()) op_stats_.ConsumeHelpers(helpers_);
+    Timed(Analysis::kCatalog, [&] { catalog_.Consume(part); });  // a GPU's kDeviceInfo travels with its source's events.
+    Timed(Analysis::kPod, [&] { pod_.Consume(part); });  // every worker's events.
+    Timed(Analysis::kCatalog, [&] { part = AnalysedWorker(part); });
+    Timed(Analysis::kOpStats, [&] {
+      if (!part.empty()) op_stats_.Consume(part);
+      // Its helpers' work (DataLoader workers' fetches) is in the op and input
+      // tables, never in its host time, steps, kernels or memory.
+      if (!helpers_.empty()) op_stats_.ConsumeHelpers(helpers_);
+    });
     if (part.empty()) continue;
-    kernels_.Consume(part);
-    utilization_.Consume(part);
-    memory_.Consume(part);
-    modules_.Consume(part);
-    annotations_.Consume(part);
-    if (pytorch_) pytorch_->Consume(part);
-    steps_.Consume(part);
+    Timed(Analysis::kKernels, [&] { kernels_.Consume(part); });
+    Timed(Analysis::kUtilization, [&] { utilization_.Consume(part); });
+    Timed(Analysis::kMemory, [&] { memory_.Consume(part); });
+    Timed(Analysis::kModules, [&] { modules_.Consume(part); });
+    Timed(Analysis::kAnnotations, [&] { annotations_.Consume(part); });
+    if (pytorch_) Timed(Analysis::kPytorch, [&] { pytorch_->Consume(part); });
+    Timed(Analysis::kSteps, [&] { steps_.Consume(part); });
   }
   watermark_ns_ = std::max(watermark_ns_, watermark_ns);
   now_ns_ = std::max(now_ns_, now_ns);
-  steps_.Advance(watermark_ns_);
-  const uint64_t pod_cells = pod_.cells_total();
-  pod_.Advance(watermark_ns_);
-  CloseSteps(pod_.cells_total() != pod_cells);
+  Timed(Analysis::kSteps, [&] {
+    steps_.Advance(watermark_ns_);
+    const uint64_t pod_cells = pod_.cells_total();
+    pod_.Advance(watermark_ns_);
+    CloseSteps(pod_.cells_total() != pod_cells);
+  });
 }
 
 std::span<const Event> Analyses::AnalysedWorker(std::span<const Event> part) {
@@ -451,6 +494,23 @@ void Analyses::WriteStatus(JsonWriter& w, const RunEnvironment& env) const {
     }
   }
   w.EndArray();
+  if (options_.clock_ns != nullptr) {
+    // The pipeline thread's time in each analysis and stage: a long batch
+    // holds the drain back, and producers' rings fill behind it.
+    w.Key("pipeline_cost");
+    w.BeginArray();
+    for (size_t i = 0; i < costs_.size(); ++i) {
+      const AnalysisCost& c = costs_[i];
+      w.BeginObject();
+      w.KV("name", AnalysisName(static_cast<Analysis>(i)));
+      w.KV("total_ms", static_cast<double>(c.total_ns) / 1e6);
+      w.KV("max_batch_ms", static_cast<double>(c.max_ns) / 1e6);
+      w.KV("batches", c.batches);
+      w.KV("batches_over_10ms", c.batches_over_10ms);
+      w.EndObject();
+    }
+    w.EndArray();
+  }
   w.Key("run_environment");
   WriteRunEnvironment(w, env);
   w.Key("diagnostics");

@@ -65,6 +65,27 @@ struct AnalysesOptions {
   std::vector<AlertRule> alert_rules = DefaultAlertRules();
   uint64_t alert_tick_ns = 250'000'000;  // alerts are evaluated at least this often.
   RunEnvironment env;                    // hostname, notes; devices come from the stream.
+  // Times each analysis on every batch (the status view's "pipeline_cost":
+  // the pipeline thread's time per analysis, its longest batch): a monotonic
+  // clock in ns. Null (tests, `analyze`): not timed.
+  uint64_t (*clock_ns)() = nullptr;
+};
+
+// What the pipeline thread spends its time on (status "pipeline_cost"): the
+// analyses Analyses::Consume times, in its order, then what the pipeline
+// times and adds (AddCost): the trace store's appends, the periodic render.
+enum class Analysis : uint8_t {
+  kCatalog, kPod, kOpStats, kKernels, kUtilization, kMemory, kModules, kAnnotations, kPytorch, kSteps,
+  kTraceStore, kRender, kCount
+};
+std::string_view AnalysisName(Analysis a);  // "catalog", "pod", "op_stats"... "trace_store", "render"
+
+// What one analysis cost the pipeline thread since the start.
+struct AnalysisCost {
+  uint64_t total_ns = 0;
+  uint64_t max_ns = 0;              // its longest single batch.
+  uint64_t batches = 0;
+  uint64_t batches_over_10ms = 0;   // a stall that long at 1 M events/s fills 10,000 ring slots.
 };
 
 // What a render covers: the window of the step views, of the tables.
@@ -177,8 +198,16 @@ class Analyses {
   // The alert rules and their states (Snapshot() gives a plain value).
   const AlertEngine& alerts() const { return alerts_; }
   uint64_t events_consumed() const { return events_consumed_; }
+  // Per Analysis (all zero without AnalysesOptions::clock_ns).
+  const std::array<AnalysisCost, static_cast<size_t>(Analysis::kCount)>& costs() const { return costs_; }
+  // Adds `ns` of the pipeline thread's time to `a` (the pipeline's own
+  // stages; ignored without AnalysesOptions::clock_ns). Pipeline thread.
+  void AddCost(Analysis a, uint64_t ns);
 
  private:
+  // Runs `f`, its time added to `a`'s cost when timed.
+  template <typename F>
+  void Timed(Analysis a, F&& f);
   void WriteStatus(JsonWriter& w, const RunEnvironment& env) const;
   class Metrics;  // the MetricSource the alert rules read.
   // Takes the closed steps; evaluates the alerts if any closed (or
@@ -220,6 +249,7 @@ class Analyses {
   std::vector<Event> one_worker_;  // DropBadSpans' output when it had to drop.
 
   uint64_t events_consumed_ = 0;
+  std::array<AnalysisCost, static_cast<size_t>(Analysis::kCount)> costs_{};
   uint64_t watermark_ns_ = 0;
   uint64_t now_ns_ = 0;
   uint64_t last_alert_ns_ = 0;

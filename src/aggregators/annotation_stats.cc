@@ -31,6 +31,12 @@ uint32_t AnnotationStats::RowOf(NameId name) {
 }
 
 void AnnotationStats::Remember(uint32_t corr) {
+  // All the buckets the cap will need, at the first launch: growing to a
+  // million entries, each rehash held the pipeline thread longer (the last
+  // ones 100-270 ms: bench/RESULTS.md, "Soak"). A node map keyed by the
+  // identity of growing correlation ids keeps its accesses near each other;
+  // a flat map with a mixing hash missed the cache on each and was 3x slower.
+  if (launch_order_.empty()) launches_.reserve(std::min(options_.max_launches, size_t{1} << 22));
   launch_order_.push_back(corr);
   while (launch_order_.size() > options_.max_launches) {
     const auto it = launches_.find(launch_order_.front());

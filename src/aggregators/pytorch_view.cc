@@ -565,21 +565,34 @@ void PytorchView::Compact() {
   bool found = false;
   uint64_t cut = 0;
   if (!step_starts.empty()) {
-    // Events starting at or after each step start, from a histogram over the
-    // step-start intervals; then the exact count (straddlers included) for
-    // the candidates from the first that looks small enough.
-    std::vector<size_t> bucket(step_starts.size() + 1, 0);  // [0]: before the first start.
+    // kept(C) = events with ts >= C or end > C = those ending after C, and
+    // the zero-length ones at C (ts <= end). One pass counts, per step
+    // start, the events ending in (start[k-1], start[k]] and the zero-length
+    // ones at start[k]; kept(start[k]) is then a suffix sum. (A pass per
+    // candidate held the pipeline thread for 60 ms at 256 Ki events.)
+    const size_t n = step_starts.size();
+    std::vector<size_t> ending(n + 1, 0);  // [k]: events with end in (start[k-1], start[k]].
+    std::vector<size_t> zero_at(n, 0);      // [k]: zero-length events at start[k].
     for (const Event& e : events_) {
-      ++bucket[static_cast<size_t>(std::upper_bound(step_starts.begin(), step_starts.end(), e.ts) -
-                                   step_starts.begin())];
+      const uint64_t end = e.end();
+      const size_t k = static_cast<size_t>(std::lower_bound(step_starts.begin(), step_starts.end(), end) -
+                                           step_starts.begin());
+      ++ending[k];
+      if (e.dur == 0 && k < n && step_starts[k] == end) ++zero_at[k];
     }
-    size_t starting_after = events_.size() - bucket[0];
-    for (size_t k = 0; k < step_starts.size() && !found; ++k) {
-      if (starting_after <= target && step_starts[k] > cut_ns_ && kept_at(step_starts[k]) <= target) {
+    // kept(start[k]) = events ending after start[k] = sum of ending[k+1..n].
+    std::vector<size_t> kept(n, 0);
+    size_t after = 0;
+    for (size_t k = n; k-- > 0;) {
+      after += ending[k + 1];
+      kept[k] = after + zero_at[k];
+    }
+    for (size_t k = 0; k < n; ++k) {
+      if (step_starts[k] > cut_ns_ && kept[k] <= target) {
         cut = step_starts[k];
         found = true;
+        break;
       }
-      starting_after -= bucket[k + 1];
     }
   }
   if (!found) {

@@ -138,16 +138,19 @@ void StepAssembler::Consume(std::span<const Event> events) {
     const bool waits = IsHostSpanKind(e.kind) && e.ts >= markers_end_;
     if (!waits && Place(e)) continue;
     if (IsLaunch(e)) min_waiting_launch_ = std::min(min_waiting_launch_, e.corr);
+    min_waiting_end_ = std::min(min_waiting_end_, e.end());
     pending_.push_back(e);
   }
   if (new_step) Rescan();
   TrimWaiting();
 }
 
-void StepAssembler::UpdateMinWaitingLaunch() {
+void StepAssembler::UpdateWaitingMins() {
   min_waiting_launch_ = kNoWaitingLaunch;
+  min_waiting_end_ = UINT64_MAX;
   for (const Event& e : pending_) {
     if (IsLaunch(e)) min_waiting_launch_ = std::min(min_waiting_launch_, e.corr);
+    min_waiting_end_ = std::min(min_waiting_end_, e.end());
   }
 }
 
@@ -156,7 +159,7 @@ void StepAssembler::TrimWaiting() {
   const size_t drop = pending_.size() - options_.max_waiting_events / 2;
   if (diag_) diag_->Add(Diag::events_without_step, drop);
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(drop));
-  UpdateMinWaitingLaunch();
+  UpdateWaitingMins();
 }
 
 void StepAssembler::AddStep(const Event& marker, int64_t step_num) {
@@ -359,37 +362,40 @@ void StepAssembler::Rescan() {
     waited_on_launch_ = false;
     bool placed_launch = false;
     uint32_t min_launch = kNoWaitingLaunch;  // of the launches still waiting.
+    uint64_t min_end = UINT64_MAX;
     for (const Event& e : pending_) {
       if (!Place(e)) {
         pending_[keep++] = e;
         if (IsLaunch(e)) min_launch = std::min(min_launch, e.corr);
+        min_end = std::min(min_end, e.end());
         continue;
       }
       placed_launch = placed_launch || IsLaunch(e);
     }
     pending_.resize(keep);
     min_waiting_launch_ = min_launch;
+    min_waiting_end_ = min_end;
     return waited_on_launch_ && placed_launch;
   };
   if (pass()) pass();
 }
 
 void StepAssembler::Advance(uint64_t watermark_ns) {
-  // Waiting too long with no marker: stepless.
-  if (watermark_ns > options_.max_step_ns) {
+  // Waiting too long with no marker: stepless. (Looked through only when
+  // the oldest waiting event is that old: a step's worth of events waits
+  // here for its marker, and each batch advances.)
+  if (watermark_ns > options_.max_step_ns && min_waiting_end_ < watermark_ns - options_.max_step_ns) {
     const uint64_t limit = watermark_ns - options_.max_step_ns;
     size_t keep = 0;
-    uint32_t min_launch = kNoWaitingLaunch;
     for (const Event& e : pending_) {
       if (e.end() < limit) {
         if (diag_) diag_->Add(Diag::events_without_step);
       } else {
         pending_[keep++] = e;
-        if (IsLaunch(e)) min_launch = std::min(min_launch, e.corr);
       }
     }
     pending_.resize(keep);
-    min_waiting_launch_ = min_launch;
+    UpdateWaitingMins();
   }
   size_t n = 0;
   for (size_t i = 0; i < open_.size(); ++i) {
@@ -411,6 +417,7 @@ void StepAssembler::Flush() {
   Rescan();
   if (diag_) diag_->Add(Diag::events_without_step, pending_.size());
   pending_.clear();
+  min_waiting_end_ = UINT64_MAX;
   min_waiting_launch_ = kNoWaitingLaunch;
   for (OpenStep& s : open_) s.rec.closed_by_timeout = true;
   Close(open_.size());

@@ -163,8 +163,8 @@ class StepAssembler {
   void TrimWaiting();
   // A runtime API call that may have device work (has a correlation id).
   static bool IsLaunch(const Event& e) { return e.kind == EventKind::kRuntimeApi && e.corr != 0; }
-  // Recomputes min_waiting_launch_ after the waiting list was trimmed.
-  void UpdateMinWaitingLaunch();
+  // Recomputes min_waiting_launch_ and min_waiting_end_ from the waiting list.
+  void UpdateWaitingMins();
   // The open step with this seq, or null (closed).
   OpenStep* StepBySeq(uint64_t seq);
   void Rescan();
@@ -189,6 +189,7 @@ class StepAssembler {
   // is unknown and whose id is not below it may belong to one and waits too.
   static constexpr uint32_t kNoWaitingLaunch = ~uint32_t{0};
   uint32_t min_waiting_launch_ = kNoWaitingLaunch;
+  uint64_t min_waiting_end_ = UINT64_MAX;  // the earliest end in pending_.
   // Sizes of the last closed step, to reserve a new step's span lists once.
   size_t host_spans_hint_ = 0;
   size_t device_spans_hint_ = 0;

@@ -88,8 +88,10 @@ void Pipeline::OnBatch(const Batch& b) {
   }
   analyses_.Consume(definitions, rest, b.late, b.watermark_ns, b.now_ns);
   if (trace_store_) {
+    const uint64_t t0 = HostNowNs();
     trace_store_->Append(b.definitions, b.events);
     trace_store_->Append({}, b.late);
+    analyses_.AddCost(Analysis::kTraceStore, HostNowNs() - t0);
   }
 
   EventChunk& c = *chunk_;
@@ -132,6 +134,7 @@ void Pipeline::Publish(uint64_t now_ns) {
   snap->watermark_ns = snap->views.watermark_ns;
   snap->published_ns = now_ns;
   snap->render_ns = HostNowNs() - render_start;
+  analyses_.AddCost(Analysis::kRender, snap->render_ns);
   std::vector<AlertEvent> alerts = analyses_.TakeAlertEvents();
   std::shared_ptr<const PipelineSnapshot> published = std::move(snap);
   {

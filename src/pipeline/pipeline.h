@@ -26,6 +26,7 @@
 #include "aggregators/analyses.h"
 #include "pipeline/metrics_input.h"
 #include "store/trace_store.h"
+#include "stream/clock.h"
 #include "stream/drain_loop.h"
 #include "stream/event.h"
 #include "stream/stream.h"
@@ -63,6 +64,7 @@ class Pipeline {
     AnalysesOptions analyses = [] {
       AnalysesOptions o;
       o.pytorch.max_events = size_t{1} << 18;
+      o.clock_ns = &HostNowNs;  // each analysis' cost, in /api/status.
       return o;
     }();
     DrainLoop::Options drain;

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "aggregators/analyses.h"
@@ -309,6 +310,53 @@ TEST_CASE("analyses: a worker's DataLoader workers are in its input tables, not 
     CHECK(pod["diagnostics"]["events_over_worker_cap"] == 0);
     CHECK(pod["diagnostics"]["workers_over_cap"] == 0);
   }
+}
+
+}  // namespace
+}  // namespace liveprof
+
+namespace liveprof {
+namespace {
+
+// A clock that moves 1 ms at each reading.
+uint64_t g_fake_now_ns = 0;
+uint64_t FakeClock() { return g_fake_now_ns += 1'000'000; }
+
+TEST_CASE("analyses: with a clock, the status shows each analysis' time on the pipeline thread") {
+  test::WorkloadShape shape;
+  shape.steps = 3;
+  const test::Workload w = test::MakeWorkload(shape);
+  Diagnostics diag;
+  {  // No clock (tests, analyze): nothing timed, no pipeline_cost.
+    Analyses a(AnalysesOptions{}, &diag);
+    Feed(a, w, 1000);
+    CHECK_FALSE(Parse(a.Render(RenderOptions{}).status).contains("pipeline_cost"));
+    CHECK(a.costs()[static_cast<size_t>(Analysis::kSteps)].batches == 0);
+  }
+  AnalysesOptions o;
+  o.clock_ns = &FakeClock;
+  Analyses a(o, &diag);
+  Feed(a, w, 1000);
+  const size_t batches = (w.events.size() + 999) / 1000;
+  a.AddCost(Analysis::kTraceStore, 25'000'000);  // the pipeline's own stages add theirs.
+  a.AddCost(Analysis::kTraceStore, 2'000'000);
+  const auto status = Parse(a.Render(RenderOptions{}).status);
+  REQUIRE(status.contains("pipeline_cost"));
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& c : status["pipeline_cost"]) by_name[c["name"].get<std::string>()] = c;
+  REQUIRE(by_name.size() == static_cast<size_t>(Analysis::kCount));
+  // Each timed call reads the clock twice: 1 ms each.
+  CHECK(by_name["kernel_stats"]["batches"] == batches);
+  CHECK(by_name["kernel_stats"]["total_ms"] == doctest::Approx(static_cast<double>(batches)));
+  CHECK(by_name["kernel_stats"]["max_batch_ms"] == doctest::Approx(1.0));
+  CHECK(by_name["kernel_stats"]["batches_over_10ms"] == 0);
+  // Its Consume, then the step closing, which the definitions-only batch runs too.
+  CHECK(by_name["steps"]["batches"] == 2 * batches + 1);
+  CHECK(by_name["trace_store"]["batches"] == 2);
+  CHECK(by_name["trace_store"]["total_ms"] == doctest::Approx(27.0));
+  CHECK(by_name["trace_store"]["max_batch_ms"] == doctest::Approx(25.0));
+  CHECK(by_name["trace_store"]["batches_over_10ms"] == 1);
+  CHECK(by_name["render"]["batches"] == 0);
 }
 
 }  // namespace

@@ -87,6 +87,32 @@ std::vector<StepRecord> Assemble(const Catalog& c, const std::vector<Event>& eve
 
 size_t B(Bucket b) { return static_cast<size_t>(b); }
 
+TEST_CASE("steps: events waiting longer than max_step_ns with no marker leave as stepless, oldest first") {
+  const Catalog c = MakeCatalog();
+  Diagnostics diag;
+  StepAssembler::Options o;
+  o.max_step_ns = 1000;
+  StepAssembler a(&c, &diag, o);
+  // Spans ending at 105, 205, ... 505; no marker.
+  std::vector<Event> v;
+  for (uint64_t i = 1; i <= 5; ++i) v.push_back(test::Span(100 * i, 5, 0, 1));
+  a.Consume(v);
+  a.Advance(1000);  // (the limit is 0: nothing is that old)
+  CHECK(a.pending_events() == 5);
+  a.Advance(1200);  // limit 200: the span ending at 105 goes.
+  CHECK(a.pending_events() == 4);
+  CHECK(diag.Get(Diag::events_without_step) == 1);
+  a.Advance(1204);  // limit 204: the next ends at 205, stays.
+  CHECK(a.pending_events() == 4);
+  a.Consume(std::vector<Event>{test::Span(50, 100, 0, 1)});  // a late one, ending at 150.
+  a.Advance(1300);  // limit 300: it and the one ending at 205 go.
+  CHECK(a.pending_events() == 3);
+  CHECK(diag.Get(Diag::events_without_step) == 3);
+  a.Advance(2000);  // limit 1000: all of them.
+  CHECK(a.pending_events() == 0);
+  CHECK(diag.Get(Diag::events_without_step) == 6);
+}
+
 TEST_CASE("steps: the waiting list is bounded, the oldest half leaves as stepless, counted") {
   const Catalog c = MakeCatalog();
   Diagnostics diag;
