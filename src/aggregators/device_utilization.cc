@@ -65,11 +65,7 @@ std::string DeviceUtilizationSnapshot::ToCsv() const {
 // Pieces.
 
 void DeviceUtilization::IntervalSet::Prune(uint64_t floor) {
-  while (head < v.size() && v[head].end <= floor) ++head;
-  if (head >= 64 && head * 2 >= v.size()) {
-    v.erase(v.begin(), v.begin() + static_cast<ptrdiff_t>(head));
-    head = 0;
-  }
+  while (!v.empty() && v.front().end <= floor) v.pop_front();
 }
 
 void DeviceUtilization::DevBucket::Combine(const DevBucket& o) {
@@ -219,15 +215,15 @@ bool DeviceUtilization::Insert(uint32_t slot, bool kernel_union, uint64_t b, uin
     if (b >= e) return true;
   }
   IntervalSet& set = kernel_union ? devices_[slot].kernels : devices_[slot].all;
-  std::vector<Interval>& v = set.v;
+  std::deque<Interval>& v = set.v;
   const size_t n = v.size();
-  if (set.head == n || v[n - 1].end < b) {  // disjoint from everything: the common case.
+  if (n == 0 || v[n - 1].end < b) {  // disjoint from everything: the common case.
     v.push_back({b, e});
     AddCoverage(slot, kernel_union, b, e);
     return behind;
   }
   Interval& tail = v[n - 1];
-  if (e >= tail.end && (n - 1 == set.head || v[n - 2].end < b)) {
+  if (e >= tail.end && (n == 1 || v[n - 2].end < b)) {
     // Overlaps or touches the tail interval only: the other common case.
     if (b < tail.begin) {
       AddCoverage(slot, kernel_union, b, tail.begin);
@@ -244,10 +240,10 @@ bool DeviceUtilization::Insert(uint32_t slot, bool kernel_union, uint64_t b, uin
   size_t j = n;
   if (e >= v[n - 1].end) {
     // In end order: the overlapped intervals are the tail.
-    while (i > set.head && v[i - 1].end >= b) --i;
+    while (i > 0 && v[i - 1].end >= b) --i;
   } else {
     // Late: anywhere.
-    const auto first = v.begin() + static_cast<ptrdiff_t>(set.head);
+    const auto first = v.begin();
     i = static_cast<size_t>(
         std::lower_bound(first, v.end(), b,
                          [](const Interval& x, uint64_t t) { return x.end < t; }) -

@@ -21,6 +21,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <string>
 #include <vector>
@@ -87,11 +88,12 @@ class DeviceUtilization {
     uint64_t begin;
     uint64_t end;
   };
-  // Disjoint, non-touching intervals sorted by begin (hence by end); the
-  // live ones are v[head..].
+  // Disjoint, non-touching intervals sorted by begin (hence by end). A
+  // deque: hundreds of thousands live at 1 M events/s (2 s of history), and
+  // a vector's doubling and its compaction after the oldest went held the
+  // pipeline thread up to 50 ms (bench/RESULTS.md, "Soak").
   struct IntervalSet {
-    std::vector<Interval> v;
-    size_t head = 0;
+    std::deque<Interval> v;
     void Prune(uint64_t floor);
   };
   struct DevBucket {

@@ -48,7 +48,12 @@ class NameClassifier {
       step_nums_.resize(n, 0);
     }
     NameClass& c = classes_[id];
-    if (c == NameClass::kUnknown) c = Classify(catalog_.Name(id), &step_nums_[id]);
+    if (c == NameClass::kUnknown) {
+      const std::string_view name = catalog_.Name(id);
+      // Not defined yet: classified, not remembered (it may be defined later).
+      if (name.empty()) return Classify(name, step_num);
+      c = Classify(name, &step_nums_[id]);
+    }
     *step_num = step_nums_[id];
     return c;
   }

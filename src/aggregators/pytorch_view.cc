@@ -514,7 +514,11 @@ PytorchOverview ComputePytorchOverview(std::span<const Event> events, const Cata
 PytorchView::PytorchView(const Catalog* catalog, Diagnostics* diagnostics, Options options)
     : catalog_(catalog), diagnostics_(diagnostics), options_(options) {
   if (options_.max_events == 0) options_.max_events = 1;
+  static const Catalog kNoNames;
+  names_ = std::make_unique<pytorch::NameClassifier>(catalog_ != nullptr ? *catalog_ : kNoNames);
 }
+
+PytorchView::~PytorchView() = default;
 
 void PytorchView::Consume(std::span<const Event> events) {
   for (const Event& e : events) {
@@ -548,8 +552,7 @@ void PytorchView::Compact() {
     for (const Event& e : events_) kept += (e.ts >= cut || e.end() > cut) ? 1 : 0;
     return kept;
   };
-  const Catalog empty;
-  NameClassifier names(catalog_ != nullptr ? *catalog_ : empty);
+  pytorch::NameClassifier& names = *names_;
   std::vector<uint64_t> step_starts;
   for (const Event& e : events_) {
     int64_t num = 0;

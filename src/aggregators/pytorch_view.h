@@ -43,6 +43,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -172,11 +173,16 @@ struct PytorchOverview {
 PytorchOverview ComputePytorchOverview(std::span<const Event> events, const Catalog& catalog,
                                        const PytorchViewOptions& options = {});
 
+namespace pytorch {
+class NameClassifier;
+}  // namespace pytorch
+
 class PytorchView {
  public:
   using Options = PytorchViewOptions;
 
   PytorchView(const Catalog* catalog, Diagnostics* diagnostics, Options options = {});
+  ~PytorchView();
 
   // Buffers the kinds the overview uses; counts Diag::bad_duration for
   // absurd spans (skipped). When the buffer exceeds max_events it is cut at
@@ -200,6 +206,9 @@ class PytorchView {
   void Compact();
 
   const Catalog* catalog_;
+  // The step names' classes, kept from one compaction to the next (a
+  // compaction classified every name of the buffer afresh).
+  std::unique_ptr<pytorch::NameClassifier> names_;
   Diagnostics* diagnostics_;
   Options options_;
   std::vector<Event> events_;
