@@ -16,7 +16,6 @@
 #include <csignal>
 #include <chrono>
 #include <map>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -567,9 +566,7 @@ TEST_CASE("ingest sender: a child forked after the connect sends its own events,
   IngestServer server(server_stream, UnixServer(path));
   std::string error;
   REQUIRE_MESSAGE(server.Start(&error), error);
-  // The pipeline (whose handling the acks wait for) starts after the fork:
-  // a fork while its thread holds a lock (ASan's allocator's) hung the child.
-  std::optional<ingest_test::TestPipeline> pipeline;
+  ingest_test::TestPipeline pipeline(server_stream);
   SenderOptions so;
   so.address = "unix:" + path;
   so.program = "fork-test";
@@ -604,7 +601,6 @@ TEST_CASE("ingest sender: a child forked after the connect sends its own events,
     if (code == 0 && GlobalSenderStatus().batches_acked == 0) code = 12;
     ::_exit(code);
   }
-  pipeline.emplace(server_stream);
   CHECK(WaitChild(child) == 0);
   CHECK(GlobalSenderStatus().running);  // the parent's goes on.
   std::vector<Event> got;
@@ -620,11 +616,11 @@ TEST_CASE("ingest sender: a child forked after the connect sends its own events,
   };
   uint32_t parent_process = 0, child_process = 0;
   REQUIRE(WaitFor([&] {
-    Drain(*pipeline, &got);
+    Drain(pipeline, &got);
     return count("fork-test before the fork", &parent_process) == 50 && count("fork-test in the child", &child_process) == 3;
   }));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // (anything sent twice would be in by now)
-  Drain(*pipeline, &got);
+  Drain(pipeline, &got);
   CHECK(count("fork-test before the fork", &parent_process) == 50);
   CHECK(count("fork-test in the child", &child_process) == 3);
   CHECK(parent_process != child_process);
