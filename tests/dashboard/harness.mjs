@@ -176,3 +176,21 @@ export function assertShown(assert, text, expected, what) {
   assert.ok(Math.abs(value - expected) <= tolerance,
     `${what}: the page shows ${text} (${value}), /api says ${expected}`);
 }
+
+// Until the element's number equals what `expected()` (re-read each try, an
+// /api call) says, at the precision shown: a page draws each publication a
+// moment after /api has it, and a header figure comes with the status
+// topic, not the page's. After `seconds`, fails with the last difference.
+export async function assertShownSoon(assert, page, selector, expected, what, seconds = 15) {
+  for (let i = 0; ; i++) {
+    const want = await expected();
+    const text = await page.locator(selector).first().innerText();
+    try {
+      assertShown(assert, text, want, what);
+      return;
+    } catch (e) {
+      if (i >= seconds * 10) throw e;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
