@@ -59,17 +59,35 @@ void AnnotationStats::AddLaunch(const Event& e) {
   } else {
     Remember(e.corr);
   }
-  if (e.track >= pending_.size()) pending_.resize(std::max<size_t>(e.track + 1, 2 * pending_.size()));
-  std::deque<Pending>& p = pending_[e.track];
-  if (p.empty() || p.back().ts <= e.ts) [[likely]] {
-    p.push_back({e.ts, e.corr});
-  } else {  // late: kept in time order.
-    const auto at = std::upper_bound(p.begin(), p.end(), e.ts, [](uint64_t ts, const Pending& x) { return ts < x.ts; });
-    p.insert(at, {e.ts, e.corr});
+  if (e.track >= threads_.size()) threads_.resize(std::max<size_t>(e.track + 1, 2 * threads_.size()));
+  Thread& t = threads_[e.track];
+  if (t.waiting.empty() || t.waiting.back().ts <= e.ts) [[likely]] {
+    t.waiting.push_back({e.ts, e.corr});
+    // A thread whose launches no annotation claims (autograd's) keeps its
+    // most recent ones only.
+    if (t.waiting.size() > options_.max_pending_per_thread) t.waiting.pop_front();
+    return;
   }
-  // A thread whose launches no annotation claims (autograd's) keeps its
-  // most recent ones only.
-  if (p.size() > options_.max_pending_per_thread) p.pop_front();
+  if (t.out_of_order.empty()) out_of_order_.push_back(e.track);
+  t.out_of_order.push_back({e.ts, e.corr});
+}
+
+// What inserting each set-aside launch in time order would give, in one
+// pass: ties after the launches already there, in arrival order (a stable
+// sort and merge), then the oldest past the cap let go.
+void AnnotationStats::Merge(Thread& t) {
+  if (t.out_of_order.empty()) return;
+  auto by_ts = [](const Pending& a, const Pending& b) { return a.ts < b.ts; };
+  std::stable_sort(t.out_of_order.begin(), t.out_of_order.end(), by_ts);
+  std::deque<Pending>& w = t.waiting;
+  // Only the tail from the first set-aside launch's place moves.
+  const auto from = std::upper_bound(w.begin(), w.end(), t.out_of_order.front(), by_ts);
+  const ptrdiff_t start = from - w.begin();
+  const ptrdiff_t middle = static_cast<ptrdiff_t>(w.size());
+  w.insert(w.end(), t.out_of_order.begin(), t.out_of_order.end());
+  std::inplace_merge(w.begin() + start, w.begin() + middle, w.end(), by_ts);
+  t.out_of_order.clear();
+  while (w.size() > options_.max_pending_per_thread) w.pop_front();
 }
 
 void AnnotationStats::AddKernel(const Event& e) {
@@ -99,10 +117,11 @@ void AnnotationStats::AddAnnotation(const Event& e) {
   r.host_ns += e.dur;
   // A late annotation (after the reorder window) claims nothing: what it
   // held may have gone to its parent already.
-  if (e.track >= pending_.size() || (e.flags & kFlagLate) != 0) return;
+  if (e.track >= threads_.size() || (e.flags & kFlagLate) != 0) return;
   // Claim the launches of this thread that began inside it (see the header;
   // [b, e) bounds it too, should a later launch have come first).
-  std::deque<Pending>& p = pending_[e.track];
+  Merge(threads_[e.track]);
+  std::deque<Pending>& p = threads_[e.track].waiting;
   auto by_ts = [](const Pending& x, uint64_t ts) { return x.ts < ts; };
   const auto first = std::lower_bound(p.begin(), p.end(), e.ts, by_ts);
   const auto last = std::lower_bound(first, p.end(), e.ts + e.dur, by_ts);
@@ -139,6 +158,8 @@ void AnnotationStats::Consume(std::span<const Event> events) {
         break;
     }
   }
+  for (const TrackId track : out_of_order_) Merge(threads_[track]);
+  out_of_order_.clear();
 }
 
 AnnotationStatsSnapshot AnnotationStats::Snapshot() const {

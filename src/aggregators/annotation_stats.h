@@ -86,18 +86,29 @@ class AnnotationStats {
     uint64_t ts;
     uint32_t corr;
   };
+  // A thread's launches no annotation has claimed yet. One arriving out of
+  // time order (late, after the reorder window) is set aside and merged in
+  // before the thread's next annotation or at the batch's end: inserted
+  // one by one, a batch of 20 k late launches into a full list moved ~32 k
+  // entries each and held the pipeline thread 130-190 ms (bench/RESULTS.md).
+  struct Thread {
+    std::deque<Pending> waiting;  // by ts.
+    std::vector<Pending> out_of_order;  // in arrival order.
+  };
   uint32_t RowOf(NameId name);
   void AddAnnotation(const Event& e);
   void AddLaunch(const Event& e);
   void AddKernel(const Event& e);
   void Remember(uint32_t corr);
+  void Merge(Thread& t);
 
   const Catalog* catalog_;
   Options options_;
   std::vector<uint32_t> row_of_name_;  // by NameId: a row, kNoRow, or kNotYet.
   std::vector<AnnotationRow> rows_;
   std::unordered_map<std::string, uint32_t> index_;  // name -> row.
-  std::vector<std::deque<Pending>> pending_;  // by TrackId: launches not claimed yet, by ts.
+  std::vector<Thread> threads_;  // by TrackId.
+  std::vector<TrackId> out_of_order_;  // threads with launches set aside in this batch.
   std::unordered_map<uint32_t, Launch> launches_;  // by correlation id.
   std::deque<uint32_t> launch_order_;  // correlation ids, oldest first (for forgetting).
   uint64_t attributed_ = 0;    // kernels in a row.

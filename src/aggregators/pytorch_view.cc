@@ -521,6 +521,12 @@ PytorchView::PytorchView(const Catalog* catalog, Diagnostics* diagnostics, Optio
 PytorchView::~PytorchView() = default;
 
 void PytorchView::Consume(std::span<const Event> events) {
+  // The buffer's whole room at once (address space; pages come as they are
+  // written), and a full buffer is cut before it would grow: grown by
+  // doubling, each copy moved the buffer into fresh pages (a page fault
+  // costs ~10 us on a VM) and held the pipeline thread 50-100 ms in a run's
+  // first seconds (bench/RESULTS.md, "Soak").
+  if (events_.capacity() == 0 && !events.empty()) events_.reserve(options_.max_events + options_.max_events / 4);
   for (const Event& e : events) {
     if (!IsSpanKind(e.kind)) continue;  // the plugin reads complete events only.
     if (IsBadSpan(e)) {
@@ -532,6 +538,7 @@ void PytorchView::Consume(std::span<const Event> events) {
       ++dropped_events_;  // a late arrival from before the last cut.
       continue;
     }
+    if (events_.size() == events_.capacity() && events_.size() > options_.max_events) Compact();
     events_.push_back(e);
   }
   if (events_.size() > options_.max_events) Compact();

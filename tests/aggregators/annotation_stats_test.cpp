@@ -203,5 +203,54 @@ TEST_CASE("annotations: random nested streams equal a brute-force innermost-anno
   }
 }
 
+// Launches out of time order (late ones) are set aside and merged once per
+// batch or before their thread's next annotation: whatever the batching,
+// the result is that of inserting each in time order as it came (batches of
+// one event), the per-thread cap included.
+TEST_CASE("annotations: late launches give the same rows in any batching, the cap included") {
+  const Catalog catalog = MakeCatalog();
+  for (uint32_t seed = 1; seed <= 30; ++seed) {
+    CAPTURE(seed);
+    std::mt19937 rng(seed);
+    std::vector<Event> stream;
+    uint32_t corr = 0;
+    for (TrackId t = 1; t <= 2; ++t) {
+      for (uint64_t b = 0; b < 20'000; b += 1000) {
+        std::vector<Event> inside;
+        for (int k = 0; k < 12; ++k) {
+          const uint64_t lt = b + 10 + 2 * (rng() % 480);
+          inside.push_back(test::Launch(lt, 1, ++corr, kApi, t));
+          inside.push_back(test::Kernel(lt + 5, 1 + rng() % 50, kGemm, corr));
+        }
+        std::sort(inside.begin(), inside.end(), CompletionOrderLess);
+        stream.insert(stream.end(), inside.begin(), inside.end());
+        stream.push_back(test::Span(b, 600 + 2 * (rng() % 100), kForward + rng() % 2, t));
+      }
+    }
+    // A quarter of the launches arrive late: moved up to 60 events on.
+    for (size_t i = 0; i + 1 < stream.size(); ++i) {
+      if (stream[i].kind != EventKind::kRuntimeApi || rng() % 4 != 0) continue;
+      const size_t to = std::min(stream.size() - 1, i + 1 + rng() % 60);
+      std::rotate(stream.begin() + static_cast<ptrdiff_t>(i), stream.begin() + static_cast<ptrdiff_t>(i) + 1,
+                  stream.begin() + static_cast<ptrdiff_t>(to) + 1);
+    }
+    AnnotationStats::Options o;
+    o.max_pending_per_thread = 8 + rng() % 8;
+    auto run = [&](size_t batch) {
+      AnnotationStats stats(&catalog, o);
+      for (size_t i = 0; i < stream.size(); i += batch) {
+        stats.Consume(std::span<const Event>(stream).subspan(i, std::min(batch, stream.size() - i)));
+      }
+      JsonWriter w;
+      stats.Snapshot().WriteJson(w);
+      return w.str();
+    };
+    const std::string one_by_one = run(1);
+    CHECK(nlohmann::json::parse(one_by_one)["kernels_attributed"].get<uint64_t>() > 0);
+    CHECK(run(7) == one_by_one);
+    CHECK(run(stream.size()) == one_by_one);
+  }
+}
+
 }  // namespace
 }  // namespace liveprof

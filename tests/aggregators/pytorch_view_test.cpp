@@ -1004,6 +1004,21 @@ TEST_CASE("pytorch view: a bounded buffer drops the oldest steps whole") {
   PytorchOverview batch = ComputePytorchOverview(want, catalog);
   batch.dropped_events = o.dropped_events;
   CHECK(Json(o) == Json(batch));
+
+  // Batches larger than the buffer's spare room: it is cut before it would
+  // grow (no reallocation: in a live run each moved the whole buffer into
+  // fresh pages), and holds the same invariant.
+  PytorchView big(&catalog, nullptr, options);
+  const Event* first_buffer = nullptr;
+  for (size_t i = 0; i < events.size(); i += 25) {
+    big.Consume(std::span<const Event>(events).subspan(i, std::min<size_t>(25, events.size() - i)));
+    if (first_buffer == nullptr) first_buffer = big.buffered().data();
+    CHECK(big.buffered().data() == first_buffer);
+    CHECK(big.buffered().size() <= options.max_events);
+  }
+  for (const Event& e : big.buffered()) CHECK((e.ts >= big.cut_ns() || e.end() > big.cut_ns()));
+  CHECK(big.dropped_events() + big.buffered().size() == events.size());
+  CHECK(big.cut_ns() % us(100) == 0);
 }
 
 }  // namespace liveprof
