@@ -43,9 +43,18 @@ bool SimulatedWorkload::AddLane(uint32_t process, const std::string& label,
   // Paced, the host side writes each event as it ends and the device side
   // says how far each batch got, so the pipeline need not wait a whole
   // reorder window; unpaced times are not wall-clock times: nothing is said.
-  lane->host_ring = stream_.AddRing({ring_prefix + "host", TimeDomain::kHostNs, 0, lane->model.main_track,
+  // Each ring holds a quarter second of the whole rate (the stream's
+  // default at the model's own rate): one simulated thread at 1 M events/s
+  // would fill a default ring (65,536 events) in 65 ms, less than a 2-core
+  // machine can leave the pipeline thread waiting for a core (the soak's
+  // drops in bursts: bench/RESULTS.md, "Soak"). A real thread's ring is the
+  // stream's default, or LIVEPROF_RING_CAPACITY.
+  const size_t capacity = std::max(stream_.options().ring_capacity,
+                                   static_cast<size_t>(options_.events_per_second / 4));
+  lane->host_ring = stream_.AddRing({ring_prefix + "host", TimeDomain::kHostNs, capacity, lane->model.main_track,
                                      options_.paced ? RingProgress::kWritesAtEnd : RingProgress::kUnknown});
-  lane->device_ring = stream_.AddRing({ring_prefix + "gpu", TimeDomain::kHostNs, 0, lane->model.stream_tracks[0],
+  lane->device_ring = stream_.AddRing({ring_prefix + "gpu", TimeDomain::kHostNs, capacity,
+                                       lane->model.stream_tracks[0],
                                        options_.paced ? RingProgress::kDeclared : RingProgress::kUnknown});
   const bool ok = lane->host_ring != nullptr && lane->device_ring != nullptr;
   lanes_.push_back(std::move(lane));

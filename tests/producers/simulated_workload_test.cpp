@@ -289,4 +289,26 @@ TEST_CASE("simulated workload: --workers runs each rank as its own process, the 
 }
 
 }  // namespace
+// Its rings hold a quarter second of the rate asked (one simulated thread
+// at 1 M events/s fills the stream's default ring in 65 ms), the default at
+// the model's own rate.
+TEST_CASE("simulated workload: its rings hold a quarter second of the rate asked") {
+  for (const double rate : {0.0, 1e6}) {
+    CAPTURE(rate);
+    Stream stream;
+    SimulatedWorkloadOptions o;
+    o.steps = 1;
+    o.paced = false;
+    o.events_per_second = rate;
+    SimulatedWorkload w(stream, o);
+    w.Start();
+    w.Wait();
+    const std::vector<Stream::RingStats> rings = stream.Stats();
+    REQUIRE(rings.size() == 2);
+    for (const Stream::RingStats& r : rings) {
+      CHECK(r.capacity == (rate == 0 ? stream.options().ring_capacity : size_t{1} << 18));  // 250,000 up to a power of two.
+    }
+  }
+}
+
 }  // namespace liveprof
