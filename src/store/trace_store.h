@@ -83,7 +83,6 @@
 
 #include <atomic>
 
-#include "store/chunk_arena.h"
 #include "store/derived_rows.h"
 #include "store/trace_chunk.h"
 #include "stream/event.h"
@@ -310,8 +309,6 @@ class TraceStore {
   Options options_;
   mutable std::shared_mutex mu_;
   mutable std::atomic<uint32_t> writers_waiting_{0};  // Appends waiting for mu_.
-  // The sealed chunks' memory (before the tracks: it outlives their chunks).
-  ChunkArena arena_;
   std::deque<TrackId> resident_;  // the track of each sealed chunk in RAM, in sealing order.
   uint64_t resident_bytes_ = 0;   // their columns.
   std::unique_ptr<SegmentLog> log_;  // the run folder, if any.

@@ -118,7 +118,7 @@ void TraceStore::WriteDefinitions() {
 }
 
 void TraceStore::Seal(TrackStore& t, TrackId id) {
-  Chunk& c = t.Seal(arena_);
+  Chunk& c = t.Seal();
   const uint64_t j = t.end() - 1;
   t.AddToMipmap(j, ViewOf(c.data.get(), c.ends, c.count, c.uniform, c.counters), &scratch_events_);
   resident_bytes_ += c.DataBytes();
@@ -381,7 +381,7 @@ bool TraceStore::Open(std::string* error) {
                             " holds more bytes than 64 events take");
       continue;
     }
-    c.data = arena_.Allocate(std::max<size_t>(bytes, 1));
+    c.data.reset(new char[std::max<size_t>(bytes, 1)]);
     for (int col = 0; col < kChunkColumns; ++col) {
       std::memcpy(c.data.get() + (col == 0 ? 0 : c.ends[col - 1]), tail.cols[col].data(), tail.cols[col].size());
     }

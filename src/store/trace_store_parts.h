@@ -65,7 +65,7 @@ struct TraceStore::Node {
 // in RAM, or only on disk at `disk` once the memory budget let it go, or
 // both.
 struct TraceStore::Chunk {
-  ChunkArena::Buffer data;  // the sealed columns; null while open or only on disk.
+  std::unique_ptr<char[]> data;  // the sealed columns; null while open or only on disk.
   ColumnEnds ends{};
   uint16_t count = 0;
   uint8_t uniform = 0;     // its columns that hold one entry for all (trace_chunk.h).
@@ -73,8 +73,8 @@ struct TraceStore::Chunk {
   uint64_t name_bits = 0;  // one bit per name id mod 64: Search skips chunks.
   uint64_t disk = SegmentLog::kNowhere;
 
-  // What its columns take in RAM: the buffer as the arena rounds it.
-  uint64_t DataBytes() const { return data ? ChunkArena::Rounded(std::max<size_t>(ends.back(), 1)) : 0; }
+  // What its columns take in RAM: the buffer as malloc rounds it.
+  uint64_t DataBytes() const { return data ? (uint64_t{ends.back()} + 8 + 15) & ~uint64_t{15} : 0; }
 };
 
 // One level of a track's index: nodes by absolute position j (node j of
@@ -135,11 +135,11 @@ struct TraceStore::TrackStore {
   }
 
   // The open chunk into one buffer.
-  Chunk& Seal(ChunkArena& arena) {
+  Chunk& Seal() {
     Chunk& c = chunks.back();
     c.uniform = open.Uniform();
     c.counters = open.counters();
-    c.data = arena.Allocate(std::max<size_t>(open.SealedBytes(c.uniform), 1));
+    c.data.reset(new char[std::max<size_t>(open.SealedBytes(c.uniform), 1)]);
     c.ends = open.SealInto(c.data.get(), c.uniform);
     open.Clear();
     logged = 0;
