@@ -48,9 +48,11 @@ bool SimulatedWorkload::AddLane(uint32_t process, const std::string& label,
   // would fill a default ring (65,536 events) in 65 ms, less than a 2-core
   // machine can leave the pipeline thread waiting for a core (the soak's
   // drops in bursts: bench/RESULTS.md, "Soak"). A real thread's ring is the
-  // stream's default, or LIVEPROF_RING_CAPACITY.
-  const size_t capacity = std::max(stream_.options().ring_capacity,
-                                   static_cast<size_t>(options_.events_per_second / 4));
+  // stream's default, or LIVEPROF_RING_CAPACITY. At most 262,144 events
+  // (12 MiB) a ring: each of --workers' ranks has two, each at the rate.
+  const size_t capacity =
+      std::max(stream_.options().ring_capacity,
+               std::min(static_cast<size_t>(options_.events_per_second / 4), size_t{1} << 18));
   lane->host_ring = stream_.AddRing({ring_prefix + "host", TimeDomain::kHostNs, capacity, lane->model.main_track,
                                      options_.paced ? RingProgress::kWritesAtEnd : RingProgress::kUnknown});
   lane->device_ring = stream_.AddRing({ring_prefix + "gpu", TimeDomain::kHostNs, capacity,

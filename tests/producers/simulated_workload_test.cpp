@@ -291,9 +291,9 @@ TEST_CASE("simulated workload: --workers runs each rank as its own process, the 
 }  // namespace
 // Its rings hold a quarter second of the rate asked (one simulated thread
 // at 1 M events/s fills the stream's default ring in 65 ms), the default at
-// the model's own rate.
+// the model's own rate, at most 262,144 events.
 TEST_CASE("simulated workload: its rings hold a quarter second of the rate asked") {
-  for (const double rate : {0.0, 1e6}) {
+  for (const double rate : {0.0, 1e6, 5e6}) {
     CAPTURE(rate);
     Stream stream;
     SimulatedWorkloadOptions o;
@@ -306,7 +306,8 @@ TEST_CASE("simulated workload: its rings hold a quarter second of the rate asked
     const std::vector<Stream::RingStats> rings = stream.Stats();
     REQUIRE(rings.size() == 2);
     for (const Stream::RingStats& r : rings) {
-      CHECK(r.capacity == (rate == 0 ? stream.options().ring_capacity : size_t{1} << 18));  // 250,000 up to a power of two.
+      // 250,000 up to a power of two; 1,250,000 capped.
+      CHECK(r.capacity == (rate == 0 ? stream.options().ring_capacity : size_t{1} << 18));
     }
   }
 }
