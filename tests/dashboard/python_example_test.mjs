@@ -11,7 +11,7 @@ import {existsSync, mkdtempSync, rmSync} from 'node:fs';
 import {tmpdir} from 'node:os';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
-import {LIVEPROF, api, assertShown, launchBrowser, openPage, screenshot, startServer, stopServer} from './harness.mjs';
+import {LIVEPROF, api, assertShown, assertShownSoon, launchBrowser, openPage, screenshot, startServer, stopServer} from './harness.mjs';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const PYTHONPATH = path.join(path.dirname(LIVEPROF), '..', 'python');
@@ -86,16 +86,8 @@ describe('the dashboard on Python jobs', {skip: SKIP}, () => {
       (await page.locator('.page[data-page=overview] [data-field=step_time_ms_avg] .stat-value').innerText()) !== '—', 10);
     // The last steps may still be on their way: the page and /api agree
     // once both have the newest publication.
-    await until('the overview shows /api\'s average step', async () => {
-      const shown = await page.locator('.page[data-page=overview] [data-field=step_time_ms_avg] .stat-value').innerText();
-      const want = (await api(base, '/api/overview')).summary.step_time_ms_avg;
-      try {
-        assertShown(assert, shown, want, 'average step');
-        return true;
-      } catch {
-        return false;
-      }
-    }, 10);
+    await assertShownSoon(assert, page, '.page[data-page=overview] [data-field=step_time_ms_avg] .stat-value',
+      async () => (await api(base, '/api/overview')).summary.step_time_ms_avg, 'average step', 10);
     assert.equal(await page.locator('.page[data-page=overview] [data-field=device_core_count]').count(), 0, 'a CPU job has no device cores');
     // Finished, not live (the stall clock's stop is analyses_test's: it takes 60 s).
     await until('the badge says finished', async () => (await page.locator('#conn').innerText()) === 'job finished', 10);
