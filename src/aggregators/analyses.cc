@@ -510,6 +510,11 @@ void Analyses::WriteStatus(JsonWriter& w, const RunEnvironment& env) const {
       w.EndObject();
     }
     w.EndArray();
+    w.Key("pipeline_backlog");
+    w.BeginObject();
+    w.KV("events", backlog_);
+    w.KV("max_events", max_backlog_);
+    w.EndObject();
   }
   w.Key("run_environment");
   WriteRunEnvironment(w, env);

@@ -174,6 +174,12 @@ class Analyses {
   void Flush(uint64_t now_ns);
   // The stream's totals, for the status view and the drop alerts. Pipeline thread.
   void SetStreamTotals(uint64_t published, uint64_t dropped);
+  // Events the drain thread has queued for the pipeline thread now, and the
+  // most it has queued (status "pipeline_backlog"). Pipeline thread.
+  void SetPipelineBacklog(uint64_t queued, uint64_t max_queued) {
+    backlog_ = queued;
+    max_backlog_ = max_queued;
+  }
   // Each producer ring's totals at host time `now_ns`, for the status view's
   // sources and their rates (rings sharing a name are summed). Pipeline thread.
   void SetSources(std::vector<SourceTotals> sources, uint64_t now_ns);
@@ -258,6 +264,7 @@ class Analyses {
   uint64_t finished_ns_ = 0;  // now_ns_ when kFinished was first set; 0 otherwise.
   int64_t last_step_num_ = -1;
   uint64_t published_ = 0, dropped_ = 0;
+  uint64_t backlog_ = 0, max_backlog_ = 0;
   // (now, dropped, late) samples for the "during the window" metrics.
   struct CounterSample {
     uint64_t now_ns, dropped, late;

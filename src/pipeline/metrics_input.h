@@ -61,6 +61,8 @@ struct MetricsInput {
   uint64_t late_events = 0;
   uint64_t events_published = 0;  // the stream's totals, removed rings included.
   uint64_t events_dropped = 0;
+  // Events drained, queued for the pipeline thread (DrainLoop::handoff_queued).
+  uint64_t pipeline_backlog_events = 0;
   std::vector<MetricsSource> sources;
   std::vector<MetricsAlert> alerts;  // in rule order.
   // Not from the analyses: filled on the web thread for each /metrics request

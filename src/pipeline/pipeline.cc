@@ -69,6 +69,7 @@ std::vector<AlertEvent> Pipeline::TakeAlertEvents() {
 
 void Pipeline::OnBatch(const Batch& b) {
   analyses_.SetStreamTotals(stream_.TotalPublished(), stream_.TotalDropped());
+  analyses_.SetPipelineBacklog(drain_.handoff_queued(), drain_.handoff_max_queued());
   // A batch is normally a millisecond of events. After a stall it can be
   // millions: take it in slices, each with the watermark it proves (events
   // come by end, so a slice's last end less 1 ns), so that steps close and
@@ -131,6 +132,7 @@ void Pipeline::Publish(uint64_t now_ns) {
   ro.advance_seq = true;
   snap->views = analyses_.Render(ro);
   snap->metrics = CollectMetrics(analyses_, stream_);
+  snap->metrics.pipeline_backlog_events = drain_.handoff_queued();
   snap->watermark_ns = snap->views.watermark_ns;
   snap->published_ns = now_ns;
   snap->render_ns = HostNowNs() - render_start;

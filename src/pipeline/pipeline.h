@@ -1,5 +1,7 @@
-// Pipeline: the one pipeline thread, whole. It runs the DrainLoop over a
-// Stream, feeds every batch to the Analyses, and publishes for other threads:
+// Pipeline: the pipeline, whole. It runs the DrainLoop over a Stream (a
+// drain thread that empties the rings and restores their order), feeds every
+// batch to the Analyses on the pipeline thread, and publishes for other
+// threads:
 //
 //   - a PipelineSnapshot (every view rendered as JSON, the /metrics values,
 //     the watermark) every `publish_period`, as an immutable shared_ptr;
@@ -67,7 +69,15 @@ class Pipeline {
       o.clock_ns = &HostNowNs;  // each analysis' cost, in /api/status.
       return o;
     }();
-    DrainLoop::Options drain;
+    // The analyses run on a thread of their own, fed by the drain thread
+    // through a queue of up to 2 Mi events (96 MiB, about two seconds at
+    // 1 M events/s): a pipeline that stalls that long (no core free, a slow
+    // batch) catches up instead of the rings dropping.
+    DrainLoop::Options drain = [] {
+      DrainLoop::Options o;
+      o.handoff_events = size_t{1} << 21;
+      return o;
+    }();
     std::chrono::milliseconds publish_period{100};
     RenderOptions render;  // what each publication renders.
     size_t max_chunk_events = size_t{1} << 21;  // 2 Mi a period: 21 M events/s at 10 Hz.

@@ -1,5 +1,6 @@
 #include "stream/drain_loop.h"
 
+#include <pthread.h>
 #include <sys/prctl.h>
 
 #include <algorithm>
@@ -31,36 +32,82 @@ DrainLoop::~DrainLoop() { Stop(); }
 
 void DrainLoop::Start() {
   stop_.store(false, std::memory_order_relaxed);
+  if (options_.handoff_events > 0) {
+    handing_off_ = true;  // before either thread starts: both read it.
+    drain_done_ = false;
+    consumer_thread_ = std::thread([this] { RunConsumer(); });
+  }
   thread_ = std::thread([this] { Run(); });
 }
 
 void DrainLoop::Stop() {
   if (!thread_.joinable()) return;
   stop_.store(true, std::memory_order_relaxed);
-  thread_.join();
+  thread_.join();  // its last batch is queued (handoff) or consumed.
+  if (consumer_thread_.joinable()) consumer_thread_.join();
+  handing_off_ = false;
 }
 
 void DrainLoop::Run() {
+  pthread_setname_np(pthread_self(), "liveprof drain");
   // Sleep as long as asked, not the default 50 us of timer slack more: the
   // rings are sized for the sleep we ask for.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   while (!stop_.load(std::memory_order_relaxed)) {
+    // A full handoff queue: the events stay in the rings (which push back or
+    // drop) until the consumer has taken some.
+    if (handing_off_ && handoff_queued_.load(std::memory_order_relaxed) >= options_.handoff_events) {
+      std::this_thread::sleep_for(options_.idle_sleep);
+      continue;
+    }
     bool busy = false;
     const uint64_t now = Now();
     DrainRings(now, &busy);
-    Deliver(now);
-    PublishHandled(reorder_.watermark());
+    if (!Deliver(now)) PublishIdle(reorder_.watermark());
     // A backlog left in the reorder buffer: drain the rings and go on at once.
     if (!busy && !reorder_.has_backlog()) std::this_thread::sleep_for(options_.idle_sleep);
   }
   Flush();
+  if (handing_off_) {
+    {
+      std::lock_guard<std::mutex> lock(handoff_mu_);
+      drain_done_ = true;
+    }
+    handoff_cv_.notify_all();
+  }
+}
+
+void DrainLoop::RunConsumer() {
+  pthread_setname_np(pthread_self(), "liveprof pipe");
+  for (;;) {
+    std::unique_ptr<Handoff> h;
+    {
+      std::unique_lock<std::mutex> lock(handoff_mu_);
+      handoff_cv_.wait(lock, [this] { return !handoff_.empty() || drain_done_; });
+      if (handoff_.empty()) return;  // the drain thread is done, and so are we.
+      h = std::move(handoff_.front());
+      handoff_.pop_front();
+      handoff_queued_.fetch_sub(h->size(), std::memory_order_relaxed);
+    }
+    consumer_(Batch{h->definitions, h->events, h->late, h->watermark_ns, h->now_ns});
+    for (const auto& [ring, drained] : h->drained) {
+      ring->handled_ns.store(h->through, std::memory_order_release);
+      ring->handled_events.store(drained, std::memory_order_release);
+    }
+    h->drained.clear();  // the rings' references: a closed ring may go.
+    std::lock_guard<std::mutex> lock(handoff_mu_);
+    --handoff_in_flight_;
+    // Kept for reuse unless it grew past a normal round's size (after a
+    // stall): the backlog's memory is given back once it is digested.
+    constexpr size_t kKeepCapacity = size_t{1} << 16;
+    if (handoff_free_.size() < 32 && h->events.capacity() <= kKeepCapacity) handoff_free_.push_back(std::move(h));
+  }
 }
 
 size_t DrainLoop::RunOnce(uint64_t now_ns) {
   bool busy = false;
   const size_t n = DrainRings(now_ns, &busy);
-  Deliver(now_ns);
-  PublishHandled(reorder_.watermark());
+  if (!Deliver(now_ns)) PublishIdle(reorder_.watermark());
   return n;
 }
 
@@ -70,10 +117,58 @@ void DrainLoop::Flush() {
   definitions_.clear();
   EmitDefinitions();
   const ReorderBuffer::Released r = reorder_.Flush();
+  // Everything drained goes out.
   if (!definitions_.empty() || !r.events.empty() || !r.late.empty()) {
-    consumer_(Batch{definitions_, r.events, r.late, reorder_.watermark(), Now()});
+    Emit(Batch{definitions_, r.events, r.late, reorder_.watermark(), Now()}, UINT64_MAX);
+  } else {
+    PublishIdle(UINT64_MAX);
   }
-  PublishHandled(UINT64_MAX);  // everything drained went out.
+}
+
+void DrainLoop::Emit(const Batch& b, uint64_t through) {
+  if (!handing_off_) {
+    consumer_(b);
+    PublishHandled(through);
+    return;
+  }
+  std::unique_ptr<Handoff> h;
+  {
+    std::lock_guard<std::mutex> lock(handoff_mu_);
+    if (!handoff_free_.empty()) {
+      h = std::move(handoff_free_.back());
+      handoff_free_.pop_back();
+    }
+  }
+  if (!h) h = std::make_unique<Handoff>();
+  h->definitions.assign(b.definitions.begin(), b.definitions.end());
+  h->events.assign(b.events.begin(), b.events.end());
+  h->late.assign(b.late.begin(), b.late.end());
+  h->watermark_ns = b.watermark_ns;
+  h->now_ns = b.now_ns;
+  h->through = through;
+  for (const std::shared_ptr<Ring>& ring : rings_) h->drained.emplace_back(ring, ring->queue->drained());
+  const size_t size = h->size();
+  {
+    std::lock_guard<std::mutex> lock(handoff_mu_);
+    handoff_.push_back(std::move(h));
+    ++handoff_in_flight_;
+    const uint64_t queued = handoff_queued_.fetch_add(size, std::memory_order_relaxed) + size;
+    if (queued > handoff_max_queued_.load(std::memory_order_relaxed)) {
+      handoff_max_queued_.store(queued, std::memory_order_relaxed);
+    }
+  }
+  handoff_cv_.notify_one();
+}
+
+void DrainLoop::PublishIdle(uint64_t through) {
+  if (!handing_off_) {
+    PublishHandled(through);
+    return;
+  }
+  // With batches still queued or being consumed, their consumer publishes
+  // (older marks); these would run ahead of them.
+  std::lock_guard<std::mutex> lock(handoff_mu_);
+  if (handoff_in_flight_ == 0) PublishHandled(through);
 }
 
 // After a delivery (or a round with nothing to deliver): every event drained
@@ -105,7 +200,9 @@ size_t DrainLoop::DrainRings(uint64_t now_ns, bool* any_ring_busy, bool all) {
   // behind): rings that can push back keep their events, rather than the
   // reorder buffer growing by hundreds of megabytes. (Events merely waiting
   // for their window, a CUPTI ring's, are no backlog.)
-  const bool hold = !all && reorder_.has_backlog();
+  // Likewise while the consumer thread has a round's worth queued.
+  const bool hold = !all && (reorder_.has_backlog() ||
+                             handoff_queued_.load(std::memory_order_relaxed) > options_.reorder.max_release);
   for (const std::shared_ptr<Ring>& ring : rings_) {
     if (hold && ring->pushes_back && !ring->closed.load(std::memory_order_acquire)) continue;
     // Read `closed` before draining: everything the producer published before
@@ -167,7 +264,7 @@ void DrainLoop::EmitDefinitions() {
   }
 }
 
-void DrainLoop::Deliver(uint64_t now_ns) {
+bool DrainLoop::Deliver(uint64_t now_ns) {
   definitions_.clear();
   EmitDefinitions();
   const uint64_t before = reorder_.watermark();
@@ -177,10 +274,11 @@ void DrainLoop::Deliver(uint64_t now_ns) {
       static_cast<uint64_t>(std::chrono::nanoseconds(options_.heartbeat).count());
   if (definitions_.empty() && r.events.empty() && r.late.empty() &&
       !(heartbeat_due && reorder_.watermark() != before)) {
-    return;
+    return false;
   }
   last_delivery_ns_ = now_ns;
-  consumer_(Batch{definitions_, r.events, r.late, reorder_.watermark(), now_ns});
+  Emit(Batch{definitions_, r.events, r.late, reorder_.watermark(), now_ns}, reorder_.watermark());
+  return true;
 }
 
 }  // namespace liveprof

@@ -16,18 +16,30 @@
 //   5. tell each ring how far its events have been handled (Ring::Handled:
 //      the socket ingest acknowledges what the consumer has had).
 // The thread sleeps `idle_sleep` between rounds unless some ring was more
-// than an eighth full, in which case it goes again at once.
+// than a quarter full, in which case it goes again at once.
+//
+// With Options::handoff_events set (the Pipeline's), the consumer runs on a
+// thread of its own: the drain thread copies each batch into a queue of at
+// most that many events and goes back to the rings, so a consumer that
+// stalls for a second (no core to run on, a slow batch) leaves its backlog
+// in that queue instead of overflowing the rings. Step 5 then happens after
+// the consumer has had the batch. A full queue stops the drain: rings that
+// push back wait, the others fill and drop (counted), as without it.
 #ifndef LIVEPROF_STREAM_DRAIN_LOOP_H_
 #define LIVEPROF_STREAM_DRAIN_LOOP_H_
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "stream/clock.h"
@@ -72,8 +84,12 @@ class DrainLoop {
     // Stop()); must not block. Only declared-progress rings should feed a
     // stream on another clock: a writes-at-end ring's progress is read on it.
     std::function<uint64_t()> clock;
+    // 0: the consumer runs on the drain thread. Else on a second thread, fed
+    // through a queue of at most this many events (see above).
+    size_t handoff_events = 0;
   };
-  // Called on the drain thread for each batch; the spans live until it returns.
+  // Called for each batch, on the drain thread (or the consumer thread, with
+  // handoff_events); the spans live until it returns.
   using Consumer = std::function<void(const Batch&)>;
 
   DrainLoop(Stream& stream, Options options, Consumer consumer);
@@ -81,10 +97,12 @@ class DrainLoop {
   DrainLoop(const DrainLoop&) = delete;
   DrainLoop& operator=(const DrainLoop&) = delete;
 
-  // Starts the pipeline thread. Call once, from the owner's thread.
+  // Starts the drain thread (and the consumer thread, with handoff_events).
+  // Call once, from the owner's thread.
   void Start();
-  // Stops the thread after a last drain of every ring and a flush of the
-  // reorder buffer. Idempotent; from the owner's thread.
+  // Stops the threads after a last drain of every ring, a flush of the
+  // reorder buffer and the consumer's last batch. Idempotent; from the
+  // owner's thread.
   void Stop();
 
   // The stream's time now (Options::clock, else the host clock).
@@ -108,15 +126,28 @@ class DrainLoop {
   // Any thread.
   uint64_t events_drained() const { return events_drained_.load(std::memory_order_relaxed); }
   uint64_t rounds() const { return rounds_.load(std::memory_order_relaxed); }
+  // Events drained but not yet handed to the consumer thread (0 without
+  // handoff), and the most there have been.
+  uint64_t handoff_queued() const { return handoff_queued_.load(std::memory_order_relaxed); }
+  uint64_t handoff_max_queued() const { return handoff_max_queued_.load(std::memory_order_relaxed); }
 
  private:
   // `all`: every ring, even one that pushes back while a backlog waits (the
   // last drain, at Flush).
   size_t DrainRings(uint64_t now_ns, bool* any_ring_busy, bool all = false);
   void EmitDefinitions();
-  void Deliver(uint64_t now_ns);
+  // Returns whether a batch went to the consumer.
+  bool Deliver(uint64_t now_ns);
+  // Hands `b` to the consumer: at once, or through the handoff queue. Then
+  // every ring's events drained so far that end at or before `through` are
+  // handled (PublishHandled, after the consumer has had them).
+  void Emit(const Batch& b, uint64_t through);
+  // After a round that delivered nothing: the rings' marks, once the
+  // consumer has had everything before.
+  void PublishIdle(uint64_t through);
   void PublishHandled(uint64_t through);  // Ring::handled_events, handled_ns.
   void Run();
+  void RunConsumer();  // the consumer thread's loop (handoff).
 
   Stream& stream_;
   Options options_;
@@ -132,6 +163,25 @@ class DrainLoop {
   uint32_t names_sent_ = 0;
   uint32_t tracks_sent_ = 1;  // TrackId 0 is "none".
   std::vector<Event> definitions_;
+
+  // The handoff queue (Options::handoff_events): batches copied by the drain
+  // thread, each with the rings' marks to publish once it is consumed.
+  struct Handoff {
+    std::vector<Event> definitions, events, late;
+    uint64_t watermark_ns = 0, now_ns = 0, through = 0;
+    std::vector<std::pair<std::shared_ptr<Ring>, uint64_t>> drained;  // ring, SpscRing::drained().
+    size_t size() const { return definitions.size() + events.size() + late.size(); }
+  };
+  std::mutex handoff_mu_;  // guards the four below.
+  std::condition_variable handoff_cv_;
+  std::deque<std::unique_ptr<Handoff>> handoff_;
+  std::vector<std::unique_ptr<Handoff>> handoff_free_;  // reused: no allocation a round.
+  size_t handoff_in_flight_ = 0;  // queued, or being consumed.
+  bool drain_done_ = false;       // the drain thread's last batch is queued.
+  std::atomic<uint64_t> handoff_queued_{0};  // events queued (not yet taken).
+  std::atomic<uint64_t> handoff_max_queued_{0};
+  std::thread consumer_thread_;
+  bool handing_off_ = false;  // set before the threads start, cleared after they end.
 
   std::thread thread_;
   std::atomic<bool> stop_{false};

@@ -139,6 +139,10 @@ std::string RenderPrometheus(const MetricsInput& in) {
             "Events lost before analysis: full rings, records the source dropped, threads with "
             "no ring.",
             in.events_dropped);
+  w.Family("liveprof_pipeline_backlog_events", "gauge",
+           "Events drained from the rings and queued for the analyses: a growing backlog is a "
+           "pipeline slower than its producers (it drops at 2 Mi).");
+  w.Sample("liveprof_pipeline_backlog_events", {}, in.pipeline_backlog_events);
 
   const std::vector<MetricsSource> sources = MergeSourcesByName(in.sources);
   if (!sources.empty()) {

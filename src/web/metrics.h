@@ -11,6 +11,7 @@
 //   liveprof_events_consumed_total                  counter
 //   liveprof_events_published_total                 counter, every ring ever
 //   liveprof_events_dropped_total                   counter, ring overflow + no ring
+//   liveprof_pipeline_backlog_events                gauge, drained, not yet analysed
 //   liveprof_source_events_published_total{source}  counter, live rings by name
 //   liveprof_source_events_dropped_total{source}    counter, live rings by name
 //   liveprof_ingest_refused_events_total{source,reason}

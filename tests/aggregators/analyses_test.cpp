@@ -322,7 +322,7 @@ namespace {
 uint64_t g_fake_now_ns = 0;
 uint64_t FakeClock() { return g_fake_now_ns += 1'000'000; }
 
-TEST_CASE("analyses: with a clock, the status shows each analysis' time on the pipeline thread") {
+TEST_CASE("analyses: with a clock, the status shows each analysis' time on the pipeline thread and its backlog") {
   test::WorkloadShape shape;
   shape.steps = 3;
   const test::Workload w = test::MakeWorkload(shape);
@@ -357,6 +357,11 @@ TEST_CASE("analyses: with a clock, the status shows each analysis' time on the p
   CHECK(by_name["trace_store"]["max_batch_ms"] == doctest::Approx(25.0));
   CHECK(by_name["trace_store"]["batches_over_10ms"] == 1);
   CHECK(by_name["render"]["batches"] == 0);
+  // The drain thread's queue for the pipeline thread, as the pipeline says.
+  a.SetPipelineBacklog(1'500, 300'000);
+  const auto later = Parse(a.Render(RenderOptions{}).status);
+  CHECK(later["pipeline_backlog"]["events"] == 1'500);
+  CHECK(later["pipeline_backlog"]["max_events"] == 300'000);
 }
 
 }  // namespace

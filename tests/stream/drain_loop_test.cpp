@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <set>
@@ -39,21 +41,58 @@ struct Collector {
   }
 };
 
-DrainLoop::Options FastOptions() {
+DrainLoop::Options FastOptions(size_t handoff_events = 0) {
   DrainLoop::Options o;
   o.reorder.window_ns = 5'000'000;  // 5 ms
   o.idle_sleep = std::chrono::microseconds(200);
+  o.handoff_events = handoff_events;
   return o;
+}
+
+// Waits (at most 10 s: a bound, not a speed) until `done` holds.
+template <typename F>
+bool WaitFor(F done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// A consumer that holds every batch until `release`: a pipeline stalled.
+// Declare a Releaser after the loop: a failed REQUIRE then lets the loop's
+// destructor stop it instead of waiting forever.
+struct StalledCollector : Collector {
+  std::atomic<bool> release{false};
+  struct Releaser {
+    StalledCollector& c;
+    ~Releaser() { c.release = true; }
+  };
+  DrainLoop::Consumer Fn() {
+    return [this, inner = Collector::Fn()](const Batch& b) {
+      while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      inner(b);
+    };
+  }
+};
+
+size_t Instants(const std::vector<Event>& events) {
+  return static_cast<size_t>(
+      std::count_if(events.begin(), events.end(), [](const Event& e) { return e.kind == EventKind::kInstant; }));
 }
 
 }  // namespace
 
 TEST_CASE("drain: several threads below capacity lose and duplicate nothing") {
+  // The consumer on the drain thread, and on a thread of its own.
+  for (const size_t handoff : {size_t{0}, size_t{1} << 16}) {
+  CAPTURE(handoff);
   constexpr int kThreads = 4;
   constexpr uint32_t kPerThread = 50'000;
   Stream stream(Stream::Options{.ring_capacity = kPerThread});  // can never fill.
   Collector c;
-  DrainLoop loop(stream, FastOptions(), c.Fn());
+  DrainLoop loop(stream, FastOptions(handoff), c.Fn());
   loop.Start();
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -91,13 +130,16 @@ TEST_CASE("drain: several threads below capacity lose and duplicate nothing") {
   CHECK(stream.TotalDropped() == 0);
   CHECK(stream.TotalPublished() == kThreads * kPerThread);
   CHECK(stream.Stats().empty());  // closed rings were drained, then retired.
+  }
 }
 
 TEST_CASE("drain: under overload every push is either delivered or counted as dropped") {
+  for (const size_t handoff : {size_t{0}, size_t{1} << 16}) {
+  CAPTURE(handoff);
   constexpr uint32_t kPushes = 1'000'000;
   Stream stream(Stream::Options{.ring_capacity = 1024});
   Collector c;
-  DrainLoop::Options o = FastOptions();
+  DrainLoop::Options o = FastOptions(handoff);
   o.idle_sleep = std::chrono::microseconds(2000);  // a drain far slower than the producer.
   DrainLoop loop(stream, o, c.Fn());
   loop.Start();
@@ -115,12 +157,15 @@ TEST_CASE("drain: under overload every push is either delivered or counted as dr
   CHECK(stream.TotalDropped() == refused);
   CHECK(delivered + c.late.size() == kPushes - refused);
   CHECK(loop.events_drained() == kPushes - refused);
+  }
 }
 
 TEST_CASE("drain: each name and track is defined once, before its first use") {
+  for (const size_t handoff : {size_t{0}, size_t{1} << 16}) {
+  CAPTURE(handoff);
   Stream stream;
   Collector c;
-  DrainLoop loop(stream, FastOptions(), c.Fn());
+  DrainLoop loop(stream, FastOptions(handoff), c.Fn());
   loop.Start();
   std::vector<std::thread> threads;
   for (int t = 0; t < 3; ++t) {
@@ -156,6 +201,7 @@ TEST_CASE("drain: each name and track is defined once, before its first use") {
   CHECK_FALSE(used_before_defined);
   CHECK(defined.size() == stream.names().size());
   CHECK(tracks.size() == 3);
+  }
 }
 
 TEST_CASE("drain: TSC-tick rings come out on the host clock") {
@@ -239,6 +285,67 @@ TEST_CASE("drain: a ring that pushes back keeps its events while the reorder buf
   instants = 0;
   for (const Event& e : c.events) instants += e.kind == EventKind::kInstant ? 1 : 0;
   CHECK(instants == 132);
+}
+
+TEST_CASE("drain: with a handoff queue a stalled consumer leaves its backlog in the queue, not the rings") {
+  // Rings of 1,024 events, 20,000 written while the consumer is stuck: each
+  // thousand is drained into the queue before the next is written. (With
+  // the consumer on the drain thread nothing is drained after its first
+  // batch, and the wait below gives up.)
+  Stream stream(Stream::Options{.ring_capacity = 1024});
+  StalledCollector c;
+  DrainLoop loop(stream, FastOptions(size_t{1} << 20), c.Fn());
+  const StalledCollector::Releaser releaser{c};
+  auto ring = stream.AddRing({.name = "producer"});
+  loop.Start();
+  uint32_t seq = 0;
+  bool drained = true;
+  for (int block = 0; block < 20 && drained; ++block) {
+    for (int i = 0; i < 1000; ++i) CHECK(ring->queue->TryPush(test::Seq(HostNowNs(), seq++, 1)));
+    drained = WaitFor([&] { return loop.events_drained() == seq; });
+  }
+  CHECK(drained);
+  CHECK(WaitFor([&] { return loop.handoff_queued() >= 15'000; }));  // the window let most out.
+  // Nothing is handled (acknowledged to an ingest sender) before the
+  // consumer has had it.
+  CHECK(ring->handled_events.load() == 0);
+  c.release = true;
+  loop.Stop();
+  CHECK(stream.TotalDropped() == 0);
+  CHECK(Instants(c.events) + c.late.size() == seq);
+  CHECK(c.order_ok);
+  CHECK(loop.handoff_queued() == 0);
+  CHECK(loop.handoff_max_queued() >= 15'000);
+  CHECK(ring->handled_events.load() == seq);  // all of them, once consumed.
+}
+
+TEST_CASE("drain: a full handoff queue stops the drain, and the rings drop what does not fit, counted") {
+  Stream stream(Stream::Options{.ring_capacity = 1024});
+  StalledCollector c;
+  constexpr size_t kQueue = 4096;
+  DrainLoop loop(stream, FastOptions(kQueue), c.Fn());
+  const StalledCollector::Releaser releaser{c};
+  auto ring = stream.AddRing({.name = "producer"});
+  loop.Start();
+  uint32_t pushed = 0, refused = 0, seq = 0;
+  auto push = [&](int n) {
+    for (int i = 0; i < n; ++i) (ring->queue->TryPush(test::Seq(HostNowNs(), seq++, 1)) ? pushed : refused) += 1;
+  };
+  for (int block = 0; block < 6; ++block) {  // 6,000: more than the queue holds.
+    push(1000);
+    REQUIRE(WaitFor([&] { return loop.events_drained() == pushed; }));
+  }
+  REQUIRE(WaitFor([&] { return loop.handoff_queued() >= kQueue; }));
+  const uint64_t drained = loop.events_drained();
+  push(5000);  // the drain has stopped: the ring takes 1,024 and drops the rest.
+  CHECK(refused == 5000 - 1024);
+  CHECK(loop.events_drained() == drained);
+  // At most one round past the bound: what the rings held.
+  CHECK(loop.handoff_max_queued() <= kQueue + 1024 + 16);
+  c.release = true;
+  loop.Stop();
+  CHECK(stream.TotalDropped() == refused);
+  CHECK(Instants(c.events) + c.late.size() == pushed);
 }
 
 }  // namespace liveprof

@@ -95,6 +95,7 @@ MetricsInput HandBuilt() {
   in.late_events = 3;
   in.events_published = 1200;
   in.events_dropped = 7;
+  in.pipeline_backlog_events = 4096;
   // Two rings of one name: one series, summed.
   in.sources = {{"thread 2", 700, 0}, {"cupti", 400, 5}, {"thread 2", 100, 2}};
   in.alerts = {{"input_bound_high", AlertSeverity::kCritical, true},
@@ -117,6 +118,9 @@ liveprof_events_published_total 1200
 # HELP liveprof_events_dropped_total Events lost before analysis: full rings, records the source dropped, threads with no ring.
 # TYPE liveprof_events_dropped_total counter
 liveprof_events_dropped_total 7
+# HELP liveprof_pipeline_backlog_events Events drained from the rings and queued for the analyses: a growing backlog is a pipeline slower than its producers (it drops at 2 Mi).
+# TYPE liveprof_pipeline_backlog_events gauge
+liveprof_pipeline_backlog_events 4096
 # HELP liveprof_source_events_published_total Events written per producer ring (live rings, by ring name).
 # TYPE liveprof_source_events_published_total counter
 liveprof_source_events_published_total{source="cupti"} 400
@@ -333,7 +337,7 @@ TEST_CASE("metrics: the simulated input-bound workload, collected, rendered, pro
   CHECK(LinesStartingWith(text, "liveprof_alert_firing{").size() == DefaultAlertRules().size());
   // No op or kernel name reaches a label.
   CHECK(LinesStartingWith(text, "liveprof_").size() ==
-        1 + 3 + 2 * 2 + 2 + 1 + 3 + kBucketCount + 1 + 5 + DefaultAlertRules().size());
+        1 + 3 + 1 + 2 * 2 + 2 + 1 + 3 + kBucketCount + 1 + 5 + DefaultAlertRules().size());
   CheckWithPromtool(text, "simulated");
 }
 
