@@ -132,7 +132,8 @@ async def main():
           f"{min(last):.1f}-{max(last):.1f} MiB (last minute), max {max(warm):.1f}; "
           f"dropped {samples[-1][3]:,} (rings); clients that stalled a 10 s period: {sorted(stalled)}; "
           f"reconnects: {sum(v for k, v in counts.items() if str(k).startswith('reconnects'))}; "
-          f"server: {json.dumps(status.get('server', {}).get('sessions_closed_blocked', 0))} sessions closed blocked")
+          f"server: {json.dumps(status.get('server', {}).get('sessions_closed_blocked', 0))} sessions closed blocked; "
+          f"pipeline backlog at most {status.get('pipeline_backlog', {}).get('max_events', 0):,} events")
 
 
 if __name__ == "__main__":
