@@ -172,7 +172,7 @@ class DrainLoop {
     std::vector<std::pair<std::shared_ptr<Ring>, uint64_t>> drained;  // ring, SpscRing::drained().
     size_t size() const { return definitions.size() + events.size() + late.size(); }
   };
-  std::mutex handoff_mu_;  // guards the four below.
+  std::mutex handoff_mu_;  // guards handoff_, handoff_free_, handoff_in_flight_, drain_done_.
   std::condition_variable handoff_cv_;
   std::deque<std::unique_ptr<Handoff>> handoff_;
   std::vector<std::unique_ptr<Handoff>> handoff_free_;  // reused: no allocation a round.
