@@ -19,8 +19,8 @@
 // than a quarter full, in which case it goes again at once.
 //
 // With Options::handoff_events set (the Pipeline's), the consumer runs on a
-// thread of its own: the drain thread copies each batch into a queue of at
-// most that many events and goes back to the rings, so a consumer that
+// thread of its own: the drain thread copies each batch into a queue (no
+// more drained once it holds that many events) and goes back to the rings, so a consumer that
 // stalls for a second (no core to run on, a slow batch) leaves its backlog
 // in that queue instead of overflowing the rings. Step 5 then happens after
 // the consumer has had the batch. A full queue stops the drain: rings that
@@ -85,7 +85,8 @@ class DrainLoop {
     // stream on another clock: a writes-at-end ring's progress is read on it.
     std::function<uint64_t()> clock;
     // 0: the consumer runs on the drain thread. Else on a second thread, fed
-    // through a queue of at most this many events (see above).
+    // through a queue; the drain waits while it holds this many events (a
+    // round's release may take it past that once).
     size_t handoff_events = 0;
   };
   // Called for each batch, on the drain thread (or the consumer thread, with
