@@ -70,7 +70,7 @@ class Pipeline {
       return o;
     }();
     // The analyses run on a thread of their own, fed by the drain thread
-    // through a queue of up to 2 Mi events (96 MiB, about two seconds at
+    // through a queue that stops taking at 2 Mi events (96 MiB, ~2 s at
     // 1 M events/s): a pipeline that stalls that long (no core free, a slow
     // batch) catches up instead of the rings dropping.
     DrainLoop::Options drain = [] {
