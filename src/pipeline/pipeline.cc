@@ -69,7 +69,6 @@ std::vector<AlertEvent> Pipeline::TakeAlertEvents() {
 
 void Pipeline::OnBatch(const Batch& b) {
   analyses_.SetStreamTotals(stream_.TotalPublished(), stream_.TotalDropped());
-  analyses_.SetPipelineBacklog(drain_.handoff_queued(), drain_.handoff_max_queued());
   // A batch is normally a millisecond of events. After a stall it can be
   // millions: take it in slices, each with the watermark it proves (events
   // come by end, so a slice's last end less 1 ns), so that steps close and
@@ -128,6 +127,7 @@ void Pipeline::Publish(uint64_t now_ns) {
   for (const Stream::RingStats& r : stream_.Stats()) sources.push_back({r.name, r.published, r.dropped});
   analyses_.SetSources(std::move(sources), now_ns);
   analyses_.SetJobState(job_state_.load(std::memory_order_relaxed));
+  analyses_.SetPipelineBacklog(drain_.handoff_queued(), drain_.handoff_max_queued());
   RenderOptions ro = options_.render;
   ro.advance_seq = true;
   snap->views = analyses_.Render(ro);

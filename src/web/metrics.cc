@@ -141,7 +141,7 @@ std::string RenderPrometheus(const MetricsInput& in) {
             in.events_dropped);
   w.Family("liveprof_pipeline_backlog_events", "gauge",
            "Events drained from the rings and queued for the analyses: a growing backlog is a "
-           "pipeline slower than its producers (it drops at 2 Mi).");
+           "pipeline slower than its producers (at 2 Mi the rings drop).");
   w.Sample("liveprof_pipeline_backlog_events", {}, in.pipeline_backlog_events);
 
   const std::vector<MetricsSource> sources = MergeSourcesByName(in.sources);

@@ -150,8 +150,7 @@ TEST_CASE("drain: under overload every push is either delivered or counted as dr
     refused += ring->queue->TryPush(test::Seq(HostNowNs(), i, 1)) ? 0 : 1;
   }
   loop.Stop();
-  uint64_t delivered = 0;
-  for (const Event& e : c.events) delivered += e.kind == EventKind::kInstant ? 1 : 0;
+  const uint64_t delivered = Instants(c.events);
   CHECK(refused > 0);  // it really was overloaded.
   CHECK(ring->queue->dropped() == refused);
   CHECK(stream.TotalDropped() == refused);
@@ -265,9 +264,7 @@ TEST_CASE("drain: a ring that pushes back keeps its events while the reorder buf
   for (uint64_t i = 0; i < 30; ++i) waits->queue->TryPush(test::Instant(1'000'000 + i));
   CHECK(loop.RunOnce(1'000'500) == 70);
   CHECK(c.events.empty() == false);  // (the definitions; no instant is old enough yet)
-  size_t instants = 0;
-  for (const Event& e : c.events) instants += e.kind == EventKind::kInstant ? 1 : 0;
-  CHECK(instants == 0);
+  CHECK(Instants(c.events) == 0);
   // All releasable now, but 10 a round: a backlog. The plain ring is drained,
   // the other keeps its events.
   for (uint64_t i = 0; i < 20; ++i) plain->queue->TryPush(test::Instant(1'000'100 + i));
@@ -282,9 +279,7 @@ TEST_CASE("drain: a ring that pushes back keeps its events while the reorder buf
   // The last drain takes everything: none is left behind.
   loop.Flush();
   CHECK(waits->queue->size() == 0);
-  instants = 0;
-  for (const Event& e : c.events) instants += e.kind == EventKind::kInstant ? 1 : 0;
-  CHECK(instants == 132);
+  CHECK(Instants(c.events) == 132);
 }
 
 TEST_CASE("drain: with a handoff queue a stalled consumer leaves its backlog in the queue, not the rings") {

@@ -118,7 +118,7 @@ liveprof_events_published_total 1200
 # HELP liveprof_events_dropped_total Events lost before analysis: full rings, records the source dropped, threads with no ring.
 # TYPE liveprof_events_dropped_total counter
 liveprof_events_dropped_total 7
-# HELP liveprof_pipeline_backlog_events Events drained from the rings and queued for the analyses: a growing backlog is a pipeline slower than its producers (it drops at 2 Mi).
+# HELP liveprof_pipeline_backlog_events Events drained from the rings and queued for the analyses: a growing backlog is a pipeline slower than its producers (at 2 Mi the rings drop).
 # TYPE liveprof_pipeline_backlog_events gauge
 liveprof_pipeline_backlog_events 4096
 # HELP liveprof_source_events_published_total Events written per producer ring (live rings, by ring name).
