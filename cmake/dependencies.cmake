@@ -37,6 +37,18 @@ if(NOT LIVEPROF_STREAM_TESTS_ONLY)
   endif()
 endif()
 
+# libnats-dev (3.4, the C client with JetStream): the fleet (src/fleet).
+# Through pkg-config: Debian's cnats-config.cmake names libnats_static.a,
+# which the package does not ship, and fails any find_package(cnats).
+if(NOT LIVEPROF_STREAM_TESTS_ONLY)
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(NATS QUIET IMPORTED_TARGET libnats)
+  if(NOT NATS_FOUND)
+    message(FATAL_ERROR "cnats not found: the fleet (src/fleet) needs Debian's libnats-dev "
+                        "(scripts/setup.sh installs it: apt-get install libnats-dev)")
+  endif()
+endif()
+
 # nlohmann-json3-dev: alert rule files (aggregators), tests.
 find_package(nlohmann_json 3 CONFIG REQUIRED)
 

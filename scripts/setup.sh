@@ -19,6 +19,9 @@ PACKAGES=(
   doctest-dev
   libbenchmark-dev
   prometheus  # for /usr/bin/promtool: `promtool check metrics` / `test rules` in the tests
+  # the fleet (src/fleet): NATS's C client with JetStream, and a real
+  # nats-server (JetStream built in) that the fleet tests start on loopback.
+  libnats-dev nats-server
   python3-websockets  # a real third-party WebSocket client for the server tests (/usr/bin/python3)
   python3-flatbuffers  # FlatBuffers' Python runtime: reading the binary event frames from Python
   # clang 14 and libFuzzer (libclang_rt.fuzzer-x86_64.a is in libclang-rt-14-dev)
@@ -109,6 +112,10 @@ $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 # The tools the tests call by absolute path must run.
 if ! /usr/bin/promtool --version >/dev/null 2>&1; then
   echo "setup: /usr/bin/promtool does not run after the install" >&2
+  exit 1
+fi
+if ! /usr/sbin/nats-server --version >/dev/null 2>&1; then
+  echo "setup: /usr/sbin/nats-server does not run after the install" >&2
   exit 1
 fi
 setup_npm

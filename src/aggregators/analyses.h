@@ -189,6 +189,9 @@ class Analyses {
   void SetAlertRules(std::vector<AlertRule> rules);
   // Alert transitions since the last call. Pipeline thread.
   std::vector<AlertEvent> TakeAlertEvents();
+  // The pod's worker steps since the last call (options.pod.max_new_steps
+  // > 0: a fleet agent's). Pipeline thread.
+  std::vector<PodNewStep> TakeNewPodSteps() { return pod_.TakeNewSteps(); }
 
   // Every view as JSON. Pipeline thread; the result is a plain value.
   RenderedViews Render(const RenderOptions& options);

@@ -48,6 +48,7 @@ struct PodView::Worker {
   uint32_t process;
   TrackId process_track = 0;  // its kProcess track (the label); 0: none seen.
   bool has_process_track = false;
+  std::string external_label;  // AddExternalStep's workers: their name.
   StepAssembler steps;
   bool has_device = false;  // a step of it had device work (the GPU rules).
   uint64_t cells = 0;       // its steps added.
@@ -187,6 +188,7 @@ void PodView::TakeClosed(Worker& w) {
     }
     PodCell cell;
     cell.worker = w.process;
+    cell.end_ns = row.end_ns;
     cell.step_ns = row.step_ns();
     cell.bucket_ns = row.bucket_ns;
     ++w.cells;
@@ -200,16 +202,41 @@ void PodView::AddLocalRow(const StepBreakdownRow& row) {
   Worker& w = *workers_[index_.at(0)];
   PodCell cell;
   cell.worker = 0;
+  cell.end_ns = row.end_ns;
   cell.step_ns = row.step_ns();
   cell.bucket_ns = row.bucket_ns;
   ++w.cells;
   AddCell(cell, row.step_num);
 }
 
+void PodView::AddExternalStep(uint32_t worker, std::string_view label, int64_t step_num, const PodCell& cell) {
+  if (worker == 0) return;  // (process 0 is this process: never an outside worker)
+  Worker* w = WorkerOf(worker);
+  if (w == nullptr) return;  // over the cap: counted.
+  if (w->external_label != label) w->external_label = label;
+  PodCell c = cell;
+  c.worker = worker;
+  ++w->cells;
+  AddCell(c, step_num);
+}
+
+std::vector<PodNewStep> PodView::TakeNewSteps() {
+  std::vector<PodNewStep> out;
+  out.swap(new_steps_);
+  return out;
+}
+
 void PodView::AddCell(const PodCell& cell, int64_t step_num) {
   ++cells_total_;
   newest_step_ = std::max(newest_step_, step_num);
   Worker& w = *workers_[index_.at(cell.worker)];
+  if (options_.max_new_steps > 0) {
+    if (new_steps_.size() < options_.max_new_steps) {
+      new_steps_.push_back(PodNewStep{Label(w), step_num, cell});
+    } else {
+      ++counts_.new_steps_dropped;
+    }
+  }
   w.last_cell_at = cells_total_;
   auto remember = [&](WorkerCell c) {
     for (auto it = w.recent.begin(); it != w.recent.end(); ++it) {
@@ -291,6 +318,7 @@ size_t PodView::workers() const {
 }
 
 std::string PodView::Label(const Worker& w) const {
+  if (!w.external_label.empty()) return w.external_label;
   if (w.has_process_track) {
     const std::string& name = catalog_->Track(w.process_track).name;
     if (!name.empty()) return name;

@@ -91,11 +91,16 @@ struct PodViewOptions {
   size_t worker_steps = 100;     // each worker's newest cells kept for its summary.
   size_t archived_steps = 16384;  // medians of step numbers that left the window.
   bool share_local_steps = false;  // see the header: the pipeline's rows for process 0.
+  // Keeps every worker step added, for TakeNewSteps() (a fleet agent
+  // publishes them); at most this many wait (more are counted in
+  // new_steps_dropped and left out). 0: none kept.
+  size_t max_new_steps = 0;
 };
 
 // One worker's one step.
 struct PodCell {
   uint32_t worker = 0;  // the worker id (its tracks' process).
+  uint64_t end_ns = 0;  // the step's end (host clock; 0 where not known).
   uint64_t step_ns = 0;
   std::array<uint64_t, kBucketCount> bucket_ns{};
 };
@@ -137,6 +142,13 @@ struct PodStraggler {
   uint64_t workers_compared = 0;            // workers that had k compared steps.
 };
 
+// A worker step as it was added: what TakeNewSteps() hands out.
+struct PodNewStep {
+  std::string label;  // the worker's ("rank 3").
+  int64_t step_num = 0;
+  PodCell cell;
+};
+
 struct PodDiagnostics {
   uint64_t steps_without_compute = 0;  // left out, as in the steps view.
   uint64_t cells_outside_window = 0;   // a step older than the kept rows (in its worker's cells only).
@@ -146,6 +158,7 @@ struct PodDiagnostics {
   uint64_t late_for_step = 0;          // the workers' assemblers' counts.
   uint64_t events_without_step = 0;
   uint64_t device_without_launch = 0;
+  uint64_t new_steps_dropped = 0;      // over Options::max_new_steps, not taken in time.
 };
 
 struct PodSnapshot {
@@ -189,6 +202,14 @@ class PodView {
   // One of the pipeline's own breakdown rows (process 0), in order; ignored
   // unless shares_local_steps(). Pipeline thread.
   void AddLocalRow(const StepBreakdownRow& row);
+
+  // A step of a worker fed from outside (the fleet view: a rank of another
+  // host), not from events: `worker` is its id (any number but 0, chosen by
+  // the caller, stable), `label` its name. Pipeline thread (the owner's).
+  void AddExternalStep(uint32_t worker, std::string_view label, int64_t step_num, const PodCell& cell);
+  // The worker steps added since the last call, in order (with
+  // Options::max_new_steps > 0). Pipeline thread.
+  std::vector<PodNewStep> TakeNewSteps();
 
   // The straggler over each worker's last `k` compared steps (k ≥ 1);
   // nullopt when no worker has k of them. Pipeline thread.
@@ -256,6 +277,7 @@ class PodView {
   bool share_local_ = false;
   PodDiagnostics counts_;
   BreakdownScratch scratch_;
+  std::vector<PodNewStep> new_steps_;  // for TakeNewSteps(), at most max_new_steps.
 };
 
 }  // namespace liveprof

@@ -114,6 +114,7 @@ void PodSnapshot::WriteJson(JsonWriter& w) const {
   w.KV("late_for_step", diagnostics.late_for_step);
   w.KV("events_without_step", diagnostics.events_without_step);
   w.KV("device_without_launch", diagnostics.device_without_launch);
+  w.KV("new_steps_dropped", diagnostics.new_steps_dropped);
   w.EndObject();
   w.EndObject();
 }

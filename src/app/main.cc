@@ -28,6 +28,7 @@
 #include "app/analyze.h"
 #include "app/args.h"
 #include "app/example_training.h"
+#include "app/fleet.h"
 #include "ingest/ingest_sender.h"
 #include "app/serve.h"
 #include "app/simulate.h"
@@ -245,6 +246,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   Commands commands;
   liveprof::AddServeCommands(app, &commands);
+  liveprof::AddFleetCommand(app, &commands);
   liveprof::AddExampleCommand(app, &commands);
   liveprof::AddSimulateCommand(app, &commands);
   liveprof::AddAnalyzeCommands(app, &commands);

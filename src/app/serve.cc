@@ -18,6 +18,7 @@
 #include "pipeline/pipeline.h"
 #include "app/analyze.h"
 #include "app/args.h"
+#include "app/fleet.h"
 #include "app/run.h"
 #include "import/chrome_export.h"
 #include "import/replay.h"
@@ -56,6 +57,7 @@ struct ServeArgs {
   TraceReplay::Options ro;
   std::vector<std::string> ingest;
   IngestServer::Options io;
+  PublishArgs publish;  // --publish: also a fleet agent.
   RunArgs run;          // run: the job.
   std::string run_dir;  // run: a private folder for the ingest socket (removed at the end).
 };
@@ -282,6 +284,9 @@ int Serve(ServeArgs& args, ServeMode mode) {
 #endif
   }
 
+  PreparePublish(args.publish, &po);
+  std::unique_ptr<FleetAgent> agent;  // (outlives the server, whose hook reads it)
+  SetAgentHook(&so, &agent);
   std::unique_ptr<IngestServer> ingest;
   if (!io.endpoints.empty()) {
     ingest = std::make_unique<IngestServer>(stream, io);
@@ -309,11 +314,26 @@ int Serve(ServeArgs& args, ServeMode mode) {
     std::fprintf(stderr, "%s: %s\n", command.c_str(), error.c_str());
     return failed;
   }
+  const std::string shown_host = so.bind.find(':') != std::string::npos ? "[" + so.bind + "]" : so.bind;
+  const std::string url = "http://" + shown_host + ":" + std::to_string(server.port()) + "/";
+  if (!args.publish.url.empty()) {
+    agent = StartAgent(args.publish, pipeline, stream, url, &error);
+    if (!agent) {
+      std::fprintf(stderr, "%s: --publish: %s\n", command.c_str(), error.c_str());
+      if (ingest) ingest->Stop();
+      server.Stop();
+      return failed;
+    }
+  }
   pipeline.Start();
   if (workload) workload->Start();
   if (replay) replay->Start();
-  const std::string shown_host = so.bind.find(':') != std::string::npos ? "[" + so.bind + "]" : so.bind;
-  std::printf("listening on http://%s:%u/\n", shown_host.c_str(), server.port());
+  std::printf("listening on %s\n", url.c_str());
+  if (agent) {
+    std::printf("publishing job %s, host %s, to %s (agent %s)\n", args.publish.job.c_str(),
+                agent->host().c_str(), RedactNatsUrl(args.publish.url).c_str(),
+                agent->agent_id().c_str());
+  }
   if (ingest) {
     for (const IngestEndpoint& e : ingest->bound()) std::printf("ingest on %s\n", e.ToString().c_str());
   }
@@ -372,7 +392,9 @@ int Serve(ServeArgs& args, ServeMode mode) {
       std::printf("%s: stopping (%s)\n", command.c_str(), sig == SIGINT ? "SIGINT" : "SIGTERM");
       break;
     }
-    for (const AlertEvent& e : pipeline.TakeAlertEvents()) {
+    const std::vector<AlertEvent> alert_events = pipeline.TakeAlertEvents();
+    if (agent) agent->AddAlerts(alert_events);
+    for (const AlertEvent& e : alert_events) {
       std::printf("  ALERT %s %s: %s\n", std::string(AlertEventStateName(e.state)).c_str(),
                   e.rule.c_str(), e.summary.c_str());
     }
@@ -403,6 +425,12 @@ int Serve(ServeArgs& args, ServeMode mode) {
   if (cupti) cupti->Stop();
 #endif
   pipeline.Stop();
+  if (agent) {  // after the pipeline's last steps: they go too.
+    agent->Stop();
+    const FleetAgent::Stats as = agent->stats();
+    std::printf("fleet: %" PRIu64 " step summaries published, %" PRIu64 " dropped, %" PRIu64 " unsent\n",
+                as.steps_published, as.steps_dropped + as.source_dropped, as.outbox);
+  }
   server.Stop();
   const ServerStats st = server.stats();
   std::printf("done: %" PRIu64 " events dropped; served %" PRIu64 " connections, %" PRIu64
@@ -441,6 +469,7 @@ void FinishServeArgs(ServeArgs& a, ServeMode mode) {
   if (const std::string invalid = ValidateServerOptions(a.so); !invalid.empty()) {
     throw CLI::ValidationError(invalid);
   }
+  FinishPublishOptions(a.publish);
 }
 
 void AddServeCommand(CLI::App& app, Commands* commands, ServeMode mode, const std::string& description) {
@@ -484,6 +513,9 @@ void AddServeCommand(CLI::App& app, Commands* commands, ServeMode mode, const st
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   }
   if (mode == ServeMode::kDemo) AddWorkloadOptions(sub, &a->workload);
+  if (mode == ServeMode::kServe || mode == ServeMode::kDemo || mode == ServeMode::kRun) {
+    AddPublishOptions(sub, &a->publish);
+  }
   if (mode == ServeMode::kRun) AddRunOptions(sub, &a->run, commands);
   if (mode == ServeMode::kReplay) {
     sub->add_option("--speed", a->speed,

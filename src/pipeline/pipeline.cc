@@ -67,6 +67,14 @@ std::vector<AlertEvent> Pipeline::TakeAlertEvents() {
   return out;
 }
 
+std::vector<PodNewStep> Pipeline::TakePodSteps(uint64_t* dropped) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<PodNewStep> out;
+  out.swap(pod_steps_);
+  if (dropped) *dropped = pod_steps_dropped_;
+  return out;
+}
+
 void Pipeline::OnBatch(const Batch& b) {
   analyses_.SetStreamTotals(stream_.TotalPublished(), stream_.TotalDropped());
   // A batch is normally a millisecond of events. After a stall it can be
@@ -138,11 +146,24 @@ void Pipeline::Publish(uint64_t now_ns) {
   snap->render_ns = HostNowNs() - render_start;
   analyses_.AddCost(Analysis::kRender, snap->render_ns);
   std::vector<AlertEvent> alerts = analyses_.TakeAlertEvents();
+  std::vector<PodNewStep> pod_steps = analyses_.TakeNewPodSteps();
   std::shared_ptr<const PipelineSnapshot> published = std::move(snap);
   {
     std::lock_guard<std::mutex> lock(mu_);
     latest_ = published;
     alert_events_.insert(alert_events_.end(), alerts.begin(), alerts.end());
+    // (bounded: the analyses keep at most pod.max_new_steps between two
+    // publications, and so does this between two takers' calls)
+    const size_t room = options_.analyses.pod.max_new_steps - std::min(options_.analyses.pod.max_new_steps, pod_steps_.size());
+    if (pod_steps.size() > room) {
+      pod_steps_dropped_ += pod_steps.size() - room;
+      pod_steps.resize(room);
+    }
+    if (pod_steps_.empty()) {
+      pod_steps_.swap(pod_steps);
+    } else {
+      for (PodNewStep& p : pod_steps) pod_steps_.push_back(std::move(p));
+    }
   }
   publications_.fetch_add(1, std::memory_order_relaxed);
   if (snapshot_sink_) snapshot_sink_(published);

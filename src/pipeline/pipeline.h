@@ -118,6 +118,11 @@ class Pipeline {
   void SetJobState(JobState s) { job_state_.store(s, std::memory_order_relaxed); }
   // Alert transitions since the last call, in order. Any thread.
   std::vector<AlertEvent> TakeAlertEvents();
+  // Every worker's steps completed since the last call, in order, with
+  // options.analyses.pod.max_new_steps > 0 (a fleet agent publishes them);
+  // at most that many wait, the rest are counted in `*dropped` (since the
+  // start; also the pod view's new_steps_dropped). Any thread.
+  std::vector<PodNewStep> TakePodSteps(uint64_t* dropped = nullptr);
 
   const Options& options() const { return options_; }
   // The trace store the pipeline thread fills (null without one): queries
@@ -156,6 +161,8 @@ class Pipeline {
   bool requests_closed_ = false;  // after Stop(): answered at once, with null.
   std::atomic<bool> has_requests_{false};
   std::vector<AlertEvent> alert_events_;
+  std::vector<PodNewStep> pod_steps_;
+  uint64_t pod_steps_dropped_ = 0;
 };
 
 }  // namespace liveprof

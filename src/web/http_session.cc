@@ -184,6 +184,7 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession>, publ
         return SendReply(Reply{200, std::string(kPrometheusContentType), RenderPrometheus(metrics)}, version);
       }
       case Route::Kind::kTrace: return ServeTrace(target, version);
+      case Route::Kind::kFleet: return ServeFleet(target, version);
       case Route::Kind::kCapture:
         return SendReply(ErrorReply(405, "/api/capture changes what a source records: POST it"), version);
       case Route::Kind::kView:
@@ -225,6 +226,24 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession>, publ
     state_->RunQuery([self, executor, parsed = std::move(parsed), store, version]() mutable {
       Reply reply = TraceReply(parsed, store, self->state_->options().export_trace);
       // The session goes back whole to its thread (never the last reference here).
+      net::post(executor, [self = std::move(self), reply = std::move(reply), version]() mutable {
+        self->SendReply(std::move(reply), version);
+      });
+    });
+  }
+
+  // /api/fleet...: the owner's hook, on the query pool (a forwarded query
+  // waits on another host).
+  void ServeFleet(const std::string& target, unsigned version) {
+    if (!state_->options().fleet) {
+      return SendReply(ErrorReply(404, "no fleet here: liveprof fleet serves /api/fleet, an agent "
+                                       "(serve --publish) /api/fleet/agent"),
+                       version);
+    }
+    auto self = shared_from_this();
+    auto executor = stream_.get_executor();
+    state_->RunQuery([self, executor, target, version]() mutable {
+      Reply reply = self->state_->options().fleet(ParseRequestTarget(target), target);
       net::post(executor, [self = std::move(self), reply = std::move(reply), version]() mutable {
         self->SendReply(std::move(reply), version);
       });

@@ -198,6 +198,8 @@ Route RouteRequest(std::string_view raw_target, uint32_t published_last_steps) {
     r.kind = Route::Kind::kTrace;  // trace_api.cc checks its parameters.
   } else if (target.path == "/api/capture") {
     return CaptureRoute(target);
+  } else if (target.path == "/api/fleet" || target.path.starts_with("/api/fleet/")) {
+    r.kind = Route::Kind::kFleet;  // its owner checks the rest.
   } else {
     const ViewInfo* found = nullptr;
     for (const ViewInfo& v : kViews) {

@@ -59,6 +59,7 @@ struct Route {
     kMetrics,  // /metrics
     kTrace,    // /api/trace..., /api/export: the trace store (trace_api.h)
     kCapture,  // POST /api/capture: capture on demand (`capture`).
+    kFleet,    // /api/fleet...: the fleet (ServerOptions::fleet; docs/fleet.md).
     kError,    // a bad /api request: status and message say why.
   };
   Kind kind = Kind::kStatic;

@@ -42,6 +42,9 @@ using TraceExportFn = std::function<bool(const TraceStore& store, uint64_t t0, u
 // POST /api/capture?source=ID&host_level=1|2&python_scopes=0|1&gpu=0|1&gpu_level=default|full&seconds=S:
 // what to turn on or off in one ingest source, for S seconds (0 or none:
 // until the next capture). Parameters left out stay as they are.
+struct Reply;          // (rest.h)
+struct RequestTarget;  // (rest.h)
+
 struct CaptureQuery {
   uint64_t source = 0;
   int host_level = 0;      // 0: unchanged.
@@ -90,6 +93,11 @@ struct ServerOptions {
   // source a capture control. Returns "" when sent, else why not (a 409).
   // Empty: 501. Called on the web thread.
   std::function<std::string(const CaptureQuery&)> capture;
+  // /api/fleet and /api/fleet/... (docs/fleet.md): the fleet view's model
+  // and forwarded viewport queries (liveprof fleet), an agent's publisher
+  // (serve --publish). Given the parsed and the raw target. Empty: 404.
+  // Called on the query pool (it may wait on the network), never the web thread.
+  std::function<Reply(const RequestTarget& target, std::string_view raw_target)> fleet;
 };
 
 // "" when the options can be served, else why not (e.g. a non-loopback bind
