@@ -21,10 +21,11 @@ declare -A allowed=(
   [pipeline]="base stream aggregators store"
   [import]="base stream producers aggregators store pipeline"
   [web]="base stream aggregators store pipeline"
+  [fleet]="base stream aggregators store pipeline"
   [attach]="base stream producers ingest"
-  [app]="base stream producers ingest aggregators store pipeline import web"
+  [app]="base stream producers ingest aggregators store pipeline import web fleet"
 )
-folders="base stream producers ingest aggregators store pipeline import web attach app"
+folders="base stream producers ingest aggregators store pipeline import web fleet attach app"
 
 breaches=0
 for folder in ${folders}; do

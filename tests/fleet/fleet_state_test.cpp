@@ -1,0 +1,280 @@
+// The fleet view's state, fed messages as the stream would deliver them:
+// 3 hosts × 4 ranks give the pod's medians and name the straggler by host
+// and rank; a repeated summary is counted and not applied, a gap is
+// counted, a restarted agent starts a new sequence; a redelivered stream
+// sequence is skipped; a silent host goes and comes back, a stopped one is
+// not gone; a host whose clock is seconds off is flagged and its steps still
+// line up by step number; bad messages are counted by reason; the JSON
+// carries the same numbers.
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "doctest/doctest.h"
+#include "fleet/fleet_state.h"
+
+namespace liveprof {
+namespace {
+
+constexpr uint64_t kSec = 1'000'000'000;
+constexpr uint64_t kMs = 1'000'000;
+constexpr uint64_t kT0 = 1'800'000'000 * kSec;
+constexpr uint64_t kBaseStepNs = 100 * kMs;
+const char* const kHosts[] = {"host-a", "host-b", "host-c"};
+
+// Feeds FleetState messages with increasing stream sequences.
+struct Feed {
+  FleetState state;
+  uint64_t stream_seq = 0;
+  uint64_t now = kT0;
+
+  explicit Feed(FleetStateOptions o = {}) : state(o) {}
+
+  void Raw(const std::string& subject, const std::string& data, uint64_t stored) {
+    state.Apply("j1", subject, data, ++stream_seq, stored, now, true);
+  }
+  void Step(const std::string& host, int rank, uint64_t seq, int64_t step, uint64_t step_ns,
+            const std::string& agent = "", uint64_t input_ns = 0, int64_t clock_offset_ns = 0) {
+    FleetStep s;
+    s.job = "j1";
+    s.host = host;
+    s.agent = agent.empty() ? host + "-agent" : agent;
+    s.label = "rank " + std::to_string(rank);
+    s.rank = rank;
+    s.seq = seq;
+    s.step = step;
+    s.end_unix_ns = static_cast<uint64_t>(static_cast<int64_t>(now) + clock_offset_ns);
+    s.step_ns = step_ns;
+    s.bucket_ns[static_cast<size_t>(Bucket::kInput)] = input_ns;
+    s.bucket_ns[static_cast<size_t>(Bucket::kDeviceCompute)] = step_ns - input_ns;
+    Raw(FleetStepSubject("j1", host, s), EncodeFleetStep(s), now);
+  }
+  void Status(const std::string& host, bool stopping = false, int64_t clock_offset_ns = 0,
+              const std::string& agent = "") {
+    FleetStatus st;
+    st.job = "j1";
+    st.host = host;
+    st.agent = agent.empty() ? host + "-agent" : agent;
+    st.sent_unix_ns = static_cast<uint64_t>(static_cast<int64_t>(now) + clock_offset_ns);
+    st.stopping = stopping;
+    Raw(FleetStatusSubject("j1", host), EncodeFleetStatus(st), now);
+  }
+  // Steps 0..n-1 of every rank of every host; host-b rank 2 `slow` times slower.
+  void Grid(int64_t n, double slow) {
+    for (int64_t step = 0; step < n; ++step) {
+      for (const char* h : kHosts) {
+        for (int r = 0; r < 4; ++r) {
+          const bool straggler = std::string(h) == "host-b" && r == 2;
+          const uint64_t t = straggler ? static_cast<uint64_t>(static_cast<double>(kBaseStepNs) * slow)
+                                       : kBaseStepNs + static_cast<uint64_t>(r) * kMs;
+          Step(h, r, static_cast<uint64_t>(step) + 1, step, t);
+        }
+      }
+      now += 100 * kMs;
+    }
+  }
+  const FleetRank& Rank(const std::string& host, int r) const {
+    return state.ranks().at(host + '\x1f' + "rank " + std::to_string(r));
+  }
+  const FleetAlertState& Alert(const std::string& rule) const {
+    for (const FleetAlertState& a : state.alerts()) {
+      if (a.rule == rule) return a;
+    }
+    FAIL("no rule " << rule);
+    return state.alerts().front();
+  }
+};
+
+TEST_CASE("fleet state: 3 hosts × 4 ranks: the pod by step number, the straggler named by host and rank") {
+  Feed f;
+  f.Grid(10, 1.5);
+  f.state.Tick(f.now);
+  CHECK(f.state.ranks().size() == 12);
+  const PodSnapshot pod = f.state.pod().Snapshot();
+  REQUIRE(pod.workers.size() == 12);
+  REQUIRE(pod.steps.size() == 10);
+  // Each step's median over the 12: the ranks' times are 100,101,102,103 ms
+  // on hosts a and c, 100,101,150,103 on host b: sorted, the 6th and 7th are
+  // 101 and 102; 150 / 101.5 is 47.8 % over.
+  CHECK(pod.steps.back().median_ms == doctest::Approx(101.5));
+  const FleetAlertState& s = f.Alert("straggler");
+  CHECK(s.firing);
+  CHECK(s.host == "host-b");
+  CHECK(s.label == "rank 2");
+  CHECK(s.summary == "host-b rank 2 is 48 % slower than the median over steps 7-9");
+  CHECK_FALSE(f.Alert("host_gone").firing);
+  CHECK_FALSE(f.Alert("input_bound").firing);
+  // The worker's label in the pod says both.
+  bool labelled = false;
+  for (const PodWorkerSummary& w : pod.workers) labelled |= w.label == "host-b · rank 2";
+  CHECK(labelled);
+}
+
+TEST_CASE("fleet state: a repeated summary is counted and not applied, a gap is counted") {
+  Feed f;
+  f.Step("host-a", 0, 1, 0, kBaseStepNs);
+  f.Step("host-a", 0, 2, 1, kBaseStepNs);
+  f.Step("host-a", 0, 2, 1, kBaseStepNs * 3);  // the same seq again (a rank that reports a step twice).
+  f.Step("host-a", 0, 5, 4, kBaseStepNs);      // seqs 3 and 4 never came.
+  const FleetRank& r = f.Rank("host-a", 0);
+  CHECK(r.steps == 3);
+  CHECK(r.duplicates == 1);
+  CHECK(r.missing == 2);
+  CHECK(f.state.counts().duplicate_steps == 1);
+  CHECK(f.state.counts().missing_steps == 2);
+  CHECK(f.state.pod().cells_total() == 3);  // the repeat never reached the pod.
+  CHECK(r.last_step_ns == kBaseStepNs);     // nor changed the rank's step time.
+}
+
+TEST_CASE("fleet state: a restarted agent starts a new sequence, not a duplicate") {
+  Feed f;
+  for (uint64_t i = 1; i <= 5; ++i) f.Step("host-a", 0, i, static_cast<int64_t>(i), kBaseStepNs, "first");
+  for (uint64_t i = 1; i <= 3; ++i) f.Step("host-a", 0, i, static_cast<int64_t>(5 + i), kBaseStepNs, "second");
+  const FleetRank& r = f.Rank("host-a", 0);
+  CHECK(r.incarnations == 2);
+  CHECK(r.steps == 8);
+  CHECK(r.duplicates == 0);
+  CHECK(r.missing == 0);
+  CHECK(f.state.counts().restarts == 1);
+  CHECK(f.state.hosts().at("host-a").agents == 2);
+}
+
+TEST_CASE("fleet state: a stream sequence delivered again is skipped") {
+  Feed f;
+  FleetStep s;
+  s.job = "j1";
+  s.host = "host-a";
+  s.agent = "x";
+  s.label = "rank 0";
+  s.rank = 0;
+  s.seq = 1;
+  s.step_ns = kBaseStepNs;
+  const std::string subject = FleetStepSubject("j1", "host-a", s);
+  f.state.Apply("j1", subject, EncodeFleetStep(s), 10, f.now, f.now, true);
+  f.state.Apply("j1", subject, EncodeFleetStep(s), 10, f.now, f.now, true);
+  f.state.Apply("j1", subject, EncodeFleetStep(s), 9, f.now, f.now, true);
+  CHECK(f.state.counts().redelivered == 2);
+  CHECK(f.state.counts().messages == 1);
+  CHECK(f.Rank("host-a", 0).steps == 1);
+}
+
+TEST_CASE("fleet state: a silent host is gone after gone_after and back when it speaks, a stopped one is not gone") {
+  FleetStateOptions o;
+  o.gone_after_ns = 6 * kSec;
+  Feed f(o);
+  f.Status("host-a");
+  f.Status("host-b");
+  f.now += 5 * kSec;
+  f.Status("host-a");
+  f.Status("host-b", /*stopping=*/true);
+  f.now += 5 * kSec;
+  f.state.Tick(f.now);  // a: 5 s silent, b: stopped.
+  CHECK_FALSE(f.state.hosts().at("host-a").gone);
+  CHECK_FALSE(f.Alert("host_gone").firing);
+  f.now += 2 * kSec;
+  f.state.Tick(f.now);  // a: 7 s silent.
+  CHECK(f.state.hosts().at("host-a").gone);
+  CHECK_FALSE(f.state.hosts().at("host-b").gone);
+  CHECK(f.Alert("host_gone").firing);
+  CHECK(f.Alert("host_gone").host == "host-a");
+  CHECK(f.Alert("host_gone").summary == "1 host silent for over 6 s: host-a");
+  f.Status("host-a", false, 0, "host-a-restarted");
+  f.state.Tick(f.now);
+  const FleetHost& a = f.state.hosts().at("host-a");
+  CHECK_FALSE(a.gone);
+  CHECK(a.gone_count == 1);
+  CHECK(a.back_count == 1);
+  CHECK(a.agents == 2);
+  CHECK_FALSE(f.Alert("host_gone").firing);
+  const nlohmann::json j = nlohmann::json::parse(f.state.RenderJson(f.now, 1));
+  CHECK(j["hosts"][0]["state"] == "live");
+  CHECK(j["hosts"][1]["state"] == "stopped");
+  CHECK(j["alert_history"].size() == 2);  // host_gone fired, then resolved.
+}
+
+TEST_CASE("fleet state: a host's clock seconds off is flagged, and its steps still line up by step number") {
+  Feed f;
+  const int64_t kAhead = 5 * static_cast<int64_t>(kSec);
+  f.Status("host-a");
+  f.Status("host-b", false, kAhead);
+  for (int64_t step = 0; step < 3; ++step) {
+    f.Step("host-a", 0, static_cast<uint64_t>(step) + 1, step, kBaseStepNs);
+    f.Step("host-b", 0, static_cast<uint64_t>(step) + 1, step, 2 * kBaseStepNs, "", 0, kAhead);
+  }
+  f.state.Tick(f.now);
+  CHECK(f.state.hosts().at("host-b").skewed);
+  CHECK(f.state.hosts().at("host-b").skew_ns == kAhead);
+  CHECK_FALSE(f.state.hosts().at("host-a").skewed);
+  CHECK(f.state.counts().skewed_hosts == 1);
+  const PodSnapshot pod = f.state.pod().Snapshot();
+  REQUIRE(pod.steps.size() == 3);
+  for (const PodStepRow& row : pod.steps) {
+    CHECK(row.cells.size() == 2);  // both hosts' cells in the same row.
+    CHECK(row.median_ms == doctest::Approx(150.0));
+  }
+  // Steps ending further in the future than gone_after: counted, no lag from them.
+  const uint64_t lag_samples = f.state.lag().samples;
+  f.Step("host-b", 0, 4, 3, kBaseStepNs, "", 0, 60 * static_cast<int64_t>(kSec));
+  CHECK(f.state.counts().steps_from_future == 1);
+  CHECK(f.state.lag().samples == lag_samples);
+}
+
+TEST_CASE("fleet state: an input-bound rank is named") {
+  Feed f;
+  for (int64_t step = 0; step < 5; ++step) {
+    f.Step("host-a", 0, static_cast<uint64_t>(step) + 1, step, kBaseStepNs, "", 2 * kMs);
+    f.Step("host-c", 3, static_cast<uint64_t>(step) + 1, step, kBaseStepNs, "", 30 * kMs);
+  }
+  f.state.Tick(f.now);
+  const FleetAlertState& a = f.Alert("input_bound");
+  CHECK(a.firing);
+  CHECK(a.host == "host-c");
+  CHECK(a.label == "rank 3");
+  CHECK(a.summary == "1 rank input-bound; the most: host-c rank 3 at 30 % of its step time waiting for input");
+}
+
+TEST_CASE("fleet state: bad messages are counted by reason, the newest errors kept, nothing applied") {
+  Feed f;
+  f.Raw("liveprof.j1.step.host-a.0", "{oops", f.now);
+  f.Raw("liveprof.j1.step.host-a.0", R"({"type":"fleet_step","v":9,"job":"j1","host":"host-a","agent":"x"})", f.now);
+  f.Raw("liveprof.j1.status.host-a", R"({"type":"fleet_status","v":1,"job":"j2","host":"host-a","agent":"x"})", f.now);
+  f.Raw("liveprof.j1.status.host-z", R"({"type":"fleet_status","v":1,"job":"j1","host":"host-a","agent":"x","pid":1,"started_unix_ns":1,"sent_unix_ns":1})", f.now);
+  f.Raw("liveprof.j1.other.host-a", R"({"type":"what","v":1,"job":"j1","host":"host-a","agent":"x"})", f.now);
+  for (int i = 0; i < 10; ++i) f.Raw("liveprof.j1.step.host-a.0", "", f.now);
+  const FleetCounts& c = f.state.counts();
+  CHECK(c.rejected[static_cast<size_t>(FleetReject::kMalformed)] == 11);
+  CHECK(c.rejected[static_cast<size_t>(FleetReject::kNewerVersion)] == 1);
+  CHECK(c.rejected[static_cast<size_t>(FleetReject::kForeignJob)] == 1);
+  CHECK(c.rejected[static_cast<size_t>(FleetReject::kSubjectMismatch)] == 1);
+  CHECK(c.rejected[static_cast<size_t>(FleetReject::kUnknownType)] == 1);
+  CHECK(f.state.hosts().empty());
+  CHECK(f.state.ranks().empty());
+  CHECK(f.state.recent_errors().size() == 8);
+  const nlohmann::json j = nlohmann::json::parse(f.state.RenderJson(f.now, 3));
+  CHECK(j["type"] == "fleet");
+  CHECK(j["seq"] == 3);
+  CHECK(j["counts"]["rejected"]["malformed"] == 11);
+  CHECK(j["counts"]["rejected"]["subject_mismatch"] == 1);
+  CHECK(j["recent_errors"].back() == "liveprof.j1.step.host-a.0: not JSON");
+}
+
+TEST_CASE("fleet state: the view model carries the ranks, the pod and the lag") {
+  Feed f;
+  f.Grid(4, 1.5);
+  f.state.Tick(f.now);
+  const nlohmann::json j = nlohmann::json::parse(f.state.RenderJson(f.now, 1));
+  CHECK(j["ranks"].size() == 12);
+  CHECK(j["pod"]["workers"].size() == 12);
+  CHECK(j["pod"]["steps"].size() == 4);
+  CHECK(j["counts"]["steps"] == 48);
+  CHECK(j["lag"]["samples"] == 48);
+  for (const auto& r : j["ranks"]) {
+    CHECK(r["steps"] == 4);
+    CHECK(r["missing"] == 0);
+    CHECK(r["duplicates"] == 0);
+  }
+}
+
+}  // namespace
+}  // namespace liveprof
