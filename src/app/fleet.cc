@@ -51,6 +51,7 @@ struct FleetArgs {
   ServerOptions so;
   FleetView::Options view;
   double seconds = 0;
+  double gone_after_s = 6;
 };
 
 int RunFleet(FleetArgs& a) {
@@ -60,6 +61,7 @@ int RunFleet(FleetArgs& a) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  a.view.state.gone_after_ns = static_cast<uint64_t>(a.gone_after_s * 1e9);
   FleetView view(a.view);
   a.so.fleet = [&view](const RequestTarget& target, std::string_view raw) -> Reply {
     if (target.path == "/api/fleet") {
@@ -211,6 +213,8 @@ void AddFleetCommand(CLI::App& app, Commands* commands) {
   sub->add_option("--durable", a->view.durable, "the JetStream consumer's name (one per fleet view of a job)");
   AddNumber(sub, "--rebuild-seconds", a->view.rebuild_seconds, 0, 86400,
             "at start, read the stream back this far to rebuild the picture");
+  AddNumber(sub, "--gone-after", a->gone_after_s, 1, 3600,
+            "seconds without a message from a host before it shows as gone (its agents send a status every 2 s)");
   AddNumber(sub, "--port", a->so.port, 0, 65535, "port to listen on (0 picks a free one)");
   sub->add_option("--bind", a->so.bind, "address to listen on (any but loopback needs --token)");
   sub->add_option("--token", a->so.token, "require T on every request (as serve --token)");
