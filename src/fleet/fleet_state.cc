@@ -122,15 +122,7 @@ void FleetState::ApplyStep(const FleetStep& s, uint64_t now_unix_ns, bool live) 
     ++counts_.steps_from_future;  // its host's clock is ahead: no lag from it.
     return;
   }
-  if (!live) return;
-  const double lag_ms = static_cast<double>(now_unix_ns - std::min(now_unix_ns, s.end_unix_ns)) / 1e6;
-  if (lags_ms_.size() < std::max<size_t>(options_.lag_samples, 1)) {
-    lags_ms_.push_back(lag_ms);
-  } else {
-    lags_ms_[lag_next_] = lag_ms;
-    lag_next_ = (lag_next_ + 1) % lags_ms_.size();
-  }
-  ++lag_total_;
+  if (live) pending_ends_.push_back(s.end_unix_ns);  // its lag: at the first render that shows it.
 }
 
 void FleetState::ApplyStatus(const FleetStatus& s, uint64_t stored_unix_ns, bool live) {
@@ -200,7 +192,9 @@ void FleetState::Tick(uint64_t now_unix_ns) {
   }
 
   // The straggler: the pod's, named by host and rank.
-  const std::optional<PodStraggler> s = pod_->Straggler(options_.straggler_steps);
+  pod_snapshot_ = pod_->Snapshot();
+  const PodSnapshot& snap = pod_snapshot_;
+  const std::optional<PodStraggler>& s = snap.straggler;
   const FleetRank* straggler = nullptr;
   if (s && s->pct > options_.straggler_pct) {
     for (const auto& [key, r] : ranks_) {
@@ -217,7 +211,6 @@ void FleetState::Tick(uint64_t now_unix_ns) {
   }
 
   // Input-bound: the rank with the largest input share over its recent steps.
-  const PodSnapshot snap = pod_->Snapshot();
   const PodWorkerSummary* worst = nullptr;
   for (const PodWorkerSummary& w : snap.workers) {
     if (w.input_pct >= options_.input_bound_pct && (worst == nullptr || w.input_pct > worst->input_pct)) worst = &w;
@@ -255,6 +248,19 @@ FleetState::Lag FleetState::lag() const {
 }
 
 std::string FleetState::RenderJson(uint64_t now_unix_ns, uint64_t seq) {
+  // The steps this render shows for the first time: their lag, end to page.
+  const size_t ring = std::max<size_t>(options_.lag_samples, 1);
+  for (const uint64_t end : pending_ends_) {
+    const double lag_ms = static_cast<double>(now_unix_ns - std::min(now_unix_ns, end)) / 1e6;
+    if (lags_ms_.size() < ring) {
+      lags_ms_.push_back(lag_ms);
+    } else {
+      lags_ms_[lag_next_] = lag_ms;
+      lag_next_ = (lag_next_ + 1) % ring;
+    }
+    ++lag_total_;
+  }
+  pending_ends_.clear();
   JsonWriter w;
   w.BeginObject();
   w.KV("type", "fleet");
@@ -379,7 +385,7 @@ std::string FleetState::RenderJson(uint64_t now_unix_ns, uint64_t seq) {
   w.EndArray();
 
   w.Key("pod");
-  pod_->Snapshot().WriteJson(w);
+  pod_snapshot_.WriteJson(w);
   w.EndObject();
   return w.Take();
 }

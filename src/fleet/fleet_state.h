@@ -116,17 +116,21 @@ class FleetState {
   // ones; only live ones sample the lag).
   void Apply(std::string_view job, std::string_view subject, std::string_view data, uint64_t stream_seq,
              uint64_t stored_unix_ns, uint64_t now_unix_ns, bool live);
-  // Re-evaluates gone hosts and the alerts at `now_unix_ns`.
+  // Re-evaluates gone hosts and the alerts at `now_unix_ns`, and takes the
+  // pod's snapshot that RenderJson shows.
   void Tick(uint64_t now_unix_ns);
-  // The view model {"type":"fleet","v":1,...} (docs/fleet.md), at `now_unix_ns`.
+  // The view model {"type":"fleet","v":1,...} (docs/fleet.md), at
+  // `now_unix_ns`, with the pod as of the last Tick(). The live steps it
+  // shows for the first time give the lag samples (end to this render).
   std::string RenderJson(uint64_t now_unix_ns, uint64_t seq);
 
   const FleetCounts& counts() const { return counts_; }
   const std::map<std::string, FleetRank>& ranks() const { return ranks_; }  // by "host\x1flabel".
   const std::map<std::string, FleetHost>& hosts() const { return hosts_; }
   const std::vector<FleetAlertState>& alerts() const { return alerts_; }
-  // The lag from a step's end to its summary applied here, ms: p50, p99,
-  // max over the newest lag_samples live steps (0 without any).
+  // The lag from a step's end (its agent's clock) to the first render that
+  // shows it, ms: p50, p99, max over the newest lag_samples live steps (0
+  // without any).
   struct Lag {
     double p50_ms = 0, p99_ms = 0, max_ms = 0;
     uint64_t samples = 0;
@@ -157,6 +161,8 @@ class FleetState {
   std::deque<Transition> history_;
   uint64_t last_stream_seq_ = 0;
   uint32_t next_worker_ = 1;
+  PodSnapshot pod_snapshot_;           // as of the last Tick().
+  std::vector<uint64_t> pending_ends_;  // live steps applied since the last render: their ends.
   std::vector<double> lags_ms_;  // a ring of lag_samples.
   size_t lag_next_ = 0;
   uint64_t lag_total_ = 0;

@@ -214,10 +214,14 @@ TEST_CASE("fleet state: a host's clock seconds off is flagged, and its steps sti
     CHECK(row.median_ms == doctest::Approx(150.0));
   }
   // Steps ending further in the future than gone_after: counted, no lag from them.
+  f.state.RenderJson(f.now, 1);
   const uint64_t lag_samples = f.state.lag().samples;
+  CHECK(lag_samples == 6);
   f.Step("host-b", 0, 4, 3, kBaseStepNs, "", 0, 60 * static_cast<int64_t>(kSec));
+  f.Step("host-a", 0, 4, 3, kBaseStepNs);
+  f.state.RenderJson(f.now, 2);
   CHECK(f.state.counts().steps_from_future == 1);
-  CHECK(f.state.lag().samples == lag_samples);
+  CHECK(f.state.lag().samples == lag_samples + 1);  // host-a's only.
 }
 
 TEST_CASE("fleet state: an input-bound rank is named") {
