@@ -208,6 +208,17 @@ int Main(const Args& a) {
   for (int i = 0; i < 500 && !Accepts(port); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   const uint64_t expected_rate = static_cast<uint64_t>(a.ranks * a.steps_per_s);
 
+  int pipe_fd[2];
+  if (pipe(pipe_fd) != 0) return 2;
+  const double run_s = a.warmup + a.seconds;
+  const pid_t child = fork();
+  if (child == 0) {
+    close(pipe_fd[0]);
+    RunAgents(a, url, run_s, pipe_fd[1]);
+  }
+  close(pipe_fd[1]);
+  // (the agents are forked before this process touches cnats: a fork
+  // copies the library's state without its threads)
   FleetView::Options vo;
   vo.nats.url = url;
   vo.job = "bench";
@@ -219,15 +230,6 @@ int Main(const Args& a) {
     std::fprintf(stderr, "fleet_bench: %s\n", error.c_str());
     return 2;
   }
-  int pipe_fd[2];
-  if (pipe(pipe_fd) != 0) return 2;
-  const double run_s = a.warmup + a.seconds;
-  const pid_t child = fork();
-  if (child == 0) {
-    close(pipe_fd[0]);
-    RunAgents(a, url, run_s, pipe_fd[1]);
-  }
-  close(pipe_fd[1]);
   std::printf("fleet_bench: %d ranks in %d agents, %g steps/s each (%" PRIu64 " summaries/s), %gs after %gs warm-up\n",
               a.ranks, (a.ranks + a.ranks_per_agent - 1) / a.ranks_per_agent, a.steps_per_s, expected_rate, a.seconds,
               a.warmup);
