@@ -13,6 +13,8 @@ namespace liveprof {
 namespace {
 
 constexpr size_t kMaxErrorsKept = 8;
+constexpr size_t kMaxGapsKept = 4096;    // per rank: skipped seqs still awaited.
+constexpr size_t kMaxAlertsPerHost = 64;  // an agent's alerts firing, kept.
 constexpr char kSep = '\x1f';
 
 std::string Pct(double v) {
@@ -38,7 +40,11 @@ FleetState::FleetState(FleetStateOptions options) : options_(std::move(options))
 
 FleetState::~FleetState() = default;
 
-FleetHost& FleetState::HostOf(const std::string& host, const std::string& agent, uint64_t stored_unix_ns) {
+FleetHost* FleetState::HostOf(const std::string& host, const std::string& agent, uint64_t stored_unix_ns) {
+  if (hosts_.size() >= options_.max_workers && hosts_.count(host) == 0) {
+    ++counts_.hosts_over_cap;
+    return nullptr;
+  }
   FleetHost& h = hosts_[host];
   if (h.host.empty()) h.host = host;
   if (h.agent != agent) {
@@ -47,7 +53,7 @@ FleetHost& FleetState::HostOf(const std::string& host, const std::string& agent,
     h.firing.clear();  // a new agent: the old one's alerts went with it.
   }
   h.last_seen_unix_ns = std::max(h.last_seen_unix_ns, stored_unix_ns);
-  return h;
+  return &h;
 }
 
 void FleetState::Apply(std::string_view job, std::string_view subject, std::string_view data, uint64_t stream_seq,
@@ -66,13 +72,11 @@ void FleetState::Apply(std::string_view job, std::string_view subject, std::stri
     return;
   }
   if (FleetStep* s = std::get_if<FleetStep>(&d.message)) {
-    HostOf(s->host, s->agent, stored_unix_ns);
-    ApplyStep(*s, now_unix_ns, live);
+    if (HostOf(s->host, s->agent, stored_unix_ns)) ApplyStep(*s, now_unix_ns, live);
   } else if (FleetStatus* st = std::get_if<FleetStatus>(&d.message)) {
-    ApplyStatus(*st, stored_unix_ns, live);
+    if (FleetHost* h = HostOf(st->host, st->agent, stored_unix_ns)) ApplyStatus(*h, *st, stored_unix_ns, live);
   } else if (FleetAlert* a = std::get_if<FleetAlert>(&d.message)) {
-    HostOf(a->host, a->agent, stored_unix_ns);
-    ApplyAlert(*a);
+    if (FleetHost* h = HostOf(a->host, a->agent, stored_unix_ns)) ApplyAlert(*h, *a);
   }
 }
 
@@ -100,15 +104,28 @@ void FleetState::ApplyStep(const FleetStep& s, uint64_t now_unix_ns, bool live) 
     r.last_seq = 0;
   }
   if (s.seq <= r.last_seq) {
-    ++r.duplicates;
-    ++counts_.duplicate_steps;
-    return;
+    const auto gap = r.gaps.find(s.seq);
+    if (gap == r.gaps.end()) {
+      ++r.duplicates;
+      ++counts_.duplicate_steps;
+      return;
+    }
+    // A seq skipped earlier comes now (its window was sent again after
+    // later ones were stored): applied, no longer missing.
+    r.gaps.erase(gap);
+    --r.missing;
+    --counts_.missing_steps;
+    ++r.late;
+    ++counts_.late_steps;
+  } else {
+    for (uint64_t q = r.last_seq + 1; q < s.seq; ++q) {
+      ++r.missing;
+      ++counts_.missing_steps;
+      if (s.seq - q <= kMaxGapsKept) r.gaps.insert(q);
+    }
+    while (r.gaps.size() > kMaxGapsKept) r.gaps.erase(r.gaps.begin());
+    r.last_seq = s.seq;
   }
-  if (s.seq > r.last_seq + 1) {
-    r.missing += s.seq - r.last_seq - 1;
-    counts_.missing_steps += s.seq - r.last_seq - 1;
-  }
-  r.last_seq = s.seq;
   ++r.steps;
   r.last_step = s.step;
   r.last_step_ns = s.step_ns;
@@ -125,9 +142,8 @@ void FleetState::ApplyStep(const FleetStep& s, uint64_t now_unix_ns, bool live) 
   if (live) pending_ends_.push_back(s.end_unix_ns);  // its lag: at the first render that shows it.
 }
 
-void FleetState::ApplyStatus(const FleetStatus& s, uint64_t stored_unix_ns, bool live) {
+void FleetState::ApplyStatus(FleetHost& h, const FleetStatus& s, uint64_t stored_unix_ns, bool live) {
   ++counts_.statuses;
-  FleetHost& h = HostOf(s.host, s.agent, stored_unix_ns);
   // Only the newest status counts (a rebuild replays them in order anyway).
   if (h.has_status && h.status.agent == s.agent && s.sent_unix_ns < h.status.sent_unix_ns) return;
   h.status = s;
@@ -139,12 +155,11 @@ void FleetState::ApplyStatus(const FleetStatus& s, uint64_t stored_unix_ns, bool
   }
 }
 
-void FleetState::ApplyAlert(const FleetAlert& a) {
+void FleetState::ApplyAlert(FleetHost& h, const FleetAlert& a) {
   ++counts_.alerts;
-  FleetHost& h = hosts_[a.host];
   const std::string key = a.rule + (a.worker.empty() ? "" : " " + a.worker);
   if (a.firing) {
-    h.firing[key] = a;
+    if (h.firing.size() < kMaxAlertsPerHost || h.firing.count(key) > 0) h.firing[key] = a;
   } else {
     h.firing.erase(key);
   }
@@ -319,6 +334,7 @@ std::string FleetState::RenderJson(uint64_t now_unix_ns, uint64_t seq) {
     w.KV("last_seq", r.last_seq);
     w.KV("duplicates", r.duplicates);
     w.KV("missing", r.missing);
+    w.KV("late", r.late);
     w.KV("last_step", r.last_step);
     w.KV("last_step_ms", static_cast<double>(r.last_step_ns) / 1e6);
     w.EndObject();
@@ -369,7 +385,9 @@ std::string FleetState::RenderJson(uint64_t now_unix_ns, uint64_t seq) {
   w.KV("duplicate_steps", counts_.duplicate_steps);
   w.KV("missing_steps", counts_.missing_steps);
   w.KV("restarts", counts_.restarts);
+  w.KV("late_steps", counts_.late_steps);
   w.KV("ranks_over_cap", counts_.ranks_over_cap);
+  w.KV("hosts_over_cap", counts_.hosts_over_cap);
   w.KV("skewed_hosts", counts_.skewed_hosts);
   w.KV("steps_from_future", counts_.steps_from_future);
   w.Key("rejected");

@@ -8,8 +8,9 @@
 //     hosts whose clocks disagree by seconds still line up by step.
 //   - Each rank's summaries checked against its agent's sequence (seq 1, 2,
 //     3... per agent incarnation): a repeat is counted and not applied
-//     again, a gap is counted (steps lost before the stream), a new agent
-//     incarnation starts a new sequence (an agent restarted).
+//     again, a gap is counted as missing until its seq comes (a window sent
+//     again after later ones were stored: then applied, counted late), a
+//     new agent incarnation starts a new sequence (an agent restarted).
 //   - Each host: its agent, last status, live / gone / stopped (no message
 //     for Options::gone_after_ns: gone; its last status said stopping:
 //     stopped), how often it went and came back, its clock's skew against
@@ -31,6 +32,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,7 +65,9 @@ struct FleetRank {
   uint64_t last_seq = 0;
   uint64_t steps = 0;        // summaries applied.
   uint64_t duplicates = 0;   // summaries of a seq already applied: not applied again.
-  uint64_t missing = 0;      // seqs skipped (lost before the stream).
+  uint64_t missing = 0;      // seqs skipped and not come since (lost before the stream).
+  uint64_t late = 0;         // seqs that came after a later one (a window sent again): applied.
+  std::set<uint64_t> gaps;   // the seqs skipped, awaited (at most kMaxGapsKept; older ones stay missing).
   int64_t last_step = -1;
   uint64_t last_step_ns = 0;
   uint64_t last_end_unix_ns = 0;
@@ -99,6 +103,8 @@ struct FleetCounts {
   uint64_t duplicate_steps = 0, missing_steps = 0;
   uint64_t restarts = 0;       // a rank's new agent incarnation.
   uint64_t ranks_over_cap = 0;
+  uint64_t hosts_over_cap = 0;  // messages of hosts past max_workers hosts: not applied.
+  uint64_t late_steps = 0;
   uint64_t skewed_hosts = 0;   // hosts flagged now.
   uint64_t steps_from_future = 0;  // end more than gone_after in the future: a clock.
 };
@@ -141,9 +147,11 @@ class FleetState {
 
  private:
   void ApplyStep(const FleetStep& s, uint64_t now_unix_ns, bool live);
-  void ApplyStatus(const FleetStatus& s, uint64_t stored_unix_ns, bool live);
-  void ApplyAlert(const FleetAlert& a);
-  FleetHost& HostOf(const std::string& host, const std::string& agent, uint64_t stored_unix_ns);
+  void ApplyStatus(FleetHost& h, const FleetStatus& s, uint64_t stored_unix_ns, bool live);
+  void ApplyAlert(FleetHost& h, const FleetAlert& a);
+  // The host's record (its agent and last-seen time updated); null past
+  // max_workers hosts (counted).
+  FleetHost* HostOf(const std::string& host, const std::string& agent, uint64_t stored_unix_ns);
   void SetAlert(std::string_view rule, bool firing, std::string summary, std::string host, std::string label,
                 uint64_t now_unix_ns);
 

@@ -239,7 +239,8 @@ FleetDecoded DecodeFleetMessage(std::string_view job, std::string_view subject, 
   const std::vector<std::string_view> t = Tokens(subject);
   const std::string kind = type.starts_with("fleet_") ? type.substr(6) : type;
   // liveprof . job . kind . host [. rank]
-  if (t.size() < 4 || t[0] != "liveprof" || t[1] != job || t[2] != kind || t[3] != SubjectToken(host)) {
+  const size_t tokens = type == "fleet_step" ? 5 : 4;
+  if (t.size() != tokens || t[0] != "liveprof" || t[1] != job || t[2] != kind || t[3] != SubjectToken(host)) {
     return Reject(FleetReject::kSubjectMismatch,
                   where + ": a " + type + " of host '" + host + "' does not belong on this subject");
   }
@@ -277,7 +278,6 @@ FleetDecoded DecodeFleetMessage(std::string_view job, std::string_view subject, 
       // The buckets split the step: more than the step is not a breakdown.
       if (r.ok() && sum > s.step_ns + s.step_ns / 100 + 1000) r.Fail("buckets_ns", "add up to more than step_ns");
     }
-    if (r.ok() && t.size() != 5) r.Fail("subject", "has no rank token");
     if (r.ok() && t[4] != RankToken(s)) {
       return Reject(FleetReject::kSubjectMismatch, where + ": rank '" + s.label + "' does not belong on this subject");
     }

@@ -125,6 +125,18 @@ TEST_CASE("fleet state: a repeated summary is counted and not applied, a gap is 
   CHECK(f.state.counts().missing_steps == 2);
   CHECK(f.state.pod().cells_total() == 3);  // the repeat never reached the pod.
   CHECK(r.last_step_ns == kBaseStepNs);     // nor changed the rank's step time.
+
+  // seq 3 comes late (its window was sent again after 5 was stored): applied,
+  // no longer missing; once more, it is a repeat.
+  f.Step("host-a", 0, 3, 2, kBaseStepNs);
+  CHECK(r.steps == 4);
+  CHECK(r.missing == 1);
+  CHECK(r.late == 1);
+  CHECK(f.state.counts().missing_steps == 1);
+  CHECK(f.state.pod().cells_total() == 4);
+  f.Step("host-a", 0, 3, 2, kBaseStepNs);
+  CHECK(r.duplicates == 2);
+  CHECK(r.steps == 4);
 }
 
 TEST_CASE("fleet state: a restarted agent starts a new sequence, not a duplicate") {
@@ -245,12 +257,14 @@ TEST_CASE("fleet state: bad messages are counted by reason, the newest errors ke
   f.Raw("liveprof.j1.status.host-a", R"({"type":"fleet_status","v":1,"job":"j2","host":"host-a","agent":"x"})", f.now);
   f.Raw("liveprof.j1.status.host-z", R"({"type":"fleet_status","v":1,"job":"j1","host":"host-a","agent":"x","pid":1,"started_unix_ns":1,"sent_unix_ns":1})", f.now);
   f.Raw("liveprof.j1.other.host-a", R"({"type":"what","v":1,"job":"j1","host":"host-a","agent":"x"})", f.now);
+  // A status on a subject with a token too many is not this host's status subject.
+  f.Raw("liveprof.j1.status.host-a.x", R"({"type":"fleet_status","v":1,"job":"j1","host":"host-a","agent":"x","pid":1,"started_unix_ns":1,"sent_unix_ns":1})", f.now);
   for (int i = 0; i < 10; ++i) f.Raw("liveprof.j1.step.host-a.0", "", f.now);
   const FleetCounts& c = f.state.counts();
   CHECK(c.rejected[static_cast<size_t>(FleetReject::kMalformed)] == 11);
   CHECK(c.rejected[static_cast<size_t>(FleetReject::kNewerVersion)] == 1);
   CHECK(c.rejected[static_cast<size_t>(FleetReject::kForeignJob)] == 1);
-  CHECK(c.rejected[static_cast<size_t>(FleetReject::kSubjectMismatch)] == 1);
+  CHECK(c.rejected[static_cast<size_t>(FleetReject::kSubjectMismatch)] == 2);
   CHECK(c.rejected[static_cast<size_t>(FleetReject::kUnknownType)] == 1);
   CHECK(f.state.hosts().empty());
   CHECK(f.state.ranks().empty());
@@ -259,8 +273,21 @@ TEST_CASE("fleet state: bad messages are counted by reason, the newest errors ke
   CHECK(j["type"] == "fleet");
   CHECK(j["seq"] == 3);
   CHECK(j["counts"]["rejected"]["malformed"] == 11);
-  CHECK(j["counts"]["rejected"]["subject_mismatch"] == 1);
+  CHECK(j["counts"]["rejected"]["subject_mismatch"] == 2);
   CHECK(j["recent_errors"].back() == "liveprof.j1.step.host-a.0: not JSON");
+}
+
+TEST_CASE("fleet state: hosts past the cap are counted, not kept") {
+  FleetStateOptions o;
+  o.max_workers = 2;
+  Feed f(o);
+  f.Status("host-a");
+  f.Status("host-b");
+  f.Status("host-c");
+  f.Step("host-d", 0, 1, 0, kBaseStepNs);
+  CHECK(f.state.hosts().size() == 2);
+  CHECK(f.state.counts().hosts_over_cap == 2);
+  CHECK(f.state.ranks().empty());
 }
 
 TEST_CASE("fleet state: the view model carries the ranks, the pod and the lag") {
