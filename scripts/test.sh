@@ -139,10 +139,10 @@ timed "asan+ubsan" run_suite "asan+ubsan" build/asan -DCMAKE_BUILD_TYPE=Debug -D
 # threaded parts of the rest, built from their test files only.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
   SUITE_TARGETS="stream_tests host_api_disabled_tests liveprof_tests liveprof" SUITE_LABEL=stream \
-  SUITE_TESTS="^(pipeline|server|simulated workload|replay|trace store|trace api|trace over the WebSocket|export: (streamed|a slow)|ingest server|ingest sender|web: python|import: (gzip|a truncated|a plain)|CUPTI recording)" \
+  SUITE_TESTS="^(pipeline|server|fleet over nats-server|simulated workload|replay|trace store|trace api|trace over the WebSocket|export: (streamed|a slow)|ingest server|ingest sender|web: python|import: (gzip|a truncated|a plain)|CUPTI recording)" \
   timed "tsan (stream, pipeline and server)" run_suite "tsan" build/tsan -DCMAKE_BUILD_TYPE=Debug \
   -DLIVEPROF_SANITIZE=thread -DLIVEPROF_BUILD_BENCH=OFF -DLIVEPROF_STREAM_TESTS_ONLY=OFF -DCMAKE_CXX_COMPILER="${SANITIZER_CXX}" \
-  "-DLIVEPROF_TEST_FILES=(pipeline/pipeline|web/(server|trace_api|trace_ws|trace_export)|store/(trace_store|derived_rows)|ingest/ingest_(server|sender)|producers/(simulated_workload|cupti_recording)|import/(replay|chunk_reader|cupti_recording_file))_test"
+  "-DLIVEPROF_TEST_FILES=(pipeline/pipeline|web/(server|trace_api|trace_ws|trace_export)|store/(trace_store|derived_rows)|ingest/ingest_(server|sender)|producers/(simulated_workload|cupti_recording)|import/(replay|chunk_reader|cupti_recording_file)|fleet/fleet_nats)_test"
 timed "fuzzers (5 x ${FUZZ_RUNS:-25s}, ${FUZZ_JOBS:-${JOBS}} at a time)" run_fuzzers \
   "fuzz (control messages):control_message:build/fuzz" \
   "fuzz (Chrome trace import):chrome_trace:build/fuzz-import" \

@@ -7,6 +7,7 @@ import {Feed} from './feed.js';
 import {esc, int} from './format.js';
 import alerts from './panels/alerts.js';
 import capture from './panels/capture.js';
+import fleet from './panels/fleet.js';
 import inputPipeline from './panels/input_pipeline.js';
 import kernelStats from './panels/kernel_stats.js';
 import memory from './panels/memory.js';
@@ -18,11 +19,11 @@ import pytorch from './panels/pytorch.js';
 import tfStats from './panels/tf_stats.js';
 import traceViewer from './panels/trace_viewer.js';
 
-const PAGES = [overview, inputPipeline, tfStats, kernelStats, memory, pytorch, modules, annotations, pod, alerts,
+const PAGES = [fleet, overview, inputPipeline, tfStats, kernelStats, memory, pytorch, modules, annotations, pod, alerts,
   traceViewer, capture];
 // Views the server computes for each request (never on the feed): polled,
 // at the page's own period (`pollMs`).
-const POLL_ONLY = new Set(['pytorch']);
+const POLL_ONLY = new Set(['pytorch', 'fleet']);
 const ALWAYS = ['status', 'alerts'];  // the header's drops indicator and alert notice.
 const STEP_WINDOWED = new Set(['overview', 'steps', 'input_pipeline']);
 const TIME_WINDOWED = new Set(['overview', 'steps', 'input_pipeline', 'tf_stats', 'kernel_stats', 'memory']);
@@ -55,6 +56,7 @@ const state = {
   params: {},        // topic -> extra /api parameters a panel asked for
   firingSeen: new Set(),
   phase: 'connecting',
+  probed: {},        // a page's `probe` endpoint -> true where it answers 200, false where not, absent while unknown.
 };
 const mounted = new Map();  // page id -> {el, panel}
 
@@ -101,6 +103,7 @@ const feed = new Feed({
     accept(msg);
   },
   onState(s) {
+    if (s.phase === 'live' && state.phase !== 'live' && state.phase !== 'connecting') probeAll();  // reconnected: perhaps another server.
     state.phase = s.phase;
     state.connection = s;
     document.body.dataset.phase = s.phase;
@@ -256,19 +259,33 @@ function drawAlertNotice(a) {
 
 // Nothing connected: the server runs but no producer has sent an event.
 // A run read back (liveprof open): its events are in the trace viewer only.
+// A fleet view (liveprof fleet) has no events of its own: it says where its
+// numbers are instead.
 function drawEmpty() {
   const st = state.views.status;
   const empty = st && st.events_consumed === 0 && !(st.sources ?? []).some((s) => s.published > 0);
   const opened = st?.run_environment?.opened_run;
-  $('#empty').classList.toggle('hidden', !empty || !!opened);
+  const isFleet = state.probed.fleet === true;
+  const known = 'fleet' in state.probed;  // (until then a fleet view would flash "No events yet")
+  $('#empty').classList.toggle('hidden', !empty || !!opened || isFleet || !known);
+  $('#fleet-note').classList.toggle('hidden', !isFleet || state.page?.id === 'fleet');
   $('#opened').classList.toggle('hidden', !opened);
   if (opened) $('#opened-dir').textContent = opened;
 }
 
 // ---- pages, windows, pause ----
 
+// A page with a `probe` is in the navigation only where the server lists its
+// endpoint (the Fleet page: /api/fleet, on liveprof fleet only); until the
+// probe says so, its hash shows the overview.
+function available(page) {
+  return !page.probe || state.probed[page.probe] === true;
+}
+
 function showPage(id) {
-  const page = PAGES.find((p) => p.id === id) ?? PAGES[0];
+  const home = PAGES.find((p) => p.id === 'overview');
+  let page = PAGES.find((p) => p.id === id) ?? home;
+  if (!available(page)) page = home;
   state.page = page;
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.dataset.page === page.id);
   for (const [pid, m] of mounted) m.el.hidden = pid !== page.id;
@@ -357,7 +374,8 @@ async function exportCsv(topic) {
 }
 
 function init() {
-  $('nav').innerHTML = PAGES.map((p) => `<a href="#${p.id}" data-page="${p.id}">${esc(p.title)}</a>`).join('');
+  // Pages with a probe are hidden until it answers.
+  $('nav').innerHTML = PAGES.map((p) => `<a href="#${p.id}" data-page="${p.id}"${p.probe ? ' hidden' : ''}>${esc(p.title)}</a>`).join('');
   const select = $('#window');
   select.innerHTML = WINDOWS.map((w) => `<option value="${w.id}">${esc(w.label)}</option>`).join('');
   select.addEventListener('change', () => {
@@ -373,6 +391,56 @@ function init() {
   window.addEventListener('hashchange', () => showPage(location.hash.slice(1)));
   showPage(location.hash.slice(1) || 'overview');
   feed.start();
+  probeAll(!location.hash);
+}
+
+// GET /api once: the page's link shows where its endpoint (/api/<probe>) is
+// among the server's endpoints (never a request that fails: Chromium would
+// log it), else it is hidden
+// (and leaves the page, if on screen). "Not yet" (503) and no answer are asked
+// again a few times. `land`: the page opened without a hash, and the probed
+// page, found, becomes the one on screen (a fleet view's own page).
+const PROBE_TRIES = 10;
+const probing = new Set();  // the endpoints asked now
+async function probe(page, land, tries = PROBE_TRIES) {
+  if (tries === PROBE_TRIES && probing.has(page.probe)) return;
+  probing.add(page.probe);
+  let code = 0;
+  try {
+    const q = token ? `?${new URLSearchParams({token})}` : '';
+    const r = await fetch(`/api${q}`, {signal: AbortSignal.timeout(5000)});
+    code = r.status;
+    if (code === 200) {
+      const index = await r.json();
+      if (!(index.endpoints || []).some((e) => e.path === `/api/${page.probe}`)) code = 404;
+    } else {
+      await r.body?.cancel();
+    }
+  } catch (e) { code = 0; /* no answer */ }
+  if ((code === 0 || code === 503) && tries > 1) {
+    setTimeout(() => probe(page, land, tries - 1), 1000);
+    return;
+  }
+  probing.delete(page.probe);
+  const ok = code === 200;
+  state.probed[page.probe] = ok;
+  const link = document.querySelector(`nav a[data-page="${page.id}"]`);
+  if (link) {
+    link.hidden = !ok;
+    link.dataset.probed = ok ? 'yes' : 'no';  // (tests wait on it)
+  }
+  if (!ok && (state.page === page || location.hash === `#${page.id}`)) {
+    history.replaceState(null, '', '#overview');
+    showPage('overview');
+  } else if (ok && ((land && !location.hash) || location.hash === `#${page.id}`) && state.page !== page) {
+    history.replaceState(null, '', `#${page.id}`);
+    showPage(page.id);
+  }
+  schedule();  // the empty-page notices depend on it.
+}
+
+function probeAll(land = false) {
+  for (const p of PAGES) if (p.probe) probe(p, land);
 }
 
 init();

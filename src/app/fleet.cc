@@ -88,13 +88,9 @@ int RunFleet(FleetArgs& a) {
   Pipeline pipeline(stream, po);
   Server server(pipeline, a.so);
   std::string error;
-  if (!server.Start(&error)) {
+  // The view first: it renders at once, so /api/fleet never answers "not yet".
+  if (!view.Start(&error) || !server.Start(&error)) {
     std::fprintf(stderr, "liveprof fleet: %s\n", error.c_str());
-    return 1;
-  }
-  if (!view.Start(&error)) {
-    std::fprintf(stderr, "liveprof fleet: %s\n", error.c_str());
-    server.Stop();
     return 1;
   }
   pipeline.Start();
@@ -204,6 +200,7 @@ void AddFleetCommand(CLI::App& app, Commands* commands) {
   auto a = std::make_shared<FleetArgs>();
   a->so.version = LIVEPROF_VERSION;
   a->so.static_dir = LIVEPROF_STATIC_DIR;
+  a->so.fleet_view = true;
   CLI::App* sub = app.add_subcommand(
       "fleet", "the fleet view: every rank of every host of a job, from the agents' NATS JetStream stream "
                "(serve --publish); the dashboard's Fleet page, /api/fleet (docs/fleet.md)");

@@ -67,7 +67,7 @@ void FleetAgent::Stop(std::chrono::milliseconds drain) {
   if (!started_) return;
   started_ = false;
   drain_ = drain;
-  stop_.store(true, std::memory_order_relaxed);
+  stop_.store(true, std::memory_order_release);  // (drain_ is read after it)
   if (thread_.joinable()) thread_.join();
   if (query_sub_ != nullptr) {
     natsSubscription_Unsubscribe(query_sub_);
@@ -269,7 +269,7 @@ void FleetAgent::Run() {
       p.alert = true;
       Enqueue(std::move(p));
     }
-    const bool stop_now = stop_.load(std::memory_order_relaxed);
+    const bool stop_now = stop_.load(std::memory_order_acquire);
     if (stop_now && !stopping) {
       stopping = true;
       QueueStatus(/*stopping=*/true, now_unix);

@@ -51,6 +51,13 @@ void NatsLink::OnReconnected(natsConnection*, void* self) {
   static_cast<NatsLink*>(self)->reconnects_.fetch_add(1, std::memory_order_relaxed);
 }
 
+void NatsLink::OnClosed(natsConnection*, void* self) {
+  auto* link = static_cast<NatsLink*>(self);
+  std::lock_guard lock(link->closed_mu_);
+  link->closed_ = true;
+  link->closed_cv_.notify_all();
+}
+
 void NatsLink::OnPublishError(jsCtx*, jsPubAckErr*, void* self) {
   static_cast<NatsLink*>(self)->publish_errors_.fetch_add(1, std::memory_order_relaxed);
 }
@@ -78,6 +85,7 @@ bool NatsLink::Connect(const NatsOptions& options, std::string* error) {
   natsOptions_SetMaxPingsOut(opts, 2);
   natsOptions_SetDisconnectedCB(opts, &NatsLink::OnDisconnected, this);
   natsOptions_SetReconnectedCB(opts, &NatsLink::OnReconnected, this);
+  natsOptions_SetClosedCB(opts, &NatsLink::OnClosed, this);
   natsOptions_SetRetryOnFailedConnect(opts, true, nullptr, nullptr);
   s = natsConnection_Connect(&nc_, opts);
   if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) return fail("connect: " + StatusText(s));
@@ -100,6 +108,10 @@ void NatsLink::Close() {
   js_ = nullptr;
   if (nc_ != nullptr) {
     natsConnection_Close(nc_);
+    {
+      std::unique_lock lock(closed_mu_);
+      closed_cv_.wait_for(lock, std::chrono::seconds(5), [&] { return closed_; });
+    }
     natsConnection_Destroy(nc_);
   }
   nc_ = nullptr;

@@ -10,6 +10,8 @@
 #define LIVEPROF_FLEET_NATS_LINK_H_
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -47,6 +49,8 @@ class NatsLink {
   // false only for what retrying cannot mend (a bad URL, a creds file that
   // does not load); *error says what, the URL redacted.
   bool Connect(const NatsOptions& options, std::string* error);
+  // Closes and waits (up to 5 s) until cnats has made its last callback
+  // into this object. Owner's thread.
   void Close();
 
   natsConnection* connection() const { return nc_; }
@@ -67,11 +71,17 @@ class NatsLink {
  private:
   static void OnDisconnected(natsConnection* nc, void* self);
   static void OnReconnected(natsConnection* nc, void* self);
+  static void OnClosed(natsConnection* nc, void* self);
   static void OnPublishError(jsCtx* js, ::jsPubAckErr* pae, void* self);
 
   natsConnection* nc_ = nullptr;
   jsCtx* js_ = nullptr;
   std::atomic<uint64_t> disconnects_{0}, reconnects_{0}, publish_errors_{0};
+  // cnats calls back on its own thread, after natsConnection_Close too:
+  // Close() waits for the closed callback, the last one, before this goes.
+  std::mutex closed_mu_;
+  std::condition_variable closed_cv_;
+  bool closed_ = false;
 };
 
 }  // namespace liveprof

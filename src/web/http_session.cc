@@ -171,7 +171,7 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession>, publ
     const Route route = RouteRequest(target, published_last);
     switch (route.kind) {
       case Route::Kind::kStatic: return ServeFile(target, version);
-      case Route::Kind::kIndex: return SendReply(IndexReply(), version);
+      case Route::Kind::kIndex: return SendReply(IndexReply(state_->options().fleet_view), version);
       case Route::Kind::kError: return SendReply(ErrorReply(route.status, route.message), version);
       case Route::Kind::kMetrics: {
         if (!latest) return SendReply(NotYet(), version);

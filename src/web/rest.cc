@@ -302,7 +302,7 @@ Reply ViewReply(const Route& route, const RenderedViews& v, std::string_view ser
   return r;
 }
 
-Reply IndexReply() {
+Reply IndexReply(bool fleet_view) {
   JsonWriter w;
   w.BeginObject();
   w.KV("type", "index");
@@ -321,6 +321,14 @@ Reply IndexReply() {
     w.KV("path", path);
     w.KV("csv", false);
     w.EndObject();
+  }
+  if (fleet_view) {  // (docs/fleet.md; the dashboard's Fleet page looks for it here)
+    for (const char* path : {"/api/fleet", "/api/fleet/trace", "/api/fleet/trace/event", "/api/fleet/trace/search"}) {
+      w.BeginObject();
+      w.KV("path", path);
+      w.KV("csv", false);
+      w.EndObject();
+    }
   }
   w.EndArray();
   w.KV("websocket", "/ws");

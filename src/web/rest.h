@@ -89,7 +89,8 @@ struct Reply {
 // The answer to a kView route from rendered views. `server_json`, when not
 // empty, is a JSON object added to the status view as "server".
 Reply ViewReply(const Route& route, const RenderedViews& views, std::string_view server_json = {});
-Reply IndexReply();
+// `/api`: the endpoints; with `fleet_view` (liveprof fleet) /api/fleet's too.
+Reply IndexReply(bool fleet_view = false);
 // {"type":"error","v":1,"code":"<status>","message":"..."} with that status.
 Reply ErrorReply(int status, std::string_view message);
 

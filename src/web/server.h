@@ -98,6 +98,7 @@ struct ServerOptions {
   // (serve --publish). Given the parsed and the raw target. Empty: 404.
   // Called on the query pool (it may wait on the network), never the web thread.
   std::function<Reply(const RequestTarget& target, std::string_view raw_target)> fleet;
+  bool fleet_view = false;  // liveprof fleet: /api lists /api/fleet (the dashboard's Fleet page).
 };
 
 // "" when the options can be served, else why not (e.g. a non-loopback bind

@@ -1,0 +1,323 @@
+// The Fleet page in a real browser: a NATS server (JetStream), three agents
+// (`liveprof demo --workers 4 --publish`, host-a, host-b, host-c; host-b's
+// rank 2 slower) and `liveprof fleet` reading them, all on free ports. The
+// page names the straggler (host-b, rank 2) in its firing alert, lists the
+// three hosts live and the twelve ranks, and every number it shows is the
+// /api/fleet answer it drew (the page's own responses, recorded by seq). A
+// message from the network carrying HTML shows as text. An agent's own
+// dashboard has no Fleet entry.
+// Run: node --test tests/dashboard/
+import assert from 'node:assert/strict';
+import {spawn} from 'node:child_process';
+import {existsSync, mkdtempSync, rmSync} from 'node:fs';
+import net from 'node:net';
+import {tmpdir} from 'node:os';
+import path from 'node:path';
+import {after, before, describe, test} from 'node:test';
+import {api, assertShown, launchBrowser, openPage, screenshot, startServer, stopServer} from './harness.mjs';
+
+const NATS_SERVER = process.env.LIVEPROF_NATS_SERVER ?? '/usr/sbin/nats-server';
+const JOB = `dashboard-fleet-${process.pid}`;
+const HOSTS = ['host-a', 'host-b', 'host-c'];
+const WORKERS = 4;
+const XSS = '<img src=x onerror="window.__fleetXss=1">';
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// A port nothing listens on now (the kernel's pick, closed again).
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const {port} = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function connects(port) {
+  return new Promise((resolve) => {
+    const c = net.connect(port, '127.0.0.1');
+    c.on('connect', () => { c.destroy(); resolve(true); });
+    c.on('error', () => resolve(false));
+  });
+}
+
+// nats-server with JetStream on a free port; resolves once it accepts
+// connections. Another free port if the first was taken meanwhile.
+async function startNats(storeDir) {
+  for (let attempt = 0; ; attempt++) {
+    const port = await freePort();
+    const child = spawn(NATS_SERVER, ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', storeDir],
+      {stdio: ['ignore', 'ignore', 'pipe']});
+    let log = '';
+    child.stderr.on('data', (d) => { log += d; });
+    for (let i = 0; i < 100 && child.exitCode === null; i++) {  // 10 s
+      if (await connects(port)) {
+        child.port = port;
+        return child;
+      }
+      await sleep(100);
+    }
+    child.kill('SIGKILL');
+    if (attempt >= 2) throw new Error(`nats-server did not start on port ${port}:\n${log}`);
+  }
+}
+
+// One message on `subject`, over NATS's text protocol (a plain publish: the
+// job's stream keeps it and the fleet view reads it).
+function natsPublish(port, subject, payload) {
+  return new Promise((resolve, reject) => {
+    const c = net.connect(port, '127.0.0.1');
+    const timer = setTimeout(() => { c.destroy(); reject(new Error('NATS publish: no PONG in 5 s')); }, 5000);
+    let got = '';
+    c.on('data', (d) => {
+      got += d;
+      if (got.startsWith('INFO') && !c.sent) {
+        c.sent = true;
+        const body = Buffer.from(payload);
+        c.write(`CONNECT {"verbose":false,"pedantic":false}\r\nPUB ${subject} ${body.length}\r\n`);
+        c.write(body);
+        c.write('\r\nPING\r\n');
+      }
+      if (/PONG\r\n/.test(got)) {
+        clearTimeout(timer);
+        c.end();
+        resolve();
+      }
+      if (/-ERR/.test(got)) {
+        clearTimeout(timer);
+        c.destroy();
+        reject(new Error(`NATS publish: ${got}`));
+      }
+    });
+    c.on('error', (e) => { clearTimeout(timer); reject(e); });
+  });
+}
+
+function stopNats(child) {
+  return new Promise((resolve) => {
+    if (!child || child.exitCode !== null) return resolve();
+    child.on('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+}
+
+const firingStraggler = (f) => f.alerts.find((a) => a.rule === 'straggler' && a.state === 'firing');
+
+let storeDir;
+let nats;
+let agents = [];
+let fleet;
+let browser;
+
+before(async () => {
+  if (!existsSync(NATS_SERVER)) return;
+  storeDir = mkdtempSync(path.join(tmpdir(), 'liveprof-fleet-nats-'));
+  nats = await startNats(storeDir);
+  const url = `nats://127.0.0.1:${nats.port}`;
+  const started = await Promise.allSettled([
+    ...HOSTS.map((host) => startServer(['demo', '--port', '0', '--workers', String(WORKERS),
+      ...(host === 'host-b' ? ['--straggler', '2'] : []), '--publish', url, '--job', JOB, '--fleet-host', host])),
+    startServer(['fleet', '--nats', url, '--job', JOB, '--port', '0']),
+    launchBrowser(),
+  ]);
+  agents = started.slice(0, HOSTS.length).map((s) => s.value).filter(Boolean);
+  fleet = started[HOSTS.length].value;
+  browser = started[HOSTS.length + 1].value;
+  const failed = started.find((s) => s.status === 'rejected');
+  if (failed) throw failed.reason;
+});
+
+after(async () => {
+  await browser?.close();
+  // The agents first (they flush to NATS as they stop), then the view, then NATS.
+  await Promise.all(agents.map(stopServer));
+  await stopServer(fleet);
+  await stopNats(nats);
+  if (storeDir) rmSync(storeDir, {recursive: true, force: true});
+});
+
+describe('the Fleet page', {skip: !existsSync(NATS_SERVER) && `no ${NATS_SERVER}`}, () => {
+  test('an agent\'s own dashboard has no Fleet entry, and #fleet there lands on the overview', async () => {
+    const r = await fetch(new URL('/api/fleet', agents[0].url));
+    assert.equal(r.status, 404);
+    await r.body?.cancel();
+    // The page finds out from /api (the endpoints) and never asks /api/fleet
+    // here: no 404 at all.
+    const page = await openPage(browser, 'about:blank');
+    const notFound = [];
+    page.on('response', (res) => res.status() === 404 && notFound.push(new URL(res.url()).pathname));
+    await page.goto(`${agents[0].url}#fleet`);
+    await page.waitForSelector('nav a[data-page=fleet][data-probed]', {state: 'attached', timeout: 15000});
+    assert.equal(await page.locator('nav a[data-page=fleet]').getAttribute('data-probed'), 'no');
+    assert.equal(await page.locator('nav a[data-page=fleet]').isHidden(), true);
+    assert.equal(await page.locator('nav a:visible', {hasText: /^Fleet$/}).count(), 0);
+    await page.waitForFunction(() => location.hash === '#overview' &&
+      document.querySelector('nav a.active')?.dataset.page === 'overview');
+    assert.deepEqual(notFound, []);
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
+  test('names the straggler, lists the hosts and ranks, and shows the numbers of /api/fleet', async () => {
+    // A message from the network whose type is HTML: rejected, and its error is shown as text.
+    await natsPublish(nats.port, `liveprof.${JOB}.step.host-x.0`,
+      JSON.stringify({type: XSS, v: 1, job: JOB, host: 'host-x', agent: 'test'}));
+
+    const page = await openPage(browser, fleet.url);
+    // Every /api/fleet answer the page received, by seq: what it drew is one of them.
+    const answers = new Map();
+    page.on('response', async (r) => {
+      if (new URL(r.url()).pathname !== '/api/fleet' || r.status() !== 200) return;
+      try {
+        const f = await r.json();
+        if (f.type === 'fleet') answers.set(f.seq, f);
+      } catch (e) { /* the probe's body, not read */ }
+    });
+    const link = page.locator('nav a[data-page=fleet]');
+    await link.waitFor({state: 'visible', timeout: 15000});
+    await link.click();
+    await page.waitForFunction(() => location.hash === '#fleet' &&
+      !document.querySelector('.page[data-page=fleet]')?.hidden);
+    const root = page.locator('.page[data-page=fleet]');
+
+    // The straggler alert, firing, naming host-b and rank 2 (30 s at most).
+    const alert = root.locator('.fleet-alert.firing[data-rule=straggler]');
+    await alert.waitFor({timeout: 30000});
+    const alertText = await alert.innerText();
+    assert.match(alertText, /firing/);
+    assert.match(alertText, /host-b/);
+    assert.match(alertText, /rank 2/);
+    assert.equal(await alert.getAttribute('data-host'), 'host-b');
+    assert.equal(await alert.getAttribute('data-label'), 'rank 2');
+
+    // The page held still (Pause) on an answer with the alert firing, three
+    // hosts live (with their status) and twelve ranks; `f` is that answer.
+    let f = null;
+    let seq = 0;
+    for (const until = Date.now() + 15000; !f && Date.now() < until;) {
+      await page.click('#pause');
+      seq = +(await root.getAttribute('data-seq'));
+      for (let k = 0; k < 30 && !answers.has(seq); k++) await sleep(50);
+      const a = answers.get(seq);
+      if (a && firingStraggler(a) && a.hosts.length === HOSTS.length && a.hosts.every((h) => h.state === 'live' && h.url) &&
+          a.ranks.length === HOSTS.length * WORKERS && a.pod.workers.length === HOSTS.length * WORKERS &&
+          a.pod.straggler?.label === 'host-b · rank 2' &&
+          a.counts.rejected.unknown_type > 0) {
+        f = a;
+        break;
+      }
+      await page.click('#pause');  // resume: the next answer.
+      await sleep(500);
+    }
+    assert.ok(f, `no answer with the straggler firing, ${HOSTS.length} hosts live and ${HOSTS.length * WORKERS} ranks ` +
+      `(last shown: #${seq}: ${JSON.stringify(answers.get(seq)?.alerts)})`);
+
+    // /api/fleet read now agrees on who the straggler is and on the hosts and ranks (the
+    // fleet's straggler rule can resolve for a moment as rank 2 falls behind: asked again).
+    let now;
+    for (let i = 0; i < 50; i++) {
+      now = await api(fleet.url, '/api/fleet');
+      if (firingStraggler(now)) break;
+      await sleep(100);
+    }
+    const straggler = firingStraggler(now);
+    assert.ok(straggler, `/api/fleet: the straggler alert is not firing: ${JSON.stringify(now.alerts)}`);
+    assert.equal(straggler.host, 'host-b');
+    assert.equal(straggler.label, 'rank 2');
+    assert.equal(straggler.host, await alert.getAttribute('data-host'));
+    assert.equal(straggler.label, await alert.getAttribute('data-label'));
+    assert.deepEqual(now.hosts.map((h) => h.host).sort(), HOSTS);
+    assert.deepEqual(now.ranks.map((r) => `${r.host}/${r.label}`).sort(), f.ranks.map((r) => `${r.host}/${r.label}`).sort());
+
+    // The summary.
+    const field = (name) => root.locator(`.fleet-summary [data-field="${name}"] .stat-value`).innerText();
+    assert.equal(await field('hosts_live'), '3 of 3');
+    assert.equal(await field('ranks'), '12');
+    assert.equal(await field('straggler'), 'host-b · rank 2');
+
+    // The hosts table: each host live, with its numbers and the link to its own dashboard.
+    const hostRows = root.locator('.fleet-hosts tbody tr');
+    assert.equal(await hostRows.count(), HOSTS.length);
+    for (const h of f.hosts) {
+      const row = root.locator(`.fleet-hosts tbody tr[data-host="${h.host}"]`);
+      const cells = await row.locator('td').allInnerTexts();
+      assert.equal(cells[0], h.host);
+      assert.equal(cells[1], 'live');
+      assert.equal(await row.locator('.host-state').getAttribute('class'), 'host-state state-live');
+      assertShown(assert, cells[2], h.last_seen_s_ago, `${h.host} last seen`);
+      assertShown(assert, cells[3], h.ranks, `${h.host} ranks`);
+      assert.equal(h.ranks, WORKERS);
+      assertShown(assert, cells[5], h.clock_skew_ms, `${h.host} clock skew`);
+      assert.equal(/skewed/.test(cells[5]), h.clock_skewed);
+      assertShown(assert, cells[6], h.steps_published, `${h.host} steps published`);
+      assertShown(assert, cells[7], h.steps_dropped, `${h.host} steps dropped`);
+      assertShown(assert, cells[8], h.outbox, `${h.host} outbox`);
+      for (const a of h.alerts) assert.ok(cells[11].includes(a.rule), `${h.host}'s ${a.rule} alert is listed: ${cells[11]}`);
+      assert.equal(await row.locator('a').getAttribute('href'), h.url);
+    }
+    const agentUrls = agents.map((a) => a.url).sort();
+    assert.deepEqual(f.hosts.map((h) => h.url).sort(), agentUrls);
+
+    // The ranks table: twelve ranks, each with /api's numbers; host-b rank 2 marked.
+    const rankRows = root.locator('.fleet-ranks tbody tr');
+    assert.equal(await rankRows.count(), HOSTS.length * WORKERS);
+    const shown = [];
+    for (let i = 0; i < HOSTS.length * WORKERS; i++) shown.push(await rankRows.nth(i).locator('td').allInnerTexts());
+    assert.deepEqual(shown.map((c) => `${c[0]}/${c[2]}`),
+      HOSTS.flatMap((h) => [0, 1, 2, 3].map((r) => `${h}/rank ${r}`)), 'ranks in host and rank order');
+    for (const c of shown) {
+      const r = f.ranks.find((x) => x.host === c[0] && x.label === c[2]);
+      assert.ok(r, `rank ${c[0]} ${c[2]} is in /api/fleet`);
+      const what = `${r.host} ${r.label}`;
+      assertShown(assert, c[1], r.rank, `${what} rank`);
+      assertShown(assert, c[3], r.steps, `${what} steps`);
+      assertShown(assert, c[4], r.missing, `${what} missing`);
+      assertShown(assert, c[5], r.duplicates, `${what} duplicates`);
+      assertShown(assert, c[6], r.incarnations - 1, `${what} restarts`);
+      assertShown(assert, c[7], r.last_step, `${what} last step`);
+      assertShown(assert, c[8], r.last_step_ms, `${what} last step ms`);
+      assert.equal(c[10], r.host === 'host-b' && r.label === 'rank 2' ? 'straggler (alert firing)' : '');
+    }
+    assert.deepEqual(await root.locator('.fleet-ranks tbody tr.selected td').allInnerTexts().then((c) => c.slice(0, 3)),
+      ['host-b', '2', 'rank 2']);
+
+    // The pod across all ranks: pod.js's view of the fleet's pod.
+    const pod = root.locator('.fleet-pod');
+    assert.equal(await pod.locator('.workers tbody tr').count(), f.pod.workers.length);
+    assert.match(await pod.locator('.summary [data-field=straggler] .stat-value').innerText(),
+      new RegExp(`^${f.pod.straggler.label} [+-]`));
+    assert.equal(await pod.locator('.straggler-alert li').getAttribute('data-worker-label'), 'host-b · rank 2');
+    assert.equal(await pod.locator('.pod-steps thead th[data-worker]').count(), f.pod.workers.length);
+
+    // The counters: lag, rejected by reason, the recent errors as text.
+    assertShown(assert, await root.locator('.fleet-counters [data-field=lag_p50] .stat-value').innerText(), f.lag.p50_ms, 'lag p50');
+    assertShown(assert, await root.locator('.fleet-counters [data-field=lag_p99] .stat-value').innerText(), f.lag.p99_ms, 'lag p99');
+    assertShown(assert, await root.locator('.fleet-counters [data-field=messages] .stat-value').innerText(), f.counts.messages, 'messages');
+    for (const [reason, n] of Object.entries(f.counts.rejected)) {
+      assertShown(assert, await root.locator(`.fleet-rejected [data-field="rejected_${reason}"] .stat-value`).innerText(), n,
+        `rejected ${reason}`);
+    }
+    assert.equal(f.counts.rejected.unknown_type, 1);
+    const errors = await root.locator('.fleet-error-list li').allInnerTexts();
+    assert.deepEqual(errors, f.recent_errors);
+    assert.ok(errors.some((e) => e.includes(XSS)), `the HTML shows as text: ${JSON.stringify(errors)}`);
+    assert.equal(await root.locator('.fleet-errors img').count(), 0);
+    assert.equal(await page.evaluate(() => window.__fleetXss), undefined);
+
+    await screenshot(page, 'fleet');
+    await page.click('#pause');  // resume
+
+    // An agent that stops says so: its host turns "stopped", styled as such.
+    await stopServer(agents[2]);
+    const stopped = root.locator('.fleet-hosts tbody tr[data-host="host-c"][data-state=stopped]');
+    await stopped.waitFor({timeout: 15000});
+    assert.equal(await stopped.locator('.host-state').getAttribute('class'), 'host-state state-stopped');
+    assert.equal(await field('hosts_live'), '2 of 3');
+    assert.equal(await field('hosts_stopped'), '1');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+});
