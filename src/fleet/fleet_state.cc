@@ -15,6 +15,7 @@ namespace {
 constexpr size_t kMaxErrorsKept = 8;
 constexpr size_t kMaxGapsKept = 4096;    // per rank: skipped seqs still awaited.
 constexpr size_t kMaxAlertsPerHost = 64;  // an agent's alerts firing, kept.
+constexpr size_t kMaxAgentsKept = 16;     // per host: the incarnations remembered.
 constexpr char kSep = '\x1f';
 
 std::string Pct(double v) {
@@ -48,9 +49,18 @@ FleetHost* FleetState::HostOf(const std::string& host, const std::string& agent,
   FleetHost& h = hosts_[host];
   if (h.host.empty()) h.host = host;
   if (h.agent != agent) {
+    // An agent seen before, not the current one: two live agents call
+    // themselves this host (a --fleet-host given twice); counted and shown.
+    if (std::find(h.agents_seen.begin(), h.agents_seen.end(), agent) != h.agents_seen.end()) {
+      ++h.conflicts;
+      ++counts_.host_conflicts;
+    } else {
+      ++h.agents;
+      h.agents_seen.push_back(agent);
+      if (h.agents_seen.size() > kMaxAgentsKept) h.agents_seen.erase(h.agents_seen.begin());
+    }
     h.agent = agent;
-    ++h.agents;
-    h.firing.clear();  // a new agent: the old one's alerts went with it.
+    h.firing.clear();  // another agent: the old one's alerts went with it.
   }
   h.last_seen_unix_ns = std::max(h.last_seen_unix_ns, stored_unix_ns);
   return &h;
@@ -171,7 +181,7 @@ void FleetState::SetAlert(std::string_view rule, bool firing, std::string summar
     if (a.rule != rule) continue;
     if (a.firing != firing) {
       a.since_unix_ns = now_unix_ns;
-      history_.push_back(Transition{a.rule, firing ? summary : "resolved: " + a.summary, firing, now_unix_ns});
+      history_.push_back(Transition{a.rule, firing ? summary : "cleared (it was: " + a.summary + ")", firing, now_unix_ns});
       if (history_.size() > options_.alert_history) history_.pop_front();
     }
     a.firing = firing;
@@ -295,6 +305,7 @@ std::string FleetState::RenderJson(uint64_t now_unix_ns, uint64_t seq) {
     w.KV("gone_count", h.gone_count);
     w.KV("back_count", h.back_count);
     w.KV("agents", h.agents);
+    w.KV("agent_conflicts", h.conflicts);
     w.KV("clock_skew_ms", static_cast<double>(h.skew_ns) / 1e6);
     w.KV("clock_skewed", h.skewed);
     w.KV("url", h.has_status ? h.status.url : "");
@@ -388,6 +399,7 @@ std::string FleetState::RenderJson(uint64_t now_unix_ns, uint64_t seq) {
   w.KV("late_steps", counts_.late_steps);
   w.KV("ranks_over_cap", counts_.ranks_over_cap);
   w.KV("hosts_over_cap", counts_.hosts_over_cap);
+  w.KV("host_conflicts", counts_.host_conflicts);
   w.KV("skewed_hosts", counts_.skewed_hosts);
   w.KV("steps_from_future", counts_.steps_from_future);
   w.Key("rejected");

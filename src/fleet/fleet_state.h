@@ -82,6 +82,8 @@ struct FleetHost {
   bool gone = false;
   uint64_t gone_count = 0, back_count = 0;
   uint64_t agents = 0;  // incarnations seen.
+  std::vector<std::string> agents_seen;  // their ids (the newest 16).
+  uint64_t conflicts = 0;  // messages from an earlier agent after a newer one: two agents with one name.
   int64_t skew_ns = 0;  // its clock less nats-server's, at its newest status.
   bool skewed = false;
   std::map<std::string, FleetAlert> firing;  // its agent's alerts firing, by rule and worker.
@@ -104,6 +106,7 @@ struct FleetCounts {
   uint64_t restarts = 0;       // a rank's new agent incarnation.
   uint64_t ranks_over_cap = 0;
   uint64_t hosts_over_cap = 0;  // messages of hosts past max_workers hosts: not applied.
+  uint64_t host_conflicts = 0;  // hosts' agent flipping back to an earlier one (see FleetHost).
   uint64_t late_steps = 0;
   uint64_t skewed_hosts = 0;   // hosts flagged now.
   uint64_t steps_from_future = 0;  // end more than gone_after in the future: a clock.

@@ -277,6 +277,18 @@ TEST_CASE("fleet state: bad messages are counted by reason, the newest errors ke
   CHECK(j["recent_errors"].back() == "liveprof.j1.step.host-a.0: not JSON");
 }
 
+TEST_CASE("fleet state: two live agents under one host name are a conflict, not restarts") {
+  Feed f;
+  f.Status("host-a", false, 0, "one");
+  f.Status("host-a", false, 0, "two");  // a restart, as far as anyone can tell yet
+  f.Status("host-a", false, 0, "one");  // ... but the first speaks again
+  f.Status("host-a", false, 0, "two");
+  const FleetHost& h = f.state.hosts().at("host-a");
+  CHECK(h.agents == 2);
+  CHECK(h.conflicts == 2);
+  CHECK(f.state.counts().host_conflicts == 2);
+}
+
 TEST_CASE("fleet state: hosts past the cap are counted, not kept") {
   FleetStateOptions o;
   o.max_workers = 2;
