@@ -51,6 +51,8 @@ void NatsLink::OnReconnected(natsConnection*, void* self) {
   static_cast<NatsLink*>(self)->reconnects_.fetch_add(1, std::memory_order_relaxed);
 }
 
+void NatsLink::OnConnected(natsConnection*, void*) {}
+
 void NatsLink::OnClosed(natsConnection*, void* self) {
   auto* link = static_cast<NatsLink*>(self);
   std::lock_guard lock(link->closed_mu_);
@@ -86,7 +88,9 @@ bool NatsLink::Connect(const NatsOptions& options, std::string* error) {
   natsOptions_SetDisconnectedCB(opts, &NatsLink::OnDisconnected, this);
   natsOptions_SetReconnectedCB(opts, &NatsLink::OnReconnected, this);
   natsOptions_SetClosedCB(opts, &NatsLink::OnClosed, this);
-  natsOptions_SetRetryOnFailedConnect(opts, true, nullptr, nullptr);
+  // With a callback, a server not up yet is retried in the background and
+  // Connect returns NATS_NOT_YET_CONNECTED (without one it would block).
+  natsOptions_SetRetryOnFailedConnect(opts, true, &NatsLink::OnConnected, this);
   s = natsConnection_Connect(&nc_, opts);
   if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) return fail("connect: " + StatusText(s));
   natsOptions_Destroy(opts);

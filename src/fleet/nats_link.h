@@ -72,6 +72,7 @@ class NatsLink {
   static void OnDisconnected(natsConnection* nc, void* self);
   static void OnReconnected(natsConnection* nc, void* self);
   static void OnClosed(natsConnection* nc, void* self);
+  static void OnConnected(natsConnection* nc, void* self);  // (a late first connect)
   static void OnPublishError(jsCtx* js, ::jsPubAckErr* pae, void* self);
 
   natsConnection* nc_ = nullptr;

@@ -228,5 +228,36 @@ TEST_CASE("fleet over nats-server: every step once, across a server restart and 
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("fleet over nats-server: an agent started before the server publishes once it is up") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("liveprof-fleet-late-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  const uint16_t port = FreePort();
+  NatsServer server(port, dir.string());
+  StepSource source(2);
+  FleetAgent::Options ao;
+  ao.nats.url = server.url();
+  ao.job = "jt";
+  ao.host = "host-late";
+  ao.poll_period = milliseconds(10);
+  ao.take_steps = [&](uint64_t* dropped) { return source.Take(dropped); };
+  FleetAgent agent(ao);
+  std::string error;
+  REQUIRE_MESSAGE(agent.Start(&error), error);  // no server yet: it starts anyway.
+  source.Produce(20);
+  REQUIRE(WaitFor([&] { return agent.stats().outbox >= 40; }));
+  CHECK_FALSE(agent.stats().connected);
+  REQUIRE(server.Start());
+  FleetView view(ViewOptions(server.url()));
+  REQUIRE(view.Start(&error));
+  REQUIRE(WaitFor([&] { return Steps(view) == 40; }));
+  CHECK(view.counts().missing_steps == 0);
+  CHECK(agent.stats().steps_published == 40);
+  view.Stop();
+  agent.Stop();
+  server.Kill(SIGTERM);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace liveprof
