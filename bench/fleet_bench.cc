@@ -38,6 +38,7 @@
 
 #include "fleet/fleet_agent.h"
 #include "fleet/fleet_view.h"
+#include "fleet/nats_test_server.h"
 
 namespace liveprof {
 namespace {
@@ -81,29 +82,6 @@ double ProcMiB(pid_t pid, const char* field) {
     if (line.rfind(field, 0) == 0) return std::strtod(line.c_str() + std::strlen(field) + 1, nullptr) / 1024.0;
   }
   return 0;
-}
-
-uint16_t FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-bool Accepts(uint16_t port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  close(fd);
-  return ok;
 }
 
 // One agent's ranks: each ends a step every `period_ns`, the ranks spread
@@ -193,19 +171,13 @@ struct AgentsReport {
 int Main(const Args& a) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleet-bench-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
-  const uint16_t port = FreePort();
-  const std::string url = "nats://127.0.0.1:" + std::to_string(port);
-  const pid_t nats = fork();
-  if (nats == 0) {
-    const int null = open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    dup2(null, 2);
-    const std::string p = std::to_string(port);
-    execl(a.nats_server.c_str(), a.nats_server.c_str(), "-js", "-a", "127.0.0.1", "-p", p.c_str(), "-sd",
-          dir.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
+  test::NatsTestServer nats_server(test::FreePort(), dir.string(), a.nats_server);
+  if (!nats_server.Start()) {
+    std::fprintf(stderr, "fleet_bench: %s does not start\n", a.nats_server.c_str());
+    return 2;
   }
-  for (int i = 0; i < 500 && !Accepts(port); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const std::string url = nats_server.url();
+  const pid_t nats = nats_server.pid();
   const uint64_t expected_rate = static_cast<uint64_t>(a.ranks * a.steps_per_s);
 
   int pipe_fd[2];
@@ -259,8 +231,7 @@ int Main(const Args& a) {
   const FleetCounts end = view.counts();
   view.Stop();
   const double view_hwm = ProcMiB(getpid(), "VmHWM:");
-  kill(nats, SIGTERM);
-  waitpid(nats, nullptr, 0);
+  nats_server.Kill(SIGTERM);
   std::filesystem::remove_all(dir);
 
   const double rate = static_cast<double>(c1.steps - c0.steps) / secs;

@@ -59,13 +59,31 @@ const state = {
   probed: {},        // a page's `probe` endpoint -> true where it answers 200, false where not, absent while unknown.
 };
 const mounted = new Map();  // page id -> {el, panel}
+const probeWaiters = {};    // a probe's endpoint -> resolvers waiting for its first answer
+
+// The hash: a page's id, and its parameters after a '?' ("#trace_viewer?host=host-b": linkable).
+function route(hash = location.hash) {
+  const s = hash.replace(/^#/, '');
+  const q = s.indexOf('?');
+  return {id: q < 0 ? s : s.slice(0, q), params: Object.fromEntries(new URLSearchParams(q < 0 ? '' : s.slice(q + 1)))};
+}
 
 const ctx = {
   exportCsv,
   token,
-  get: (path, params) => feed.get(path, params),
+  get: (path, params, options) => feed.get(path, params, options),
   post: (path, params) => feed.post(path, params),
   traceTile: (q) => feed.traceTile(q),  // {tile, via}: over the WebSocket when it is open
+  // Resolves to whether /api lists /api/<name> (a page's probe: 'fleet'), once known.
+  probed(name) {
+    if (name in state.probed) return Promise.resolve(state.probed[name]);
+    return new Promise((resolve) => (probeWaiters[name] ??= []).push(resolve));
+  },
+  // The page on screen's hash parameters, replaced (no new history entry, no hashchange).
+  setRoute(params) {
+    const q = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== null && v !== undefined)).toString();
+    history.replaceState(null, '', `#${state.page.id}${q ? `?${q}` : ''}`);
+  },
   setParams(topic, params) {
     state.params[topic] = params;
     delete state.pending[topic];
@@ -268,7 +286,8 @@ function drawEmpty() {
   const isFleet = state.probed.fleet === true;
   const known = 'fleet' in state.probed;  // (until then a fleet view would flash "No events yet")
   $('#empty').classList.toggle('hidden', !empty || !!opened || isFleet || !known);
-  $('#fleet-note').classList.toggle('hidden', !isFleet || state.page?.id === 'fleet');
+  // (the trace viewer shows a host's trace through the fleet view)
+  $('#fleet-note').classList.toggle('hidden', !isFleet || state.page?.id === 'fleet' || state.page?.id === 'trace_viewer');
   $('#opened').classList.toggle('hidden', !opened);
   if (opened) $('#opened-dir').textContent = opened;
 }
@@ -282,7 +301,8 @@ function available(page) {
   return !page.probe || state.probed[page.probe] === true;
 }
 
-function showPage(id) {
+// `params`: the hash's (route()), handed to the page's `route` if it has one.
+function showPage(id, params = {}) {
   const home = PAGES.find((p) => p.id === 'overview');
   let page = PAGES.find((p) => p.id === id) ?? home;
   if (!available(page)) page = home;
@@ -296,6 +316,7 @@ function showPage(id) {
     $('#pages').append(el);
     mounted.set(page.id, {el, panel: page.mount(el, ctx)});
   }
+  mounted.get(page.id).panel.route?.(page.id === id ? params : {});
   document.title = `liveprof — ${page.title}`;
   for (const t of page.topics) {
     if (state.pending[t]) {  // paused: the page asked for shows the newest it has.
@@ -388,8 +409,12 @@ function init() {
     showPage(state.page.id);
   });
   $('#pause').addEventListener('click', () => setPaused(!state.paused));
-  window.addEventListener('hashchange', () => showPage(location.hash.slice(1)));
-  showPage(location.hash.slice(1) || 'overview');
+  window.addEventListener('hashchange', () => {
+    const r = route();
+    showPage(r.id, r.params);
+  });
+  const r = route();
+  showPage(r.id || 'overview', r.params);
   feed.start();
   probeAll(!location.hash);
 }
@@ -423,16 +448,21 @@ async function probe(page, land, tries = PROBE_TRIES) {
   }
   probing.delete(page.probe);
   const ok = code === 200;
+  const before = state.probed[page.probe];
   state.probed[page.probe] = ok;
+  for (const resolve of probeWaiters[page.probe]?.splice(0) ?? []) resolve(ok);
+  if (before !== undefined && before !== ok) {  // another server now: the pages that asked hear it.
+    for (const m of mounted.values()) m.panel.probed?.(page.probe, ok);
+  }
   const link = document.querySelector(`nav a[data-page="${page.id}"]`);
   if (link) {
     link.hidden = !ok;
     link.dataset.probed = ok ? 'yes' : 'no';  // (tests wait on it)
   }
-  if (!ok && (state.page === page || location.hash === `#${page.id}`)) {
+  if (!ok && (state.page === page || route().id === page.id)) {
     history.replaceState(null, '', '#overview');
     showPage('overview');
-  } else if (ok && ((land && !location.hash) || location.hash === `#${page.id}`) && state.page !== page) {
+  } else if (ok && ((land && !location.hash) || route().id === page.id) && state.page !== page) {
     history.replaceState(null, '', `#${page.id}`);
     showPage(page.id);
   }

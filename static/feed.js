@@ -64,20 +64,23 @@ export class Feed {
     return msg;
   }
 
-  // GET /api/<topic> with query parameters; resolves to JSON, or text for csv.
-  async get(topic, params = {}) {
+  // GET /api/<topic> with query parameters; resolves to JSON, or text for
+  // csv. Throws with the server's message, the HTTP status as `status`.
+  async get(topic, params = {}, {timeoutMs = REQUEST_TIMEOUT_MS} = {}) {
     const q = new URLSearchParams(params);
     if (this.token) q.set('token', this.token);
     const qs = q.toString();
     const r = await fetch(`${this.httpBase}/api/${topic}${qs ? `?${qs}` : ''}`,
-      {signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS)});
+      {signal: AbortSignal.timeout(timeoutMs)});
     const body = await r.text();
     if (!r.ok) {
       let message = body;
       try {
         message = JSON.parse(body).message;
       } catch (e) { /* not JSON: the text as it is */ }
-      throw new Error(`GET /api/${topic}: HTTP ${r.status}: ${message}`);
+      const err = new Error(`GET /api/${topic}: HTTP ${r.status}: ${message}`);
+      err.status = r.status;
+      throw err;
     }
     if (params.format === 'csv') return body;
     const msg = JSON.parse(body);

@@ -4,7 +4,8 @@
 import {esc, shortName} from './format.js';  // the header's HTML
 
 // columns: [{key, label, fmt(value, row) -> text, numeric, name (a long name: wraps), short (a C++
-//   name: shown short by format.js's shortName, whole on hover), title, hidden (until showColumn)}]
+//   name: shown short by format.js's shortName, whole on hover), title, hidden (until showColumn),
+//   href(row) (the text is a link there)}]
 // options: {filterKeys: ['name', ...] (a filter box over these fields),
 //           sort: {key, desc}, rowLimit, onRowClick(row), rowKey(row)}
 export class Table {
@@ -128,7 +129,14 @@ export class Table {
         const td = tr.insertCell();
         td.className = c.numeric ? 'num' : c.name ? 'name' : '';
         td.hidden = !!c.hidden;
-        td.append(document.createTextNode(''));
+        const text = document.createTextNode('');
+        if (c.href) {
+          const a = document.createElement('a');
+          a.append(text);
+          td.append(a);
+        } else {
+          td.append(text);
+        }
       }
     }
     while (body.rows.length > rows.length) body.deleteRow(-1);
@@ -142,8 +150,13 @@ export class Table {
           tr.texts[c] = text;
           // A long C++ name (`short` columns) shows short; the whole on hover.
           const shown = col.short ? shortName(text) : text;
-          tr.cells[c].firstChild.data = shown;
+          (col.href ? tr.cells[c].firstChild.firstChild : tr.cells[c].firstChild).data = shown;
           if (col.short) tr.cells[c].title = shown === text ? '' : text;
+        }
+        if (col.href) {
+          const href = col.href(r);
+          const a = tr.cells[c].firstChild;
+          if (a.getAttribute('href') !== href) a.setAttribute('href', href);
         }
       }
       if (rowKey) tr.classList.toggle('selected', rowKey(r) === this.selected);

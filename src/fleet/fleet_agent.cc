@@ -2,7 +2,6 @@
 #include "fleet/fleet_agent.h"
 
 #include <nats/nats.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,21 +10,15 @@
 #include <random>
 
 #include "base/json_writer.h"
+#include "stream/clock.h"
 
 namespace liveprof {
 
 namespace {
 
-uint64_t ClockNs(clockid_t id) {
-  timespec ts{};
-  clock_gettime(id, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-uint64_t UnixNowNs() { return ClockNs(CLOCK_REALTIME); }
-
 std::string NewAgentId() {
   std::random_device rd;
-  const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ ClockNs(CLOCK_MONOTONIC);
+  const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ HostNowNs();
   char b[24];
   std::snprintf(b, sizeof b, "%016" PRIx64, v);
   return b;
@@ -208,7 +201,7 @@ void FleetAgent::Run() {
     if (options_.take_steps) {
       uint64_t dropped = 0;
       std::vector<PodNewStep> steps = options_.take_steps(&dropped);
-      const int64_t mono_to_unix = static_cast<int64_t>(now_unix) - static_cast<int64_t>(ClockNs(CLOCK_MONOTONIC));
+      const int64_t mono_to_unix = static_cast<int64_t>(now_unix) - static_cast<int64_t>(HostNowNs());
       uint64_t agent_dropped = 0;
       if (!steps.empty() && options_.totals) {
         uint64_t consumed = 0;
@@ -289,10 +282,13 @@ void FleetAgent::Run() {
       std::string error;
       if (!stream_ready) stream_ready = link_.EnsureStream(options_.job, options_.stream_max_age_s,
                                                            options_.stream_max_bytes, &error);
-      // A full window goes at once; more waits for the next round.
+      // Window after window until the outbox is empty or one fails.
       while (stream_ready && !outbox_.empty() && PublishWindow()) {
       }
       sent_all = outbox_.empty();
+      // A failed window: the stream is checked again before the next (a
+      // server that lost its store has none).
+      if (!sent_all) stream_ready = false;
       if (!stream_ready || !sent_all) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // NATS trouble: back off.
     }
     if (stopping && (sent_all || std::chrono::steady_clock::now() >= drain_until)) break;

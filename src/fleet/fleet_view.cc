@@ -2,19 +2,14 @@
 #include "fleet/fleet_view.h"
 
 #include <nats/nats.h>
-#include <time.h>
 
 #include <algorithm>
+
+#include "stream/clock.h"
 
 namespace liveprof {
 
 namespace {
-
-uint64_t UnixNowNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 FleetQueryReply ErrorReply(int status, const std::string& message) {
   std::string escaped;

@@ -28,6 +28,14 @@ inline uint64_t HostNowNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// The wall clock: CLOCK_REALTIME in ns since the Unix epoch, for what is
+// compared across hosts (the fleet's step ends); never for durations. Any thread.
+inline uint64_t UnixNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 // Raw time-stamp counter, or HostNowNs() where there is none. Any thread.
 inline uint64_t TscRead() {
 #if defined(__x86_64__) || defined(__i386__)

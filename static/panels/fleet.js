@@ -3,14 +3,17 @@
 // WebSocket feed does not carry it). The fleet's alerts (a straggler named
 // by host and rank, a host gone, ranks input-bound), the hosts (live, gone,
 // stopped; clock skew; what each agent published and still holds; its own
-// alerts; a link to its dashboard), the pod across all ranks (pod.js's view,
-// its workers labelled "host · rank"), the ranks, and the view's own
-// counters: lag, what it rejected and why, its recent errors. Everything
-// here came over the network from the agents: it is escaped.
+// alerts; a link to its dashboard, and "open trace": its trace in this
+// dashboard's trace viewer, through the fleet view, as on each rank's row),
+// the pod across all ranks (pod.js's view, its workers labelled "host ·
+// rank"), the ranks, and the view's own counters: lag, what it rejected
+// and why, its recent errors. Everything here came over the network from
+// the agents: it is escaped.
 import {esc, int, num} from '../format.js';
 import {Table} from '../table.js';
 import {stat} from './common.js';
 import {podView} from './pod.js';
+import {traceHref} from '../trace/source.js';
 
 const HISTORY_SHOWN = 20;  // the newest fleet alert transitions listed.
 
@@ -39,6 +42,30 @@ function safeUrl(url) {
   } catch (e) {
     return '';
   }
+}
+
+const HOST_COLUMNS = 14;
+
+// Puts `rows` ([{attrs, cells: ['<td…>…</td>', …]}]) into `tbody`, replacing
+// only the cells whose HTML changed: "last seen" changes on every poll, and
+// a link rebuilt between a click's mousedown and mouseup would lose the click.
+function fillRows(tbody, rows) {
+  while (tbody.rows.length > rows.length) tbody.deleteRow(-1);
+  rows.forEach((r, i) => {
+    const tr = tbody.rows[i] ?? Object.assign(tbody.insertRow(), {cellHtml: []});
+    for (const a of [...tr.attributes]) if (!(a.name in r.attrs)) tr.removeAttribute(a.name);
+    for (const [k, v] of Object.entries(r.attrs)) if (tr.getAttribute(k) !== v) tr.setAttribute(k, v);
+    r.cells.forEach((html, c) => {
+      if (tr.cellHtml[c] === html) return;
+      const t = document.createElement('template');
+      t.innerHTML = html;
+      if (tr.cells[c]) tr.replaceChild(t.content.firstElementChild, tr.cells[c]);
+      else tr.append(t.content.firstElementChild);
+      tr.cellHtml[c] = html;
+    });
+    while (tr.cells.length > r.cells.length) tr.deleteCell(-1);
+    tr.cellHtml.length = r.cells.length;
+  });
 }
 
 const STATE_TITLES = {
@@ -75,6 +102,14 @@ export default {
     const historyEl = root.querySelector('.history-list');
     const goneAfter = root.querySelector('.gone-after');
     const hostsEl = root.querySelector('.fleet-hosts');
+    hostsEl.innerHTML = '<thead><tr><th>Host</th><th>State</th><th class="num">Last seen</th><th class="num">Ranks</th>' +
+      '<th class="num" title="agent incarnations seen publishing as this host">Agents</th><th class="num">Clock skew (ms)</th>' +
+      '<th class="num">Steps published</th><th class="num">Steps dropped</th>' +
+      '<th class="num" title="step messages the agent holds, not yet acknowledged by NATS">Outbox</th>' +
+      '<th class="num">Events</th><th class="num">Events dropped</th>' +
+      '<th title="as the agent last said (a gone agent\'s are as it left them)">Agent\'s alerts firing</th><th>Dashboard</th>' +
+      '<th title="the host\'s trace in this dashboard\'s trace viewer, asked of its agent through this fleet view">Trace</th>' +
+      '</tr></thead><tbody></tbody>';
     const counters = root.querySelector('.fleet-counters');
     const rejected = root.querySelector('.fleet-rejected');
     const errorsEl = root.querySelector('.fleet-errors');
@@ -96,8 +131,9 @@ export default {
       {key: 'last_step_ms', label: 'Last step (ms)', numeric: true, fmt: (v) => num(v, 2)},
       {key: 'agent', label: 'Agent'},
       {key: 'status', label: 'Status'},
+      {key: 'trace', label: 'Trace', fmt: () => 'open trace', href: (r) => traceHref(r.host),
+        title: 'the host\'s trace (all its ranks) in this dashboard\'s trace viewer'},
     ], {sort: {key: 'order', desc: false}, rowKey: (r) => r.key, filterKeys: ['host', 'label'], filterLabel: 'host or rank'});
-    let hostsHtml = '';  // rebuilt only when it changes (a click on a link must not race it).
     let historyHtml = '';
     let errorsHtml = '';
 
@@ -122,34 +158,30 @@ export default {
 
     function drawHosts(f) {
       goneAfter.textContent = num(f.gone_after_s, 0);
-      const head = '<thead><tr><th>Host</th><th>State</th><th class="num">Last seen</th><th class="num">Ranks</th>' +
-        '<th class="num" title="agent incarnations seen publishing as this host">Agents</th><th class="num">Clock skew (ms)</th>' +
-        '<th class="num">Steps published</th><th class="num">Steps dropped</th>' +
-        '<th class="num" title="step messages the agent holds, not yet acknowledged by NATS">Outbox</th>' +
-        '<th class="num">Events</th><th class="num">Events dropped</th>' +
-        '<th title="as the agent last said (a gone agent\'s are as it left them)">Agent\'s alerts firing</th><th>Dashboard</th></tr></thead>';
       const rows = f.hosts.map((h) => {
         const url = safeUrl(h.url);
         const state = ['live', 'gone', 'stopped'].includes(h.state) ? h.state : 'unknown';
         const gone = h.gone_count || h.back_count ? ` (gone ${int(h.gone_count)}×, back ${int(h.back_count)}×)` : '';
         const alerts = (h.alerts ?? []).map((a) => `<span class="host-alert sev-${esc(a.severity)}" title="${esc(a.summary)}">` +
           `<b>${esc(a.rule)}</b>${a.worker ? ` ${esc(a.worker)}` : ''}</span>`).join(', ');
-        return `<tr data-host="${esc(h.host)}" data-state="${esc(state)}" class="host-${esc(state)}">` +
-          `<td class="host">${esc(h.host)}</td>` +
-          `<td><span class="host-state state-${esc(state)}" title="${esc(STATE_TITLES[state] ?? '')}">${esc(h.state)}</span>${esc(gone)}</td>` +
-          `<td class="num">${num(h.last_seen_s_ago, 1)} s ago</td>` +
-          `<td class="num">${int(h.ranks)}</td><td class="num">${int(h.agents)}</td>` +
+        return {attrs: {'data-host': h.host, 'data-state': state, class: `host-${state}`}, cells: [
+          `<td class="host">${esc(h.host)}</td>`,
+          `<td><span class="host-state state-${esc(state)}" title="${esc(STATE_TITLES[state] ?? '')}">${esc(h.state)}</span>${esc(gone)}</td>`,
+          `<td class="num">${num(h.last_seen_s_ago, 1)} s ago</td>`,
+          `<td class="num">${int(h.ranks)}</td>`, `<td class="num">${int(h.agents)}</td>`,
           `<td class="num${h.clock_skewed ? ' skewed' : ''}" data-field="clock_skew"${h.clock_skewed
             ? ' title="skewed: its step times are compared, its timestamps are not trusted"' : ''}>` +
-          `${signed(h.clock_skew_ms, 1)}${h.clock_skewed ? ' ⚠ skewed' : ''}</td>` +
-          `<td class="num">${int(h.steps_published)}</td><td class="num${h.steps_dropped ? ' bad' : ''}">${int(h.steps_dropped)}</td>` +
-          `<td class="num">${int(h.outbox)}</td><td class="num">${int(h.events_consumed)}</td>` +
-          `<td class="num${h.events_dropped ? ' bad' : ''}">${int(h.events_dropped)}</td>` +
-          `<td class="host-alerts">${alerts || '<span class="muted">none</span>'}</td>` +
-          `<td>${url ? `<a href="${esc(url)}" target="_blank" rel="noopener noreferrer">${esc(url)}</a>` : '<span class="muted">—</span>'}</td></tr>`;
-      }).join('');
-      const html = `${head}<tbody>${rows || '<tr><td colspan="13" class="muted">No agent has published yet.</td></tr>'}</tbody>`;
-      if (html !== hostsHtml) hostsEl.innerHTML = hostsHtml = html;
+          `${signed(h.clock_skew_ms, 1)}${h.clock_skewed ? ' ⚠ skewed' : ''}</td>`,
+          `<td class="num">${int(h.steps_published)}</td>`, `<td class="num${h.steps_dropped ? ' bad' : ''}">${int(h.steps_dropped)}</td>`,
+          `<td class="num">${int(h.outbox)}</td>`, `<td class="num">${int(h.events_consumed)}</td>`,
+          `<td class="num${h.events_dropped ? ' bad' : ''}">${int(h.events_dropped)}</td>`,
+          `<td class="host-alerts">${alerts || '<span class="muted">none</span>'}</td>`,
+          `<td class="dashboard">${url ? `<a href="${esc(url)}" target="_blank" rel="noopener noreferrer">${esc(url)}</a>` : '<span class="muted">—</span>'}</td>`,
+          `<td><a class="open-trace" href="${esc(traceHref(h.host))}">open trace</a></td>`,
+        ]};
+      });
+      fillRows(hostsEl.tBodies[0], rows.length ? rows
+        : [{attrs: {}, cells: [`<td colspan="${HOST_COLUMNS}" class="muted">No agent has published yet.</td>`]}]);
     }
 
     function drawRanks(f, straggler) {

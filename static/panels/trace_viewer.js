@@ -9,13 +9,16 @@
 // select mode sums up a box of events, the timing tool marks an interval
 // and says its length; the dot left of a row's timeline pins it to the top
 // (kept there while the page scrolls). "Follow" tails the newest events at
-// the current zoom.
+// the current zoom. On a fleet view (liveprof fleet) it shows one host's
+// trace, picked in its bar or by the hash (#trace_viewer?host=H), every
+// request forwarded to that host's agent (trace/source.js).
 import {bytes, duration, esc, int, num} from '../format.js';
 import {counterText, drawTrace, prepareTile, xToTime} from '../trace/draw.js';
 import {AXIS_H, GUTTER, MAX_LANES, PIN_W, laneAt, layoutPinned, layoutRows, rowAt} from '../trace/layout.js';
 import {KeyMotion, frameEvent} from '../trace/nav.js';
 import {mountSearch, noMatch} from '../trace/search.js';
 import {TileLoader, covers} from '../trace/tiles.js';
+import {fleetSource, localSource, mountHostPicker} from '../trace/source.js';
 
 const MODES = ['select', 'pan', 'zoom', 'timing'];
 const MIN_SPAN_NS = 200;
@@ -27,6 +30,7 @@ const HELP = [['W / S', 'zoom in / out (hold: faster)'], ['A / D', 'pan left / r
   ['0', 'the whole trace'], ['1-4', 'mouse: select, pan, zoom, timing'], ['Enter / Shift+Enter', 'next / previous match'],
   ['Esc', 'leave the search box; clear the selection'], ['●/○ left of a row', 'pin the row to the top'], ['?', 'these keys']];
 const FOLLOW_MS = 500;
+const RETRY_MS = 3000;  // no tile yet and the host's agent did not answer (503, 504): asked again.
 
 export default {
   id: 'trace_viewer',
@@ -36,6 +40,8 @@ export default {
   mount(root, ctx) {
     root.innerHTML = `<section class="card trace-card">
       <div class="trace-bar">
+        <label class="trace-host" hidden title="the host whose trace this is: its agent answers, through this fleet view">host
+          <select class="host-pick" aria-label="host"></select></label>
         <span class="trace-modes" role="group" aria-label="mouse mode">${MODES.map((m, i) =>
           `<button data-mode="${m}" title="${m} (${i + 1})">${i + 1} ${m}</button>`).join('')}</span>
         <label><input type="checkbox" class="follow"> follow</label>
@@ -61,6 +67,7 @@ export default {
     const head = $('.trace-head');  // the axis and the pinned rows, on top while the page scrolls.
     const gh = head.getContext('2d');
     const tip = $('.trace-tip');
+    const detailsHelp = $('.trace-details').innerHTML;  // what the details say before a click
 
     const st = {
       view: null,            // {t0, t1} ns
@@ -92,14 +99,23 @@ export default {
       inputFramed: false,    // and whether a frame has followed it
       fitting: false,        // the next tile is the whole trace: show it whole
       samples: {frame: [], data: []},  // input -> drawn frame; input -> frame with fresh data (ms)
+      error: null,           // why the last tile did not come (shown in the status), until one does
+      note: null,            // what the status says while there is no tile (a fleet view waiting for a host)
     };
+    // This server's store, or on a fleet view the host's (trace/source.js).
+    let source = localSource(ctx);
+    let fleet = null;  // on a fleet view: whether known yet (null), true / false
 
     const loader = new TileLoader(async (q) => {
-      const {tile, via} = await ctx.traceTile(q);
-      st.tilesVia[via]++;
-      st.query = q;  // the tile in hand's query (tests ask /api/trace the same)
+      const from = source;
+      const {tile, via} = await from.tile(q);
+      if (from === source) {  // (else another host's: the loader drops it)
+        st.tilesVia[via]++;
+        st.query = q;  // the tile in hand's query (tests ask /api/trace the same)
+      }
       return tile;
     }, (tile, ms) => {
+      st.error = null;
       st.loadMs = ms;
       st.bounds = {first: tile.first_ns, last: Math.max(tile.last_ns, tile.first_ns + 1)};
       st.events = tile.events;
@@ -114,7 +130,13 @@ export default {
       relayout();
       request();
     }, (e) => {
-      $('.trace-status').textContent = `could not load the trace: ${e.message}`;
+      // (text only: the message may be an agent's, from the network)
+      st.error = `could not load the trace${source.host ? ` of ${source.host}` : ''}: ${e.message}`;
+      const from = source;
+      if (!st.tile && (e.status === 503 || e.status === 504)) {
+        setTimeout(() => from === source && !st.tile && !loader.inflight && fit(), RETRY_MS);
+      }
+      schedule();
     });
 
     // ---- view changes ----
@@ -156,6 +178,7 @@ export default {
     // The whole trace as it is now: asks the server (the bounds in hand are
     // those of the last tile, and events keep coming).
     function fit() {
+      if (fleet !== false && !source.host) return;  // (not known yet which trace: its first tile comes then)
       st.fitting = true;
       markInput();
       loader.want(null, st.bounds, true, px());
@@ -228,12 +251,15 @@ export default {
     }
     function drawStatus() {
       const v = st.view;
-      const parts = [`${int(st.events)} events stored`];
+      const parts = [source.host ? `${source.host}: ${int(st.events)} events stored` : `${int(st.events)} events stored`];
       if (st.dropped) parts.push(`${int(st.dropped)} freed by retention`);
       if (st.tile) parts.push(`tile ${num(st.loadMs, 0)} ms`);
       if (v) parts.push(`${duration(Math.round(v.t1 - v.t0))} in view`);
-      $('.trace-status').textContent = parts.join(' · ');
+      // (an error is text: it may be an agent's, from the network)
+      $('.trace-status').textContent = st.error ?? (st.note && !st.tile ? st.note : parts.join(' · '));
+      $('.trace-status').classList.toggle('bad', !!st.error);
       for (const b of root.querySelectorAll('[data-mode]')) b.setAttribute('aria-pressed', String(b.dataset.mode === st.mode));
+      $('.export').hidden = !!source.host;  // (a host's export is its own dashboard's)
       if (v) {
         const q = new URLSearchParams({t0: Math.max(0, Math.floor(v.t0)), t1: Math.ceil(v.t1)});
         if (ctx.token) q.set('token', ctx.token);
@@ -279,7 +305,7 @@ export default {
         return;
       }
       try {
-        const e = known ?? await ctx.get('trace/event', {id});
+        const e = known ?? await source.get('trace/event', {id});
         if (st.selectedId !== id) return;
         st.selected = e;
         box.innerHTML = eventDetails(e);
@@ -309,7 +335,7 @@ export default {
     // Centres an event (by id) and selects it; the zoom stays unless it is too narrow.
     async function reveal(id) {
       try {
-        showEvent(await ctx.get('trace/event', {id}));
+        showEvent(await source.get('trace/event', {id}));
       } catch (err) {
         $('.trace-details').insertAdjacentHTML('beforeend', `<p class="note">${esc(err.message)}</p>`);
       }
@@ -506,7 +532,7 @@ export default {
     });
     // Search (trace/search.js): a hit is framed at a third of the view, highlighted and selected.
     const search = mountSearch(root, {
-      get: ctx.get,
+      get: (path, params) => source.get(path, params),
       view: () => st.view,
       onHit(e) {
         st.hit = e;
@@ -541,15 +567,72 @@ export default {
       zoom, pan, fit, setView, select, togglePin,
       ready: () => !!st.tile && !loader.inflight,
       rawTile: () => loader.tile,  // the tile in hand as it came: /api/trace's shape
+      host: () => source.host,     // on a fleet view, the host shown
     };
 
-    st.fitting = true;
-    loader.want(null, st.bounds, true, Math.max(300, root.clientWidth - GUTTER));  // the first tile: the whole trace
+    // ---- the source: this server's store, or a host's through the fleet view ----
+
+    const picker = mountHostPicker(root, ctx, {onPick: (host) => showHost(host), hidden});
+    let asked = null;  // the hash's host (route())
+    // Everything of the trace in hand goes: another one comes, the whole of it first.
+    function setSource(next) {
+      source = next;
+      loader.reset();
+      Object.assign(st, {view: null, bounds: {first: 0, last: 1}, tile: null, hit: null, selected: null, selectedId: null,
+        timing: null, box: null, drag: null, events: 0, dropped: 0, query: null, error: null, note: null, follow: false});
+      st.tracks = new Map();
+      st.lanes = new Map();
+      st.pinned = new Set();
+      $('.follow').checked = false;
+      search.clear();
+      $('.trace-details').innerHTML = detailsHelp;
+      relayout();
+      st.fitting = true;
+      loader.want(null, st.bounds, true, Math.max(300, root.clientWidth - GUTTER));  // the first tile: the whole trace
+    }
+    function showHost(host) {
+      picker.set(host);
+      if (!hidden()) ctx.setRoute({host});  // (linkable: the hash says which host)
+      if (source.host !== host) setSource(fleetSource(ctx, host));
+    }
+    // Which trace: this server's, unless it is a fleet view (then the host
+    // asked for, the one in hand, or the first live one).
+    async function choose() {
+      if (fleet === null) return;
+      if (!fleet) {
+        picker.hide();
+        if (source.host || !st.tile && !loader.inflight) setSource(localSource(ctx));
+        return;
+      }
+      picker.show();
+      if (asked || source.host) return showHost(asked ?? source.host);
+      st.note = 'this fleet view keeps no events of its own: waiting for a host to publish (the Fleet page lists them)';
+      schedule();
+      const first = await picker.first();
+      if (fleet && !source.host) showHost(asked ?? first);
+    }
+    ctx.probed('fleet').then((ok) => {
+      fleet = ok;
+      choose();
+    });
     // (the page's render follows the feed's status, which the header takes
     // first: a timer of its own instead)
     setInterval(() => {
       if (st.follow && !root.closest('[hidden]')) follow();
     }, FOLLOW_MS);
-    return {render() {}};
+    return {
+      render() {},
+      // The hash's parameters: host=H on a fleet view.
+      route(params) {
+        asked = params.host || null;
+        choose();
+      },
+      // The server answered the probe otherwise after a reconnection (another server).
+      probed(name, ok) {
+        if (name !== 'fleet') return;
+        fleet = ok;
+        choose();
+      },
+    };
   },
 };

@@ -43,6 +43,16 @@ export class TileLoader {
     this.tile = null;
     this.inflight = null;
     this.next = null;  // the newest view asked for while one was in flight.
+    this.generation = 0;  // bumped by reset(): answers to older requests are dropped.
+  }
+
+  // Forgets the tile in hand and what is asked (another trace now: a
+  // fleet view's other host); a request in flight is let go.
+  reset() {
+    this.generation++;
+    this.tile = null;
+    this.inflight = null;
+    this.next = null;
   }
 
   // Asks for `view` unless the tile covers it (or `force`: new events).
@@ -55,10 +65,13 @@ export class TileLoader {
     }
     const q = view ? fetchRange(view) : {width: Math.min(MAX_WIDTH_PX, Math.round(px))};
     const started = performance.now();
+    const generation = this.generation;
     this.inflight = this.get(q).then((tile) => {
+      if (generation !== this.generation) return;
       this.tile = tile;
       this.onTile(tile, performance.now() - started);
-    }, (e) => this.onError(e)).finally(() => {
+    }, (e) => generation === this.generation && this.onError(e)).finally(() => {
+      if (generation !== this.generation) return;
       this.inflight = null;
       const n = this.next;
       this.next = null;

@@ -5,7 +5,9 @@
 // three hosts live and the twelve ranks, and every number it shows is the
 // /api/fleet answer it drew (the page's own responses, recorded by seq). A
 // message from the network carrying HTML shows as text. An agent's own
-// dashboard has no Fleet entry.
+// dashboard has no Fleet entry. A host's "open trace" shows its trace in the
+// fleet view's trace viewer, every request through /api/fleet/trace?host=
+// (what the agent's own /api/trace answers), none over the WebSocket.
 // Run: node --test tests/dashboard/
 import assert from 'node:assert/strict';
 import {spawn} from 'node:child_process';
@@ -102,6 +104,18 @@ function stopNats(child) {
     child.on('exit', () => resolve());
     child.kill('SIGTERM');
   });
+}
+
+// Until `fn` holds in the page (20 s at most); else fails saying where the
+// trace viewer stood (its hash, status line and details).
+async function until(page, what, fn, arg) {
+  try {
+    await page.waitForFunction(fn, arg, {timeout: 20000});
+  } catch (e) {
+    const at = await page.evaluate(() => [location.hash, ...['.trace-status', '.trace-details']
+      .map((s) => document.querySelector(`.page[data-page=trace_viewer] ${s}`)?.textContent)]).catch(() => []);
+    throw new Error(`${what}: ${e.message.split('\n')[0]} (hash, status, details: ${JSON.stringify(at)})`);
+  }
 }
 
 const firingStraggler = (f) => f.alerts.find((a) => a.rule === 'straggler' && a.state === 'firing');
@@ -256,7 +270,8 @@ describe('the Fleet page', {skip: !existsSync(NATS_SERVER) && `no ${NATS_SERVER}
       assertShown(assert, cells[7], h.steps_dropped, `${h.host} steps dropped`);
       assertShown(assert, cells[8], h.outbox, `${h.host} outbox`);
       for (const a of h.alerts) assert.ok(cells[11].includes(a.rule), `${h.host}'s ${a.rule} alert is listed: ${cells[11]}`);
-      assert.equal(await row.locator('a').getAttribute('href'), h.url);
+      assert.equal(await row.locator('td.dashboard a').getAttribute('href'), h.url);
+      assert.equal(await row.locator('a.open-trace').getAttribute('href'), `#trace_viewer?host=${h.host}`);
     }
     const agentUrls = agents.map((a) => a.url).sort();
     assert.deepEqual(f.hosts.map((h) => h.url).sort(), agentUrls);
@@ -280,7 +295,10 @@ describe('the Fleet page', {skip: !existsSync(NATS_SERVER) && `no ${NATS_SERVER}
       assertShown(assert, c[7], r.last_step, `${what} last step`);
       assertShown(assert, c[8], r.last_step_ms, `${what} last step ms`);
       assert.equal(c[10], r.host === 'host-b' && r.label === 'rank 2' ? 'straggler (alert firing)' : '');
+      assert.equal(c[11], 'open trace');
     }
+    assert.deepEqual(await rankRows.evaluateAll((trs) => trs.map((tr) => tr.querySelector('a')?.getAttribute('href'))),
+      shown.map((c) => `#trace_viewer?host=${c[0]}`), 'each rank links its host\'s trace');
     assert.deepEqual(await root.locator('.fleet-ranks tbody tr.selected td').allInnerTexts().then((c) => c.slice(0, 3)),
       ['host-b', '2', 'rank 2']);
 
@@ -318,6 +336,97 @@ describe('the Fleet page', {skip: !existsSync(NATS_SERVER) && `no ${NATS_SERVER}
     assert.equal(await field('hosts_live'), '2 of 3');
     assert.equal(await field('hosts_stopped'), '1');
     assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
+  test('"open trace" shows host-b\'s trace through /api/fleet/trace, as its agent\'s /api/trace has it', async () => {
+    const agent = agents[HOSTS.indexOf('host-b')];
+    const page = await openPage(browser, `${fleet.url}#fleet`);
+    // Every trace request the page makes, over HTTP and over the WebSocket.
+    const asked = [];
+    page.on('request', (r) => {
+      const u = new URL(r.url());
+      if (/^\/api\/(fleet\/)?trace/.test(u.pathname)) asked.push(u);
+    });
+    const wsTrace = [];
+    page.on('websocket', (ws) => ws.on('framesent', (f) => /"type":"trace"/.test(f.payload) && wsTrace.push(f.payload)));
+    const tv = (fn, arg) => page.evaluate(fn, arg);
+    const link = page.locator('.fleet-hosts tbody tr[data-host="host-b"] a.open-trace');
+    await link.waitFor({timeout: 15000});
+    await link.click();
+    await until(page, 'host-b\'s first tile', () => location.hash === '#trace_viewer?host=host-b' &&
+      window.liveprofTrace?.ready() && +document.querySelector('.trace-canvas').dataset.drawn > 0);
+    const viewer = page.locator('.page[data-page=trace_viewer]');
+    assert.equal(await viewer.locator('.host-pick').inputValue(), 'host-b');
+    assert.equal(await viewer.locator('.trace-host').isVisible(), true);
+    assert.match(await viewer.locator('.trace-status').innerText(), /^host-b: [\d,]+ events stored/);
+
+    // A stretch in the past (the whole trace's end moves as events come): the
+    // tile in hand, its query, and the agent's own answer to that query.
+    for (let i = 0; i < 100; i++) {
+      if (await tv(() => window.liveprofTrace.state.bounds.last - window.liveprofTrace.state.bounds.first > 3e9)) break;
+      await tv(() => window.liveprofTrace.fit());
+      await sleep(100);
+    }
+    await tv(() => {
+      const first = window.liveprofTrace.rawTile().first_ns;
+      window.liveprofTrace.setView(first + 1e9, first + 1.1e9);
+    });
+    await until(page, 'the zoomed tile', () => window.liveprofTrace.ready() && window.liveprofTrace.state.query?.t0 !== undefined);
+    // (as a string: a tile of nested arrays comes out of the page many times faster so)
+    const got = JSON.parse(await tv(() => JSON.stringify({raw: window.liveprofTrace.rawTile(),
+      query: window.liveprofTrace.state.query, via: window.liveprofTrace.state.tilesVia, host: window.liveprofTrace.host()})));
+    assert.equal(got.host, 'host-b');
+    assert.deepEqual(Object.keys(got.query).sort(), ['t0', 't1', 'width']);
+    assert.equal(got.via.ws, 0);
+    const tileAsked = asked.filter((u) => u.pathname === '/api/fleet/trace');
+    assert.ok(tileAsked.length >= 2, tileAsked.join('\n'));
+    assert.ok(tileAsked.every((u) => u.searchParams.get('host') === 'host-b'), tileAsked.join('\n'));
+    assert.ok(tileAsked.some((u) => ['t0', 't1', 'width'].every((k) => u.searchParams.get(k) === String(got.query[k]))),
+      `the tile in hand's query ${JSON.stringify(got.query)} was asked of /api/fleet/trace: ${tileAsked.join('\n')}`);
+    const own = await api(agent.url, `/api/trace?${new URLSearchParams(got.query)}`);
+    // (the store's totals grow between the two reads)
+    const stable = ({events, last_ns: lastNs, ...rest}) => rest;
+    assert.deepEqual(stable(got.raw), stable(own));
+    assert.ok(own.tracks.some((t) => t.slices.length), 'the stretch has slices');
+
+    // An event's details: through /api/fleet/trace/event?host=host-b.
+    const id = own.tracks.find((t) => t.slices.length).slices[0][0];
+    await tv((i) => window.liveprofTrace.select(i), id);
+    await until(page, 'the event\'s details', () => document.querySelector('.trace-details h4'));
+    const event = await api(agent.url, `/api/trace/event?id=${id}`);
+    assert.equal(await viewer.locator('.trace-details h4').innerText(), event.name);
+    assert.ok(asked.some((u) => u.pathname === '/api/fleet/trace/event' && u.searchParams.get('host') === 'host-b' &&
+      u.searchParams.get('id') === String(id)), asked.join('\n'));
+    // The search: through /api/fleet/trace/search?host=host-b.
+    await viewer.locator('.search').fill(event.name);
+    await viewer.locator('.search').press('Enter');
+    await until(page, 'the search hit', () => window.liveprofTrace.search.hit);
+    const hit = await tv(() => window.liveprofTrace.search.hit.name);
+    assert.ok(hit.toLowerCase().includes(event.name.toLowerCase()), `the search for ${event.name} found ${hit}`);
+    assert.ok(asked.some((u) => u.pathname === '/api/fleet/trace/search' && u.searchParams.get('host') === 'host-b' &&
+      u.searchParams.get('q') === event.name), asked.join('\n'));
+
+    // The picker: another host, in the hash too.
+    await viewer.locator('.host-pick').selectOption('host-a');
+    await until(page, 'host-a\'s tile', () => window.liveprofTrace.host() === 'host-a' && window.liveprofTrace.ready());
+    assert.equal(await tv(() => location.hash), '#trace_viewer?host=host-a');
+    assert.ok(asked.some((u) => u.pathname === '/api/fleet/trace' && u.searchParams.get('host') === 'host-a'));
+    await screenshot(page, 'fleet_trace');
+
+    // No agent of the host: the fleet view's 503, as text in the status.
+    await tv((h) => { location.hash = `#trace_viewer?${new URLSearchParams({host: h})}`; }, XSS);
+    await until(page, 'the 503', () => /HTTP 503/.test(document.querySelector('.trace-status').textContent));
+    const status = await viewer.locator('.trace-status').innerText();
+    assert.ok(status.includes(XSS), status);
+    assert.equal(await viewer.locator('img').count(), 0);
+    assert.equal(await page.evaluate(() => window.__fleetXss), undefined);
+
+    // Never this server's own trace, never the WebSocket's tiles.
+    assert.deepEqual(asked.filter((u) => !u.pathname.startsWith('/api/fleet/')).map(String), []);
+    assert.deepEqual(wsTrace, []);
+    // (Chromium logs the 503 as a console error)
+    assert.deepEqual(page.errors.filter((e) => !/status of 503/.test(e)), []);
     await page.close();
   });
 });

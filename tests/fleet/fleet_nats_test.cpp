@@ -5,12 +5,7 @@
 // restarted (it rebuilds from the stream) — a viewport query goes to the
 // agent and back, a host with no agent is a 503, and a foreign message on
 // the job's subjects is counted, not applied.
-#include <fcntl.h>
 #include <nats/nats.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -24,12 +19,14 @@
 #include "fleet/fleet_agent.h"
 #include "fleet/fleet_view.h"
 #include "fleet/nats_link.h"
+#include "fleet/nats_test_server.h"
 
 namespace liveprof {
 namespace {
 
 using std::chrono::milliseconds;
-constexpr const char* kNatsServer = "/usr/sbin/nats-server";
+using test::FreePort;
+using NatsServer = test::NatsTestServer;
 constexpr milliseconds kPatience{20000};
 
 template <typename F>
@@ -41,61 +38,6 @@ bool WaitFor(F f, milliseconds patience = kPatience) {
   }
   return true;
 }
-
-uint16_t FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-bool Accepts(uint16_t port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  close(fd);
-  return ok;
-}
-
-// nats-server -js on 127.0.0.1:port with its store in `dir`.
-class NatsServer {
- public:
-  NatsServer(uint16_t port, std::string dir) : port_(port), dir_(std::move(dir)) {}
-  ~NatsServer() { Kill(SIGKILL); }
-  bool Start() {
-    pid_ = fork();
-    if (pid_ == 0) {
-      const int null = open("/dev/null", O_WRONLY);  // (its log: every start and stop)
-      dup2(null, 1);
-      dup2(null, 2);
-      const std::string p = std::to_string(port_);
-      execl(kNatsServer, kNatsServer, "-js", "-a", "127.0.0.1", "-p", p.c_str(), "-sd", dir_.c_str(),
-            static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    return pid_ > 0 && WaitFor([&] { return Accepts(port_); });
-  }
-  void Kill(int sig) {
-    if (pid_ <= 0) return;
-    kill(pid_, sig);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  std::string url() const { return "nats://127.0.0.1:" + std::to_string(port_); }
-
- private:
-  uint16_t port_;
-  std::string dir_;
-  pid_t pid_ = -1;
-};
 
 // Steps of `ranks` ranks, handed to the agent as the pipeline would.
 class StepSource {
