@@ -49,6 +49,7 @@ struct PodView::Worker {
   TrackId process_track = 0;  // its kProcess track (the label); 0: none seen.
   bool has_process_track = false;
   std::string external_label;  // AddExternalStep's workers: their name.
+  uint64_t mem_in_use = 0, mem_peak = 0;  // its allocations less frees (with max_new_steps).
   StepAssembler steps;
   bool has_device = false;  // a step of it had device work (the GPU rules).
   uint64_t cells = 0;       // its steps added.
@@ -139,7 +140,11 @@ void PodView::Consume(std::span<const Event> events) {
   // its steps (no other process seen: the whole batch is process 0's).
   if (only == -1 || share_local_) return;
   if (single && only >= 0) {
-    workers_[static_cast<size_t>(only)]->steps.Consume(events);
+    Worker& w = *workers_[static_cast<size_t>(only)];
+    if (options_.max_new_steps > 0) {
+      for (const Event& e : events) TrackMemory(w, e);
+    }
+    w.steps.Consume(events);
     return;
   }
   cached = -1;
@@ -151,12 +156,23 @@ void PodView::Consume(std::span<const Event> events) {
       ++counts_.events_over_worker_cap;
     } else if (IsSpanKind(e.kind)) {  // what an assembler reads: markers, spans, device work.
       routed_[static_cast<size_t>(w)].push_back(e);
+    } else if (options_.max_new_steps > 0) {
+      TrackMemory(*workers_[static_cast<size_t>(w)], e);
     }
   }
   for (size_t i = 0; i < workers_.size(); ++i) {
     if (routed_[i].empty()) continue;
     workers_[i]->steps.Consume(routed_[i]);
     routed_[i].clear();
+  }
+}
+
+void PodView::TrackMemory(Worker& w, const Event& e) {
+  if (e.kind == EventKind::kAlloc) {
+    w.mem_in_use += e.payload.memory.bytes;
+    w.mem_peak = std::max(w.mem_peak, w.mem_in_use);
+  } else if (e.kind == EventKind::kFree) {
+    w.mem_in_use -= std::min(w.mem_in_use, e.payload.memory.bytes);
   }
 }
 
@@ -191,6 +207,8 @@ void PodView::TakeClosed(Worker& w) {
     cell.end_ns = row.end_ns;
     cell.step_ns = row.step_ns();
     cell.bucket_ns = row.bucket_ns;
+    cell.mem_peak_bytes = w.mem_peak;
+    w.mem_peak = w.mem_in_use;  // the next step's peak starts from what is in use now.
     ++w.cells;
     AddCell(cell, s.step_num);
   }

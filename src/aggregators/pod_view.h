@@ -101,6 +101,11 @@ struct PodViewOptions {
 struct PodCell {
   uint32_t worker = 0;  // the worker id (its tracks' process).
   uint64_t end_ns = 0;  // the step's end (host clock; 0 where not known).
+  // With Options::max_new_steps (a fleet agent): the worker's peak bytes in
+  // use (its allocations less its frees, every allocator) from the previous
+  // step's close to this one's; 0 where not known (the local process' own
+  // steps, a worker that reports no allocations).
+  uint64_t mem_peak_bytes = 0;
   uint64_t step_ns = 0;
   std::array<uint64_t, kBucketCount> bucket_ns{};
 };
@@ -259,6 +264,7 @@ class PodView {
   std::vector<Held> HeldExcess(uint32_t k) const;
   std::optional<PodStraggler> StragglerOf(const std::vector<Held>& held, uint32_t k) const;
   void TakeClosed(Worker& w);
+  static void TrackMemory(Worker& w, const Event& e);
   void AddCell(const PodCell& cell, int64_t step_num);
   std::string Label(const Worker& w) const;
   bool Listed(const Worker& w) const;

@@ -226,6 +226,7 @@ void FleetAgent::Run() {
                                              : static_cast<uint64_t>(static_cast<int64_t>(ns.cell.end_ns) + mono_to_unix);
         s.step_ns = ns.cell.step_ns;
         s.bucket_ns = ns.cell.bucket_ns;
+        s.mem_peak_bytes = ns.cell.mem_peak_bytes;
         s.agent_dropped = agent_dropped;
         s.sent_unix_ns = now_unix;
         Pending p;

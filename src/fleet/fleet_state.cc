@@ -128,18 +128,20 @@ void FleetState::ApplyStep(const FleetStep& s, uint64_t now_unix_ns, bool live) 
     ++r.late;
     ++counts_.late_steps;
   } else {
-    for (uint64_t q = r.last_seq + 1; q < s.seq; ++q) {
-      ++r.missing;
-      ++counts_.missing_steps;
-      if (s.seq - q <= kMaxGapsKept) r.gaps.insert(q);
-    }
+    // (counted, not walked: a seq from a broken sender may be huge)
+    const uint64_t skipped = s.seq - r.last_seq - 1;
+    r.missing += skipped;
+    counts_.missing_steps += skipped;
+    for (uint64_t q = s.seq - std::min<uint64_t>(skipped, kMaxGapsKept); q < s.seq; ++q) r.gaps.insert(q);
     while (r.gaps.size() > kMaxGapsKept) r.gaps.erase(r.gaps.begin());
     r.last_seq = s.seq;
+    r.last_step = s.step;  // (a late one does not change the newest)
+    r.last_step_ns = s.step_ns;
+    r.last_mem_peak_bytes = s.mem_peak_bytes;
+    r.last_end_unix_ns = s.end_unix_ns;
   }
   ++r.steps;
-  r.last_step = s.step;
-  r.last_step_ns = s.step_ns;
-  r.last_end_unix_ns = s.end_unix_ns;
+  r.mem_peak_bytes = std::max(r.mem_peak_bytes, s.mem_peak_bytes);
   PodCell cell;
   cell.end_ns = s.end_unix_ns;
   cell.step_ns = s.step_ns;
@@ -348,6 +350,8 @@ std::string FleetState::RenderJson(uint64_t now_unix_ns, uint64_t seq) {
     w.KV("late", r.late);
     w.KV("last_step", r.last_step);
     w.KV("last_step_ms", static_cast<double>(r.last_step_ns) / 1e6);
+    w.KV("last_mem_peak_bytes", r.last_mem_peak_bytes);
+    w.KV("mem_peak_bytes", r.mem_peak_bytes);
     w.EndObject();
   }
   w.EndArray();

@@ -70,6 +70,8 @@ struct FleetRank {
   std::set<uint64_t> gaps;   // the seqs skipped, awaited (at most kMaxGapsKept; older ones stay missing).
   int64_t last_step = -1;
   uint64_t last_step_ns = 0;
+  uint64_t last_mem_peak_bytes = 0;  // its newest step's (0: not known).
+  uint64_t mem_peak_bytes = 0;       // the largest of its steps' since it appeared.
   uint64_t last_end_unix_ns = 0;
 };
 

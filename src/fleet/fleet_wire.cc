@@ -170,6 +170,7 @@ std::string EncodeFleetStep(const FleetStep& s) {
   w.BeginObject();
   for (size_t b = 0; b < kBucketCount; ++b) w.KV(BucketKey(static_cast<Bucket>(b)), s.bucket_ns[b]);
   w.EndObject();
+  w.KV("mem_peak_bytes", s.mem_peak_bytes);
   w.KV("agent_dropped", s.agent_dropped);
   w.KV("sent_unix_ns", s.sent_unix_ns);
   w.EndObject();
@@ -256,6 +257,7 @@ FleetDecoded DecodeFleetMessage(std::string_view job, std::string_view subject, 
     s.step = r.I64("step");
     s.end_unix_ns = r.U64("end_unix_ns");
     s.step_ns = r.U64("step_ns");
+    s.mem_peak_bytes = r.U64("mem_peak_bytes", false);
     s.agent_dropped = r.U64("agent_dropped", false);
     s.sent_unix_ns = r.U64("sent_unix_ns", false);
     if (r.ok() && s.seq == 0) r.Fail("seq", "is 0 (the first is 1)");

@@ -38,6 +38,7 @@ struct FleetStep {
   uint64_t end_unix_ns = 0;  // the step's end, on the agent's wall clock.
   uint64_t step_ns = 0;
   std::array<uint64_t, kBucketCount> bucket_ns{};
+  uint64_t mem_peak_bytes = 0;  // the rank's peak bytes in use over the step (0: not known).
   uint64_t agent_dropped = 0;  // events the agent's rings dropped, since its start.
   uint64_t sent_unix_ns = 0;   // when the agent queued it (wall clock).
 };

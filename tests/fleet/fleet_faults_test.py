@@ -157,6 +157,10 @@ def main():
             enough = len(v["ranks"]) == 12 and all(r["steps"] >= 8 for r in v["ranks"])
             return v if enough and s["state"] == "firing" and s["host"] == "host-b" and s["label"] == "rank 2" else None
         v = wait_for("the straggler alert naming host-b rank 2", straggler_named, timeout=40)
+        # Each rank's memory peak came with its steps (the simulated ranks allocate).
+        no_mem = [(r["host"], r["label"]) for r in v["ranks"] if r["mem_peak_bytes"] <= 0]
+        if no_mem:
+            fail("ranks without a memory peak: %s" % no_mem)
         print("straggler:", [a["summary"] for a in v["alerts"] if a["rule"] == "straggler"][0], flush=True)
 
         # ... and per-rank step times equal each agent's own, step for step:

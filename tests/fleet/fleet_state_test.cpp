@@ -116,6 +116,7 @@ TEST_CASE("fleet state: a repeated summary is counted and not applied, a gap is 
   f.Step("host-a", 0, 1, 0, kBaseStepNs);
   f.Step("host-a", 0, 2, 1, kBaseStepNs);
   f.Step("host-a", 0, 2, 1, kBaseStepNs * 3);  // the same seq again (a rank that reports a step twice).
+  CHECK(f.Rank("host-a", 0).last_step_ns == kBaseStepNs);
   f.Step("host-a", 0, 5, 4, kBaseStepNs);      // seqs 3 and 4 never came.
   const FleetRank& r = f.Rank("host-a", 0);
   CHECK(r.steps == 3);
@@ -134,9 +135,19 @@ TEST_CASE("fleet state: a repeated summary is counted and not applied, a gap is 
   CHECK(r.late == 1);
   CHECK(f.state.counts().missing_steps == 1);
   CHECK(f.state.pod().cells_total() == 4);
+  CHECK(r.last_step == 4);  // a late one does not change the newest.
   f.Step("host-a", 0, 3, 2, kBaseStepNs);
   CHECK(r.duplicates == 2);
   CHECK(r.steps == 4);
+}
+
+TEST_CASE("fleet state: a seq far ahead is counted missing at once, not walked") {
+  Feed f;
+  f.Step("host-a", 0, 1, 0, kBaseStepNs);
+  f.Step("host-a", 0, uint64_t{1} << 62, 1, kBaseStepNs);
+  CHECK(f.Rank("host-a", 0).missing == (uint64_t{1} << 62) - 2);
+  CHECK(f.Rank("host-a", 0).gaps.size() == 4096);
+  CHECK(f.Rank("host-a", 0).steps == 2);
 }
 
 TEST_CASE("fleet state: a restarted agent starts a new sequence, not a duplicate") {

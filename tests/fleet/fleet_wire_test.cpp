@@ -27,6 +27,7 @@ FleetStep MakeStep() {
   s.step_ns = kStepNs;
   s.bucket_ns[static_cast<size_t>(Bucket::kInput)] = 6'000'000;
   s.bucket_ns[static_cast<size_t>(Bucket::kDeviceCompute)] = 20'000'000;
+  s.mem_peak_bytes = 3ull << 30;
   s.agent_dropped = 5;
   s.sent_unix_ns = kUnix + 1;
   return s;
@@ -48,6 +49,7 @@ TEST_CASE("fleet wire: a step summary decodes to what was encoded") {
   CHECK(out.end_unix_ns == kUnix);
   CHECK(out.step_ns == kStepNs);
   CHECK(out.bucket_ns == s.bucket_ns);
+  CHECK(out.mem_peak_bytes == 3ull << 30);
   CHECK(out.agent_dropped == 5);
   CHECK(out.sent_unix_ns == kUnix + 1);
   // About 1 KB a step, as docs/fleet.md sizes it.
