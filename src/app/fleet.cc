@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <time.h>
 
+#include <cctype>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -27,6 +28,21 @@ constexpr const char* kNatsUrlHelp =
 
 Reply FromFleetReply(FleetQueryReply r) { return Reply{r.status, std::move(r.content_type), std::move(r.body)}; }
 
+// A query key as the server reads it (%XX and '+' decoded), to compare.
+std::string DecodedKey(std::string_view raw) {
+  std::string out;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] == '%' && i + 2 < raw.size() && std::isxdigit(static_cast<unsigned char>(raw[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(raw[i + 2]))) {
+      out += static_cast<char>(std::stoi(std::string(raw.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += raw[i] == '+' ? ' ' : raw[i];
+    }
+  }
+  return out;
+}
+
 // The raw target's query string less `host=` and `token=` (the fleet view's
 // own token never goes on to an agent), under `path`.
 std::string ForwardedTarget(std::string_view raw, std::string_view path) {
@@ -39,7 +55,8 @@ std::string ForwardedTarget(std::string_view raw, std::string_view path) {
     const size_t amp = rest.find('&');
     const std::string_view part = rest.substr(0, amp);
     rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
-    if (part.empty() || part.starts_with("host=") || part.starts_with("token=")) continue;
+    const std::string key = DecodedKey(part.substr(0, part.find('=')));
+    if (part.empty() || key == "host" || key == "token") continue;
     out += sep;
     out += part;
     sep = '&';
@@ -120,9 +137,9 @@ int RunFleet(FleetArgs& a) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (a.seconds > 0 && elapsed >= a.seconds) break;
   }
+  server.Stop();  // (first: its query threads use the view)
   view.Stop();
   pipeline.Stop();
-  server.Stop();
   const FleetCounts c = view.counts();
   std::printf("done: %" PRIu64 " messages, %" PRIu64 " steps applied\n", c.messages, c.steps);
   return 0;
@@ -155,14 +172,15 @@ void PreparePublish(const PublishArgs& a, Pipeline::Options* po) {
   po->analyses.pod.max_new_steps = size_t{1} << 16;
 }
 
-void SetAgentHook(ServerOptions* so, const std::unique_ptr<FleetAgent>* agent) {
+void SetAgentHook(ServerOptions* so, const std::atomic<FleetAgent*>* agent) {
   so->fleet = [agent](const RequestTarget& target, std::string_view) -> Reply {
     if (target.path != "/api/fleet/agent") {
       return ErrorReply(404, "no endpoint " + target.path + " (an agent serves /api/fleet/agent; the fleet view, "
                              "liveprof fleet, serves /api/fleet)");
     }
-    if (!*agent) return ErrorReply(404, "this server publishes to no fleet (serve --publish URL --job NAME)");
-    return Reply{200, "application/json", (*agent)->StatusJson()};
+    const FleetAgent* a = agent->load(std::memory_order_acquire);
+    if (a == nullptr) return ErrorReply(404, "this server publishes to no fleet (serve --publish URL --job NAME)");
+    return Reply{200, "application/json", a->StatusJson()};
   };
 }
 

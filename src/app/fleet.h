@@ -9,6 +9,7 @@
 #ifndef LIVEPROF_APP_FLEET_H_
 #define LIVEPROF_APP_FLEET_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -31,8 +32,8 @@ void FinishPublishOptions(const PublishArgs& args);
 // Before the pipeline is made: it keeps every rank's steps for the agent.
 void PreparePublish(const PublishArgs& args, Pipeline::Options* po);
 // The /api/fleet hook of an agent's server: /api/fleet/agent from `*agent`
-// (null until it started).
-void SetAgentHook(ServerOptions* so, const std::unique_ptr<FleetAgent>* agent);
+// (null until it started; it must outlive the server's Stop()).
+void SetAgentHook(ServerOptions* so, const std::atomic<FleetAgent*>* agent);
 // Starts the agent over `pipeline` (whose own dashboard is at `url`); null
 // and *error when it cannot.
 std::unique_ptr<FleetAgent> StartAgent(const PublishArgs& args, Pipeline& pipeline, Stream& stream,

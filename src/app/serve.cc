@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cerrno>
 #include <cinttypes>
@@ -285,8 +286,9 @@ int Serve(ServeArgs& args, ServeMode mode) {
   }
 
   PreparePublish(args.publish, &po);
-  std::unique_ptr<FleetAgent> agent;  // (outlives the server, whose hook reads it)
-  SetAgentHook(&so, &agent);
+  std::unique_ptr<FleetAgent> agent;  // (outlives the server and the pipeline: stopped before either goes)
+  std::atomic<FleetAgent*> agent_for_hook{nullptr};  // what the server's threads read, once started
+  SetAgentHook(&so, &agent_for_hook);
   std::unique_ptr<IngestServer> ingest;
   if (!io.endpoints.empty()) {
     ingest = std::make_unique<IngestServer>(stream, io);
@@ -304,6 +306,18 @@ int Serve(ServeArgs& args, ServeMode mode) {
   }
   Pipeline pipeline(stream, po);
   Server server(pipeline, so);
+  // However Serve returns from here, the agent (which reads the pipeline)
+  // stops first: after the server (whose threads read the agent), before the
+  // pipeline goes.
+  struct StopAgentFirst {
+    Server& server;
+    std::unique_ptr<FleetAgent>& agent;
+    ~StopAgentFirst() {
+      if (!agent) return;
+      server.Stop();
+      agent->Stop();
+    }
+  } stop_agent_first{server, agent};
   std::string error;
   if (!server.Start(&error) || (ingest && !ingest->Start(&error))) {
     std::fprintf(stderr, "%s: %s\n", command.c_str(), error.c_str());
@@ -318,6 +332,7 @@ int Serve(ServeArgs& args, ServeMode mode) {
   const std::string url = "http://" + shown_host + ":" + std::to_string(server.port()) + "/";
   if (!args.publish.url.empty()) {
     agent = StartAgent(args.publish, pipeline, stream, url, &error);
+    agent_for_hook.store(agent.get(), std::memory_order_release);
     if (!agent) {
       std::fprintf(stderr, "%s: --publish: %s\n", command.c_str(), error.c_str());
       if (ingest) ingest->Stop();
@@ -425,13 +440,13 @@ int Serve(ServeArgs& args, ServeMode mode) {
   if (cupti) cupti->Stop();
 #endif
   pipeline.Stop();
+  server.Stop();  // (before the agent: the server's threads read it)
   if (agent) {  // after the pipeline's last steps: they go too.
     agent->Stop();
     const FleetAgent::Stats as = agent->stats();
     std::printf("fleet: %" PRIu64 " step summaries published, %" PRIu64 " dropped, %" PRIu64 " unsent\n",
                 as.steps_published, as.steps_dropped + as.source_dropped, as.outbox);
   }
-  server.Stop();
   const ServerStats st = server.stats();
   std::printf("done: %" PRIu64 " events dropped; served %" PRIu64 " connections, %" PRIu64
               " view frames, %" PRIu64 " event frames\n",

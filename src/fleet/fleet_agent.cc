@@ -51,6 +51,8 @@ bool FleetAgent::Start(std::string* error) {
     *error = "NATS: cannot subscribe to " + subject;
     return false;
   }
+  // Stop() waits for this: no query handler runs after it.
+  natsSubscription_SetOnCompleteCB(query_sub_, &FleetAgent::OnQueriesDone, this);
   started_ = true;
   thread_ = std::thread([this] { Run(); });
   return true;
@@ -63,7 +65,12 @@ void FleetAgent::Stop(std::chrono::milliseconds drain) {
   stop_.store(true, std::memory_order_release);  // (drain_ is read after it)
   if (thread_.joinable()) thread_.join();
   if (query_sub_ != nullptr) {
-    natsSubscription_Unsubscribe(query_sub_);
+    // A query being answered on cnats' thread finishes first (it reads the
+    // owner's trace store: the owner may go once Stop returns).
+    if (natsSubscription_Unsubscribe(query_sub_) == NATS_OK) {
+      std::unique_lock lock(mu_);
+      queries_done_cv_.wait_for(lock, std::chrono::seconds(10), [&] { return queries_done_; });
+    }
     natsSubscription_Destroy(query_sub_);
     query_sub_ = nullptr;
   }
@@ -101,6 +108,7 @@ std::string FleetAgent::StatusJson() const {
   w.KV("steps_dropped", s.steps_dropped);
   w.KV("source_dropped", s.source_dropped);
   w.KV("alerts_published", s.alerts_published);
+  w.KV("alerts_dropped", s.alerts_dropped);
   w.KV("statuses_published", s.statuses_published);
   w.KV("outbox", s.outbox);
   w.KV("outbox_max_seen", s.outbox_max_seen);
@@ -114,12 +122,13 @@ std::string FleetAgent::StatusJson() const {
 }
 
 void FleetAgent::Enqueue(Pending p) {
-  // Past the cap the oldest goes (a step summary first: a status is resent
-  // anyway, and the newest steps are what a live view wants).
+  // Past the cap the oldest goes, whatever it is, counted (the newest steps
+  // are what a live view wants).
   if (outbox_.size() >= options_.max_outbox) {
     std::lock_guard lock(mu_);
     if (outbox_.front().step) ++stats_.steps_dropped;
-    outbox_.pop_front();
+    if (outbox_.front().alert) ++stats_.alerts_dropped;
+    outbox_.pop_front();  // (a status is sent again every period: not counted)
   }
   outbox_.push_back(std::move(p));
 }
@@ -192,10 +201,13 @@ bool FleetAgent::PublishWindow() {
 
 void FleetAgent::Run() {
   bool stream_ready = false;
-  uint64_t next_status = 0;
+  std::chrono::steady_clock::time_point next_status{};
   std::chrono::steady_clock::time_point drain_until{};
   bool stopping = false;
   for (;;) {
+    // (read before the steps are taken: the owner stops the pipeline first,
+    // so the round that sees the stop takes its last steps)
+    const bool stop_now = stop_.load(std::memory_order_acquire);
     const uint64_t now_unix = UnixNowNs();
     // Steps: the pipeline's monotonic ends onto the wall clock.
     if (options_.take_steps) {
@@ -263,14 +275,13 @@ void FleetAgent::Run() {
       p.alert = true;
       Enqueue(std::move(p));
     }
-    const bool stop_now = stop_.load(std::memory_order_acquire);
     if (stop_now && !stopping) {
       stopping = true;
       QueueStatus(/*stopping=*/true, now_unix);
       drain_until = std::chrono::steady_clock::now() + drain_;
-    } else if (!stopping && now_unix >= next_status) {
+    } else if (!stopping && std::chrono::steady_clock::now() >= next_status) {
       QueueStatus(/*stopping=*/false, now_unix);
-      next_status = now_unix + static_cast<uint64_t>(options_.status_period.count()) * 1'000'000;
+      next_status = std::chrono::steady_clock::now() + options_.status_period;  // (not the wall clock: it may step)
     }
     {
       std::lock_guard lock(mu_);
@@ -297,6 +308,13 @@ void FleetAgent::Run() {
   }
   std::lock_guard lock(mu_);
   stats_.outbox = outbox_.size();
+}
+
+void FleetAgent::OnQueriesDone(void* closure) {
+  auto* self = static_cast<FleetAgent*>(closure);
+  std::lock_guard lock(self->mu_);
+  self->queries_done_ = true;
+  self->queries_done_cv_.notify_all();
 }
 
 void FleetAgent::OnQuery(natsConnection* nc, natsSubscription*, natsMsg* msg, void* closure) {

@@ -62,6 +62,7 @@ class FleetAgent {
     uint64_t steps_queued = 0, steps_published = 0, steps_dropped = 0;
     uint64_t source_dropped = 0;  // left out before the outbox (take_steps' *dropped).
     uint64_t alerts_published = 0, statuses_published = 0;
+    uint64_t alerts_dropped = 0;  // an outbox full past its cap.
     uint64_t outbox = 0, outbox_max_seen = 0;
     uint64_t windows_resent = 0;
     uint64_t disconnects = 0, reconnects = 0;
@@ -99,6 +100,7 @@ class FleetAgent {
   // Publishes the outbox's front window; true when all of it was acknowledged.
   bool PublishWindow();
   static void OnQuery(natsConnection* nc, natsSubscription* sub, natsMsg* msg, void* self);
+  static void OnQueriesDone(void* self);  // cnats: the query subscription's last callback has returned.
 
   Options options_;
   std::string agent_id_;
@@ -119,6 +121,8 @@ class FleetAgent {
   mutable std::mutex mu_;  // guards the members below.
   std::vector<AlertEvent> alerts_in_;
   Stats stats_;
+  bool queries_done_ = false;
+  std::condition_variable queries_done_cv_;
 };
 
 }  // namespace liveprof

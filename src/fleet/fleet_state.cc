@@ -14,7 +14,8 @@ namespace {
 
 constexpr size_t kMaxErrorsKept = 8;
 constexpr size_t kMaxGapsKept = 4096;    // per rank: skipped seqs still awaited.
-constexpr size_t kMaxAlertsPerHost = 64;  // an agent's alerts firing, kept.
+constexpr size_t kMaxAlertsPerHost = 16;  // an agent's alerts firing, kept.
+constexpr size_t kMaxHostsNamed = 10;     // in the host_gone summary.
 constexpr size_t kMaxAgentsKept = 16;     // per host: the incarnations remembered.
 constexpr char kSep = '\x1f';
 
@@ -42,7 +43,7 @@ FleetState::FleetState(FleetStateOptions options) : options_(std::move(options))
 FleetState::~FleetState() = default;
 
 FleetHost* FleetState::HostOf(const std::string& host, const std::string& agent, uint64_t stored_unix_ns) {
-  if (hosts_.size() >= options_.max_workers && hosts_.count(host) == 0) {
+  if (hosts_.size() >= options_.max_hosts && hosts_.count(host) == 0) {
     ++counts_.hosts_over_cap;
     return nullptr;
   }
@@ -112,6 +113,7 @@ void FleetState::ApplyStep(const FleetStep& s, uint64_t now_unix_ns, bool live) 
     r.agent = s.agent;
     ++r.incarnations;
     r.last_seq = 0;
+    r.gaps.clear();  // (the old incarnation's: never to come now; still counted missing)
   }
   if (s.seq <= r.last_seq) {
     const auto gap = r.gaps.find(s.seq);
@@ -159,10 +161,14 @@ void FleetState::ApplyStatus(FleetHost& h, const FleetStatus& s, uint64_t stored
   // Only the newest status counts (a rebuild replays them in order anyway).
   if (h.has_status && h.status.agent == s.agent && s.sent_unix_ns < h.status.sent_unix_ns) return;
   h.status = s;
+  h.ranks_count = s.ranks.size();
+  h.status.ranks.clear();  // (a count is what is shown: a hostile status cannot fill memory with names)
   h.has_status = true;
   if (live || h.skew_ns == 0) {
-    h.skew_ns = static_cast<int64_t>(s.sent_unix_ns) - static_cast<int64_t>(stored_unix_ns);
-    const uint64_t abs_skew = static_cast<uint64_t>(h.skew_ns < 0 ? -h.skew_ns : h.skew_ns);
+    // (clamped: a broken clock's 2^63 must not overflow)
+    constexpr uint64_t kMaxNs = uint64_t{1} << 62;
+    h.skew_ns = static_cast<int64_t>(std::min(s.sent_unix_ns, kMaxNs)) - static_cast<int64_t>(std::min(stored_unix_ns, kMaxNs));
+    const uint64_t abs_skew = h.skew_ns < 0 ? static_cast<uint64_t>(-h.skew_ns) : static_cast<uint64_t>(h.skew_ns);
     h.skewed = abs_skew > options_.skew_warn_ns;
   }
 }
@@ -211,7 +217,8 @@ void FleetState::Tick(uint64_t now_unix_ns) {
     SetAlert("host_gone", false, "", "", "", now_unix_ns);
   } else {
     std::string list;
-    for (const std::string& g : gone) list += (list.empty() ? "" : ", ") + g;
+    for (size_t i = 0; i < gone.size() && i < kMaxHostsNamed; ++i) list += (i == 0 ? "" : ", ") + gone[i];
+    if (gone.size() > kMaxHostsNamed) list += " and " + std::to_string(gone.size() - kMaxHostsNamed) + " more";
     SetAlert("host_gone", true,
              std::to_string(gone.size()) + (gone.size() == 1 ? " host" : " hosts") + " silent for over " +
                  std::to_string(options_.gone_after_ns / 1'000'000'000) + " s: " + list,
@@ -312,7 +319,7 @@ std::string FleetState::RenderJson(uint64_t now_unix_ns, uint64_t seq) {
     w.KV("clock_skewed", h.skewed);
     w.KV("url", h.has_status ? h.status.url : "");
     w.KV("pid", h.status.pid);
-    w.KV("ranks", static_cast<uint64_t>(h.status.ranks.size()));
+    w.KV("ranks", h.ranks_count);
     w.KV("events_consumed", h.status.events_consumed);
     w.KV("events_dropped", h.status.events_dropped);
     w.KV("steps_published", h.status.steps_published);

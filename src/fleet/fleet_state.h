@@ -51,6 +51,7 @@ struct FleetStateOptions {
   double input_bound_pct = 20;              // "highly input bound" (tf-profiler-semantics.md).
   size_t view_steps = 20;                   // step rows the view carries.
   size_t max_workers = 16384;               // ranks; more are counted, left out.
+  size_t max_hosts = 4096;                  // hosts; the same.
   size_t lag_samples = 16384;               // the newest lags kept for percentiles.
   size_t alert_history = 100;
 };
@@ -78,7 +79,8 @@ struct FleetRank {
 struct FleetHost {
   std::string host;
   std::string agent;
-  FleetStatus status;  // the newest.
+  FleetStatus status;  // the newest (its rank names not kept: ranks_count).
+  uint64_t ranks_count = 0;
   bool has_status = false;
   uint64_t last_seen_unix_ns = 0;  // JetStream's time of its newest message.
   bool gone = false;
@@ -127,6 +129,9 @@ class FleetState {
   // ones; only live ones sample the lag).
   void Apply(std::string_view job, std::string_view subject, std::string_view data, uint64_t stream_seq,
              uint64_t stored_unix_ns, uint64_t now_unix_ns, bool live);
+  // A new consumer (of a stream that may have been made again): stream
+  // sequences start over; repeats are still caught per rank.
+  void ForgetStreamSequence() { last_stream_seq_ = 0; }
   // Re-evaluates gone hosts and the alerts at `now_unix_ns`, and takes the
   // pod's snapshot that RenderJson shows.
   void Tick(uint64_t now_unix_ns);

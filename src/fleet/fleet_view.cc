@@ -162,7 +162,12 @@ void FleetView::Run() {
       if (++errors_in_row >= 20 && link_.connected()) {
         // Where it stood, else afresh: what was applied already is known by
         // its stream sequence and skipped.
-        bound = Bind(false) || Bind(true);
+        bound = Bind(false);
+        if (!bound && Bind(true)) {  // a new consumer, perhaps of a new stream: its sequences start again.
+          bound = true;
+          std::lock_guard lock(mu_);
+          state_.ForgetStreamSequence();
+        }
         errors_in_row = 0;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -225,7 +230,12 @@ FleetQueryReply FleetView::Query(const std::string& host, const std::string& tar
   const char* data = natsMsg_GetData(reply);
   r.body.assign(data == nullptr ? "" : data, static_cast<size_t>(natsMsg_GetDataLength(reply)));
   natsMsg_Destroy(reply);
-  if (r.status < 100 || r.status > 599) return fail(502, "host '" + host + "' answered without a status");
+  // What goes back to a browser from this origin is what an agent answers:
+  // JSON with an HTTP status, nothing else (any NATS client could reply).
+  if (r.status < 200 || r.status > 599) return fail(502, "host '" + host + "' answered without a valid status");
+  if (!r.content_type.starts_with("application/json")) {
+    return fail(502, "host '" + host + "' answered with a content type other than JSON");
+  }
   return r;
 }
 

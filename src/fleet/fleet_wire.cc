@@ -275,9 +275,11 @@ FleetDecoded DecodeFleetMessage(std::string_view job, std::string_view subject, 
           break;
         }
         s.bucket_ns[b] = value.get<uint64_t>();
-        sum += s.bucket_ns[b];
+        if (__builtin_add_overflow(sum, s.bucket_ns[b], &sum)) sum = UINT64_MAX;
       }
       // The buckets split the step: more than the step is not a breakdown.
+      constexpr uint64_t kMaxStepNs = uint64_t{1} << 60;  // (36 years: anything above is broken)
+      if (r.ok() && s.step_ns > kMaxStepNs) r.Fail("step_ns", "is over 2^60 ns");
       if (r.ok() && sum > s.step_ns + s.step_ns / 100 + 1000) r.Fail("buckets_ns", "add up to more than step_ns");
     }
     if (r.ok() && t[4] != RankToken(s)) {

@@ -3,6 +3,8 @@
 
 #include <nats/nats.h>
 
+#include <vector>
+
 namespace liveprof {
 
 namespace {
@@ -28,9 +30,9 @@ std::string RedactNatsUrl(std::string_view url) {
     std::string_view one = url.substr(pos, end - pos);
     const size_t scheme = one.find("://");
     const size_t auth_from = scheme == std::string_view::npos ? 0 : scheme + 3;
-    const size_t at = one.find('@', auth_from);
+    const size_t at = one.rfind('@');  // (cnats splits user info at the last '@')
     if (!out.empty()) out += ',';
-    if (at != std::string_view::npos) {
+    if (at != std::string_view::npos && at >= auth_from) {
       out += std::string(one.substr(0, auth_from)) + "***" + std::string(one.substr(at));
     } else {
       out += one;
@@ -73,7 +75,23 @@ bool NatsLink::Connect(const NatsOptions& options, std::string* error) {
     return false;
   };
   if (s != NATS_OK) return fail("options: " + StatusText(s));
-  if ((s = natsOptions_SetURL(opts, options.url.c_str())) != NATS_OK) return fail("bad URL: " + StatusText(s));
+  // A list of servers (a cluster): natsOptions_SetURL takes one only.
+  std::vector<std::string> urls;
+  for (size_t pos = 0; pos <= options.url.size();) {
+    size_t end = options.url.find(',', pos);
+    if (end == std::string::npos) end = options.url.size();
+    std::string one = options.url.substr(pos, end - pos);
+    while (!one.empty() && one.front() == ' ') one.erase(one.begin());
+    while (!one.empty() && one.back() == ' ') one.pop_back();
+    if (!one.empty()) urls.push_back(std::move(one));
+    pos = end + 1;
+  }
+  if (urls.empty()) return fail("no server URL");
+  std::vector<const char*> servers;
+  for (const std::string& u : urls) servers.push_back(u.c_str());
+  if ((s = natsOptions_SetServers(opts, servers.data(), static_cast<int>(servers.size()))) != NATS_OK) {
+    return fail("bad URL: " + StatusText(s));
+  }
   if (!options.name.empty()) natsOptions_SetName(opts, options.name.c_str());
   if (!options.creds_file.empty() &&
       (s = natsOptions_SetUserCredentialsFromFiles(opts, options.creds_file.c_str(), nullptr)) != NATS_OK) {
@@ -91,7 +109,9 @@ bool NatsLink::Connect(const NatsOptions& options, std::string* error) {
   // With a callback, a server not up yet is retried in the background and
   // Connect returns NATS_NOT_YET_CONNECTED (without one it would block).
   natsOptions_SetRetryOnFailedConnect(opts, true, &NatsLink::OnConnected, this);
-  s = natsConnection_Connect(&nc_, opts);
+  natsConnection* nc = nullptr;
+  s = natsConnection_Connect(&nc, opts);
+  nc_.store(nc, std::memory_order_release);
   if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) return fail("connect: " + StatusText(s));
   natsOptions_Destroy(opts);
   jsOptions jo;
@@ -100,7 +120,7 @@ bool NatsLink::Connect(const NatsOptions& options, std::string* error) {
   jo.PublishAsync.MaxPending = 4096;
   jo.PublishAsync.ErrHandler = &NatsLink::OnPublishError;
   jo.PublishAsync.ErrHandlerClosure = this;
-  if ((s = natsConnection_JetStream(&js_, nc_, &jo)) != NATS_OK) {
+  if ((s = natsConnection_JetStream(&js_, nc, &jo)) != NATS_OK) {
     *error = "NATS JetStream: " + StatusText(s);
     return false;
   }
@@ -110,19 +130,19 @@ bool NatsLink::Connect(const NatsOptions& options, std::string* error) {
 void NatsLink::Close() {
   if (js_ != nullptr) jsCtx_Destroy(js_);
   js_ = nullptr;
-  if (nc_ != nullptr) {
-    natsConnection_Close(nc_);
+  if (natsConnection* nc = nc_.exchange(nullptr, std::memory_order_acq_rel); nc != nullptr) {
+    natsConnection_Close(nc);
     {
       std::unique_lock lock(closed_mu_);
       closed_cv_.wait_for(lock, std::chrono::seconds(5), [&] { return closed_; });
     }
-    natsConnection_Destroy(nc_);
+    natsConnection_Destroy(nc);
   }
-  nc_ = nullptr;
 }
 
 bool NatsLink::connected() const {
-  return nc_ != nullptr && natsConnection_Status(nc_) == NATS_CONN_STATUS_CONNECTED;
+  natsConnection* nc = nc_.load(std::memory_order_acquire);
+  return nc != nullptr && natsConnection_Status(nc) == NATS_CONN_STATUS_CONNECTED;
 }
 
 bool NatsLink::EnsureStream(std::string_view job, int64_t max_age_s, int64_t max_bytes, std::string* error) {

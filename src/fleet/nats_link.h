@@ -53,7 +53,8 @@ class NatsLink {
   // into this object. Owner's thread.
   void Close();
 
-  natsConnection* connection() const { return nc_; }
+  // (Close() ends it: callers on other threads are stopped before that.)
+  natsConnection* connection() const { return nc_.load(std::memory_order_acquire); }
   jsCtx* js() const { return js_; }
   // Connected now (not connecting, reconnecting or closed). Any thread.
   bool connected() const;
@@ -75,7 +76,7 @@ class NatsLink {
   static void OnConnected(natsConnection* nc, void* self);  // (a late first connect)
   static void OnPublishError(jsCtx* js, ::jsPubAckErr* pae, void* self);
 
-  natsConnection* nc_ = nullptr;
+  std::atomic<natsConnection*> nc_{nullptr};
   jsCtx* js_ = nullptr;
   std::atomic<uint64_t> disconnects_{0}, reconnects_{0}, publish_errors_{0};
   // cnats calls back on its own thread, after natsConnection_Close too:

@@ -94,13 +94,15 @@ TEST_CASE("fleet over nats-server: every step once, across a server restart and 
   constexpr int kRanks = 3;
   StepSource source(kRanks);
   FleetAgent::Options ao;
-  ao.nats.url = server.url();
+  // A list of servers, the first never up: cnats goes on to the next.
+  ao.nats.url = "nats://127.0.0.1:" + std::to_string(FreePort()) + "," + server.url();
   ao.job = "jt";
   ao.host = "host-a";
   ao.status_period = milliseconds(200);
   ao.poll_period = milliseconds(10);
   ao.take_steps = [&](uint64_t* dropped) { return source.Take(dropped); };
   ao.query = [](const std::string& target) {
+    if (target.starts_with("/html")) return FleetQueryReply{200, "text/html", "<script>alert(1)</script>"};
     return FleetQueryReply{200, "application/json", "{\"echo\":\"" + target + "\"}"};
   };
   FleetAgent agent(ao);
@@ -120,6 +122,11 @@ TEST_CASE("fleet over nats-server: every step once, across a server restart and 
     const FleetQueryReply none = view->Query("host-zz", "/api/trace");
     CHECK(none.status == 503);
     CHECK(none.body.find("no agent of host 'host-zz' answers") != std::string::npos);
+    // Whatever answers on the query subject, the fleet view passes on JSON only.
+    const FleetQueryReply html = view->Query("host-a", "/html");
+    CHECK(html.status == 502);
+    CHECK(html.content_type == "application/json");
+    CHECK(html.body.find("<script>") == std::string::npos);
   }
 
   SUBCASE("a foreign message on the job's subjects is counted and not applied") {

@@ -302,7 +302,7 @@ TEST_CASE("fleet state: two live agents under one host name are a conflict, not 
 
 TEST_CASE("fleet state: hosts past the cap are counted, not kept") {
   FleetStateOptions o;
-  o.max_workers = 2;
+  o.max_hosts = 2;
   Feed f(o);
   f.Status("host-a");
   f.Status("host-b");

@@ -182,6 +182,8 @@ TEST_CASE("fleet wire: names, tokens and URLs") {
   CHECK(RedactNatsUrl("nats://alice:s3cret@127.0.0.1:4222") == "nats://***@127.0.0.1:4222");
   CHECK(RedactNatsUrl("nats://t0ken@h:4222,nats://h2:4222") == "nats://***@h:4222,nats://h2:4222");
   CHECK(RedactNatsUrl("nats://127.0.0.1:4222") == "nats://127.0.0.1:4222");
+  // cnats splits the user info at the last '@': so does the redaction.
+  CHECK(RedactNatsUrl("nats://alice:p@ss@host:4222") == "nats://***@host:4222");
   CHECK(RedactNatsUrl("user:pw@host:1") == "***@host:1");
 }
 
