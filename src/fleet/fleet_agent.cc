@@ -38,12 +38,7 @@ FleetAgent::FleetAgent(Options options) : options_(std::move(options)), agent_id
 FleetAgent::~FleetAgent() { Stop(); }
 
 bool FleetAgent::Start(std::string* error) {
-  if (std::string why = CheckJobName(options_.job); !why.empty()) {
-    *error = why;
-    return false;
-  }
-  if (options_.nats.name.empty()) options_.nats.name = "liveprof agent " + options_.host;
-  if (!link_.Connect(options_.nats, error)) return false;
+  if (!link_.ConnectForJob(options_.job, options_.nats, "liveprof agent " + options_.host, error)) return false;
   started_unix_ns_ = UnixNowNs();
   const std::string subject = FleetQuerySubject(options_.job, options_.host);
   if (natsConnection_Subscribe(&query_sub_, link_.connection(), subject.c_str(), &FleetAgent::OnQuery, this) !=
@@ -126,8 +121,8 @@ void FleetAgent::Enqueue(Pending p) {
   // are what a live view wants).
   if (outbox_.size() >= options_.max_outbox) {
     std::lock_guard lock(mu_);
-    if (outbox_.front().step) ++stats_.steps_dropped;
-    if (outbox_.front().alert) ++stats_.alerts_dropped;
+    if (outbox_.front().kind == Pending::kStep) ++stats_.steps_dropped;
+    if (outbox_.front().kind == Pending::kAlert) ++stats_.alerts_dropped;
     outbox_.pop_front();  // (a status is sent again every period: not counted)
   }
   outbox_.push_back(std::move(p));
@@ -151,12 +146,8 @@ void FleetAgent::QueueStatus(bool stopping, uint64_t now_unix_ns) {
   }
   st.outbox = outbox_.size();
   st.stopping = stopping;
-  Pending p;
-  p.subject = FleetStatusSubject(options_.job, options_.host);
-  p.msg_id = agent_id_ + "/status/" + std::to_string(++status_seq_);
-  p.data = EncodeFleetStatus(st);
-  p.status = true;
-  Enqueue(std::move(p));
+  Enqueue({FleetStatusSubject(options_.job, options_.host), agent_id_ + "/status/" + std::to_string(++status_seq_),
+           EncodeFleetStatus(st), Pending::kStatus});
 }
 
 bool FleetAgent::PublishWindow() {
@@ -186,9 +177,9 @@ bool FleetAgent::PublishWindow() {
   }
   uint64_t steps = 0, alerts = 0, statuses = 0;
   for (size_t i = 0; i < n; ++i) {
-    steps += outbox_.front().step ? 1 : 0;
-    alerts += outbox_.front().alert ? 1 : 0;
-    statuses += outbox_.front().status ? 1 : 0;
+    steps += outbox_.front().kind == Pending::kStep ? 1 : 0;
+    alerts += outbox_.front().kind == Pending::kAlert ? 1 : 0;
+    statuses += outbox_.front().kind == Pending::kStatus ? 1 : 0;
     outbox_.pop_front();
   }
   std::lock_guard lock(mu_);
@@ -241,12 +232,8 @@ void FleetAgent::Run() {
         s.mem_peak_bytes = ns.cell.mem_peak_bytes;
         s.agent_dropped = agent_dropped;
         s.sent_unix_ns = now_unix;
-        Pending p;
-        p.subject = FleetStepSubject(options_.job, options_.host, s);
-        p.msg_id = agent_id_ + "/" + RankToken(s) + "/" + std::to_string(s.seq);
-        p.data = EncodeFleetStep(s);
-        p.step = true;
-        Enqueue(std::move(p));
+        Enqueue({FleetStepSubject(options_.job, options_.host, s),
+                 agent_id_ + "/" + RankToken(s) + "/" + std::to_string(s.seq), EncodeFleetStep(s), Pending::kStep});
       }
       std::lock_guard lock(mu_);
       stats_.steps_queued += steps.size();
@@ -268,12 +255,8 @@ void FleetAgent::Run() {
       a.worker = e.worker;
       a.firing = e.state == AlertEventState::kFiring;
       a.unix_ns = now_unix;
-      Pending p;
-      p.subject = FleetAlertSubject(options_.job, options_.host);
-      p.msg_id = agent_id_ + "/alert/" + std::to_string(++alert_seq_);
-      p.data = EncodeFleetAlert(a);
-      p.alert = true;
-      Enqueue(std::move(p));
+      Enqueue({FleetAlertSubject(options_.job, options_.host), agent_id_ + "/alert/" + std::to_string(++alert_seq_),
+               EncodeFleetAlert(a), Pending::kAlert});
     }
     if (stop_now && !stopping) {
       stopping = true;

@@ -91,8 +91,8 @@ class FleetAgent {
 
  private:
   struct Pending {
-    std::string subject, msg_id, data;
-    bool step = false, alert = false, status = false;
+    std::string subject, msg_id, data;  // msg_id: JetStream's Nats-Msg-Id.
+    enum Kind : uint8_t { kStep, kAlert, kStatus } kind = kStep;
   };
   void Run();
   void Enqueue(Pending p);

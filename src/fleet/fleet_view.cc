@@ -29,12 +29,7 @@ FleetView::FleetView(Options options) : options_(std::move(options)), state_(opt
 FleetView::~FleetView() { Stop(); }
 
 bool FleetView::Start(std::string* error) {
-  if (std::string why = CheckJobName(options_.job); !why.empty()) {
-    *error = why;
-    return false;
-  }
-  if (options_.nats.name.empty()) options_.nats.name = "liveprof fleet " + options_.job;
-  if (!link_.Connect(options_.nats, error)) return false;
+  if (!link_.ConnectForJob(options_.job, options_.nats, "liveprof fleet " + options_.job, error)) return false;
   started_unix_ns_ = UnixNowNs();
   started_ = true;
   thread_ = std::thread([this] { Run(); });

@@ -3,6 +3,8 @@
 
 #include <nats/nats.h>
 
+#include "fleet/fleet_wire.h"
+
 #include <vector>
 
 namespace liveprof {
@@ -125,6 +127,15 @@ bool NatsLink::Connect(const NatsOptions& options, std::string* error) {
     return false;
   }
   return true;
+}
+
+bool NatsLink::ConnectForJob(std::string_view job, NatsOptions options, std::string_view name, std::string* error) {
+  if (std::string why = CheckJobName(job); !why.empty()) {
+    *error = why;
+    return false;
+  }
+  if (options.name.empty()) options.name = name;
+  return Connect(options, error);
 }
 
 void NatsLink::Close() {

@@ -49,6 +49,9 @@ class NatsLink {
   // false only for what retrying cannot mend (a bad URL, a creds file that
   // does not load); *error says what, the URL redacted.
   bool Connect(const NatsOptions& options, std::string* error);
+  // Connect() for a job's agent or fleet view: the job name checked first
+  // (CheckJobName), `options.name` defaulted to `name`.
+  bool ConnectForJob(std::string_view job, NatsOptions options, std::string_view name, std::string* error);
   // Closes and waits (up to 5 s) until cnats has made its last callback
   // into this object. Owner's thread.
   void Close();
