@@ -14,6 +14,7 @@ JOBS=${JOBS:-$(nproc)}
 passed=0
 failed=0
 status=0
+failed_names=()  # "suite: test" for each failure, printed again at the end
 
 # run_suite NAME BUILD_DIR [cmake options...]: configure, build, ctest.
 # SUITE_TARGETS (space separated) builds only those targets; SUITE_TESTS (a
@@ -68,6 +69,11 @@ run_ctest() {
   total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"${line}")
   passed=$((passed + total - nfail))
   failed=$((failed + nfail))
+  # ctest lists them after "The following tests FAILED:" as "\t 12 - name (Failed)".
+  local t
+  while IFS= read -r t; do
+    failed_names+=("${name}: ${t}")
+  done < <(sed -n '/The following tests FAILED:/,$p' "${log}" | sed -nE 's/^[[:space:]]+[0-9]+ - (.*)$/\1/p')
   if [[ ${rc} -ne 0 ]]; then status=1; fi
 }
 
@@ -104,6 +110,7 @@ run_fuzzers() {
       tail -n 60 "${dirs[$i]}/fuzz.log"
       echo "=== ${names[$i]}: FAILED (${dirs[$i]}/fuzz.log)"
       failed=$((failed + 1))
+      failed_names+=("${names[$i]}")
       status=1
     fi
   done
@@ -153,5 +160,9 @@ timed "fuzzers (5 x ${FUZZ_RUNS:-25s}, ${FUZZ_JOBS:-${JOBS}} at a time)" run_fuz
 echo
 echo "stage wall times (total ${SECONDS} s):"
 printf '  %s\n' "${stage_times[@]}"
+if [[ ${#failed_names[@]} -gt 0 ]]; then
+  echo "failed:"
+  printf '  %s\n' "${failed_names[@]}"
+fi
 echo "tests: ${passed} passed, ${failed} failed"
 if [[ ${status} -ne 0 || ${failed} -ne 0 ]]; then exit 1; fi
