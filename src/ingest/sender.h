@@ -86,6 +86,10 @@ class IngestSender {
   static DrainLoop::Options DrainOptions() {
     DrainLoop::Options o;
     o.reorder.window_ns = 20'000'000;  // the server reorders again: keep latency low here.
+    // Nor wait here for a source that says it is behind (CUPTI): its events
+    // go out as they come, and the batches carry its progress
+    // (IngestBatch.progress_ns), which the server waits for.
+    o.reorder.declared_max_wait_ns = o.reorder.window_ns;
     return o;
   }
 

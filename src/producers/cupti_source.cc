@@ -201,6 +201,9 @@ struct BufferPool {
   struct Slot {
     uint8_t* data = nullptr;
     std::atomic<uint8_t> state{kFree};
+    // When CUPTI asked for it (host ns; written before state becomes
+    // kWithCupti): every record CUPTI puts in it is written after that.
+    std::atomic<uint64_t> requested_ns{0};
     size_t valid = 0;   // written before state becomes kCompleted (release).
     uint64_t seq = 0;   // completion order.
   };
@@ -250,8 +253,13 @@ void CUPTIAPI OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_reco
   *max_records = 0;
   g_in_callback.fetch_add(1);
   if (BufferPool* pool = g_pool.load()) {
+    const uint64_t now = HostNowNs();
     for (BufferPool::Slot& s : pool->slots) {
       uint8_t expected = kFree;
+      if (s.state.load(std::memory_order_relaxed) != kFree) continue;
+      // The time is the slot's before it is taken (two requests at once
+      // may both write it: both times are now).
+      s.requested_ns.store(now, std::memory_order_relaxed);
       if (s.state.compare_exchange_strong(expected, kWithCupti, std::memory_order_acq_rel)) {
         *buffer = s.data;
         *size = CuptiSource::kBufferBytes;
@@ -384,11 +392,33 @@ struct CuptiSource::Impl {
 
   void Flush(uint32_t flag) {
     AddClockPair();
+    const uint64_t flush_ns = HostNowNs();
     api.flush_all(flag);
     size_t dropped = 0;
     if (api.dropped(nullptr, 0, &dropped) == CUPTI_SUCCESS) pool->AddDropped(dropped);
     ParseCompleted();
+    DeclareProgress(flush_ns);
   }
+
+  // How far this source's events are delivered, for the reorder buffer
+  // (RingProgress::kDeclared), after a flush that began at flush_ns has been
+  // parsed. cuptiActivityFlushAll(0) gives back every buffer whose records
+  // are all complete; CUPTI writes a kernel's record at its launch and its
+  // times when it has run, so a buffer still with CUPTI after the flush may
+  // hold a record of anything since it was asked for (while the GPU runs
+  // behind the CPU, until the buffer fills). So: the flush's start, or just
+  // before the oldest buffer CUPTI still holds was asked for (an API call's
+  // record is written as it returns, a moment after its end). Only forward.
+  void DeclareProgress(uint64_t flush_ns) {
+    uint64_t progress = flush_ns;
+    for (const BufferPool::Slot& s : pool->slots) {
+      if (s.state.load(std::memory_order_acquire) != kWithCupti) continue;
+      const uint64_t requested = s.requested_ns.load(std::memory_order_relaxed);
+      progress = std::min(progress, requested > kRequestSlackNs ? requested - kRequestSlackNs : 0);
+    }
+    if (progress > ring->declared_ns.load(std::memory_order_relaxed)) ring->DeclareProgress(progress);
+  }
+  static constexpr uint64_t kRequestSlackNs = 1'000'000;
 
   void Run() {
     pthread_setname_np(pthread_self(), "liveprof-cupti");
@@ -540,7 +570,8 @@ bool CuptiSource::Start() {
 
   std::string ring_error;
   im.ring = stream_.AddRing({.name = "cupti", .domain = TimeDomain::kHostNs,
-                             .capacity = options_.ring_capacity, .track = 0},
+                             .capacity = options_.ring_capacity, .track = 0,
+                             .progress = RingProgress::kDeclared},
                             &ring_error);
   if (im.ring == nullptr) {
     im.kinds->DisableAll();

@@ -33,8 +33,11 @@
 // profiled process with NVTX_INJECTION64_PATH=<path of libcupti.so.13> (for
 // this toolkit /usr/local/cuda/lib/libcupti.so.13), before NVTX's first call.
 //
-// Buffers: kBufferCount buffers of kBufferBytes (8 x 4 MiB = 32 MiB of
+// Buffers: kBufferCount buffers of kBufferBytes (32 x 1 MiB = 32 MiB of
 // address space, touched only as CUPTI fills them), allocated at Start().
+// CUPTI gives a buffer back only once every record in it is complete; while
+// the GPU runs behind the CPU that is once it is full: 1 MiB (about 5,000
+// records) bounds how long that takes, and so how late the events are.
 // CUPTI's per-thread buffers are turned off (one pool serves every thread).
 // When all buffers are with CUPTI or waiting to be parsed, a request gets
 // none and CUPTI drops records; cuptiActivityGetNumDroppedRecords, read at
@@ -46,8 +49,11 @@
 // from the thread that flushes: they only move a buffer between pool states
 // (lock-free). One thread of ours ("liveprof-cupti") is the ring's only
 // producer: every kFlushPeriod it reads a (CUPTI timestamp, host clock) pair
-// into the ClockMap, calls cuptiActivityFlushAll(0), and parses the completed
-// buffers in completion order. Stop() disables the kinds, flushes with
+// into the ClockMap, calls cuptiActivityFlushAll(0), parses the completed
+// buffers in completion order, and declares how far its events are complete
+// (RingProgress::kDeclared: the flush's start, or the request time of the
+// oldest buffer CUPTI still holds), so that the pipeline waits for late
+// buffers instead of taking their events as late. Stop() disables the kinds, flushes with
 // CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, parses the rest and closes the ring.
 // CUPTI is process-wide, so one CuptiSource runs at a time.
 //
@@ -107,8 +113,8 @@ bool ParseCuptiLevel(std::string_view text, CuptiLevel* level);
 
 class CuptiSource {
  public:
-  static constexpr size_t kBufferBytes = size_t{4} << 20;
-  static constexpr size_t kBufferCount = 8;
+  static constexpr size_t kBufferBytes = size_t{1} << 20;
+  static constexpr size_t kBufferCount = 32;
   static constexpr std::chrono::milliseconds kFlushPeriod{150};
 
   enum class Status : uint8_t {

@@ -211,12 +211,13 @@ void SimulatedWorkload::RunDevice(Lane& lane) {
       ++generated;
       due.insert(due.end(), step.device.begin(), step.device.end());
     }
-    while (next < due.size() && Scaled(due[next]).end() <= now) Write(ring, due[next++]);
+    const uint64_t delivered = now > options_.device_delay_ns ? now - options_.device_delay_ns : 0;
+    while (next < due.size() && Scaled(due[next]).end() <= delivered) Write(ring, due[next++]);
     due.erase(due.begin(), due.begin() + static_cast<ptrdiff_t>(next));
     next = 0;
-    // Everything that ended before now and before the first event still held
-    // back has been written.
-    uint64_t progress = now;
+    // Everything that ended before `delivered` and before the first event
+    // still held back has been written.
+    uint64_t progress = delivered;
     for (const Event& e : due) progress = std::min(progress, Scaled(e).end() - 1);
     ring.DeclareProgress(progress);
     if (!more() && due.empty()) return;

@@ -51,6 +51,10 @@ struct SimulatedWorkloadOptions {
   bool paced = true;
   uint64_t start_ns = 0;           // unpaced: the first step's begin (0: now).
   uint64_t flush_period_ns = 100'000'000;  // paced: device batches.
+  // Paced: device events are written only this long after they end, the
+  // progress declared as far behind (CUPTI, while the GPU runs behind the
+  // CPU, gives a buffer back a second or more after its kernels ended).
+  uint64_t device_delay_ns = 0;
   uint32_t workers = 0;           // 0: this process; W: ranks 0..W-1 (workers 1..W).
   int32_t straggler = -1;         // the rank that is slower, or -1.
   double straggler_factor = 1.5;  // its device compute per step, times this.

@@ -80,18 +80,23 @@ void ReorderBuffer::SetProgress(uint32_t source, uint64_t progress_ns) {
 
 ReorderBuffer::Released ReorderBuffer::Release(uint64_t now_ns) {
   const uint64_t window_cutoff = now_ns > options_.window_ns ? now_ns - options_.window_ns : 0;
-  // The least progress of the open sources; one that cannot say holds it at
-  // the window's cutoff.
-  // With no open source, nothing is known: the window decides.
-  uint64_t progress = 0;
+  const uint64_t wait_floor =
+      now_ns > options_.declared_max_wait_ns ? now_ns - options_.declared_max_wait_ns : 0;
+  // How far each open source lets the release go; the least of them. With
+  // no open source, nothing is known: the window decides.
+  uint64_t cutoff = ~uint64_t{0};
+  uint64_t progress = 0;  // the least declared progress; 0 if one could not say.
   bool any_open = false;
   for (const Queue& q : queues_) {
     if (q.closed) continue;
-    progress = any_open ? std::min(progress, q.progress) : std::min(now_ns, q.progress);
+    const uint64_t declared = std::min(now_ns, q.progress);
+    cutoff = std::min(cutoff, q.progress == 0 ? window_cutoff : std::max(declared, wait_floor));
+    progress = any_open ? std::min(progress, declared) : declared;
     any_open = true;
   }
+  if (!any_open) cutoff = window_cutoff;
   progress_ = progress;
-  return ReleaseUpTo(std::max(window_cutoff, progress), /*force_to_cap=*/true);
+  return ReleaseUpTo(cutoff, /*force_to_cap=*/true);
 }
 
 ReorderBuffer::Released ReorderBuffer::Flush() {

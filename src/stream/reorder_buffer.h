@@ -11,11 +11,18 @@
 // when both end on the same nanosecond.
 //
 // A source may also say how far it has got (SetProgress: it will deliver no
-// more events ending at or before that time). When every open source has
-// said so, the cutoff moves up to the least of their progress (never past
-// now): the events go out as soon as nothing older can come, instead of a
-// whole window later. A source that says nothing holds the cutoff at
-// now - window, so the window still bounds the wait.
+// more events ending at or before that time). The cutoff is then the least,
+// over the open sources, of how far each lets it go:
+//   - a source that says nothing: now - window;
+//   - a source that has said: its progress (never past now), however far
+//     behind now - window, down to now - declared_max_wait.
+// So when every open source has said, the events go out as soon as nothing
+// older can come, instead of a whole window later; and a source that says it
+// is behind is waited for rather than having its events come late. That is
+// CUPTI's case: it hands over a buffer only once every record in it is
+// complete, and while the GPU runs behind the CPU that can be a second or
+// more after a kernel ended (CuptiSource declares how far its buffers are
+// delivered). declared_max_wait still bounds the wait, and the memory.
 //
 // After a release, `watermark()` is the cutoff: every event ending at or
 // before it has been delivered. An event that arrives later than that ("late":
@@ -50,7 +57,9 @@ inline bool CompletionOrderLess(const Event& a, const Event& b) {
 class ReorderBuffer {
  public:
   struct Options {
-    uint64_t window_ns = 250'000'000;  // 250 ms: above a 100-200 ms CUPTI flush period.
+    uint64_t window_ns = 250'000'000;  // 250 ms: for sources that say nothing of their progress.
+    // A source that declares its progress is waited for up to this long.
+    uint64_t declared_max_wait_ns = 3'000'000'000;
     size_t max_pending = size_t{1} << 21;  // 2 Mi events = 96 MiB.
     // A timed release hands out at most this many events (the oldest); the
     // rest wait for the next one. After a stall the drain loop then goes
@@ -69,8 +78,9 @@ class ReorderBuffer {
     std::span<const Event> events;  // completion order.
     std::span<const Event> late;    // arrival order, flagged kFlagLate.
   };
-  // Releases every event with end <= now_ns - window (and, if over
-  // max_pending, the oldest beyond it), at most max_release of them (then
+  // Releases every event ending at or before the cutoff (above: now_ns -
+  // window, or the sources' progress), and, if over
+  // max_pending, the oldest beyond it, at most max_release of them (then
   // has_backlog() is true), in completion order, plus the late
   // events pushed since the last release. The spans point into the buffer
   // (no copy when one source has events to give) and stay valid until the

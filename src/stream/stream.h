@@ -28,10 +28,11 @@ enum class TimeDomain : uint8_t {
 // What the drain loop may assume about the times of a ring's events, so that
 // it can release them before the reorder window closes (reorder_buffer.h).
 enum class RingProgress : uint8_t {
-  kUnknown = 0,      // nothing: the reorder window decides (CUPTI, replay).
+  kUnknown = 0,      // nothing: the reorder window decides.
   kWritesAtEnd = 1,  // each event is written as it ends (the host API): once
                      // drained, nothing older than the drain (less a slack) comes.
-  kDeclared = 2,     // the producer says so with Ring::DeclareProgress.
+  kDeclared = 2,     // the producer says so with Ring::DeclareProgress (CUPTI,
+                     // replay, the socket ingest).
 };
 
 // One producer's ring with what the drain loop needs to know about it.

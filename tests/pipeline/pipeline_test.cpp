@@ -43,6 +43,16 @@ SimulatedWorkloadOptions Unpaced(uint64_t steps) {
   return w;
 }
 
+// Starts both, waits for the workload's steps, stops both (the pipeline
+// takes in everything at its stop).
+void RunToEnd(Pipeline& pipeline, SimulatedWorkload& workload) {
+  pipeline.Start();
+  workload.Start();
+  workload.Wait();
+  workload.Stop();
+  pipeline.Stop();
+}
+
 TEST_CASE("pipeline: publications carry every step, chunks carry every event while tapped") {
   Stream stream;
   Pipeline pipeline(stream, FastOptions());
@@ -59,11 +69,7 @@ TEST_CASE("pipeline: publications carry every step, chunks carry every event whi
   pipeline.SetEventTap(true);
   CHECK(pipeline.Latest() == nullptr);
   SimulatedWorkload workload(stream, Unpaced(kSteps));
-  pipeline.Start();
-  workload.Start();
-  workload.Wait();
-  workload.Stop();
-  pipeline.Stop();
+  RunToEnd(pipeline, workload);
 
   std::lock_guard<std::mutex> lock(got.mu);
   REQUIRE(!got.snapshots.empty());
@@ -118,11 +124,7 @@ TEST_CASE("pipeline: without the tap, chunks carry definitions only, status name
   w.model.schedule = {{Scenario::kBalanced, 1}};
   w.steps = 4;
   SimulatedWorkload workload(stream, w);
-  pipeline.Start();
-  workload.Start();
-  workload.Wait();
-  workload.Stop();
-  pipeline.Stop();
+  RunToEnd(pipeline, workload);
   CHECK(events == 0);
   CHECK(defs > 0);
   std::lock_guard<std::mutex> lock(mu);
@@ -178,6 +180,56 @@ TEST_CASE("pipeline: a render request is answered on the pipeline thread, withou
   bool after_stop_null = false;
   pipeline.Request(ro, [&](std::shared_ptr<const RenderedViews> v) { after_stop_null = v == nullptr; });
   CHECK(after_stop_null);
+}
+
+// A GPU source that delivers its events late and says so (CUPTI, while the
+// GPU runs behind the CPU, gives a buffer back once it is full: a second or
+// more after its kernels ended): its events are waited for, not taken as
+// late, and every step keeps its device work. Without the wait (a source
+// that says it is behind waited for no longer than the window, as before)
+// the same run has late events and steps without their device work.
+struct DelayedRun {
+  uint64_t steps_closed = 0, late_events = 0, late_for_step = 0, step_without_compute = 0;
+  size_t rows = 0;
+};
+DelayedRun RunWithDelayedDevice(uint64_t declared_max_wait_ns) {
+  constexpr uint64_t kDelayedSteps = 12;
+  Stream stream;
+  Pipeline::Options o;
+  o.publish_period = std::chrono::milliseconds(5);
+  o.drain.reorder.declared_max_wait_ns = declared_max_wait_ns;  // the window: 250 ms.
+  Pipeline pipeline(stream, o);
+  SimulatedWorkloadOptions w;
+  w.model.schedule = {{Scenario::kBalanced, 1}};
+  w.steps = kDelayedSteps;
+  w.device_delay_ns = 700'000'000;
+  SimulatedWorkload workload(stream, w);
+  RunToEnd(pipeline, workload);
+  DelayedRun r;
+  const auto last = pipeline.Latest();
+  REQUIRE(last != nullptr);
+  r.steps_closed = last->metrics.steps_closed;
+  const nlohmann::json status = nlohmann::json::parse(last->views.status);
+  for (const auto& d : status["diagnostics"]) {
+    if (d["name"] == "late_events") r.late_events = d["count"];
+    if (d["name"] == "late_for_step") r.late_for_step = d["count"];
+    if (d["name"] == "step_without_compute") r.step_without_compute = d["count"];
+  }
+  r.rows = nlohmann::json::parse(last->views.steps)["rows"].size();
+  return r;
+}
+
+TEST_CASE("pipeline: a GPU source that says it is 0.7 s behind is waited for: no late events, every step whole") {
+  const DelayedRun waited = RunWithDelayedDevice(ReorderBuffer::Options{}.declared_max_wait_ns);
+  CHECK(ReorderBuffer::Options{}.declared_max_wait_ns >= 2'000'000'000);
+  CHECK(waited.steps_closed == 12);
+  CHECK(waited.late_events == 0);
+  CHECK(waited.late_for_step == 0);
+  CHECK(waited.step_without_compute == 0);
+  CHECK(waited.rows == 12);
+
+  const DelayedRun not_waited = RunWithDelayedDevice(ReorderBuffer::Options{}.window_ns);
+  CHECK(not_waited.late_events > 0);
 }
 
 }  // namespace

@@ -161,7 +161,7 @@ TEST_CASE("cupti source: running (fake libcupti): parses, bounds the pool, count
   REQUIRE(source.Start());
   CHECK(source.status() == CuptiSource::Status::kRunning);
   CHECK(source.message().starts_with(
-      "CUPTI 0 tracing GPU activity (8 x 4 MiB buffers, flushed every 150 ms). Driver: no CUDA "
+      "CUPTI 0 tracing GPU activity (32 x 1 MiB buffers, flushed every 150 ms). Driver: no CUDA "
       "driver: libcuda-liveprof-missing.so.1"));
   // The fake has no cuptiSetThreadIdType: said, and API calls get own tracks.
   CHECK(Contains(source.message(), "CUPTI thread ids are not OS thread ids"));
@@ -180,9 +180,9 @@ TEST_CASE("cupti source: running (fake libcupti): parses, bounds the pool, count
   }
   CHECK(stream.TotalPublished() == 100);
 
-  // CUPTI holds every buffer and asks for a ninth: refused. Records it then
+  // CUPTI holds every buffer and asks for one more: refused. Records it then
   // cannot place are its drops, and ours.
-  CHECK(hold_buffers(9) == static_cast<int>(CuptiSource::kBufferCount));
+  CHECK(hold_buffers(static_cast<int>(CuptiSource::kBufferCount) + 1) == static_cast<int>(CuptiSource::kBufferCount));
   CHECK(source.refused_buffers() == 1);
   queue_launches(10, 4242, kName);
   add_dropped(5);
@@ -543,6 +543,56 @@ TEST_CASE("cupti source: a recording that cannot be created leaves the run unrec
   source.Stop();
   CHECK(source.status() == CuptiSource::Status::kStopped);
 }
+// CUPTI gives a buffer back only once every record in it is complete (while
+// the GPU runs behind, once it is full): the source declares its events
+// complete up to the oldest buffer CUPTI still holds, so that the pipeline
+// waits for that buffer rather than taking its events as late.
+TEST_CASE("cupti source: declares its progress, held back by a buffer CUPTI still holds (fake libcupti)") {
+  auto hold_buffers = FakeFn<int (*)(int)>("fake_cupti_hold_buffers");
+  auto complete_held = FakeFn<int (*)()>("fake_cupti_complete_held");
+  auto queue_launches = FakeFn<void (*)(int, uint32_t, const char*)>("fake_cupti_queue_launches");
+  Stream stream;
+  CuptiSource source(stream, FakeOptions(CuptiLevel::kDefault));
+  REQUIRE(source.Start());
+  std::vector<std::shared_ptr<Ring>> rings;
+  stream.CopyRings(&rings);
+  REQUIRE(rings.size() == 1);
+  const Ring& ring = *rings[0];
+  CHECK(ring.progress == RingProgress::kDeclared);
+  const auto declared = [&ring] { return ring.declared_ns.load(std::memory_order_acquire); };
+  // Waits for two more flushes (the second began after this call).
+  const auto two_flushes = [] { std::this_thread::sleep_for(2 * CuptiSource::kFlushPeriod + std::chrono::milliseconds(50)); };
+
+  // Nothing held: each flush declares its own start.
+  static const char kName[] = "fake_kernel";
+  queue_launches(5, 77, kName);
+  const uint64_t before = HostNowNs();
+  two_flushes();
+  CHECK(declared() > before);
+  CHECK(declared() <= HostNowNs());
+
+  // CUPTI holds a buffer (its records not all complete): the progress stays
+  // just before the buffer was asked for, flush after flush.
+  const uint64_t before_hold = HostNowNs();
+  REQUIRE(hold_buffers(1) == 1);
+  const uint64_t after_hold = HostNowNs();
+  two_flushes();
+  const uint64_t held = declared();
+  CHECK(held < after_hold);
+  CHECK(held + 2'000'000 > before_hold);  // 1 ms before the request, within the test's timing.
+  queue_launches(5, 77, kName);
+  two_flushes();
+  CHECK(declared() == held);
+  CHECK(stream.TotalPublished() == 20);  // what came in other buffers is delivered meanwhile.
+
+  // Given back: the next flush declares its start again.
+  REQUIRE(complete_held() == 1);
+  const uint64_t released = HostNowNs();
+  two_flushes();
+  CHECK(declared() > released);
+  source.Stop();
+}
+
 #endif  // LIVEPROF_FAKE_CUPTI
 
 TEST_CASE("cupti levels: names, the environment, which API calls the default keeps") {

@@ -209,6 +209,44 @@ TEST_CASE("reorder: sources that say how far they got release before the window 
   CHECK(diag.Get(Diag::late_events) == 0);
 }
 
+TEST_CASE("reorder: a source that says it is behind is waited for, up to declared_max_wait") {
+  // CUPTI's case: a host source is up to date, the GPU source's buffers come
+  // a second late and it says so; its events must not come late.
+  constexpr uint64_t kMs = 1'000'000;
+  Diagnostics diag;
+  ReorderBuffer buffer({.window_ns = 250 * kMs, .declared_max_wait_ns = 3000 * kMs}, &diag);
+  constexpr uint64_t kNow = 10'000 * kMs;
+  const Event host = test::Span(kNow - 1200 * kMs, kMs, 0, 1);
+  buffer.Push(1, std::span<const Event>(&host, 1));
+  buffer.SetProgress(1, kNow - 1 * kMs);
+  buffer.SetProgress(2, kNow - 1500 * kMs);  // delivered up to 1.5 s ago.
+  ReorderBuffer::Released r = buffer.Release(kNow);
+  CHECK(r.events.empty());  // the host span ended after what source 2 delivered.
+  CHECK(buffer.watermark() == kNow - 1500 * kMs);
+
+  // Source 2's buffer comes: a kernel that ended before the host span, 1.3 s
+  // ago, is put in order, not late.
+  const Event kernel = test::Span(kNow - 1400 * kMs, 100 * kMs, 0, 2);
+  buffer.Push(2, std::span<const Event>(&kernel, 1));
+  buffer.SetProgress(2, kNow - 100 * kMs);
+  r = buffer.Release(kNow);
+  REQUIRE(r.events.size() == 2);
+  CHECK(r.events[0].track == 2);  // the kernel ended 1,300 ms ago,
+  CHECK(r.events[1].track == 1);  // the host span 1,199 ms ago.
+  CHECK(r.late.empty());
+  CHECK(buffer.watermark() == kNow - 100 * kMs);
+
+  // A source that stays behind holds the others back only declared_max_wait.
+  const Event later = test::Span(kNow + 100 * kMs, kMs, 0, 3);
+  buffer.Push(1, std::span<const Event>(&later, 1));
+  buffer.SetProgress(1, kNow + 5000 * kMs);
+  r = buffer.Release(kNow + 5000 * kMs);
+  REQUIRE(r.events.size() == 1);
+  CHECK(buffer.watermark() == kNow + 2000 * kMs);  // now - 3 s; source 2 said now - 5.1 s.
+  CHECK(buffer.progress() == kNow - 100 * kMs);
+  CHECK(diag.Get(Diag::late_events) == 0);
+}
+
 TEST_CASE("reorder: a backlog goes out in slices of max_release, in order, none late") {
   Diagnostics diag;
   ReorderBuffer buffer({.window_ns = 1000, .max_pending = 1 << 20, .max_release = 100}, &diag);
