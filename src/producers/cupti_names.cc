@@ -3,6 +3,9 @@
 #include <cupti_activity.h>
 #include <cupti_driver_cbid.h>
 #include <cupti_runtime_cbid.h>
+#include <cxxabi.h>
+
+#include <cstdlib>
 
 #include <string>
 
@@ -85,6 +88,17 @@ const char* OverheadName(uint32_t kind) {
     case CUPTI_ACTIVITY_OVERHEAD_UVM_ACTIVITY_INIT: return "CUPTI overhead: UVM init";
     default: return "CUPTI overhead";
   }
+}
+
+std::string DemangledKernelName(const char* name) {
+  if (name == nullptr) return {};
+  // Itanium C++ ABI symbols start "_Z"; anything else is a plain name.
+  if (name[0] != '_' || name[1] != 'Z') return name;
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string out = status == 0 && demangled != nullptr ? std::string(demangled) : std::string(name);
+  std::free(demangled);
+  return out;
 }
 
 std::string CuptiKindName(uint32_t kind) {

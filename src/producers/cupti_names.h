@@ -19,6 +19,14 @@ const char* BuiltinCuptiApiName(bool driver, uint32_t cbid);
 // carry the version of the entry point; ours do not).
 std::string_view StripCuptiVersion(std::string_view name);
 
+// A kernel's name as users read it: CUPTI gives the compiler's (mangled)
+// symbol, "_Z11scal_kernelIffLi1E...", which the C++ ABI's demangler turns
+// into "void scal_kernel<float, float, 1, ...>(cublasTransposeParams<float>,
+// ...)", the name torch.profiler, Kineto's traces and xprof show. Names that
+// are not mangled (extern "C", Triton's, "sm80_xmma_...") come back as they
+// are, and so does one the demangler refuses.
+std::string DemangledKernelName(const char* name);
+
 // "CUPTI overhead: buffer flush"... for a CUpti_ActivityOverheadKind.
 const char* OverheadName(uint32_t kind);
 

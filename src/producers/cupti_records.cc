@@ -440,7 +440,8 @@ NameId CuptiRecordParser::KernelName(const char* name) {
   const size_t hash = Hashed(reinterpret_cast<uintptr_t>(name));
   NameSlot& s = names_.Find(hash, [name](const NameSlot& slot) { return slot.key == name; });
   if (s.hash != 0) [[likely]] return s.id;
-  const NameId id = options_.recorded ? RecordedKernelName(name) : stream_.names().Intern(name);
+  const NameId id =
+      options_.recorded ? RecordedKernelName(name) : stream_.names().Intern(DemangledKernelName(name));
   s = NameSlot{hash, name, id};
   names_.Added();
   return id;
@@ -450,7 +451,9 @@ NameId CuptiRecordParser::RecordedKernelName(const char* pointer) {
   const uint64_t key = reinterpret_cast<uintptr_t>(pointer);
   if (options_.recorded_kernel_names != nullptr) {
     const auto it = options_.recorded_kernel_names->find(key);
-    if (it != options_.recorded_kernel_names->end()) return stream_.names().Intern(it->second);
+    if (it != options_.recorded_kernel_names->end()) {
+      return stream_.names().Intern(DemangledKernelName(it->second.c_str()));
+    }
   }
   char text[40];
   std::snprintf(text, sizeof text, "kernel 0x%llx", static_cast<unsigned long long>(key));

@@ -71,6 +71,35 @@ TEST_CASE("cupti records: a kernel becomes a kKernel with every field, its name 
   CHECK(f.parser->stats().by_kind[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL] == 3);
 }
 
+TEST_CASE("cupti records: a kernel's mangled name is shown demangled, as torch.profiler shows it") {
+  Fixture f;
+  // Names a PyTorch 2.11 job on an H200 launched (cuBLAS, ATen, cuDNN),
+  // and what torch.profiler called the same kernels in the same run.
+  const std::pair<const char*, const char*> kNames[] = {
+      {"_Z11scal_kernelIffLi1ELb1ELi6ELi5ELi5ELi3EEv21cublasTransposeParamsIT0_EPKT_PS3_PKS1_",
+       "void scal_kernel<float, float, 1, true, 6, 5, 5, 3>(cublasTransposeParams<float>, float const*, "
+       "float*, float const*)"},
+      {"_ZN5cudnn19engines_precompiled16nhwcToNchwKernelIfffLb1ELb0EL21cudnnKernelDataType_t0EEEvNS0_"
+       "18nhwc2nchw_params_tIT1_EEPKT_PT0_",
+       "void cudnn::engines_precompiled::nhwcToNchwKernel<float, float, float, true, false, "
+       "(cudnnKernelDataType_t)0>(cudnn::engines_precompiled::nhwc2nchw_params_t<float>, float const*, "
+       "float*)"},
+      // Not mangled: kept as they are.
+      {"sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel_trt",
+       "sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel_trt"},
+      {"triton_poi_fused_add_0", "triton_poi_fused_add_0"},
+      // Looks mangled, is not: kept.
+      {"_Zfoo", "_Zfoo"},
+  };
+  RecordBuffer b;
+  uint32_t corr = kCorr;
+  for (const auto& [mangled, shown] : kNames) b.Add(KernelRecord(mangled, corr++));
+  f.Parse(b);
+  const std::vector<Event> events = f.Drain();
+  REQUIRE(events.size() == std::size(kNames));
+  for (size_t i = 0; i < events.size(); ++i) CHECK(f.Name(events[i].name) == kNames[i].second);
+}
+
 TEST_CASE("cupti records: every memcpy kind maps to its event kind, bytes and memory kinds") {
   struct Case {
     uint8_t copy_kind;
