@@ -342,13 +342,16 @@ bool StepAssembler::Place(const Event& e) {
   // bounds it (or at the end of the stream).
   if (!any_marker_) return false;
   if (e.ts >= latest_marker_begin_ && !flushing_) return false;
-  if (e.corr != 0 && diag_) diag_->Add(Diag::device_without_launch);
   auto it = std::upper_bound(open_.begin(), open_.end(), e.ts,
                              [](uint64_t t, const OpenStep& o) { return t < o.rec.host_begin_ns; });
   if (it == open_.begin()) {
+    // Before every open step: stepless (or late). Not also counted
+    // device_without_launch: work launched before the first step (a model's
+    // weights copied to the GPU) had its launch seen, stepless too.
     if (diag_) diag_->Add(e.ts < last_closed_host_end_ ? Diag::late_for_step : Diag::events_without_step);
     return true;
   }
+  if (e.corr != 0 && diag_) diag_->Add(Diag::device_without_launch);
   AddToStep(*(it - 1), e, false);
   return true;
 }

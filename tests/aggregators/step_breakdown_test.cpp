@@ -276,6 +276,29 @@ TEST_CASE("steps: a GPU tail joins its step by correlation, stray work is counte
   CHECK(r.end_ns == 170);
 }
 
+TEST_CASE("steps: work launched before the first step is stepless, not launchless") {
+  // A model's weights copied to the GPU before training: the launch was
+  // seen (stepless); its device work is stepless too, not "without launch"
+  // (an H200 PyTorch run counted its 6 parameter copies so).
+  const Catalog c = MakeCatalog();
+  Diagnostics diag;
+  std::vector<Event> v = {
+      Launch(2, 3, 7, kLaunchKernel),
+      Kernel(6, 4, kMatmul, 7),
+      Marker(20, 100, 1),
+      Launch(30, 5, 8, kLaunchKernel),
+      Kernel(40, 10, kMatmul, 8),
+      Marker(200, 100, 2),
+  };
+  SortCompletion(&v);
+  const auto steps = Assemble(c, v, &diag);
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[0].device_by_corr == 1);
+  CHECK(steps[0].device_by_time == 0);
+  CHECK(diag.Get(Diag::device_without_launch) == 0);
+  CHECK(diag.Get(Diag::events_without_step) == 2);  // the launch and its kernel.
+}
+
 TEST_CASE("steps: work for a closed step is late, ProfilerStep#N and name patterns") {
   Catalog c = MakeCatalog();
   c.DefineName(20, "ProfilerStep#41");
