@@ -23,7 +23,6 @@ sleep is an assertion.
 """
 
 import argparse
-import json
 import os
 import queue
 import re
@@ -34,7 +33,9 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from liveprof_server import get_json  # noqa: E402  (tests/python/liveprof_server.py)
 
 PYTHON = "/usr/bin/python3"
 SLOW, FAST, DELAY_MS = 30, 40, 40
@@ -82,8 +83,8 @@ class Run:
                 return m
 
     def get(self, path):
-        with urllib.request.urlopen(self.url + path, timeout=10) as r:
-            return json.loads(r.read())
+        # 503 until the pipeline's first publication ("retry in a moment").
+        return get_json(self.url + path, retry_s=30)
 
     def wait(self, timeout=60):
         try:

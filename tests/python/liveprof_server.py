@@ -19,6 +19,20 @@ def fail(msg):
     raise AssertionError(msg)
 
 
+def get_json(url, retry_s=10):
+    """GET url as JSON; a 503 (no snapshot published yet, just after the
+    start: "retry in a moment") is retried for up to retry_s."""
+    deadline = time.monotonic() + retry_s
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            if e.code != 503 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.05)
+
+
 class Server:
     """`liveprof serve --port 0 --ingest unix:TMP/ingest.sock` and `extra`
     arguments; or, with `command` (e.g. ["open", DIR]), `liveprof COMMAND
@@ -55,17 +69,7 @@ class Server:
             self.lines.put(line)
 
     def get(self, path):
-        """GET path as JSON; a 503 (no snapshot published yet, just after the
-        start: "retry in a moment") is retried for up to 10 s."""
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with urllib.request.urlopen(self.url + path, timeout=10) as r:
-                    return json.loads(r.read())
-            except urllib.error.HTTPError as e:
-                if e.code != 503 or time.monotonic() > deadline:
-                    raise
-            time.sleep(0.05)
+        return get_json(self.url + path)
 
     def stop(self):
         if self.proc.poll() is None:
