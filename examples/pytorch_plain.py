@@ -29,13 +29,14 @@ from pytorch_job import SmallCnn, SyntheticImages  # (examples/pytorch_job.py)
 
 def write_kernel_counts(profiler, path):
     """torch.profiler's view of the run: each GPU kernel's count and total
-    time, for comparison with liveprof's kernel stats."""
+    time, for comparison with liveprof's kernel stats (not its annotations on
+    the GPU's timeline, such as "Optimizer.step#SGD.step")."""
     import json
     kernels = {}
     for e in profiler.events():
         if getattr(e, "device_type", None) is not None and str(e.device_type).endswith("CUDA") and \
                 getattr(e, "is_legacy", False) is False and e.name and not e.name.startswith("Memcpy") and \
-                not e.name.startswith("Memset"):
+                not e.name.startswith("Memset") and not getattr(e, "is_user_annotation", False):
             k = kernels.setdefault(e.name, {"count": 0, "total_us": 0.0})
             k["count"] += 1
             k["total_us"] += e.time_range.elapsed_us()

@@ -162,7 +162,7 @@ check("status: no unknown-address, undefined-track, launchless or drop diagnosti
 
 # Steps and overview: what they show (the breakdown is the program's own).
 steps = view("/api/steps")
-rows = steps.get("steps") if isinstance(steps.get("steps"), list) else []
+rows = steps.get("rows") if isinstance(steps.get("rows"), list) else []
 print(f"  steps: {len(rows)} steps in the view; keys {sorted(steps.keys())}")
 for s in rows[:3]:
     print("   ", json.dumps(s)[:300])

@@ -7,6 +7,7 @@
 # machine's own Python with PyTorch; downloads nothing.
 #
 #   scripts/gpu-run-check.sh [OUT_DIR]     # PYTHON=python3 STEPS=200 BUILD=build
+#   (DEVICE=cpu runs the same plumbing on a machine without a GPU: a dry run)
 #
 # Writes to OUT_DIR (default a temporary folder): run.log, each view as
 # JSON (kernel_stats, steps, input_pipeline, memory, status, overview),
@@ -21,6 +22,7 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-python3}
 STEPS=${STEPS:-200}
+DEVICE=${DEVICE:-cuda}
 OUT=${1:-$(mktemp -d)}
 mkdir -p "${OUT}"
 
@@ -38,6 +40,15 @@ check() {  # check NAME CONDITION-EXIT-STATUS MESSAGE
   if [[ $2 -eq 0 ]]; then echo "PASS $1: $3"; else echo "FAIL $1: $3"; fails=$((fails + 1)); fi
 }
 
+# http_get URL: the body on stdout (curl where there is one, else Python).
+http_get() {
+  if command -v curl >/dev/null 2>&1; then
+    curl -s "$1"
+  else
+    "${PYTHON}" -c 'import sys, urllib.request; sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1], timeout=30).read())' "$1"
+  fi
+}
+
 # run_job LOG ARGS...: examples/pytorch_plain.py ARGS under liveprof run
 # (lingering), until the job has exited; sets url and run_pid.
 run_job() {
@@ -46,18 +57,22 @@ run_job() {
   "${BUILD}/bin/liveprof" run --port 0 --linger 60 -- "${PYTHON}" examples/pytorch_plain.py "$@" >"${log}" 2>&1 &
   run_pid=$!
   url=""
+  local i=0
   for _ in $(seq 600); do
     url=$(grep -o 'http://127.0.0.1:[0-9]*' "${log}" | head -1)
     grep -q "the job exited" "${log}" && break
+    kill -0 "${run_pid}" 2>/dev/null || break  # liveprof itself ended (it says why in the log).
+    # /api/status while the job runs (its sources' GPU state is the running one's).
+    if [[ -n ${url} ]]; then http_get "${url}/api/status" >"${log%.log}.status.$((i++ % 4)).json" 2>/dev/null; fi
     sleep 0.5
   done
   sleep 3  # the last CUPTI buffers and batches (flushed at the job's exit) reach the views.
 }
 
 # 1. The job under liveprof run; the views read while it lingers.
-run_job "${OUT}/run.log" --device cuda --steps "${STEPS}" --loader-delay-ms 20 --fast-after $((STEPS / 2)) --quiet
+run_job "${OUT}/run.log" --device "${DEVICE}" --steps "${STEPS}" --loader-delay-ms 20 --fast-after $((STEPS / 2)) --quiet
 for v in kernel_stats "steps?last=${STEPS}" input_pipeline memory status overview; do
-  curl -s "${url}/api/${v}" >"${OUT}/${v%%\?*}.json"
+  http_get "${url}/api/${v}" >"${OUT}/${v%%\?*}.json"
 done
 kill -INT "${run_pid}" 2>/dev/null
 wait "${run_pid}"
@@ -67,8 +82,12 @@ check "exit status" $((rc != 0)) "liveprof run exited ${rc}"
 ! grep -q "GPU activity is not traced" "${OUT}/run.log"
 check "injection" $? "$(grep -m1 'GPU activity is not traced' "${OUT}/run.log" || echo 'no complaint from the injection (the kernels below say whether it traced)')"
 
-# 2. The same loop under torch.profiler (a separate process, no liveprof).
-"${PYTHON}" examples/pytorch_plain.py --device cuda --steps "${STEPS}" --loader-delay-ms 20 \
+# 2. The same loop with no profiler (the baseline for the step times), then
+# under torch.profiler (separate processes, no liveprof).
+"${PYTHON}" examples/pytorch_plain.py --device "${DEVICE}" --steps "${STEPS}" --loader-delay-ms 20 \
+  --fast-after $((STEPS / 2)) --quiet >"${OUT}/plain.log" 2>&1
+check "plain run" $? "no profiler: $(tail -1 "${OUT}/plain.log")"
+"${PYTHON}" examples/pytorch_plain.py --device "${DEVICE}" --steps "${STEPS}" --loader-delay-ms 20 \
   --fast-after $((STEPS / 2)) --quiet --torch-profile "${OUT}/torch_profile.json" >"${OUT}/torch_profile.log" 2>&1
 check "torch.profiler run" $? "$(tail -1 "${OUT}/torch_profile.log")"
 
@@ -107,15 +126,22 @@ print("%s steps: %d seen of %d; input per slow step %.1f ms (loader 20), per fas
          sum(slow) / max(1, len(slow)), sum(fast) / max(1, len(fast))))
 mem = json.load(open(os.path.join(out, "memory.json")))
 print("INFO memory: %s" % json.dumps(mem)[:600])
+# What arrived late or unjoined: on a real GPU CUPTI hands buffers over late;
+# the pipeline must wait for them (none late, every step with its kernels).
+status = json.load(open(os.path.join(out, "status.json")))
+diags = {d["name"]: d["count"] for d in status.get("diagnostics", []) if d.get("count")}
+print("INFO diagnostics: %s; events %d, dropped %d" % (diags, status.get("events_consumed", 0), status.get("events_dropped", 0)))
+for name in ("late_events", "late_for_step", "step_without_compute", "device_without_launch"):
+    print("%s %s: %d" % ("PASS" if diags.get(name, 0) == 0 else "FAIL", name, diags.get(name, 0)))
 EOF
 grep -q "^FAIL" "${OUT}/compare.txt" && fails=$((fails + 1))
 
 # 4. Level 3 with two DataLoader workers: per-module forward and backward
 # time and each module's CUDA memory (/api/modules), and the workers as
 # sources named after the job.
-LIVEPROF_HOST_LEVEL=3 run_job "${OUT}/run3.log" --device cuda --steps 60 --num-workers 2 --quiet
-curl -s "${url}/api/modules" >"${OUT}/modules3.json"
-curl -s "${url}/api/status" >"${OUT}/status3.json"
+LIVEPROF_HOST_LEVEL=3 run_job "${OUT}/run3.log" --device "${DEVICE}" --steps 60 --num-workers 2 --quiet
+http_get "${url}/api/modules" >"${OUT}/modules3.json"
+http_get "${url}/api/status" >"${OUT}/status3.json"
 kill -INT "${run_pid}" 2>/dev/null
 wait "${run_pid}"
 "${PYTHON}" - "${OUT}" <<'EOF' | tee "${OUT}/compare3.txt"
@@ -125,13 +151,21 @@ rows = {r["name"]: r for r in json.load(open(os.path.join(out, "modules3.json"))
 conv1 = rows.get("SmallCnn.conv1 (Conv2d)", {})
 ok = conv1.get("calls", 0) >= 50 and conv1.get("backward_calls", 0) >= 50 and conv1.get("memory_bytes_max") is not None
 print("%s modules at level 3 (forward, backward, CUDA memory kept): %s" % ("PASS" if ok else "FAIL", json.dumps(rows)[:900]))
+import glob
 src = json.load(open(os.path.join(out, "status3.json")))["server"]["ingest"]
+live = []  # the sources as the job ran (the last snapshots, taken every 0.5 s)
+for f in sorted(glob.glob(os.path.join(out, "run3.status.*.json"))):
+    try:
+        live.append(json.load(open(f))["server"]["ingest"])
+    except (OSError, ValueError, KeyError):
+        pass
 labels = sorted(s["label"] for s in src)
 print("%s loader workers as sources: %s" % ("PASS" if sum(" · loader " in l for l in labels) == 2 else "FAIL", labels))
 # A forked worker has no GPU producer (CUDA does not work in it): never offered GPU capture.
-gpu = [(s["label"], s["capture"]["gpu_available"]) for s in src]
-print("%s GPU producer only in the training process: %s"
-      % ("PASS" if all(a == (" · loader " not in l) for l, a in gpu) else "FAIL", gpu))
+gpu = sorted({(s["label"], (s.get("capture") or {}).get("gpu_available")) for snap in live for s in snap
+              if s.get("connected")})
+print("%s GPU producer only in the training process (while it ran): %s"
+      % ("PASS" if gpu and all(a == (" · loader " not in l) for l, a in gpu) else "FAIL", gpu))
 EOF
 grep -q "^FAIL" "${OUT}/compare3.txt" && fails=$((fails + 1))
 echo "gpu-run-check: ${fails} failure(s); everything is in ${OUT}"
