@@ -53,8 +53,9 @@
 // buffers in completion order, and declares how far its events are complete
 // (RingProgress::kDeclared: the flush's start, or the request time of the
 // oldest buffer CUPTI still holds), so that the pipeline waits for late
-// buffers instead of taking their events as late. Stop() disables the kinds, flushes with
-// CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, parses the rest and closes the ring.
+// buffers instead of taking their events as late. Stop() disables the kinds,
+// flushes with CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, parses the rest and closes
+// the ring.
 // CUPTI is process-wide, so one CuptiSource runs at a time.
 //
 // Capture on demand: while running, the source is the process's GPU
