@@ -61,12 +61,12 @@ FleetView::Stats FleetView::stats() const {
 }
 
 FleetState::Lag FleetView::lag() const {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(state_mu_);
   return state_.lag();
 }
 
 FleetCounts FleetView::counts() const {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(state_mu_);
   return state_.counts();
 }
 
@@ -111,11 +111,17 @@ bool FleetView::Bind(bool fresh) {
 void FleetView::Render() {
   const uint64_t now = UnixNowNs();
   const auto t0 = std::chrono::steady_clock::now();
+  std::shared_ptr<const std::string> rendered;
+  {
+    std::lock_guard lock(state_mu_);
+    state_.Tick(now);
+    rendered = std::make_shared<const std::string>(state_.RenderJson(now, ++seq_));
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard lock(mu_);
-  state_.Tick(now);
-  latest_ = std::make_shared<const std::string>(state_.RenderJson(now, ++seq_));
+  latest_ = std::move(rendered);
   ++stats_.renders;
-  stats_.last_render_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  stats_.last_render_ms = ms;
 }
 
 void FleetView::Run() {
@@ -160,7 +166,7 @@ void FleetView::Run() {
         bound = Bind(false);
         if (!bound && Bind(true)) {  // a new consumer, perhaps of a new stream: its sequences start again.
           bound = true;
-          std::lock_guard lock(mu_);
+          std::lock_guard lock(state_mu_);
           state_.ForgetStreamSequence();
         }
         errors_in_row = 0;
@@ -170,7 +176,7 @@ void FleetView::Run() {
     }
     errors_in_row = 0;
     {
-      std::lock_guard lock(mu_);
+      std::lock_guard lock(state_mu_);
       const uint64_t now = UnixNowNs();
       for (int i = 0; i < list.Count; ++i) {
         natsMsg* m = list.Msgs[i];
@@ -187,6 +193,9 @@ void FleetView::Run() {
                      std::string_view(data == nullptr ? "" : data, static_cast<size_t>(natsMsg_GetDataLength(m))),
                      stream_seq, stored, now, stored >= started_unix_ns_);
       }
+    }
+    {
+      std::lock_guard lock(mu_);
       stats_.fetched += static_cast<uint64_t>(list.Count);
     }
     // AckAll: the last acknowledges the batch.

@@ -86,10 +86,15 @@ class FleetView {
   std::atomic<bool> stop_{false};
   bool started_ = false;
 
-  mutable std::mutex mu_;  // guards the members below.
+  // The state: written by the view's thread only (applying messages,
+  // rendering), read by counts() and lag(). Apart from mu_, so that a web
+  // thread's Latest() never waits for a render (50-75 ms at 1,000 ranks).
+  mutable std::mutex state_mu_;
   FleetState state_;
-  std::shared_ptr<const std::string> latest_;
   uint64_t seq_ = 0;
+
+  mutable std::mutex mu_;  // guards the members below; held only to copy.
+  std::shared_ptr<const std::string> latest_;
   Stats stats_;
 };
 
