@@ -1,10 +1,8 @@
 #include "web/metrics.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstddef>
-#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,105 +21,9 @@ constexpr std::pair<InputBound, std::string_view> kInputBoundLabels[] = {
     {InputBound::kUnknown, "unknown"},
 };
 
-// HELP text escaping: backslash and newline (quotes stay as they are).
-std::string EscapeHelp(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-using Labels = std::initializer_list<std::pair<std::string_view, std::string_view>>;
-
-// Appends the exposition text family by family.
-class Writer {
- public:
-  explicit Writer(std::string* out) : out_(out) {}
-
-  void Family(std::string_view name, std::string_view type, std::string_view help) {
-    *out_ += "# HELP ";
-    *out_ += name;
-    *out_ += ' ';
-    *out_ += EscapeHelp(help);
-    *out_ += "\n# TYPE ";
-    *out_ += name;
-    *out_ += ' ';
-    *out_ += type;
-    *out_ += '\n';
-  }
-
-  // name{k1="v1",k2="v2"} value
-  void Sample(std::string_view name, Labels labels, std::string_view value) {
-    *out_ += name;
-    if (labels.size() != 0) {
-      *out_ += '{';
-      bool first = true;
-      for (const auto& [key, v] : labels) {
-        if (!first) *out_ += ',';
-        first = false;
-        *out_ += key;
-        *out_ += "=\"";
-        *out_ += EscapeLabelValue(v);
-        *out_ += '"';
-      }
-      *out_ += '}';
-    }
-    *out_ += ' ';
-    *out_ += value;
-    *out_ += '\n';
-  }
-  void Sample(std::string_view name, Labels labels, uint64_t value) {
-    Sample(name, labels, std::string_view(std::to_string(value)));
-  }
-  void Sample(std::string_view name, Labels labels, double value) {
-    Sample(name, labels, std::string_view(FormatSampleValue(value)));
-  }
-
-  // A family with one unlabelled sample.
-  void Counter(std::string_view name, std::string_view help, uint64_t value) {
-    Family(name, "counter", help);
-    Sample(name, {}, value);
-  }
-  void Gauge(std::string_view name, std::string_view help, double value) {
-    Family(name, "gauge", help);
-    Sample(name, {}, value);
-  }
-
- private:
-  std::string* out_;
-};
+using Writer = PrometheusText;
 
 }  // namespace
-
-std::string EscapeLabelValue(std::string_view value) {
-  std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
-    switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      case '\n': out += "\\n"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
-std::string FormatSampleValue(double value) {
-  if (std::isnan(value)) return "NaN";
-  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
-  char buf[32];
-  const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, value);
-  return std::string(buf, r.ptr);
-}
 
 std::string RenderPrometheus(const MetricsInput& in) {
   std::string out;

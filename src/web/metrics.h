@@ -45,25 +45,14 @@
 #include <string_view>
 #include <vector>
 
+#include "base/prometheus_text.h"  // kPrometheusContentType, EscapeLabelValue, FormatSampleValue
 #include "pipeline/metrics_input.h"
 
 namespace liveprof {
 
-// The media type a /metrics response carries.
-inline constexpr std::string_view kPrometheusContentType =
-    "text/plain; version=0.0.4; charset=utf-8";
-
 // The exposition text, families in the order of the table above, ending in a
 // newline. Pure; any thread.
 std::string RenderPrometheus(const MetricsInput& in);
-
-// A label value escaped for the text format: backslash, double quote and
-// newline become \\, \" and \n.
-std::string EscapeLabelValue(std::string_view value);
-
-// A sample value as Prometheus reads it: the shortest text that parses back
-// to the same double; NaN, +Inf, -Inf for the special values.
-std::string FormatSampleValue(double value);
 
 }  // namespace liveprof
 
