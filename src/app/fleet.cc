@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "fleet/fleet_metrics.h"
 #include "fleet/fleet_view.h"
 #include "web/rest.h"
 #include "web/trace_api.h"
@@ -96,6 +97,10 @@ int RunFleet(FleetArgs& a) {
     if (!host || host->empty()) return ErrorReply(400, target.path + " needs host=H (a host of /api/fleet's hosts)");
     return FromFleetReply(view.Query(std::string(*host), ForwardedTarget(raw, "/api" + std::string(rest))));
   };
+  a.so.extra_metrics = [&view] {
+    const std::shared_ptr<const std::string> m = view.LatestMetrics();
+    return m ? *m : std::string();
+  };
   // The server wants a pipeline: an idle one (the fleet's own pages are /api/fleet).
   Stream stream;
   Pipeline::Options po;
@@ -181,6 +186,10 @@ void SetAgentHook(ServerOptions* so, const std::atomic<FleetAgent*>* agent) {
     const FleetAgent* a = agent->load(std::memory_order_acquire);
     if (a == nullptr) return ErrorReply(404, "this server publishes to no fleet (serve --publish URL --job NAME)");
     return Reply{200, "application/json", a->StatusJson()};
+  };
+  so->extra_metrics = [agent] {
+    const FleetAgent* a = agent->load(std::memory_order_acquire);
+    return a == nullptr ? std::string() : RenderFleetAgentPrometheus(a->stats());
   };
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "fleet/fleet_metrics.h"
 #include "stream/clock.h"
 
 namespace liveprof {
@@ -49,6 +50,11 @@ void FleetView::Stop() {
 std::shared_ptr<const std::string> FleetView::Latest() const {
   std::lock_guard lock(mu_);
   return latest_;
+}
+
+std::shared_ptr<const std::string> FleetView::LatestMetrics() const {
+  std::lock_guard lock(mu_);
+  return latest_metrics_;
 }
 
 FleetView::Stats FleetView::stats() const {
@@ -111,15 +117,17 @@ bool FleetView::Bind(bool fresh) {
 void FleetView::Render() {
   const uint64_t now = UnixNowNs();
   const auto t0 = std::chrono::steady_clock::now();
-  std::shared_ptr<const std::string> rendered;
+  std::shared_ptr<const std::string> rendered, metrics;
   {
     std::lock_guard lock(state_mu_);
     state_.Tick(now);
     rendered = std::make_shared<const std::string>(state_.RenderJson(now, ++seq_));
+    metrics = std::make_shared<const std::string>(RenderFleetPrometheus(state_, link_.connected()));
   }
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard lock(mu_);
   latest_ = std::move(rendered);
+  latest_metrics_ = std::move(metrics);
   ++stats_.renders;
   stats_.last_render_ms = ms;
 }

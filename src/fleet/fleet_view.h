@@ -64,6 +64,9 @@ class FleetView {
 
   // The newest view model (null before the first render). Any thread.
   std::shared_ptr<const std::string> Latest() const;
+  // The newest render's Prometheus families (fleet_metrics.h; "" before the
+  // first render). Any thread.
+  std::shared_ptr<const std::string> LatestMetrics() const;
   // Forwards `target` ("/api/trace?...") to `host`'s agent and waits for
   // its answer (a 504 after query_timeout_ms, a 503 with no agent there).
   // Any thread; blocks: never the web thread.
@@ -95,6 +98,7 @@ class FleetView {
 
   mutable std::mutex mu_;  // guards the members below; held only to copy.
   std::shared_ptr<const std::string> latest_;
+  std::shared_ptr<const std::string> latest_metrics_;
   Stats stats_;
 };
 

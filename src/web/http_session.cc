@@ -174,14 +174,20 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession>, publ
       case Route::Kind::kIndex: return SendReply(IndexReply(state_->options().fleet_view), version);
       case Route::Kind::kError: return SendReply(ErrorReply(route.status, route.message), version);
       case Route::Kind::kMetrics: {
-        if (!latest) return SendReply(NotYet(), version);
-        if (!state_->options().ingest_refused) {
-          return SendReply(Reply{200, std::string(kPrometheusContentType), RenderPrometheus(latest->metrics)},
-                           version);
+        const ServerOptions& o = state_->options();
+        std::string text;
+        if (!o.fleet_view) {  // (a fleet view's own pipeline is idle: only the fleet's)
+          if (!latest) return SendReply(NotYet(), version);
+          if (!o.ingest_refused) {
+            text = RenderPrometheus(latest->metrics);
+          } else {
+            MetricsInput metrics = latest->metrics;
+            metrics.ingest_refused = o.ingest_refused();
+            text = RenderPrometheus(metrics);
+          }
         }
-        MetricsInput metrics = latest->metrics;
-        metrics.ingest_refused = state_->options().ingest_refused();
-        return SendReply(Reply{200, std::string(kPrometheusContentType), RenderPrometheus(metrics)}, version);
+        if (o.extra_metrics) text += o.extra_metrics();
+        return SendReply(Reply{200, std::string(kPrometheusContentType), std::move(text)}, version);
       }
       case Route::Kind::kTrace: return ServeTrace(target, version);
       case Route::Kind::kFleet: return ServeFleet(target, version);

@@ -99,6 +99,10 @@ struct ServerOptions {
   // Called on the query pool (it may wait on the network), never the web thread.
   std::function<Reply(const RequestTarget& target, std::string_view raw_target)> fleet;
   bool fleet_view = false;  // liveprof fleet: /api lists /api/fleet (the dashboard's Fleet page).
+  // /metrics: more families (the fleet's, fleet/fleet_metrics.h) after the
+  // pipeline's; on a fleet view (fleet_view) they are all of it. Called on
+  // a web thread: quick, and safe while the server runs.
+  std::function<std::string()> extra_metrics;
 };
 
 // "" when the options can be served, else why not (e.g. a non-loopback bind

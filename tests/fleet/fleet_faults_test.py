@@ -69,6 +69,16 @@ def get(port, path):
         return json.loads(r.read())
 
 
+def metrics(port):
+    """/metrics as text, checked by Debian's promtool (`check metrics`)."""
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+        text = r.read().decode()
+    check = subprocess.run(["/usr/bin/promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    if check.returncode != 0:
+        fail("promtool check metrics on port %d: %s%s\n%s" % (port, check.stdout, check.stderr, text[:2000]))
+    return text.splitlines()
+
+
 class Proc:
     """A child process whose stdout is read on a thread (kept, and searched)."""
 
@@ -162,6 +172,21 @@ def main():
         if no_mem:
             fail("ranks without a memory peak: %s" % no_mem)
         print("straggler:", [a["summary"] for a in v["alerts"] if a["rule"] == "straggler"][0], flush=True)
+        # The same, for Prometheus: the fleet view's /metrics and an agent's.
+        def straggler_metric():
+            lines = metrics(fleet.http)
+            want = 'liveprof_fleet_alert_firing{rule="straggler",host="host-b",rank="rank 2"} 1'
+            return lines if want in lines and "liveprof_fleet_ranks 12" in lines else None
+        lines = wait_for("the fleet view's /metrics naming host-b rank 2", straggler_metric, timeout=10)
+        for want in ('liveprof_fleet_hosts{state="live"} 3', 'liveprof_fleet_host_state{host="host-b",state="live"} 1',
+                     "liveprof_fleet_nats_connected 1"):
+            if want not in lines:
+                fail("the fleet view's /metrics lacks %r" % want)
+        agent_lines = metrics(agents["host-b"].http)
+        if "liveprof_fleet_agent_connected 1" not in agent_lines or \
+                not any(l.startswith("liveprof_events_consumed_total ") for l in agent_lines):
+            fail("host-b's /metrics lacks its agent's or its own families")
+        print("/metrics (promtool-checked): the fleet view's names host-b rank 2; the agent's has its own", flush=True)
 
         # ... and per-rank step times equal each agent's own, step for step:
         # each rank's newest step in the fleet view, found in its agent's pod

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "doctest/doctest.h"
+#include "fleet/fleet_metrics.h"
 #include "fleet/fleet_state.h"
 
 namespace liveprof {
@@ -328,6 +329,44 @@ TEST_CASE("fleet state: the view model carries the ranks, the pod and the lag") 
     CHECK(r["missing"] == 0);
     CHECK(r["duplicates"] == 0);
   }
+}
+
+// The fleet view's /metrics: hosts by state and each host up, the ranks,
+// the straggler alert with its host and rank, what the stream brought.
+TEST_CASE("fleet metrics: hosts, ranks, the straggler by host and rank, the stream's counts") {
+  Feed f;
+  f.Grid(10, 1.5);
+  f.Status("host-c", /*stopping=*/true);
+  f.Raw("liveprof.j1.step.host-a.r0", "{not json", f.now);
+  f.state.Tick(f.now);
+  const std::string text = RenderFleetPrometheus(f.state, true);
+  const auto has = [&text](const std::string& line) {
+    return text.find("\n" + line + "\n") != std::string::npos;
+  };
+  CHECK(has("liveprof_fleet_nats_connected 1"));
+  CHECK(has("liveprof_fleet_hosts{state=\"live\"} 2"));
+  CHECK(has("liveprof_fleet_hosts{state=\"gone\"} 0"));
+  CHECK(has("liveprof_fleet_hosts{state=\"stopped\"} 1"));
+  CHECK(has("liveprof_fleet_host_state{host=\"host-a\",state=\"live\"} 1"));
+  CHECK(has("liveprof_fleet_host_state{host=\"host-a\",state=\"gone\"} 0"));
+  CHECK(has("liveprof_fleet_host_state{host=\"host-c\",state=\"live\"} 0"));
+  CHECK(has("liveprof_fleet_host_state{host=\"host-c\",state=\"stopped\"} 1"));
+  CHECK(has("liveprof_fleet_ranks 12"));
+  CHECK(has("liveprof_fleet_alert_firing{rule=\"straggler\",host=\"host-b\",rank=\"rank 2\"} 1"));
+  CHECK(has("liveprof_fleet_alert_firing{rule=\"input_bound\",host=\"\",rank=\"\"} 0"));
+  CHECK(has("liveprof_fleet_step_summaries_total 120"));
+  CHECK(has("liveprof_fleet_messages_total 122"));
+  CHECK(has("liveprof_fleet_rejected_messages_total{reason=\"malformed\"} 1"));
+  CHECK(has("# TYPE liveprof_fleet_step_summaries_total counter"));
+
+  FleetAgent::Stats agent;
+  agent.connected = true;
+  agent.steps_published = 40;
+  agent.outbox = 3;
+  const std::string a = RenderFleetAgentPrometheus(agent);
+  CHECK(a.find("\nliveprof_fleet_agent_step_summaries_published_total 40\n") != std::string::npos);
+  CHECK(a.find("\nliveprof_fleet_agent_outbox 3\n") != std::string::npos);
+  CHECK(a.find("\nliveprof_fleet_agent_connected 1\n") != std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,80 @@
+#include "fleet/fleet_metrics.h"
+
+#include <string_view>
+
+#include "base/prometheus_text.h"
+
+namespace liveprof {
+
+std::string RenderFleetPrometheus(const FleetState& state, bool nats_connected) {
+  std::string out;
+  out.reserve(2048 + 96 * state.hosts().size());
+  PrometheusText w(&out);
+  w.Gauge("liveprof_fleet_nats_connected", "1 while the fleet view is connected to NATS", nats_connected ? 1 : 0);
+
+  uint64_t live = 0, gone = 0, stopped = 0;
+  for (const auto& [name, h] : state.hosts()) {
+    const bool is_stopped = !h.gone && h.has_status && h.status.stopping;
+    (h.gone ? gone : is_stopped ? stopped : live) += 1;
+  }
+  // (The same test as the view model's "state": fleet_state.cc.)
+  w.Family("liveprof_fleet_hosts", "gauge", "the job's hosts (agents) by state: live, gone (silent), stopped (cleanly)");
+  w.Sample("liveprof_fleet_hosts", {{"state", "live"}}, live);
+  w.Sample("liveprof_fleet_hosts", {{"state", "gone"}}, gone);
+  w.Sample("liveprof_fleet_hosts", {{"state", "stopped"}}, stopped);
+  // A state set: each host's three states, 1 for the one it is in.
+  w.Family("liveprof_fleet_host_state", "gauge",
+           "each host's state, 1 for the one it is in: live, gone (its agent silent), stopped (cleanly)");
+  for (const auto& [name, h] : state.hosts()) {
+    const std::string_view now = h.gone ? "gone" : (h.has_status && h.status.stopping) ? "stopped" : "live";
+    for (const std::string_view st : {std::string_view("live"), std::string_view("gone"), std::string_view("stopped")}) {
+      w.Sample("liveprof_fleet_host_state", {{"host", h.host}, {"state", st}}, uint64_t{st == now ? 1u : 0u});
+    }
+  }
+  w.Gauge("liveprof_fleet_ranks", "ranks (training processes) of the job the fleet view follows",
+          static_cast<double>(state.ranks().size()));
+
+  w.Family("liveprof_fleet_alert_firing", "gauge",
+           "1 while a fleet alert fires: straggler (the slowest rank, by host and rank), host_gone, input_bound "
+           "(a rank's steps input-bound); host and rank say which");
+  for (const FleetAlertState& a : state.alerts()) {
+    w.Sample("liveprof_fleet_alert_firing", {{"rule", a.rule}, {"host", a.host}, {"rank", a.label}},
+             uint64_t{a.firing ? 1u : 0u});
+  }
+
+  const FleetCounts& c = state.counts();
+  w.Counter("liveprof_fleet_messages_total", "messages taken from the job's stream", c.messages);
+  w.Counter("liveprof_fleet_step_summaries_total", "step summaries applied (one per rank and step)", c.steps);
+  w.Counter("liveprof_fleet_duplicate_step_summaries_total",
+            "step summaries of a sequence number already applied: not applied again", c.duplicate_steps);
+  w.Gauge("liveprof_fleet_missing_step_summaries",
+          "sequence numbers skipped and not come since: summaries lost before the stream",
+          static_cast<double>(c.missing_steps));
+  w.Family("liveprof_fleet_rejected_messages_total", "counter", "messages not applied, by reason");
+  for (size_t r = 1; r < c.rejected.size(); ++r) {
+    w.Sample("liveprof_fleet_rejected_messages_total",
+             {{"reason", FleetRejectName(static_cast<FleetReject>(r))}}, c.rejected[r]);
+  }
+  const FleetState::Lag lag = state.lag();
+  w.Gauge("liveprof_fleet_lag_p99_seconds",
+          "a step's end to the first fleet-view render that shows it, 99th percentile of the newest steps",
+          lag.p99_ms / 1e3);
+  return out;
+}
+
+std::string RenderFleetAgentPrometheus(const FleetAgent::Stats& s) {
+  std::string out;
+  PrometheusText w(&out);
+  w.Gauge("liveprof_fleet_agent_connected", "1 while this host's fleet agent is connected to NATS",
+          s.connected ? 1 : 0);
+  w.Counter("liveprof_fleet_agent_step_summaries_published_total",
+            "step summaries JetStream acknowledged", s.steps_published);
+  w.Counter("liveprof_fleet_agent_step_summaries_dropped_total",
+            "step summaries left out: the outbox was full (NATS away too long)", s.steps_dropped);
+  w.Gauge("liveprof_fleet_agent_outbox", "messages waiting to be published", static_cast<double>(s.outbox));
+  w.Counter("liveprof_fleet_agent_windows_resent_total", "publish windows sent again after a failure",
+            s.windows_resent);
+  return out;
+}
+
+}  // namespace liveprof
