@@ -208,7 +208,8 @@ describe('the Fleet page', {skip: !existsSync(NATS_SERVER) && `no ${NATS_SERVER}
     assert.equal(await alert.getAttribute('data-label'), 'rank 2');
 
     // The page held still (Pause) on an answer with the alert firing, three
-    // hosts live (with their status) and twelve ranks; `f` is that answer.
+    // hosts live (with a status naming their 4 ranks) and twelve ranks; `f`
+    // is that answer.
     let f = null;
     let seq = 0;
     for (const until = Date.now() + 15000; !f && Date.now() < until;) {
@@ -216,7 +217,9 @@ describe('the Fleet page', {skip: !existsSync(NATS_SERVER) && `no ${NATS_SERVER}
       seq = +(await root.getAttribute('data-seq'));
       for (let k = 0; k < 30 && !answers.has(seq); k++) await sleep(50);
       const a = answers.get(seq);
-      if (a && firingStraggler(a) && a.hosts.length === HOSTS.length && a.hosts.every((h) => h.state === 'live' && h.url) &&
+      // (A host's ranks come with its status, every 2 s: they may lag its steps.)
+      if (a && firingStraggler(a) && a.hosts.length === HOSTS.length &&
+          a.hosts.every((h) => h.state === 'live' && h.url && h.ranks === WORKERS) &&
           a.ranks.length === HOSTS.length * WORKERS && a.pod.workers.length === HOSTS.length * WORKERS &&
           a.pod.straggler?.label === 'host-b · rank 2' &&
           a.counts.rejected.unknown_type > 0) {
