@@ -173,11 +173,16 @@ def main():
             fail("ranks without a memory peak: %s" % no_mem)
         print("straggler:", [a["summary"] for a in v["alerts"] if a["rule"] == "straggler"][0], flush=True)
         # The same, for Prometheus: the fleet view's /metrics and an agent's.
+        seen = {}
+
         def straggler_metric():
             lines = metrics(fleet.http)
+            seen["last"] = [l for l in lines if l.startswith(("liveprof_fleet_alert_firing", "liveprof_fleet_ranks"))]
             want = 'liveprof_fleet_alert_firing{rule="straggler",host="host-b",rank="rank 2"} 1'
-            return lines if want in lines and "liveprof_fleet_ranks 12" in lines else None
-        lines = wait_for("the fleet view's /metrics naming host-b rank 2", straggler_metric, timeout=10)
+            if want in lines and "liveprof_fleet_ranks 12" in lines:
+                return lines
+            raise ValueError("not yet: %s" % seen["last"])
+        lines = wait_for("the fleet view's /metrics naming host-b rank 2", straggler_metric, timeout=40)
         for want in ('liveprof_fleet_hosts{state="live"} 3', 'liveprof_fleet_host_state{host="host-b",state="live"} 1',
                      "liveprof_fleet_nats_connected 1"):
             if want not in lines:
