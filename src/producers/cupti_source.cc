@@ -201,8 +201,8 @@ struct BufferPool {
   struct Slot {
     uint8_t* data = nullptr;
     std::atomic<uint8_t> state{kFree};
-    // When CUPTI asked for it (host ns; written before state becomes
-    // kWithCupti): every record CUPTI puts in it is written after that.
+    // When CUPTI asked for it (host ns; written as it is handed out): every
+    // record CUPTI puts in it is written after that.
     std::atomic<uint64_t> requested_ns{0};
     size_t valid = 0;   // written before state becomes kCompleted (release).
     uint64_t seq = 0;   // completion order.
@@ -256,11 +256,11 @@ void CUPTIAPI OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_reco
     const uint64_t now = HostNowNs();
     for (BufferPool::Slot& s : pool->slots) {
       uint8_t expected = kFree;
-      if (s.state.load(std::memory_order_relaxed) != kFree) continue;
-      // The time is the slot's before it is taken (two requests at once
-      // may both write it: both times are now).
-      s.requested_ns.store(now, std::memory_order_relaxed);
       if (s.state.compare_exchange_strong(expected, kWithCupti, std::memory_order_acq_rel)) {
+        // (Until this store, a flush thread that sees the slot held reads
+        // its previous request's time: earlier, so a progress too cautious,
+        // never too far.)
+        s.requested_ns.store(now, std::memory_order_relaxed);
         *buffer = s.data;
         *size = CuptiSource::kBufferBytes;
         break;
@@ -366,7 +366,7 @@ struct CuptiSource::Impl {
     for (BufferPool::Slot& s : pool->slots) {
       if (s.state.load(std::memory_order_acquire) == kCompleted) done[n++] = &s;
     }
-    // Insertion sort by completion order (n <= 8; std::sort on this array
+    // Insertion sort by completion order (n <= kBufferCount; std::sort on this array
     // trips GCC 12's -Warray-bounds).
     for (size_t i = 1; i < n; ++i) {
       for (size_t j = i; j > 0 && done[j]->seq < done[j - 1]->seq; --j) {
@@ -412,7 +412,9 @@ struct CuptiSource::Impl {
   void DeclareProgress(uint64_t flush_ns) {
     uint64_t progress = flush_ns;
     for (const BufferPool::Slot& s : pool->slots) {
-      if (s.state.load(std::memory_order_acquire) != kWithCupti) continue;
+      // Held by CUPTI, or completed since ParseCompleted looked (CUPTI's
+      // worker completes buffers at any time): not in the ring yet either.
+      if (s.state.load(std::memory_order_acquire) == kFree) continue;
       const uint64_t requested = s.requested_ns.load(std::memory_order_relaxed);
       progress = std::min(progress, requested > kRequestSlackNs ? requested - kRequestSlackNs : 0);
     }
@@ -555,6 +557,7 @@ bool CuptiSource::Start() {
   im.kinds = std::make_unique<CuptiKindSet>(
       CuptiKindSet::Api{api.enable, api.disable, api.enable_runtime_api, api.enable_driver_api},
       options_.driver_api, options_.nvtx, api.callback_name);
+  const uint64_t enabled_ns = HostNowNs();  // nothing CUPTI records ends before this.
   if (const CUptiResult r = im.kinds->EnableKernels(); r != CUPTI_SUCCESS) {
     driver_message_ = options_.probe_driver_at_start ? ProbeDriver(options_.cuda_library, &devices_)
                                                      : "not asked (inside cuInit)";
@@ -623,6 +626,10 @@ bool CuptiSource::Start() {
                                             : ".");
   }
   status_ = Status::kRunning;
+  // Nothing CUPTI records ends before its kinds were enabled: said at once,
+  // so that until the first flush (after the driver's probe) the source is
+  // not one that cannot say.
+  im.ring->DeclareProgress(enabled_ns);
   im.thread = std::thread([&im] { im.Run(); });
   running_.store(true, std::memory_order_release);
   InstallGpuActivitySwitch({.apply = [&im](bool on) { im.kinds->SetActivity(on); },
