@@ -345,9 +345,9 @@ bool StepAssembler::Place(const Event& e) {
   auto it = std::upper_bound(open_.begin(), open_.end(), e.ts,
                              [](uint64_t t, const OpenStep& o) { return t < o.rec.host_begin_ns; });
   if (it == open_.begin()) {
-    // Before every open step: stepless (or late). Not also counted
-    // device_without_launch: work launched before the first step (a model's
-    // weights copied to the GPU) had its launch seen, stepless too.
+    // Before every open step: stepless (or late), and only that: work
+    // launched before the first step (a model's weights copied to the GPU)
+    // has its launch stepless too, and is not "without launch".
     if (diag_) diag_->Add(e.ts < last_closed_host_end_ ? Diag::late_for_step : Diag::events_without_step);
     return true;
   }

@@ -183,7 +183,9 @@ int Example(const ExampleTrainingOptions& options, const SenderOptions& sender) 
   Analyses analyses(analyses_options, &stream.diagnostics());
   std::mutex mu;  // the summary is read by main while the drain thread writes.
   DrainLoop::Options drain_options;
-  drain_options.reorder.window_ns = 20'000'000;  // host events only: 20 ms is plenty.
+  // 20 ms: the host API writes each span as it ends; CUPTI, where it runs,
+  // declares how far its buffers are delivered and is waited for.
+  drain_options.reorder.window_ns = 20'000'000;
   DrainLoop drain(stream, drain_options, [&](const Batch& b) {
     std::lock_guard<std::mutex> lock(mu);
     summary.Consume(b.definitions);

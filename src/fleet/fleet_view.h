@@ -64,8 +64,8 @@ class FleetView {
 
   // The newest view model (null before the first render). Any thread.
   std::shared_ptr<const std::string> Latest() const;
-  // The newest render's Prometheus families (fleet_metrics.h; "" before the
-  // first render). Any thread.
+  // The newest render's Prometheus families (fleet_metrics.h; null before
+  // the first render). Any thread.
   std::shared_ptr<const std::string> LatestMetrics() const;
   // Forwards `target` ("/api/trace?...") to `host`'s agent and waits for
   // its answer (a 504 after query_timeout_ms, a 503 with no agent there).

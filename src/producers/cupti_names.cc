@@ -6,6 +6,7 @@
 #include <cxxabi.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include <string>
 
@@ -90,10 +91,17 @@ const char* OverheadName(uint32_t kind) {
   }
 }
 
+namespace {
+constexpr size_t kMaxDemangledInput = 4096;
+}  // namespace
+
 std::string DemangledKernelName(const char* name) {
   if (name == nullptr) return {};
   // Itanium C++ ABI symbols start "_Z"; anything else is a plain name.
   if (name[0] != '_' || name[1] != 'Z') return name;
+  // A recording's names are anyone's bytes: the demangler is not given more
+  // than a real symbol's length (the longest of an H200 PyTorch run: 252 bytes).
+  if (std::strlen(name) > kMaxDemangledInput) return name;
   int status = 0;
   char* demangled = abi::__cxa_demangle(name, nullptr, nullptr, &status);
   std::string out = status == 0 && demangled != nullptr ? std::string(demangled) : std::string(name);

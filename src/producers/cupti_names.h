@@ -24,7 +24,7 @@ std::string_view StripCuptiVersion(std::string_view name);
 // into "void scal_kernel<float, float, 1, ...>(cublasTransposeParams<float>,
 // ...)", the name torch.profiler, Kineto's traces and xprof show. Names that
 // are not mangled (extern "C", Triton's, "sm80_xmma_...") come back as they
-// are, and so does one the demangler refuses.
+// are, and so does one the demangler refuses or one over 4 KiB.
 std::string DemangledKernelName(const char* name);
 
 // "CUPTI overhead: buffer flush"... for a CUpti_ActivityOverheadKind.

@@ -80,8 +80,9 @@ void ReorderBuffer::SetProgress(uint32_t source, uint64_t progress_ns) {
 
 ReorderBuffer::Released ReorderBuffer::Release(uint64_t now_ns) {
   const uint64_t window_cutoff = now_ns > options_.window_ns ? now_ns - options_.window_ns : 0;
-  const uint64_t wait_floor =
-      now_ns > options_.declared_max_wait_ns ? now_ns - options_.declared_max_wait_ns : 0;
+  // (Never a shorter wait than a silent source gets.)
+  const uint64_t wait_floor = std::min(
+      window_cutoff, now_ns > options_.declared_max_wait_ns ? now_ns - options_.declared_max_wait_ns : 0);
   // How far each open source lets the release go; the least of them. With
   // no open source, nothing is known: the window decides.
   uint64_t cutoff = ~uint64_t{0};
