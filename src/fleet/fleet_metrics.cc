@@ -1,6 +1,7 @@
 #include "fleet/fleet_metrics.h"
 
 #include <string_view>
+#include <unordered_map>
 
 #include "base/prometheus_text.h"
 
@@ -40,6 +41,28 @@ std::string RenderFleetPrometheus(const FleetState& state, bool nats_connected) 
   for (const FleetAlertState& a : state.alerts()) {
     w.Sample("liveprof_fleet_alert_firing", {{"rule", a.rule}, {"host", a.host}, {"rank", a.label}},
              uint64_t{a.firing ? 1u : 0u});
+  }
+
+  // Each rank's input share and slowdown over its recent steps: stable
+  // series per rank, for rules that must hold for minutes (the alert gauge's
+  // labels follow the worst rank, which may change).
+  std::unordered_map<uint32_t, const PodWorkerSummary*> by_worker;
+  for (const PodWorkerSummary& w : state.pod_snapshot().workers) by_worker[w.id] = &w;
+  w.Family("liveprof_fleet_rank_input_ratio", "gauge",
+           "a rank's share of step time waiting for input over its recent steps (ratio of sums)");
+  for (const auto& [key, r] : state.ranks()) {
+    const auto it = by_worker.find(r.worker);
+    if (it != by_worker.end()) {
+      w.Sample("liveprof_fleet_rank_input_ratio", {{"host", r.host}, {"rank", r.label}}, it->second->input_pct / 100);
+    }
+  }
+  w.Family("liveprof_fleet_rank_slowdown_ratio", "gauge",
+           "how much slower a rank's recent steps were than the median of the same steps (0.2: 20 % slower)");
+  for (const auto& [key, r] : state.ranks()) {
+    const auto it = by_worker.find(r.worker);
+    if (it != by_worker.end() && it->second->compared_steps > 0) {
+      w.Sample("liveprof_fleet_rank_slowdown_ratio", {{"host", r.host}, {"rank", r.label}}, it->second->lag_pct / 100);
+    }
   }
 
   const FleetCounts& c = state.counts();

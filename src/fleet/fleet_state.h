@@ -153,6 +153,7 @@ class FleetState {
   };
   Lag lag() const;
   const PodView& pod() const { return *pod_; }
+  const PodSnapshot& pod_snapshot() const { return pod_snapshot_; }  // as of the last Tick().
   const std::deque<std::string>& recent_errors() const { return errors_; }
 
  private:

@@ -358,6 +358,17 @@ TEST_CASE("fleet metrics: hosts, ranks, the straggler by host and rank, the stre
   CHECK(has("liveprof_fleet_messages_total 122"));
   CHECK(has("liveprof_fleet_rejected_messages_total{reason=\"malformed\"} 1"));
   CHECK(has("# TYPE liveprof_fleet_step_summaries_total counter"));
+  // Per rank: host-b rank 2 150 ms against medians of 101.5: 47.8 % slower;
+  // no input in this grid.
+  const auto value = [&text](const std::string& series) {
+    const size_t at = text.find("\n" + series + " ");
+    REQUIRE(at != std::string::npos);
+    return std::stod(text.substr(at + series.size() + 2));
+  };
+  CHECK(value("liveprof_fleet_rank_slowdown_ratio{host=\"host-b\",rank=\"rank 2\"}") ==
+        doctest::Approx(48.5 / 101.5).epsilon(0.01));
+  CHECK(value("liveprof_fleet_rank_slowdown_ratio{host=\"host-a\",rank=\"rank 0\"}") < 0);
+  CHECK(value("liveprof_fleet_rank_input_ratio{host=\"host-b\",rank=\"rank 2\"}") == 0);
 
   FleetAgent::Stats agent;
   agent.connected = true;
