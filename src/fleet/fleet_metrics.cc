@@ -13,22 +13,17 @@ std::string RenderFleetPrometheus(const FleetState& state, bool nats_connected) 
   PrometheusText w(&out);
   w.Gauge("liveprof_fleet_nats_connected", "1 while the fleet view is connected to NATS", nats_connected ? 1 : 0);
 
-  uint64_t live = 0, gone = 0, stopped = 0;
-  for (const auto& [name, h] : state.hosts()) {
-    const bool is_stopped = !h.gone && h.has_status && h.status.stopping;
-    (h.gone ? gone : is_stopped ? stopped : live) += 1;
-  }
-  // (The same test as the view model's "state": fleet_state.cc.)
+  constexpr std::string_view kStates[] = {"live", "gone", "stopped"};
+  std::unordered_map<std::string_view, uint64_t> by_state;
+  for (const auto& [name, h] : state.hosts()) ++by_state[FleetHostStateName(h)];
   w.Family("liveprof_fleet_hosts", "gauge", "the job's hosts (agents) by state: live, gone (silent), stopped (cleanly)");
-  w.Sample("liveprof_fleet_hosts", {{"state", "live"}}, live);
-  w.Sample("liveprof_fleet_hosts", {{"state", "gone"}}, gone);
-  w.Sample("liveprof_fleet_hosts", {{"state", "stopped"}}, stopped);
+  for (const std::string_view st : kStates) w.Sample("liveprof_fleet_hosts", {{"state", st}}, by_state[st]);
   // A state set: each host's three states, 1 for the one it is in.
   w.Family("liveprof_fleet_host_state", "gauge",
            "each host's state, 1 for the one it is in: live, gone (its agent silent), stopped (cleanly)");
   for (const auto& [name, h] : state.hosts()) {
-    const std::string_view now = h.gone ? "gone" : (h.has_status && h.status.stopping) ? "stopped" : "live";
-    for (const std::string_view st : {std::string_view("live"), std::string_view("gone"), std::string_view("stopped")}) {
+    const std::string_view now = FleetHostStateName(h);
+    for (const std::string_view st : kStates) {
       w.Sample("liveprof_fleet_host_state", {{"host", h.host}, {"state", st}}, uint64_t{st == now ? 1u : 0u});
     }
   }

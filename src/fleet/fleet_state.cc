@@ -268,6 +268,10 @@ void FleetState::Tick(uint64_t now_unix_ns) {
   }
 }
 
+std::string_view FleetHostStateName(const FleetHost& h) {
+  return h.gone ? "gone" : (h.has_status && h.status.stopping) ? "stopped" : "live";
+}
+
 FleetState::Lag FleetState::lag() const {
   Lag l;
   l.samples = lag_total_;
@@ -309,7 +313,7 @@ std::string FleetState::RenderJson(uint64_t now_unix_ns, uint64_t seq) {
     w.BeginObject();
     w.KV("host", h.host);
     w.KV("agent", h.agent);
-    w.KV("state", h.gone ? "gone" : (h.has_status && h.status.stopping) ? "stopped" : "live");
+    w.KV("state", FleetHostStateName(h));
     w.KV("last_seen_s_ago", static_cast<double>(now_unix_ns - std::min(now_unix_ns, h.last_seen_unix_ns)) / 1e9);
     w.KV("gone_count", h.gone_count);
     w.KV("back_count", h.back_count);

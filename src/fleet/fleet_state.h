@@ -93,6 +93,10 @@ struct FleetHost {
   std::map<std::string, FleetAlert> firing;  // its agent's alerts firing, by rule and worker.
 };
 
+// "live", "gone" (its agent silent past gone_after) or "stopped" (its last
+// status said it stopped cleanly): what /api/fleet and /metrics show.
+std::string_view FleetHostStateName(const FleetHost& h);
+
 struct FleetAlertState {
   std::string rule;  // "straggler", "host_gone", "input_bound".
   bool firing = false;
