@@ -42,9 +42,8 @@ class AutoattachTest(unittest.TestCase):
     def setUp(self):
         n.set_enabled(True)
         n.set_level(2)
-        auto._bind()
-        auto._on, auto._steps_from, auto._step_closer = True, None, None
-        auto._step_n, auto._step_t0, auto._train_data, auto._last_data = 0, 0, None, None
+        auto._bind()  # (a new step rule)
+        auto._on = True
         events()
 
     def wait(self, it, ms=1.0):
@@ -52,17 +51,23 @@ class AutoattachTest(unittest.TestCase):
         time.sleep(ms / 1000)
         auto._on_wait(it, t0, n._now())
 
+    def train(self, it, opt, compute_s=0.0):
+        self.wait(it)
+        auto._on_backward()
+        time.sleep(compute_s)
+        auto._on_optimizer_step(opt)
+
     def test_each_optimizer_step_ends_a_step_that_holds_its_batch_wait(self):
         train, opt = _SingleProcessDataLoaderIter(Dataset()), Optimizer()
         for _ in range(4):
-            self.wait(train)
-            time.sleep(0.002)  # compute
-            auto._on_optimizer_step(opt)
+            self.train(train, opt, compute_s=0.002)
+        auto._finish()  # (the first step closes at the second batch, the last at once: none waits here)
         evs = events()
         st, ws = steps(evs), waits(evs)
         self.assertEqual([s[0] for s in st], [0, 1, 2, 3])
         self.assertEqual(len(ws), 4)
         self.assertEqual(ws[0][0], "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")
+        self.assertEqual({e["name"] for e in evs if e["kind"] == "step"}, {"optimizer step"})
         for (_, b, e), (_, wb, we) in zip(st, ws):
             self.assertLessEqual(b, wb)  # the wait inside its step
             self.assertLessEqual(we, e)
@@ -72,15 +77,13 @@ class AutoattachTest(unittest.TestCase):
     def test_an_evaluation_loader_between_epochs_is_outside_steps(self):
         train, val, opt = _SingleProcessDataLoaderIter(Dataset()), _SingleProcessDataLoaderIter(Dataset()), Optimizer()
         for _ in range(3):
-            self.wait(train)
-            auto._on_optimizer_step(opt)
+            self.train(train, opt)
         t_eval = n._now()
         for _ in range(5):
             self.wait(val, ms=3)  # eval: no optimizer step
         t_eval_end = n._now()
         for _ in range(2):
-            self.wait(train)
-            auto._on_optimizer_step(opt)
+            self.train(train, opt)
         evs = events()
         st = steps(evs)
         self.assertEqual([s[0] for s in st], [0, 1, 2, 3, 4])
@@ -88,35 +91,41 @@ class AutoattachTest(unittest.TestCase):
             self.assertFalse(b < t_eval_end and e > t_eval and e - b > 10_000_000, (num, b, e))
         self.assertEqual(len(waits(evs)), 10)
 
-    def test_the_first_optimizer_marks_steps_and_a_new_one_takes_over_when_it_is_gone(self):
+    def test_a_new_loader_each_epoch_is_still_training(self):
+        opt = Optimizer()
+        for _ in range(3):  # each epoch a new loader over a new dataset
+            train = _SingleProcessDataLoaderIter(Dataset())
+            for _ in range(4):
+                self.train(train, opt)
+        self.assertEqual([s[0] for s in steps(events())], list(range(12)))
+
+    def test_two_optimizers_one_step_per_iteration(self):
         train, g, d = _SingleProcessDataLoaderIter(Dataset()), Optimizer(), Optimizer()
         for _ in range(3):
             self.wait(train)
+            auto._on_backward()
+            auto._on_optimizer_step(d)  # (a GAN's discriminator, then its generator)
+            auto._on_backward()
             auto._on_optimizer_step(g)
-            auto._on_optimizer_step(d)  # (a GAN's second optimizer)
+        auto._finish()
         self.assertEqual([s[0] for s in steps(events())], [0, 1, 2])
-        del g  # a new run in the same process: its optimizer marks steps
-        for _ in range(2):
-            self.wait(train)
-            auto._on_optimizer_step(d)
-        self.assertEqual([s[0] for s in steps(events())], [3, 4])
 
-    def test_profiler_steps_replace_optimizer_steps(self):
-        train, opt = _SingleProcessDataLoaderIter(Dataset()), Optimizer()
-        self.wait(train)
-        auto._on_optimizer_step(opt)  # step 0 by the optimizer
+    def test_profiler_steps_mark_steps_when_no_optimizer_steps(self):
+        train = _SingleProcessDataLoaderIter(Dataset())
         for _ in range(3):
-            auto._on_profiler_step()
             self.wait(train)
-            auto._on_optimizer_step(opt)  # ignored from now on
-        auto._on_profiler_step()
-        self.assertEqual([s[0] for s in steps(events())], [0, 1, 2, 3])
+            auto._on_profiler_step()
+        evs = events()
+        self.assertEqual([s[0] for s in steps(evs)], [0, 1, 2])
+        self.assertEqual({e["name"] for e in evs if e["kind"] == "step"}, {"torch.profiler step"})
 
     def test_a_program_that_annotates_itself_is_left_alone(self):
         train, opt = _SingleProcessDataLoaderIter(Dataset()), Optimizer()
         auto.program_annotates()
+        self.wait(train)
         auto._on_optimizer_step(opt)
         auto._on_profiler_step()
+        auto._finish()
         self.assertEqual(steps(events()), [])
 
 

@@ -7,16 +7,19 @@ process that never does (a launcher, a helper) is left alone. Then:
   single- and the multi-process iterator: their base class's ``__next__``)
   is input time, an input span of stage "wait" named as PyTorch's profiler
   names it, ``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__``;
-- **steps**: each ``optimizer.step()`` ends a training step and begins the
-  next (PyTorch's global optimizer step hook; on PyTorch 1.x the
-  optimizer's step-end entry point), so a step is the time from one
-  optimizer step to the next, its batch's wait included. With several
-  optimizers, the first one to step marks steps. A program that uses
-  ``torch.profiler`` gets its ``ProfilerStep#N`` boundaries instead
-  (``profile.step()``), and a program that marks its own steps with
-  liveprof (``liveprof.step``, ``wrap_loader``, ``input``) is left to do so:
-  from its first such call, nothing here records.
-
+- **steps**: one iteration of the training loop, ending at its optimizer
+  step(s), as the program counts them (_steps.py has the rules): told
+  from evaluation by what training does (a backward pass follows its
+  batch), never by which loader or dataset fed it. Hooks: the optimizer's
+  step (PyTorch's global optimizer step hook; on PyTorch 1.x the
+  optimizer's step-end entry point) and ``zero_grad``, AMP's
+  ``GradScaler.step`` (a skipped step counts), ``torch.autograd.backward``
+  and ``grad``, and ``torch.profiler.profile.step()`` (the boundaries of a
+  loop with no optimizer). A program that marks its own steps with
+  liveprof (``liveprof.step``, ``wrap_loader``, ``input``) is left to do
+  so: from its first such call, nothing here records. Step markers are
+  named after their source (``optimizer step``, ``torch.profiler step``),
+  which the server shows per process.
 - **modules** (host trace level 3, verbose): each module's forward and
   backward, and on CUDA the memory its forward keeps (_modules.py);
 - **loader workers**: each batch a DataLoader fetches (its dataset's
@@ -28,37 +31,53 @@ process that never does (a launcher, a helper) is left alone. Then:
   input pipeline's host-side breakdown and on its own rows in the trace;
   they are never part of the training process's steps, and it is not a
   column of the Pod page (it has no steps). Workers started with
-  ``spawn`` or ``forkserver`` are left alone.
+  ``spawn`` or ``forkserver`` connect the same way.
+- **every process of the job**: ranks of ``torch.multiprocessing.spawn``
+  (or multiprocessing with spawn or forkserver) hold their connection
+  until they show what they are (see _held_server), and are named by
+  ``torch.distributed``'s rank once their process group exists.
 
 The sender connects to ``LIVEPROF_SERVER`` (set by ``liveprof run``) when
-PyTorch is imported, named after the script, with ``RANK`` if set (torchrun).
+PyTorch is imported (a multiprocessing child: later, as above), named after
+the script, with ``RANK`` if set (torchrun).
 Every hook costs two clock reads and a record per batch or step; the
 overhead is measured in bench/RESULTS.md.
 """
 
+import atexit
 import functools
 import importlib.abc
 import os
 import sys
-import weakref
+
+from . import _steps
 
 _n = None            # liveprof._native, loaded with torch (not in processes that never import it).
 _STAGE_WAIT = None
 
 _attached = False
 _on = True           # False once the program annotates itself.
-_steps_from = None   # None: no step marked yet; "optimizer" or "profiler".
-_step_closer = None  # weakref to the optimizer whose step() ends steps (the first to step).
-_step_n = 0
-_step_t0 = 0         # the open step's begin (liveprof clock ticks); 0: none open.
-_step_name = None
+_rule = None         # _steps.StepRule: where steps begin and end.
+_step_names = {}     # step source -> the name id of its markers.
 _wait_names = {}     # iterator class -> the name id of its wait.
-_train_data = None   # id of the dataset whose batches the marked steps train on (see _on_wait).
-_last_data = None    # id of the dataset of the latest wait.
 _STAGE_PREPROCESS = None
 _fetch_names = {}    # dataset class -> the name id of its fetch.
-_pid = None          # the process the hooks were bound in (a forked loader worker is another).
 _modules = None      # _modules.ModuleHooks: per-module spans at level 3.
+
+# Which process reports, and as what. A process started by multiprocessing
+# with spawn or forkserver (a rank of torch.multiprocessing.spawn, a
+# DataLoader worker, the forkserver itself) is not known to be anything
+# when it imports torch: its connection waits (_held_server keeps the
+# address out of the environment, where the library would connect at
+# once) until it shows what it is: a loader worker at its first fetch, a
+# rank once its process group exists (named by torch.distributed's rank),
+# a training process at its first batch or step. A forked process (a
+# worker, a rank of start_method="fork") has the parent's state: its
+# settling starts afresh (_pid).
+_pid = None          # the process whose reporting is settled; another pid: a fork, to settle.
+_held_server = None  # the server's address, held back until this process is known.
+_rank = None         # torch.distributed's rank, once its process group exists.
+_main_pid = None     # the process that imported torch (a fork of it: another pid).
 
 
 def _program_name():
@@ -88,6 +107,15 @@ def _is_launcher():
     return i < len(argv) and os.path.basename(argv[i]) == "torchrun"
 
 
+def _is_multiprocessing_child():
+    """A process multiprocessing started with spawn or forkserver (a rank of
+    torch.multiprocessing.spawn, a DataLoader worker with that start method,
+    the forkserver): what it is is known only later."""
+    argv = list(getattr(sys, "orig_argv", None) or getattr(sys, "argv", None) or [])
+    return any("multiprocessing.spawn" in a or "multiprocessing.forkserver" in a or a == "--multiprocessing-fork"
+               for a in argv)
+
+
 def program_annotates():
     """The program marks its own steps or input (liveprof.step, wrap_loader,
     input): from now on the automatic hooks record nothing."""
@@ -95,36 +123,140 @@ def program_annotates():
     _on = False
 
 
-def _open_step(t):
-    global _step_t0
-    _step_t0 = t
+# -- reporting: which process, named how ----------------------------------------
+
+def _say(message):
+    print("liveprof: " + message, file=sys.stderr)
 
 
-def _close_step(t):
-    global _step_n, _step_t0
-    if _step_t0:
-        _n._record_step(_step_n, _step_name, _step_t0, t)
-        _step_n += 1
-    _step_t0 = t  # the next step begins where this one ends.
+def _server_address():
+    return os.environ.get("LIVEPROF_SERVER") or _held_server
+
+
+def _connect(helper=None, helper_of=0):
+    """Connects this process's sender (once settled): as a rank when
+    torch.distributed has named it, as a loader worker of its parent."""
+    global _held_server
+    address = _server_address()
+    if not address:
+        return
+    if _held_server is not None:
+        os.environ["LIVEPROF_SERVER"] = _held_server  # (its own children report too)
+        _held_server = None
+    try:
+        _n.connect(address, program=os.environ.get("LIVEPROF_PROGRAM"), rank=None if helper else _rank,
+                   helper=helper, helper_of=helper_of)
+    except Exception as e:  # noqa: BLE001  (never into the program)
+        _say("%s not connected: %s" % (helper or "this process", e))
+        return
+    if os.getpid() != _main_pid:
+        # A forked process ends with os._exit (no atexit): multiprocessing's
+        # exit finalizers close its last step and send its last batch.
+        import multiprocessing.util
+        multiprocessing.util.Finalize(None, _finish_forked, exitpriority=0)
+
+
+def _finish_forked():
+    _finish()
+    _n.disconnect(1.0)
+
+
+def _settle():
+    """This process shows what it is (a batch, a step, a process group):
+    a forked copy starts its own steps; a held connection is made."""
+    global _pid, _rule
+    pid = os.getpid()
+    forked = pid != _pid
+    if not forked and _held_server is None:
+        return
+    _pid = pid
+    if forked:
+        _rule = _steps.StepRule(_record_step)  # (the parent's steps are the parent's)
+    info = _worker_info()
+    if info is not None:
+        _connect(helper="loader %d" % info.id, helper_of=os.getppid())
+    elif forked or _held_server is not None:
+        _connect()
+
+
+def _worker_info():
+    data = sys.modules.get("torch.utils.data")
+    get = getattr(data, "get_worker_info", None) if data is not None else None
+    return get() if get is not None else None
+
+
+def _check_process():
+    if _pid != os.getpid() or _held_server is not None:
+        _settle()
+
+
+# -- steps ---------------------------------------------------------------------
+
+def _record_step(n, t0, t1):
+    name = _step_names.get(_rule.source)
+    if name is None:
+        name = _step_names[_rule.source] = _n._name_id("%s step" % _rule.source)
+    _n._record_step(n, name, t0, t1)
+
+
+def _finish():
+    """The program ends: its last step, if still open, is closed."""
+    try:
+        if _on and _rule is not None and _pid == os.getpid():
+            _rule.finish()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _on_wait(it, t0, t1):
-    global _step_t0, _last_data
+    _check_process()
     cls = type(it)
     name = _wait_names.get(cls)
     if name is None:
         name = _wait_names[cls] = _n._name_id("enumerate(DataLoader)#%s.__next__" % cls.__name__)
-    data = id(getattr(it, "_dataset", None))
-    _last_data = data
-    if _steps_from != "profiler":
-        if _step_t0 and _train_data is not None and data != _train_data:
-            # Another loader (an evaluation between epochs): the open step is
-            # not a training step; it is dropped, and this loop's time stays
-            # outside steps until the training loader asks for a batch again.
-            _step_t0 = 0
-        elif _step_t0 == 0 and (_train_data is None or data == _train_data):
-            _open_step(t0)  # a step begins as the loop asks for its batch.
+    _rule.wait(t0)
     _n._record_span(_n._KIND_INPUT_SPAN, name, t0, t1, _STAGE_WAIT)
+
+
+def _on_backward():
+    _rule.backward(_n._now())
+
+
+def _on_zero_grad():
+    _rule.zero_grad(_n._now())
+
+
+_opt_steps = 0  # optimizer steps seen: a GradScaler step that skipped its optimizer adds none.
+
+
+def _on_optimizer_step(optimizer):
+    global _opt_steps
+    _opt_steps += 1
+    if _modules is not None:
+        _modules.sync()  # (each step: the level may have changed, capture on demand)
+    if not _on:
+        return
+    _check_process()
+    _rule.optimizer_step(id(optimizer), _n._now())
+
+
+def _on_profiler_step():
+    if _modules is not None:
+        _modules.sync()
+    if not _on:
+        return
+    _check_process()
+    _rule.profiler_step(_n._now())
+
+
+def _on_process_group():
+    """torch.distributed's process group exists: this process is that rank."""
+    global _rank
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_initialized():
+        return
+    _rank = dist.get_rank()
+    _check_process()
 
 
 _failed = False
@@ -138,74 +270,17 @@ def _guarded(hook, *args):
     except Exception as e:  # noqa: BLE001
         if not _failed:
             _failed = True
-            print("liveprof: a PyTorch hook failed (%s: %s); the job goes on" % (type(e).__name__, e),
-                  file=sys.stderr)
-
-
-def _connect_loader_worker():
-    """In a forked DataLoader worker (its first batch): a sender of its
-    own, named after the process it serves (the parent's is not in the
-    child: its events stay the parent's)."""
-    address = os.environ.get("LIVEPROF_SERVER")
-    data = sys.modules.get("torch.utils.data")
-    info = data.get_worker_info() if data is not None and hasattr(data, "get_worker_info") else None
-    if not address or info is None:
-        return  # (a fork of the program's own, not a loader worker: nothing sent)
-    try:
-        _n.connect(address, program=os.environ.get("LIVEPROF_PROGRAM"), helper="loader %d" % info.id,
-                   helper_of=os.getppid())
-    except Exception as e:  # noqa: BLE001  (never into the program)
-        print("liveprof: DataLoader worker %d not connected: %s" % (info.id, e), file=sys.stderr)
-        return
-    # A worker ends with os._exit (no atexit): multiprocessing's own exit
-    # finalizers send its last batch.
-    import multiprocessing.util
-    multiprocessing.util.Finalize(None, _n.disconnect, args=(1.0,), exitpriority=0)
+            _say("a PyTorch hook failed (%s: %s); the job goes on" % (type(e).__name__, e))
 
 
 def _on_fetch(fetcher, t0, t1):
-    global _pid
-    pid = os.getpid()
-    if pid != _pid:
-        _pid = pid
-        _connect_loader_worker()
+    if _pid != os.getpid() or _held_server is not None:
+        _settle()
     cls = type(getattr(fetcher, "dataset", None))
     name = _fetch_names.get(cls)
     if name is None:
         name = _fetch_names[cls] = _n._name_id("DataLoader fetch#%s" % cls.__name__)
     _n._record_span(_n._KIND_INPUT_SPAN, name, t0, t1, _STAGE_PREPROCESS)
-
-
-def _on_optimizer_step(optimizer):
-    global _steps_from, _step_closer, _train_data
-    if _modules is not None:
-        _modules.sync()  # (each step: the level may have changed, capture on demand)
-    if not _on or _steps_from == "profiler":
-        return
-    closer = _step_closer() if _step_closer is not None else None
-    if closer is None:  # the first to step, or the one before is gone (a new run in the same process)
-        try:
-            _step_closer = weakref.ref(optimizer)
-        except TypeError:
-            _step_closer = lambda: optimizer  # noqa: E731  (not weakly referenceable: kept)
-        _steps_from = "optimizer"
-    elif optimizer is not closer:
-        return
-    if _step_t0:
-        _train_data = _last_data  # the loader this step trained on: the training loader.
-    _close_step(_n._now())
-
-
-def _on_profiler_step():
-    global _steps_from, _step_t0
-    if _modules is not None:
-        _modules.sync()
-    if not _on:
-        return
-    if _steps_from != "profiler":
-        _steps_from = "profiler"  # torch.profiler's steps replace the optimizer's.
-        _step_t0 = 0
-    _close_step(_n._now())
 
 
 def _patch_dataloader(torch):
@@ -251,13 +326,22 @@ def _patch_fetchers(torch):
 
 def _patch_optimizer(torch):
     opt = sys.modules.get("torch.optim.optimizer")
-    if opt is None:
+    Optimizer = getattr(opt, "Optimizer", None) if opt is not None else None
+    if Optimizer is None:
         return "no torch.optim.optimizer"
+    zero_grad = Optimizer.zero_grad  # (the optimizers of torch.optim do not override it)
+
+    @functools.wraps(zero_grad)
+    def _zero_grad(self, *args, **kwargs):
+        if _on:
+            _guarded(_on_zero_grad)
+        return zero_grad(self, *args, **kwargs)
+
+    Optimizer.zero_grad = _zero_grad
     register = getattr(opt, "register_optimizer_step_post_hook", None)
     if register is not None:  # PyTorch 2.x: the documented global hook.
         register(lambda optimizer, args, kwargs: _guarded(_on_optimizer_step, optimizer))
         return None
-    Optimizer = getattr(opt, "Optimizer", None)
     original = getattr(Optimizer, "_optimizer_step_code", None)
     if original is None:
         return "no optimizer step hook in this PyTorch (%s)" % getattr(torch, "__version__", "?")
@@ -268,6 +352,72 @@ def _patch_optimizer(torch):
         return original(self)
 
     Optimizer._optimizer_step_code = _optimizer_step_code
+    return None
+
+
+def _patch_grad_scaler(torch):
+    """AMP's GradScaler.step skips its optimizer's step on inf/NaN gradients:
+    the program counts that iteration all the same, and so do its steps."""
+    classes = []
+    for name in ("torch.amp.grad_scaler", "torch.cuda.amp.grad_scaler"):
+        module = sys.modules.get(name)
+        cls = getattr(module, "GradScaler", None) if module is not None else None
+        if cls is not None and "step" in cls.__dict__:
+            classes.append(cls)  # (each class that defines its own step)
+    for cls in classes:
+        def wrap(original):
+            @functools.wraps(original)
+            def step(self, optimizer, *args, **kwargs):
+                before = _opt_steps
+                out = original(self, optimizer, *args, **kwargs)
+                if _opt_steps == before:  # skipped: no optimizer.step() ran
+                    _guarded(_on_optimizer_step, optimizer)
+                return out
+            return step
+        cls.step = wrap(cls.step)
+    return None
+
+
+def _patch_autograd(torch):
+    """A backward pass: the batch is trained on (an evaluation's is not).
+    Tensor.backward() calls torch.autograd.backward."""
+    autograd = sys.modules.get("torch.autograd")
+    if autograd is None or not hasattr(autograd, "backward"):
+        return "no torch.autograd.backward: evaluation loops are not told apart"
+    for name in ("backward", "grad"):
+        original = getattr(autograd, name, None)
+        if original is None:
+            continue
+
+        def wrap(original):
+            @functools.wraps(original)
+            def call(*args, **kwargs):
+                if _on:
+                    _guarded(_on_backward)
+                return original(*args, **kwargs)
+            return call
+        setattr(autograd, name, wrap(original))
+    return None
+
+
+def _patch_distributed(torch):
+    """A rank is named by torch.distributed's rank once its process group
+    exists (RANK may be absent: torch.multiprocessing.spawn)."""
+    dist = sys.modules.get("torch.distributed")
+    c10d = sys.modules.get("torch.distributed.distributed_c10d")
+    original = getattr(c10d, "init_process_group", None) if c10d is not None else None
+    if original is None:
+        return None  # (a PyTorch built without distributed)
+
+    @functools.wraps(original)
+    def init_process_group(*args, **kwargs):
+        out = original(*args, **kwargs)
+        _guarded(_on_process_group)
+        return out
+
+    c10d.init_process_group = init_process_group
+    if dist is not None and getattr(dist, "init_process_group", None) is original:
+        dist.init_process_group = init_process_group
     return None
 
 
@@ -300,14 +450,17 @@ def _hook_modules(torch):
 
 def _bind():
     """Loads the library (the first call makes the stream, which connects to
-    LIVEPROF_SERVER) and the ids the hooks use."""
-    global _step_name, _n, _STAGE_WAIT, _STAGE_PREPROCESS, _pid
+    LIVEPROF_SERVER, unless a multiprocessing child holds it back) and the
+    ids the hooks use."""
+    global _n, _STAGE_WAIT, _STAGE_PREPROCESS, _pid, _held_server, _rule, _main_pid
+    if _is_multiprocessing_child() and os.environ.get("LIVEPROF_SERVER"):
+        _held_server = os.environ.pop("LIVEPROF_SERVER")
     from . import _native
     _n = _native
     _STAGE_WAIT = _n._STAGES["wait"]
     _STAGE_PREPROCESS = _n._STAGES["preprocess"]
-    _pid = os.getpid()
-    _step_name = _n._name_id("train")
+    _pid = _main_pid = os.getpid()
+    _rule = _steps.StepRule(_record_step)
 
 
 def _instrument(torch):
@@ -315,10 +468,12 @@ def _instrument(torch):
         return  # (once: a second import of torch, a reload)
     os.environ.setdefault("LIVEPROF_PROGRAM", _program_name())
     _bind()
+    atexit.register(_finish)  # (before the library's own exit flush: Python's atexit runs first)
     problems = [p for p in (_patch_dataloader(torch), _patch_fetchers(torch), _patch_optimizer(torch),
+                            _patch_grad_scaler(torch), _patch_autograd(torch), _patch_distributed(torch),
                             _patch_profiler(torch), _hook_modules(torch)) if p]
     for p in problems:
-        print("liveprof: PyTorch partly instrumented: " + p, file=sys.stderr)
+        _say("PyTorch partly instrumented: " + p)
 
 
 class _TorchFinder(importlib.abc.MetaPathFinder):
@@ -353,20 +508,10 @@ class _TorchFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def _is_multiprocessing_child():
-    """A process multiprocessing started with spawn or forkserver (a
-    DataLoader worker with that start method): not a training process of its
-    own; left alone."""
-    argv = list(getattr(sys, "orig_argv", None) or getattr(sys, "argv", None) or [])
-    return any("multiprocessing.spawn" in a or "multiprocessing.forkserver" in a or a == "--multiprocessing-fork"
-               for a in argv)
-
-
 def attach():
     """Called by the bootstrap: instruments PyTorch when it is imported."""
     global _attached
-    if (_attached or os.environ.get("LIVEPROF_AUTOATTACH", "1") == "0" or _is_launcher()
-            or _is_multiprocessing_child()):
+    if _attached or os.environ.get("LIVEPROF_AUTOATTACH", "1") == "0" or _is_launcher():
         return
     _attached = True
     if "torch" in sys.modules:
