@@ -309,6 +309,7 @@ void Analyses::CloseSteps(bool pod_steps) {
     const uint64_t rows_before = breakdown_.rows_added();
     breakdown_.Consume(closed);
     if (pod_.shares_local_steps()) {  // the pod's local worker: these very rows.
+      pod_.SetLocalStepSource(steps_.source(), std::string(catalog_.Name(steps_.marker_name())));
       const std::deque<StepBreakdownRow>& rows = breakdown_.rows();
       const size_t added = static_cast<size_t>(
           std::min<uint64_t>(rows.size(), breakdown_.rows_added() - rows_before));
@@ -460,6 +461,21 @@ void Analyses::WriteStatus(JsonWriter& w, const RunEnvironment& env) const {
   w.KV("events_dropped", dropped_);
   w.KV("watermark_ns", watermark_ns_);
   w.KV("step_source", StepSourceName(steps_.source()));
+  // Per process with steps (the pod's workers): where its steps come from.
+  // A process of the job with none (a launcher, an inference loop) is not
+  // here: the ingest sources list it.
+  w.Key("step_sources");
+  w.BeginArray();
+  for (const PodWorkerSummary& ws : pod_.StepSources()) {
+    w.BeginObject();
+    w.KV("worker", static_cast<uint64_t>(ws.id));
+    w.KV("label", ws.label);
+    w.KV("source", ws.step_source);
+    w.KV("marker", ws.step_marker);
+    w.KV("steps", ws.steps_total);
+    w.EndObject();
+  }
+  w.EndArray();
   w.KV("job_state", JobStateName(job_state_));
   // With several workers: the one these views follow (the pod view has all).
   if (catalog_.multi_process() && analysed_process_ != kNoProcess) {

@@ -215,6 +215,11 @@ void PodView::TakeClosed(Worker& w) {
   w.steps.Recycle(std::move(closed));
 }
 
+void PodView::SetLocalStepSource(StepSource source, std::string marker_name) {
+  local_source_ = source;
+  local_marker_ = std::move(marker_name);
+}
+
 void PodView::AddLocalRow(const StepBreakdownRow& row) {
   if (!share_local_) return;
   Worker& w = *workers_[index_.at(0)];
@@ -328,6 +333,29 @@ double PodView::ReferenceFor(const WorkerCell& c) const {
 }
 
 bool PodView::Listed(const Worker& w) const { return w.cells > 0; }
+
+void PodView::FillStepSource(const Worker& w, PodWorkerSummary* ws) const {
+  ws->steps_total = w.cells;
+  const bool local = share_local_ && w.process == 0;
+  const StepSource source = local ? local_source_ : w.steps.source();
+  ws->step_marker = local ? local_marker_ : std::string(catalog_->Name(w.steps.marker_name()));
+  ws->step_source = std::string(StepSourceLabel(source, ws->step_marker));
+  if (!w.external_label.empty()) ws->step_source = "fleet";  // (another host's rank: its agent's)
+}
+
+std::vector<PodWorkerSummary> PodView::StepSources() const {
+  std::vector<PodWorkerSummary> out;
+  for (const std::unique_ptr<Worker>& w : workers_) {
+    if (!Listed(*w)) continue;
+    PodWorkerSummary ws;
+    ws.id = w->process;
+    ws.label = Label(*w);
+    FillStepSource(*w, &ws);
+    out.push_back(std::move(ws));
+  }
+  std::sort(out.begin(), out.end(), [](const PodWorkerSummary& a, const PodWorkerSummary& b) { return a.id < b.id; });
+  return out;
+}
 
 size_t PodView::workers() const {
   size_t n = 0;
@@ -447,6 +475,7 @@ PodSnapshot PodView::Snapshot() const {
     ws.id = w.process;
     ws.label = Label(w);
     ws.steps = w.recent.size();
+    FillStepSource(w, &ws);
     if (!w.recent.empty()) {
       ws.first_step = ws.last_step = w.recent.front().step_num;
       for (const WorkerCell& c : w.recent) {

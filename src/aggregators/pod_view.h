@@ -123,6 +123,11 @@ struct PodWorkerSummary {
   uint32_t id = 0;
   std::string label;
   uint64_t steps = 0;  // its newest cells (at most worker_steps).
+  uint64_t steps_total = 0;  // every step of it added since start.
+  // Where its steps come from (StepSourceLabel: "optimizer", "torch.profiler",
+  // "program marks", "pattern") and its markers' name ("optimizer step").
+  std::string step_source;
+  std::string step_marker;
   int64_t first_step = -1, last_step = -1;
   // The newest step number of any worker less its last step: how far behind.
   int64_t behind_steps = 0;
@@ -207,6 +212,9 @@ class PodView {
   // One of the pipeline's own breakdown rows (process 0), in order; ignored
   // unless shares_local_steps(). Pipeline thread.
   void AddLocalRow(const StepBreakdownRow& row);
+  // The source of those rows' steps (the pipeline's own assembler's), for
+  // the local worker's summary. Pipeline thread.
+  void SetLocalStepSource(StepSource source, std::string marker_name);
 
   // A step of a worker fed from outside (the fleet view: a rank of another
   // host), not from events: `worker` is its id (any number but 0, chosen by
@@ -224,6 +232,9 @@ class PodView {
   uint64_t cells_total() const { return cells_total_; }
   // Workers listed (process 0 only once it has a step).
   size_t workers() const;
+  // Each listed worker's id, label, step total and step source only (the
+  // rest of PodWorkerSummary left default): cheaper than Snapshot().
+  std::vector<PodWorkerSummary> StepSources() const;
 
   PodSnapshot Snapshot() const;
 
@@ -268,6 +279,7 @@ class PodView {
   void AddCell(const PodCell& cell, int64_t step_num);
   std::string Label(const Worker& w) const;
   bool Listed(const Worker& w) const;
+  void FillStepSource(const Worker& w, PodWorkerSummary* ws) const;
 
   const Catalog* catalog_;
   PodViewOptions options_;
@@ -284,6 +296,8 @@ class PodView {
   PodDiagnostics counts_;
   BreakdownScratch scratch_;
   std::vector<PodNewStep> new_steps_;  // for TakeNewSteps(), at most max_new_steps.
+  StepSource local_source_ = StepSource::kNone;  // SetLocalStepSource's.
+  std::string local_marker_;
 };
 
 }  // namespace liveprof

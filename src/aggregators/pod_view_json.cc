@@ -45,6 +45,9 @@ void PodSnapshot::WriteJson(JsonWriter& w) const {
     w.KV("id", s.id);
     w.KV("label", s.label);
     w.KV("steps", s.steps);
+    w.KV("steps_total", s.steps_total);
+    w.KV("step_source", s.step_source);
+    w.KV("step_marker", s.step_marker);
     w.KV("first_step", s.first_step);
     w.KV("last_step", s.last_step);
     w.KV("behind_steps", s.behind_steps);

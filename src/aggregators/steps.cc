@@ -32,6 +32,19 @@ std::string_view StepSourceName(StepSource s) {
   return "none";
 }
 
+std::string_view StepSourceLabel(StepSource s, std::string_view marker_name) {
+  switch (s) {
+    case StepSource::kNone: return "none";
+    case StepSource::kMarker:
+      if (marker_name == "optimizer step") return "optimizer";
+      if (marker_name == "torch.profiler step") return "torch.profiler";
+      return "program marks";
+    case StepSource::kProfilerStep: return "torch.profiler";
+    case StepSource::kNamePattern: return "pattern";
+  }
+  return "none";
+}
+
 bool MatchStepPattern(std::string_view pattern, std::string_view name, int64_t* number) {
   // Recursive descent over the glob; patterns are short and run once per name.
   if (pattern.empty()) return name.empty();
@@ -114,6 +127,7 @@ bool StepAssembler::IsMarker(const Event& e, int64_t* step_num) {
   // The first source seen wins; a stronger one seen later takes over.
   if (source_ == StepSource::kNone || kind < source_) source_ = kind;
   if (kind != source_) return false;
+  marker_name_ = e.name;
   if (kind == StepSource::kNamePattern) ++pattern_seq_;
   return true;
 }

@@ -48,6 +48,12 @@ namespace liveprof {
 
 enum class StepSource : uint8_t { kNone = 0, kMarker = 1, kProfilerStep = 2, kNamePattern = 3 };
 std::string_view StepSourceName(StepSource s);
+// What a user calls the source of a process's steps, from the kind and the
+// name of its markers: "optimizer" and "torch.profiler" (liveprof run's
+// PyTorch hooks name their markers "optimizer step", "torch.profiler
+// step"), "torch.profiler" too for ProfilerStep#N spans, "program marks"
+// (liveprof.step, the host API), "pattern" (--step-pattern), "none".
+std::string_view StepSourceLabel(StepSource s, std::string_view marker_name);
 
 // True if `name` matches the glob `pattern` (`*` any text, `{n}` one or more
 // digits, stored in *number; -1 when the pattern has no `{n}`).
@@ -131,6 +137,8 @@ class StepAssembler {
   void Recycle(std::vector<StepRecord>&& steps);
 
   StepSource source() const { return source_; }
+  // The name of the steps' markers (of source()); 0 (the empty name) before the first.
+  NameId marker_name() const { return marker_name_; }
   size_t open_steps() const { return open_.size(); }
   size_t pending_events() const { return pending_.size(); }
   uint64_t steps_closed() const { return steps_closed_; }
@@ -175,6 +183,7 @@ class StepAssembler {
   Options options_;
   std::vector<NameInfo> names_;
   StepSource source_ = StepSource::kNone;
+  NameId marker_name_ = 0;
 
   // By host begin. A vector, not a deque: OpenStep is over 200 bytes, so a
   // deque holds 2 per block and every index divides; the few open steps move

@@ -338,6 +338,46 @@ TEST_CASE("pod view: a process is a worker only once it has steps, the caps coun
   CHECK(s.steps.back().cells.size() == 3);  // ranks 0 and 1, and local.
 }
 
+TEST_CASE("pod view: each worker's step total and step source, past its summary's window") {
+  // liveprof run's hooks name their markers after their source; a program's
+  // own liveprof.step markers have its names. worker_steps 2: a summary
+  // holds each worker's 2 newest steps, the total counts all 5.
+  const std::vector<FakeWorker> workers = {MakeWorker(1), MakeWorker(2)};
+  PodViewOptions o;
+  o.worker_steps = 2;
+  Fed f(o);
+  std::vector<Event> defs = Definitions(workers);
+  constexpr NameId kOptimizerStep = 30, kOwnStep = 31;
+  defs.push_back(test::NameDef(kOptimizerStep, "optimizer step", 14));
+  defs.push_back(test::NameDef(kOwnStep, "train", 5));
+  f.Definitions(defs);
+  std::vector<Event> events = ThreeWorkerEvents(workers, 5);
+  for (Event& e : events) {
+    if (e.kind == EventKind::kStepMarker) e.name = e.track == workers[0].host ? kOptimizerStep : kOwnStep;
+  }
+  SortByEnd(&events);
+  f.pod.Consume(events);
+  f.pod.Flush();
+  const PodSnapshot s = f.pod.Snapshot();
+  REQUIRE(s.workers.size() == 2);
+  for (const PodWorkerSummary& w : s.workers) {
+    CHECK(w.steps == 2);
+    CHECK(w.steps_total == 5);
+  }
+  CHECK(s.workers[0].step_source == "optimizer");
+  CHECK(s.workers[0].step_marker == "optimizer step");
+  CHECK(s.workers[1].step_source == "program marks");
+  const std::vector<PodWorkerSummary> sources = f.pod.StepSources();
+  REQUIRE(sources.size() == 2);
+  CHECK(sources[1].label == "rank 1");
+  CHECK(sources[1].steps_total == 5);
+  CHECK(sources[1].step_marker == "train");
+  CHECK(StepSourceLabel(StepSource::kMarker, "torch.profiler step") == "torch.profiler");
+  CHECK(StepSourceLabel(StepSource::kProfilerStep, "ProfilerStep#3") == "torch.profiler");
+  CHECK(StepSourceLabel(StepSource::kNamePattern, "iteration 3") == "pattern");
+  CHECK(StepSourceLabel(StepSource::kNone, "") == "none");
+}
+
 TEST_CASE("pod view: a worker far behind keeps its numbers, is compared and is the straggler") {
   // Ranks 0 and 1 run steps 0..19 at 100 ms; rank 2 runs steps 0..4 at
   // 150 ms and its steps come after theirs: its step numbers have left the
