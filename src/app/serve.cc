@@ -61,6 +61,7 @@ struct ServeArgs {
   PublishArgs publish;  // --publish: also a fleet agent.
   RunArgs run;          // run: the job.
   std::string run_dir;  // run: a private folder for the ingest socket (removed at the end).
+  std::string step_pattern;  // --step-pattern: spans so named are steps (StepAssembler::Options).
 };
 
 // The job as serve sees it: a replay (not looping) that is done has
@@ -245,6 +246,7 @@ int Serve(ServeArgs& args, ServeMode mode) {
   }
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) po.analyses.env.hostname = host;
+  po.analyses.steps.name_pattern = args.step_pattern;
   std::unique_ptr<SimulatedWorkload> workload;
   std::unique_ptr<TraceReplay> replay;
 #ifdef LIVEPROF_HAVE_CUPTI
@@ -526,6 +528,12 @@ void AddServeCommand(CLI::App& app, Commands* commands, ServeMode mode, const st
                     "take events from other processes at E: unix:PATH or tcp:127.0.0.1:PORT "
                     "(repeatable; docs/ingest.md)")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  }
+  if (mode != ServeMode::kOpen) {
+    sub->add_option("--step-pattern", a->step_pattern,
+                    "host spans whose name matches this glob are steps, where a program marks none "
+                    "(`*`: any text, `{n}`: the step number, e.g. 'train_step_{n}' or 'Trainer.step*'); "
+                    "step markers and ProfilerStep#N take precedence");
   }
   if (mode == ServeMode::kDemo) AddWorkloadOptions(sub, &a->workload);
   if (mode == ServeMode::kServe || mode == ServeMode::kDemo || mode == ServeMode::kRun) {

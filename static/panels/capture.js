@@ -64,6 +64,10 @@ export default {
       {key: 'label', label: 'Worker', name: true},
       {key: 'program', label: 'Program'},
       {key: 'state', label: 'State'},
+      {key: 'steps', label: 'Steps', numeric: true, fmt: (v, r) => (v ? `${int(v)} · ${r.step_source}` : 'none'),
+        title: 'Its steps and where they come from: optimizer (each iteration\'s optimizer steps, liveprof run), ' +
+          'torch.profiler (profile.step() or ProfilerStep#N), program marks (liveprof.step), pattern ' +
+          '(--step-pattern). None: a launcher, a loader worker, or a process that has made no training step yet'},
       {key: 'events', label: 'Events', numeric: true, fmt: (v) => int(v)},
       {key: 'lost', label: 'Lost', numeric: true, fmt: (v) => int(v)},
       {key: 'refused', label: 'Refused', numeric: true, fmt: (v, r) => (v ? `${int(v)} (${r.refused_reasons})` : '0'),
@@ -111,12 +115,14 @@ export default {
             table.setRows([]);
           } else {
             live = sources.filter((s) => s.connected);
+            const stepsOf = new Map((st.step_sources ?? []).map((s) => [s.worker, s]));
             note.textContent = `${live.length} connected, ${sources.length - live.length} closed. A batch is ` +
               'acknowledged once its events are handled and, with --trace-dir, written to the run folder: a ' +
               'sender keeps each batch until then, and a kill -9 of the server loses none it acknowledged.';
             table.setRows(sources.map((s) => ({
               id: s.id, label: s.label || '(no hello yet)', program: s.program,
               state: s.connected ? 'connected' : `closed${s.closed_reason ? `: ${s.closed_reason}` : ''}`,
+              steps: stepsOf.get(s.worker)?.steps ?? 0, step_source: stepsOf.get(s.worker)?.source ?? '',
               events: s.events, lost: s.sender_dropped + s.ring_dropped + s.future_dropped,
               refused: s.refused_events ?? 0, refused_reasons: refusedText(s),
               acked: s.acked_seq ?? 0, unacked: s.unacked_batches ?? 0,

@@ -58,10 +58,15 @@ export function whyNoSteps(status, stepsShown) {
   const diag = Object.fromEntries((status.diagnostics ?? []).map((d) => [d.name, d]));
   const count = (n) => diag[n]?.count ?? 0;
   if (!status.events_consumed) return 'No events yet: nothing is connected, or the job has not started.';
-  if (!status.steps_closed) {
-    return `${status.events_consumed.toLocaleString('en-US')} events, but no step has closed yet` +
-      (status.steps_open ? ` (${status.steps_open} open)` : '') + '. Steps come from step markers: liveprof.step() or ' +
-      'wrap_loader() in Python, LIVEPROF_STEP in C++, torch.profiler\'s ProfilerStep#N, or liveprof run\'s optimizer.step() hook.' +
+  if (!status.steps_closed && !(status.step_sources ?? []).length) {
+    const ended = status.job_state === 'finished' || status.job_state === 'disconnected';
+    return `${status.events_consumed.toLocaleString('en-US')} events, but ` +
+      (ended ? 'the job ended without a training step' : 'no training step has closed yet') +
+      (status.steps_open ? ` (${status.steps_open} open)` : '') + '. liveprof looked for: an optimizer step ' +
+      '(optimizer.step(), under liveprof run), torch.profiler\'s profile.step() or ProfilerStep#N spans, the ' +
+      'program\'s own step marks, and a name pattern (--step-pattern). An inference loop has no training steps. ' +
+      'To mark steps: liveprof.step() or wrap_loader() in Python (LIVEPROF_STEP in C++), torch.profiler\'s ' +
+      'profile.step() once per iteration, or liveprof run --step-pattern \'NAME{n}\' for spans named so.' +
       (count('events_without_step') ? ` ${count('events_without_step').toLocaleString('en-US')} events fell outside every step.` : '');
   }
   const left = count('step_without_compute');
