@@ -8,14 +8,12 @@
 #include <cstdio>
 #include <cstring>
 
+#include "app/paths.h"
 #include "fleet/fleet_metrics.h"
 #include "fleet/fleet_view.h"
 #include "web/rest.h"
 #include "web/trace_api.h"
 
-#ifndef LIVEPROF_STATIC_DIR
-#define LIVEPROF_STATIC_DIR ""
-#endif
 #ifndef LIVEPROF_VERSION
 #define LIVEPROF_VERSION "unknown"
 #endif
@@ -226,7 +224,7 @@ std::unique_ptr<FleetAgent> StartAgent(const PublishArgs& a, Pipeline& pipeline,
 void AddFleetCommand(CLI::App& app, Commands* commands) {
   auto a = std::make_shared<FleetArgs>();
   a->so.version = LIVEPROF_VERSION;
-  a->so.static_dir = LIVEPROF_STATIC_DIR;
+  a->so.static_dir = DefaultStaticDir();
   a->so.fleet_view = true;
   CLI::App* sub = app.add_subcommand(
       "fleet", "the fleet view: every rank of every host of a job, from the agents' NATS JetStream stream "

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "app/paths.h"
 #include "ingest/ingest_endpoint.h"
 
 namespace liveprof {
@@ -18,15 +19,6 @@ namespace {
 
 double SteadySeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// The folder this executable is in (/proc/self/exe), or "".
-std::string ExecutableDir() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "";
-  std::string path(buf, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/'));
 }
 
 bool IsFile(const std::string& path) { return !path.empty() && access(path.c_str(), R_OK) == 0; }
@@ -42,16 +34,29 @@ std::string Joined(const std::vector<std::string>& words) {
 std::vector<std::string> JobEnvironment(const std::string& ingest_address, std::vector<std::string>* notes) {
   std::vector<std::string> set = {"LIVEPROF_SERVER=" + ingest_address};
   // The Python package (with its libliveprof.so) and the bootstrap: in the
-  // build tree <build>/python next to <build>/bin/liveprof, or where
-  // LIVEPROF_PYTHON_DIR says.
+  // build tree <build>/python next to <build>/bin/liveprof (both folders go
+  // on PYTHONPATH), or where LIVEPROF_PYTHON_DIR says; installed by pip, this
+  // executable is <package>/bin/liveprof and the bootstrap is
+  // <package>/bootstrap, which alone goes on PYTHONPATH: it loads the package
+  // it is in (not the whole site-packages ahead of the job's standard library).
   const std::string exe_dir = ExecutableDir();
   std::string python_dir = exe_dir + "/../python";
-  if (const char* d = std::getenv("LIVEPROF_PYTHON_DIR"); d != nullptr && *d != '\0') python_dir = d;
+  std::string package = python_dir + "/liveprof";
+  std::string bootstrap = python_dir + "/bootstrap";
+  if (const char* d = std::getenv("LIVEPROF_PYTHON_DIR"); d != nullptr && *d != '\0') {
+    python_dir = d;
+    package = python_dir + "/liveprof";
+    bootstrap = python_dir + "/bootstrap";
+  } else if (IsFile(exe_dir + "/../__init__.py") && IsFile(exe_dir + "/../bootstrap/sitecustomize.py")) {
+    package = exe_dir + "/..";
+    bootstrap = package + "/bootstrap";
+    python_dir = "";  // (nothing more on PYTHONPATH)
+  }
   std::string library;
   if (const char* l = std::getenv("LIVEPROF_LIBRARY"); l != nullptr && *l != '\0') {
     library = l;
-  } else if (IsFile(python_dir + "/liveprof/libliveprof.so")) {
-    library = python_dir + "/liveprof/libliveprof.so";
+  } else if (IsFile(package + "/libliveprof.so")) {
+    library = package + "/libliveprof.so";
   } else if (IsFile(exe_dir + "/../lib/libliveprof.so")) {
     library = exe_dir + "/../lib/libliveprof.so";
   }
@@ -60,7 +65,7 @@ std::vector<std::string> JobEnvironment(const std::string& ingest_address, std::
     std::free(real);
   }
   if (library.empty()) {
-    notes->push_back("libliveprof.so not found (looked in " + python_dir + "/liveprof and " + exe_dir +
+    notes->push_back("libliveprof.so not found (looked in " + package + " and " + exe_dir +
                      "/../lib; LIVEPROF_LIBRARY names it): the job's GPU activity is not traced");
   } else {
     set.push_back("LIVEPROF_LIBRARY=" + library);  // the package loads this very file: one copy.
@@ -72,16 +77,21 @@ std::vector<std::string> JobEnvironment(const std::string& ingest_address, std::
       set.push_back("CUDA_INJECTION64_PATH=" + library);
     }
   }
-  if (IsFile(python_dir + "/bootstrap/sitecustomize.py")) {
-    char* real = realpath(python_dir.c_str(), nullptr);
-    const std::string dir = real != nullptr ? real : python_dir;
+  const auto real_path = [](const std::string& path) {
+    char* real = realpath(path.c_str(), nullptr);
+    const std::string out = real != nullptr ? real : path;
     std::free(real);
+    return out;
+  };
+  if (IsFile(bootstrap + "/sitecustomize.py")) {
+    std::string path = real_path(bootstrap);
+    if (!python_dir.empty()) path += ":" + real_path(python_dir);
     const char* old = std::getenv("PYTHONPATH");
-    set.push_back("PYTHONPATH=" + dir + "/bootstrap:" + dir +
-                  (old != nullptr && *old != '\0' ? ":" + std::string(old) : std::string()));
+    set.push_back("PYTHONPATH=" + path + (old != nullptr && *old != '\0' ? ":" + std::string(old) : std::string()));
   } else {
-    notes->push_back("the Python bootstrap is not at " + python_dir +
-                     "/bootstrap (LIVEPROF_PYTHON_DIR names its folder): a Python job is not instrumented");
+    notes->push_back("the Python bootstrap is not at " + bootstrap +
+                     " (LIVEPROF_PYTHON_DIR names the folder of bootstrap/ and liveprof/): a Python job is not "
+                     "instrumented");
   }
   return set;
 }

@@ -20,6 +20,7 @@
 #include "app/analyze.h"
 #include "app/args.h"
 #include "app/fleet.h"
+#include "app/paths.h"
 #include "app/run.h"
 #include "import/chrome_export.h"
 #include "import/replay.h"
@@ -32,9 +33,6 @@
 #endif
 #include "web/server.h"
 
-#ifndef LIVEPROF_STATIC_DIR
-#define LIVEPROF_STATIC_DIR ""
-#endif
 #ifndef LIVEPROF_VERSION
 #define LIVEPROF_VERSION "unknown"
 #endif
@@ -493,7 +491,7 @@ void AddServeCommand(CLI::App& app, Commands* commands, ServeMode mode, const st
   auto a = std::make_shared<ServeArgs>();
   a->so.version = LIVEPROF_VERSION;
   a->so.export_trace = ExportStoreRangeStream;  // /api/export, streamed
-  a->so.static_dir = LIVEPROF_STATIC_DIR;
+  a->so.static_dir = DefaultStaticDir();
   CLI::App* sub = app.add_subcommand(std::string(ModeName(mode)), description);
   if (mode == ServeMode::kReplay) {
     sub->add_option("FILE", a->file, kTraceFileHelp);

@@ -1,0 +1,136 @@
+"""`liveprof run` from a pip-installed liveprof (tests/python/pip_install_test.sh):
+the command the wheel put in a virtual environment's bin/, run from a folder
+outside the source and build trees, must find everything in the installed
+package, not in a build tree:
+
+  - a Python job gets the installed bootstrap and package (PYTHONPATH, the
+    module's file) and the installed libliveprof.so (LIVEPROF_LIBRARY);
+  - the dashboard is the package's copy of static/ (MARKER, written into the
+    installed index.html by the caller, is served), uPlot included;
+  - an unmodified PyTorch training script (examples/pytorch_plain.py) under
+    it reports its steps: /api/steps has them, and the source is named after
+    the script.
+
+    installed_run_check.py VENV_LIVEPROF SITE_PACKAGES EXAMPLE MARKER
+"""
+
+import os
+import queue
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from liveprof_server import get_json  # noqa: E402
+
+PYTHON = "/usr/bin/python3"  # (Debian's torch imports only there)
+STEPS = 20
+DEADLINE_S = 120
+
+
+def fail(msg):
+    raise AssertionError(msg)
+
+
+class Run:
+    def __init__(self, liveprof, args):
+        self.proc = subprocess.Popen([liveprof, "run", "--port", "0", *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        self.lines = queue.Queue()
+        self.log = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.log.append(line.rstrip())
+            self.lines.put(line)
+
+    def wait_for(self, pattern, timeout=DEADLINE_S):
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                fail("no %r within %d s:\n%s" % (pattern, timeout, "\n".join(self.log)))
+            try:
+                m = re.search(pattern, self.lines.get(timeout=left))
+            except queue.Empty:
+                continue
+            if m:
+                return m
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def check_paths(liveprof, site):
+    job = ("import os, liveprof; print('JOB', os.environ['PYTHONPATH'], liveprof.__file__, "
+           "os.environ['LIVEPROF_LIBRARY'], os.environ.get('CUDA_INJECTION64_PATH'))")
+    run = Run(liveprof, ["--linger", "0", "--", PYTHON, "-c", job])
+    try:
+        words = run.wait_for(r"^JOB (.*)").group(1).split()
+        run.wait_for(r"the job exited with status 0")
+    finally:
+        run.stop()
+    pythonpath, module, library, injection = words
+    package = os.path.join(site, "liveprof")
+    if pythonpath.split(":")[0] != os.path.join(package, "bootstrap"):
+        fail("the job's PYTHONPATH %s does not begin with the installed bootstrap" % pythonpath)
+    if site in pythonpath.split(":"):
+        fail("the whole site-packages is on the job's PYTHONPATH: %s" % pythonpath)
+    if module != os.path.join(package, "__init__.py"):
+        fail("the job imported liveprof from %s, not the installed package %s" % (module, package))
+    if library != os.path.join(package, "libliveprof.so") or injection != library:
+        fail("the job's libliveprof.so is %s (CUDA injection %s), not the installed one" % (library, injection))
+    print("ok: a Python job under the installed liveprof run gets the installed bootstrap, package and "
+          "libliveprof.so")
+
+
+def check_training(liveprof, example, marker):
+    run = Run(liveprof, ["--linger", "60", "--", PYTHON, example, "--steps", str(STEPS),
+                         "--loader-delay-ms", "5", "--quiet"])
+    try:
+        url = run.wait_for(r"listening on (http://127\.0\.0\.1:\d+)/").group(1)
+        with urllib.request.urlopen(url + "/", timeout=10) as r:
+            index = r.read().decode()
+        if marker not in index:
+            fail("the dashboard served is not the installed package's static/ (no %r in /)" % marker)
+        with urllib.request.urlopen(url + "/vendor/uPlot.iife.min.js", timeout=10) as r:
+            if r.status != 200 or len(r.read()) < 10000:
+                fail("uPlot is not served from the installed package")
+        run.wait_for(r"the job (exited|killed)")
+        if "the job exited with status 0" not in "\n".join(run.log):
+            fail("the job failed:\n" + "\n".join(run.log))
+        deadline = time.monotonic() + 30
+        while True:
+            rows = get_json(url + "/api/steps?last=%d" % (2 * STEPS))["rows"]
+            if len(rows) >= STEPS - 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        if len(rows) < STEPS - 2:
+            fail("%d steps reached the server, the job made %d:\n%s" % (len(rows), STEPS, "\n".join(run.log)))
+        programs = [s["program"] for s in get_json(url + "/api/status")["server"]["ingest"]]
+        if os.path.basename(example) not in programs:
+            fail("no source named after the script: %s" % programs)
+        print("ok: %s under the installed liveprof run: %d of its %d steps in /api/steps, the package's "
+              "dashboard served" % (os.path.basename(example), len(rows), STEPS))
+    finally:
+        run.stop()
+
+
+def main():
+    liveprof, site, example, marker = sys.argv[1:5]
+    check_paths(liveprof, site)
+    check_training(liveprof, example, marker)
+
+
+if __name__ == "__main__":
+    main()
