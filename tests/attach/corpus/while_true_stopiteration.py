@@ -1,0 +1,45 @@
+"""Shape: `while True` over an iterator with explicit StopIteration
+handling, one per epoch, 2 epochs.
+
+The job counts its optimizer steps: 2 epochs x 20 batches = 40.
+corpus: steps=40
+"""
+import argparse
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    args = p.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    device = torch.device(args.device)
+
+    x = torch.randn(320, 16)
+    y = torch.randint(0, 2, (320,))
+    loader = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 2)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    steps = 0
+    for epoch in range(2):
+        it = iter(loader)
+        while True:
+            try:
+                xb, yb = next(it)
+            except StopIteration:
+                break
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(model(xb.to(device)), yb.to(device))
+            loss.backward()
+            optimizer.step()
+            steps += 1
+        print(f"epoch {epoch}: loss {loss.item():.3f}")
+    print(f"CORPUS steps={steps}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
