@@ -50,8 +50,11 @@ done
 cat "${OUT}/env.txt"
 
 # PARTS: which of check (cuda_train), tiny (bench/gpu_tiny_ops_bench.py),
-# run (the PyTorch loop under liveprof run) to run, in that order.
-PARTS=${PARTS:-check tiny run}
+# run (the PyTorch loop under liveprof run), corpus (tests/attach/corpus/
+# with --device cuda under liveprof run: PyTorch 2's hooks, a script that
+# runs torch.profiler over steps 10-19 itself, mp.spawn ranks on the one
+# GPU) to run, in that order.
+PARTS=${PARTS:-check tiny run corpus}
 status=0
 if [[ " ${PARTS} " == *" check "* ]]; then
   BUILD=.gpu/build timeout "${CHECK_TIMEOUT:-120}" scripts/gpu-check.sh >"${OUT}/gpu-check.log" 2>&1 || status=1
@@ -66,5 +69,10 @@ if [[ " ${PARTS} " == *" run "* ]]; then
   BUILD=.gpu/build PYTHON=${PYTHON} timeout "${RUN_TIMEOUT:-270}" scripts/gpu-run-check.sh "${OUT}/run" >"${OUT}/gpu-run-check.log" 2>&1 || status=1
   echo "=== gpu-run-check:"; grep -E "^(PASS|FAIL|INFO|!!|gpu-run-check)" "${OUT}/gpu-run-check.log" | cut -c1-400
   tar -czf "${OUT}/run-check.tgz" -C "${OUT}" run 2>/dev/null && rm -rf "${OUT}/run"
+fi
+if [[ " ${PARTS} " == *" corpus "* ]]; then
+  timeout "${CORPUS_TIMEOUT:-240}" "${PYTHON}" tests/attach/corpus_test.py --liveprof .gpu/build/bin/liveprof \
+    --device cuda --python "$(command -v "${PYTHON}")" --jobs "${CORPUS_JOBS:-4}" >"${OUT}/corpus.log" 2>&1 || status=1
+  echo "=== corpus (cuda):"; grep -E "PASS|FAIL|skipped|^corpus" "${OUT}/corpus.log" | cut -c1-300
 fi
 exit "${status}"

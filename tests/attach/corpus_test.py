@@ -347,9 +347,12 @@ def main():
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                     help="passed to each script; with cuda, scripts tagged cuda=no are skipped")
     ap.add_argument("--jobs", type=int, default=2, help="scripts run at once (default 2)")
+    ap.add_argument("--python", default=PYTHON,
+                    help="the Python that runs the scripts (default %s: Debian's, with its torch)" % PYTHON)
     ap.add_argument("-v", "--verbose", action="store_true", help="print each run's output")
     args = ap.parse_args()
     args.liveprof = os.path.abspath(args.liveprof)
+    globals()["PYTHON"] = args.python  # (read by Run)
     if not os.access(args.liveprof, os.X_OK):
         raise SystemExit("no liveprof command at %s (--liveprof)" % args.liveprof)
     scripts = sorted(glob.glob(os.path.join(CORPUS, "*.py")))
