@@ -41,7 +41,7 @@ describe('the Sources page with a program sending to the server', () => {
     await row.waitFor({timeout: 15000});
     assert.match(await row.innerText(), /connected/);
     assert.match(await row.innerText(), /level 2 · Python scopes on · no GPU producer/);
-    const events = Number((await row.locator('td').nth(4).innerText()).replace(/[^0-9]/g, ''));
+    const events = Number((await row.locator('td').nth(5).innerText()).replace(/[^0-9]/g, ''));
     assert.ok(events > 0, `events shown: ${events}`);
     // No GPU producer in it: the GPU choices (activity, level) are greyed
     // out, saying why.
@@ -126,10 +126,10 @@ describe('the Sources page with a program sending to the server', () => {
     const page = await openPage(browser, `${server.url}#capture`);
     const row = page.locator('.sources tbody tr', {hasText: 'rank 9'});
     await row.waitFor({timeout: 15000});
-    assert.equal(await row.locator('td').nth(6).innerText(), '1 (undefined_track 1)');
+    assert.equal(await row.locator('td').nth(7).innerText(), '1 (undefined_track 1)');
     // Both batches handled: acknowledged through batch 2, none waiting.
     await row.locator('td', {hasText: /^batch 2$/}).waitFor({timeout: 10000});
-    assert.equal(await row.locator('td').nth(7).innerText(), 'batch 2');
+    assert.equal(await row.locator('td').nth(8).innerText(), 'batch 2');
     assert.match(await page.locator('.note').innerText(), /a kill -9 of the server loses none it acknowledged/);
     assert.match(await row.innerText(), /connected/);
     const said = page.locator('.refusals li', {hasText: 'rank 9'});
