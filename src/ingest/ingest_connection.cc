@@ -1,5 +1,7 @@
 #include "ingest/ingest_connection.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <mutex>
@@ -20,6 +22,15 @@ constexpr size_t kDefaultRingEvents = size_t{1} << 18;  // 12 MiB.
 constexpr uint64_t kProgressSlackNs = 50'000'000;  // a sender's declared progress, held back this much more.
 constexpr size_t kMaxSessions = 1024;
 constexpr size_t kMaxStatuses = 1024;
+
+// This host's name, as a sender's hello gives its own (gethostname).
+const std::string& LocalHostName() {
+  static const std::string name = [] {
+    char buf[256] = {};
+    return gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string("?");
+  }();
+  return name;
+}
 
 // Adds `r`'s count to the total of (source, r.reason) in `totals`.
 void AddRefused(std::vector<IngestServer::RefusedCount>* totals, const std::string& source, const IngestRefusal& r) {
@@ -120,8 +131,10 @@ bool IngestConnection::TakeFrames(std::string* reason) {
         pong && pong->id == ping_id_ && pong->server_ns == ping_sent_ns_ && now >= pong->server_ns) {
       const uint64_t rtt = now - pong->server_ns;
       if (status_.best_rtt_ns == 0 || rtt < status_.best_rtt_ns) {
-        // The sender read its clock halfway through the round trip (wide: no overflow).
         status_.best_rtt_ns = std::max<uint64_t>(rtt, 1);
+      }
+      if (status_.best_rtt_ns == std::max<uint64_t>(rtt, 1) && !same_clock_) {
+        // The sender read its clock halfway through the round trip (wide: no overflow).
         const __int128 offset = static_cast<__int128>(pong->server_ns + rtt / 2) - pong->sender_ns;
         // From the sender's reading in this exchange on: its earlier times keep theirs.
         decoder_.set_clock_offset_ns(static_cast<int64_t>(std::clamp<__int128>(offset, INT64_MIN, INT64_MAX)),
@@ -150,7 +163,13 @@ void IngestConnection::Hello(uint64_t now) {
   if (s.session != 0) {
     if (const uint64_t seq = workers_.ResumeSeq(session_); seq != 0) decoder_.set_resume_seq(seq);
   }
-  decoder_.set_clock_offset_ns(static_cast<int64_t>(now - s.clock_ns));
+  // This host's clock, read by the sender (its hello names this host) and
+  // consistent with it (read before its hello came, less than 10 s before):
+  // the same clock, offset 0. Else a first estimate (one way: its hello's
+  // transit is in it) until a pong.
+  const int64_t one_way = static_cast<int64_t>(now - s.clock_ns);
+  same_clock_ = s.host == LocalHostName() && one_way >= 0 && one_way < 10'000'000'000;
+  decoder_.set_clock_offset_ns(same_clock_ ? 0 : one_way);
   ring_ = stream_.AddRing({.name = "ingest " + s.label,
                            .capacity = options_.ring_capacity != 0 ? options_.ring_capacity : kDefaultRingEvents,
                            .progress = RingProgress::kDeclared,

@@ -136,6 +136,11 @@ class IngestConnection {
   uint32_t control_id_ = 0;     // the last IngestControl's.
   uint32_t ping_id_ = 0;        // the ping in flight,
   uint64_t ping_sent_ns_ = 0;   // and our clock in it.
+  // A sender on this host reads the same clock (CLOCK_MONOTONIC): its
+  // offset is 0, not estimated (an estimate that improves moves a
+  // sender's later events against its earlier ones, and two contiguous
+  // steps could swap).
+  bool same_clock_ = false;
   uint64_t declared_ns_ = 0;    // the ring's declared progress (DeclareProgress).
   // Refused events of the batches since the last ack (IngestAck.refused_*):
   // how many, the first of them (its batch, reason and message), and the

@@ -146,6 +146,37 @@ TEST_CASE("ingest server: senders over unix and TCP, acknowledged, clocks measur
   CHECK(server.Sources()[0].closed_reason == "the server stopped");
 }
 
+TEST_CASE("ingest server: a sender on this host reads our clock: offset 0, not estimated, through pongs") {
+  // Its hello read the clock 80 ms before it came (a loaded machine): a
+  // one-way estimate would put its events 80 ms late, and the first pong
+  // would move the later ones back against the earlier.
+  constexpr uint64_t kHelloTransitNs = 80'000'000;
+  Stream stream;
+  IngestServer::Options o = AtTempSocket();
+  o.ping_interval_ns = 20'000'000;
+  IngestServer server(stream, o);
+  std::string error;
+  REQUIRE_MESSAGE(server.Start(&error), error);
+  TestPipeline pipeline(stream);
+  char host[256] = {};
+  REQUIRE(gethostname(host, sizeof host - 1) == 0);
+  Client a(server.bound()[0]);
+  REQUIRE(a.ok());
+  a.Send(Hello(0, HostNowNs() - kHelloTransitNs, host));
+  const uint64_t t = HostNowNs();
+  a.Send(Batch(1, t, true));
+  REQUIRE(a.Until(wire::Body::IngestAck, true));
+  for (int i = 0; i < 3; ++i) REQUIRE(a.Until(wire::Body::IngestPing, true));
+  a.Send(Batch(2, t + 200'000, false));
+  REQUIRE(a.Until(wire::Body::IngestAck, true));
+  REQUIRE(WaitFor([&] { return server.Sources()[0].batches == 2 && server.Sources()[0].best_rtt_ns != 0; }));
+  CHECK(server.Sources()[0].clock_offset_ns == 0);
+  const std::vector<Event> events = pipeline.Take(200);
+  REQUIRE(events.size() == 200);
+  CHECK(events[0].ts == t);  // on our clock as it was read: no shift
+  CHECK(events[100].ts == t + 200'000);
+}
+
 TEST_CASE("ingest server: a sender's progress is declared on its ring once a pong bounds its clock") {
   Stream stream;
   IngestServer::Options o = AtTempSocket();

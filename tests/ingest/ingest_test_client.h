@@ -40,10 +40,10 @@ inline std::string Framed(FlatBufferBuilder& fbb, wire::Body type, flatbuffers::
   return out + std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), size);
 }
 
-inline std::string Hello(int32_t rank, uint64_t clock_ns) {
+inline std::string Hello(int32_t rank, uint64_t clock_ns, const char* host = "node1") {
   FlatBufferBuilder fbb;
   return Framed(fbb, wire::Body::IngestHello,
-                wire::CreateIngestHelloDirect(fbb, kIngestProtocol, "node1", 99, rank, "train.py", clock_ns).Union());
+                wire::CreateIngestHelloDirect(fbb, kIngestProtocol, host, 99, rank, "train.py", clock_ns).Union());
 }
 
 // 100 input spans; the one at `bad_event` (if any) on track 0, never defined.
