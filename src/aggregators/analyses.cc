@@ -172,6 +172,7 @@ Analyses::Analyses(AnalysesOptions options, Diagnostics* diag)
       memory_(&catalog_, diag, options_.memory),
       modules_(&catalog_),
       annotations_(&catalog_),
+      gpu_handoffs_(&catalog_),
       pod_(&catalog_, PodOptions(options_)),
       alerts_(options_.alert_rules) {
   if (options_.pytorch_view) pytorch_.emplace(&catalog_, diag, options_.pytorch);
@@ -226,6 +227,7 @@ void Analyses::Consume(std::span<const Event> definitions, std::span<const Event
     events_consumed_ += part.size();
     Timed(Analysis::kCatalog, [&] { catalog_.Consume(part); });  // a GPU's kDeviceInfo travels with its source's events.
     Timed(Analysis::kPod, [&] { pod_.Consume(part); });  // every worker's events.
+    Timed(Analysis::kCatalog, [&] { gpu_handoffs_.Consume(part); });  // every worker's too.
     Timed(Analysis::kCatalog, [&] { part = AnalysedWorker(part); });
     Timed(Analysis::kOpStats, [&] {
       if (!part.empty()) op_stats_.Consume(part);
@@ -476,6 +478,10 @@ void Analyses::WriteStatus(JsonWriter& w, const RunEnvironment& env) const {
     w.EndObject();
   }
   w.EndArray();
+  // Per process: the spans whose GPU data went to another CUPTI client
+  // (torch.profiler run by the program itself), oldest first.
+  w.Key("gpu_handoffs");
+  gpu_handoffs_.WriteJson(w);
   w.KV("job_state", JobStateName(job_state_));
   // With several workers: the one these views follow (the pod view has all).
   if (catalog_.multi_process() && analysed_process_ != kNoProcess) {

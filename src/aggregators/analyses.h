@@ -31,6 +31,7 @@
 #include "aggregators/alerts.h"
 #include "aggregators/catalog.h"
 #include "aggregators/device_utilization.h"
+#include "aggregators/gpu_handoffs.h"
 #include "aggregators/input_pipeline.h"
 #include "aggregators/kernel_stats.h"
 #include "aggregators/memory_state.h"
@@ -197,6 +198,7 @@ class Analyses {
   RenderedViews Render(const RenderOptions& options);
 
   const Catalog& catalog() const { return catalog_; }
+  const GpuHandoffs& gpu_handoffs() const { return gpu_handoffs_; }
   const StepBreakdown& breakdown() const { return breakdown_; }
   const StepAssembler& steps() const { return steps_; }
   OpStats& op_stats() { return op_stats_; }
@@ -246,6 +248,7 @@ class Analyses {
   MemoryState memory_;
   ModuleStats modules_;
   AnnotationStats annotations_;
+  GpuHandoffs gpu_handoffs_;  // every worker's: whose GPU data, when.
   std::optional<PytorchView> pytorch_;
   PodView pod_;
   AlertEngine alerts_;

@@ -246,6 +246,28 @@ int liveprof_gpu_start(const char* level, char* message, size_t message_size) {
 
 void liveprof_gpu_stop(void) { attach::GpuStop(); }
 
+int liveprof_gpu_yield(const char* client) {
+  try {
+    return attach::GpuYield(client != nullptr ? client : "");
+  } catch (...) {  // (no memory for a name: nothing done, never an exception into C)
+    return 0;
+  }
+}
+
+int liveprof_gpu_regain(char* message, size_t message_size) {
+  try {
+    std::string why;
+    const int r = attach::GpuRegain(&why);
+    CopyOut(why, message, message_size);
+    return r;
+  } catch (...) {
+    CopyOut("out of memory", message, message_size);
+    return 0;
+  }
+}
+
+int liveprof_gpu_state(void) { return attach::GpuTracerState(); }
+
 const char* liveprof_input_stage_name(int stage) {
   static const char* const kNames[] = {"unknown", "read", "advanced_read", "preprocess", "enqueue", "wait"};
   static_assert(std::size(kNames) == static_cast<size_t>(InputStage::kWait) + 1);

@@ -20,6 +20,7 @@ std::mutex g_mu;
 std::unique_ptr<CuptiSource> g_source;  // guarded by g_mu; never freed (see GpuStop).
 GpuState g_state;                       // guarded by g_mu.
 pid_t g_owner = 0;                      // the process that started it (a fork's child did not).
+std::string g_other_client;             // guarded by g_mu: a GpuYield() not yet regained ("": none).
 
 // fork(2): g_mu is held across it (a GpuStart in another thread finishes
 // first), and a child has no GPU tracer: CUDA does not work in a fork of a
@@ -33,6 +34,7 @@ void AfterForkInParent() { g_mu.unlock(); }
 void AfterForkInChild() {
   (void)g_source.release();  // (the parent's: never stopped, never freed here)
   g_owner = 0;
+  g_other_client.clear();
   g_state = {static_cast<int>(CuptiSource::Status::kUnavailable),
              "a fork of a process that traces its GPU: no GPU tracing in it"};
   g_mu.unlock();
@@ -66,6 +68,7 @@ GpuState GpuStart(const std::string& level, bool in_cuinit) {
     o.level = l;
   }
   o.probe_driver_at_start = !in_cuinit;
+  o.start_aside_for = g_other_client;  // (another client traces: aside until GpuRegain)
   auto source = std::make_unique<CuptiSource>(GlobalStream(), std::move(o));
   source->Start();
   g_state = {static_cast<int>(source->status()), source->message()};
@@ -93,6 +96,36 @@ void GpuStop() {
 GpuState GpuStatus() {
   std::lock_guard<std::mutex> lock(g_mu);
   return g_state;
+}
+
+int GpuYield(const std::string& client) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_other_client.empty()) return 0;
+  if (g_source != nullptr) {
+    if (getpid() != g_owner || !g_source->Yield(client.empty() ? "another CUPTI client" : client)) return 0;
+    g_other_client = client.empty() ? "another CUPTI client" : client;
+    return 1;
+  }
+  if (g_state.status != 0) return 0;  // (failed, or a fork's child: none will start)
+  g_other_client = client.empty() ? "another CUPTI client" : client;
+  return 2;
+}
+
+int GpuRegain(std::string* message) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_other_client.clear();
+  if (g_source == nullptr || getpid() != g_owner || !g_source->aside()) return 2;
+  std::string why;
+  if (g_source->Regain(&why)) return 1;
+  if (message != nullptr) *message = why;
+  return 0;
+}
+
+int GpuTracerState() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_source == nullptr || getpid() != g_owner) return g_state.status == 0 && !g_other_client.empty() ? 3 : 0;
+  if (g_source->status() != CuptiSource::Status::kRunning) return 0;
+  return g_source->aside() ? 2 : 1;
 }
 
 }  // namespace liveprof::attach

@@ -24,6 +24,22 @@ GpuState GpuStart(const std::string& level, bool in_cuinit);
 void GpuStop();
 GpuState GpuStatus();
 
+// Another CUPTI client in the process (torch.profiler's Kineto; docs/attach.md,
+// "A script that profiles itself"), named `client`, is about to trace: the
+// tracer steps aside (CuptiSource::Yield), or, when none runs yet, one that
+// starts before GpuRegain() starts aside (CUDA's injection may start it in
+// the other client's first CUPTI call). 1: stepped aside now; 2: noted (no
+// tracer yet); 0: nothing to do (aside already, tracing off for good, a
+// fork's child). Any thread.
+int GpuYield(const std::string& client);
+// The other client has stopped: the tracer takes CUPTI back. 1: tracing
+// again; 2: nothing to take back (no tracer, or not aside); 0: CUPTI
+// refused, why in *message (still aside: call again later). Any thread.
+int GpuRegain(std::string* message);
+// 0: no tracer (not started, failed, stopped); 1: tracing; 2: aside for
+// another client; 3: none yet, but one would start aside (a GpuYield noted).
+int GpuTracerState();
+
 }  // namespace liveprof::attach
 
 #endif  // LIVEPROF_ATTACH_GPU_H_

@@ -137,6 +137,30 @@ int liveprof_gpu_start(const char* level, char* message, size_t message_size);
 /* Stops it after a last flush. Idempotent. */
 void liveprof_gpu_stop(void);
 
+/* Another CUPTI client in this process (torch.profiler's Kineto;
+ * docs/attach.md, "A script that profiles itself"). With CUDA 13.2 or
+ * older, or drivers before r610, CUPTI's activity buffers and kinds are
+ * process-wide: call liveprof_gpu_yield right before the other client
+ * starts tracing and liveprof_gpu_regain right after it has stopped (its
+ * kinds off, its buffers flushed). Each handoff is an instant on the
+ * process's "GPU tracer (liveprof)" track, which the server shows per
+ * process ("GPU data: torch.profiler from t0 to t1").
+ *
+ * yield: the GPU tracer gives CUPTI back every record it holds and makes no
+ * CUPTI call until the regain; with no tracer yet, one that starts before
+ * the regain (CUDA's injection, inside the other client's first CUPTI call)
+ * starts aside. `client` names it ("torch.profiler"). Returns 1 stepped
+ * aside, 2 noted (no tracer yet), 0 nothing to do (aside already, or GPU
+ * tracing is off for good). Blocks for one forced flush.
+ * regain: returns 1 tracing again, 2 nothing to take back, 0 CUPTI refused
+ * (why in `message`; the tracer stays aside and tries again about every
+ * second).
+ * state: 0 no GPU tracer (not started, failed, stopped), 1 tracing, 2 aside
+ * for another client, 3 none yet but one would start aside. */
+int liveprof_gpu_yield(const char* client);
+int liveprof_gpu_regain(char* message, size_t message_size);
+int liveprof_gpu_state(void);
+
 /* ---- introspection (names, tests) ---------------------------------------- */
 
 /* The name of input stage `stage` ("unknown", "read", ... "wait"), NULL

@@ -164,12 +164,29 @@ void CuptiKindSet::DisableAll() {
   }
 }
 
+void CuptiKindSet::Suspend(bool cupti_knows) {
+  for (Entry& e : entries_) {
+    if (e.on && cupti_knows) api_.disable(e.kind);
+    e.on = false;
+  }
+  suspended_ = true;
+}
+
+CUptiResult CuptiKindSet::Resume() {
+  suspended_ = false;
+  Reconcile();
+  const Entry& kernels = entries_[0];
+  return Wanted(kernels) && !kernels.on ? kernels.last : CUPTI_SUCCESS;
+}
+
 bool CuptiKindSet::Wanted(const Entry& e) const {
-  return !e.refused && (active_ || StaysOn(e.kind)) && (!e.full_only || level_ == CuptiLevel::kFull);
+  return !suspended_ && !e.refused && (active_ || StaysOn(e.kind)) &&
+         (!e.full_only || level_ == CuptiLevel::kFull);
 }
 
 CUptiResult CuptiKindSet::Enable(Entry& e) {
   const CUptiResult r = api_.enable(e.kind);
+  e.last = r;
   if (r == CUPTI_SUCCESS) {
     e.on = true;
     e.filtered = false;  // CUPTI forgot its per-call choices.

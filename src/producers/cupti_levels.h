@@ -102,9 +102,9 @@ std::string CuptiLevelMessage(CuptiLevel level, bool filtered, const CuptiApiFil
 // again. A kind CUPTI refused at Start() is not tried again; one refused at a
 // switch stays off and is tried at the next.
 //
-// Not thread-safe: the owner's thread until Start() returns, then under the
-// switch's lock (gpu_activity.h), then the flush thread once the switch is
-// removed (Stop()).
+// Not thread-safe: the owner's thread until Start() returns, then under
+// CuptiSource's CUPTI lock (capture on demand, Yield(), Regain(), the flush
+// thread).
 class CuptiKindSet {
  public:
   // The CUPTI entry points it calls. The per-call ones may be null (CUPTI
@@ -131,6 +131,17 @@ class CuptiKindSet {
   void SetLevel(CuptiLevel level);
   // Disables every kind that is on (Stop(), or a Start() that failed late).
   void DisableAll();
+  // Another CUPTI client traces (CuptiSource::Yield): every kind off, and
+  // kept off; the activity and level switches are still taken, for
+  // Resume(). `cupti_knows`: false when CUPTI already forgot the kinds
+  // (cuptiFinalize): nothing is called, the entries are only marked off.
+  void Suspend(bool cupti_knows);
+  // The kinds again, as the activity and the level say, each enabled anew
+  // (with the API filter). CONCURRENT_KERNEL's result when it is wanted and
+  // CUPTI refused it (it stays off: Resume() may be called again), else
+  // CUPTI_SUCCESS.
+  CUptiResult Resume();
+  bool suspended() const { return suspended_; }
 
   CuptiLevel level() const { return level_; }
   // The default level's API filter can be applied (this CUPTI names and
@@ -146,6 +157,7 @@ class CuptiKindSet {
     bool on = false;      // in CUPTI now.
     bool refused = false; // at Start(): never tried again.
     bool filtered = false;  // RUNTIME / DRIVER: the filter's ids are off now.
+    CUptiResult last = CUPTI_SUCCESS;  // its last enable's result.
   };
 
   bool Wanted(const Entry& e) const;
@@ -162,6 +174,7 @@ class CuptiKindSet {
   CuptiApiFilter filter_;
   CuptiLevel level_ = CuptiLevel::kDefault;
   bool active_ = true;
+  bool suspended_ = false;
 };
 
 }  // namespace liveprof

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <thread>
 
+#include "producers/cupti_api.h"
 #include "producers/cupti_levels.h"
 #include "producers/cupti_records.h"
 #include "producers/cupti_source_recorder.h"
@@ -24,272 +25,26 @@
 #include "stream/clock.h"
 
 namespace liveprof {
+
+using cupti_internal::BufferPool;
+using cupti_internal::CuptiApi;
+using cupti_internal::g_in_callback;
+using cupti_internal::g_pool;
+using cupti_internal::kCompleted;
+using cupti_internal::kFree;
+using cupti_internal::kWithCupti;
+using cupti_internal::LoadCupti;
+using cupti_internal::OnBufferCompleted;
+using cupti_internal::OnBufferRequested;
+using cupti_internal::ProbeDriver;
+using cupti_internal::PublishDevices;
+using cupti_internal::SourceCounters;
+
 namespace {
 
 constexpr const char* kHostOnly = "GPU activity is off; the run goes on host-only";
 
-// The CUPTI entry points we use, typed from the real declarations.
-struct CuptiApi {
-  decltype(&cuptiGetResultString) result_string = nullptr;
-  decltype(&cuptiActivityRegisterCallbacks) register_callbacks = nullptr;
-  decltype(&cuptiActivityEnable) enable = nullptr;
-  decltype(&cuptiActivityDisable) disable = nullptr;
-  decltype(&cuptiActivityFlushAll) flush_all = nullptr;
-  decltype(&cuptiActivityGetNumDroppedRecords) dropped = nullptr;
-  decltype(&cuptiGetTimestamp) timestamp = nullptr;
-  // Optional: missing ones are done without.
-  decltype(&cuptiGetVersion) version = nullptr;
-  decltype(&cuptiActivitySetAttribute) set_attribute = nullptr;
-  decltype(&cuptiSetThreadIdType) set_thread_id_type = nullptr;
-  decltype(&cuptiGetCallbackName) callback_name = nullptr;
-  decltype(&cuptiActivityPushExternalCorrelationId) push_external = nullptr;
-  decltype(&cuptiActivityPopExternalCorrelationId) pop_external = nullptr;
-  decltype(&cuptiActivityGetNextRecord) next_record = nullptr;  // for a recording's names.
-  decltype(&cuptiActivityEnableRuntimeApi) enable_runtime_api = nullptr;  // CUPTI 12.5+.
-  decltype(&cuptiActivityEnableDriverApi) enable_driver_api = nullptr;
-
-  std::string ResultName(CUptiResult r) const {
-    const char* s = nullptr;
-    if (result_string != nullptr && result_string(r, &s) == CUPTI_SUCCESS && s != nullptr) {
-      return std::string(s) + " (" + std::to_string(static_cast<int>(r)) + ")";
-    }
-    return "CUPTI result " + std::to_string(static_cast<int>(r));
-  }
-};
-
-template <typename Fn>
-bool Symbol(void* lib, const char* name, Fn* fn) {
-  *fn = reinterpret_cast<Fn>(dlsym(lib, name));
-  return *fn != nullptr;
-}
-
-std::string DlError() {
-  const char* e = dlerror();
-  return e != nullptr ? e : "unknown dlopen error";
-}
-
-// Loads libcupti and its required entry points; on failure returns false and
-// says why in *error. The library stays loaded for the process's lifetime.
-bool LoadCupti(const std::string& library, CuptiApi* api, std::string* error) {
-  void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    *error = DlError();
-    return false;
-  }
-  const char* missing = nullptr;
-  if (!Symbol(lib, "cuptiGetResultString", &api->result_string)) missing = "cuptiGetResultString";
-  if (!Symbol(lib, "cuptiActivityRegisterCallbacks", &api->register_callbacks)) {
-    missing = "cuptiActivityRegisterCallbacks";
-  }
-  if (!Symbol(lib, "cuptiActivityEnable", &api->enable)) missing = "cuptiActivityEnable";
-  if (!Symbol(lib, "cuptiActivityDisable", &api->disable)) missing = "cuptiActivityDisable";
-  if (!Symbol(lib, "cuptiActivityFlushAll", &api->flush_all)) missing = "cuptiActivityFlushAll";
-  if (!Symbol(lib, "cuptiActivityGetNumDroppedRecords", &api->dropped)) {
-    missing = "cuptiActivityGetNumDroppedRecords";
-  }
-  if (!Symbol(lib, "cuptiGetTimestamp", &api->timestamp)) missing = "cuptiGetTimestamp";
-  if (missing != nullptr) {
-    *error = library + " has no " + missing;
-    return false;
-  }
-  Symbol(lib, "cuptiGetVersion", &api->version);
-  Symbol(lib, "cuptiActivitySetAttribute", &api->set_attribute);
-  Symbol(lib, "cuptiSetThreadIdType", &api->set_thread_id_type);
-  Symbol(lib, "cuptiGetCallbackName", &api->callback_name);
-  Symbol(lib, "cuptiActivityPushExternalCorrelationId", &api->push_external);
-  Symbol(lib, "cuptiActivityPopExternalCorrelationId", &api->pop_external);
-  Symbol(lib, "cuptiActivityGetNextRecord", &api->next_record);
-  Symbol(lib, "cuptiActivityEnableRuntimeApi", &api->enable_runtime_api);
-  Symbol(lib, "cuptiActivityEnableDriverApi", &api->enable_driver_api);
-  return true;
-}
-
-// Asks the driver (dlopen'ed, never linked) for its GPUs. Returns what it
-// found, for messages.
-std::string ProbeDriver(const std::string& library, std::vector<CudaDevice>* devices) {
-  devices->clear();
-  void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) return "no CUDA driver: " + DlError();
-  decltype(&cuInit) init = nullptr;
-  decltype(&cuDeviceGetCount) get_count = nullptr;
-  decltype(&cuDeviceGet) get_device = nullptr;
-  decltype(&cuDeviceGetName) get_name = nullptr;
-  decltype(&cuDeviceGetAttribute) get_attribute = nullptr;
-  decltype(&cuDeviceTotalMem) total_mem = nullptr;  // cuDeviceTotalMem_v2.
-  decltype(&cuGetErrorName) error_name = nullptr;
-  if (!Symbol(lib, "cuInit", &init) || !Symbol(lib, "cuDeviceGetCount", &get_count) ||
-      !Symbol(lib, "cuDeviceGet", &get_device) || !Symbol(lib, "cuDeviceGetName", &get_name) ||
-      !Symbol(lib, "cuDeviceGetAttribute", &get_attribute) ||
-      !Symbol(lib, "cuDeviceTotalMem_v2", &total_mem)) {
-    return library + " lacks a device query entry point (driver too old?)";
-  }
-  Symbol(lib, "cuGetErrorName", &error_name);
-  auto name_of = [&](CUresult r) {
-    const char* s = nullptr;
-    if (error_name != nullptr && error_name(r, &s) == CUDA_SUCCESS && s != nullptr) {
-      return std::string(s);
-    }
-    return "CUresult " + std::to_string(static_cast<int>(r));
-  };
-  if (const CUresult r = init(0); r != CUDA_SUCCESS) return "cuInit failed: " + name_of(r);
-  int count = 0;
-  if (const CUresult r = get_count(&count); r != CUDA_SUCCESS) {
-    return "cuDeviceGetCount failed: " + name_of(r);
-  }
-  if (count == 0) return "CUDA driver loaded, no GPU";
-  std::string found = std::to_string(count) + (count == 1 ? " GPU:" : " GPUs:");
-  for (int i = 0; i < count; ++i) {
-    CUdevice dev = 0;
-    if (get_device(&dev, i) != CUDA_SUCCESS) continue;
-    CudaDevice d;
-    d.ordinal = i;
-    char name[256] = {};
-    if (get_name(name, sizeof name, dev) == CUDA_SUCCESS) d.name = name;
-    int v = 0;
-    if (get_attribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) == CUDA_SUCCESS) {
-      d.sm_count = static_cast<uint32_t>(v);
-    }
-    if (get_attribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == CUDA_SUCCESS) {
-      d.cc_major = v;
-    }
-    if (get_attribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == CUDA_SUCCESS) {
-      d.cc_minor = v;
-    }
-    size_t bytes = 0;
-    if (total_mem(&bytes, dev) == CUDA_SUCCESS) d.memory_bytes = bytes;
-    found += " " + std::to_string(i) + "=" + d.name + " (sm_" + std::to_string(d.cc_major) +
-             std::to_string(d.cc_minor) + ", " + std::to_string(d.sm_count) + " SMs, " +
-             std::to_string(d.memory_bytes >> 20) + " MiB)";
-    devices->push_back(std::move(d));
-  }
-  return found;
-}
-
-// The GPUs as kDeviceInfo events on `ring` (its producer's thread).
-void PublishDevices(SpscRing& ring, Stream& stream, const std::vector<CudaDevice>& devices) {
-  const uint64_t now = HostNowNs();
-  for (const CudaDevice& d : devices) {
-    Event* e = ring.TryReserve();
-    if (e == nullptr) break;
-    *e = Event{};
-    e->ts = now;
-    e->kind = EventKind::kDeviceInfo;
-    e->name = stream.names().Intern(d.name);
-    e->device = static_cast<uint8_t>(std::min(d.ordinal, 255));
-    e->payload.device_info.memory_bytes = d.memory_bytes;
-    e->payload.device_info.sm_count = d.sm_count;
-    e->payload.device_info.cc_major = static_cast<uint8_t>(d.cc_major);
-    e->payload.device_info.cc_minor = static_cast<uint8_t>(d.cc_minor);
-    ring.Publish();
-  }
-}
-
-// ---------------------------------------------------------------------------
-// The buffer pool and CUPTI's callbacks (C function pointers: no user data,
-// so the running pool is a global).
-
-enum BufferState : uint8_t { kFree = 0, kWithCupti = 1, kCompleted = 2 };
-
-// The source's counts; owned by the source, updated by the callbacks (only
-// while its pool is the running one).
-struct SourceCounters {
-  std::atomic<uint64_t> dropped{0};  // CUPTI's dropped records.
-  std::atomic<uint64_t> refused{0};  // buffer requests the pool could not serve.
-};
-
-struct BufferPool {
-  struct Slot {
-    uint8_t* data = nullptr;
-    std::atomic<uint8_t> state{kFree};
-    // When CUPTI asked for it (host ns; written as it is handed out): every
-    // record CUPTI puts in it is written after that.
-    std::atomic<uint64_t> requested_ns{0};
-    size_t valid = 0;   // written before state becomes kCompleted (release).
-    uint64_t seq = 0;   // completion order.
-  };
-  std::array<Slot, CuptiSource::kBufferCount> slots;
-  std::atomic<uint64_t> next_seq{0};
-  SourceCounters* counters = nullptr;
-  decltype(&cuptiActivityGetNumDroppedRecords) get_dropped = nullptr;
-  Diagnostics* diag = nullptr;
-  CuptiSourceRecorder* recorder = nullptr;  // set before the pool runs; null: no recording.
-
-  bool Allocate() {
-    for (Slot& s : slots) {
-      s.data = static_cast<uint8_t*>(
-          std::aligned_alloc(ACTIVITY_RECORD_ALIGNMENT, CuptiSource::kBufferBytes));
-      if (s.data == nullptr) return false;
-    }
-    return true;
-  }
-  ~BufferPool() {
-    for (Slot& s : slots) std::free(s.data);
-  }
-  bool AllFree() const {
-    return std::all_of(slots.begin(), slots.end(),
-                       [](const Slot& s) {
-                         return s.state.load(std::memory_order_acquire) == kFree;
-                       });
-  }
-  // The ring's drop count includes CUPTI's: the source's drops are shown with
-  // every other producer's (set once the ring exists).
-  std::atomic<SpscRing*> ring{nullptr};
-
-  void AddDropped(size_t n) {
-    if (n == 0) return;
-    counters->dropped.fetch_add(n, std::memory_order_relaxed);
-    diag->Add(Diag::cupti_dropped_records, n);
-    if (SpscRing* r = ring.load(std::memory_order_acquire)) r->AddSourceDropped(n);
-  }
-};
-
-std::atomic<BufferPool*> g_pool{nullptr};
-std::atomic<int> g_in_callback{0};
-std::atomic<bool> g_source_running{false};
-
-void CUPTIAPI OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
-  *buffer = nullptr;
-  *size = 0;
-  *max_records = 0;
-  g_in_callback.fetch_add(1);
-  if (BufferPool* pool = g_pool.load()) {
-    const uint64_t now = HostNowNs();
-    for (BufferPool::Slot& s : pool->slots) {
-      uint8_t expected = kFree;
-      if (s.state.compare_exchange_strong(expected, kWithCupti, std::memory_order_acq_rel)) {
-        // (Until this store, a flush thread that sees the slot held reads
-        // its previous request's time: earlier, so a progress too cautious,
-        // never too far.)
-        s.requested_ns.store(now, std::memory_order_relaxed);
-        *buffer = s.data;
-        *size = CuptiSource::kBufferBytes;
-        break;
-      }
-    }
-    // None free: CUPTI drops records, and counts them.
-    if (*buffer == nullptr) pool->counters->refused.fetch_add(1, std::memory_order_relaxed);
-  }
-  g_in_callback.fetch_sub(1);
-}
-
-void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream, uint8_t* buffer, size_t,
-                                size_t valid) {
-  g_in_callback.fetch_add(1);
-  if (BufferPool* pool = g_pool.load()) {
-    // Recorded as CUPTI filled it, before it is parsed and given back.
-    if (pool->recorder != nullptr) pool->recorder->AddBuffer(buffer, valid, stream);
-    for (BufferPool::Slot& s : pool->slots) {
-      if (s.data != buffer) continue;
-      s.valid = valid;
-      s.seq = pool->next_seq.fetch_add(1, std::memory_order_relaxed);
-      s.state.store(kCompleted, std::memory_order_release);
-      break;
-    }
-    size_t dropped = 0;
-    if (pool->get_dropped(context, stream, &dropped) == CUPTI_SUCCESS) pool->AddDropped(dropped);
-  }
-  g_in_callback.fetch_sub(1);
-}
+std::atomic<bool> g_source_running{false};  // one CuptiSource at a time (CUPTI is process-wide).
 
 }  // namespace
 
@@ -325,9 +80,8 @@ struct CuptiSource::Impl {
   ClockMap clock;
   std::unique_ptr<CuptiRecordParser> parser;
   std::shared_ptr<Ring> ring;
-  // The kinds on in CUPTI, turned by capture on demand (gpu_activity.h):
-  // under the switch's lock; by the flush thread only once Stop() has
-  // removed the switch.
+  // The kinds on in CUPTI, turned by capture on demand (gpu_activity.h),
+  // Yield(), Regain() and the flush thread: under cupti_mu.
   std::unique_ptr<CuptiKindSet> kinds;
   std::thread thread;
   std::mutex mu;
@@ -337,7 +91,100 @@ struct CuptiSource::Impl {
   SourceCounters counters;
   std::unique_ptr<CuptiSourceRecorder> recorder;  // null: no recording.
 
+  // Another CUPTI client (cupti_source.h). cupti_mu serializes what calls
+  // CUPTI or produces into the ring: the flush thread's wake, Yield(),
+  // Regain(), the capture switch's turns (taken under the switch's own
+  // lock: that one first, always).
+  mutable std::mutex cupti_mu;
+  bool aside = false;                 // guarded by cupti_mu; mirrored in *aside_flag.
+  std::atomic<bool>* aside_flag = nullptr;  // CuptiSource::aside_ (PushOp, aside()).
+  bool os_thread_ids = false;         // CUPTI took SYSTEM thread ids at Start().
+  std::vector<Handoff> handoffs;      // guarded by cupti_mu; the newest kMaxHandoffs.
+  TrackId marker_track = 0;           // "GPU tracer", at the first handoff.
+  std::string not_regained;           // the last refusal said ("": none), said once.
+  bool retry = false;                 // a Regain() was refused: the flush thread tries again.
+  uint32_t wakes = 0;                 // the flush thread's, for retry's pace.
+
   explicit Impl(Stream& s) : stream(s) {}
+
+  void SetAside(bool a) {  // under cupti_mu.
+    aside = a;
+    aside_flag->store(a, std::memory_order_release);
+  }
+
+  // A handoff: logged, and an instant on the ring (under cupti_mu).
+  void Note(Handoff::Kind kind, std::string what, std::string_view marker) {
+    const uint64_t now = HostNowNs();
+    if (handoffs.size() == kMaxHandoffs) handoffs.erase(handoffs.begin());
+    handoffs.push_back({kind, now, what});
+    if (marker_track == 0) {
+      marker_track = stream.AddTrack(TrackInfo{stream.names().Intern("GPU tracer (liveprof)"),
+                                               TrackType::kHostThread, 0, 0});
+    }
+    Event* e = ring->queue->TryReserve();
+    if (e == nullptr) return;  // (a full ring: counted as the ring's drop)
+    *e = Event{};
+    e->ts = now;
+    e->kind = EventKind::kInstant;
+    e->name = stream.names().Intern(std::string(marker) + what);
+    e->track = marker_track;
+    ring->queue->Publish();
+  }
+
+  // CUPTI as the source wants it, from scratch: the attributes, the
+  // callbacks, the kinds (after another client, or a cuptiFinalize). True
+  // if tracing; else why in *why, and the kinds stay off. Under cupti_mu.
+  bool Reestablish(std::string* why) {
+    if (api.set_attribute != nullptr) {
+      uint8_t per_thread = 0;
+      size_t size = sizeof per_thread;
+      api.set_attribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &size, &per_thread);
+    }
+    if (os_thread_ids) api.set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+    if (const CUptiResult r = api.register_callbacks(OnBufferRequested, OnBufferCompleted);
+        r != CUPTI_SUCCESS) {
+      *why = "cuptiActivityRegisterCallbacks: " + api.ResultName(r);
+      return false;
+    }
+    if (const CUptiResult r = kinds->Resume(); r != CUPTI_SUCCESS) {
+      kinds->Suspend(/*cupti_knows=*/true);
+      *why = "CONCURRENT_KERNEL: " + api.ResultName(r);
+      return false;
+    }
+    return true;
+  }
+
+  // Buffers CUPTI held when it was finalized, or when the other client's
+  // forced flush gave them to its callbacks: CUPTI will never give them
+  // back, so they are the pool's again. Under cupti_mu, aside or finalized.
+  void ReclaimHeld() {
+    for (BufferPool::Slot& s : pool->slots) {
+      uint8_t held = kWithCupti;
+      s.state.compare_exchange_strong(held, kFree, std::memory_order_acq_rel);
+    }
+  }
+
+  // Whether CUPTI was finalized under the running source: the thread id
+  // type it set at Start() is back to the default (cuptiFinalize forgets
+  // it). Then everything again, and said. The flush thread, under cupti_mu.
+  void CheckFinalized() {
+    if (!os_thread_ids || api.get_thread_id_type == nullptr) return;
+    CUpti_ActivityThreadIdType type = CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM;
+    if (api.get_thread_id_type(&type) != CUPTI_SUCCESS || type == CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) return;
+    Note(Handoff::Kind::kFinalized, "", kGpuDataFinalized);
+    ParseCompleted();  // (what it gave back before)
+    ReclaimHeld();
+    kinds->Suspend(/*cupti_knows=*/false);
+    std::string why;
+    if (Reestablish(&why)) {
+      Note(Handoff::Kind::kRegained, "", kGpuDataBack);
+    } else {
+      SetAside(true);  // (Regain(), or this thread, tries again)
+      retry = true;
+      Note(Handoff::Kind::kNotRegained, why, kGpuDataNotRegained);
+      not_regained = why;
+    }
+  }
 
   void AddClockPair() {
     // The tightest of three brackets of host time around CUPTI's timestamp.
@@ -421,24 +268,52 @@ struct CuptiSource::Impl {
     if (progress > ring->declared_ns.load(std::memory_order_relaxed)) ring->DeclareProgress(progress);
   }
   static constexpr uint64_t kRequestSlackNs = 1'000'000;
+  // A refused Regain() is tried again every this many wakes (about 1 s).
+  static constexpr uint32_t kRetryWakes = 7;
 
   void Run() {
     pthread_setname_np(pthread_self(), "liveprof-cupti");
     std::unique_lock<std::mutex> lock(mu);
     while (!cv.wait_for(lock, kFlushPeriod, [this] { return stop; })) {
       lock.unlock();
-      if (!probe_driver.empty()) {  // (Options::probe_driver_at_start false)
-        std::vector<CudaDevice> devices;
-        ProbeDriver(probe_driver, &devices);
-        PublishDevices(*ring->queue, stream, devices);
-        probe_driver.clear();
+      {
+        std::lock_guard<std::mutex> c(cupti_mu);
+        if (!probe_driver.empty()) {  // (Options::probe_driver_at_start false)
+          std::vector<CudaDevice> devices;
+          ProbeDriver(probe_driver, &devices);
+          PublishDevices(*ring->queue, stream, devices);
+          probe_driver.clear();
+        }
+        if (aside && retry && ++wakes % kRetryWakes == 0) {
+          std::string why;  // (said at the refusal; a new reason is said too)
+          if (Reestablish(&why)) {
+            SetAside(false);
+            retry = false;
+            not_regained.clear();
+            Note(Handoff::Kind::kRegained, "", kGpuDataBack);
+          } else if (why != not_regained) {
+            Note(Handoff::Kind::kNotRegained, why, kGpuDataNotRegained);
+            not_regained = why;
+          }
+        }
+        if (aside) {
+          // No CUPTI call: it is the other client's. Nothing of the source's
+          // is in flight (Yield() parsed it all): complete up to now.
+          const uint64_t now = HostNowNs();
+          if (now > ring->declared_ns.load(std::memory_order_relaxed)) ring->DeclareProgress(now);
+        } else {
+          CheckFinalized();
+          if (!aside) Flush(0);
+        }
       }
-      Flush(0);
       lock.lock();
     }
     lock.unlock();
-    kinds->DisableAll();
-    Flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    std::lock_guard<std::mutex> c(cupti_mu);
+    if (!aside) {
+      kinds->DisableAll();
+      Flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    }
     ring->closed.store(true, std::memory_order_release);
   }
 
@@ -527,6 +402,7 @@ bool CuptiSource::Start() {
   }
   impl_ = std::move(impl);
   Impl& im = *impl_;
+  im.aside_flag = &aside_;
   const CuptiApi& api = im.api;
 
   im.pool = std::make_unique<BufferPool>();
@@ -539,17 +415,24 @@ bool CuptiSource::Start() {
   record_path_ = im.OpenRecording(options_.record_path);
   g_pool.store(im.pool.get());
 
+  // Another client traces now (Options::start_aside_for): nothing is taken
+  // from CUPTI until Regain(); whether it gives OS thread ids is only read.
+  const bool start_aside = !options_.start_aside_for.empty();
   // One pool for every thread, and OS thread ids (so API spans join the host
   // API's thread tracks). Both before the callbacks and the first kind.
-  if (api.set_attribute != nullptr) {
+  if (api.set_attribute != nullptr && !start_aside) {
     uint8_t per_thread = 0;
     size_t size = sizeof per_thread;
     api.set_attribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &size, &per_thread);
   }
+  CUpti_ActivityThreadIdType id_type = CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT;
   const bool os_thread_ids =
       api.set_thread_id_type != nullptr &&
-      api.set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) == CUPTI_SUCCESS;
-  if (const CUptiResult r = api.register_callbacks(OnBufferRequested, OnBufferCompleted);
+      (start_aside ? api.get_thread_id_type != nullptr && api.get_thread_id_type(&id_type) == CUPTI_SUCCESS
+                   : api.set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) == CUPTI_SUCCESS);
+  im.os_thread_ids = os_thread_ids;
+  if (const CUptiResult r =
+          start_aside ? CUPTI_SUCCESS : api.register_callbacks(OnBufferRequested, OnBufferCompleted);
       r != CUPTI_SUCCESS) {
     return fail(Status::kFailed, "cuptiActivityRegisterCallbacks failed: " + api.ResultName(r) +
                                      "; " + kHostOnly);
@@ -557,8 +440,9 @@ bool CuptiSource::Start() {
   im.kinds = std::make_unique<CuptiKindSet>(
       CuptiKindSet::Api{api.enable, api.disable, api.enable_runtime_api, api.enable_driver_api},
       options_.driver_api, options_.nvtx, api.callback_name);
+  if (start_aside) im.kinds->Suspend(/*cupti_knows=*/false);
   const uint64_t enabled_ns = HostNowNs();  // nothing CUPTI records ends before this.
-  if (const CUptiResult r = im.kinds->EnableKernels(); r != CUPTI_SUCCESS) {
+  if (const CUptiResult r = start_aside ? CUPTI_SUCCESS : im.kinds->EnableKernels(); r != CUPTI_SUCCESS) {
     driver_message_ = options_.probe_driver_at_start ? ProbeDriver(options_.cuda_library, &devices_)
                                                      : "not asked (inside cuInit)";
     return fail(IsCuptiPrivilegeError(r) ? Status::kNoPrivileges : Status::kUnavailable,
@@ -625,6 +509,11 @@ bool CuptiSource::Start() {
                 (api.next_record == nullptr ? " (without kernel names: no cuptiActivityGetNextRecord)."
                                             : ".");
   }
+  if (start_aside) {
+    message_ += " Aside while " + options_.start_aside_for + " traces (it started first): tracing from its end.";
+    im.SetAside(true);
+    im.Note(Handoff::Kind::kYielded, options_.start_aside_for, kGpuDataTo);
+  }
   status_ = Status::kRunning;
   // Nothing CUPTI records ends before its kinds were enabled: said at once,
   // so that until the first flush (after the driver's probe) the source is
@@ -632,9 +521,15 @@ bool CuptiSource::Start() {
   im.ring->DeclareProgress(enabled_ns);
   im.thread = std::thread([&im] { im.Run(); });
   running_.store(true, std::memory_order_release);
-  InstallGpuActivitySwitch({.apply = [&im](bool on) { im.kinds->SetActivity(on); },
+  // (Aside, the kinds are suspended: a turn is kept for Regain().)
+  InstallGpuActivitySwitch({.apply =
+                                [&im](bool on) {
+                                  std::lock_guard<std::mutex> c(im.cupti_mu);
+                                  im.kinds->SetActivity(on);
+                                },
                             .set_level =
                                 [this, &im](CuptiLevel l) {
+                                  std::lock_guard<std::mutex> c(im.cupti_mu);
                                   im.kinds->SetLevel(l);
                                   level_.store(l, std::memory_order_relaxed);
                                 },
@@ -666,7 +561,16 @@ uint64_t CuptiSource::refused_buffers() const {
   return impl_ ? impl_->counters.refused.load(std::memory_order_relaxed) : 0;
 }
 
+namespace {
+// Pushes PushOp() skipped on this thread while aside, whose pops PopOp() skips.
+thread_local uint32_t t_skipped_ops = 0;
+}  // namespace
+
 void CuptiSource::PushOp(NameId op) {
+  if (aside_.load(std::memory_order_acquire) && running_.load(std::memory_order_acquire)) {
+    ++t_skipped_ops;
+    return;
+  }
   if (running_.load(std::memory_order_acquire) && impl_->api.push_external != nullptr) {
     // A recording keeps each op's name (its ids mean nothing elsewhere).
     if (impl_->recorder) impl_->recorder->AddOp(op, stream_.names().Get(op));
@@ -675,10 +579,72 @@ void CuptiSource::PushOp(NameId op) {
 }
 
 void CuptiSource::PopOp() {
+  if (t_skipped_ops > 0) {
+    --t_skipped_ops;
+    return;
+  }
   if (running_.load(std::memory_order_acquire) && impl_->api.pop_external != nullptr) {
     uint64_t last = 0;
     impl_->api.pop_external(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, &last);
   }
+}
+
+bool CuptiSource::Yield(const std::string& client) {
+  if (status_ != Status::kRunning || !impl_) return false;
+  Impl& im = *impl_;
+  std::lock_guard<std::mutex> c(im.cupti_mu);
+  if (im.aside) {
+    // Aside only because CUPTI refused a regain: the retries stop (they
+    // would take CUPTI in the middle of this client's window), and this
+    // client's window is said as any other.
+    if (!im.retry) return false;
+    im.retry = false;
+    im.Note(Handoff::Kind::kYielded, client, kGpuDataTo);
+    return true;
+  }
+  // Its kinds off first (no new record), then every buffer CUPTI holds back
+  // (forced: partly filled ones too), parsed; then CUPTI is the other's.
+  im.kinds->Suspend(/*cupti_knows=*/true);
+  im.Flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  // The thread ids the other client would have without liveprof.
+  if (im.os_thread_ids) im.api.set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT);
+  im.SetAside(true);
+  im.retry = false;
+  im.not_regained.clear();
+  im.Note(Handoff::Kind::kYielded, client, kGpuDataTo);
+  return true;
+}
+
+bool CuptiSource::Regain(std::string* why) {
+  if (status_ != Status::kRunning || !impl_) return true;
+  Impl& im = *impl_;
+  std::lock_guard<std::mutex> c(im.cupti_mu);
+  if (!im.aside) return true;
+  // The other client's forced flush at its stop gave it whatever CUPTI held
+  // (a buffer of ours among them, if one was still out).
+  im.ReclaimHeld();
+  std::string reason;
+  if (!im.Reestablish(&reason)) {
+    if (reason != im.not_regained) {  // (said once per reason)
+      im.Note(Handoff::Kind::kNotRegained, reason, kGpuDataNotRegained);
+      im.not_regained = reason;
+    }
+    if (why != nullptr) *why = reason;
+    im.retry = true;
+    return false;
+  }
+  im.SetAside(false);
+  im.retry = false;
+  im.not_regained.clear();
+  im.AddClockPair();
+  im.Note(Handoff::Kind::kRegained, "", kGpuDataBack);
+  return true;
+}
+
+std::vector<CuptiSource::Handoff> CuptiSource::handoffs() const {
+  if (!impl_) return {};
+  std::lock_guard<std::mutex> c(impl_->cupti_mu);
+  return impl_->handoffs;
 }
 
 }  // namespace liveprof

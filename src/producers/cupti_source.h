@@ -70,6 +70,27 @@
 // Framework ops: PushOp() / PopOp() bracket a framework op so that the
 // kernels it launches carry it (cupti_records.h, "Framework ops").
 //
+// Another CUPTI client (docs/attach.md, "A script that profiles itself").
+// With CUDA 13.2 or older, or drivers before r610 (CUDA 13.0 and r580 on
+// this project's GPU machines), CUPTI has one set of activity buffer
+// callbacks and one set of kinds for the whole process: a client that
+// registers its callbacks (torch.profiler's Kineto at its prepareTrace)
+// takes every buffer, ours still held by CUPTI included, and its stop
+// disables kinds. So the source steps aside for it: Yield() turns its kinds
+// off, gives back and parses every record CUPTI holds for it (a forced
+// flush) and makes no CUPTI call at all until Regain(), which registers its
+// callbacks, attributes and kinds anew (the other client may have
+// finalized CUPTI). The source never calls cuptiSubscribe: the one
+// subscriber stays free for the other client (Kineto's libkineto_init takes
+// a refused cuptiSubscribe for "no GPU" and traces the CPU only, for good).
+// A cuptiFinalize by the other client after Regain() (Kineto's
+// TEARDOWN_CUPTI=1 finalizes at the first CUDA call after its stop) is
+// seen at the next flush when CUPTI's thread id type, set at Start(), is
+// back to its default: the source then registers everything again, and
+// says so. Each handoff is an instant on the ring's "GPU tracer" track
+// (kGpuData*, below) and an entry of handoffs(): what the server shows as
+// "GPU data: torch.profiler from t0 to t1".
+//
 // Recording: with Options::record_path, or else the environment variable
 // LIVEPROF_CUPTI_RECORD=/path/file.bin (the option wins; the variable lets a
 // user record without changing code), the run's CUPTI buffers are also
@@ -95,6 +116,13 @@
 #include "stream/stream.h"
 
 namespace liveprof {
+
+// The names of the handoff instants (above); the server reads them
+// (aggregators/gpu_handoffs.h keeps its own copy: a test checks they match).
+inline constexpr std::string_view kGpuDataTo = "GPU data: to ";  // + the other client.
+inline constexpr std::string_view kGpuDataBack = "GPU data: back to liveprof";
+inline constexpr std::string_view kGpuDataNotRegained = "GPU data: not regained: ";  // + why.
+inline constexpr std::string_view kGpuDataFinalized = "GPU data: lost to a cuptiFinalize by another client";
 
 // One GPU as the driver describes it.
 struct CudaDevice {
@@ -148,7 +176,26 @@ class CuptiSource {
     // entry point, src/attach), where calling the driver could recurse:
     // the flush thread asks at its first wake instead.
     bool probe_driver_at_start = true;
+    // Non-empty: another CUPTI client, so named, traces now (a Yield()
+    // before the source existed, attach/gpu.cc): Start() prepares
+    // everything but takes nothing from CUPTI (no callbacks, no kind) and
+    // the source starts aside, until Regain().
+    std::string start_aside_for;
   };
+
+  // A handoff of CUPTI between this source and another client.
+  struct Handoff {
+    enum class Kind : uint8_t {
+      kYielded,      // `what`: the other client.
+      kRegained,
+      kNotRegained,  // `what`: why (CUPTI refused the callbacks or CONCURRENT_KERNEL).
+      kFinalized,    // CUPTI was finalized under the running source.
+    };
+    Kind kind;
+    uint64_t host_ns;  // HostNowNs(): kinds off (kYielded), on again (kRegained), seen.
+    std::string what;
+  };
+  static constexpr size_t kMaxHandoffs = 64;  // handoffs() keeps the newest.
 
   CuptiSource(Stream& stream, Options options);
   explicit CuptiSource(Stream& stream) : CuptiSource(stream, Options()) {}
@@ -186,9 +233,27 @@ class CuptiSource {
 
   // Brackets a framework op on the calling thread: device work launched
   // until PopOp() carries `op` (CuptiRecordParser's op external kind). No-op
-  // unless running. Any thread, between Start() and Stop().
+  // unless running; aside (Yield()), nothing is pushed (the other client
+  // would get the records) and the matching pop is skipped. Any thread,
+  // between Start() and Stop().
   void PushOp(NameId op);
   void PopOp();
+
+  // Steps aside for another CUPTI client `client` ("torch.profiler"): see
+  // "Another CUPTI client" above. True if it stepped aside now (or was
+  // aside only for a refused Regain(), whose retries then stop); false when
+  // not running or aside for another client. Any thread; returns once every
+  // record CUPTI held for the source is parsed.
+  bool Yield(const std::string& client);
+  // Takes CUPTI back from the other client, which has stopped (its kinds
+  // off, its buffers flushed). True if tracing again (or not aside); false
+  // with why in *why when CUPTI refused: the source stays aside and Regain()
+  // may be called again. Any thread.
+  bool Regain(std::string* why = nullptr);
+  // Aside for another client now. Any thread.
+  bool aside() const { return aside_.load(std::memory_order_acquire); }
+  // The handoffs so far, oldest first (the newest kMaxHandoffs). Any thread.
+  std::vector<Handoff> handoffs() const;
 
  private:
   struct Impl;
@@ -203,6 +268,7 @@ class CuptiSource {
   std::atomic<CuptiLevel> level_{CuptiLevel::kDefault};
   std::unique_ptr<Impl> impl_;
   std::atomic<bool> running_{false};  // for PushOp / PopOp.
+  std::atomic<bool> aside_{false};    // Yield() .. Regain(); for PushOp.
 };
 
 // The message Start() gives when cuptiActivityEnable fails with CUPTI result

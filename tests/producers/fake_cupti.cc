@@ -11,6 +11,21 @@
 // call switched off is not recorded; enabling the kind again forgets every
 // per-call choice. cuptiGetCallbackName knows a small table of real
 // callback ids (kCallbacks), a few of each sort a level keeps or drops.
+//
+// A second CUPTI client, as CUDA 13.0 / drivers before r610 have it (the
+// GPU machines': one subscriber; docs/attach.md, "A script that profiles
+// itself"): cuptiSubscribe admits one subscriber and refuses a second with
+// CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED; the buffer callbacks and
+// the kinds are process-wide (whoever registered last gets every buffer,
+// one it did not hand out included); cuptiFinalize forgets everything
+// (callbacks, kinds, per-call switches, the subscriber, the thread id type,
+// records not yet delivered and the buffers it held, never given back).
+// fake_cupti_peer_* is such a client, modelled on Kineto (torch.profiler):
+// its own callbacks and buffers, CONCURRENT_KERNEL and RUNTIME, a forced
+// flush at its stop, optionally cuptiFinalize (TEARDOWN_CUPTI=1).
+// cuptiSetThreadIdType / cuptiGetThreadIdType answer only once a test asked
+// for them (fake_cupti_thread_id_types(1)); before, NOT_SUPPORTED, so that
+// the other tests keep CUPTI's own thread ids.
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>
 #include <cupti_driver_cbid.h>
@@ -18,10 +33,15 @@
 #include <cupti_runtime_cbid.h>
 #include <time.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
+#include <string>
 #include <vector>
+
+struct CUpti_Subscriber_st {};  // (CUPTI's opaque handle type: a subscriber's slot here)
 
 namespace {
 
@@ -40,6 +60,13 @@ std::map<uint32_t, uint8_t> g_driver_api;
 size_t g_api_switches = 0;                  // per-call switches, in all.
 std::vector<uint64_t> g_external[CUPTI_EXTERNAL_CORRELATION_KIND_SIZE];  // pushed ids, by kind.
 std::vector<std::vector<uint8_t>> g_delivered;  // each non-empty buffer completed, as delivered.
+CUpti_Subscriber_st g_subscriber_slot;   // the one subscriber's handle.
+bool g_subscribed = false;
+bool g_thread_id_types = false;          // cuptiSet/GetThreadIdType answer (a test's choice).
+CUpti_ActivityThreadIdType g_thread_id_type = CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT;
+int g_finalized = 0;                     // cuptiFinalize calls.
+int g_flushes = 0;                       // cuptiActivityFlushAll calls.
+bool g_refuse_kernels = false;           // cuptiActivityEnable(CONCURRENT_KERNEL) fails (a test's choice).
 
 struct Callback {
   bool driver;
@@ -118,6 +145,7 @@ CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequest
 CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   if (kind <= CUPTI_ACTIVITY_KIND_INVALID || kind >= CUPTI_ACTIVITY_KIND_COUNT) return CUPTI_ERROR_INVALID_KIND;
+  if (g_refuse_kernels && kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) return CUPTI_ERROR_NOT_READY;
   g_enabled[kind] = true;
   // The kind overrides the per-call switches made before (cupti_activity.h).
   if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) g_runtime_api.clear();
@@ -149,6 +177,12 @@ CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size
 CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   g_flags_seen |= flag | 0x100;  // 0x100: some flush happened.
+  ++g_flushes;
+  if (g_request == nullptr || g_complete == nullptr) {  // no client: nowhere to put them.
+    g_dropped += g_pending.size();
+    g_pending.clear();
+    return CUPTI_SUCCESS;
+  }
   if (!g_pending.empty()) {
     uint8_t* buffer = nullptr;
     size_t size = 0;
@@ -236,6 +270,54 @@ CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid, C
   return CUPTI_SUCCESS;
 }
 
+// One subscriber at a time, as CUPTI before r610 (and under Nsight tools).
+CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc, void*) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  if (subscriber == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (g_subscribed) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  g_subscribed = true;
+  *subscriber = &g_subscriber_slot;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  if (subscriber != &g_subscriber_slot || !g_subscribed) return CUPTI_ERROR_INVALID_PARAMETER;
+  g_subscribed = false;
+  return CUPTI_SUCCESS;
+}
+
+// Detaches CUPTI: every client's state is gone; the next call starts afresh.
+CUptiResult CUPTIAPI cuptiFinalize(void) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  g_request = nullptr;
+  g_complete = nullptr;
+  for (bool& on : g_enabled) on = false;
+  g_runtime_api.clear();
+  g_driver_api.clear();
+  g_dropped += g_pending.size();  // (never to be delivered)
+  g_pending.clear();
+  g_held.clear();  // never given back.
+  g_subscribed = false;
+  g_thread_id_type = CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT;
+  ++g_finalized;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiSetThreadIdType(CUpti_ActivityThreadIdType type) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  if (!g_thread_id_types) return CUPTI_ERROR_NOT_SUPPORTED;
+  g_thread_id_type = type;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetThreadIdType(CUpti_ActivityThreadIdType* type) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  if (!g_thread_id_types) return CUPTI_ERROR_NOT_SUPPORTED;
+  *type = g_thread_id_type;
+  return CUPTI_SUCCESS;
+}
+
 // --- Test controls. ---------------------------------------------------------
 
 // Queues `n` launches: a runtime API record and its kernel, at the fake
@@ -280,6 +362,7 @@ void fake_cupti_queue_launches(int n, uint32_t thread, const char* name) {
 // Asks for `n` buffers and keeps them (a busy CUPTI); returns how many it got.
 int fake_cupti_hold_buffers(int n) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
+  if (g_request == nullptr) return 0;
   int got = 0;
   for (int i = 0; i < n; ++i) {
     uint8_t* buffer = nullptr;
@@ -299,6 +382,7 @@ int fake_cupti_hold_buffers(int n) {
 int fake_cupti_complete_held() {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   const int n = static_cast<int>(g_held.size());
+  if (g_complete == nullptr) return 0;
   for (uint8_t* b : g_held) g_complete(nullptr, 0, b, 0, 0);
   g_held.clear();
   return n;
@@ -347,6 +431,132 @@ void fake_cupti_reset_log() {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   g_delivered.clear();
   g_api_switches = 0;
+}
+
+// cuptiSet/GetThreadIdType answer (1) or say NOT_SUPPORTED (0, the default).
+void fake_cupti_thread_id_types(int on) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  g_thread_id_types = on != 0;
+  g_thread_id_type = CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT;
+}
+// cuptiFinalize calls so far; whether a subscriber holds CUPTI now.
+int fake_cupti_finalized() {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  return g_finalized;
+}
+int fake_cupti_subscribed() {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  return g_subscribed ? 1 : 0;
+}
+// cuptiActivityFlushAll calls so far.
+int fake_cupti_flushes() {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  return g_flushes;
+}
+// cuptiActivityEnable(CONCURRENT_KERNEL) fails with CUPTI_ERROR_NOT_READY (1) or works (0).
+void fake_cupti_refuse_kernels(int on) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  g_refuse_kernels = on != 0;
+}
+// External correlation ids pushed and not popped, of kind CUSTOM2 (liveprof's ops).
+size_t fake_cupti_external_depth() {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  return g_external[CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2].size();
+}
+
+}  // extern "C"
+
+// --- The other client: Kineto as torch.profiler runs it. --------------------
+namespace {
+
+struct Peer {
+  std::set<uint8_t*> buffers;              // handed to CUPTI, not yet back.
+  std::map<std::string, int> kernels;      // kernel records received, by name.
+  int api_records = 0;
+  int unknown_buffers = 0;                 // given one it did not hand out (Kineto logs an error).
+  bool subscribed = false;
+  CUpti_SubscriberHandle subscriber = nullptr;
+};
+Peer g_peer;
+
+void CUPTIAPI PeerRequest(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(ACTIVITY_RECORD_ALIGNMENT, 1 << 20));
+  *size = *buffer != nullptr ? size_t{1} << 20 : 0;
+  *max_records = 0;
+  if (*buffer != nullptr) g_peer.buffers.insert(*buffer);
+}
+
+void CUPTIAPI PeerComplete(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  if (g_peer.buffers.erase(buffer) == 0) {
+    ++g_peer.unknown_buffers;
+    return;
+  }
+  CUpti_Activity* r = nullptr;
+  while (cuptiActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS) {
+    if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+      ++g_peer.kernels[reinterpret_cast<const CUpti_ActivityKernel10*>(r)->name];
+    } else if (r->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+      ++g_peer.api_records;
+    }
+  }
+  std::free(buffer);
+}
+
+void CUPTIAPI PeerCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+}  // namespace
+
+extern "C" {
+
+// Starts the other client as Kineto's prepareTrace does (libkineto_init's
+// cuptiSubscribe first when `subscribe`): its callbacks, then its kinds.
+// Returns cuptiSubscribe's result (CUPTI_SUCCESS when not asked).
+int fake_cupti_peer_start(int subscribe) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  g_peer.kernels.clear();
+  g_peer.api_records = 0;
+  g_peer.unknown_buffers = 0;
+  CUptiResult r = CUPTI_SUCCESS;
+  if (subscribe != 0 && !g_peer.subscribed) {
+    r = cuptiSubscribe(&g_peer.subscriber, reinterpret_cast<CUpti_CallbackFunc>(PeerCallback), nullptr);
+    g_peer.subscribed = r == CUPTI_SUCCESS;
+  }
+  cuptiActivityRegisterCallbacks(PeerRequest, PeerComplete);
+  cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME);
+  cuptiActivityEnableRuntimeApi(CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, 0);
+  return r;
+}
+
+// Stops it as Kineto's stopTrace and processTrace do: its kinds off, a
+// forced flush; then, with `finalize` (TEARDOWN_CUPTI=1), its subscriber
+// goes and cuptiFinalize detaches CUPTI.
+void fake_cupti_peer_stop(int finalize) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME);
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (finalize != 0) {
+    if (g_peer.subscribed) cuptiUnsubscribe(g_peer.subscriber);
+    g_peer.subscribed = false;
+    cuptiFinalize();
+  }
+}
+
+// What it received since its start: kernels named `name`, runtime API
+// records, and buffers completed to it that it never handed out.
+int fake_cupti_peer_kernels(const char* name) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  const auto it = g_peer.kernels.find(name);
+  return it == g_peer.kernels.end() ? 0 : it->second;
+}
+int fake_cupti_peer_api_records() {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  return g_peer.api_records;
+}
+int fake_cupti_peer_unknown_buffers() {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  return g_peer.unknown_buffers;
 }
 
 }  // extern "C"
