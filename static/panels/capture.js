@@ -25,6 +25,18 @@ function captureText(c) {
   return parts.join(' · ');
 }
 
+// Whose GPU data a source's spans are (/api/status's gpu_handoffs, docs/
+// protocol.md): "liveprof", or the newest span that went to another CUPTI
+// client (torch.profiler run by the program itself), in seconds since the
+// run's first event, as the trace viewer's axis.
+function gpuDataText(windows, gpuAvailable) {
+  if (!windows.length) return gpuAvailable ? 'liveprof' : '—';
+  const w = windows[windows.length - 1];
+  const span = w.to_s === null ? `since ${num(w.from_s, 3)} s` : `from ${num(w.from_s, 3)} s to ${num(w.to_s, 3)} s`;
+  return `GPU data: ${w.client} ${span}${w.note ? ` (${w.note})` : ''}` +
+    `${windows.length > 1 ? `; ${windows.length - 1} earlier` : ''}; liveprof the rest`;
+}
+
 // "undefined_track 200, bad_kind 1" (empty: none refused).
 function refusedText(s) {
   return (s.refused ?? []).map((r) => `${r.reason} ${int(r.events)}`).join(', ');
@@ -80,6 +92,10 @@ export default {
       {key: 'offset_ms', label: 'Clock offset ms', numeric: true, fmt: (v) => num(v, 3)},
       {key: 'rtt_us', label: 'Best RTT µs', numeric: true, fmt: (v) => num(v, 1)},
       {key: 'capture', label: 'Records now'},
+      {key: 'gpu_data', label: 'GPU data',
+        title: 'Whose GPU data: liveprof\'s, except the spans another CUPTI client had (torch.profiler run by the ' +
+          'program itself: before CUDA 13.3 / driver r610 CUPTI serves one client at a time, and liveprof steps ' +
+          'aside for its window); seconds since the run\'s first event, as the trace viewer\'s axis'},
     ], {sort: {key: 'id', desc: false}});
     const note = root.querySelector('.note');
     const refusals = root.querySelector('.refusals');
@@ -116,6 +132,7 @@ export default {
           } else {
             live = sources.filter((s) => s.connected);
             const stepsOf = new Map((st.step_sources ?? []).map((s) => [s.worker, s]));
+            const handoffsOf = (worker) => (st.gpu_handoffs ?? []).filter((h) => h.worker === worker);
             note.textContent = `${live.length} connected, ${sources.length - live.length} closed. A batch is ` +
               'acknowledged once its events are handled and, with --trace-dir, written to the run folder: a ' +
               'sender keeps each batch until then, and a kill -9 of the server loses none it acknowledged.';
@@ -128,6 +145,7 @@ export default {
               acked: s.acked_seq ?? 0, unacked: s.unacked_batches ?? 0,
               offset_ms: s.clock_offset_ns / 1e6, rtt_us: s.best_rtt_ns / 1e3,
               capture: captureText(s.capture),
+              gpu_data: gpuDataText(handoffsOf(s.worker), s.capture?.gpu_available),
             })));
             // Each reason's first refused event, as the server's console said it.
             refusals.innerHTML = sources.flatMap((s) => (s.refused ?? []).map((r) =>

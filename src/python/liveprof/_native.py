@@ -73,6 +73,12 @@ _connect_c = _fn(_slow, "liveprof_connect_helper", _int, _str, _str, _int, _str,
 _disconnect_c = _fn(_slow, "liveprof_disconnect", None, _u64)
 _gpu_start_c = _fn(_slow, "liveprof_gpu_start", _int, _str, _c.c_char_p, _sz)
 _gpu_stop_c = _fn(_slow, "liveprof_gpu_stop", None)
+# Another CUPTI client (torch.profiler): _cupti_peer.py. (Absent from an
+# older library: the package then leaves torch.profiler alone.)
+_gpu_yield_c = _fn(_slow, "liveprof_gpu_yield", _int, _str) if hasattr(_slow, "liveprof_gpu_yield") else None
+_gpu_regain_c = (_fn(_slow, "liveprof_gpu_regain", _int, _c.c_char_p, _sz)
+                 if hasattr(_slow, "liveprof_gpu_regain") else None)
+_gpu_state_c = _fn(_slow, "liveprof_gpu_state", _int) if hasattr(_slow, "liveprof_gpu_state") else None
 _stage_name = _fn(_hot, "liveprof_input_stage_name", _str, _int)
 _kind_name = _fn(_hot, "liveprof_kind_name", _str, _int)
 _name_c = _fn(_hot, "liveprof_name", _str, _u32)
@@ -305,6 +311,37 @@ def gpu_start(level=None):
 
 def gpu_stop():
     _gpu_stop_c()
+
+
+#: liveprof_gpu_state's values, by name.
+_GPU_TRACER = ("none", "tracing", "aside", "pending")
+
+
+def gpu_state():
+    """This process's GPU tracer: "none" (not started, failed or stopped),
+    "tracing", "aside" (another CUPTI client traces), "pending" (none yet,
+    one would start aside); None from a library without it."""
+    if _gpu_state_c is None:
+        return None
+    st = _gpu_state_c()
+    return _GPU_TRACER[st] if 0 <= st < len(_GPU_TRACER) else "none"
+
+
+def gpu_yield(client):
+    """Another CUPTI client (`client`, "torch.profiler") is about to trace:
+    the GPU tracer steps aside (liveprof_c.h). 1 stepped aside, 2 noted (no
+    tracer yet), 0 nothing to do."""
+    return _gpu_yield_c(str(client).encode()) if _gpu_yield_c is not None else 0
+
+
+def gpu_regain():
+    """The other client has stopped: (1 tracing again | 2 nothing to take
+    back | 0 refused, message: why)."""
+    if _gpu_regain_c is None:
+        return 2, ""
+    message = _c.create_string_buffer(512)
+    r = _gpu_regain_c(message, len(message))
+    return r, message.value.decode("utf-8", "replace")
 
 
 def status():
