@@ -5,6 +5,10 @@
 
 namespace liveprof {
 
+bool IsModelPassName(std::string_view name) {
+  return name.starts_with("nn.Module.forward: ") || name == "autograd.backward" || name == "autograd.grad";
+}
+
 uint8_t ClassifyName(std::string_view name) {
   uint8_t bits = kNameClassified;
   if (StartsWithNoCase(name, "nccl")) bits |= kNameCollective;

@@ -41,6 +41,13 @@ enum class SpanType : uint8_t {
 inline constexpr size_t kSpanTypeCount = 18;
 
 // What a name says for classification (§2.3), worked out once per name.
+// liveprof run's spans of a CPU job's model passes (src/python/liveprof/
+// _model.py): "nn.Module.forward: <Class>", "autograd.backward",
+// "autograd.grad". Host compute, but not the program's own annotation: a
+// CPU-only step with only these still counts the time nothing claims as
+// host compute (step_breakdown.cc), as an unannotated one does.
+bool IsModelPassName(std::string_view name);
+
 inline constexpr uint8_t kNameClassified = 1 << 0;
 inline constexpr uint8_t kNameCollective = 1 << 1;  // starts with "nccl" (any case).
 inline constexpr uint8_t kName16Bit = 1 << 2;       // contains "half" or "fp16".

@@ -145,11 +145,12 @@ StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, BreakdownMode mode
                                 (1u << static_cast<unsigned>(SpanType::kDeviceCompute32));
   // A device step needs device compute (xprof: a group without it has no
   // step). A CPU-only step always has its row: with no host compute span in
-  // it (an unannotated job: liveprof run's PyTorch hooks mark steps and input
-  // only; or host level 1) its time that nothing else claims is host
-  // compute, so input and compute still add up to the step.
-  const bool unannotated_cpu =
-      !device_step && (present & (1u << static_cast<unsigned>(SpanType::kHostCompute))) == 0;
+  // it that the program named (an unannotated job: liveprof run's PyTorch
+  // hooks mark steps, input and the model's forward and backward only; or
+  // host level 1) its time that nothing else claims is host compute (the
+  // optimizer's step, the loss, Python), so input and compute still add up
+  // to the step.
+  const bool unannotated_cpu = !device_step && !step.annotated_host_compute;
   *well_formed = device_step ? (present & kCompute) != 0 : true;
   const std::span<const StepSpan> dev =
       use_device ? ByEnd(step.device_spans, &scratch->device) : std::span<const StepSpan>();

@@ -100,6 +100,7 @@ const StepAssembler::NameInfo& StepAssembler::LearnName(NameId id) {
     }
   }
   info.bits = ClassifyName(name);
+  info.model_pass = IsModelPassName(name);
   // Calls that start device work (cudaLaunchHostFunc starts none).
   info.launches = (name.find("Launch") != std::string_view::npos &&
                    name.find("LaunchHostFunc") == std::string_view::npos) ||
@@ -276,6 +277,7 @@ void StepAssembler::AddToStep(OpenStep& s, const Event& e, bool by_corr) {
     span.begin = e.ts, span.end = e.end(), span.type = type, span.cpu_type = cpu_type;
     r.host_types |= TypeBit(type);
     r.cpu_host_types |= TypeBit(cpu_type);
+    if (cpu_type == SpanType::kHostCompute && !info.model_pass) r.annotated_host_compute = true;
   }
   if (e.kind == EventKind::kRuntimeApi && e.corr != 0) {
     const auto [it, inserted] = launch_step_->map.try_emplace(e.corr, 0);

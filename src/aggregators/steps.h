@@ -96,6 +96,9 @@ struct StepRecord {
   uint32_t device_by_corr = 0;       // joined through their launch.
   uint32_t device_by_time = 0;       // joined by time.
   bool closed_by_timeout = false;    // closed by close_lag_ns, not by a successor.
+  // A host compute span (on the CPU-only reading) that the program named:
+  // not only liveprof run's model forward and backward (IsModelPassName).
+  bool annotated_host_compute = false;
   bool has_device() const { return !device_spans.empty(); }
 };
 
@@ -152,6 +155,7 @@ class StepAssembler {
   struct NameInfo {
     uint8_t state = 0;  // 0 unknown, 1 not a step, 2 step (ProfilerStep), 3 step (pattern).
     bool launches = false;  // a runtime API that makes device work.
+    bool model_pass = false;  // IsModelPassName.
     uint8_t bits = 0;       // ClassifyName.
     int64_t number = -1;
   };

@@ -25,14 +25,15 @@ using test::Op;
 
 enum : NameId {
   kTrain = 1, kGetNext, kLaunchKernel, kMatmul, kNccl, kHalfGemm, kDenseOp, kSync, kMemcpyAsync,
-  kNameCount
+  kModelForward, kModelBackward, kNameCount
 };
 
 Catalog MakeCatalog() {
   Catalog c;
   const char* names[] = {"", "train", "IteratorGetNext", "cudaLaunchKernel", "matmul_kernel",
                          "ncclAllReduceKernel", "half_gemm", "model/dense/MatMul:MatMul",
-                         "cudaStreamSynchronize", "cudaMemcpyAsync"};
+                         "cudaStreamSynchronize", "cudaMemcpyAsync", "nn.Module.forward: Net",
+                         "autograd.backward"};
   for (NameId i = 0; i < kNameCount; ++i) c.DefineName(i, names[i]);
   return c;
 }
@@ -197,6 +198,37 @@ TEST_CASE("step breakdown: every bucket by hand, host+device mode") {
   CHECK(r.work.d2h_count == 1);
   CHECK(r.work.kernel_count == 3);
   CHECK(r.device_busy_ns == 600);  // [150,250) ∪ [350,850).
+}
+
+TEST_CASE("step breakdown: a CPU step with only liveprof run's model passes: the rest is host compute") {
+  // liveprof run's forward and backward spans (src/python/liveprof/_model.py)
+  // are host compute but no annotation of the program's: what input and they
+  // leave (the optimizer's step, the loss, Python) is host compute too, not
+  // "All others" (which would read as POTENTIALLY input-bound). A program's
+  // own op beside them makes the step annotated again.
+  const Catalog c = MakeCatalog();
+  Diagnostics diag;
+  std::vector<Event> v = {Marker(0, 100, 1),         Input(0, 20, kGetNext),       Op(20, 30, kModelForward),
+                          Op(50, 35, kModelBackward), Marker(100, 100, 2),         Input(100, 20, kGetNext),
+                          Op(120, 30, kModelForward), Op(150, 35, kModelBackward), Op(185, 5, kDenseOp)};
+  SortCompletion(&v);
+  StepBreakdown sb(&diag, {});
+  const auto steps = Assemble(c, v, &diag);
+  REQUIRE(steps.size() == 2);
+  CHECK_FALSE(steps[0].annotated_host_compute);
+  CHECK(steps[1].annotated_host_compute);
+  sb.Consume(steps);
+  REQUIRE(sb.rows().size() == 2);
+  const StepBreakdownRow& passes = sb.rows()[0];
+  CHECK(passes.bucket_ns[B(Bucket::kInput)] == 20);
+  CHECK(passes.bucket_ns[B(Bucket::kHostCompute)] == 80);  // forward 30 + backward 35 + the rest 15.
+  CHECK(passes.bucket_ns[B(Bucket::kAllOthers)] == 0);
+  const StepBreakdownRow& own_op = sb.rows()[1];
+  CHECK(own_op.bucket_ns[B(Bucket::kHostCompute)] == 70);  // 30 + 35 + the program's op 5.
+  CHECK(own_op.bucket_ns[B(Bucket::kAllOthers)] == 10);
+  CHECK(IsModelPassName("nn.Module.forward: Net"));
+  CHECK(IsModelPassName("autograd.grad"));
+  CHECK_FALSE(IsModelPassName("nn.Module: Net"));  // (level 3's, ignored by the breakdown altogether)
 }
 
 TEST_CASE("step breakdown: device-only mode uses the device span") {

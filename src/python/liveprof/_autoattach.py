@@ -50,7 +50,7 @@ import importlib.abc
 import os
 import sys
 
-from . import _steps
+from . import _cupti_peer, _steps
 
 _n = None            # liveprof._native, loaded with torch (not in processes that never import it).
 _STAGE_WAIT = None
@@ -63,6 +63,7 @@ _wait_names = {}     # iterator class -> the name id of its wait.
 _STAGE_PREPROCESS = None
 _fetch_names = {}    # dataset class -> the name id of its fetch.
 _modules = None      # _modules.ModuleHooks: per-module spans at level 3.
+_passes = None       # _model.ModelPasses: the model's forward (and, here, each backward) as host ops.
 
 # Which process reports, and as what. A process started by multiprocessing
 # with spawn or forkserver (a rank of torch.multiprocessing.spawn, a
@@ -229,11 +230,17 @@ def _on_zero_grad():
 _opt_steps = 0  # optimizer steps seen: a GradScaler step that skipped its optimizer adds none.
 
 
+def _sync_hooks():
+    if _modules is not None:
+        _modules.sync()  # (each step: the level may have changed, capture on demand)
+    if _passes is not None:
+        _passes.sync()
+
+
 def _on_optimizer_step(optimizer):
     global _opt_steps
     _opt_steps += 1
-    if _modules is not None:
-        _modules.sync()  # (each step: the level may have changed, capture on demand)
+    _sync_hooks()
     if not _on:
         return
     _check_process()
@@ -241,8 +248,7 @@ def _on_optimizer_step(optimizer):
 
 
 def _on_profiler_step():
-    if _modules is not None:
-        _modules.sync()
+    _sync_hooks()
     if not _on:
         return
     _check_process()
@@ -384,19 +390,27 @@ def _patch_autograd(torch):
     autograd = sys.modules.get("torch.autograd")
     if autograd is None or not hasattr(autograd, "backward"):
         return "no torch.autograd.backward: evaluation loops are not told apart"
+    now = _n._now
     for name in ("backward", "grad"):
         original = getattr(autograd, name, None)
         if original is None:
             continue
 
-        def wrap(original):
+        def wrap(original, span):
             @functools.wraps(original)
             def call(*args, **kwargs):
-                if _on:
-                    _guarded(_on_backward)
-                return original(*args, **kwargs)
+                if not _on:
+                    return original(*args, **kwargs)
+                _guarded(_on_backward)
+                if _passes is None or not _passes.active:
+                    return original(*args, **kwargs)
+                t0 = now()  # (a CPU job's backward pass: a host op beside the model's forward)
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    _n._record_span_c(2, span, t0, now(), 0)  # (kind 2: a framework op)
             return call
-        setattr(autograd, name, wrap(original))
+        setattr(autograd, name, wrap(original, _n._name_id("autograd." + name)))
     return None
 
 
@@ -437,6 +451,17 @@ def _patch_profiler(torch):
     return None
 
 
+def _hook_model(torch):
+    global _passes
+    from . import _model
+    passes = _model.ModelPasses(torch, _n)
+    if not passes.available():
+        return "no global module hooks in this PyTorch (%s): no forward spans" % getattr(torch, "__version__", "?")
+    _passes = passes
+    passes.sync()
+    return None
+
+
 def _hook_modules(torch):
     global _modules
     from . import _modules as modules
@@ -471,7 +496,8 @@ def _instrument(torch):
     atexit.register(_finish)  # (before the library's own exit flush: Python's atexit runs first)
     problems = [p for p in (_patch_dataloader(torch), _patch_fetchers(torch), _patch_optimizer(torch),
                             _patch_grad_scaler(torch), _patch_autograd(torch), _patch_distributed(torch),
-                            _patch_profiler(torch), _hook_modules(torch)) if p]
+                            _patch_profiler(torch), _hook_modules(torch), _hook_model(torch),
+                            _cupti_peer.install(torch, _n)) if p]
     for p in problems:
         _say("PyTorch partly instrumented: " + p)
 
