@@ -1,6 +1,6 @@
-// The kernel-stats rules that read names (tf-profiler-semantics.md §7): the
-// launch details string, the TensorCore kernel patterns and the op-name
-// eligibility rules. Declared in kernel_stats.h. Pure; any thread.
+// The kernel-stats rules that read names: the launch details string
+// (tf-profiler-semantics.md §7), which kernels ran on Tensor Cores (by
+// kernel family, beyond §7's list) and the op-name eligibility rules. Declared in kernel_stats.h. Pure; any thread.
 #include <charconv>
 #include <cmath>
 #include <string_view>
@@ -11,27 +11,93 @@ namespace liveprof {
 
 namespace {
 
-// §7, from xprof's kernel_stats_utils.cc.
-constexpr std::string_view kTensorCorePatterns[] = {
-    "16816",
-    "c1688",
-    "conv1x1",
-    "conv2d_c1_k1",
-    "dgrad_1x1_stride_2x2",
-    "direct_group",
-    "first_layer_wgrad_kernel",
-    "h1688",
-    "h884",
-    "hmma",
-    "i16832",
-    "i8816",
-    "s884",
-    "s1688",
-    "xmma_gemm",
-    "xmma_implicit_gemm",
-    "xmma_sparse_conv",
-    "xmma_sparse_gemm",
-    "xmma_warp_specialized_implicit_gemm",
+// Which kernels ran on Tensor Cores, by kernel family: one table for every
+// view (kernel stats' "Uses TC", the op roll-ups, the overview's top ops,
+// the PyTorch page's figure by family). A kernel name says how the kernel
+// computes: the library that built it names its math instruction or its
+// tensor-core code path. xprof's §7 list (and the PyTorch plugin's copy of
+// it, pytorch_gpu_metrics.cc) predates Hopper: it misses sm90 xmma kernels,
+// cuBLAS' nvjet, CUTLASS tensor-op and flash attention, and its
+// "xmma_gemm" also catches xmma's FFMA (CUDA-core) kernels. Patterns are
+// substrings, case-sensitive; a kernel that contains a CUDA-core marker is
+// not a tensor-core kernel whatever else it contains.
+struct TensorCorePattern {
+  std::string_view pattern;
+  std::string_view family;
+};
+
+// CUDA-core markers, checked first.
+constexpr std::string_view kCudaCoreMarkers[] = {
+    // xmma kernels that compute in FP32 FMA say so: cuDNN's
+    // sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_..._ffma_... and
+    // cuBLAS' sm80_xmma_gemm_f32f32_f32f32_f32_..._ffma_... (H200 traces).
+    "_ffma",
+    // CUTLASS's SIMT path: cutlass_80_simt_sgemm_... (OpClassSimt).
+    "_simt_",
+    // xmma / cask helpers: workspace initialisation, no math.
+    "init_device_workspace",
+    // Split-K reductions after a GEMM: plain adds (cuBLASLt, CUTLASS).
+    "splitKreduce",
+    "ReduceSplitK",
+    // Built for Maxwell (PyTorch's fmha_cutlassF_f32_..._sm50): no Tensor
+    // Cores to compile for.
+    "_sm50",
+};
+
+constexpr TensorCorePattern kTensorCorePatterns[] = {
+    // NVIDIA's xmma library (cuDNN, cuBLAS, TensorRT) is built on the mma
+    // instructions: sm80_xmma_* name their instruction ("tensor16x8x8"),
+    // sm90_xmma_* are warpgroup kernels ("warpgroupsize", wgmma), sm100_xmma_*
+    // tcgen05. Its FFMA kernels are marked above. xprof's xmma_gemm,
+    // xmma_implicit_gemm, xmma_sparse_* are this family.
+    {"xmma", "xmma"},
+    // The tensor-core instructions by name: HMMA (fp16/bf16/tf32 mma.sync,
+    // Volta on), IMMA (int8), HGMMA / WGMMA (Hopper's warpgroup MMA) and
+    // tcgen05 (Blackwell's fifth-generation Tensor Core).
+    {"hmma", "hmma"},
+    {"_imma", "imma"},
+    {"imma_", "imma"},
+    {"gmma", "wgmma"},
+    {"tcgen05", "tcgen05"},
+    // cuBLAS 12.x's GEMM kernels on Hopper and Blackwell (nvjet_sm90_tst_*,
+    // nvjet_sm100_*): cuBLASLt's generated kernels for tensor-core GEMMs
+    // (fp16, bf16, tf32, fp8); the H200 bf16 MLP's matmuls.
+    {"nvjet", "nvjet"},
+    // CUTLASS's OpClassTensorOp kernels: cutlass_tensorop_s1688dgrad_*,
+    // cutlass_80_tensorop_*, cutlass3x_sm90_tensorop_*, the mangled
+    // ...MmaTensorOp... of cuDNN's own CUTLASS; wmma is the WMMA API
+    // (cutlass_80_wmma_tensorop_bf16_s161616gemm_*).
+    {"tensorop", "cutlass tensorop"},
+    {"TensorOp", "cutlass tensorop"},
+    {"wmma", "wmma"},
+    // cuBLAS / cuDNN / CUTLASS names carry the mma instruction shape MxNxK
+    // behind the type letter (h fp16, s fp32 accumulate or tf32, i int8, c
+    // complex): 8x8x4 (Volta), 16x8x8 and 16x8x16 (Turing, Ampere), 16x8x32
+    // (int8). From xprof's §7 list.
+    {"h884", "mma shape"},
+    {"s884", "mma shape"},
+    {"h1688", "mma shape"},
+    {"s1688", "mma shape"},
+    {"c1688", "mma shape"},
+    {"16816", "mma shape"},
+    {"i8816", "mma shape"},
+    {"16832", "mma shape"},
+    // Flash attention (Dao's flash_fwd_* / flash_bwd_*, FlashAttention-3's
+    // Hopper kernels), PyTorch's memory-efficient attention (xformers'
+    // fmha_cutlassF/B: TensorOp on sm75 and later) and cuDNN's SDPA
+    // (..._sdpa_..._flash_fprop_...): attention as tensor-core GEMMs.
+    {"flash_fwd", "flash attention"},
+    {"flash_bwd", "flash attention"},
+    {"flash_fprop", "flash attention"},
+    {"flash_bprop", "flash attention"},
+    {"fmha", "flash attention"},
+    // cuDNN's Volta/Turing tensor-core convolutions, as xprof's §7 list names
+    // them (kernel_stats_utils.cc).
+    {"conv1x1", "cudnn tensor-core conv"},
+    {"conv2d_c1_k1", "cudnn tensor-core conv"},
+    {"dgrad_1x1_stride_2x2", "cudnn tensor-core conv"},
+    {"direct_group", "cudnn tensor-core conv"},
+    {"first_layer_wgrad_kernel", "cudnn tensor-core conv"},
 };
 
 constexpr std::string_view kEligibleSuffixes[] = {
@@ -155,12 +221,17 @@ KernelDetails ParseKernelDetails(std::string_view details) {
   return d;
 }
 
-bool KernelUsesTensorCore(std::string_view kernel_name) {
-  for (std::string_view p : kTensorCorePatterns) {
-    if (kernel_name.find(p) != std::string_view::npos) return true;
+std::string_view TensorCoreFamily(std::string_view kernel_name) {
+  for (std::string_view m : kCudaCoreMarkers) {
+    if (kernel_name.find(m) != std::string_view::npos) return {};
   }
-  return false;
+  for (const TensorCorePattern& p : kTensorCorePatterns) {
+    if (kernel_name.find(p.pattern) != std::string_view::npos) return p.family;
+  }
+  return {};
 }
+
+bool KernelUsesTensorCore(std::string_view kernel_name) { return !TensorCoreFamily(kernel_name).empty(); }
 
 bool IsOpTensorCoreEligible(std::string_view op_name) {
   for (std::string_view s : kTorchEligible) {

@@ -82,6 +82,9 @@ void KernelStatsSnapshot::WriteJson(JsonWriter& w) const {
   w.KV("window_ns", window_ns);
   w.KV("kernel_count", kernel_count);
   w.KV("kernel_ns", kernel_ns);
+  w.KV("tensor_core_ns", tensor_core_ns);
+  w.KV("tensor_core_pct", tensor_core_pct());
+  w.KV("tensor_core_definition", kTensorCoresByFamilyDefinition);
   w.KV("distinct_rows", distinct_rows);
   w.Key("rows");
   w.BeginArray();
@@ -96,6 +99,7 @@ void KernelStatsSnapshot::WriteJson(JsonWriter& w) const {
     w.KV("occupancy_pct", r.details.occupancy_pct);
     w.KV("op_tc_eligible", r.op_tc_eligible);
     w.KV("kernel_uses_tc", r.kernel_uses_tc);
+    w.KV("tc_family", TensorCoreFamily(r.kernel_name));
     w.KV("op_name", r.op_name);
     w.KV("occurrences", r.occurrences);
     w.KV("total_us", r.total_us());
@@ -467,6 +471,7 @@ KernelStatsSnapshot KernelStats::Snapshot(const Query& query) const {
     op.op_tc_eligible = op.op_tc_eligible || row.eligible;
     s.kernel_count += st.count;
     s.kernel_ns += st.total;
+    if (row.uses_tc) s.tensor_core_ns += st.total;
   }
   s.distinct_rows = row_ids.size();
 

@@ -54,9 +54,22 @@ struct KernelDetails {
 // Missing dims are 1, missing numbers 0. Any thread.
 KernelDetails ParseKernelDetails(std::string_view details);
 
-// True when the kernel name contains one of the §7 TensorCore patterns
-// ("h884", "s1688", "xmma_gemm", ...). Any thread.
+// The family of tensor-core kernels `kernel_name` belongs to ("xmma",
+// "nvjet", "cutlass tensorop", "flash attention", "mma shape", ...), or ""
+// for a kernel that runs on CUDA cores: one table of name patterns, each
+// family's reason beside it (kernel_details.cc). Covers Volta to Blackwell;
+// §7's list is a subset less its FFMA false positives. Any thread.
+std::string_view TensorCoreFamily(std::string_view kernel_name);
+
+// TensorCoreFamily(kernel_name) is not empty: what "Uses TC" shows. Any thread.
 bool KernelUsesTensorCore(std::string_view kernel_name);
+
+// What "Kernel time on Tensor Cores" means, wherever it is shown (Kernel
+// stats, analyze, the PyTorch page beside the plugin's figure).
+inline constexpr char kTensorCoresByFamilyDefinition[] =
+    "liveprof's: time of the kernels whose family runs on Tensor Cores (xmma, wgmma, nvjet, CUTLASS "
+    "tensor-op, mma shapes, flash attention, ...; FFMA and SIMT kernels excluded), divided by every "
+    "kernel's time: what the hardware ran";
 
 // The §7 op-name rules: ends with Conv2D, ..., /MatMul, FusedMatMul, ...;
 // contains BatchMatMul, CudnnRNNV, .... (No einsum equation in our events.)
@@ -149,11 +162,16 @@ struct KernelStatsSnapshot {
   uint64_t window_ns = 0;       // 0 = since start.
   uint64_t kernel_count = 0;    // kernels in the window.
   uint64_t kernel_ns = 0;       // their total duration.
+  uint64_t tensor_core_ns = 0;  // the part from kernels that ran on Tensor Cores.
   uint64_t distinct_rows = 0;   // rows before the top-N cut.
   std::vector<KernelStatsRow> rows;         // total desc, then key asc.
   std::vector<KernelOpRollup> ops;          // kernel_ns desc, then name asc; top_ops of them.
   std::vector<KernelDurationHistogram> histograms;
 
+  // "Kernel time using Tensor Cores": tensor_core_ns / kernel_ns, %.
+  double tensor_core_pct() const {
+    return kernel_ns == 0 ? 0.0 : 100.0 * static_cast<double>(tensor_core_ns) / static_cast<double>(kernel_ns);
+  }
   // The roll-up of `op_name`, or null.
   const KernelOpRollup* Op(std::string_view op_name) const;
   // One JSON object: window, totals, rows (µs columns), ops, histograms.

@@ -87,6 +87,7 @@ OverviewSnapshot BuildOverview(const OverviewInputs& in) {
       span += d.span_ns;
     }
     o.gpu_utilization_pct = Pct(static_cast<double>(busy), static_cast<double>(span));
+    o.gpu_utilization_window_ns = in.utilization->window_ns;
   }
 
   // Patterns from the GPU performance guide, each with its trigger numbers.
@@ -113,7 +114,8 @@ OverviewSnapshot BuildOverview(const OverviewInputs& in) {
         o.patterns.push_back(
             {"tiny_kernels", busy_pct < 40 ? "high" : "moderate",
              Fmt("%.0f%% of the kernels run shorter than %.0f us, about the 20-40 us it takes to "
-                 "launch one, and the GPU is busy only %.1f%% of the step: the host cannot launch "
+                 "launch one, and the GPU is busy (a kernel, copy or memset running) only %.1f%% of the time inside "
+                 "the steps (GPU utilization, above, counts the whole wall time): the host cannot launch "
                  "fast enough. Fuse ops (XLA / torch.compile), use CUDA Graphs, or raise the batch size.",
                  tiny_pct, static_cast<double>(in.small_kernel_ns) / 1e3, busy_pct),
              {{"tiny_kernel_pct", tiny_pct},
@@ -170,6 +172,8 @@ void OverviewSnapshot::WriteJson(JsonWriter& w) const {
   w.Key("summary");
   WriteStepWindowJson(w, window);
   w.KV("gpu_utilization_pct", gpu_utilization_pct);
+  w.KV("gpu_utilization_definition", kGpuUtilizationDefinition);
+  w.KV("gpu_utilization_window_ns", gpu_utilization_window_ns);
   w.KV("host_op_pct", host_op_pct);
   w.KV("device_op_pct", device_op_pct);
   w.Key("recommendation");

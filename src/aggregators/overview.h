@@ -27,6 +27,13 @@ namespace liveprof {
 // §5: below this 16-bit share of device compute, say so.
 inline constexpr double kLowPrecisionPct = 10;
 
+// liveprof's GPU utilization, one definition wherever it is shown (Overview,
+// `liveprof analyze`, the gpu_utilization_pct alert, the PyTorch page beside
+// the plugin's own figure): DeviceUtilization's busy / span, summed over GPUs.
+inline constexpr char kGpuUtilizationDefinition[] =
+    "time the GPU ran a kernel, copy or memset (union over streams) divided by the time from its first "
+    "to its last activity in the window (the wall time, gaps between steps and loops included)";
+
 // One detected pattern: what, how bad, and the numbers behind it.
 struct Pattern {
   std::string id;        // "idle_gaps_between_steps", "tiny_kernels"...
@@ -65,6 +72,7 @@ struct OverviewSnapshot {
   double device_op_pct = 0;
   std::vector<TopOp> top_ops;  // top 10 device ops by self time, IDLE excluded.
   double gpu_utilization_pct = -1;  // union busy / span over the devices; -1 without GPU.
+  uint64_t gpu_utilization_window_ns = 0;  // the devices' window (0 = since start).
   RunEnvironment env;
   std::vector<Pattern> patterns;
   void WriteJson(JsonWriter& w) const;

@@ -45,6 +45,9 @@ namespace {
 struct GpuKernels {
   std::vector<Kernel> kernels;
   uint64_t op_kernel_ns = 0, tc_kernel_ns = 0;
+  // Every kernel's time, and its part by TensorCoreFamily (not the plugin's
+  // rule: what the GPU ran, driver-API launches included).
+  uint64_t all_kernel_ns = 0, family_tc_kernel_ns = 0;
 };
 
 PytorchGpuEstimates Estimate(GpuKernels& g, bool op_kernels, int64_t w_begin, int64_t w_end) {
@@ -59,6 +62,10 @@ PytorchGpuEstimates Estimate(GpuKernels& g, bool op_kernels, int64_t w_begin, in
             ? 0.0
             : PyRound(100.0 * (us(static_cast<double>(g.tc_kernel_ns)) / us(static_cast<double>(g.op_kernel_ns))), 2);
   }
+  out.tensor_cores_by_family_pct =
+      g.all_kernel_ns == 0
+          ? 0.0
+          : PyRound(100.0 * static_cast<double>(g.family_tc_kernel_ns) / static_cast<double>(g.all_kernel_ns), 2);
   const int64_t w_len = w_end - w_begin;
   if (w_len <= 0) return out;
   std::stable_sort(kernels.begin(), kernels.end(), [](const Kernel& a, const Kernel& b) { return a.ts < b.ts; });
@@ -127,7 +134,11 @@ std::map<uint8_t, PytorchGpuEstimates> EstimateGpus(std::span<const Event> event
     }
   }
   std::unordered_map<NameId, KernelDetails> details;  // parsed once per details string.
-  std::unordered_map<NameId, bool> tensor_cores;      // once per kernel name.
+  struct TensorCoreRules {
+    bool plugin;  // the plugin's allowlist.
+    bool family;  // TensorCoreFamily: what the hardware ran.
+  };
+  std::unordered_map<NameId, TensorCoreRules> tensor_cores;  // once per kernel name.
   std::map<uint8_t, GpuKernels> gpus;
   bool op_kernels = false;  // on any GPU: the row is shown for each (0.0 for one without).
   for (const Event& e : events) {
@@ -141,12 +152,18 @@ std::map<uint8_t, PytorchGpuEstimates> EstimateGpus(std::span<const Event> event
     g.kernels.push_back({ts, ts + static_cast<int64_t>(e.dur), d->second.blocks_per_sm,
                          d->second.has_occupancy ? d->second.occupancy_pct : -1.0});
     // Tensor Cores: by name, over the kernels' whole time.
+    auto tc = tensor_cores.find(e.name);
+    if (tc == tensor_cores.end()) {
+      const std::string_view name = catalog.Name(e.name);
+      tc = tensor_cores.emplace(e.name, TensorCoreRules{PluginKernelUsesTensorCores(name), KernelUsesTensorCore(name)})
+               .first;
+    }
+    g.all_kernel_ns += e.dur;
+    if (tc->second.family) g.family_tc_kernel_ns += e.dur;
     if (e.payload.kernel.op != 0 && runtime_launches.count(e.corr) != 0) {
       op_kernels = true;
-      auto tc = tensor_cores.find(e.name);
-      if (tc == tensor_cores.end()) tc = tensor_cores.emplace(e.name, PluginKernelUsesTensorCores(catalog.Name(e.name))).first;
       g.op_kernel_ns += e.dur;
-      if (tc->second) g.tc_kernel_ns += e.dur;
+      if (tc->second.plugin) g.tc_kernel_ns += e.dur;
     }
   }
   std::map<uint8_t, PytorchGpuEstimates> out;

@@ -26,7 +26,11 @@ struct PytorchGpuEstimates {
   bool has_occupancy = false;
   double occupancy_pct = 0;
   bool has_tensor_cores = false;
-  double tensor_cores_pct = 0;
+  double tensor_cores_pct = 0;  // the plugin's allowlist.
+  // Every kernel's time on this GPU, the part by TensorCoreFamily
+  // (kernel_stats.h): what ran on Tensor Cores, Hopper's and Blackwell's
+  // families and driver-API launches included; round(x, 2).
+  double tensor_cores_by_family_pct = 0;
 };
 
 // The plugin's TC_Allowlist: a kernel whose name contains one of its

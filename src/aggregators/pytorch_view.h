@@ -74,6 +74,20 @@ enum class PytorchRole : uint8_t {
 };
 inline constexpr size_t kPytorchRoleCount = 8;  // without Total.
 
+// What the plugin's GPU rows count, as the dashboard and docs say it
+// (pytorch-plugin-semantics.md §5). liveprof's own GPU utilization is
+// kGpuUtilizationDefinition (overview.h), its Tensor Core share
+// kTensorCoresByFamilyDefinition (kernel_stats.h); they differ on purpose.
+inline constexpr char kPluginGpuUtilizationDefinition[] =
+    "the PyTorch plugin's: time at least one kernel ran (union over streams) within the kept steps, "
+    "divided by their wall time (first kept step's start to last kept step's end); copies and memsets "
+    "do not count";
+inline constexpr char kPluginTensorCoresDefinition[] =
+    "the PyTorch plugin's: time of the kernels an operator launched whose name is on its allowlist "
+    "(h884, s1688, xmma_gemm, ...: Volta/Ampere names, none of Hopper's sm90 xmma or cuBLAS' nvjet), "
+    "divided by all those kernels' time";
+
+
 // The column title the plugin gives a role ("CPU Exec" for kCpuOp).
 std::string_view PytorchRoleName(PytorchRole role);
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "aggregators/kernel_stats.h"
 #include "aggregators/pytorch_view.h"
 
 namespace liveprof {
@@ -195,6 +196,25 @@ void PytorchOverview::WriteJson(JsonWriter& w) const {
   w.KV("bad_duration_events", bad_duration_events);
   w.KV("window_start_ns", window_start_ns);
   w.KV("window_end_ns", window_end_ns);
+  // What each GPU row counts, and the Tensor Core share by kernel family
+  // beside the plugin's (which keeps its own rule).
+  w.Key("definitions");
+  w.BeginObject();
+  w.KV("GPU Utilization", kPluginGpuUtilizationDefinition);
+  w.KV("Kernel Time using Tensor Cores", kPluginTensorCoresDefinition);
+  w.KV("tensor_cores_by_family_pct", kTensorCoresByFamilyDefinition);
+  w.EndObject();
+  w.Key("gpus");
+  w.BeginArray();
+  for (const PytorchOverviewGpu& g : gpus) {
+    w.BeginObject();
+    w.KV("device", static_cast<uint32_t>(g.device));
+    w.KV("utilization_pct", g.utilization_pct);
+    if (g.estimates.has_tensor_cores) w.KV("tensor_cores_pct", g.estimates.tensor_cores_pct);
+    w.KV("tensor_cores_by_family_pct", g.estimates.tensor_cores_by_family_pct);
+    w.EndObject();
+  }
+  w.EndArray();
   w.Key("steps");
   w.BeginArray();
   for (const PytorchOverviewStep& s : steps) {

@@ -122,9 +122,16 @@ void PrintTables(const json& d, bool pytorch) {
   }
 
   for (const json& g : d["device"]) {
-    std::printf("GPU %d: busy %.3f ms of %.3f ms (%.2f%%), kernels %.3f ms\n", g["ordinal"].get<int>(),
-                g["busy_ns"].get<double>() / 1e6, g["span_ns"].get<double>() / 1e6,
-                g["utilization_pct"].get<double>(), g["kernel_busy_ns"].get<double>() / 1e6);
+    std::printf("GPU %d: GPU utilization %.2f%% (busy %.3f ms of %.3f ms), kernels %.3f ms\n", g["ordinal"].get<int>(),
+                g["utilization_pct"].get<double>(), g["busy_ns"].get<double>() / 1e6, g["span_ns"].get<double>() / 1e6,
+                g["kernel_busy_ns"].get<double>() / 1e6);
+  }
+  if (!d["device"].empty()) {
+    std::printf("  GPU utilization: %s\n", d["overview"]["gpu_utilization_definition"].get<std::string>().c_str());
+  }
+  if (d["kernel_stats"]["kernel_count"].get<uint64_t>() != 0) {
+    std::printf("Kernel time using Tensor Cores (by kernel family): %.2f%% of %.3f ms\n",
+                d["kernel_stats"]["tensor_core_pct"].get<double>(), d["kernel_stats"]["kernel_ns"].get<double>() / 1e6);
   }
   if (pytorch && d["pytorch_breakdown"].is_object()) {
     const json& p = d["pytorch_breakdown"];
@@ -143,6 +150,20 @@ void PrintTables(const json& d, bool pytorch) {
         std::printf("    %-12s %9" PRId64 " us %6.2f%%\n", c["name"].get<std::string>().c_str(),
                     c["value"].get<int64_t>(), c["extra"].get<double>());
       }
+    }
+    // The plugin's GPU rows, each with what it counts (not liveprof's
+    // GPU utilization above).
+    const json& defs = p["liveprof"]["definitions"];
+    if (p.contains("gpu_metrics")) std::printf("  GPU summary (the plugin's rules):\n");
+    for (const json& row : p.value("gpu_metrics", json::object()).value("data", json::array())) {
+      const std::string title = row["title"].get<std::string>();
+      std::printf("    %-32s %s\n", title.c_str(), row["value"].get<std::string>().c_str());
+      if (defs.contains(title)) std::printf("      = %s\n", defs[title].get<std::string>().c_str());
+    }
+    for (const json& g : p["liveprof"]["gpus"]) {
+      std::printf("    GPU %d, Tensor Cores by kernel family: %.2f %%\n      = %s\n", g["device"].get<int>(),
+                  g["tensor_cores_by_family_pct"].get<double>(),
+                  defs["tensor_cores_by_family_pct"].get<std::string>().c_str());
     }
     return;
   }

@@ -73,7 +73,10 @@ export default {
         last = k;
         table.setRows(k.rows);
         root.querySelector('.totals').innerHTML =
-          `<span data-field="kernel_count">${esc(int(k.kernel_count))}</span> kernels, ${esc(duration(k.kernel_ns))}, ${esc(int(k.distinct_rows))} distinct`;
+          `<span data-field="kernel_count">${esc(int(k.kernel_count))}</span> kernels, ${esc(duration(k.kernel_ns))}, ${esc(int(k.distinct_rows))} distinct` +
+          // Uses TC and this share: what ran on Tensor Cores, by kernel family.
+          (k.kernel_ns ? `, <span data-field="tensor_core_pct" title="${esc(k.tensor_core_definition ?? '')}">${
+            esc(pct(k.tensor_core_pct, 2))} of kernel time on Tensor Cores</span>` : '');
         const top = k.rows.slice().sort((a, b) => b.total_us - a.total_us).slice(0, 10);
         barList(root.querySelector('.top'), top.map((r) => ({label: r.kernel_name, value: r.total_us, text: `${num(r.total_us / 1e3, 2)} ms`})));
         showHistogram(k);

@@ -46,7 +46,11 @@ export default {
             `<div class="stats">${stat('Average step time', s.steps ? `${num(s.step_time_ms_avg, 2)} ms` : '—', 'step_time_ms_avg')}` +
             stat('Standard deviation', `${num(s.step_time_ms_stddev, 2)} ms`) +
             stat('Steps in window', s.steps ? `${int(s.steps)} (${s.first_step}–${s.last_step})` : '0', 'steps') +
-            stat('GPU utilization', o.gpu_utilization_pct >= 0 ? pct(o.gpu_utilization_pct) : '—', 'gpu_utilization_pct') + '</div>' +
+            stat('GPU utilization', o.gpu_utilization_pct >= 0 ? pct(o.gpu_utilization_pct, 2) : '—', 'gpu_utilization_pct') + '</div>' +
+            // What the figure counts, one definition wherever it is shown
+            // (the PyTorch page shows the plugin's beside it).
+            (o.gpu_utilization_pct >= 0 ? `<p class="muted definition" data-field="gpu_utilization_definition">GPU utilization = ${
+              esc(o.gpu_utilization_definition ?? '')}${o.gpu_utilization_window_ns ? ` (last ${num(o.gpu_utilization_window_ns / 1e9, 0)} s)` : ', since the start'}.</p>` : '') +
             `<table class="breakdown"><thead><tr><th>Step-time category</th><th class="num">% of step</th><th class="num">avg ms</th></tr></thead><tbody>${
               BREAKDOWN_KEYS.map(([k, label], i) => `<tr><td><i class="swatch" style="background:${colorOf(label, i)}"></i>${esc(label)}</td>` +
                 `<td class="num" data-field="pct.${k}">${pct(s.pct[k], 1)}</td><td class="num">${num(s.avg_ms[k], 2)}</td></tr>`).join('')

@@ -5,6 +5,10 @@
 // Other), the average step, the GPU summary and the plugin's
 // recommendations. The server computes it for each request (a batch over its
 // buffer): the page polls it every few seconds rather than taking the feed.
+// The plugin's GPU rows keep the plugin's rules (its GPU Utilization, its
+// Tensor Core allowlist); beside them, labelled with their own definitions,
+// liveprof's GPU utilization (the Overview's, from the `overview` view) and
+// the Tensor Core share by kernel family (the Kernel stats page's).
 import {StackedBars} from '../charts.js';
 import {esc, num, pct} from '../format.js';
 import {Table} from '../table.js';
@@ -41,7 +45,7 @@ function roles(columns) {
 export default {
   id: 'pytorch',
   title: 'PyTorch',
-  topics: ['pytorch'],
+  topics: ['pytorch', 'overview'],
   pollMs: 3000,
 
   mount(root) {
@@ -81,8 +85,9 @@ export default {
     }
 
     return {
-      render({pytorch: p}) {
+      render({pytorch: p, overview: o}) {
         if (!p) return;
+        root.dataset.pytorchSeq = p.seq;  // the answer drawn (the overview moves data-seq too).
         const names = roles(p.steps?.columns ?? []);
         const rows = p.steps?.rows ?? [];
         layout(names);
@@ -110,12 +115,30 @@ export default {
         root.querySelector('.recommendations').innerHTML = recs.length
           ? recs.map((r) => `<li>${linked(r)}</li>`).join('') : '<li class="muted">N/A</li>';
         const gpu = p.gpu_metrics?.data ?? [];
+        const lp = p.liveprof ?? {};
+        const defs = lp.definitions ?? {};
+        // Each plugin row that has a definition says so (hover, and a line
+        // under it); liveprof's own figures follow, each with its own.
+        const defined = (title, value, def, field) =>
+          `<tr data-field="${esc(field)}" title="${esc(def)}"><td>${esc(title)}</td><td class="num">${esc(value)}</td></tr>` +
+          `<tr class="definition"><td colspan="2" class="muted" style="white-space: normal; font-size: 0.85em">= ${esc(def)}</td></tr>`;
+        const field = (t) => t.toLowerCase().replace(/[^a-z0-9]+/g, '_');
+        const ours = [];
+        if (o && o.gpu_utilization_pct >= 0) {
+          ours.push(defined('GPU utilization (liveprof, as on Overview)', pct(o.gpu_utilization_pct, 2),
+            o.gpu_utilization_definition ?? '', 'liveprof_gpu_utilization'));
+        }
+        for (const g of lp.gpus ?? []) {
+          ours.push(defined(`GPU ${g.device}: Kernel time on Tensor Cores (liveprof, by kernel family)`,
+            pct(g.tensor_cores_by_family_pct, 2), defs.tensor_cores_by_family_pct ?? '', `liveprof_tensor_cores_${g.device}`));
+        }
         root.querySelector('.gpu').innerHTML = gpu.length
           ? `<table class="gpu-summary"><tbody>${gpu.map((g) => (g.value === ''
             ? `<tr><th colspan="2">${esc(g.title)}</th></tr>`
-            : `<tr><td>${esc(g.title)}</td><td class="num">${esc(g.value)}</td></tr>`)).join('')}</tbody></table>`
+            : defs[g.title] ? defined(`${g.title} (PyTorch plugin)`, g.value, defs[g.title], `plugin_${field(g.title)}`)
+              : `<tr><td>${esc(g.title)}</td><td class="num">${esc(g.value)}</td></tr>`)).join('')}` +
+            `${ours.length ? `<tr><th colspan="2">liveprof</th></tr>${ours.join('')}` : ''}</tbody></table>`
           : `<p class="muted">${esc((p.environments ?? []).map((e) => `${e.title}: ${e.value}`).join('; ') || 'no GPU')}</p>`;
-        const lp = p.liveprof ?? {};
         notes.textContent = [
           lp.fallback_step ? 'No ProfilerStep#N spans: the whole run is one step, as the plugin does.' : '',
           lp.dropped_tail_steps ? `The last ${lp.dropped_tail_steps} step(s) left out as the plugin does (is_remove_tail_steps).` : '',

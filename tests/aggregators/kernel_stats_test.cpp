@@ -117,7 +117,16 @@ TEST_CASE("kernel stats: TensorCore patterns and op eligibility") {
     CAPTURE(name);
     CHECK(KernelUsesTensorCore(name));
   }
-  for (const char* name : {"sgemm_largek", "elementwise_kernel", "h88", "xmma", "", "HMMA"}) {
+  // By kernel family (issue 42): a bare xmma kernel is xmma's; its FFMA
+  // kernels, CUTLASS SIMT and sm50 builds are not.
+  for (const char* name : {"xmma", "nvjet_sm90_tst_128x64", "cutlass_tensorop_s1688dgrad", "flash_fwd_kernel",
+                           "fmha_cutlassF_f16_aligned_64x64_rf_sm80", "sm90_gmma_kernel", "MmaTensorOpPolicy"}) {
+    CAPTURE(name);
+    CHECK(KernelUsesTensorCore(name));
+  }
+  for (const char* name : {"sgemm_largek", "elementwise_kernel", "h88", "", "HMMA", "sm80_xmma_gemm_f32f32_ffma_x",
+                           "cutlass_80_simt_sgemm_64x64", "fmha_cutlassF_f32_aligned_64x64_rf_sm50",
+                           "multi_tensor_apply_kernel", "cudnnTensorStruct"}) {
     CAPTURE(name);
     CHECK_FALSE(KernelUsesTensorCore(name));
   }

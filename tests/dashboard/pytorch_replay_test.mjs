@@ -5,10 +5,11 @@
 // and offers PyTorch's knobs, not tf.data's; the Annotations page lists its
 // record_function ranges with the kernels they launched (issue 26).
 import assert from 'node:assert/strict';
+import {execFileSync} from 'node:child_process';
 import {existsSync} from 'node:fs';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
-import {api, assertShown, launchBrowser, openPage, screenshot, startServer, stopServer} from './harness.mjs';
+import {LIVEPROF, api, assertShown, launchBrowser, openPage, screenshot, startServer, stopServer} from './harness.mjs';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const TRACE = path.join(root, '..', 'shared', 'data', 'gpu', 'h200', 'resnet18_h200_slowloader.pt.trace.json.gz');
@@ -145,7 +146,7 @@ describe('a replayed PyTorch job whose DataLoader is slow', {skip: absent && `${
     await page.goto(`${base}#pytorch`);
     const now = await (await answered).json();
     const card = page.locator('.page[data-page=pytorch]');
-    await page.waitForFunction((seq) => +(document.querySelector('.page[data-page=pytorch]')?.dataset.seq ?? 0) >= seq, now.seq);
+    await page.waitForFunction((seq) => +(document.querySelector('.page[data-page=pytorch]')?.dataset.pytorchSeq ?? 0) >= seq, now.seq);
     const perf = now.performance[0];
     assertShown(assert, await card.locator('[data-field=avg_step_us] .stat-value').innerText(), perf.value, 'average step µs');
     const dl = perf.children.find((c) => c.name === 'DataLoader');
@@ -165,6 +166,93 @@ describe('a replayed PyTorch job whose DataLoader is slow', {skip: absent && `${
     assert.match(gpuText, /H200/);
     assert.equal(await card.locator('.steps-table tbody tr').count(), now.steps.rows.length);
     await screenshot(page, 'pytorch_pytorch_replay');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+});
+
+// Issue 42: one trace, one figure per definition. Replayed once (no loop),
+// the finished job's /api/overview, /api/kernel_stats and /api/pytorch equal
+// `liveprof analyze --json` of the same file; the Overview shows liveprof's
+// GPU utilization with its definition, the PyTorch page the plugin's figures
+// each labelled as the plugin's, and liveprof's beside them, equal to /api.
+describe('GPU utilization and Tensor Cores of the H200 slow-loader trace, each with its definition', {skip: absent && `${TRACE} is absent`}, () => {
+  let once;
+  let onceBrowser;
+  before(async () => {
+    once = await startServer(['replay', '--port', '0', '--speed', 'max', TRACE]);
+    onceBrowser = await launchBrowser();
+  });
+  after(async () => {
+    await onceBrowser?.close();
+    await stopServer(once);
+  });
+
+  test('/api, analyze and the pages agree, and say how each figure is counted', async () => {
+    for (let i = 0; i < 300; i++) {  // until the replay has finished.
+      if ((await api(once.url, '/api/status')).job_state === 'finished') break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const analyzed = JSON.parse(execFileSync(LIVEPROF, ['analyze', '--json', TRACE], {maxBuffer: 1 << 28}).toString());
+    const o = await api(once.url, '/api/overview');
+    const k = await api(once.url, '/api/kernel_stats');
+    const py = await api(once.url, '/api/pytorch');
+    // liveprof's figure: the same in the overview, analyze and its device table.
+    assert.equal(o.gpu_utilization_pct, analyzed.overview.gpu_utilization_pct);
+    assert.equal(o.gpu_utilization_pct, analyzed.device[0].utilization_pct);
+    assert.ok(Math.abs(o.gpu_utilization_pct - 4.5649) < 1e-3, `${o.gpu_utilization_pct}`);
+    assert.equal(o.gpu_utilization_definition, analyzed.overview.gpu_utilization_definition);
+    assert.match(o.gpu_utilization_definition, /kernel, copy or memset/);
+    // The plugin's: its own rule, its own label.
+    const row = (title) => py.gpu_metrics.data.find((r) => r.title === title)?.value;
+    const arow = (title) => analyzed.pytorch_breakdown.gpu_metrics.data.find((r) => r.title === title)?.value;
+    assert.equal(row('GPU Utilization'), '2.59 %');
+    assert.equal(row('GPU Utilization'), arow('GPU Utilization'));
+    const defs = py.liveprof.definitions;
+    assert.match(defs['GPU Utilization'], /PyTorch plugin/);
+    assert.notEqual(defs['GPU Utilization'], o.gpu_utilization_definition);
+    // Tensor Cores: the plugin's allowlist keeps 2.72 %; by kernel family
+    // (the sm90/sm80 xmma and CUTLASS tensor-op kernels) 36.40 %, the same
+    // on Kernel stats, the PyTorch page's liveprof row and analyze.
+    assert.equal(row('Kernel Time using Tensor Cores'), '2.72 %');
+    assert.ok(Math.abs(k.tensor_core_pct - 36.397) < 0.01, `${k.tensor_core_pct}`);
+    assert.equal(k.tensor_core_pct, analyzed.kernel_stats.tensor_core_pct);
+    assert.equal(py.liveprof.gpus[0].tensor_cores_by_family_pct, 36.4);
+    const xmma = k.rows.filter((r) => r.kernel_name.startsWith('sm90_xmma_wgrad'));
+    assert.ok(xmma.length && xmma.every((r) => r.kernel_uses_tc && r.tc_family === 'xmma'), 'sm90_xmma_wgrad reads Uses TC: no');
+
+    const page = await openPage(onceBrowser, `${once.url}#overview`);
+    const card = page.locator('.page[data-page=overview]');
+    await card.locator('[data-field=gpu_utilization_definition]').waitFor({timeout: 10000});
+    assertShown(assert, await card.locator('[data-field=gpu_utilization_pct] .stat-value').innerText(), o.gpu_utilization_pct, 'GPU utilization');
+    assert.ok((await card.locator('[data-field=gpu_utilization_definition]').innerText()).includes(o.gpu_utilization_definition));
+    await screenshot(page, 'overview_gpu_utilization_h200');
+
+    await page.goto(`${once.url}#pytorch`);
+    const pcard = page.locator('.page[data-page=pytorch]');
+    await pcard.locator('[data-field=liveprof_gpu_utilization]').waitFor({timeout: 10000});
+    const cells = async (f) => pcard.locator(`[data-field=${f}] td`).allInnerTexts();
+    const plugin = await cells('plugin_gpu_utilization');
+    assert.match(plugin[0], /GPU Utilization \(PyTorch plugin\)/);
+    assert.equal(plugin[1], row('GPU Utilization'));
+    const ours = await cells('liveprof_gpu_utilization');
+    assert.match(ours[0], /GPU utilization \(liveprof, as on Overview\)/);
+    assertShown(assert, ours[1], o.gpu_utilization_pct, 'liveprof GPU utilization on the PyTorch page');
+    const tc = await cells('plugin_kernel_time_using_tensor_cores');
+    assert.equal(tc[1], '2.72 %');
+    const ourTc = await cells('liveprof_tensor_cores_0');
+    assertShown(assert, ourTc[1], py.liveprof.gpus[0].tensor_cores_by_family_pct, 'Tensor Cores by family');
+    const text = await pcard.locator('.gpu').innerText();
+    for (const d of [defs['GPU Utilization'], defs['Kernel Time using Tensor Cores'], o.gpu_utilization_definition]) {
+      assert.ok(text.includes(d), `the GPU summary does not say: ${d}`);
+    }
+    await screenshot(page, 'pytorch_gpu_definitions_h200');
+
+    await page.goto(`${once.url}#kernel_stats`);
+    const kcard = page.locator('.page[data-page=kernel_stats]');
+    await kcard.locator('[data-field=tensor_core_pct]').waitFor({timeout: 10000});
+    assertShown(assert, await kcard.locator('[data-field=tensor_core_pct]').innerText(), k.tensor_core_pct, 'TC share');
+    await screenshot(page, 'kernel_stats_tensor_cores_h200');
     assert.deepEqual(page.errors, []);
     await page.close();
   });
