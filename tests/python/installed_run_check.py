@@ -7,9 +7,9 @@ package, not in a build tree:
     module's file) and the installed libliveprof.so (LIVEPROF_LIBRARY);
   - the dashboard is the package's copy of static/ (MARKER, written into the
     installed index.html by the caller, is served), uPlot included;
-  - an unmodified PyTorch training script (examples/pytorch_plain.py) under
-    it reports its steps: /api/steps has them, and the source is named after
-    the script.
+  - an ordinary training script of the corpus (tests/attach/corpus/, a new
+    DataLoader each epoch) under it reports every step it made, as it counts
+    them (its "CORPUS steps=N" line), and the source is named after it.
 
     installed_run_check.py VENV_LIVEPROF SITE_PACKAGES EXAMPLE MARKER
 """
@@ -27,7 +27,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from liveprof_server import get_json  # noqa: E402
 
 PYTHON = "/usr/bin/python3"  # (Debian's torch imports only there)
-STEPS = 20
 DEADLINE_S = 120
 
 
@@ -95,8 +94,7 @@ def check_paths(liveprof, site):
 
 
 def check_training(liveprof, example, marker):
-    run = Run(liveprof, ["--linger", "60", "--", PYTHON, example, "--steps", str(STEPS),
-                         "--loader-delay-ms", "5", "--quiet"])
+    run = Run(liveprof, ["--linger", "60", "--", PYTHON, example])
     try:
         url = run.wait_for(r"listening on (http://127\.0\.0\.1:\d+)/").group(1)
         with urllib.request.urlopen(url + "/", timeout=10) as r:
@@ -106,23 +104,24 @@ def check_training(liveprof, example, marker):
         with urllib.request.urlopen(url + "/vendor/uPlot.iife.min.js", timeout=10) as r:
             if r.status != 200 or len(r.read()) < 10000:
                 fail("uPlot is not served from the installed package")
+        steps = int(run.wait_for(r"CORPUS steps=(\d+)").group(1))  # the job's own count
         run.wait_for(r"the job (exited|killed)")
         if "the job exited with status 0" not in "\n".join(run.log):
             fail("the job failed:\n" + "\n".join(run.log))
         deadline = time.monotonic() + 30
         while True:
-            rows = get_json(url + "/api/steps?last=%d" % (2 * STEPS))["rows"]
-            if len(rows) >= STEPS or time.monotonic() > deadline:
+            rows = get_json(url + "/api/steps?last=%d" % (2 * steps))["rows"]
+            if len(rows) >= steps or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-        if [r["step"] for r in rows] != list(range(STEPS)):  # the job's own count, the first and the last
-            fail("steps %s reached the server, the job made %d:\n%s" % ([r["step"] for r in rows], STEPS,
+        if [r["step"] for r in rows] != list(range(steps)):  # the job's own count, the first and the last
+            fail("steps %s reached the server, the job made %d:\n%s" % ([r["step"] for r in rows], steps,
                                                                         "\n".join(run.log)))
         programs = [s["program"] for s in get_json(url + "/api/status")["server"]["ingest"]]
         if os.path.basename(example) not in programs:
             fail("no source named after the script: %s" % programs)
         print("ok: %s under the installed liveprof run: %d of its %d steps in /api/steps, the package's "
-              "dashboard served" % (os.path.basename(example), len(rows), STEPS))
+              "dashboard served" % (os.path.basename(example), len(rows), steps))
     finally:
         run.stop()
 

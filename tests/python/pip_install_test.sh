@@ -88,7 +88,7 @@ echo "ok: ${program} resolves every library, those beyond the system's from the 
 marker="installed-static-$$"
 echo "<!-- ${marker} -->" >>"${site}/liveprof/static/index.html"
 /usr/bin/python3 "${src}/tests/python/installed_run_check.py" "${tmp}/run/bin/liveprof" "${site}" \
-  "${src}/examples/pytorch_plain.py" "${marker}"
+  "${src}/tests/attach/corpus/new_loader_each_epoch.py" "${marker}"
 
 # 3. The same wheel in other Pythons.
 tested=0
