@@ -165,12 +165,18 @@ std::string_view AlertStateName(AlertState s) {
     case AlertState::kPending: return "pending";
     case AlertState::kFiring: return "firing";
     case AlertState::kResolving: return "resolving";
+    case AlertState::kClosed: return "closed";
   }
   return "?";
 }
 
 std::string_view AlertEventStateName(AlertEventState s) {
-  return s == AlertEventState::kFiring ? "firing" : "resolved";
+  switch (s) {
+    case AlertEventState::kFiring: return "firing";
+    case AlertEventState::kResolved: return "resolved";
+    case AlertEventState::kClosed: return "closed";
+  }
+  return "?";
 }
 
 std::string AlertWindowText(const WindowSpec& window, const std::optional<WindowSpec>& baseline) {
@@ -206,13 +212,28 @@ std::string_view AlertValueUnit(std::string_view metric, bool baseline) {
   return "";
 }
 
-std::string RenderResolvedSummary(const AlertRule& rule, double value, std::string_view worker) {
+namespace {
+
+// A rule's value in its unit: "2.56%", "+23.4%" (a change), "61 s".
+std::string WithUnit(const AlertRule& rule, double v) {
   const std::string_view unit = AlertValueUnit(rule.metric, rule.baseline.has_value());
-  auto with_unit = [&](double v) {
-    std::string t = (rule.baseline && v > 0 ? "+" : "") + FormatNumber(v);
-    if (!unit.empty()) t += (unit == "%" ? "" : " ") + std::string(unit);
-    return t;
-  };
+  std::string t = (rule.baseline && v > 0 ? "+" : "") + FormatNumber(v);
+  if (!unit.empty()) t += (unit == "%" ? "" : " ") + std::string(unit);
+  return t;
+}
+
+}  // namespace
+
+std::string RenderClosedSummary(const AlertRule& rule, double value, std::string_view why,
+                                std::string_view worker) {
+  return rule.name + " closed " + std::string(why) + ": last " + rule.metric +
+         (rule.baseline ? " change" : "") + (worker.empty() ? "" : " of " + std::string(worker)) + " " +
+         WithUnit(rule, value) + " (" + std::string(AlertComparisonText(rule.comparison)) + " " +
+         WithUnit(rule, rule.threshold) + " over the " + AlertWindowText(rule.window, rule.baseline) + ")";
+}
+
+std::string RenderResolvedSummary(const AlertRule& rule, double value, std::string_view worker) {
+  auto with_unit = [&](double v) { return WithUnit(rule, v); };
   // The comparison that holds now: the rule's, negated.
   std::string_view back;
   switch (rule.comparison) {
@@ -374,6 +395,7 @@ std::vector<AlertEvent> AlertEngine::Evaluate(const MetricSource& source, uint64
     }
     switch (s.state) {
       case AlertState::kOk:
+      case AlertState::kClosed:  // (closed at the end of a job: this is another one)
       case AlertState::kPending:
         if (!breach) {
           enter(AlertState::kOk);
@@ -412,12 +434,48 @@ std::vector<AlertEvent> AlertEngine::Evaluate(const MetricSource& source, uint64
   return out;
 }
 
+std::vector<AlertEvent> AlertEngine::CloseAll(uint64_t now_ns, std::string_view why) {
+  std::vector<AlertEvent> out;
+  last_now_ns_ = std::max(last_now_ns_, now_ns);  // (the snapshot's clock: its events are not ahead of it)
+  for (RuleState& r : rules_) {
+    AlertRuleStatus& s = r.status;
+    const bool firing = IsFiring(s.state);
+    s.breaching_count = 0;
+    s.clear_count = 0;
+    if (!firing) {
+      if (s.state == AlertState::kPending) {
+        s.state = AlertState::kOk;
+        s.since_ns = now_ns;
+      }
+      continue;
+    }
+    const double value = s.value.value_or(std::numeric_limits<double>::quiet_NaN());
+    const std::string worker = r.firing_event ? r.firing_event->worker : "";
+    AlertEvent e = MakeEvent(s.rule, AlertEventState::kClosed, value, s.first_step, s.last_step, now_ns, worker);
+    e.summary = RenderClosedSummary(s.rule, value, why, worker);
+    s.state = AlertState::kClosed;
+    s.since_ns = now_ns;
+    r.firing_event.reset();
+    Record(std::move(e), &out);
+  }
+  return out;
+}
+
 AlertsSnapshot AlertEngine::Snapshot(size_t max_history) const {
   AlertsSnapshot snap;
   snap.rules.reserve(rules_.size());
   for (const RuleState& r : rules_) {
     snap.rules.push_back(r.status);
-    if (r.firing_event && IsFiring(r.status.state)) snap.firing.push_back(*r.firing_event);
+    if (r.firing_event && IsFiring(r.status.state)) {
+      AlertEvent e = *r.firing_event;
+      // What a banner shows now: the value of the last evaluation, not the
+      // one of the moment it fired.
+      if (r.status.value) {
+        e.value_now = r.status.value;
+        e.summary_now = RenderAlertSummary(r.status.rule, *r.status.value, e.worker);
+      }
+      snap.firing.push_back(std::move(e));
+    }
   }
   const size_t skip = history_.size() > max_history ? history_.size() - max_history : 0;
   snap.history.assign(history_.begin() + static_cast<ptrdiff_t>(skip), history_.end());
@@ -453,6 +511,10 @@ void AlertEvent::WriteJson(JsonWriter& w) const {
   w.KV("ts_ns", ts_ns);
   if (!worker.empty()) w.KV("worker", worker);
   w.KV("summary", summary);
+  if (value_now) {
+    w.KV("value_now", *value_now);
+    w.KV("summary_now", summary_now);
+  }
   w.EndObject();
 }
 

@@ -83,13 +83,17 @@ enum class AlertComparison : uint8_t { kGreaterEqual, kGreater, kLessEqual, kLes
 enum class AlertSeverity : uint8_t { kCritical, kWarning, kInfo };
 // kPending: breaching, fewer than fire_after times in a row. kResolving:
 // firing, clear fewer than resolve_after times in a row (still firing).
-enum class AlertState : uint8_t { kOk, kPending, kFiring, kResolving };
-enum class AlertEventState : uint8_t { kFiring, kResolved };
+// kClosed: it was firing when the job ended (AlertEngine::CloseAll): no
+// longer firing, never seen to clear; the next evaluation (a job again)
+// takes it as ok.
+enum class AlertState : uint8_t { kOk, kPending, kFiring, kResolving, kClosed };
+// kClosed: a firing alert closed at the end of the job, with its last value.
+enum class AlertEventState : uint8_t { kFiring, kResolved, kClosed };
 
 std::string_view AlertComparisonText(AlertComparison c);  // ">=", ">", "<=", "<"
 std::string_view AlertSeverityName(AlertSeverity s);      // "critical", "warning", "info"
-std::string_view AlertStateName(AlertState s);            // "ok", "pending", "firing", "resolving"
-std::string_view AlertEventStateName(AlertEventState s);  // "firing", "resolved"
+std::string_view AlertStateName(AlertState s);            // "ok", "pending", "firing", "resolving", "closed"
+std::string_view AlertEventStateName(AlertEventState s);  // "firing", "resolved", "closed"
 // The unit of a rule's value: "%" for a baseline rule (a change) and the
 // *_pct metrics, "ms", "s", "events"; "" when the metric has none.
 std::string_view AlertValueUnit(std::string_view metric, bool baseline);
@@ -134,8 +138,14 @@ struct AlertEvent {
   std::string worker;   // the worker it is about (MetricValue::worker); "" for most.
   // Firing: the rule's template, rendered. Resolved: what cleared, with the
   // value and threshold in their unit ("input_pct 2.56 % < 20 % over the
-  // last 20 steps"), never the firing text.
+  // last 20 steps"), never the firing text. Closed: "<rule> closed at end of
+  // job: last <metric> <value> ..." (RenderClosedSummary).
   std::string summary;
+  // Only in AlertsSnapshot::firing: the rule's value at its last evaluation
+  // and the summary rendered with it (what a banner shows now); `value` and
+  // `summary` stay those of the moment it fired.
+  std::optional<double> value_now = std::nullopt;
+  std::string summary_now = {};
 
   void WriteJson(JsonWriter& w) const;
   bool operator==(const AlertEvent&) const = default;
@@ -160,12 +170,13 @@ struct AlertRuleStatus {
 
 struct AlertsSnapshot {
   std::vector<AlertRuleStatus> rules;  // in rule order.
-  // The event that started each alert still firing (state firing or resolving).
+  // The event that started each alert still firing (state firing or
+  // resolving), with value_now / summary_now filled in.
   std::vector<AlertEvent> firing;
   std::vector<AlertEvent> history;  // the newest events (at most max_history), oldest first.
   uint64_t history_dropped = 0;     // older events dropped from `history`.
   uint64_t evaluations = 0;         // Evaluate() calls.
-  uint64_t last_evaluated_ns = 0;
+  uint64_t last_evaluated_ns = 0;  // (or of CloseAll, when that came later)
   int64_t last_evaluated_step = -1;
 
   // One JSON object: {"rules":[...],"firing":[...],"history":[...],
@@ -201,6 +212,14 @@ class AlertEngine {
   // thread.
   std::vector<AlertEvent> Evaluate(const MetricSource& source, uint64_t now_ns,
                                    int64_t current_step);
+
+  // The end of the job (finished or cut off): every alert still firing (or
+  // resolving) is closed with its last value, state kClosed, and gets a
+  // closed event whose summary says `why` ("at end of job"); pending rules
+  // go back to ok. Returns those events (also in the history), in rule
+  // order. The caller stops evaluating until a job is live again; the next
+  // Evaluate() takes a closed rule as ok. Pipeline thread.
+  std::vector<AlertEvent> CloseAll(uint64_t now_ns, std::string_view why);
 
   // The rules, what is firing and the history. A plain value any thread may read.
   // `max_history`: at most the newest that many history events (the rest
@@ -253,6 +272,10 @@ std::string RenderAlertSummary(const AlertRule& rule, double value, std::string_
 // A resolved event's text: "<rule> resolved: <metric> [of <worker>] <value><unit>
 // <opposite comparison> <threshold><unit> over the <window>".
 std::string RenderResolvedSummary(const AlertRule& rule, double value, std::string_view worker = {});
+// A closed event's text: "<rule> closed <why>: last <metric> [of <worker>]
+// <value><unit> (<comparison> <threshold><unit> over the <window>)".
+std::string RenderClosedSummary(const AlertRule& rule, double value, std::string_view why,
+                                std::string_view worker = {});
 
 // "last 20 steps", "last 10 s", "last 20 steps vs the 100 steps before".
 std::string AlertWindowText(const WindowSpec& window, const std::optional<WindowSpec>& baseline);

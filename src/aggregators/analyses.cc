@@ -347,7 +347,17 @@ std::string_view JobStateName(JobState s) {
   return "live";
 }
 
+namespace {
+bool JobEnded(JobState s) { return s == JobState::kFinished || s == JobState::kDisconnected; }
+}  // namespace
+
 void Analyses::SetJobState(JobState state) {
+  if (JobEnded(state) && !JobEnded(job_state_)) {
+    // The end of the job: its alerts are closed with their last values
+    // (docs/alerts.md), and no rule is evaluated until a job is live again.
+    std::vector<AlertEvent> closed = alerts_.CloseAll(now_ns_, "at end of job");
+    alert_events_.insert(alert_events_.end(), closed.begin(), closed.end());
+  }
   if (state == JobState::kFinished && job_state_ != JobState::kFinished) finished_ns_ = std::max<uint64_t>(now_ns_, 1);
   if (state != JobState::kFinished && job_state_ == JobState::kFinished) {
     // A job again after one finished (a rerun on the same server): its
@@ -367,6 +377,7 @@ std::vector<AlertEvent> Analyses::TakeAlertEvents() {
 }
 
 void Analyses::EvaluateAlerts(uint64_t now_ns, bool force) {
+  if (JobEnded(job_state_)) return;  // closed at its end (SetJobState).
   if (!force && now_ns < last_alert_ns_ + options_.alert_tick_ns) return;
   last_alert_ns_ = now_ns;
   const uint64_t late = diag_ ? diag_->Get(Diag::late_events) : 0;

@@ -328,10 +328,15 @@ StepBreakdownSnapshot StepBreakdown::Snapshot(const WindowSel& sel) const {
   s.window = Window(sel);
   size_t start = WindowStart(sel);
   const size_t end = WindowEnd(sel);
-  if (end - start > options_.graph_rows) start = end - options_.graph_rows;
+  if (end - start > options_.graph_rows) {
+    s.rows_left_out = end - start - options_.graph_rows;
+    start = end - options_.graph_rows;
+  }
   s.rows.assign(rows_.begin() + static_cast<ptrdiff_t>(start), rows_.begin() + static_cast<ptrdiff_t>(end));
   s.steps_total = steps_total_;
   s.steps_dropped = steps_dropped_;
+  s.rows_cap = options_.graph_rows;
+  s.steps_kept = options_.max_steps;
   return s;
 }
 
@@ -364,6 +369,9 @@ void StepBreakdownSnapshot::WriteJson(JsonWriter& w) const {
   w.KV("mode", BreakdownModeName(mode));
   w.KV("steps_total", steps_total);
   w.KV("steps_dropped", steps_dropped);
+  w.KV("rows_cap", rows_cap);
+  w.KV("rows_left_out", rows_left_out);
+  w.KV("steps_kept", steps_kept);
   w.Key("window");
   WriteStepWindowJson(w, window);
   if (window.has_device) {  // the window's steps' GPU timelines, summed.

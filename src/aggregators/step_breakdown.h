@@ -158,6 +158,13 @@ struct StepBreakdownSnapshot {
   std::vector<StepBreakdownRow> rows;  // the window's steps, oldest first (≤ graph cap).
   uint64_t steps_total = 0;    // closed steps seen.
   uint64_t steps_dropped = 0;  // without compute.
+  // What bounds the graph, said so that a view can say it: rows carries at
+  // most rows_cap rows (Options::graph_rows), the window's oldest
+  // rows_left_out are not in it; windows reach back over the newest
+  // steps_kept steps only (Options::max_steps).
+  uint64_t rows_cap = 0;
+  uint64_t rows_left_out = 0;
+  uint64_t steps_kept = 0;
   void WriteJson(JsonWriter& w) const;
 };
 
@@ -166,7 +173,9 @@ class StepBreakdown {
   struct Options {
     BreakdownMode mode = BreakdownMode::kHostAndDevice;
     size_t max_steps = 10'000;             // rows kept for windows.
-    size_t graph_rows = 200;               // rows a snapshot carries at most.
+    // Rows a snapshot carries at most: the dashboard's longest step window
+    // (last 1000 steps) whole; of a longer one, the newest (rows_left_out).
+    size_t graph_rows = 1000;
   };
   StepBreakdown(Diagnostics* diag, Options options);
 

@@ -949,4 +949,62 @@ TEST_CASE("alerts: incremental equals batch equals a naive reference on random r
   }
 }
 
+TEST_CASE("alerts: what fires shows its value now; at the end of a job it is closed with its last value") {
+  const WindowSpec w = WindowSpec::Steps(20);
+  AlertEngine engine({Rule("input_high", "input_pct", AlertComparison::kGreaterEqual, 20, w),
+                      Rule("input_pending", "input_pct", AlertComparison::kGreaterEqual, 20, w, /*fire_after=*/5)});
+  FakeSource src;
+  src.Set("input_pct", w, 16.61);
+  engine.Evaluate(src, kT0, kStep0);
+  src.Set("input_pct", w, 25.5);
+  REQUIRE(engine.Evaluate(src, kT0 + kTick, kStep0 + 1).size() == 1);  // input_high fires at 25.5.
+  src.Set("input_pct", w, 66.59);
+  engine.Evaluate(src, kT0 + 2 * kTick, kStep0 + 2);
+
+  // The event keeps the value it fired with; the banner's value is now's.
+  AlertsSnapshot s = engine.Snapshot();
+  REQUIRE(s.firing.size() == 1);
+  CHECK(s.firing[0].value == 25.5);
+  REQUIRE(s.firing[0].value_now.has_value());
+  CHECK(*s.firing[0].value_now == 66.59);
+  CHECK(s.firing[0].summary_now.find("66.59") != std::string::npos);
+  JsonWriter jw;
+  s.WriteJson(jw);
+  nlohmann::json j = nlohmann::json::parse(jw.Take());
+  CHECK(j["firing"][0]["value"] == 25.5);
+  CHECK(j["firing"][0]["value_now"] == 66.59);
+  CHECK(j["history"][0].count("value_now") == 0);  // only what fires now has it.
+  CHECK(StateOf(engine, "input_pending") == AlertState::kPending);
+
+  // The job ends: closed, "at end of job", with the last value.
+  const uint64_t end_ns = kT0 + 3 * kTick;
+  const std::vector<AlertEvent> closed = engine.CloseAll(end_ns, "at end of job");
+  REQUIRE(closed.size() == 1);
+  CHECK(closed[0].rule == "input_high");
+  CHECK(closed[0].state == AlertEventState::kClosed);
+  CHECK(closed[0].value == 66.59);
+  CHECK(closed[0].ts_ns == end_ns);
+  CHECK(closed[0].summary == "input_high closed at end of job: last input_pct 66.59% (>= 20% over the last 20 steps)");
+  s = engine.Snapshot();
+  CHECK(s.firing.empty());
+  CHECK(StatusOf(s, "input_high").state == AlertState::kClosed);
+  CHECK(*StatusOf(s, "input_high").value == 66.59);
+  CHECK(StatusOf(s, "input_pending").state == AlertState::kOk);  // pending never fired: nothing to close.
+  CHECK(s.history.back() == closed[0]);
+  CHECK(s.last_evaluated_ns == end_ns);  // the page's clock is not behind its newest event.
+  JsonWriter jw2;
+  s.WriteJson(jw2);
+  j = nlohmann::json::parse(jw2.Take());
+  CHECK(j["rules"][0]["state"] == "closed");
+  CHECK(j["history"].back()["state"] == "closed");
+  CHECK(s.ToCsv().find(",closed,66.59,") != std::string::npos);
+  CHECK(engine.CloseAll(end_ns + kTick, "at end of job").empty());  // closed once.
+
+  // A job again: a closed rule starts from ok, and fires anew.
+  const std::vector<AlertEvent> again = engine.Evaluate(src, end_ns + kTick, kStep0 + 3);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].state == AlertEventState::kFiring);
+  CHECK(StateOf(engine, "input_high") == AlertState::kFiring);
+}
+
 }  // namespace liveprof

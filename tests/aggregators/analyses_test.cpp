@@ -141,7 +141,9 @@ TEST_CASE("analyses: a finished job is not stalled, a live or cut-off one is") {
       a.Consume({}, {}, {}, now, now);
       for (const AlertEvent& e : a.TakeAlertEvents()) stalled |= e.rule == "training_stalled";
     }
-    CHECK(stalled == (state != JobState::kFinished));
+    // A job that ended (finished, or every source cut off) has its alerts
+    // closed: it is not stalled, it is over.
+    CHECK(stalled == (state == JobState::kLive));
     CHECK(Parse(a.Render(RenderOptions{}).status)["job_state"] == std::string(JobStateName(state)));
   }
   // A job again after one finished (a rerun on the same server): 30 s
@@ -166,6 +168,61 @@ TEST_CASE("analyses: a finished job is not stalled, a live or cut-off one is") {
     }
   }
   CHECK(stalled);
+}
+
+TEST_CASE("analyses: at the end of a job its alerts close, at end of job, with their last values") {
+  test::WorkloadShape shape;
+  shape.steps = 30;
+  shape.input_ns = 6'000'000;  // input-bound: input_bound_high fires.
+  const test::Workload w = test::MakeWorkload(shape);
+  for (const JobState end : {JobState::kFinished, JobState::kDisconnected}) {
+    CAPTURE(JobStateName(end));
+    Diagnostics diag;
+    Analyses a(AnalysesOptions{}, &diag);
+    Feed(a, w, 1000);
+    a.TakeAlertEvents();
+    auto alerts = Parse(a.Render(RenderOptions{}).alerts);
+    std::map<std::string, double> last;  // rule -> its value now, of those firing.
+    for (const auto& r : alerts["rules"]) {
+      if (r["state"] == "firing") last[r["name"]] = r["value"].get<double>();
+    }
+    REQUIRE(last.count("input_bound_high") == 1);
+    for (const auto& f : alerts["firing"]) CHECK(f["value_now"].get<double>() == last.at(f["rule"]));
+    a.SetJobState(end);
+    const std::vector<AlertEvent> closed = a.TakeAlertEvents();
+    CHECK(closed.size() == last.size());
+    for (const AlertEvent& e : closed) {
+      CHECK(e.state == AlertEventState::kClosed);
+      CHECK(e.value == last.at(e.rule));
+      CHECK(e.summary.find(" closed at end of job: last ") != std::string::npos);
+    }
+    alerts = Parse(a.Render(RenderOptions{}).alerts);
+    CHECK(alerts["firing"].empty());
+    for (const auto& r : alerts["rules"]) CHECK(r["state"] != "firing");
+    // Nothing fires after the end, however long the server stays up.
+    const uint64_t t = w.events.back().end();
+    for (uint64_t s = 1; s <= 120; ++s) a.Consume({}, {}, {}, t + s * 1'000'000'000, t + s * 1'000'000'000);
+    CHECK(a.TakeAlertEvents().empty());
+  }
+}
+
+TEST_CASE("analyses: a step window draws every step it holds, up to 1000, and says what it left out") {
+  test::WorkloadShape shape;
+  shape.steps = 300;
+  const test::Workload w = test::MakeWorkload(shape);
+  Diagnostics diag;
+  Analyses a(AnalysesOptions{}, &diag);
+  Feed(a, w, 4096);
+  RenderOptions ro;
+  ro.steps = WindowSel{.last_steps = 1000};  // the dashboard's "last 1000 steps" on a 300-step job.
+  const auto steps = Parse(a.Render(ro).steps);
+  const int64_t held = steps["window"]["steps"].get<int64_t>();
+  CHECK(held == steps["steps_total"].get<int64_t>() - steps["steps_dropped"].get<int64_t>());
+  CHECK(steps["rows"].size() == static_cast<size_t>(held));  // all of them, not the newest 200.
+  CHECK(steps["rows"][0]["step"] == steps["window"]["first_step"]);
+  CHECK(steps["rows_left_out"] == 0);
+  CHECK(steps["rows_cap"] == 1000);
+  CHECK(steps["steps_kept"] == 10000);
 }
 
 TEST_CASE("analyses: a span with a bad duration is counted once and reaches no table") {

@@ -427,6 +427,28 @@ TEST_CASE("step window: ratios of sums, σ, median, last N and last T") {
   CHECK(last_t.last_step == 3);
 }
 
+TEST_CASE("step window: a snapshot carries at most graph_rows rows, the newest, and counts the rest") {
+  const Catalog c = MakeCatalog();
+  Diagnostics diag;
+  std::vector<Event> v = {Marker(0, 100, 1),   Op(0, 100, kDenseOp),   Marker(100, 200, 2),
+                          Op(100, 200, kDenseOp), Marker(400, 400, 3), Op(400, 400, kDenseOp)};
+  SortCompletion(&v);
+  StepBreakdown::Options o;
+  o.graph_rows = 2;
+  StepBreakdown sb(&diag, o);
+  sb.Consume(Assemble(c, v, &diag));
+  const StepBreakdownSnapshot all = sb.Snapshot({});
+  CHECK(all.window.steps == 3);  // the window: every step.
+  REQUIRE(all.rows.size() == 2);  // the graph: the newest two, and says so.
+  CHECK(all.rows.front().step_num == 2);
+  CHECK(all.rows_left_out == 1);
+  CHECK(all.rows_cap == 2);
+  const StepBreakdownSnapshot last2 = sb.Snapshot({.last_steps = 2});
+  CHECK(last2.rows.size() == 2);
+  CHECK(last2.rows_left_out == 0);
+  CHECK(StepBreakdown::Options{}.graph_rows == 1000);  // the dashboard's "last 1000 steps", whole.
+}
+
 // ---- incremental == batch on random streams -------------------------------
 
 struct Gen {
