@@ -35,7 +35,7 @@ const PAGE_REDRAW_MS = 200;
 
 // The window selector's choices; 'published' is the feed's own window.
 const WINDOWS = [
-  {id: 'published', label: 'last 100 steps (live feed)', text: 'last 100 steps; tables since start'},
+  {id: 'published', label: 'last 100 steps (live feed)', steps: 100, text: 'last 100 steps; tables since start'},
   {id: 'steps:20', label: 'last 20 steps', last: 20, text: 'last 20 steps; tables since start'},
   {id: 'steps:1000', label: 'last 1000 steps', last: 1000, text: 'last 1000 steps; tables since start'},
   {id: 's:10', label: 'last 10 seconds', last_s: 10, text: 'last 10 s (steps and tables)'},
@@ -151,6 +151,7 @@ let pageTimer = 0;
 function draw() {
   frame = 0;
   if (state.dirty.has('status') || state.dirty.has('alerts')) drawHeader();
+  if (state.dirty.has('steps')) drawWindowNote();
   drawEmpty();
   const page = state.page;
   const m = page && mounted.get(page.id);
@@ -247,32 +248,74 @@ function drawHeader() {
   drawAlertNotice(state.views.alerts);
 }
 
-// The notice of what fires now, on every page. Rebuilt only when the firing
-// set changes (a click on it must not race a rebuild); a new alert flashes.
+// The alerts closed at the end of the job (state 'closed'): the newest
+// closed event of each, with its last value.
+function closedAtEnd(a) {
+  const closed = new Set((a?.rules ?? []).filter((r) => r.state === 'closed').map((r) => r.name));
+  const events = new Map();
+  for (const h of a?.history ?? []) if (h.state === 'closed' && closed.has(h.rule)) events.set(h.rule, h);
+  return [...events.values()];
+}
+
+// The notice of what fires now, on every page, with the value now (the
+// summary rendered with the rule's last value, not the one it fired with);
+// once the job has ended, what was firing then, closed with its last value.
+// Rebuilt only when the set changes (a click on it must not race a
+// rebuild): the text follows in place. A new alert flashes.
 let noticeKey = '';
 function drawAlertNotice(a) {
   const notice = $('#alert-notice');
   const firing = a?.firing ?? [];
-  const keys = firing.map((f) => `${f.rule}@${f.ts_ns}`);
+  const closed = firing.length ? [] : closedAtEnd(a);
+  const keys = firing.length ? firing.map((f) => `${f.rule}@${f.ts_ns}`) : closed.map((c) => `closed ${c.rule}@${c.ts_ns}`);
   const key = keys.join('|');
-  if (key === noticeKey) return;
-  noticeKey = key;
-  // Only what fires now is remembered: the set stays as small as the list.
-  const fresh = keys.filter((k) => !state.firingSeen.has(k));
-  state.firingSeen = new Set(keys);
-  if (!firing.length) {
-    notice.className = 'alert-notice hidden';
-    notice.textContent = '';
-    return;
+  if (key !== noticeKey) {
+    noticeKey = key;
+    // Only what fires now is remembered: the set stays as small as the list.
+    const fresh = firing.length ? keys.filter((k) => !state.firingSeen.has(k)) : [];
+    state.firingSeen = new Set(firing.length ? keys : []);
+    const n = firing.length || closed.length;
+    const s = n > 1 ? 's' : '';
+    if (firing.length) {
+      notice.className = `alert-notice sev-${firing[0].severity}`;
+      notice.innerHTML = `<a href="#alerts">⚠ ${n} alert${s} firing: <b>${esc(firing[0].rule)}</b> <span class="notice-text"></span></a>`;
+    } else if (closed.length) {
+      notice.className = 'alert-notice closed';
+      notice.innerHTML = `<a href="#alerts">${n} alert${s} firing when the job ended, closed: <span class="notice-text"></span></a>`;
+    } else {
+      notice.className = 'alert-notice hidden';
+      notice.textContent = '';
+    }
+    if (fresh.length) {
+      notice.classList.add('flash');
+      setTimeout(() => notice.classList.remove('flash'), 3000);
+    }
   }
-  const f = firing[0];
-  notice.className = `alert-notice sev-${f.severity}`;
-  notice.innerHTML = `<a href="#alerts">⚠ ${firing.length} alert${firing.length > 1 ? 's' : ''} firing: ` +
-    `<b>${esc(f.rule)}</b> ${esc(f.summary)}</a>`;
-  if (fresh.length) {
-    notice.classList.add('flash');
-    setTimeout(() => notice.classList.remove('flash'), 3000);
+  const span = notice.querySelector('.notice-text');
+  if (!span) return;
+  const text = firing.length ? firing[0].summary_now || firing[0].summary : closed[0].summary;
+  if (!span.firstChild) span.append(text);
+  else if (span.firstChild.nodeValue !== text) span.firstChild.nodeValue = text;
+}
+
+// Beside the window selector, when a step window holds other than what it
+// says: fewer steps than asked (the job has no more yet), or more than the
+// step-time graph carries (docs/protocol.md, steps: rows_cap).
+function drawWindowNote() {
+  const s = state.views.steps;
+  const asked = state.window.last ?? state.window.steps;
+  const notes = [];
+  if (s && state.page?.topics.includes('steps')) {
+    const w = s.window;
+    if (asked && w.steps < asked) {
+      notes.push(w.steps ? `${int(w.steps)} steps so far (${w.first_step}–${w.last_step})` : 'no step closed yet');
+    }
+    if (s.rows_left_out > 0) {
+      notes.push(`the graph draws the newest ${int(s.rows.length)} of the window's ${int(w.steps)} steps ` +
+        `(at most ${int(s.rows_cap)} per view)`);
+    }
   }
+  $('#window-note').textContent = notes.join('; ');
 }
 
 // Nothing connected: the server runs but no producer has sent an event.
@@ -338,6 +381,7 @@ function resubscribe() {
   feed.setTopics(topics);
   clearTimeout(pollTimer);
   $('#window-text').textContent = state.window.text;
+  drawWindowNote();
   if (polled.length) poll(polled);
 }
 
@@ -409,6 +453,13 @@ function init() {
     showPage(state.page.id);
   });
   $('#pause').addEventListener('click', () => setPaused(!state.paused));
+  // The whole run in one click (/api/export: every event kept, with launch
+  // flows and args), named for when it was taken.
+  const download = $('#download-trace');
+  download.href = `api/export${token ? `?${new URLSearchParams({token})}` : ''}`;
+  download.addEventListener('click', () => {
+    download.download = `liveprof-trace-${new Date().toISOString().replace(/[:.]/g, '-')}.json.gz`;
+  });
   window.addEventListener('hashchange', () => {
     const r = route();
     showPage(r.id, r.params);

@@ -14,8 +14,20 @@ function missing(el) {
   return null;
 }
 
+// Axis text, ticks and grid in the page's colours (style.css's variables:
+// readable in light and in dark mode).
+function themed(opts) {
+  const css = getComputedStyle(document.documentElement);
+  const fg = css.getPropertyValue('--fg').trim() || '#1d2329';
+  const line = css.getPropertyValue('--line').trim() || '#dde2e7';
+  const axes = (opts.axes ?? [{}, {}]).map((a) => ({stroke: fg, ...a, grid: {stroke: line, width: 1, ...a.grid},
+    ticks: {stroke: line, width: 1, ...a.ticks}}));
+  return {...opts, axes};
+}
+
 // A uPlot that follows its container's width.
 function make(el, opts, data) {
+  opts = themed(opts);
   const width = Math.max(200, el.clientWidth || 600);
   let observer = null;
   const hooks = {...opts.hooks, destroy: [...(opts.hooks?.destroy ?? []), () => observer?.disconnect()]};

@@ -41,9 +41,17 @@ export function bytes(v) {
   return `${v < 0 ? '-' : ''}${u === 0 ? x : x.toFixed(2)} ${UNITS[u]}`;
 }
 
-// Microseconds as the tables show them.
-export function us(v) {
-  return num(v, 1);
+// A time given in microseconds, in the unit that fits its magnitude, as
+// Perfetto and TensorBoard show times: "269.6 ms" rather than "269,609.0 µs",
+// "812.0 µs", "3.20 s", "450 ns". A table column of times in µs shows
+// them so with `fmt: (v) => us(v)` (table.js sorts on the number).
+export function us(v, decimals = 1) {
+  if (v === null || v === undefined || !Number.isFinite(v)) return '—';
+  const a = Math.abs(v);
+  if (a >= 1e6) return `${num(v / 1e6, 2)} s`;
+  if (a >= 1e3) return `${num(v / 1e3, decimals)} ms`;
+  if (a > 0 && a < 1) return `${num(v * 1e3, 0)} ns`;
+  return `${num(v, decimals)} µs`;
 }
 
 // A duration in nanoseconds, in the unit that reads best.

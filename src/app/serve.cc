@@ -162,6 +162,15 @@ void PrintProgress(const PipelineSnapshot& s) {
               m.events_consumed, m.events_dropped);
 }
 
+// Alert transitions as the console shows them (and to the fleet agent).
+void ReportAlerts(const std::vector<AlertEvent>& events, FleetAgent* agent) {
+  if (agent) agent->AddAlerts(events);
+  for (const AlertEvent& e : events) {
+    std::printf("  ALERT %s %s: %s\n", std::string(AlertEventStateName(e.state)).c_str(), e.rule.c_str(),
+                e.summary.c_str());
+  }
+}
+
 std::string_view ModeName(ServeMode mode) {
   switch (mode) {
     case ServeMode::kDemo: return "demo";
@@ -407,12 +416,7 @@ int Serve(ServeArgs& args, ServeMode mode) {
       std::printf("%s: stopping (%s)\n", command.c_str(), sig == SIGINT ? "SIGINT" : "SIGTERM");
       break;
     }
-    const std::vector<AlertEvent> alert_events = pipeline.TakeAlertEvents();
-    if (agent) agent->AddAlerts(alert_events);
-    for (const AlertEvent& e : alert_events) {
-      std::printf("  ALERT %s %s: %s\n", std::string(AlertEventStateName(e.state)).c_str(),
-                  e.rule.c_str(), e.summary.c_str());
-    }
+    ReportAlerts(pipeline.TakeAlertEvents(), agent.get());
     pipeline.SetJobState(JobStateNow(ingest.get(), replay.get(), ro.loop));
     if (replay && replay->done() && !replay_reported) {
       replay_reported = true;
@@ -433,6 +437,15 @@ int Serve(ServeArgs& args, ServeMode mode) {
     }
   }
 
+  if (job) {
+    // The job has ended (that is what ends a run), whether or not its
+    // sources' close was seen yet: its alerts close with their last values.
+    JobState end = JobStateNow(ingest.get(), replay.get(), ro.loop);
+    if (end != JobState::kFinished && end != JobState::kDisconnected) {
+      end = job->exit_status() == 0 ? JobState::kFinished : JobState::kDisconnected;
+    }
+    pipeline.SetJobState(end);
+  }
   if (workload) workload->Stop();
   if (replay) replay->Stop();
   if (ingest) ingest->Stop();
@@ -440,6 +453,8 @@ int Serve(ServeArgs& args, ServeMode mode) {
   if (cupti) cupti->Stop();
 #endif
   pipeline.Stop();
+  ReportAlerts(pipeline.TakeAlertEvents(), agent.get());  // the last publication's (a run's end).
+  std::fflush(stdout);
   server.Stop();  // (before the agent: the server's threads read it)
   if (agent) {  // after the pipeline's last steps: they go too.
     agent->Stop();
@@ -543,7 +558,11 @@ void AddServeCommand(CLI::App& app, Commands* commands, ServeMode mode, const st
                     "X times the trace's own pace, a number in " + RangeText(1e-3, 1e6) +
                         ", or max: as fast as the pipeline takes it; the analyses keep the trace's times")
         ->check(CLI::Validator(
-            [number = NumberIn(1e-3, 1e6, false)](std::string& s) { return s == "max" ? std::string() : number(s); },
+            [number = NumberIn(1e-3, 1e6, false)](std::string& s) {
+              if (s == "max") return std::string();
+              const std::string error = number(s);  // "'fast': expected a number in [...]"
+              return error.empty() ? error : error + " or max";
+            },
             ""));
     sub->add_flag("--loop", a->ro.loop, "start again after the end (until Ctrl-C or --seconds)");
   }

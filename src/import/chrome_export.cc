@@ -614,6 +614,7 @@ bool ExportTraceFile(const std::string& in, const std::string& out, uint64_t* ev
 bool ExportStoreRangeTo(const TraceStore& store, uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
                         const std::function<bool(std::string_view)>& sink, uint64_t max_events, std::string* error) {
   ChromeTraceWriter writer;
+  writer.WriteLaunchFlows();  // Perfetto's launch → kernel arrows.
   if (!writer.OpenSink(sink, /*gzip=*/true, error)) return false;
   // Definitions first: every name and track the store knows.
   const std::vector<std::string> names = store.Names();

@@ -10,7 +10,7 @@
 //   kHostSpan      X cat user_annotation
 //   kRuntimeApi    X cat cuda_runtime (cuda_driver for ApiLayer::kDriver), args correlation;
 //                  with WriteLaunchFlows (ExportTraceFile: XPlane, CUPTI
-//                  recordings) and device activity of the same correlation
+//                  recordings; the store's export, /api/export) and device activity of the same correlation
 //                  id, an ac2g flow from it ("s") to the activity ("f", bp
 //                  "e"), id = corr, as Kineto writes them (Perfetto's CPU→GPU
 //                  arrows)
@@ -103,7 +103,8 @@ class ChromeTraceWriter {
 
   // An ac2g flow from each launch call (kRuntimeApi) to its device activity
   // (the first of its correlation id), as Kineto writes them (not counted in
-  // events_written). Off by default (the server's export: its size as before).
+  // events_written): Perfetto draws the arrow from a launch to its kernel.
+  // Off by default (a Chrome trace written back as read has its own).
   void WriteLaunchFlows() { launch_flows_ = true; }
 
   // Writing a Chrome trace back as read (ChromeTraceImporter::Keep), instead
@@ -183,7 +184,8 @@ class ChromeTraceWriter {
 bool ExportTraceFile(const std::string& in, const std::string& out, uint64_t* events, std::string* error);
 
 // The events of `store` overlapping [t0, t1] on `tracks` (empty: all), as
-// a gzip Chrome trace in *gz, whole. false with *error, also when the range
+// a gzip Chrome trace in *gz, whole, with the launch flows and each event's
+// args (correlation id, stream, grid / block, bytes: the mapping above). false with *error, also when the range
 // holds over kMaxExportEvents events. Any thread (the store locks per
 // chunk).
 inline constexpr uint64_t kMaxExportEvents = 5'000'000;

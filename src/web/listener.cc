@@ -61,6 +61,11 @@ class Listener : public std::enable_shared_from_this<Listener> {
     acceptor_.set_option(net::socket_base::reuse_address(true), ec);
     if (ec) return fail("set_option on");
     acceptor_.bind(endpoint, ec);
+    if (ec == net::error::address_in_use) {
+      fail("bind");
+      *error += " (another server has this port: --port 0 picks a free one)";
+      return false;
+    }
     if (ec) return fail("bind");
     acceptor_.listen(net::socket_base::max_listen_connections, ec);
     if (ec) return fail("listen on");

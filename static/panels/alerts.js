@@ -32,6 +32,7 @@ export default {
   mount(root) {
     root.innerHTML = `
       <section class="card"><h3>Firing now</h3><div class="firing-now"></div>
+        <div class="closed-at-end" hidden><h4>Closed at end of job</h4><ul class="alert-list"></ul></div>
         <h4>Resolved recently</h4><div class="resolved"></div></section>
       <section class="card"><h3>Rules</h3><div class="rules"></div></section>
       <section class="card"><h3>History <span class="muted dropped"></span></h3><div class="history"></div></section>`;
@@ -70,6 +71,19 @@ export default {
           ? `<ul class="alert-list">${a.firing.map((f) => `<li class="sev-${esc(f.severity)}" data-rule="${esc(f.rule)}"><b>${esc(f.rule)}</b> ` +
             `<span class="badge firing">firing</span> ${esc(f.summary)} <span class="muted now">(${esc(nowText(f))}fired ${esc(when(f.ts_ns, now))}${esc(firedSteps(f))})</span></li>`).join('')}</ul>`
           : `<p class="ok">Nothing is firing. ${esc(a.rules.length)} rules, ${esc(a.evaluations)} evaluations.</p>`;
+        // The job ended with these firing: closed then, with their last value
+        // (the rule's state 'closed' until a job runs again).
+        const closedRules = new Set(a.rules.filter((r) => r.state === 'closed').map((r) => r.name));
+        const closedAt = new Map();
+        for (const h of a.history) if (h.state === 'closed' && closedRules.has(h.rule)) closedAt.set(h.rule, h);
+        const closedBox = root.querySelector('.closed-at-end');
+        closedBox.hidden = closedAt.size === 0;
+        closedBox.querySelector('ul').innerHTML = [...closedAt.values()].map((h) => {
+          const r = byName.get(h.rule);
+          return `<li class="sev-${esc(h.severity)}" data-rule="${esc(h.rule)}"><b>${esc(h.rule)}</b> ` +
+            `<span class="badge closed">closed at end of job</span> last ${esc(withUnit(h.value, h.unit, !!r?.baseline))} ` +
+            `<span class="muted">(closed ${esc(when(h.ts_ns, now))}) ${esc(h.summary)}</span></li>`;
+        }).join('');
         const resolved = a.history.filter((h) => h.state === 'resolved').slice(-5).reverse();
         root.querySelector('.resolved').innerHTML = resolved.length
           ? `<ul class="alert-list">${resolved.map((h) => `<li><b>${esc(h.rule)}</b> <span class="badge resolved">resolved</span> ` +

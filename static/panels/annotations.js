@@ -3,14 +3,14 @@
 // (record_function ranges, Kineto's user_annotation, LIVEPROF_SCOPE, NVTX
 // ranges), its count and host time, and the GPU time of the kernels
 // launched while it was the innermost annotation on the launching thread.
-import {int, num} from '../format.js';
+import {int, num, us} from '../format.js';
 import {Table} from '../table.js';
 
 const COLUMNS = [
   {key: 'name', label: 'Annotation', name: true},
   {key: 'count', label: 'Count', numeric: true, fmt: int},
   {key: 'host_ms', label: 'Host (ms)', numeric: true, fmt: (v) => num(v, 2)},
-  {key: 'avg_host_us', label: 'Avg. host (µs)', numeric: true, fmt: (v) => num(v, 1)},
+  {key: 'avg_host_us', label: 'Avg. host', numeric: true, fmt: (v) => us(v), title: 'in the unit of its magnitude'},
   {key: 'kernels', label: 'Kernels', numeric: true, fmt: int,
     title: 'kernels launched while this was the innermost annotation on the launching thread'},
   {key: 'gpu_ms', label: 'GPU (ms)', numeric: true, fmt: (v) => num(v, 3), title: 'those kernels\' time'},

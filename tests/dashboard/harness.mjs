@@ -61,6 +61,17 @@ export async function api(base, pathAndQuery, format = 'json') {
   }
 }
 
+// Resolves to f()'s first truthy answer, asked every 100 ms; after
+// `seconds`, fails naming `what`.
+export async function until(what, f, seconds = 60) {
+  for (let i = 0; i < seconds * 10; i++) {
+    const v = await f();
+    if (v) return v;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${what}: not within ${seconds} s`);
+}
+
 // Until a `liveprof demo --steps N` has all its steps in and nothing moves
 // (90 s at most: the suites run beside other tests): the views and the
 // store a test compares must hold the same events.

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -159,7 +160,10 @@ TEST_CASE("export: a trace store's whole range exports to a file with every view
   REQUIRE_MESSAGE(AnalyzeTrace(out, AnalysesOptions{}, ro, &after, &error), error);
   std::filesystem::remove(out);
   CHECK(after.events == before.events);
-  CHECK(after.report.dropped_total() == 0);
+  // Nothing left out but the launch flows the export adds (Perfetto's
+  // launch → kernel arrows; the correlation ids carry the link back in).
+  CHECK(LaunchFlows(after.report) > 0);
+  CHECK(after.report.dropped_total() == LaunchFlows(after.report));
   const auto a = Views(before), b = Views(after);
   for (const auto& entry : a) {
     const auto& name = entry.first;
@@ -245,6 +249,74 @@ TEST_CASE("export: a live stream's kinds (markers, input spans, copies, memory) 
     m2["memories"][0]["id"] = m1["memories"][0]["id"];
     CHECK(FirstDiff(m1, m2) == "");
   }
+}
+
+TEST_CASE("export: the store's export (/api/export) links each launch to its device work, with args") {
+  test::WorkloadShape shape;
+  shape.steps = 5;
+  const test::Workload w = test::MakeWorkload(shape);
+  // Each kernel with its launch details, as CUPTI gives them.
+  std::vector<Event> defs = w.definitions;
+  NameId details = 1;
+  for (const Event& d : defs) details = std::max<NameId>(details, d.name + 1);
+  defs.push_back(NameDefEvent(details, "regs:32 static_shared:0 grid:100,2,1 block:256,1,1"));
+  std::vector<Event> sorted = w.events;
+  for (Event& e : sorted) {
+    if (e.kind == EventKind::kKernel) e.payload.kernel.details = details;
+  }
+  std::stable_sort(sorted.begin(), sorted.end(), CompletionOrderLess);  // as the pipeline appends.
+  TraceStore store;
+  store.Append(defs, sorted);
+  std::string gz, error;
+  REQUIRE_MESSAGE(ExportStoreRange(store, 0, UINT64_MAX, {}, &gz, &error), error);
+  const std::string out = Temp("liveprof_store_flows.json.gz");
+  {
+    std::ofstream f(out, std::ios::binary);
+    f << gz;
+  }
+  ChunkReader reader;
+  REQUIRE(reader.Open(out));
+  std::string text;
+  std::string_view chunk;
+  while (reader.Next(&chunk) && !chunk.empty()) text += chunk;
+  std::filesystem::remove(out);
+  const nlohmann::json doc = nlohmann::json::parse(text);
+  // Correlation ids: of the launch calls, and of the device work.
+  std::set<uint64_t> launches, device, starts, finishes;
+  size_t kernels = 0, copies = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    const std::string cat = e.value("cat", "");
+    if (cat == "cuda_runtime") launches.insert(e["args"]["correlation"].get<uint64_t>());
+    if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset") {
+      const auto& args = e["args"];
+      device.insert(args["correlation"].get<uint64_t>());
+      CHECK(args.contains("stream"));
+      CHECK(args.contains("device"));
+      if (cat == "kernel") {
+        ++kernels;
+        CHECK(args["grid"] == nlohmann::json::array({100, 2, 1}));
+        CHECK(args["block"] == nlohmann::json::array({256, 1, 1}));
+        CHECK(args["registers per thread"] == 32);
+      } else if (cat == "gpu_memcpy") {
+        ++copies;
+        CHECK(args["bytes"].get<uint64_t>() > 0);
+      }
+    }
+    if (cat == "ac2g") {
+      (e["ph"] == "s" ? starts : finishes).insert(e["id"].get<uint64_t>());
+      if (e["ph"] == "f") CHECK(e["bp"] == "e");  // binds to the enclosing slice: the kernel.
+    }
+  }
+  CHECK(kernels > 0);
+  CHECK(copies > 0);
+  // One arrow per launch that has device work: from the call to its kernel.
+  std::set<uint64_t> linked;
+  for (const uint64_t c : launches) {
+    if (device.count(c) != 0) linked.insert(c);
+  }
+  CHECK(!linked.empty());
+  CHECK(starts == linked);
+  CHECK(finishes == linked);
 }
 
 TEST_CASE("export: an unwritable path is an error that names it") {
