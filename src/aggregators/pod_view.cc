@@ -4,6 +4,7 @@
 #include "aggregators/pod_view.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace liveprof {
 
@@ -55,6 +56,7 @@ struct PodView::Worker {
   uint64_t cells = 0;       // its steps added.
   std::deque<WorkerCell> recent;  // its newest cells (worker_steps), oldest first.
   uint64_t last_cell_at = 0;      // cells_total_ when its newest cell came.
+  int64_t last_step = -1;         // its largest step number.
 };
 
 PodView::PodView(const Catalog* catalog, PodViewOptions options)
@@ -261,6 +263,7 @@ void PodView::AddCell(const PodCell& cell, int64_t step_num) {
     }
   }
   w.last_cell_at = cells_total_;
+  w.last_step = std::max(w.last_step, step_num);
   auto remember = [&](WorkerCell c) {
     for (auto it = w.recent.begin(); it != w.recent.end(); ++it) {
       if (it->step_num == step_num) {  // the same step again: the newer kept, as the newest.
@@ -271,34 +274,61 @@ void PodView::AddCell(const PodCell& cell, int64_t step_num) {
     w.recent.push_back(c);
     if (w.recent.size() > std::max<size_t>(options_.worker_steps, 1)) w.recent.pop_front();
   };
-  if (rows_.size() >= options_.max_steps && rows_.count(step_num) == 0) {
-    if (step_num < rows_.begin()->first) {
-      // Behind the window: no row, but its worker's cell, compared with the
-      // median its step number had when its row left (the others' cells).
-      ++counts_.cells_outside_window;
-      WorkerCell c{step_num, cell, true, 0};
-      const auto a = std::lower_bound(archive_.begin(), archive_.end(), step_num,
-                                      [](const ArchivedRow& r, int64_t n) { return r.step_num < n; });
-      if (a != archive_.end() && a->step_num == step_num && a->cells > 0) c.late_ref_ns = a->median_ns;
-      remember(c);
-      return;
-    }
-    const auto& [gone_step, gone] = *rows_.begin();
-    archive_.push_back({gone_step, RowMedian(gone), static_cast<uint32_t>(gone.cells.size())});
-    if (archive_.size() > options_.archived_steps) archive_.pop_front();
-    rows_.erase(rows_.begin());
+  if (rows_.size() >= options_.max_steps && rows_.count(step_num) == 0 && step_num < rows_.begin()->first) {
+    // Behind the window: no row, but its worker's cell, compared with the
+    // median its step number had when its row left (the others' cells).
+    ++counts_.cells_outside_window;
+    WorkerCell c{step_num, cell, true, 0};
+    const auto a = std::lower_bound(archive_.begin(), archive_.end(), step_num,
+                                    [](const ArchivedRow& r, int64_t n) { return r.step_num < n; });
+    if (a != archive_.end() && a->step_num == step_num && a->cells > 0) c.late_ref_ns = a->median_ns;
+    remember(c);
+    return;
   }
   Row& row = rows_[step_num];
   row.median_ns = -1;
   remember(WorkerCell{step_num, cell, false, 0});
+  bool duplicate = false;
   for (PodCell& c : row.cells) {
     if (c.worker == cell.worker) {
       ++counts_.duplicate_cells;
       c = cell;
-      return;
+      duplicate = true;
+      break;
     }
   }
-  row.cells.push_back(cell);
+  if (!duplicate) {
+    row.cells.push_back(cell);
+    ++cells_held_;
+  }
+  TrimRows();
+}
+
+void PodView::TrimRows() {
+  // Past max_steps rows, the oldest goes unless the common range reaches
+  // it (the frontier's view_steps), or the rows hold more than
+  // max_held_cells cells (then the frontier is worked out again: the
+  // slowest worker may have gone with the row).
+  bool known = false;
+  int64_t keep_from = 0;
+  while (rows_.size() > options_.max_steps) {
+    const auto oldest = rows_.begin();
+    if (cells_held_ <= options_.max_held_cells) {
+      if (!known) {
+        int64_t frontier = -1;
+        Compared(&frontier);
+        keep_from = frontier < 0 ? std::numeric_limits<int64_t>::max() : frontier - CommonSteps() + 1;
+        known = true;
+      }
+      if (oldest->first >= keep_from) break;
+    } else {
+      known = false;
+    }
+    archive_.push_back({oldest->first, RowMedian(oldest->second), static_cast<uint32_t>(oldest->second.cells.size())});
+    if (archive_.size() > options_.archived_steps) archive_.pop_front();
+    cells_held_ -= oldest->second.cells.size();
+    rows_.erase(oldest);
+  }
 }
 
 double PodView::RowMedian(const Row& row) const {
@@ -309,6 +339,38 @@ double PodView::RowMedian(const Row& row) const {
     row.median_ns = Median(times);
   }
   return row.median_ns;
+}
+
+double PodView::RowReference(const Row& row, uint64_t step_ns) const {
+  const size_t cells = row.cells.size();
+  if (cells < 2) return 0;
+  const double median = RowMedian(row);
+  return cells == 2 ? 2 * median - static_cast<double>(step_ns) : median;
+}
+
+int64_t PodView::CommonSteps() const {
+  return static_cast<int64_t>(std::max<size_t>(std::min(options_.view_steps, options_.max_steps), 1));
+}
+
+uint64_t PodView::QuietAfter() const {
+  return static_cast<uint64_t>(options_.max_steps) * std::max<size_t>(workers(), 1);
+}
+
+std::vector<char> PodView::Compared(int64_t* frontier) const {
+  std::vector<char> out(workers_.size(), 0);
+  *frontier = -1;
+  if (rows_.empty()) return out;
+  const int64_t oldest = rows_.begin()->first;
+  const uint64_t quiet_after = QuietAfter();
+  bool any = false;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    const Worker& w = *workers_[i];
+    if (!Listed(w) || cells_total_ - w.last_cell_at > quiet_after || w.last_step < oldest) continue;
+    out[i] = 1;
+    *frontier = any ? std::min(*frontier, w.last_step) : w.last_step;
+    any = true;
+  }
+  return out;
 }
 
 double PodView::ReferenceFor(const WorkerCell& c) const {
@@ -378,7 +440,7 @@ std::vector<PodView::Held> PodView::HeldExcess(uint32_t k) const {
   // A worker that stopped sending (gone, finished early) is no straggler
   // once the others have gone on for a window's worth of steps each.
   std::vector<Held> held(workers_.size());
-  const uint64_t quiet_after = static_cast<uint64_t>(options_.max_steps) * std::max<size_t>(workers(), 1);
+  const uint64_t quiet_after = QuietAfter();
   for (size_t i = 0; i < workers_.size(); ++i) {
     Held& h = held[i];
     if (cells_total_ - workers_[i]->last_cell_at > quiet_after) continue;
@@ -427,9 +489,16 @@ PodSnapshot PodView::Snapshot() const {
   s.steps_in_window = rows_.size();
   s.cells_total = cells_total_;
 
-  // The rows shown, and how often each worker was a step's worst.
+  s.newest_step = newest_step_;
+  int64_t frontier = -1;
+  const std::vector<char> compared_workers = Compared(&frontier);
+  // The rows shown: the newest view_steps at or below the frontier (all of
+  // them when no worker is compared); how often each worker was a step's worst.
+  const int64_t shown_to = frontier >= 0 ? frontier : std::numeric_limits<int64_t>::max();
+  size_t up_to = 0;
+  for (const auto& [step_num, row] : rows_) up_to += step_num <= shown_to ? 1 : 0;
+  const size_t shown_from = up_to > options_.view_steps ? up_to - options_.view_steps : 0;
   std::vector<uint64_t> worst_count(workers_.size());
-  const size_t shown_from = rows_.size() > options_.view_steps ? rows_.size() - options_.view_steps : 0;
   size_t row_index = 0;
   for (const auto& [step_num, row] : rows_) {
     const std::vector<PodCell>& cells = row.cells;
@@ -438,7 +507,8 @@ PodSnapshot PodView::Snapshot() const {
       worst = cells[WorstOf(cells)].worker;
       ++worst_count[index_.at(*worst)];
     }
-    if (row_index++ >= shown_from) {
+    const size_t at = row_index++;
+    if (at >= shown_from && step_num <= shown_to) {
       PodStepRow out;
       out.step_num = step_num;
       out.cells = cells;
@@ -496,8 +566,13 @@ PodSnapshot PodView::Snapshot() const {
     if (compared > 0) ws.lag_ms = Ms(lag_ns) / static_cast<double>(compared);
     if (ref_ns > 0) ws.lag_pct = 100.0 * lag_ns / ref_ns;
     if (held[i].n >= k) ws.straggler_pct = held[i].min_pct;
+    if (!compared_workers[i]) {
+      ws.not_common = cells_total_ - w.last_cell_at > QuietAfter() ? "stopped sending" : "behind the held steps";
+    }
     s.workers.push_back(std::move(ws));
   }
+  FillCommon(&s, compared_workers);
+  s.common.frontier_step = frontier;
   std::sort(s.workers.begin(), s.workers.end(),
             [](const PodWorkerSummary& a, const PodWorkerSummary& b) { return a.id < b.id; });
 
@@ -507,6 +582,82 @@ PodSnapshot PodView::Snapshot() const {
   s.diagnostics.events_without_step = diag_.Get(Diag::events_without_step);
   s.diagnostics.device_without_launch = diag_.Get(Diag::device_without_launch);
   return s;
+}
+
+void PodView::FillCommon(PodSnapshot* s, const std::vector<char>& compared) const {
+  // The frontier's view_steps step numbers that every compared worker has,
+  // newest first; each compared worker's cells there, against each row's
+  // reference. (`s->workers` is in the order of workers_ here, listed only.)
+  int64_t frontier = -1;
+  size_t n_compared = 0;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (!compared[i]) continue;
+    ++n_compared;
+    frontier = frontier < 0 ? workers_[i]->last_step : std::min(frontier, workers_[i]->last_step);
+  }
+  s->common.workers = n_compared;
+  if (n_compared == 0) return;
+  struct Sums {
+    uint64_t steps = 0, step_ns = 0, compared = 0, worst = 0;
+    std::array<uint64_t, kBucketCount> bucket_ns{};
+    double lag_ns = 0, ref_ns = 0;
+  };
+  std::vector<Sums> sums(workers_.size());
+  const int64_t from = frontier - CommonSteps() + 1;
+  std::vector<const PodCell*> mine(workers_.size());
+  for (auto it = rows_.upper_bound(frontier); it != rows_.begin();) {
+    --it;
+    if (it->first < from) break;
+    const Row& row = it->second;
+    std::fill(mine.begin(), mine.end(), nullptr);
+    size_t have = 0;
+    for (const PodCell& c : row.cells) {
+      const size_t i = index_.at(c.worker);
+      if (compared[i]) {
+        mine[i] = &c;
+        ++have;
+      }
+    }
+    if (have < n_compared) continue;  // a compared worker lacks this step.
+    const uint32_t worst = row.cells[WorstOf(row.cells)].worker;
+    if (s->common.steps++ == 0) s->common.last_step = it->first;
+    s->common.first_step = it->first;
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      if (mine[i] == nullptr) continue;
+      const PodCell& c = *mine[i];
+      Sums& m = sums[i];
+      ++m.steps;
+      m.step_ns += c.step_ns;
+      for (size_t b = 0; b < kBucketCount; ++b) m.bucket_ns[b] += c.bucket_ns[b];
+      if (row.cells.size() >= 2 && worst == c.worker) ++m.worst;
+      const double r = RowReference(row, c.step_ns);
+      if (!(r > 0)) continue;
+      ++m.compared;
+      m.lag_ns += static_cast<double>(c.step_ns) - r;
+      m.ref_ns += r;
+    }
+  }
+  for (PodWorkerSummary& ws : s->workers) {
+    const size_t i = index_.at(ws.id);
+    if (!compared[i]) continue;
+    const Sums& m = sums[i];
+    PodCommonSummary c;
+    c.steps = m.steps;
+    c.worst_count = m.worst;
+    c.compared_steps = m.compared;
+    if (m.steps > 0) {
+      const double n = static_cast<double>(m.steps);
+      c.mean_step_ms = Ms(static_cast<double>(m.step_ns)) / n;
+      for (size_t b = 0; b < kBucketCount; ++b) c.mean_ms[b] = Ms(static_cast<double>(m.bucket_ns[b])) / n;
+    }
+    if (m.step_ns > 0) {
+      c.input_pct = 100.0 * static_cast<double>(m.bucket_ns[static_cast<size_t>(Bucket::kInput)]) /
+                    static_cast<double>(m.step_ns);
+    }
+    if (m.compared > 0) c.lag_ms = Ms(m.lag_ns) / static_cast<double>(m.compared);
+    if (m.ref_ns > 0) c.lag_pct = 100.0 * m.lag_ns / m.ref_ns;
+    ws.common = c;
+  }
 }
 
 }  // namespace liveprof

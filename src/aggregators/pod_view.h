@@ -30,6 +30,21 @@
 // 0 gets its own assembler from that point on (the step in flight then may
 // come out short: its earlier events went to the pipeline only).
 //
+// The common range: ranks are compared over the same steps. The frontier
+// is the smallest last step of the compared workers (listed, not quiet, and
+// whose last step is still in the held rows); of the view_steps (at most
+// max_steps) step numbers up to it, those every compared worker has are the
+// common range. Each
+// compared worker has a summary over it (`common`: mean step, breakdown,
+// input %, lag against each step's reference, how often it was the worst),
+// and the snapshot's rows are the newest view_steps at or below the
+// frontier, so a worker behind the others has its cells in every row drawn
+// and the worst of each row is the slow one, not the ones waiting for it.
+// Rows older than the newest max_steps are kept while the common range
+// reaches them, up to Options::max_held_cells cells in all the rows (then
+// the oldest go and a worker whose last step went with them is no longer
+// compared: `not_common` says why).
+//
 // A worker's summary and its straggler value come from its own newest
 // cells (Options::worker_steps of them), not from the newest step numbers: a
 // worker far behind the others, whose step numbers have left the window, is
@@ -42,8 +57,9 @@
 // (max_steps) of steps. Each worker keeps worker_steps cells of ~130 bytes
 // (1,024 workers: about 13 MB).
 //
-// Memory is bounded: the newest Options::max_steps step numbers are kept
-// (a cell for an older one is not in the step rows, counted in
+// Memory is bounded: the newest Options::max_steps step numbers are kept,
+// and older ones the common range needs up to max_held_cells cells (a cell
+// for an older one is not in the step rows, counted in
 // cells_outside_window, but is in its worker's cells); at most
 // Options::max_workers workers (the events of more are counted and left out).
 //
@@ -90,6 +106,9 @@ struct PodViewOptions {
   uint32_t straggler_steps = 3;  // the snapshot's straggler: excess held this many steps.
   size_t worker_steps = 100;     // each worker's newest cells kept for its summary.
   size_t archived_steps = 16384;  // medians of step numbers that left the window.
+  // Cells held in all the rows at most: rows older than the newest max_steps
+  // stay while the common range needs them, up to this (~112 bytes a cell).
+  size_t max_held_cells = size_t{1} << 18;
   bool share_local_steps = false;  // see the header: the pipeline's rows for process 0.
   // Keeps every worker step added, for TakeNewSteps() (a fleet agent
   // publishes them); at most this many wait (more are counted in
@@ -118,6 +137,19 @@ struct PodStepRow {
   std::optional<uint32_t> worst;  // the slowest worker (ties: the smaller id); two cells or more.
 };
 
+// A worker over the common range (PodSnapshot::common): the same step
+// numbers for every compared worker.
+struct PodCommonSummary {
+  uint64_t steps = 0;
+  double mean_step_ms = 0;
+  std::array<double, kBucketCount> mean_ms{};
+  double input_pct = 0;         // 100 × Σ input / Σ step time.
+  uint64_t compared_steps = 0;  // those with a reference (two cells or more).
+  double lag_ms = 0;            // mean of (step − reference) over those.
+  double lag_pct = 0;           // 100 × Σ (step − reference) / Σ reference.
+  uint64_t worst_count = 0;     // its steps there that were the worst of the row.
+};
+
 // A worker over the window.
 struct PodWorkerSummary {
   uint32_t id = 0;
@@ -141,6 +173,18 @@ struct PodWorkerSummary {
   // Its excess over the reference held for its last straggler_steps compared
   // steps (the smallest of them); nullopt with fewer.
   std::optional<double> straggler_pct;
+  // Over the common range; nullopt when it is not compared (not_common says
+  // why: "stopped sending", "behind the held steps").
+  std::optional<PodCommonSummary> common;
+  std::string not_common;
+};
+
+// The step numbers every compared worker has (see the header).
+struct PodCommonRange {
+  int64_t frontier_step = -1;  // the smallest last step of the compared workers.
+  int64_t first_step = -1, last_step = -1;  // the range's ends; -1: empty.
+  uint64_t steps = 0;    // step numbers in it (at most view_steps).
+  uint64_t workers = 0;  // workers compared.
 };
 
 // The largest excess held over a run of steps: the straggler metric.
@@ -176,7 +220,9 @@ struct PodSnapshot {
   size_t window_steps = 0;        // Options::max_steps.
   uint32_t straggler_steps = 0;
   std::vector<PodWorkerSummary> workers;  // by id.
-  std::vector<PodStepRow> steps;          // oldest first; the newest view_steps.
+  std::vector<PodStepRow> steps;          // oldest first; the newest view_steps up to the frontier.
+  int64_t newest_step = -1;               // the newest step number of any worker.
+  PodCommonRange common;
   uint64_t steps_in_window = 0;           // step numbers held (steps may show fewer).
   std::optional<PodStraggler> straggler;
   uint64_t cells_total = 0;  // worker steps seen since start.
@@ -260,6 +306,20 @@ class PodView {
     double late_ref_ns = 0;
   };
   double RowMedian(const Row& row) const;
+  // A held row's reference for a cell of `step_ns`; 0: fewer than two cells.
+  double RowReference(const Row& row, uint64_t step_ns) const;
+  // The common range's reach below the frontier: view_steps (at most max_steps).
+  int64_t CommonSteps() const;
+  // Worker steps (of any worker) after a worker's newest one past which it
+  // is quiet: it stopped sending while the others went on for a window each.
+  uint64_t QuietAfter() const;
+  // Per worker (by index), whether the common range compares it; the
+  // frontier (-1: none compared).
+  std::vector<char> Compared(int64_t* frontier) const;
+  // Drops the oldest rows past max_steps that the common range does not
+  // need (or past max_held_cells), into the archive.
+  void TrimRows();
+  void FillCommon(PodSnapshot* s, const std::vector<char>& compared) const;
   // What `c` (worker `w`'s) is compared with; 0: nothing (fewer than two).
   double ReferenceFor(const WorkerCell& c) const;
 
@@ -291,6 +351,7 @@ class PodView {
   std::map<int64_t, Row> rows_;                   // by step number; the newest max_steps.
   std::deque<ArchivedRow> archive_;               // rows gone, oldest first (ascending steps).
   int64_t newest_step_ = -1;                      // the newest step number of any worker.
+  size_t cells_held_ = 0;                         // cells in rows_.
   uint64_t cells_total_ = 0;
   bool share_local_ = false;
   PodDiagnostics counts_;

@@ -20,6 +20,22 @@ void WriteOptionalDouble(JsonWriter& w, std::string_view key, const std::optiona
   }
 }
 
+// A worker's figures over its own newest steps or over the common range
+// (PodWorkerSummary, PodCommonSummary: the same names).
+template <typename Figures>
+void WriteFigures(JsonWriter& w, const Figures& f) {
+  w.KV("mean_step_ms", f.mean_step_ms);
+  w.Key("mean_ms");
+  w.BeginArray();
+  for (const double v : f.mean_ms) w.Double(v);
+  w.EndArray();
+  w.KV("input_pct", f.input_pct);
+  w.KV("worst_count", f.worst_count);
+  w.KV("compared_steps", f.compared_steps);
+  w.KV("lag_ms", f.lag_ms);
+  w.KV("lag_pct", f.lag_pct);
+}
+
 }  // namespace
 
 void PodSnapshot::WriteJson(JsonWriter& w) const {
@@ -38,6 +54,16 @@ void PodSnapshot::WriteJson(JsonWriter& w) const {
   for (size_t b = 0; b < kBucketCount; ++b) w.String(BucketName(static_cast<Bucket>(b)));
   w.EndArray();
 
+  w.KV("newest_step", newest_step);
+  w.Key("common");
+  w.BeginObject();
+  w.KV("frontier_step", common.frontier_step);
+  w.KV("first_step", common.first_step);
+  w.KV("last_step", common.last_step);
+  w.KV("steps", common.steps);
+  w.KV("workers", common.workers);
+  w.EndObject();
+
   w.Key("workers");
   w.BeginArray();
   for (const PodWorkerSummary& s : workers) {
@@ -51,17 +77,18 @@ void PodSnapshot::WriteJson(JsonWriter& w) const {
     w.KV("first_step", s.first_step);
     w.KV("last_step", s.last_step);
     w.KV("behind_steps", s.behind_steps);
-    w.KV("mean_step_ms", s.mean_step_ms);
-    w.Key("mean_ms");
-    w.BeginArray();
-    for (const double v : s.mean_ms) w.Double(v);
-    w.EndArray();
-    w.KV("input_pct", s.input_pct);
-    w.KV("worst_count", s.worst_count);
-    w.KV("compared_steps", s.compared_steps);
-    w.KV("lag_ms", s.lag_ms);
-    w.KV("lag_pct", s.lag_pct);
+    WriteFigures(w, s);
     WriteOptionalDouble(w, "straggler_pct", s.straggler_pct);
+    w.Key("common");
+    if (s.common) {
+      w.BeginObject();
+      w.KV("steps", s.common->steps);
+      WriteFigures(w, *s.common);
+      w.EndObject();
+    } else {
+      w.Null();
+    }
+    w.KV("not_common", s.not_common);
     w.EndObject();
   }
   w.EndArray();

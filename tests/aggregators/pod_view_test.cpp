@@ -224,7 +224,14 @@ TEST_CASE("pod view: a worker missing steps lacks those cells, two workers compa
     }
   }
   const PodSnapshot s = Run(workers, events)->pod.Snapshot();
-  REQUIRE(s.steps.size() == 4);
+  // Rank 2's last step is 2: the rows drawn end there (the frontier), and
+  // the common range is the steps every rank has: 0 and 2.
+  CHECK(s.newest_step == 3);
+  CHECK(s.common.frontier_step == 2);
+  CHECK(s.common.steps == 2);
+  CHECK(s.common.first_step == 0);
+  CHECK(s.common.last_step == 2);
+  REQUIRE(s.steps.size() == 3);
   CHECK(s.steps[1].cells.size() == 2);
   CHECK(CellOf(s.steps[1], 3) == nullptr);
   // Two cells: the median is their mean; each is compared with the other.
@@ -235,7 +242,14 @@ TEST_CASE("pod view: a worker missing steps lacks those cells, two workers compa
   CHECK(r2.first_step == 0);
   CHECK(r2.last_step == 2);
   CHECK(r2.mean_step_ms == 130);  // (100 + 160) / 2
+  REQUIRE(r2.common.has_value());
+  CHECK(r2.common->steps == 2);
+  CHECK(r2.common->mean_step_ms == 130);
+  CHECK(r2.common->worst_count == 1);  // step 2 (160 ms); step 0: rank 1's.
   const PodWorkerSummary& r0 = WorkerById(s, 1);
+  REQUIRE(r0.common.has_value());
+  CHECK(r0.common->lag_ms == -5);  // 100 vs 100, 100 vs 110.
+  CHECK(r0.common->compared_steps == 2);
   // Rank 0 against: 100 (median of 100, 110, 100), 110 (rank 1 alone),
   // 110 (median), 110 (rank 1 alone) → 0, -10, -10, -10.
   CHECK(r0.lag_ms == -7.5);
@@ -417,6 +431,9 @@ TEST_CASE("pod view: a worker far behind keeps its numbers, is compared and is t
   CHECK(r2.first_step == 0);
   CHECK(r2.last_step == 4);
   CHECK(r2.behind_steps == 15);
+  CHECK_FALSE(r2.common.has_value());  // its steps are older than every row held.
+  CHECK(r2.not_common == "behind the held steps");
+  CHECK(s.common.workers == 2);
   CHECK(r2.mean_step_ms == 150);
   CHECK(r2.compared_steps == 5);
   CHECK(r2.lag_ms == 50);

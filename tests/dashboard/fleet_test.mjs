@@ -312,6 +312,20 @@ describe('the Fleet page', {skip: !existsSync(NATS_SERVER) && `no ${NATS_SERVER}
       new RegExp(`^${f.pod.straggler.label} [+-]`));
     assert.equal(await pod.locator('.straggler-alert li').getAttribute('data-worker-label'), 'host-b · rank 2');
     assert.equal(await pod.locator('.pod-steps thead th[data-worker]').count(), f.pod.workers.length);
+    // Ranks compared over the same steps (the newest every rank has): the
+    // straggler has its cells in every row drawn and is the boxed worst of
+    // each, not the ranks ahead of it; how far behind it is shows.
+    const slow = f.pod.workers.find((w) => w.label === 'host-b · rank 2');
+    assert.ok(slow.common && slow.common.lag_pct > 20, `host-b rank 2 over the same steps: ${JSON.stringify(slow.common)}`);
+    assert.ok(f.pod.steps.length > 0 && f.pod.steps.every((st) => st.worst === slow.id && st.cells.some((c) => c.worker === slow.id)),
+      'the fleet pod\'s rows: host-b rank 2 in each, the worst of each');
+    const slowColumn = await pod.locator(`.pod-steps tbody td[data-worker="${slow.id}"]`).allInnerTexts();
+    assert.ok(slowColumn.length > 0 && slowColumn.every((t) => Number(t.replace(/,/g, '')) > 0), `its column: ${slowColumn.slice(0, 4)}`);
+    const boxed = await pod.locator('.pod-steps tbody td.worst').evaluateAll((tds) => tds.map((td) => td.dataset.worker));
+    assert.deepEqual([...new Set(boxed)], [String(slow.id)], 'the boxed worst of each row');
+    if (slow.behind_steps > 1) {
+      assert.match(await pod.locator(`.pod-steps thead th[data-worker="${slow.id}"]`).innerText(), /[\d,]+ steps behind/);
+    }
 
     // The counters: lag, rejected by reason, the recent errors as text.
     assertShown(assert, await root.locator('.fleet-counters [data-field=lag_p50] .stat-value').innerText(), f.lag.p50_ms, 'lag p50');
