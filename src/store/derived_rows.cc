@@ -16,6 +16,11 @@ void DerivedRows::Define(TrackId id, const TrackInfo& info) {
   counter_typed_[id] = info.type == TrackType::kCounter;
 }
 
+void DerivedRows::DefineName(NameId id, std::string_view text) {
+  if (id >= step_names_.size()) step_names_.resize(size_t{id} + 1, false);
+  step_names_[id] = text.starts_with("ProfilerStep#");
+}
+
 std::optional<NameId> DerivedRows::CounterName(TrackId id) const {
   if (!IsCounterRow(id) || id - kFirstDerivedTrack >= counter_names_.size()) return std::nullopt;
   return counter_names_[id - kFirstDerivedTrack];
@@ -82,7 +87,16 @@ void DerivedRows::Derive(std::span<const Event> events, std::vector<Event>* out)
   out->clear();
   for (const Event& e : events) {
     if (e.track >= kFirstDerivedTrack) continue;  // not stored: not shown.
-    if (e.kind == EventKind::kStepMarker) {
+    if ((e.kind == EventKind::kHostSpan || e.kind == EventKind::kFrameworkOp) && !markers_ &&
+        e.name < step_names_.size() && step_names_[e.name]) {
+      for (const uint8_t d : devices_) {  // PyTorch's step: a span (its kernels may still come).
+        Event step = e;
+        step.track = TrackOf(d, Row::kSteps);
+        step.device = d;
+        out->push_back(step);
+      }
+    } else if (e.kind == EventKind::kStepMarker) {
+      markers_ = true;
       // A step ends: its ops are done (xprof merges within a step only).
       for (const uint8_t d : devices_) Close(d, out);
       for (const uint8_t d : devices_) {

@@ -3,7 +3,10 @@
 // derived_timeline.cc):
 //
 //   "Steps"          every step marker, on each GPU seen so far: the steps
-//                    over the device's streams, as TF's Steps line.
+//                    over the device's streams, as TF's Steps line; in a
+//                    trace without markers, PyTorch's ProfilerStep#N spans
+//                    (a replay's later loops carry their shift: the event's
+//                    name reads as the pages number the step, trace_api.cc).
 //   "Framework ops"  per GPU, consecutive kernels (in arrival order, any
 //                    stream of the device) launched by the same framework op
 //                    merged into one event named by the op, from the first
@@ -44,6 +47,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -82,6 +86,8 @@ class DerivedRows {
   // A track definition: GPU streams make their device known; a counter-typed
   // track's samples are a row already.
   void Define(TrackId id, const TrackInfo& info);
+  // A name definition: ProfilerStep#N names are steps.
+  void DefineName(NameId id, std::string_view text);
   // The name of counter row `id`'s samples, if this instance made it (a run
   // read back did not: its samples carry the name).
   std::optional<NameId> CounterName(TrackId id) const;
@@ -105,6 +111,8 @@ class DerivedRows {
   std::array<std::optional<OpenOp>, kDevices> open_{};
   std::array<uint64_t, kDevices> in_use_{};                            // bytes, per device.
   std::array<std::unordered_map<uint64_t, uint64_t>, kDevices> live_;  // address -> bytes.
+  std::vector<bool> step_names_;                   // by NameId: a ProfilerStep#N.
+  bool markers_ = false;                           // a step marker seen: the steps are the markers.
   std::vector<bool> counter_typed_;                // by TrackId: a counter-typed track.
   std::unordered_map<NameId, uint32_t> counter_slot_;  // counter name -> its row's slot.
   std::vector<NameId> counter_names_;              // by slot.

@@ -71,6 +71,7 @@ void TraceStore::Append(std::span<const Event> definitions, std::span<const Even
       if (d.name >= names_.size()) names_.resize(size_t{d.name} + 1);
       name_text_.emplace_back(d.payload.name_def.data, d.payload.name_def.size);
       names_[d.name] = name_text_.back();
+      derived_.DefineName(d.name, names_[d.name]);
       if (logging) WriteName(d.name);
     } else if (d.kind == EventKind::kTrackDef && d.track < DerivedRows::kFirstDerivedTrack) {
       if (d.track >= track_info_.size()) track_info_.resize(size_t{d.track} + 1);

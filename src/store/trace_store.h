@@ -225,6 +225,24 @@ class TraceStore {
   };
   MatchCount CountMatches(std::string_view text, uint64_t ts, StoredEventId id,
                           const std::vector<TrackId>& tracks = {}) const;
+  // An area selection's sums (the viewer's box, as Perfetto's area
+  // selection): the events on `tracks` (empty: all; the derived Steps and
+  // Framework ops rows too; counter samples never) overlapping [t0, t1],
+  // per name: how many, their whole durations, and their self time (less
+  // the durations of their children on their track, nested as the query
+  // nests: a child starts no earlier and ends no later). Stops after
+  // `max_events` (truncated). Any thread; the lock per chunk.
+  struct AreaSums {
+    struct Name {
+      NameId name = 0;
+      uint64_t count = 0, total = 0, self = 0, max = 0;
+    };
+    std::vector<Name> names;  // by total, the longest first.
+    uint64_t events = 0;
+    uint32_t tracks = 0;      // rows with an event in it.
+    bool truncated = false;
+  };
+  AreaSums SumArea(uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks, uint64_t max_events) const;
   // The devices' descriptions (kDeviceInfo, the latest per device, id
   // kNoEventId: they are on no timeline), then every event of `tracks`
   // (empty: all; never the derived rows) overlapping [t0, t1], track by

@@ -95,6 +95,77 @@ TraceStore::MatchCount TraceStore::CountMatches(std::string_view text, uint64_t 
   return out;
 }
 
+TraceStore::AreaSums TraceStore::SumArea(uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
+                                         uint64_t max_events) const {
+  AreaSums out;
+  std::unordered_map<NameId, AreaSums::Name> by;
+  struct Item {
+    uint64_t ts, end;
+    NameId name;
+  };
+  std::vector<Item> items;
+  std::vector<Event> decoded;
+  std::string scratch;
+  size_t track_count;
+  {
+    const std::shared_lock lock = LockShared();
+    track_count = tracks_.size();
+  }
+  for (TrackId id = 0; id < track_count && !out.truncated; ++id) {
+    if (!Wanted(tracks, id) || DerivedRows::IsCounterRow(id)) continue;
+    items.clear();
+    for (uint64_t j = 0;; ++j) {
+      const std::shared_lock lock = LockShared();
+      const TrackStore* t = FindTrack(id);
+      if (t == nullptr || j >= t->levels[0].end()) break;
+      j = std::max(j, t->base());  // chunks freed meanwhile are skipped.
+      if (j >= t->levels[0].end()) break;
+      const Node& n = t->levels[0].at(j);
+      if (n.min_start > t1 || n.max_end < t0) continue;
+      DecodeChunk(View(*t, j, &scratch), &decoded);
+      for (const Event& e : decoded) {
+        if (e.ts > t1 || e.end() < t0 || e.kind == EventKind::kCounter) continue;
+        if (out.events + items.size() >= max_events) {
+          out.truncated = true;
+          break;
+        }
+        items.push_back({e.ts, e.end(), e.name});
+      }
+      if (out.truncated) break;
+    }
+    if (items.empty()) continue;
+    ++out.tracks;
+    out.events += items.size();
+    // Self time: by start, the longer first; a stack of the open ancestors.
+    std::sort(items.begin(), items.end(),
+              [](const Item& a, const Item& b) { return a.ts != b.ts ? a.ts < b.ts : a.end > b.end; });
+    std::vector<std::pair<size_t, uint64_t>> stack;  // (item, its children's time so far)
+    auto close = [&] {
+      const Item& top = items[stack.back().first];
+      AreaSums::Name& a = by[top.name];
+      a.self += top.end - top.ts - std::min(top.end - top.ts, stack.back().second);
+      stack.pop_back();
+    };
+    for (size_t i = 0; i < items.size(); ++i) {
+      const Item& e = items[i];
+      while (!stack.empty() && items[stack.back().first].end < e.end) close();
+      if (!stack.empty()) stack.back().second += e.end - e.ts;
+      stack.emplace_back(i, 0);
+      AreaSums::Name& a = by[e.name];
+      a.name = e.name;
+      ++a.count;
+      a.total += e.end - e.ts;
+      a.max = std::max(a.max, e.end - e.ts);
+    }
+    while (!stack.empty()) close();
+  }
+  for (const auto& [name, a] : by) out.names.push_back(a);
+  std::sort(out.names.begin(), out.names.end(), [](const auto& a, const auto& b) {
+    return a.total != b.total ? a.total > b.total : a.count != b.count ? a.count > b.count : a.name < b.name;
+  });
+  return out;
+}
+
 void TraceStore::FindFlowEnds(TraceQueryResult* r) const {
   // The slices' correlation ids whose other end is not a slice: a launch's
   // (runtime API) work comes after it, a device event's launch before it.

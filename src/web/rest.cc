@@ -316,7 +316,8 @@ Reply IndexReply(bool fleet_view) {
     w.KV("csv", !v.csv.empty());
     w.EndObject();
   }
-  for (const char* path : {"/api/trace", "/api/trace/event", "/api/trace/search", "/api/export", "/metrics"}) {
+  for (const char* path : {"/api/trace", "/api/trace/event", "/api/trace/search", "/api/trace/area", "/api/export",
+                           "/metrics"}) {
     w.BeginObject();
     w.KV("path", path);
     w.KV("csv", false);

@@ -14,6 +14,9 @@
 namespace liveprof {
 namespace {
 
+constexpr uint64_t kMaxAreaEvents = 20'000'000;  // an area's sums stop there (truncated).
+constexpr size_t kMaxAreaNames = 1000;
+
 // "1,2,5" -> {1, 2, 5}; nullopt on anything else.
 std::optional<std::vector<TrackId>> TrackList(std::string_view text) {
   std::vector<TrackId> out;
@@ -29,12 +32,27 @@ std::optional<std::vector<TrackId>> TrackList(std::string_view text) {
 
 Reply Json(std::string body) { return Reply{200, "application/json", std::move(body)}; }
 
+// A replay's later loops number their ProfilerStep#N spans on (kFlagStepShift,
+// replay.cc; steps.cc reads them so): the span is named as every page numbers
+// that step, ProfilerStep#<N + shift>, and its step_num is that number.
+std::string ShownName(const TraceStore& store, const Event& e, int64_t* step_num) {
+  std::string name = store.Name(e.name);
+  constexpr std::string_view kProfilerStep = "ProfilerStep#";
+  if ((e.flags & kFlagStepShift) == 0 || !std::string_view(name).starts_with(kProfilerStep)) return name;
+  const auto n = WholeNumber(std::string_view(name).substr(kProfilerStep.size()));
+  if (!n || *n > INT32_MAX) return name;
+  *step_num = static_cast<int64_t>(*n) + e.payload.step.step_num;
+  return std::string(kProfilerStep) + std::to_string(*step_num);
+}
+
 void EventJson(JsonWriter& w, const TraceStore& store, StoredEventId id, const Event& e) {
   w.BeginObject();
   w.KV("id", id);
   w.KV("track", uint64_t{e.track});
   w.KV("kind", EventKindName(e.kind));
-  w.KV("name", store.Name(e.name));
+  int64_t shifted_step = -1;
+  w.KV("name", ShownName(store, e, &shifted_step));
+  if (shifted_step >= 0) w.KV("step_num", shifted_step);
   w.KV("ts", e.ts);
   w.KV("dur", e.dur);
   // An annotated allocation's corr is a name (event.h): its fields instead.
@@ -267,6 +285,38 @@ Reply Search(const RequestTarget& target, const TraceStore& store) {
   return Json(w.Take());
 }
 
+// An area selection's sums (TraceStore::SumArea): every event in it, per name.
+Reply Area(const RequestTarget& target, const TraceStore& store) {
+  const Params p = ReadParams(target, store.stats(), {"t0", "t1", "tracks"});
+  if (!p.error.empty()) return ErrorReply(400, p.error);
+  const TraceStore::AreaSums sums = store.SumArea(p.t0, p.t1, p.tracks, kMaxAreaEvents);
+  JsonWriter w;
+  w.BeginObject();
+  w.KV("type", "trace_area");
+  w.KV("v", 1);
+  w.KV("t0", p.t0);
+  w.KV("t1", p.t1);
+  w.KV("events", sums.events);
+  w.KV("tracks", uint64_t{sums.tracks});
+  w.KV("truncated", sums.truncated);
+  w.KV("names_total", uint64_t{sums.names.size()});
+  w.Key("names");  // [name, count, total ns, self ns, max ns], the longest total first.
+  w.BeginArray();
+  for (size_t i = 0; i < sums.names.size() && i < kMaxAreaNames; ++i) {
+    const auto& a = sums.names[i];
+    w.BeginArray();
+    w.String(store.Name(a.name));
+    w.UInt(a.count);
+    w.UInt(a.total);
+    w.UInt(a.self);
+    w.UInt(a.max);
+    w.EndArray();
+  }
+  w.EndArray();
+  w.EndObject();
+  return Json(w.Take());
+}
+
 Reply Export(const RequestTarget& target, const TraceStore& store, const TraceExportFn& export_fn) {
   std::variant<Reply, ExportRequest> checked = CheckExport(target, &store, export_fn);
   if (Reply* error = std::get_if<Reply>(&checked)) return std::move(*error);
@@ -293,7 +343,8 @@ std::variant<Reply, ExportRequest> CheckExport(const RequestTarget& target, cons
 }
 
 bool IsTracePath(std::string_view path) {
-  return path == "/api/trace" || path == "/api/trace/event" || path == "/api/trace/search" || path == "/api/export";
+  return path == "/api/trace" || path == "/api/trace/event" || path == "/api/trace/search" || path == "/api/trace/area" ||
+         path == "/api/export";
 }
 
 Reply TraceReply(const RequestTarget& target, const TraceStore* store, const TraceExportFn& export_fn) {
@@ -302,6 +353,7 @@ Reply TraceReply(const RequestTarget& target, const TraceStore* store, const Tra
   if (target.path == "/api/trace") return Viewport(target, *store);
   if (target.path == "/api/trace/event") return OneEvent(target, *store);
   if (target.path == "/api/trace/search") return Search(target, *store);
+  if (target.path == "/api/trace/area") return Area(target, *store);
   if (target.path == "/api/export") return Export(target, *store, export_fn);
   return ErrorReply(404, "no endpoint " + target.path);
 }

@@ -8,6 +8,8 @@
 //       default to the whole store, width to 1000 px; tracks "1,2,5".
 //   /api/trace/event?id=                one event whole
 //   /api/trace/search?q=&from=&dir=next|prev&tracks=
+//   /api/trace/area?t0=&t1=&tracks=     an area selection's sums: every
+//       event overlapping it, per name (count, total, self, longest)
 //   /api/export?t0=&t1=&tracks=         Chrome trace JSON, gzip (.json.gz)
 //
 // Pure functions; any thread (the store locks for itself). The server runs

@@ -6,7 +6,8 @@
 // selection or the search hit; 0 the whole trace; Esc clears; Enter /
 // Shift+Enter step through the search's matches (trace/search.js); ? the
 // keys. A click selects one event (its details and flows), a drag in
-// select mode sums up a box of events, the timing tool marks an interval
+// select mode sums up every event of a box (the store's, /api/trace/area,
+// as Perfetto's area selection), the timing tool marks an interval
 // and says its length; the dot left of a row's timeline pins it to the top
 // (kept there while the page scrolls). "Follow" tails the newest events at
 // the current zoom. On a fleet view (liveprof fleet) it shows one host's
@@ -17,6 +18,7 @@ import {counterText, drawTrace, prepareTile, xToTime} from '../trace/draw.js';
 import {AXIS_H, GUTTER, MAX_LANES, PIN_W, laneAt, layoutPinned, layoutRows, rowAt} from '../trace/layout.js';
 import {KeyMotion, frameEvent} from '../trace/nav.js';
 import {mountSearch, noMatch} from '../trace/search.js';
+import {sumArea} from '../trace/area.js';
 import {TileLoader, covers} from '../trace/tiles.js';
 import {fleetSource, localSource, mountHostPicker} from '../trace/source.js';
 
@@ -222,7 +224,8 @@ export default {
       }
       if (st.view) {
         const common = {W, view: st.view, bounds: st.bounds, tile: st.tile, names: st.tile?.names ?? new Map(),
-          selectedId: st.selectedId, timing: st.timing, hit: st.hit ?? st.selected, pinned: st.pinned};
+          selectedId: st.selectedId, timing: st.timing, hit: st.hit ?? st.selected, pinned: st.pinned, sliceName};
+        labelSteps();
         st.out = {};
         st.outHead = {};
         g.setTransform(dpr, 0, 0, dpr, 0, 0);
@@ -245,6 +248,31 @@ export default {
       canvas.dataset.drawn = String(Number(canvas.dataset.drawn ?? 0) + 1);
       $('.trace-help').classList.toggle('hidden', !st.help);
     }
+    // A replay's later loops number their ProfilerStep#N spans on (the
+    // pages' step numbers): each such span wide enough for a label is named
+    // as /api/trace/event names it, ProfilerStep#<N + the loop's shift>.
+    const stepLabels = new Map();  // id -> its name; null while asked
+    function labelSteps() {
+      if (!st.tile || !st.view) return;
+      const scale = (st.W - GUTTER) / (st.view.t1 - st.view.t0);
+      let asked = 0;
+      for (const [, d] of st.tile.tracks) {
+        for (const sl of d.slices) {
+          if (asked >= 64 || stepLabels.has(sl.id) || sl.dur * scale < 24) continue;
+          if (!(st.tile.names.get(sl.name) ?? '').startsWith('ProfilerStep#')) continue;
+          asked++;
+          stepLabels.set(sl.id, null);
+          const from = source;
+          source.get('trace/event', {id: sl.id}).then((e) => {
+            if (from !== source) return;
+            stepLabels.set(sl.id, e.name);
+            schedule();
+          }, () => stepLabels.delete(sl.id));
+        }
+      }
+    }
+    const sliceName = (sl) => stepLabels.has(sl.id) ? stepLabels.get(sl.id) ?? 'ProfilerStep#…'
+      : st.tile?.names.get(sl.name) ?? '';
     function push(a, v) {
       a.push(v);
       if (a.length > MAX_SAMPLES) a.shift();
@@ -350,34 +378,11 @@ export default {
       select(e.id, e);
     }
 
-    // The events of a box: per name, count and time, from the tile.
+    // The events of a box, every one of them (trace/area.js).
+    let areaAsked = 0;
     function summarize(box, layout = st.layout) {
-      const ta = Math.min(box.t0, box.t1), tb = Math.max(box.t0, box.t1);
-      const ya = Math.min(box.y0, box.y1), yb = Math.max(box.y0, box.y1);
-      const by = new Map();
-      let folded = 0;
-      for (const row of layout.rows) {
-        if (row.kind !== 'track' || row.y + row.h < ya || row.y > yb) continue;
-        const data = st.tile?.tracks.get(row.id);
-        if (!data) continue;
-        for (const s of data.slices) {
-          if (s.ts > tb || s.ts + s.dur < ta) continue;
-          const n = st.tile.names.get(s.name) ?? '';
-          const a = by.get(n) ?? {count: 0, total: 0};
-          a.count++;
-          a.total += s.dur;
-          by.set(n, a);
-        }
-        for (const f of data.summaries) if (f.ts >= ta && f.ts <= tb) folded += f.count;
-      }
-      const list = [...by.entries()].sort((a, b) => b[1].total - a[1].total);
-      const total = list.reduce((a, [, v]) => a + v.count, 0);
-      $('.trace-details').innerHTML = `<h4>${int(total)} events in ${duration(Math.round(tb - ta))}` +
-        `${folded ? ` (and ${int(folded)} under a pixel each: zoom in to list them)` : ''}</h4>` +
-        `<table class="box-sum"><thead><tr><th>Name</th><th class="num">Count</th><th class="num">Wall time</th>` +
-        `<th class="num">Average</th></tr></thead><tbody>${list.slice(0, 200).map(([n, v]) =>
-          `<tr><td class="name">${esc(n)}</td><td class="num">${int(v.count)}</td><td class="num">${duration(v.total)}</td>` +
-          `<td class="num">${duration(Math.round(v.total / v.count))}</td></tr>`).join('')}</tbody></table>`;
+      const ask = ++areaAsked;
+      sumArea(box, layout, {st, source, el: $('.trace-details'), current: () => ask === areaAsked});
     }
 
     // ---- input ----
@@ -469,22 +474,40 @@ export default {
       }
       schedule();
     });
+    // The tooltip: a slice's name and length, a counter's value at the
+    // mouse, or in the gutter a row's whole name (cut there). It sits on the
+    // hovered row, right of the mouse (never over another row's events).
     function hover(p, e) {
       if ((e.target !== canvas && e.target !== head) || !st.tile) {
         tip.classList.add('hidden');
+        st.tipRow = null;
         return;
       }
       const hit = pick(p.x, p.y, e.target === head ? st.pinLayout : st.layout);
       const s = hit.slice;
-      if (!s && !hit.counter) {
+      const gutter = p.x < GUTTER - PIN_W - 4 && hit.row?.kind === 'track';
+      if (!s && !hit.counter && !gutter) {
         tip.classList.add('hidden');
+        st.tipRow = null;
         return;
       }
-      tip.textContent = s ? `${st.tile.names.get(s.name) ?? ''} · ${duration(s.dur)}`
+      tip.textContent = gutter ? rowTitle(hit.row) : s ? `${sliceName(s)} · ${duration(s.dur)}`
         : `${hit.row.label}: ${counterText(hit.data, hit.counter.last)}`;  // a counter's value at the mouse.
-      tip.style.left = `${Math.min(p.x + 12, st.W - 200)}px`;
-      tip.style.top = `${p.y + 14 + (e.target === head ? head.offsetTop : canvas.offsetTop)}px`;
       tip.classList.remove('hidden');
+      tip.style.zIndex = '6';  // (over the sticky header too)
+      const top = hit.row.y + (e.target === head ? head.offsetTop : canvas.offsetTop);
+      const tw = tip.offsetWidth, th = tip.offsetHeight;
+      const left = p.x + 14 + tw <= st.W ? p.x + 14 : Math.max(0, p.x - 14 - tw);  // (left of the mouse at the right edge)
+      tip.style.left = `${left}px`;
+      tip.style.top = `${top + Math.max(0, (hit.row.h - th) / 2)}px`;
+      st.tipRow = hit.row.id;
+    }
+    // A row's whole name, and what it is.
+    function rowTitle(row) {
+      const t = st.tracks.get(row.id);
+      const what = {host_thread: 'thread', gpu_stream: 'GPU stream', counter: 'counter', memory: 'counter',
+        steps: 'steps', framework_ops: 'framework ops', process: 'process'}[t?.type] ?? '';
+      return `${row.label}${what ? ` (${what}${t?.os_id ? ` ${t.os_id}` : ''})` : ''}`;
     }
     // W/A/S/D: held keys move the view every frame (trace/nav.js), about the mouse when over the timeline.
     const motion = new KeyMotion({
@@ -563,6 +586,7 @@ export default {
     // What tests and the benchmark read.
     window.liveprofTrace = {
       state: st,
+      stepLabels,
       search: search.state,
       zoom, pan, fit, setView, select, togglePin,
       ready: () => !!st.tile && !loader.inflight,
@@ -582,6 +606,7 @@ export default {
         timing: null, box: null, drag: null, events: 0, dropped: 0, query: null, error: null, note: null, follow: false});
       st.tracks = new Map();
       st.lanes = new Map();
+      stepLabels.clear();
       st.pinned = new Set();
       $('.follow').checked = false;
       search.clear();

@@ -2,10 +2,13 @@
 // recorded with liveprof.counter / LIVEPROF_COUNTER): a step chart, as
 // Perfetto draws counter tracks. Per tile pixel its samples' largest value
 // (the bar of that pixel) and the last one, held until the next sample; a
-// line along the held levels; labels: the scale's top (and bottom, when
-// below 0) and the value in force at the view's right edge. What it drew goes to s.out.counters.
+// line along the held levels; labels, in a band above the plot (never over
+// the line): the scale's top (and bottom, when below 0) and the value in force
+// at the view's right edge. What it drew goes to s.out.counters.
 import {bytes, num} from '../format.js';
 import {GUTTER, ROW_PAD} from './layout.js';
+
+const LABEL_BAND = 11;  // px above the plot
 
 export function counterText(data, v) {
   return data.unit === 'bytes' ? bytes(v) : num(v, Math.abs(v) >= 100 || v === Math.round(v) ? 0 : 3);
@@ -27,7 +30,9 @@ export function drawCounter(g, s, row, data) {
   // The scale: from 0 (or the lowest value, if below) to the largest, over the tile.
   let hi = 0, lo = 0;
   for (const f of list) hi = Math.max(hi, f.max, f.last), lo = Math.min(lo, f.last, f.max);
-  const top = row.y + ROW_PAD + 2, h = row.h - 2 * ROW_PAD - 2;
+  // A band on top for the labels (the scale's max, the value at the end): the plot below it, so no label covers the line.
+  const band = LABEL_BAND;
+  const top = row.y + ROW_PAD + 2 + band, h = row.h - 2 * ROW_PAD - 2 - band;
   const y = (v) => top + h - (hi > lo ? (v - lo) / (hi - lo) : 0) * h;
   const w = Math.max(1, s.tile.nspp * scale);
   const xOf = (ts) => x0 + (ts - view.t0) * scale;
@@ -61,22 +66,24 @@ export function drawCounter(g, s, row, data) {
     g.lineTo(b, yy);
   }
   g.stroke();
-  // Labels: the scale, and the value in force at the view's right edge.
+  // Labels, in the band: the scale's max at the left, the value in force at the view's right edge at the right.
   let atEnd = null;
   for (const f of list) if (f.ts <= view.t1) atEnd = f;
-  g.fillStyle = '#3c4043';
-  const label = (text, yy) => {
+  const boxes = [];
+  const label = (text, right) => {
     const tw = g.measureText(text).width;
-    g.fillStyle = 'rgba(255, 255, 255, 0.8)';
-    g.fillRect(W - tw - 8, yy - 10, tw + 6, 12);
+    const x = right ? W - tw - 5 : x0 + 4, yy = top - 2;
+    g.fillStyle = 'rgba(255, 255, 255, 0.85)';
+    g.fillRect(x - 3, top - band - 1, tw + 6, band);
     g.fillStyle = '#3c4043';
-    g.fillText(text, W - tw - 5, yy);
+    g.fillText(text, x, yy);
+    boxes.push({x0: x - 3, x1: x + tw + 3, y0: top - band - 1, y1: top - 1});
   };
-  label(`max ${counterText(data, hi)}`, top + 9);
-  if (atEnd) label(`at the end ${counterText(data, atEnd.last)}`, top + h);
+  label(`max ${counterText(data, hi)}`, false);
+  if (atEnd) label(`at the end ${counterText(data, atEnd.last)}`, true);
   if (lo < 0) {
     g.fillStyle = '#3c4043';
     g.fillText(`min ${counterText(data, lo)}`, GUTTER + 4, top + h);
   }
-  (s.out.counters ??= {})[row.id] = {hi, lo, top, h, points: drawn, last: atEnd?.last ?? null};
+  (s.out.counters ??= {})[row.id] = {hi, lo, top, h, points: drawn, last: atEnd?.last ?? null, labels: boxes};
 }

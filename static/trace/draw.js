@@ -126,8 +126,8 @@ function drawTrack(g, s, row, data) {
     if (a > W || a + w < x0) continue;
     const left = Math.max(a, x0), right = Math.min(a + w, W);
     const y = laneY(row, sl.depth);
-    const label = name(sl.name);
-    g.fillStyle = sl.id === s.selectedId ? '#1a73e8' : colorOf(label);
+    const label = s.sliceName ? s.sliceName(sl) : name(sl.name);  // (a replayed loop's step: its number)
+    g.fillStyle = sl.id === s.selectedId ? '#1a73e8' : colorOf(name(sl.name));
     g.fillRect(left, y, Math.max(1, right - left - (w > 4 ? 1 : 0)), LANE_H - 1);  // a seam between neighbours.
     if (right - left > 24) {
       g.fillStyle = sl.id === s.selectedId ? '#fff' : '#1d2329';

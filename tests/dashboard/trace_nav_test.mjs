@@ -376,6 +376,39 @@ describe('a replayed PyTorch trace (ResNet-18 on an H200)', {skip: absent && `${
   });
   after(async () => stopServer(replay));
 
+  test('issue 42: a Steps row under the GPU, its ProfilerStep#N numbered as the pages number the steps', async () => {
+    // (f) TF's viewer has a Steps row per device: the trace's ProfilerStep spans.
+    let whole;
+    for (let i = 0; i < 100; i++) {
+      whole = await api(replay.url, '/api/trace?width=2000');
+      if ((whole.tracks.find((t) => t.type === 'steps')?.slices.length ?? 0) > 12) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const steps = whole.tracks.find((t) => t.type === 'steps');
+    assert.ok(steps?.slices.length > 12, `Steps row: ${steps?.slices.length} steps`);
+    assert.ok(steps.slices.every((s) => whole.names[s[3]].startsWith('ProfilerStep#')));
+    // (b) Three steps of a later loop, as the pages number them (/api/steps): the Steps row's spans
+    // of those steps are labelled so, not ProfilerStep#3-6 again.
+    const rows = (await api(replay.url, '/api/steps?last=30')).rows.slice(-6, -3);
+    const near = await api(replay.url, `/api/trace?t0=${rows[0].begin_ns - 1e6}&t1=${rows[2].begin_ns + 1e9}&width=4000`);
+    const stepRow = near.tracks.find((t) => t.type === 'steps');
+    const late = rows.map((r) => stepRow.slices.find((s) => Math.abs(s[1] - r.begin_ns) < 1e6));
+    assert.ok(late.every(Boolean), `the Steps row has steps ${rows.map((r) => r.step).join(', ')}`);
+    const page = await openViewer(replay.url);
+    await tv(page, ([a, b]) => window.liveprofTrace.setView(a, b), [late[0][1], late[2][1] + late[2][2]]);
+    await settle(page);
+    await page.waitForFunction((ids) => ids.every((id) => window.liveprofTrace.stepLabels.get(id)), late.map((s) => s[0]));
+    const labels = await tv(page, (ids) => ids.map((id) => window.liveprofTrace.stepLabels.get(id)), late.map((s) => s[0]));
+    assert.deepEqual(labels, rows.map((r) => `ProfilerStep#${r.step}`));
+    assert.ok(rows[0].step > 6, `a later loop: ${rows[0].step}`);
+    const e = await api(replay.url, `/api/trace/event?id=${late[1][0]}`);
+    assert.equal(e.name, labels[1]);
+    assert.equal(e.step_num, rows[1].step);
+    await screenshot(page, 'trace_nav_replay_steps');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
   test('Framework ops stack by nesting in a launch-bound stretch; search frames a kernel', async () => {
     const page = await openViewer(replay.url);
     // Where Framework ops are busiest: the ops of a forward and backward, back to back.

@@ -191,6 +191,38 @@ describe('the trace viewer', () => {
     await page.close();
   });
 
+  test('issue 42: a row\'s whole name on hover; a counter\'s labels off its line; its tooltip on its own row', async () => {
+    const page = await openViewer();
+    const canvas = await page.locator('.trace-canvas').boundingBox();
+    const rows = await tv(page, () => window.liveprofTrace.state.layout.rows.filter((r) => r.kind === 'track')
+      .map((r) => ({id: r.id, label: r.label, y: r.y, h: r.h, type: r.t.type})));
+    // (c) The gutter cuts a long name: hovering it shows it whole.
+    const longest = rows.reduce((a, r) => r.label.length > a.label.length ? r : a);
+    await page.mouse.move(canvas.x + 60, canvas.y + longest.y + longest.h / 2);
+    await page.locator('.trace-tip:not(.hidden)').waitFor();
+    const named = await page.locator('.trace-tip').innerText();
+    assert.ok(named.startsWith(longest.label), `hovered ${longest.label}: ${named}`);
+    // (d) Memory in use: the max and end labels in a band above the plot, never over its line.
+    const mem = rows.find((r) => r.type === 'memory');
+    const drawn = await tv(page, (id) => window.liveprofTrace.state.out.counters[id], mem.id);
+    assert.equal(drawn.labels.length, 2);
+    for (const b of drawn.labels) {
+      assert.ok(b.y1 <= drawn.top, `a label (${b.y0}-${b.y1}) over the plot from ${drawn.top}`);
+      assert.ok(b.y0 >= mem.y, 'inside its row');
+    }
+    // (e) Its tooltip sits on the Memory row, not over the stream row below it.
+    const p = drawn.points.find((q) => !q.held && q.x > 250 && q.x < canvas.width - 250) ?? drawn.points.at(-1);
+    await page.mouse.move(canvas.x + Math.max(200, p.x + 2), canvas.y + mem.y + mem.h - 4);
+    await page.waitForFunction((id) => window.liveprofTrace.state.tipRow === id, mem.id);
+    const tip = await page.locator('.trace-tip').boundingBox();
+    assert.ok(tip.y >= canvas.y + mem.y - 1 && tip.y + tip.height <= canvas.y + mem.y + mem.h + 1,
+      `the tip ${tip.y}-${tip.y + tip.height} on the row ${canvas.y + mem.y}-${canvas.y + mem.y + mem.h}`);
+    assert.match(await page.locator('.trace-tip').innerText(), /^Memory in use: /);
+    await screenshot(page, 'trace_viewer_counter_tip');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
   test('W/S zoom and A/D pan about the view; the next tile has the new resolution', async () => {
     const page = await openViewer();
     const v0 = await tv(page, () => ({...window.liveprofTrace.state.view}));
@@ -287,21 +319,36 @@ describe('the trace viewer', () => {
     const timing = await tv(page, () => window.liveprofTrace.state.timing);
     assert.ok(Math.abs((timing.t1 - timing.t0) - 300 * nspp) < nspp, 'the interval is the drag');
 
-    // A box over the training thread: the sums list the tile's slices there.
+    // A box over the training thread and the GPU's rows: the sums are every
+    // event in it (/api/trace/area), the sub-pixel ones too, not the tile's
+    // slices alone (issue 42: "22 of 9,512 events").
     await page.keyboard.press('1');
     const rowsY = await tv(page, () => window.liveprofTrace.state.layout.rows.find((r) => r.label === 'sim: training thread'));
-    await page.mouse.move(box.x + 250, box.y + rowsY.y + 2);
+    await page.mouse.move(box.x + 250, box.y + 2);
     await page.mouse.down();
     await page.mouse.move(box.x + 700, box.y + rowsY.y + rowsY.h - 2);
     await page.mouse.up();
-    const want = await tv(page, ([a, b, id]) => {
+    await page.waitForFunction(() => window.liveprofTrace.state.area?.answer);
+    const area = await tv(page, () => window.liveprofTrace.state.area);
+    const drawn = await tv(page, ([a, b]) => {
       const s = window.liveprofTrace.state;
       const t = (x) => s.view.t0 + (x - 190) * (s.view.t1 - s.view.t0) / (s.W - 190);
-      return s.tile.tracks.get(id).slices.filter((x) => x.ts <= t(b) && x.ts + x.dur >= t(a)).length;
-    }, [250, 700, rowsY.id]);
-    assert.ok(want > 5, `${want} slices in the box`);
+      let n = 0;
+      for (const [, d] of s.tile.tracks) n += d.slices.filter((x) => x.ts <= t(b) && x.ts + x.dur >= t(a)).length;
+      return n;
+    }, [250, 700]);
+    const served = await api(base, `/api/trace/area?${new URLSearchParams(area.query)}`);
+    assert.ok(area.query.tracks.split(',').length >= 3, area.query.tracks);
+    assert.ok(served.events > drawn, `${served.events} events in the box, ${drawn} of them slices in the tile`);
     const sums = await page.locator('.trace-details h4').innerText();
-    assert.match(sums, new RegExp(`^${want} events in`), sums);
+    assert.match(sums, new RegExp(`^${served.events.toLocaleString('en-US')} events in`), sums);
+    assert.equal(await page.locator('.trace-details .area-note').count(), 0);
+    const listed = await page.locator('.trace-details tbody tr').count();
+    assert.equal(listed, Math.min(200, served.names.length));
+    const first = await page.locator('.trace-details tbody tr').first().locator('td').allInnerTexts();
+    assert.equal(first[0], served.names[0][0]);
+    assert.equal(first[1], served.names[0][1].toLocaleString('en-US'));
+    await screenshot(page, 'trace_viewer_area');
 
     // Search: the next "train_step" from the start, centred and selected.
     await page.locator('.search').fill('train_step');

@@ -102,6 +102,29 @@ TEST_CASE("derived rows: every step on every GPU seen, from its stream's definit
   CHECK(DerivedRows::TrackOf(255, DerivedRows::Row::kMemory) == 8191);
 }
 
+TEST_CASE("derived rows: PyTorch's ProfilerStep#N spans are each GPU's Steps row, unless there are markers") {
+  DerivedRows rows;
+  std::vector<Event> out;
+  rows.DefineName(7, "ProfilerStep#3");
+  rows.DefineName(8, "aten::conv2d");
+  rows.Define(4, TrackInfo{0, TrackType::kGpuStream, 7, 0});
+  Event shifted = test::Span(100, 50, 7, 1);
+  shifted.flags |= kFlagStepShift;  // a replay's second loop (replay.cc)
+  shifted.payload.step.step_num = 4;
+  rows.Derive({{test::Span(0, 90, 7, 1), test::Span(10, 20, 8, 1), shifted}}, &out);
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].track == DerivedRows::TrackOf(0, DerivedRows::Row::kSteps));
+  CHECK(out[0].ts == 0);
+  CHECK(out[0].name == 7);
+  CHECK(out[1].ts == 100);
+  CHECK((out[1].flags & kFlagStepShift) != 0);  // its number, as the pages read it: 3 + 4.
+  CHECK(out[1].payload.step.step_num == 4);
+  // Markers win (as steps.cc's sources): the spans are left out after one.
+  rows.Derive({{Step(200, 100, 9), test::Span(300, 50, 7, 1)}}, &out);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].kind == EventKind::kStepMarker);
+}
+
 TEST_CASE("derived rows: a GPU's memory in use, one sample per allocation and free of device memory") {
   DerivedRows rows;
   std::vector<Event> out;

@@ -260,3 +260,51 @@ TEST_CASE("flows: a slice whose launch or kernel is outside the view gets its fl
 
 }  // namespace
 }  // namespace liveprof
+
+namespace liveprof {
+namespace {
+
+TEST_CASE("area sums: every event in the area per name, sub-pixel ones too; self time less the children's") {
+  Store s({"", "step", "op", "tiny", "kern"});
+  std::vector<Event> events;
+  // 3 steps of 1000 ns on thread 1, each with an op of 400 and 100 tiny events of 2 ns inside the op.
+  for (uint64_t k = 0; k < 3; ++k) {
+    events.push_back(test::Span(k * 1000, 1000, 1, 1));
+    events.push_back(test::Span(k * 1000 + 100, 400, 2, 1));
+    for (uint64_t i = 0; i < 100; ++i) events.push_back(test::Span(k * 1000 + 110 + i * 3, 2, 3, 1));
+    events.push_back(test::Kernel(k * 1000 + 200, 50, 4, 0, 2));
+  }
+  events.push_back(test::Counter(10, 0, 5.0, 1));  // a counter sample: not an event of the area.
+  s.store.Append({}, events);
+  const TraceStore::AreaSums all = s.store.SumArea(0, 3000, {}, 1'000'000);
+  CHECK(!all.truncated);
+  CHECK(all.tracks == 2);
+  CHECK(all.events == 3 * 103);
+  auto find = [](const TraceStore::AreaSums& a, NameId n) {
+    for (const auto& x : a.names) if (x.name == n) return x;
+    return TraceStore::AreaSums::Name{};
+  };
+  CHECK(all.names.front().name == 1);  // the longest total first.
+  CHECK(find(all, 1).count == 3);
+  CHECK(find(all, 1).total == 3000);
+  CHECK(find(all, 1).self == 3 * 600);        // less the op.
+  CHECK(find(all, 2).self == 3 * (400 - 200));  // less its 100 tiny events.
+  CHECK(find(all, 3).count == 300);
+  CHECK(find(all, 3).self == 600);
+  CHECK(find(all, 4).count == 3);
+  CHECK(find(all, 4).max == 50);
+  // Only the GPU stream, only the second step's time: overlapping events count whole.
+  const TraceStore::AreaSums one = s.store.SumArea(1150, 1250, {2}, 1'000'000);
+  CHECK(one.events == 1);
+  CHECK(find(one, 4).total == 50);
+  const TraceStore::AreaSums thread = s.store.SumArea(1150, 1250, {1}, 1'000'000);
+  CHECK(find(thread, 3).count == 34);  // starts 1110 + 3i, i = 13 (ends 1151) .. 46 (starts 1248).
+  CHECK(find(thread, 1).count == 1);
+  // A cap stops the walk and says so.
+  const TraceStore::AreaSums capped = s.store.SumArea(0, 3000, {}, 50);
+  CHECK(capped.truncated);
+  CHECK(capped.events <= 50);
+}
+
+}  // namespace
+}  // namespace liveprof

@@ -250,7 +250,7 @@ TEST_CASE("rest: views, CSV, and the status view with the server's counters") {
   CHECK(err["code"] == "404");
   CHECK(err["message"] == "no \"x\"");
   const nlohmann::json index = nlohmann::json::parse(IndexReply().body);
-  CHECK(index["endpoints"].size() == 17);  // 11 feed views, pytorch, 4 trace store paths, /metrics.
+  CHECK(index["endpoints"].size() == 18);  // 11 feed views, pytorch, 5 trace store paths, /metrics.
   CHECK(index["endpoints"][8]["path"] == "/api/pod");
   CHECK(index["endpoints"][9]["path"] == "/api/modules");
   CHECK(index["endpoints"][10]["path"] == "/api/annotations");

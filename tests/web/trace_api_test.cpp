@@ -77,6 +77,31 @@ TEST_CASE("trace api: viewport, one event, search and export over real HTTP") {
     CHECK(ParseJson(found.body)["event"].is_object());
   }
 
+  // An area's sums: every event overlapping it, the sub-pixel ones too, per name.
+  {
+    // (over the viewport's grid: its folds count the events that start in it)
+    const uint64_t g0 = v["t0"].get<uint64_t>(), g1 = v["t1"].get<uint64_t>() - 1;
+    const auto area = c.HttpGet("/api/trace/area?t0=" + std::to_string(g0) + "&t1=" + std::to_string(g1));
+    REQUIRE(area.status == 200);
+    const nlohmann::json a = ParseJson(area.body);
+    CHECK(a["type"] == "trace_area");
+    uint64_t in_view = 0, listed = 0;
+    for (const auto& t : v["tracks"]) {
+      if (t["type"] == "memory" || t["type"] == "counter") continue;
+      in_view += t["slices"].size();
+      for (const auto& p : t["summaries"]) in_view += p[1].get<uint64_t>();
+    }
+    for (const auto& n : a["names"]) {
+      listed += n[1].get<uint64_t>();
+      CHECK(n[3].get<uint64_t>() <= n[2].get<uint64_t>());  // self <= total
+      CHECK(n[4].get<uint64_t>() <= n[2].get<uint64_t>());
+    }
+    CHECK(listed == a["events"].get<uint64_t>());
+    CHECK(a["events"].get<uint64_t>() >= in_view);  // (the view's folds count starts in it; the area, overlaps)
+    CHECK(a["events"].get<uint64_t>() == store->SumArea(g0, g1, {}, UINT64_MAX).events);
+    CHECK(c.HttpGet("/api/trace/area?t0=9&t1=3").status == 400);
+  }
+
   // Export: gzip Chrome trace JSON of exactly the store's events in range.
   const auto exported = c.HttpGet("/api/export?t0=" + std::to_string(t0) + "&t1=" + std::to_string(t1));
   REQUIRE(exported.status == 200);
