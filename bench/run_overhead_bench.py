@@ -112,6 +112,56 @@ print(per_call, min(fast[2]), min(fast[3]), statistics.median(cnn_steps), calls,
 """
 
 
+# The default level's model passes (liveprof/_model.py, issue 42 item 1): a
+# CPU job's forward (its outermost modules' own forward hooks) and backward
+# (autograd.backward's wrapper) as ops. Their cost, each measured alone
+# (a whole step's difference is below this machine's noise): an Identity
+# module's call with and without the hooks, a one-op backward with and
+# without its span, best of 7 rounds each.
+PASS_COST = r"""
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import torch
+from liveprof import _autoattach as a, _native as n
+torch.set_num_threads(1)
+a._instrument(torch)
+n.set_level(2)
+a._passes.active = True
+ident = torch.nn.Identity()
+x = torch.zeros(1)
+w = torch.zeros(1, requires_grad=True)
+N = 20000
+def forward_ns(hooked):
+    a._passes._unhook()
+    if hooked:
+        a._passes._hook(ident)
+    t = time.perf_counter_ns()
+    for _ in range(N):
+        ident(x)
+    return (time.perf_counter_ns() - t) / N
+def backward_ns(active):
+    a._passes.active = active
+    t = time.perf_counter_ns()
+    for _ in range(N // 4):
+        (w * 2).sum().backward()
+    return (time.perf_counter_ns() - t) / (N // 4)
+f = {True: 1e18, False: 1e18}
+b = {True: 1e18, False: 1e18}
+for r in range(7):
+    for on in (True, False):
+        f[on] = min(f[on], forward_ns(on))
+        b[on] = min(b[on], backward_ns(on))
+    n._drain_local()
+print(f[True] - f[False], b[True] - b[False], f[False], b[False])
+"""
+
+
+def pass_cost_ns(python_dir):
+    out = subprocess.run(["/usr/bin/python3", "-c", PASS_COST, python_dir], capture_output=True, text=True,
+                         check=True).stdout.split()
+    return [float(v) for v in out]
+
+
 def module_cost(python_dir, blocks):
     out = subprocess.run(["/usr/bin/python3", "-c", MODULE_COST, python_dir, os.path.join(HERE, "..", "examples"),
                           str(blocks)], capture_output=True, text=True, check=True).stdout.split()
@@ -149,6 +199,11 @@ def main():
     print("median mean step time: hooks on %.3f ms, hooks off %.3f ms, no liveprof %.3f ms" % (on, off, bare))
     print("the hooks' cost: %+.2f %% of step time (target <= 1 %%); liveprof run's whole: %+.2f %%"
           % (100 * (on - off) / off, 100 * (on - bare) / bare))
+    fwd, bwd, fwd_bare, bwd_bare = pass_cost_ns(os.path.join(os.path.dirname(a.liveprof), "..", "python"))
+    print("the model's forward and backward as ops (default level, a CPU job): a hooked outermost module's call "
+          "+%.2f us (an Identity's call %.2f us bare), a backward pass +%.2f us (a one-op backward %.2f us bare): "
+          "a step with a model and a loss module, %.1f us = %.3f %% of a 10 ms step"
+          % (fwd / 1e3, fwd_bare / 1e3, bwd / 1e3, bwd_bare / 1e3, (2 * fwd + bwd) / 1e3, (2 * fwd + bwd) / 1e5))
     per_call, tiny_off, tiny_on, cnn_ms, calls, spans = module_cost(
         os.path.join(os.path.dirname(a.liveprof), "..", "python"), a.blocks)
     print("level 3, the per-module hooks: %.1f us per module call, forward and backward (a 32-layer MLP's "

@@ -171,6 +171,8 @@ class OpStats {
  public:
   using Options = OpStatsOptions;
   static constexpr std::string_view kIdleName = "IDLE";  // the IDLE rows' name and type.
+  // The host's IDLE row when there is no device: host time no op names.
+  static constexpr std::string_view kHostUnattributedName = "Host compute (unattributed)";
 
   // `catalog` names the ids (may be null: names are then empty); `diagnostics`
   // receives bad_duration and span_misnested (may be null).

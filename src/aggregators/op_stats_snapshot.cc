@@ -317,6 +317,15 @@ OpStatsSnapshot OpStats::Snapshot(const OpStatsSnapshotOptions& options) const {
   RowOrder();  // the host side may have added rows.
   FillSide(host, order, idle_row_, names_of, host_op_ns, host_idle_ns, options.include_idle,
            options.top_n, kHostSide, &rank, &snap.host);
+  // With no device at all (a CPU job), a host thread's time outside its ops
+  // is not IDLE, which in the TF tools means a device with nothing to run:
+  // it is the program's host compute that no op names (the optimizer's
+  // step, Python), said so.
+  if (snap.device.total_ns == 0) {
+    for (OpStatsRow& r : snap.host.rows) {
+      if (r.name == kIdleName && r.type == kIdleName) r.name = r.type = std::string(kHostUnattributedName);
+    }
+  }
   return snap;
 }
 

@@ -40,7 +40,7 @@ export default {
         <label><input type="checkbox" class="idle" checked> include IDLE</label>
         <button class="csv">Export CSV</button></h3>
         <h4>On the device</h4><div class="device"></div>
-        <h4>On the host</h4><div class="host"></div></section>`;
+        <h4>On the host</h4><p class="muted host-note" data-field="host_note"></p><div class="host"></div></section>`;
     const options = {filterKeys: ['name', 'type'], filterLabel: 'op name or type', sort: {key: 'rank', desc: false}};
     const device = new Table(root.querySelector('.device'), COLUMNS, options);
     const host = new Table(root.querySelector('.host'), COLUMNS, options);
@@ -55,9 +55,19 @@ export default {
         if (!t) return;
         device.setRows(t.device.rows);
         host.setRows(t.host.rows);
-        root.querySelector('.totals').textContent =
-          `device ${num(t.device.total_us / 1e3, 1)} ms (ops ${num(t.device.op_us / 1e3, 1)}, IDLE ${num(t.device.idle_us / 1e3, 1)}); ` +
-          `host ${num(t.host.total_us / 1e3, 1)} ms${t.include_idle ? '' : ' — IDLE excluded'}`;
+        const cpuOnly = t.device.total_us === 0;
+        root.querySelector('.totals').textContent = (cpuOnly ? 'no device; ' :
+          `device ${num(t.device.total_us / 1e3, 1)} ms (ops ${num(t.device.op_us / 1e3, 1)}, IDLE ${num(t.device.idle_us / 1e3, 1)}); `) +
+          `host ${num(t.host.total_us / 1e3, 1)} ms${t.include_idle ? '' : ` — ${cpuOnly ? 'unattributed host time' : 'IDLE'} excluded`}`;
+        // Where the host's breakdown ends (liveprof run at the default level:
+        // the model's forward and backward), and how to go further.
+        const passes = t.host.rows.some((r) => r.name.startsWith('nn.Module.forward: ') || r.name.startsWith('autograd.'));
+        root.querySelector('.host-note').textContent = (cpuOnly
+          ? 'No device: a host thread\'s time outside its ops is the program\'s own compute that no op names ' +
+            '(the optimizer\'s step, the loss, Python): "Host compute (unattributed)", not IDLE. ' : '') +
+          (passes ? 'liveprof run records the model\'s forward ("nn.Module.forward: …") and each backward pass ' +
+            '("autograd.backward") at this level; host level 3 (Sources page, capture on demand) breaks them ' +
+            'down by module (the Modules page).' : '');
         pie(pieEl('device-type'), 'Device: by op type', byKey(t.device.rows, 'type'), {fmt});
         pie(pieEl('device-op'), 'Device: by op', byKey(t.device.rows, 'name'), {fmt});
         pie(pieEl('host-type'), 'Host: by op type', byKey(t.host.rows, 'type'), {fmt});

@@ -159,7 +159,10 @@ TEST_CASE("op stats: host self time from nesting, IDLE per track, idle in or out
   // Order by self desc: P 50, IDLE 30, C1 25, C2 20, Q 10, G 5.
   CHECK(s.host.rows[0].name == "model/outer");
   CHECK(s.host.rows[0].type == "StatefulPartitionedCall");
-  CHECK(s.host.rows[1].name == "IDLE");
+  // No device in this profile: the host's time outside ops is the program's
+  // unattributed host compute, not IDLE (a device with nothing to run).
+  CHECK(s.host.rows[1].name == "Host compute (unattributed)");
+  CHECK(s.host.rows[1].type == "Host compute (unattributed)");
   CHECK(s.host.rows[1].occurrences == 0);
   CHECK(s.host.rows[2].name == "model/dense/MatMul");
   CHECK(s.host.rows[3].name == "model/relu");
@@ -340,7 +343,7 @@ TEST_CASE("op stats: top-N cut, tie order by name, cumulative percentages") {
   CHECK(r.host.rows[0].cumulative_pct == 50.0);
   CHECK(r.host.rows[1].cumulative_pct == 80.0);
   CHECK(r.host.rows[2].cumulative_pct == 100.0);
-  CHECK(r.host.rows[3].name == "IDLE");
+  CHECK(r.host.rows[3].name == OpStats::kHostUnattributedName);  // (no device: not IDLE)
   CHECK(r.host.rows[3].self_pct == 0.0);
 }
 

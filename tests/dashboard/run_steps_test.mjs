@@ -50,6 +50,37 @@ if __name__ == "__main__":
     mp.spawn(train, args=(2,), nprocs=2, join=True)
 `;
 
+// A CPU CNN with its own stopwatch around the model's forward (issue 42,
+// item 1): its compute must read as compute, the forward as long as the
+// stopwatch says.
+const CPU_CNN = `
+import time, torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(0)
+torch.set_num_threads(1)
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 3)
+        self.fc = nn.Linear(16 * 30 * 30, 10)
+    def forward(self, x):
+        return self.fc(torch.relu(self.conv(x)).flatten(1))
+model, loss_fn = Net(), nn.CrossEntropyLoss()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+loader = DataLoader(TensorDataset(torch.randn(960, 3, 32, 32), torch.randint(0, 10, (960,))), batch_size=32)
+forward_s, steps = 0.0, 0
+for x, y in loader:
+    opt.zero_grad()
+    t = time.perf_counter()
+    out = model(x)
+    forward_s += time.perf_counter() - t
+    loss_fn(out, y).backward()
+    opt.step()
+    steps += 1
+print("CORPUS steps=%d forward_us=%.1f" % (steps, forward_s * 1e6 / steps), flush=True)
+`;
+
 let browser;
 let dir;
 let server;
@@ -68,6 +99,8 @@ async function run(name, script) {
   writeFileSync(file, script);
   await stopServer(server);
   server = await startServer(['run', '--port', '0', '--linger', '120', '--', '/usr/bin/python3', file]);
+  server.output = '';
+  server.stdout.on('data', (d) => { server.output += d; });
   const base = server.url.replace(/\/$/, '');
   await until(`${name} finished`, async () => {
     try {
@@ -154,6 +187,40 @@ describe('liveprof run: the job\'s steps on the dashboard', {skip: SKIP}, () => 
     await page.goto(`${base}#pod`);
     await page.locator('.page[data-page=pod] .workers tbody tr').nth(1).waitFor();
     await screenshot(page, 'pod_run_mp_spawn');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
+  test('a CPU job\'s compute: its forward and backward as ops, timed as its stopwatch says; never IDLE', async () => {
+    const base = await run('cpu_cnn.py', CPU_CNN);
+    const said = await until('the job\'s stopwatch', async () => server.output.match(/forward_us=([\d.]+)/), 10);
+    const stopwatch = Number(said[1]);
+    const t = await until('TF stats with the forward', async () => {
+      const v = await api(base, '/api/tf_stats');
+      return v.host.rows.find((r) => r.name === 'nn.Module.forward: Net')?.occurrences === 30 ? v : null;
+    }, 30);
+    const forward = t.host.rows.find((r) => r.name === 'nn.Module.forward: Net');
+    // The same interval, less the stopwatch's own two clock reads and the
+    // hooks' calls: within 10 % (a few µs of a ms-long forward).
+    assert.ok(Math.abs(forward.avg_us - stopwatch) <= 0.1 * stopwatch,
+      `forward ${forward.avg_us} µs a call, the script's stopwatch ${stopwatch} µs`);
+    assert.equal(t.host.rows.find((r) => r.name === 'autograd.backward')?.occurrences, 30);
+    assert.equal(t.host.rows.find((r) => r.name === 'IDLE'), undefined, 'no IDLE on a CPU job');
+    assert.ok(t.host.rows.some((r) => r.name === 'Host compute (unattributed)'));
+    const o = await api(base, '/api/overview');
+    assert.equal(o.summary.pct.all_others, 0, JSON.stringify(o.summary.pct));
+    assert.ok(o.summary.pct.host_compute > 80, JSON.stringify(o.summary.pct));
+    const pt = await api(base, '/api/pytorch');
+    const cpuExec = pt.steps.columns.findIndex((c) => c.name === 'CPU Exec');
+    assert.ok(pt.steps.rows.length > 0 && pt.steps.rows.every((r) => r[cpuExec] > 0), 'CPU Exec in every step');
+    const page = await openPage(browser, `${base}#tf_stats`);
+    const note = page.locator('.page[data-page=tf_stats] [data-field=host_note]');
+    await until('the host note', async () => /host level 3/.test(await note.innerText()), 15);
+    assert.match(await note.innerText(), /not IDLE/);
+    await screenshot(page, 'tf_stats_cpu_job');
+    await page.goto(`${base}#trace_viewer`);
+    await new Promise((r) => setTimeout(r, 3000));
+    await screenshot(page, 'trace_viewer_cpu_job');
     assert.deepEqual(page.errors, []);
     await page.close();
   });
