@@ -130,7 +130,7 @@ describe('the Sources page with a program sending to the server', () => {
     // Both batches handled: acknowledged through batch 2, none waiting.
     await row.locator('td', {hasText: /^batch 2$/}).waitFor({timeout: 10000});
     assert.equal(await row.locator('td').nth(8).innerText(), 'batch 2');
-    assert.match(await page.locator('.note').innerText(), /a kill -9 of the server loses none it acknowledged/);
+    assert.match(await page.locator('.page[data-page=capture] .note').innerText(), /a kill -9 of the server loses none it acknowledged/);
     assert.match(await row.innerText(), /connected/);
     const said = page.locator('.refusals li', {hasText: 'rank 9'});
     await said.waitFor({timeout: 5000});
