@@ -11,7 +11,7 @@ import {existsSync, mkdtempSync, rmSync} from 'node:fs';
 import {tmpdir} from 'node:os';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
-import {LIVEPROF, api, assertShown, assertShownSoon, launchBrowser, openPage, screenshot, startServer, stopServer} from './harness.mjs';
+import {LIVEPROF, api, assertShown, assertShownSoon, launchBrowser, openPage, screenshot, startServer, stopServer, until} from './harness.mjs';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const PYTHONPATH = path.join(path.dirname(LIVEPROF), '..', 'python');
@@ -32,15 +32,6 @@ function runPython(script, args) {
     child.stderr.on('data', (d) => { out += d; });
     child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${script} exited with ${code}:\n${out}`))));
   });
-}
-
-async function until(what, f, seconds = 60) {
-  for (let i = 0; i < seconds * 10; i++) {
-    const v = await f();
-    if (v) return v;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${what}: not within ${seconds} s`);
 }
 
 // Each job its own server: with several sources the views follow the first.

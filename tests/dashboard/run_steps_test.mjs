@@ -11,7 +11,7 @@ import {existsSync, mkdtempSync, rmSync, writeFileSync} from 'node:fs';
 import {tmpdir} from 'node:os';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
-import {LIVEPROF, api, launchBrowser, openPage, screenshot, startServer, stopServer} from './harness.mjs';
+import {LIVEPROF, api, launchBrowser, openPage, screenshot, startServer, stopServer, until} from './harness.mjs';
 
 const LIBRARY = path.join(path.dirname(LIVEPROF), '..', 'python', 'liveprof', 'libliveprof.so');
 const SKIP = existsSync(LIBRARY) ? false : `no ${LIBRARY} in this build (a sanitizer build): the release suite runs it`;
@@ -84,15 +84,6 @@ print("CORPUS steps=%d forward_us=%.1f" % (steps, forward_s * 1e6 / steps), flus
 let browser;
 let dir;
 let server;
-
-async function until(what, f, seconds = 60) {
-  for (let i = 0; i < seconds * 10; i++) {
-    const v = await f();
-    if (v) return v;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${what}: not within ${seconds} s`);
-}
 
 async function run(name, script) {
   const file = path.join(dir, name);
