@@ -173,6 +173,7 @@ Analyses::Analyses(AnalysesOptions options, Diagnostics* diag)
       modules_(&catalog_),
       annotations_(&catalog_),
       gpu_handoffs_(&catalog_),
+      loader_workers_(&catalog_),
       pod_(&catalog_, PodOptions(options_)),
       alerts_(options_.alert_rules) {
   if (options_.pytorch_view) pytorch_.emplace(&catalog_, diag, options_.pytorch);
@@ -231,9 +232,10 @@ void Analyses::Consume(std::span<const Event> definitions, std::span<const Event
     Timed(Analysis::kCatalog, [&] { part = AnalysedWorker(part); });
     Timed(Analysis::kOpStats, [&] {
       if (!part.empty()) op_stats_.Consume(part);
-      // Its helpers' work (DataLoader workers' fetches) is in the op and input
-      // tables, never in its host time, steps, kernels or memory.
-      if (!helpers_.empty()) op_stats_.ConsumeHelpers(helpers_);
+      // Its helpers' work (DataLoader workers' fetches) is their own: in the
+      // input pipeline's tables, never in its TF stats, host time, steps,
+      // kernels or memory.
+      if (!helpers_.empty()) loader_workers_.Consume(helpers_);
     });
     if (part.empty()) continue;
     Timed(Analysis::kKernels, [&] { kernels_.Consume(part); });
@@ -407,7 +409,25 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
   const KernelStatsSnapshot kernels = kernels_.Snapshot(kq);
   const DeviceUtilizationSnapshot util = utilization_.Snapshot(ro.table_window_ns);
   const MemoryStateSnapshot memory = memory_.Snapshot(ro.table_window_ns);
-  const InputPipelineSnapshot input = AnalyzeInputPipeline(steps.window, ops.host_input_ops);
+  // The input ops: the analysed process's own and its DataLoader workers'
+  // fetches; the workers' rows over the steps' time.
+  std::vector<InputOpRecord> input_ops = ops.host_input_ops;
+  LoaderWorkersWindow workers;
+  if (!loader_workers_.empty()) {
+    for (InputOpStats& op : loader_workers_.Ops(ro.table_window_ns)) {
+      auto same = std::find_if(input_ops.begin(), input_ops.end(), [&](const InputOpRecord& r) { return r.name == op.name; });
+      if (same == input_ops.end()) {
+        input_ops.push_back(std::move(op));
+      } else {
+        same->occurrences += op.occurrences;
+        same->total_ns += op.total_ns;
+        same->self_ns += op.self_ns;
+      }
+    }
+    workers = loader_workers_.Window(steps.window.first_begin_ns, steps.window.last_end_ns);
+  }
+  const InputPipelineSnapshot input =
+      AnalyzeInputPipeline(steps.window, input_ops, loader_workers_.empty() ? nullptr : &workers);
 
   OverviewInputs oi{&steps.window, &input, &ops, &kernels, &util, options_.env,
                     options_.steps.small_kernel_ns};

@@ -233,7 +233,7 @@ class Analyses {
   // compares them all. `part` with the other workers' events left out (may
   // point into one_worker_); the events of the processes that serve that
   // worker (its DataLoader workers, Catalog::ServedProcess) go to helpers_,
-  // for the op and input tables only.
+  // for the input pipeline's tables only (LoaderWorkers: never its TF stats).
   std::span<const Event> AnalysedWorker(std::span<const Event> part);
   void EvaluateAlerts(uint64_t now_ns, bool force);
 
@@ -249,6 +249,7 @@ class Analyses {
   ModuleStats modules_;
   AnnotationStats annotations_;
   GpuHandoffs gpu_handoffs_;  // every worker's: whose GPU data, when.
+  LoaderWorkers loader_workers_;  // the analysed worker's DataLoader workers (helpers_).
   std::optional<PytorchView> pytorch_;
   PodView pod_;
   AlertEngine alerts_;

@@ -128,12 +128,175 @@ InputSource InputSourceOf(std::string_view name) {
   return InputSource::kUnknown;
 }
 
+
+uint64_t LoaderWorkersWindow::fetch_ns() const {
+  uint64_t sum = 0;
+  for (const LoaderWorkerRow& r : workers) sum += r.fetch_ns;
+  return sum;
+}
+
+double LoaderWorkersWindow::busy_pct() const {
+  const double capacity = static_cast<double>(window_ns) * static_cast<double>(workers.size());
+  return capacity > 0 ? std::min(100.0, 100.0 * static_cast<double>(fetch_ns()) / capacity) : 0;
+}
+
+void LoaderWorkers::Consume(std::span<const Event> events) {
+  for (const Event& e : events) {
+    if (e.kind != EventKind::kInputSpan || e.sub == static_cast<uint8_t>(InputStage::kWait)) continue;
+    if (e.dur > kMaxEventDurationNs) continue;
+    const uint32_t process = catalog_ != nullptr ? catalog_->Track(e.track).process : 0;
+    std::string label(catalog_ != nullptr ? catalog_->ProcessLabel(process) : std::string_view());
+    if (label.empty()) label = "process " + std::to_string(process);
+    auto w = std::find_if(workers_.begin(), workers_.end(), [&](const Worker& x) { return x.label == label; });
+    if (w == workers_.end()) {
+      workers_.push_back(Worker{label, {}});
+      std::sort(workers_.begin(), workers_.end(), [](const Worker& a, const Worker& b) { return a.label < b.label; });
+      w = std::find_if(workers_.begin(), workers_.end(), [&](const Worker& x) { return x.label == label; });
+    }
+    const InputStage stage = e.sub <= static_cast<uint8_t>(InputStage::kWait) ? static_cast<InputStage>(e.sub)
+                                                                                : InputStage::kUnknown;
+    w->fetches.push_back(Fetch{e.ts, e.ts + e.dur, e.name, stage});
+    if (w->fetches.size() > max_fetches_) w->fetches.pop_front();
+    newest_end_ = std::max(newest_end_, e.ts + e.dur);
+    auto t = std::find_if(totals_.begin(), totals_.end(), [&](const auto& x) { return x.first == e.name; });
+    if (t == totals_.end()) {
+      totals_.emplace_back(e.name, InputOpStats{});
+      t = totals_.end() - 1;
+    }
+    t->second.stage = stage;
+    ++t->second.occurrences;
+    t->second.total_ns += e.dur;
+    t->second.self_ns += e.dur;
+  }
+}
+
+LoaderWorkersWindow LoaderWorkers::Window(uint64_t begin_ns, uint64_t end_ns) const {
+  LoaderWorkersWindow out;
+  out.window_ns = end_ns > begin_ns ? end_ns - begin_ns : 0;
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  for (const Worker& w : workers_) {
+    LoaderWorkerRow row{w.label, 0, 0};
+    spans.clear();
+    for (const Fetch& f : w.fetches) {
+      if (f.end <= begin_ns || f.begin >= end_ns) continue;
+      ++row.fetches;
+      spans.emplace_back(std::max(f.begin, begin_ns), std::min(f.end, end_ns));
+    }
+    std::sort(spans.begin(), spans.end());
+    uint64_t covered_to = 0;  // the union: a nested or overlapping span counted once.
+    for (const auto& [b, e] : spans) {
+      const uint64_t from = std::max(b, covered_to);
+      if (e > from) row.fetch_ns += e - from;
+      covered_to = std::max(covered_to, e);
+    }
+    out.workers.push_back(std::move(row));
+  }
+  return out;
+}
+
+std::vector<InputOpStats> LoaderWorkers::Ops(uint64_t window_ns) const {
+  std::vector<std::pair<NameId, InputOpStats>> by_name;
+  if (window_ns == 0) {
+    by_name = totals_;
+  } else {
+    const uint64_t from = newest_end_ > window_ns ? newest_end_ - window_ns : 0;
+    for (const Worker& w : workers_) {
+      for (const Fetch& f : w.fetches) {
+        if (f.end < from) continue;
+        auto t = std::find_if(by_name.begin(), by_name.end(), [&](const auto& x) { return x.first == f.name; });
+        if (t == by_name.end()) {
+          by_name.emplace_back(f.name, InputOpStats{});
+          t = by_name.end() - 1;
+        }
+        t->second.stage = f.stage;
+        ++t->second.occurrences;
+        t->second.total_ns += f.end - f.begin;
+        t->second.self_ns += f.end - f.begin;
+      }
+    }
+  }
+  std::vector<InputOpStats> out;
+  for (auto& [name, s] : by_name) {
+    s.name = catalog_ != nullptr ? catalog_->DisplayName(name) : "#" + std::to_string(name);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+namespace {
+
+std::string Seconds(uint64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f s", static_cast<double>(ns) / 1e9);
+  return buf;
+}
+
+// The DataLoader's advice when its workers' rows are known.
+std::vector<std::string> WorkerRecommendations(const InputPipelineSnapshot& s) {
+  const std::string n = std::to_string(s.workers.workers.size());
+  const std::string busy = Pct1(s.workers.busy_pct());
+  std::vector<std::string> out;
+  if (s.loader_verdict == "busy") {
+    out = {
+        "Add workers: raise num_workers on the DataLoader. Its " + n + " workers were busy fetching " + busy +
+            "% of these steps' time: they do not keep up, and the training loop waits for them.",
+        "Make each batch cheaper: decode and augment on the GPU (torchvision.transforms.v2 on tensors, "
+        "NVIDIA DALI), or preprocess the dataset once, offline.",
+        "Load further ahead: prefetch_factor (batches each worker loads in advance, 2 by default) "
+        "absorbs batches that take longer than others.",
+        "Keep the workers between epochs: persistent_workers=True (otherwise every epoch starts "
+        "them again and its first batches wait for it).",
+    };
+  } else {
+    out = {
+        "More workers will not help: its " + n + " workers were idle most of these steps' time (busy " + busy +
+            "%), so each batch was ready before the loop asked for it. The loop's wait is the hand-off of "
+            "each batch from a worker to the training process (the loader's queue, unpickling, shared "
+            "memory), paid once per batch.",
+        "Hand over fewer, larger tensors: collate each batch into a few stacked tensors rather than many "
+        "small tensors or Python objects (each one crosses between the processes on its own).",
+        "Use larger batches: the hand-off is paid once per batch, so fewer, larger batches pay it less often.",
+        "Keep the workers between epochs: persistent_workers=True (otherwise every epoch starts "
+        "them again and its first batches wait for it).",
+    };
+  }
+  if (s.window.has_device) {
+    out.push_back("Copy batches to the GPU faster: pin_memory=True on the DataLoader, and "
+                  ".to(device, non_blocking=True) on each batch.");
+  }
+  return out;
+}
+
+std::string_view InputClassStatement(InputBound b) {
+  switch (b) {
+    case InputBound::kHighly:
+      return "Input on \"host\": waiting for input is the largest part of the step (20 % or more of the step "
+             "time): shorten the input first.";
+    case InputBound::kModerately:
+      return "Input on \"both\": waiting for input is a part of the step time (5 % to 20 %), the step's own "
+             "work the rest: both matter.";
+    case InputBound::kPotentially:
+      return "Input on \"both\": little time waits for input as such, but 3 % or more is 'All Others', "
+             "which may be input (I/O) or Python: both may matter.";
+    case InputBound::kNot:
+      return "Input on \"device\": the step's own work sets the step time; input is not the limit "
+             "(under 5 % of the step time waits for it).";
+    case InputBound::kUnknown: break;
+  }
+  return "";
+}
+
+}  // namespace
+
 namespace {
 
 // The recommendations (§3.4's four for tf.data; PyTorch's knobs for a
 // DataLoader: torch.utils.data.DataLoader's documentation).
 std::vector<std::string> Recommendations(const InputPipelineSnapshot& s) {
   const bool single_process = s.single_process_loader;
+  if (s.source == InputSource::kPytorchDataLoader && !single_process && !s.loader_verdict.empty()) {
+    return WorkerRecommendations(s);
+  }
   if (s.source == InputSource::kPytorchDataLoader) {
     return {
         single_process
@@ -179,9 +342,11 @@ std::vector<std::string> Recommendations(const InputPipelineSnapshot& s) {
 
 }  // namespace
 
-InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const InputOpRecord> input_ops) {
+InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const InputOpRecord> input_ops,
+                                           const LoaderWorkersWindow* workers) {
   InputPipelineSnapshot s;
   s.window = w;
+  if (workers != nullptr && !workers->workers.empty()) s.workers = *workers;
   const uint64_t step = w.step_ns_sum;
   auto bucket = [&](Bucket b) { return w.bucket_ns[static_cast<size_t>(b)]; };
   s.input_pct = Ratio(bucket(Bucket::kInput), step);
@@ -271,6 +436,19 @@ InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const 
                           : ". The trace shows when the loop waited, not what the loader spent the "
                             "time on: run the job under `liveprof run` to time each batch's fetch "
                             "(in the workers too).");
+    if (!s.workers.workers.empty() && !s.single_process_loader) {
+      s.loader_verdict = s.workers.busy_pct() >= kLoaderWorkersBusyPct ? "busy" : "handoff";
+      const size_t n = s.workers.workers.size();
+      uint64_t fetches = 0;
+      for (const LoaderWorkerRow& r : s.workers.workers) fetches += r.fetches;
+      s.source_statement += " Its " + std::to_string(n) + (n == 1 ? " worker process" : " worker processes") +
+                            " fetched " + std::to_string(fetches) + " batches in these steps' time, busy " +
+                            Pct1(s.workers.busy_pct()) + "% of it (fetch time " + Seconds(s.workers.fetch_ns()) +
+                            " / (" + Seconds(s.workers.window_ns) + " x " + std::to_string(n) + " workers)): " +
+                            (s.loader_verdict == "busy" ? "they do not keep up."
+                                                        : "mostly idle, so the loop's wait is the hand-off of each "
+                                                          "batch, not its loading.");
+    }
   }
 
   // Device side: the classification and its statements (§3.2-3.3).
@@ -301,6 +479,7 @@ InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const 
                       "% of the total step time sampled is waiting for input. Therefore, you "
                       "should focus on reducing other time.";
     }
+    s.input_class_statement = InputClassStatement(s.bound);
     if (s.kernel_launch_level != "no") {
       s.advice.push_back(Pct1(s.kernel_launch_pct) +
                          "% of the total step time sampled is spent on 'Kernel Launch'." +
@@ -322,7 +501,10 @@ InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const 
   }
   if (s.bound == InputBound::kHighly || s.bound == InputBound::kModerately ||
       s.bound == InputBound::kPotentially) {
-    s.next_step = s.input_ops_seen ? "Look at the host-side breakdown of input time below."
+    s.next_step = s.loader_verdict == "handoff"
+                      ? "The DataLoader's workers were mostly idle: the wait is each batch's hand-off to the "
+                        "training loop; see what to try below."
+                  : s.input_ops_seen ? "Look at the host-side breakdown of input time below."
                   : s.source == InputSource::kPytorchDataLoader
                       ? "The wait is a PyTorch DataLoader's: see what to try below."
                       : "Your input pipeline is not instrumented by stage: mark its reading, "
@@ -361,6 +543,7 @@ void InputPipelineSnapshot::WriteJson(JsonWriter& w) const {
   w.KV("kernel_launch_level", kernel_launch_level);
   w.KV("all_other_level", all_other_level);
   w.KV("collectives_level", collectives_level);
+  w.KV("input_class_statement", input_class_statement);
   w.KV("statement", statement);
   w.KV("next_step", next_step);
   w.Key("advice");
@@ -383,6 +566,24 @@ void InputPipelineSnapshot::WriteJson(JsonWriter& w) const {
   w.KV("wait_ms", wait_ms);
   w.KV("waits", waits);
   w.KV("single_process_loader", single_process_loader);
+  w.KV("loader_verdict", loader_verdict);
+  w.Key("workers");
+  w.BeginObject();
+  w.KV("window_ms", static_cast<double>(workers.window_ns) / 1e6);
+  w.KV("fetch_ms", static_cast<double>(workers.fetch_ns()) / 1e6);
+  w.KV("busy_pct", workers.busy_pct());
+  w.Key("rows");
+  w.BeginArray();
+  for (const LoaderWorkerRow& r : workers.workers) {
+    w.BeginObject();
+    w.KV("process", r.label);
+    w.KV("fetches", r.fetches);
+    w.KV("fetch_ms", static_cast<double>(r.fetch_ns) / 1e6);
+    w.KV("busy_pct", workers.window_ns ? 100.0 * static_cast<double>(r.fetch_ns) / static_cast<double>(workers.window_ns) : 0.0);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
   w.Key("wait_names");
   w.BeginArray();
   for (const std::string& n : wait_names) w.String(n);

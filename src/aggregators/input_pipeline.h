@@ -10,12 +10,14 @@
 #define LIVEPROF_AGGREGATORS_INPUT_PIPELINE_H_
 
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/json_writer.h"
+#include "aggregators/catalog.h"
 #include "aggregators/op_stats.h"
 #include "aggregators/step_breakdown.h"
 #include "stream/event.h"
@@ -68,6 +70,64 @@ InputSource InputSourceOf(std::string_view op_name);
 // early DataLoader time to it; here a step is its ProfilerStep span). On the
 // H200 slow-loader trace the two agree: 91.6 %.
 
+// The DataLoader worker processes that serve the analysed one
+// (Catalog::ServedProcess, docs/attach.md "DataLoader workers"): their
+// fetches are their own time, never the training process's (its TF stats
+// and host time leave them out). Each worker (by label: an epoch's new
+// workers take the same) keeps its newest fetches as intervals, so that how
+// busy the workers were over any step window can be told: busy = their
+// fetch time / (window x workers).
+struct LoaderWorkerRow {
+  std::string label;      // "rank 0 · loader 1".
+  uint64_t fetches = 0;   // fetches overlapping the window.
+  uint64_t fetch_ns = 0;  // their time inside the window (overlaps counted once).
+};
+struct LoaderWorkersWindow {
+  uint64_t window_ns = 0;  // the step window's wall time.
+  std::vector<LoaderWorkerRow> workers;  // every worker seen, by label.
+  uint64_t fetch_ns() const;
+  // 100 x fetch time / (window x workers); 0 with no window or no worker.
+  double busy_pct() const;
+};
+
+class LoaderWorkers {
+ public:
+  explicit LoaderWorkers(const Catalog* catalog, size_t max_fetches_per_worker = 16384)
+      : catalog_(catalog), max_fetches_(max_fetches_per_worker) {}
+  // The events of the processes serving the analysed one; their input spans
+  // other than waits are fetches. Pipeline thread.
+  void Consume(std::span<const Event> helper_events);
+  // Each worker's fetches in [begin_ns, end_ns) (those older than the
+  // newest max_fetches_per_worker are forgotten). Pipeline thread.
+  LoaderWorkersWindow Window(uint64_t begin_ns, uint64_t end_ns) const;
+  // The workers' input ops, by name (their self time = their duration), for
+  // the host-side table: since the start, or ending in the last `window_ns`
+  // of the newest fetch. Pipeline thread.
+  std::vector<InputOpStats> Ops(uint64_t window_ns) const;
+  bool empty() const { return workers_.empty(); }
+
+ private:
+  struct Fetch {
+    uint64_t begin, end;
+    NameId name;
+    InputStage stage;
+  };
+  struct Worker {
+    std::string label;
+    std::deque<Fetch> fetches;  // completion order.
+  };
+  const Catalog* catalog_;
+  size_t max_fetches_;
+  std::vector<Worker> workers_;
+  std::vector<std::pair<NameId, InputOpStats>> totals_;  // by name, since the start.
+  uint64_t newest_end_ = 0;
+};
+
+// A DataLoader's workers were busy (they do not keep up) at or above this
+// share of the window; below it, with the loop still waiting, the wait is
+// the hand-off of each batch to the training process.
+inline constexpr double kLoaderWorkersBusyPct = 50;
+
 struct InputPipelineSnapshot {
   StepWindow window;  // device-side statistics.
   // Ratios of sums over the window (§3.2).
@@ -99,6 +159,14 @@ struct InputPipelineSnapshot {
   uint64_t waits = 0;
   std::vector<std::string> wait_names;
   bool single_process_loader = false;  // _SingleProcessDataLoaderIter: num_workers=0.
+  // The DataLoader's worker processes over the step window, and what their
+  // rows say: "busy" (at or above kLoaderWorkersBusyPct: add workers, make
+  // batches cheaper), "handoff" (mostly idle while the loop waits: the wait
+  // is the hand-off of each batch), "" (no workers seen).
+  LoaderWorkersWindow workers;
+  std::string loader_verdict;
+  // "Input on" (§3.3's class) in words.
+  std::string input_class_statement;
   std::string source_statement;  // what feeds the loop, and what the trace can tell of it.
   struct OpRow {
     std::string name;
@@ -113,8 +181,11 @@ struct InputPipelineSnapshot {
   std::string OpsCsv() const;
 };
 
+// `workers`: the DataLoader's worker processes over the same steps (null:
+// none known); their fetches are among `input_ops` already.
 InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& window,
-                                           std::span<const InputOpRecord> input_ops);
+                                           std::span<const InputOpRecord> input_ops,
+                                           const LoaderWorkersWindow* workers = nullptr);
 
 }  // namespace liveprof
 

@@ -27,7 +27,10 @@ export default {
         <div class="stats device-stats"></div><div class="chart device-chart"></div></section>
       <div class="grid2">
         <section class="card"><h3>Host-side analysis: where input time goes</h3>
-          <p class="input-source" data-field="source_statement"></p><div class="host-parts"></div>
+          <p class="input-source" data-field="source_statement"></p>
+          <div class="loader-workers" hidden><h4>DataLoader worker processes (their own time, not the training process's)</h4>
+            <div class="workers-table"></div></div>
+          <div class="host-parts"></div>
           <h4>By input-op category (self time)</h4><div class="host-categories"></div></section>
         <section class="card"><h3>What to try</h3><ul class="advice"></ul></section>
       </div>
@@ -48,6 +51,12 @@ export default {
       {key: 'self_ms', label: 'Self (ms)', numeric: true, fmt: (v) => num(v, 3)},
       {key: 'self_pct', label: 'Self %', numeric: true, fmt: (v) => pct(v, 1)},
     ], {filterKeys: ['name', 'category'], sort: {key: 'self_ms', desc: true}});
+    const workers = new Table(root.querySelector('.workers-table'), [
+      {key: 'process', label: 'Process', name: true},
+      {key: 'fetches', label: 'Batches fetched', numeric: true},
+      {key: 'fetch_ms', label: 'Fetching (ms)', numeric: true, fmt: (v) => num(v, 1)},
+      {key: 'busy_pct', label: 'Busy % of the steps\' time', numeric: true, fmt: (v) => pct(v, 1)},
+    ], {sort: {key: 'process'}});
     root.querySelector('.csv').addEventListener('click', () => ctx.exportCsv('input_pipeline'));
 
     return {
@@ -59,7 +68,8 @@ export default {
             `<p class="bottleneck ${bad ? 'bad' : ''}" data-field="input_classification">${esc(b.input_classification || 'unknown')}</p>` +
             `<div class="stats">${stat('Waiting for input', pct(b.input_pct), 'input_pct')}` +
             `${stat(b.compute_on === 'host' ? 'Host compute' : 'Device compute', pct(b.compute_pct), 'compute_pct')}` +
-            `${stat('Kernel launch', pct(b.kernel_launch_pct))}${stat('Idle', pct(b.idle_pct))}${stat('Input on', b.input_class || '—')}</div>` +
+            `${stat('Kernel launch', pct(b.kernel_launch_pct))}${stat('Idle', pct(b.idle_pct))}${stat('Input on', b.input_class || '—', 'input_class')}</div>` +
+            (b.input_class_statement ? `<p class="muted" data-field="input_class_statement">${esc(b.input_class_statement)}</p>` : '') +
             `<p>${esc(b.statement)}</p>${b.next_step ? `<p><b>Next step:</b> ${esc(b.next_step)}</p>` : ''}`;
           const d = ip.device_side;
           const w = ip.window;
@@ -71,6 +81,9 @@ export default {
           const source = root.querySelector('.input-source');
           source.textContent = h.source_statement ?? '';
           source.hidden = !h.source_statement;
+          const workerRows = h.workers?.rows ?? [];
+          root.querySelector('.loader-workers').hidden = !workerRows.length;
+          workers.setRows(workerRows);
           const hostTotal = HOST_PARTS.reduce((t, [k]) => t + h[k], 0);
           const parts = root.querySelector('.host-parts');
           if (hostTotal > 0) {

@@ -351,15 +351,22 @@ TEST_CASE("analyses: a worker's DataLoader workers are in its input tables, not 
     CHECK(ops[0]["count"] == 11);
     CHECK(ops[0]["total_ms"].get<double>() == doctest::Approx(880.0));
     CHECK(ops[0]["category"] == "Preprocessing");
-    // TF stats: the fetches are host rows; the loader's thread, idle 20 ms
-    // between fetches, is none of the host's IDLE (the trainer's thread is
-    // busy throughout: 0).
+    // TF stats: the training process's time only. The loader's fetches are
+    // its own (the input pipeline's workers rows), neither host rows nor
+    // host time; its thread, idle 20 ms between fetches, is none of the
+    // host's IDLE (the trainer's thread is busy throughout: 0).
     const auto tf = Parse(v.tf_stats);
     CHECK(tf["host"]["idle_us"].get<double>() == doctest::Approx(0.0));
-    // ... and its busy time is the host's: the rows' self times add up to
-    // 100 % (the trainer's 1,000 ms and the fetches' 880).
-    CHECK(tf["host"]["op_us"].get<double>() == doctest::Approx(1'880'000.0));
+    CHECK(tf["host"]["op_us"].get<double>() == doctest::Approx(1'000'000.0));
+    for (const auto& row : tf["host"]["rows"]) CHECK(row["name"] != "DataLoader fetch#Images");
     CHECK(tf["host"]["rows"].back()["cumulative_pct"].get<double>() == doctest::Approx(100.0));
+    // The loader's own row, labelled with its process: 800 ms of fetching
+    // in the steps' 1 s (the fetch at 0.5 s is before them).
+    const auto& workers = input["host_side"]["workers"];
+    REQUIRE(workers["rows"].size() == 1);
+    CHECK(workers["rows"][0]["process"] == "host:10 · loader 0");
+    CHECK(workers["rows"][0]["fetches"] == 10);
+    CHECK(workers["busy_pct"].get<double>() == doctest::Approx(80.0));
     // The Pod page: the one process with steps.
     const auto pod = Parse(v.pod);
     REQUIRE(pod["workers"].size() == 1);
@@ -367,6 +374,73 @@ TEST_CASE("analyses: a worker's DataLoader workers are in its input tables, not 
     CHECK(pod["diagnostics"]["events_over_worker_cap"] == 0);
     CHECK(pod["diagnostics"]["workers_over_cap"] == 0);
   }
+}
+
+// A training process ("host:10") and its two DataLoader workers, each
+// fetching one batch per 20 ms step for `fetch_ms`; the loop waits 5 ms of
+// each step for its batch, 100 steps. The views' JSON.
+RenderedViews TwoWorkerJob(uint64_t fetch_ms) {
+  Diagnostics diag;
+  Analyses a(AnalysesOptions{}, &diag);
+  const std::string names[] = {"", "host:10", "host:10 · loader 0", "host:10 · loader 1", "train",
+                               "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
+                               "DataLoader fetch#Images", "aten::conv2d"};
+  std::vector<Event> defs;
+  for (NameId n = 1; n < 8; ++n) defs.push_back(NameDefEvent(n, names[n]));
+  for (uint32_t p = 1; p <= 3; ++p) {
+    defs.push_back(TrackDefEvent(p, TrackInfo{p, TrackType::kProcess, 9 + p, 0, p}));
+    defs.push_back(TrackDefEvent(3 + p, TrackInfo{0, TrackType::kHostThread, 9 + p, 0, p}));
+  }
+  constexpr uint64_t kStepNs = 20'000'000, kWaitNs = 5'000'000, kStart = 1'000'000'000;
+  std::vector<Event> events;
+  for (int64_t n = 0; n < 100; ++n) {
+    const uint64_t t = kStart + static_cast<uint64_t>(n) * kStepNs;
+    if (n % 2 == 0) {  // each worker fetches every other batch, two steps ahead.
+      for (TrackId worker : {5, 6}) {
+        Event fetch = test::Input(t, fetch_ms * 1'000'000 * 2, 6, worker);
+        fetch.sub = static_cast<uint8_t>(InputStage::kPreprocess);
+        events.push_back(fetch);
+      }
+    }
+    Event wait = test::Span(t, kWaitNs, 5, 4);
+    events.push_back(wait);
+    events.push_back(test::Op(t + kWaitNs, kStepNs - kWaitNs, 7, 4));
+    Event step = test::Step(t, kStepNs, n, 4);
+    step.name = 4;
+    events.push_back(step);
+  }
+  std::stable_sort(events.begin(), events.end(), CompletionOrderLess);
+  a.Consume(defs, events, {}, 4'000'000'000, 4'000'000'000);
+  a.Flush(5'000'000'000);
+  return a.Render(RenderOptions{});
+}
+
+TEST_CASE("analyses: DataLoader advice follows the workers' rows, busy or idle; TF stats are the trainer's") {
+  // Busy: each worker fetches for 19 ms of each 20 ms step (95 %).
+  const auto busy = Parse(TwoWorkerJob(19).input_pipeline);
+  CHECK(busy["bottleneck"]["input_pct"].get<double>() == doctest::Approx(25.0));
+  CHECK(busy["bottleneck"]["input_class"] == "host");
+  CHECK(busy["bottleneck"]["input_class_statement"].get<std::string>().find("Input on \"host\"") == 0);
+  CHECK(busy["host_side"]["loader_verdict"] == "busy");
+  CHECK(busy["host_side"]["workers"]["rows"].size() == 2);
+  CHECK(busy["host_side"]["workers"]["rows"][1]["process"] == "host:10 · loader 1");
+  CHECK(busy["host_side"]["workers"]["busy_pct"].get<double>() == doctest::Approx(95.0));
+  CHECK(busy["host_side"]["recommendations"][0].get<std::string>().starts_with("Add workers"));
+  // Idle: 1 ms of each 20 ms step (5 %), the loop still waits 5 ms: the
+  // wait is the hand-off; no "add workers".
+  const RenderedViews idle_views = TwoWorkerJob(1);
+  const auto idle = Parse(idle_views.input_pipeline);
+  CHECK(idle["host_side"]["loader_verdict"] == "handoff");
+  CHECK(idle["host_side"]["workers"]["busy_pct"].get<double>() == doctest::Approx(5.0));
+  const auto& advice = idle["host_side"]["recommendations"];
+  REQUIRE(!advice.empty());
+  CHECK(advice[0].get<std::string>().find("hand-off") != std::string::npos);
+  for (const auto& a : advice) CHECK(a.get<std::string>().find("raise num_workers") == std::string::npos);
+  CHECK(idle["host_side"]["source_statement"].get<std::string>().find("busy 5.0%") != std::string::npos);
+  // TF stats: the trainer's 2 s of steps, not the workers' fetches.
+  const auto tf = Parse(idle_views.tf_stats);
+  CHECK(tf["host"]["op_us"].get<double>() == doctest::Approx(2'000'000.0));
+  for (const auto& row : tf["host"]["rows"]) CHECK(row["name"] != "DataLoader fetch#Images");
 }
 
 }  // namespace

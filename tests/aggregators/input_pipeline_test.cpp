@@ -183,5 +183,34 @@ TEST_CASE("input pipeline: tf.data names map to the legacy categories") {
   CHECK(CategorizeInputOp("IteratorGetNext", InputStage::kUnknown) == InputCategory::kNotInput);
 }
 
+TEST_CASE("input pipeline: a DataLoader's workers, busy or idle, pick the advice") {
+  // 25 % of each step waits for a batch; two workers over a 1 s window.
+  const InputOpRecord wait{"enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", InputStage::kWait,
+                           10, 2'500, 2'500};
+  const InputOpRecord fetch{"DataLoader fetch#Images", InputStage::kPreprocess, 10, 5'000, 5'000};
+  const std::vector<InputOpRecord> ops = {wait, fetch};
+  auto workers = [](uint64_t fetch_ns) {
+    LoaderWorkersWindow w;
+    w.window_ns = 1'000'000'000;
+    w.workers = {{"rank 0 · loader 0", 10, fetch_ns}, {"rank 0 · loader 1", 10, fetch_ns}};
+    return w;
+  };
+  const LoaderWorkersWindow busy_workers = workers(900'000'000), idle_workers = workers(20'000'000);
+  const InputPipelineSnapshot busy = AnalyzeInputPipeline(MakeWindow(2'500, 0), ops, &busy_workers);
+  CHECK(busy.loader_verdict == "busy");
+  CHECK(busy.workers.busy_pct() == doctest::Approx(90.0));
+  CHECK(busy.recommendations.front().starts_with("Add workers"));
+  const InputPipelineSnapshot idle = AnalyzeInputPipeline(MakeWindow(2'500, 0), ops, &idle_workers);
+  CHECK(idle.loader_verdict == "handoff");
+  CHECK(idle.recommendations.front().find("hand-off") != std::string::npos);
+  CHECK(idle.source_statement.find("busy 2.0% of it") != std::string::npos);
+  CHECK(idle.next_step.find("hand-off") != std::string::npos);
+  CHECK(idle.input_class_statement.starts_with("Input on \"host\""));
+  // No device (MakeWindow's has_device is false): no pin_memory.
+  for (const std::string& r : idle.recommendations) CHECK(r.find("pin_memory") == std::string::npos);
+  // Without the workers' rows (a replayed trace): the advice as before.
+  CHECK(AnalyzeInputPipeline(MakeWindow(2'500, 0), ops).loader_verdict.empty());
+}
+
 }  // namespace
 }  // namespace liveprof
