@@ -949,7 +949,7 @@ TEST_CASE("alerts: incremental equals batch equals a naive reference on random r
   }
 }
 
-TEST_CASE("alerts: what fires shows its value now; at the end of a job it is closed with its last value") {
+TEST_CASE("alerts: what fires shows its value now, and at the end of a job it is closed with its last value") {
   const WindowSpec w = WindowSpec::Steps(20);
   AlertEngine engine({Rule("input_high", "input_pct", AlertComparison::kGreaterEqual, 20, w),
                       Rule("input_pending", "input_pct", AlertComparison::kGreaterEqual, 20, w, /*fire_after=*/5)});

@@ -415,7 +415,7 @@ RenderedViews TwoWorkerJob(uint64_t fetch_ms) {
   return a.Render(RenderOptions{});
 }
 
-TEST_CASE("analyses: DataLoader advice follows the workers' rows, busy or idle; TF stats are the trainer's") {
+TEST_CASE("analyses: DataLoader advice follows the workers' rows, busy or idle, and TF stats are the trainer's") {
   // Busy: each worker fetches for 19 ms of each 20 ms step (95 %).
   const auto busy = Parse(TwoWorkerJob(19).input_pipeline);
   CHECK(busy["bottleneck"]["input_pct"].get<double>() == doctest::Approx(25.0));

@@ -117,7 +117,7 @@ TEST_CASE("pod view common range: a rank far behind is compared over the steps e
   CHECK(later.steps.back().step_num == 51);
 }
 
-TEST_CASE("pod view common range: held cells are capped; a rank beyond them is not compared and says why") {
+TEST_CASE("pod view common range: held cells are capped, and a rank beyond them is not compared and says why") {
   // Two ranks in step and a third at half their pace, 20 steps behind after
   // 40, with room for 30 cells in the rows: the oldest rows go, and rank 2's
   // steps with them; it is listed with its own numbers, not compared.

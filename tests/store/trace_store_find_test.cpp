@@ -264,7 +264,7 @@ TEST_CASE("flows: a slice whose launch or kernel is outside the view gets its fl
 namespace liveprof {
 namespace {
 
-TEST_CASE("area sums: every event in the area per name, sub-pixel ones too; self time less the children's") {
+TEST_CASE("area sums: every event in the area per name, sub-pixel ones too, with self time less the children's") {
   Store s({"", "step", "op", "tiny", "kern"});
   std::vector<Event> events;
   // 3 steps of 1000 ns on thread 1, each with an op of 400 and 100 tiny events of 2 ns inside the op.
