@@ -195,9 +195,11 @@ def main():
 
         # ... and per-rank step times equal each agent's own, step for step:
         # each rank's newest step in the fleet view, found in its agent's pod
-        # (which keeps its newest 50 steps), a few rounds apart.
+        # (which keeps its newest 50 steps up to its slowest rank's last: a
+        # host with a rank behind has its faster ranks' newest steps beyond
+        # its grid, so ten rounds, one cell at least each), a few rounds apart.
         compared = {h: 0 for h in HOSTS}
-        for _ in range(5):
+        for _ in range(10):
             ranks = fleet_view()["ranks"]
             pods = {h: get(a.http, "/api/pod") for h, a in agents.items()}
             for r in ranks:
