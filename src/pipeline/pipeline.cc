@@ -98,7 +98,7 @@ void Pipeline::OnBatch(const Batch& b) {
   if (trace_store_) {
     const uint64_t t0 = HostNowNs();
     trace_store_->Append(b.definitions, b.events);
-    trace_store_->Append({}, b.late);
+    trace_store_->Append({}, b.late, b.watermark_ns);
     analyses_.AddCost(Analysis::kTraceStore, HostNowNs() - t0);
   }
 

@@ -12,6 +12,7 @@ void DerivedRows::SeeDevice(uint8_t device) {
 
 void DerivedRows::Define(TrackId id, const TrackInfo& info) {
   if (info.type == TrackType::kGpuStream) SeeDevice(info.device);
+  steps_.Define(id, info.process);
   if (id >= counter_typed_.size()) counter_typed_.resize(size_t{id} + 1, false);
   counter_typed_[id] = info.type == TrackType::kCounter;
 }
@@ -83,34 +84,40 @@ void DerivedRows::Memory(const Event& e, std::vector<Event>* out) {
   out->push_back(c);
 }
 
-void DerivedRows::Derive(std::span<const Event> events, std::vector<Event>* out) {
+void DerivedRows::TakeSteps(std::vector<Event>* out) {
+  for (Event& e : made_steps_) {
+    SeeDevice(e.device);
+    e.track = TrackOf(e.device, Row::kSteps);
+    out->push_back(e);
+  }
+  made_steps_.clear();
+}
+
+void DerivedRows::Derive(std::span<const Event> events, std::vector<Event>* out, uint64_t watermark_ns) {
   out->clear();
+  made_steps_.clear();
   for (const Event& e : events) {
     if (e.track >= kFirstDerivedTrack) continue;  // not stored: not shown.
     if ((e.kind == EventKind::kHostSpan || e.kind == EventKind::kFrameworkOp) && !markers_ &&
         e.name < step_names_.size() && step_names_[e.name]) {
-      for (const uint8_t d : devices_) {  // PyTorch's step: a span (its kernels may still come).
-        Event step = e;
-        step.track = TrackOf(d, Row::kSteps);
-        step.device = d;
-        out->push_back(step);
-      }
+      steps_.HostStep(e, &made_steps_);  // PyTorch's step: a span.
     } else if (e.kind == EventKind::kStepMarker) {
       markers_ = true;
       // A step ends: its ops are done (xprof merges within a step only).
       for (const uint8_t d : devices_) Close(d, out);
-      for (const uint8_t d : devices_) {
-        Event step = e;
-        step.track = TrackOf(d, Row::kSteps);
-        step.device = d;
-        out->push_back(step);
-      }
+      steps_.HostStep(e, &made_steps_);
+    } else if (e.kind == EventKind::kRuntimeApi) {
+      if (e.corr != 0) steps_.Launch(e);
+    } else if (IsDeviceKind(e.kind) && e.kind != EventKind::kKernel) {  // copies, memsets
+      SeeDevice(e.device);
+      steps_.Work(e, &made_steps_);
     } else if (e.kind == EventKind::kAlloc || e.kind == EventKind::kFree) {
       Memory(e, out);
     } else if (e.kind == EventKind::kCounter) {
       Counter(e, out);
     } else if (e.kind == EventKind::kKernel) {
       SeeDevice(e.device);
+      steps_.Work(e, &made_steps_);  // (late or not: its step may wait for it)
       // Late (past the reorder window): its op's neighbours are gone; merging
       // it would stretch whatever op is open back over others.
       if (e.flags & kFlagLate) continue;
@@ -126,11 +133,16 @@ void DerivedRows::Derive(std::span<const Event> events, std::vector<Event>* out)
       open = OpenOp{op, e.ts, e.end()};
     }
   }
+  if (watermark_ns != 0) steps_.Advance(watermark_ns, &made_steps_);
+  TakeSteps(out);
 }
 
 void DerivedRows::Flush(std::vector<Event>* out) {
   out->clear();
   for (const uint8_t d : devices_) Close(d, out);
+  made_steps_.clear();
+  steps_.Flush(&made_steps_);
+  TakeSteps(out);
 }
 
 }  // namespace liveprof

@@ -2,11 +2,14 @@
 // made from the events that pass (tf-profiler-semantics.md §9.5, as xprof's
 // derived_timeline.cc):
 //
-//   "Steps"          every step marker, on each GPU seen so far: the steps
-//                    over the device's streams, as TF's Steps line; in a
-//                    trace without markers, PyTorch's ProfilerStep#N spans
-//                    (a replay's later loops carry their shift: the event's
-//                    name reads as the pages number the step, trace_api.cc).
+//   "Steps"          per GPU, each step over that device's own work, as
+//                    TF's Steps line (device_steps.h): from the first begin
+//                    to the last end of the work launched in the step, made
+//                    once the device is done with it. The steps are the step
+//                    markers; in a trace without markers, PyTorch's
+//                    ProfilerStep#N spans (a replay's later loops carry their
+//                    shift: the event's name reads as the pages number the
+//                    step, trace_api.cc).
 //   "Framework ops"  per GPU, consecutive kernels (in arrival order, any
 //                    stream of the device) launched by the same framework op
 //                    merged into one event named by the op, from the first
@@ -51,6 +54,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "store/device_steps.h"
 #include "stream/event.h"
 #include "stream/stream.h"
 
@@ -92,9 +96,13 @@ class DerivedRows {
   // read back did not: its samples carry the name).
   std::optional<NameId> CounterName(TrackId id) const;
   // The derived events of `events`, appended to `out` (cleared first).
-  void Derive(std::span<const Event> events, std::vector<Event>* out);
-  // The ops held open, ended now (a run that stops; tests).
+  // `watermark_ns` (0: not known): every event ending at or before it has
+  // come, so steps long done are made (device_steps.h, rule (b)).
+  void Derive(std::span<const Event> events, std::vector<Event>* out, uint64_t watermark_ns = 0);
+  // The ops and steps held open, ended now (a run that stops; tests).
   void Flush(std::vector<Event>* out);
+  // Device events left out of the Steps rows (device_steps.h).
+  uint64_t late_step_work() const { return steps_.late_work(); }
 
  private:
   struct OpenOp {
@@ -105,6 +113,7 @@ class DerivedRows {
   void SeeDevice(uint8_t device);
   void Memory(const Event& e, std::vector<Event>* out);
   void Counter(const Event& e, std::vector<Event>* out);
+  void TakeSteps(std::vector<Event>* out);  // steps_'s, onto their rows.
 
   std::vector<uint8_t> devices_;                    // GPUs seen, in order.
   std::array<bool, kDevices> seen_{};
@@ -113,6 +122,8 @@ class DerivedRows {
   std::array<std::unordered_map<uint64_t, uint64_t>, kDevices> live_;  // address -> bytes.
   std::vector<bool> step_names_;                   // by NameId: a ProfilerStep#N.
   bool markers_ = false;                           // a step marker seen: the steps are the markers.
+  DeviceSteps steps_;
+  std::vector<Event> made_steps_;                  // steps_'s, reused.
   std::vector<bool> counter_typed_;                // by TrackId: a counter-typed track.
   std::unordered_map<NameId, uint32_t> counter_slot_;  // counter name -> its row's slot.
   std::vector<NameId> counter_names_;              // by slot.

@@ -60,7 +60,7 @@ const TraceStore::TrackStore* TraceStore::FindTrack(TrackId id) const {
   return id < tracks_.size() ? tracks_[id].get() : nullptr;
 }
 
-void TraceStore::Append(std::span<const Event> definitions, std::span<const Event> events) {
+void TraceStore::Append(std::span<const Event> definitions, std::span<const Event> events, uint64_t watermark_ns) {
   writers_waiting_.fetch_add(1, std::memory_order_acq_rel);  // readers let go at their next chunk.
   std::unique_lock lock(mu_);
   writers_waiting_.fetch_sub(1, std::memory_order_release);
@@ -107,7 +107,7 @@ void TraceStore::Append(std::span<const Event> definitions, std::span<const Even
     first_ns_ = std::min(first_ns_, e.ts);
     last_ns_ = std::max(last_ns_, e.end());
   }
-  derived_.Derive(events, &derived_events_);
+  derived_.Derive(events, &derived_events_, watermark_ns);
   for (const Event& e : derived_events_) put(e);
   for (const TrackId id : touched_) tracks_[id]->Reindex();
   if (logging) {

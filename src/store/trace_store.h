@@ -29,8 +29,9 @@
 // it starts inside that pixel and is narrower; otherwise it goes down, to
 // the events.
 //
-// Besides the producers' tracks, each GPU has two rows the store derives
-// (derived_rows.h): its Steps and its Framework ops, as TF's viewer shows.
+// Besides the producers' tracks, each GPU has rows the store derives
+// (derived_rows.h): its Steps (each step over the device's own work), its
+// Framework ops and its memory in use, as TF's viewer shows.
 //
 // Nesting depth is worked out per query, over the events it returns: an
 // event's ancestors overlap the view and are at least as long, so they are
@@ -203,8 +204,10 @@ class TraceStore {
   std::vector<std::string> problems() const;
 
   // Takes the batch's definitions (kNameDef, kTrackDef: names are copied)
-  // and keeps its events. Pipeline thread only.
-  void Append(std::span<const Event> definitions, std::span<const Event> events);
+  // and keeps its events. `watermark_ns` (0: not known): every event ending
+  // at or before it has been given, so the derived Steps rows can make the
+  // steps long done (derived_rows.h). Pipeline thread only.
+  void Append(std::span<const Event> definitions, std::span<const Event> events, uint64_t watermark_ns = 0);
 
   // The viewport query above. Any thread.
   TraceQueryResult Query(const TraceQuery& q) const;

@@ -11,6 +11,7 @@ import assert from 'node:assert/strict';
 import {existsSync, mkdtempSync, rmSync} from 'node:fs';
 import {tmpdir} from 'node:os';
 import path from 'node:path';
+import {gunzipSync} from 'node:zlib';
 import {after, before, describe, test} from 'node:test';
 import {api, launchBrowser, openPage, screenshot, startServer, stopServer, waitForDemo} from './harness.mjs';
 import {KIND_COUNTER, batchFrame, connectIngest, helloFrame} from './ingest_client.mjs';
@@ -364,6 +365,29 @@ const TRACE = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../
 const absent = !existsSync(TRACE);
 if (absent && process.env.CI === 'true') throw new Error(`${TRACE} is absent, and CI=true: CI must read ../shared/data/gpu`);
 
+// Step `r`'s (/api/steps) device work from the store's own events
+// (/api/export, Chrome JSON in µs): the kernels, copies and memsets whose
+// launch (same correlation) begins in its host ProfilerStep span. Times in
+// the store's ns: the export's µs less its offset, found from the host span.
+async function stepWork(url, r) {
+  const res = await fetch(new URL(`/api/export?t0=${r.begin_ns}&t1=${r.begin_ns + Math.round(r.step_ms * 1e6) + 5e8}`, url));
+  const events = JSON.parse(gunzipSync(Buffer.from(await res.arrayBuffer()))).traceEvents;
+  const host = events.filter((e) => e.ph === 'X' && e.name.startsWith('ProfilerStep#') &&
+    Math.abs(e.dur - r.step_ms * 1e3) < 0.01).sort((a, b) => a.ts - b.ts)[0];
+  assert.ok(host, `step ${r.step}: its ProfilerStep span in the export`);
+  const offset = r.begin_ns - host.ts * 1e3;
+  const launched = new Set(events.filter((e) => e.ph === 'X' && (e.cat === 'cuda_runtime' || e.cat === 'cuda_driver') &&
+    e.args?.correlation && e.ts >= host.ts && e.ts < host.ts + host.dur).map((e) => e.args.correlation));
+  let begin = Infinity, end = -Infinity, n = 0;
+  for (const e of events) {
+    if (e.ph !== 'X' || !['kernel', 'gpu_memcpy', 'gpu_memset'].includes(e.cat) || !launched.has(e.args?.correlation)) continue;
+    begin = Math.min(begin, e.ts);
+    end = Math.max(end, e.ts + e.dur);
+    n++;
+  }
+  return {begin: Math.round(begin * 1e3 + offset), end: Math.round(end * 1e3 + offset), events: n};
+}
+
 describe('a replayed PyTorch trace (ResNet-18 on an H200)', {skip: absent && `${TRACE} is absent`}, () => {
   let replay;
   before(async () => {
@@ -376,8 +400,8 @@ describe('a replayed PyTorch trace (ResNet-18 on an H200)', {skip: absent && `${
   });
   after(async () => stopServer(replay));
 
-  test('issue 42: a Steps row under the GPU, its ProfilerStep#N numbered as the pages number the steps', async () => {
-    // (f) TF's viewer has a Steps row per device: the trace's ProfilerStep spans.
+  test('issue 42: a Steps row under the GPU over its own work, its ProfilerStep#N numbered as the pages number the steps', async () => {
+    // (f) TF's viewer has a Steps row per device: each step over that device's work.
     let whole;
     for (let i = 0; i < 100; i++) {
       whole = await api(replay.url, '/api/trace?width=2000');
@@ -387,15 +411,30 @@ describe('a replayed PyTorch trace (ResNet-18 on an H200)', {skip: absent && `${
     const steps = whole.tracks.find((t) => t.type === 'steps');
     assert.ok(steps?.slices.length > 12, `Steps row: ${steps?.slices.length} steps`);
     assert.ok(steps.slices.every((s) => whole.names[s[3]].startsWith('ProfilerStep#')));
-    // (b) Three steps of a later loop, as the pages number them (/api/steps): the Steps row's spans
-    // of those steps are labelled so, not ProfilerStep#3-6 again.
+    // (b) Three steps of a later loop, as the pages number them (/api/steps): the Steps row has them,
+    // labelled so, not ProfilerStep#3-6 again.
     const rows = (await api(replay.url, '/api/steps?last=30')).rows.slice(-6, -3);
     const near = await api(replay.url, `/api/trace?t0=${rows[0].begin_ns - 1e6}&t1=${rows[2].begin_ns + 1e9}&width=4000`);
-    const stepRow = near.tracks.find((t) => t.type === 'steps');
-    const late = rows.map((r) => stepRow.slices.find((s) => Math.abs(s[1] - r.begin_ns) < 1e6));
-    assert.ok(late.every(Boolean), `the Steps row has steps ${rows.map((r) => r.step).join(', ')}`);
+    const named = new Map();
+    for (const s of near.tracks.find((t) => t.type === 'steps').slices) {
+      named.set((await api(replay.url, `/api/trace/event?id=${s[0]}`)).name, s);
+    }
+    const late = rows.map((r) => named.get(`ProfilerStep#${r.step}`));
+    assert.ok(late.every(Boolean), `the Steps row has steps ${rows.map((r) => r.step).join(', ')}: ${[...named.keys()]}`);
+    // (issue 42 #9, second pass) Each span is the GPU's work of that step, from the events
+    // themselves (/api/export): the kernels, copies and memsets launched in the host step,
+    // first start to last end. The GPU starts after the DataLoader's wait: shifted from the host's.
+    for (const [i, r] of rows.entries()) {
+      const work = await stepWork(replay.url, r);
+      const [, ts, dur] = late[i];
+      assert.ok(Math.abs(ts - work.begin) <= 2, `step ${r.step}: the row begins at ${ts}, its GPU work at ${work.begin}`);
+      assert.ok(Math.abs(ts + dur - work.end) <= 2, `step ${r.step}: the row ends at ${ts + dur}, its GPU work at ${work.end}`);
+      assert.ok(Math.abs(dur / 1e6 - r.gpu.total_ms) < 1e-6, `step ${r.step}: ${dur / 1e6} ms, /api/steps' GPU range ${r.gpu.total_ms} ms`);
+      assert.ok(ts - r.begin_ns > 100e6, `step ${r.step}: its GPU work begins ${(ts - r.begin_ns) / 1e6} ms into the host's step`);
+      assert.ok(work.events > 100, `step ${r.step}: ${work.events} device events`);
+    }
     const page = await openViewer(replay.url);
-    await tv(page, ([a, b]) => window.liveprofTrace.setView(a, b), [late[0][1], late[2][1] + late[2][2]]);
+    await tv(page, ([a, b]) => window.liveprofTrace.setView(a, b), [rows[0].begin_ns, late[2][1] + late[2][2]]);
     await settle(page);
     await page.waitForFunction((ids) => ids.every((id) => window.liveprofTrace.stepLabels.get(id)), late.map((s) => s[0]));
     const labels = await tv(page, (ids) => ids.map((id) => window.liveprofTrace.stepLabels.get(id)), late.map((s) => s[0]));

@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <tuple>
 #include <vector>
 
 #include "store/trace_store.h"
@@ -64,65 +66,143 @@ TEST_CASE("derived rows: a step's end closes the ops, late kernels and unstored 
   REQUIRE(out.size() == 2);
   CHECK(out[0].name == 5);
   CHECK(out[1].name == 6);  // (the foreign step made no Steps copy)
-  // The step ends: the open op 5 closes where it ended, before the step's copy.
+  // The step ends: the open op 5 closes where it ended (its Steps span is
+  // made once the device is done with the step: device_steps.h).
   rows.Derive({{Step(900, 400, 1), Kernel(0, 3, 1400, 10, 5)}}, &out);
-  REQUIRE(out.size() == 2);
+  REQUIRE(out.size() == 1);
   CHECK(out[0].track == DerivedRows::TrackOf(0, DerivedRows::Row::kFrameworkOps));
   CHECK(out[0].name == 5);
   CHECK(out[0].ts == 1200);
   CHECK(out[0].dur == 10);
-  CHECK(out[1].track == DerivedRows::TrackOf(0, DerivedRows::Row::kSteps));
-  // The next step's op 5 is a new event.
+  // The next step's op 5 is a new event; the step's span: its kernels, by time.
   rows.Flush(&out);
-  REQUIRE(out.size() == 1);
+  REQUIRE(out.size() == 2);
   CHECK(out[0].ts == 1400);
+  CHECK(out[1].track == DerivedRows::TrackOf(0, DerivedRows::Row::kSteps));
+  CHECK(out[1].ts == 1000);
+  CHECK(out[1].dur == 410);
 }
 
-TEST_CASE("derived rows: every step on every GPU seen, from its stream's definition or its first kernel") {
+// Host steps of 1,000 ns from 0, on thread 1 (process 0); GPU 0's stream 4
+// runs behind, GPU 1's stream 5 copies once. Launches: corr = step * 10 + i.
+constexpr uint64_t kStepNs = 1000;
+constexpr TrackId kThread = 1, kGpu0 = 4, kGpu1 = 5;
+
+Event Work(EventKind kind, uint64_t ts, uint64_t dur, uint32_t corr, TrackId stream, uint8_t device) {
+  Event e = test::Span(ts, dur, 99, stream, kind);
+  e.corr = corr;
+  e.device = device;
+  return e;
+}
+
+// The Steps row events in `out`, as (step, device, ts, dur), in that order.
+using Spans = std::vector<std::tuple<int64_t, int, uint64_t, uint64_t>>;
+Spans StepSpans(const std::vector<Event>& out) {
+  Spans spans;
+  for (const Event& e : out) {
+    if (DerivedRows::RowOf(e.track) != DerivedRows::Row::kSteps) continue;
+    CHECK(e.track == DerivedRows::TrackOf(e.device, DerivedRows::Row::kSteps));
+    CHECK(e.corr == 0);  // (no second arrow from a launch)
+    spans.emplace_back(e.payload.step.step_num, e.device, e.ts, e.dur);
+  }
+  std::sort(spans.begin(), spans.end());
+  return spans;
+}
+
+TEST_CASE("derived rows: a GPU's Steps row spans each step's own work on it, shifted when it runs behind") {
   DerivedRows rows;
   std::vector<Event> out;
-  rows.Derive({{Step(0, 100, 1)}}, &out);
-  CHECK(out.empty());  // no GPU yet: a host-only run has no device rows.
-  rows.Define(4, TrackInfo{0, TrackType::kGpuStream, 7, 2});
-  rows.Define(5, TrackInfo{0, TrackType::kHostThread, 7, 0});
-  rows.Derive({{Kernel(3, 9, 150, 1, 0), Step(100, 100, 2)}}, &out);
-  REQUIRE(out.size() == 2);
-  CHECK(out[0].track == DerivedRows::TrackOf(2, DerivedRows::Row::kSteps));
-  CHECK(out[1].track == DerivedRows::TrackOf(3, DerivedRows::Row::kSteps));
-  for (const Event& s : out) {
-    CHECK(s.kind == EventKind::kStepMarker);
-    CHECK(s.ts == 100);
-    CHECK(s.dur == 100);
-    CHECK(s.payload.step.step_num == 2);
-    CHECK(DerivedRows::IsDerived(s.track));
-    CHECK(DerivedRows::DeviceOf(s.track) == s.device);
+  rows.Define(kThread, TrackInfo{0, TrackType::kHostThread, 1, 0});
+  rows.Define(kGpu0, TrackInfo{0, TrackType::kGpuStream, 7, 0});
+  rows.Define(kGpu1, TrackInfo{0, TrackType::kGpuStream, 8, 1});
+  // Another process (its own correlation ids: 11 again) on GPU 2.
+  rows.Define(7, TrackInfo{0, TrackType::kHostThread, 1, 0, 1});
+  rows.Define(8, TrackInfo{0, TrackType::kGpuStream, 7, 2, 1});
+  using test::Launch;
+  // Step 1: launches 11 and 12; GPU 1 copies for 12 within it; a memset
+  // with no launch (by time) before the step's marker comes.
+  rows.Derive({{Launch(100, 10, 11, 0, kThread), Work(EventKind::kMemset, 300, 20, 0, kGpu0, 0),
+                Launch(900, 10, 12, 0, kThread), Work(EventKind::kMemcpyHtoD, 950, 50, 12, kGpu1, 1),
+                Step(0, kStepNs, 1)}},
+              &out);
+  CHECK(StepSpans(out).empty());  // GPU 0 has not started step 1's kernels.
+  // Step 2: GPU 0 runs step 1's kernels during it (from 800 to 1,900).
+  rows.Derive({{Launch(1100, 10, 21, 0, kThread), Work(EventKind::kKernel, 800, 500, 11, kGpu0, 0),
+                Work(EventKind::kKernel, 1300, 600, 12, kGpu0, 0), Step(kStepNs, kStepNs, 2)}},
+              &out);
+  CHECK(StepSpans(out).empty());  // (concurrent streams may still finish step 1's work)
+  // Process 1's step, launch 11 and its kernel on GPU 2: its own.
+  rows.Derive({{Launch(150, 10, 11, 0, 7), Work(EventKind::kKernel, 600, 50, 11, 8, 2), test::Step(100, 600, 1, 7)}}, &out);
+  CHECK(StepSpans(out).empty());
+  // Step 3: step 2's kernel; then the device is on step 3: step 1 is made.
+  rows.Derive({{Launch(2100, 10, 31, 0, kThread), Work(EventKind::kKernel, 1900, 700, 21, kGpu0, 0),
+                Step(2 * kStepNs, kStepNs, 3), Launch(3100, 10, 41, 0, kThread),
+                Work(EventKind::kKernel, 2600, 700, 31, kGpu0, 0)}},
+              &out);
+  // GPU 0: from the memset (300) to its last kernel's end (1,900), not the host's [0, 1,000).
+  CHECK(StepSpans(out) == Spans{{1, 0, 300, 1600}, {1, 1, 950, 50}});
+  for (const Event& e : out) {
+    if (DerivedRows::RowOf(e.track) != DerivedRows::Row::kSteps) continue;
+    CHECK(e.kind == EventKind::kStepMarker);  // the host step's, its name and number too.
   }
-  CHECK(DerivedRows::RowOf(out[0].track) == DerivedRows::Row::kSteps);
-  CHECK(!DerivedRows::IsDerived(DerivedRows::kFirstDerivedTrack - 1));
-  CHECK(DerivedRows::TrackOf(255, DerivedRows::Row::kMemory) == 8191);
+  rows.Derive({{Work(EventKind::kKernel, 3300, 200, 41, kGpu0, 0), Step(3 * kStepNs, kStepNs, 4)}}, &out);
+  CHECK(StepSpans(out) == Spans{{2, 0, 1900, 700}});
+  rows.Flush(&out);
+  CHECK(StepSpans(out) == Spans{{1, 2, 600, 50}, {3, 0, 2600, 700}, {4, 0, 3300, 200}});
+  CHECK(rows.late_step_work() == 0);
+  // Work of a step made already is left out, and counted.
+  rows.Derive({{Work(EventKind::kKernel, 3600, 10, 11, kGpu0, 0)}}, &out);
+  CHECK(StepSpans(out).empty());
+  CHECK(rows.late_step_work() == 1);
 }
 
-TEST_CASE("derived rows: PyTorch's ProfilerStep#N spans are each GPU's Steps row, unless there are markers") {
+TEST_CASE("derived rows: a step long done is made at the watermark, and a host-only run has no device rows") {
+  DerivedRows rows;
+  std::vector<Event> out;
+  rows.Derive({{Step(0, kStepNs, 1)}}, &out, 5 * DeviceSteps::kCloseLagNs);
+  CHECK(out.empty());  // no GPU: no Steps row.
+  rows.Define(kGpu0, TrackInfo{0, TrackType::kGpuStream, 7, 0});
+  rows.Derive({{test::Launch(kStepNs + 10, 10, 7, 0, kThread), Work(EventKind::kKernel, kStepNs + 50, 100, 7, kGpu0, 0),
+                Step(kStepNs, kStepNs, 2)}},
+              &out, 2 * kStepNs);
+  CHECK(StepSpans(out).empty());
+  rows.Derive({}, &out, 2 * kStepNs + DeviceSteps::kCloseLagNs - 1);
+  CHECK(StepSpans(out).empty());
+  rows.Derive({}, &out, 2 * kStepNs + DeviceSteps::kCloseLagNs);
+  CHECK(StepSpans(out) == Spans{{2, 0, kStepNs + 50, 100}});
+}
+
+TEST_CASE("derived rows: PyTorch's ProfilerStep#N spans are the steps, unless there are markers") {
   DerivedRows rows;
   std::vector<Event> out;
   rows.DefineName(7, "ProfilerStep#3");
   rows.DefineName(8, "aten::conv2d");
-  rows.Define(4, TrackInfo{0, TrackType::kGpuStream, 7, 0});
-  Event shifted = test::Span(100, 50, 7, 1);
+  rows.Define(kGpu0, TrackInfo{0, TrackType::kGpuStream, 7, 0});
+  Event shifted = test::Span(100, 50, 7, kThread);
   shifted.flags |= kFlagStepShift;  // a replay's second loop (replay.cc)
   shifted.payload.step.step_num = 4;
-  rows.Derive({{test::Span(0, 90, 7, 1), test::Span(10, 20, 8, 1), shifted}}, &out);
+  rows.Derive({{test::Launch(10, 5, 1, 0, kThread), test::Span(10, 20, 8, kThread), test::Span(0, 90, 7, kThread),
+                test::Launch(110, 5, 2, 0, kThread), Work(EventKind::kKernel, 60, 80, 1, kGpu0, 0),
+                Work(EventKind::kKernel, 140, 30, 2, kGpu0, 0), shifted}},
+              &out);
+  rows.Flush(&out);
   REQUIRE(out.size() == 2);
   CHECK(out[0].track == DerivedRows::TrackOf(0, DerivedRows::Row::kSteps));
-  CHECK(out[0].ts == 0);
+  CHECK(out[0].ts == 60);  // its kernel's, past the host span's end (90)
+  CHECK(out[0].dur == 80);
   CHECK(out[0].name == 7);
-  CHECK(out[1].ts == 100);
+  CHECK(out[0].kind == EventKind::kHostSpan);
+  CHECK(out[1].ts == 140);
   CHECK((out[1].flags & kFlagStepShift) != 0);  // its number, as the pages read it: 3 + 4.
   CHECK(out[1].payload.step.step_num == 4);
-  // Markers win (as steps.cc's sources): the spans are left out after one.
-  rows.Derive({{Step(200, 100, 9), test::Span(300, 50, 7, 1)}}, &out);
+  // Markers win (as steps.cc's sources): the spans are no steps after one.
+  rows.Derive({{test::Launch(210, 5, 3, 0, kThread), Step(200, 100, 9), test::Launch(310, 5, 4, 0, kThread),
+                test::Span(300, 50, 7, kThread), Work(EventKind::kKernel, 320, 40, 4, kGpu0, 0)}},
+              &out);
+  rows.Flush(&out);
   REQUIRE(out.size() == 1);
   CHECK(out[0].kind == EventKind::kStepMarker);
+  CHECK(out[0].ts == 320);  // by time: the marker's step holds what begins after it
 }
 
 TEST_CASE("derived rows: a GPU's memory in use, one sample per allocation and free of device memory") {
@@ -157,9 +237,12 @@ TEST_CASE("derived rows: the store shows them, exports leave them out, and refus
   const std::vector<Event> defs = {TrackDefEvent(4, TrackInfo{0, TrackType::kGpuStream, 7, 0})};
   Event foreign = Step(0, 10, 0);
   foreign.track = DerivedRows::kFirstDerivedTrack + 3;
-  store.Append(defs, {{Step(0, 1000, 1), Kernel(0, 4, 10, 100, 5), Kernel(0, 4, 200, 100, 6), foreign}});
+  // (the kernels' corr is their start: launched at 5 and 150; the step made at the watermark)
+  store.Append(defs, {{test::Launch(5, 1, 10), test::Launch(150, 1, 200), Step(0, 1000, 1), Kernel(0, 4, 10, 100, 5),
+                       Kernel(0, 4, 200, 100, 6), foreign}},
+               1000 + DeviceSteps::kCloseLagNs);
   const TraceStore::Stats s = store.stats();
-  CHECK(s.events == 3);
+  CHECK(s.events == 5);
   CHECK(s.unstored_events == 1);
   const TraceQueryResult r = store.Query({{}, 0, 1000, 100});
   std::vector<TrackId> tracks;
@@ -168,12 +251,15 @@ TEST_CASE("derived rows: the store shows them, exports leave them out, and refus
                                        DerivedRows::TrackOf(0, DerivedRows::Row::kFrameworkOps)});
   REQUIRE(r.tracks[3].slices.size() == 1);
   CHECK(r.tracks[3].slices[0].name == 5);  // op 6 is still open.
+  REQUIRE(r.tracks[2].slices.size() == 1);
+  CHECK(r.tracks[2].slices[0].ts == 10);  // the step over the GPU's work: [10, 300)
+  CHECK(r.tracks[2].slices[0].dur == 290);
   size_t exported = 0;
   store.ForEach(0, 1000, {}, [&](StoredEventId, const Event& e) {
     ++exported;
     CHECK(!DerivedRows::IsDerived(e.track));
   });
-  CHECK(exported == 3);
+  CHECK(exported == 5);
   // Asked for by id, a derived row is still not exported (a re-import would count steps twice).
   exported = 0;
   store.ForEach(0, 1000, {DerivedRows::TrackOf(0, DerivedRows::Row::kSteps)}, [&](StoredEventId, const Event&) { ++exported; });
