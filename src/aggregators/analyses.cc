@@ -458,7 +458,7 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
     v.input_pipeline_csv = input.OpsCsv();
     v.memory_csv = memory.ToCsv();
   }
-  put(View::kStatus, WriteWith{[&](JsonWriter& w) { WriteStatus(w, overview.env); }});
+  put(View::kStatus, WriteWith{[&](JsonWriter& w) { WriteStatus(w, overview); }});
   return v;
 }
 
@@ -485,10 +485,13 @@ void Analyses::SetSources(std::vector<SourceTotals> sources, uint64_t now_ns) {
   }
 }
 
-void Analyses::WriteStatus(JsonWriter& w, const RunEnvironment& env) const {
+void Analyses::WriteStatus(JsonWriter& w, const OverviewSnapshot& overview) const {
+  const RunEnvironment& env = overview.env;
   // What the stream carried, what was lost, and every diagnostic.
   w.BeginObject();
   w.KV("protocol_version", kViewProtocolVersion);
+  // Whether the job has a device: without one the pages show host views.
+  w.KV("has_device", overview.has_device);
   w.KV("events_consumed", events_consumed_);
   w.KV("events_published", published_);
   w.KV("events_dropped", dropped_);

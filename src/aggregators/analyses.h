@@ -219,7 +219,7 @@ class Analyses {
   // Runs `f`, its time added to `a`'s cost when timed.
   template <typename F>
   void Timed(Analysis a, F&& f);
-  void WriteStatus(JsonWriter& w, const RunEnvironment& env) const;
+  void WriteStatus(JsonWriter& w, const OverviewSnapshot& overview) const;
   class Metrics;  // the MetricSource the alert rules read.
   // Takes the closed steps; evaluates the alerts if any closed (or
   // `pod_steps`: a worker's step closed in the pod view).

@@ -231,6 +231,14 @@ std::string Seconds(uint64_t ns) {
   return buf;
 }
 
+// "Make each batch cheaper", for a job with a GPU or with none.
+std::string CheaperBatches(bool gpu) {
+  return gpu ? "Make each batch cheaper: decode and augment on the GPU (torchvision.transforms.v2 on tensors, "
+               "NVIDIA DALI), or preprocess the dataset once, offline."
+             : "Make each batch cheaper: preprocess the dataset once, offline, and cache decoded samples; "
+               "batch the transforms (torchvision.transforms.v2 on whole tensors).";
+}
+
 // The DataLoader's advice when its workers' rows are known.
 std::vector<std::string> WorkerRecommendations(const InputPipelineSnapshot& s) {
   const std::string n = std::to_string(s.workers.workers.size());
@@ -240,8 +248,7 @@ std::vector<std::string> WorkerRecommendations(const InputPipelineSnapshot& s) {
     out = {
         "Add workers: raise num_workers on the DataLoader. Its " + n + " workers were busy fetching " + busy +
             "% of these steps' time: they do not keep up, and the training loop waits for them.",
-        "Make each batch cheaper: decode and augment on the GPU (torchvision.transforms.v2 on tensors, "
-        "NVIDIA DALI), or preprocess the dataset once, offline.",
+        CheaperBatches(s.window.has_device),
         "Load further ahead: prefetch_factor (batches each worker loads in advance, 2 by default) "
         "absorbs batches that take longer than others.",
         "Keep the workers between epochs: persistent_workers=True (otherwise every epoch starts "
@@ -267,7 +274,11 @@ std::vector<std::string> WorkerRecommendations(const InputPipelineSnapshot& s) {
   return out;
 }
 
-std::string_view InputClassStatement(InputBound b) {
+std::string_view InputClassStatement(InputBound b, bool has_device) {
+  if (b == InputBound::kNot && !has_device) {
+    return "Input on \"device\" (TF's name; this job has no device, so: the host's compute): the step's own "
+           "work sets the step time; input is not the limit (under 5 % of the step time waits for it).";
+  }
   switch (b) {
     case InputBound::kHighly:
       return "Input on \"host\": waiting for input is the largest part of the step (20 % or more of the step "
@@ -298,22 +309,31 @@ std::vector<std::string> Recommendations(const InputPipelineSnapshot& s) {
     return WorkerRecommendations(s);
   }
   if (s.source == InputSource::kPytorchDataLoader) {
-    return {
+    // A job with no device gets the host's advice: no copies to a GPU, the
+    // batches made cheaper on the CPU.
+    const bool gpu = s.window.has_device;
+    std::vector<std::string> out = {
         single_process
-            ? "Load batches in parallel: this DataLoader has num_workers=0, so the training loop "
-              "loads every batch itself. Set num_workers (e.g. to the CPU cores each GPU can have) so "
-              "that worker processes prepare the next batches while the GPU computes."
+            ? (gpu ? "Load batches in parallel: this DataLoader has num_workers=0, so the training loop "
+                     "loads every batch itself. Set num_workers (e.g. to the CPU cores each GPU can have) so "
+                     "that worker processes prepare the next batches while the GPU computes."
+                   : "Load batches in parallel: this DataLoader has num_workers=0, so the training loop "
+                     "loads every batch itself. Set num_workers (2 to 4 to start) so that worker processes "
+                     "prepare the next batches while the model computes; on a CPU-only job they share the "
+                     "cores with the model's own threads (torch.set_num_threads), so measure both.")
             : "Add workers: raise num_workers on the DataLoader (its workers do not keep up: the "
               "training loop still waits for them).",
         "Keep the workers between epochs: persistent_workers=True (otherwise every epoch starts "
         "them again and its first batches wait for it).",
         "Load further ahead: prefetch_factor (batches each worker loads in advance, 2 by default) "
         "absorbs batches that take longer than others.",
-        "Copy batches to the GPU faster: pin_memory=True on the DataLoader, and "
-        ".to(device, non_blocking=True) on each batch.",
-        "Make each batch cheaper: decode and augment on the GPU (torchvision.transforms.v2 on "
-        "tensors, NVIDIA DALI), or preprocess the dataset once, offline.",
     };
+    if (gpu) {
+      out.push_back("Copy batches to the GPU faster: pin_memory=True on the DataLoader, and "
+                    ".to(device, non_blocking=True) on each batch.");
+    }
+    out.push_back(CheaperBatches(gpu));
+    return out;
   }
   // tf.data's four (§3.4), each only for a category that has time, the
   // largest first; none for a pipeline whose stages are not known.
@@ -479,7 +499,7 @@ InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const 
                       "% of the total step time sampled is waiting for input. Therefore, you "
                       "should focus on reducing other time.";
     }
-    s.input_class_statement = InputClassStatement(s.bound);
+    s.input_class_statement = InputClassStatement(s.bound, w.has_device);
     if (s.kernel_launch_level != "no") {
       s.advice.push_back(Pct1(s.kernel_launch_pct) +
                          "% of the total step time sampled is spent on 'Kernel Launch'." +

@@ -60,21 +60,29 @@ OverviewSnapshot BuildOverview(const OverviewInputs& in) {
         p16);
   }
 
-  // Top-10 device ops (§4): IDLE left out, fractions of the op time alone.
+  // Top-10 ops (§4): IDLE left out, fractions of the op time alone.
   uint64_t host_occ = 0, device_occ = 0;
   for (const OpStatsRow& r : in.ops->host.rows) host_occ += r.occurrences;
   for (const OpStatsRow& r : in.ops->device.rows) device_occ += r.occurrences;
   o.host_op_pct = Pct(static_cast<double>(host_occ), static_cast<double>(host_occ + device_occ));
   o.device_op_pct = host_occ + device_occ ? 100 - o.host_op_pct : 0;
-  const double device_op_ns = static_cast<double>(in.ops->device.op_ns);
+  o.has_device = !o.env.devices.empty() || !in.utilization->devices.empty() ||
+                 in.ops->device.op_ns > 0 || w.has_device;
+  // With no device, the host's named ops: what the job's own time went to.
+  const OpStatsSide& side = o.has_device ? in.ops->device : in.ops->host;
+  o.top_ops_side = o.has_device ? "device" : "host";
+  const auto named = [&](const OpStatsRow& r) {
+    return r.name != OpStats::kIdleName && r.name != OpStats::kHostUnattributedName;
+  };
+  const double op_ns = static_cast<double>(side.op_ns);  // IDLE (unattributed) is not in it.
   double cumulative = 0;
-  for (const OpStatsRow& r : in.ops->device.rows) {
+  for (const OpStatsRow& r : side.rows) {
     if (o.top_ops.size() == 10) break;
-    if (r.name == "IDLE") continue;
-    const double pct = Pct(static_cast<double>(r.self_ns), device_op_ns);
+    if (!named(r)) continue;
+    const double pct = Pct(static_cast<double>(r.self_ns), op_ns);
     cumulative += pct;
     TopOp t{r.name, r.type, r.self_us, pct, cumulative, false, false};
-    if (const KernelOpRollup* k = in.kernels->Op(r.name)) {
+    if (const KernelOpRollup* k = o.has_device ? in.kernels->Op(r.name) : nullptr) {
       t.tc_eligible = k->op_tc_eligible;
       t.uses_tc = k->tensor_core_ns != 0;
     }
@@ -176,6 +184,7 @@ void OverviewSnapshot::WriteJson(JsonWriter& w) const {
   w.KV("gpu_utilization_window_ns", gpu_utilization_window_ns);
   w.KV("host_op_pct", host_op_pct);
   w.KV("device_op_pct", device_op_pct);
+  w.KV("has_device", has_device);
   w.Key("recommendation");
   w.BeginObject();
   w.KV("bottleneck", InputBoundName(bound));
@@ -202,6 +211,7 @@ void OverviewSnapshot::WriteJson(JsonWriter& w) const {
   }
   w.EndArray();
   w.EndObject();
+  w.KV("top_ops_side", top_ops_side);
   w.Key("top_ops");
   w.BeginArray();
   for (const TopOp& t : top_ops) {

@@ -70,7 +70,13 @@ struct OverviewSnapshot {
   std::string precision_statement;
   double host_op_pct = 0;    // host op occurrences / all op occurrences (§4).
   double device_op_pct = 0;
-  std::vector<TopOp> top_ops;  // top 10 device ops by self time, IDLE excluded.
+  // The job has (had) a device: a GPU known to the catalog, device activity
+  // or a step with device work. Without one, the pages show host views.
+  bool has_device = false;
+  // Top 10 ops by self time, IDLE excluded: the device's; with no device,
+  // the host's named ops (top_ops_side "host"), unattributed time left out.
+  std::vector<TopOp> top_ops;
+  std::string_view top_ops_side = "device";
   double gpu_utilization_pct = -1;  // union busy / span over the devices; -1 without GPU.
   uint64_t gpu_utilization_window_ns = 0;  // the devices' window (0 = since start).
   RunEnvironment env;

@@ -28,6 +28,10 @@ export const BREAKDOWN_KEYS = [
   ['all_others', 'All others'],
 ];
 
+// The categories a job with no device never has (left out of its views).
+export const DEVICE_CATEGORIES = new Set(['Device compute', 'Device to device', 'Device collective communication',
+  'Kernel launch']);
+
 export function colorOf(category, i) {
   return CATEGORY_COLORS[category] ?? ['#17becf', '#aec7e8', '#ffbb78'][i % 3];
 }

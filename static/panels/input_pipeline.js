@@ -23,7 +23,7 @@ export default {
   mount(root, ctx) {
     root.innerHTML = `
       <section class="card"><h3>Summary</h3><div class="summary"></div></section>
-      <section class="card"><h3>Device-side analysis: input time of each step <span class="muted step-range"></span></h3>
+      <section class="card"><h3><span class="device-title">Device-side analysis: input time of each step</span> <span class="muted step-range"></span></h3>
         <div class="stats device-stats"></div><div class="chart device-chart"></div></section>
       <div class="grid2">
         <section class="card"><h3>Host-side analysis: where input time goes</h3>
@@ -60,15 +60,20 @@ export default {
     root.querySelector('.csv').addEventListener('click', () => ctx.exportCsv('input_pipeline'));
 
     return {
-      render({input_pipeline: ip, steps}) {
+      render({input_pipeline: ip, steps, status}) {
         if (ip) {
           const b = ip.bottleneck;
+          // TF's "device side" is the step as the device runs it; a job with
+          // no device has the host's steps only, and no kernel to launch.
+          const hostOnly = status?.has_device === false;
+          root.querySelector('.device-title').textContent = hostOnly ? 'Input time of each step (no device: the host\'s steps)'
+            : 'Device-side analysis: input time of each step';
           const bad = b.input_classification && !/^not|unknown/i.test(b.input_classification);
           summary.innerHTML =
             `<p class="bottleneck ${bad ? 'bad' : ''}" data-field="input_classification">${esc(b.input_classification || 'unknown')}</p>` +
             `<div class="stats">${stat('Waiting for input', pct(b.input_pct), 'input_pct')}` +
             `${stat(b.compute_on === 'host' ? 'Host compute' : 'Device compute', pct(b.compute_pct), 'compute_pct')}` +
-            `${stat('Kernel launch', pct(b.kernel_launch_pct))}${stat('Idle', pct(b.idle_pct))}${stat('Input on', b.input_class || '—', 'input_class')}</div>` +
+            `${hostOnly ? '' : stat('Kernel launch', pct(b.kernel_launch_pct))}${stat('Idle', pct(b.idle_pct))}${stat('Input on', hostOnly && b.input_class === 'device' ? 'compute (host)' : b.input_class || '—', 'input_class')}</div>` +
             (b.input_class_statement ? `<p class="muted" data-field="input_class_statement">${esc(b.input_class_statement)}</p>` : '') +
             `<p>${esc(b.statement)}</p>${b.next_step ? `<p><b>Next step:</b> ${esc(b.next_step)}</p>` : ''}`;
           const d = ip.device_side;
@@ -87,7 +92,8 @@ export default {
           const hostTotal = HOST_PARTS.reduce((t, [k]) => t + h[k], 0);
           const parts = root.querySelector('.host-parts');
           if (hostTotal > 0) {
-            barList(parts, HOST_PARTS.map(([k, label]) => ({label, value: h[k],
+            // No device: nothing is enqueued to one (the row left out when 0).
+            barList(parts, HOST_PARTS.filter(([k]) => !(hostOnly && k === 'enqueue_us' && !h[k])).map(([k, label]) => ({label, value: h[k],
               text: `${num(h[k] / 1e3, 1)} ms${` (${pct(100 * h[k] / hostTotal, 0)})`}`})), colorOf('Input'));
             if (!h.enqueue_scaled) {
               parts.insertAdjacentHTML('beforeend', '<p class="muted basis">The input ops\' own (self) time by category: ' +

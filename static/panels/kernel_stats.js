@@ -2,7 +2,7 @@
 // use, its framework op) with its durations; the top kernels and the
 // duration histogram of the one selected (the `kernel_stats` view model).
 import {Bars, barList} from '../charts.js';
-import {duration, esc, int, num, pct} from '../format.js';
+import {duration, esc, int, num, pct, us} from '../format.js';
 import {Table} from '../table.js';
 import {stat} from './common.js';
 
@@ -14,6 +14,7 @@ export default {
 
   mount(root, ctx) {
     root.innerHTML = `
+      <p class="card no-device" data-field="no_device" hidden></p>
       <div class="grid2">
         <section class="card"><h3>Top 10 kernels by total time <span class="muted totals"></span></h3><div class="top"></div></section>
         <section class="card"><h3>Duration histogram: <span class="hist-name muted">click a kernel</span></h3>
@@ -27,10 +28,10 @@ export default {
       {key: 'kernel_name', label: 'Kernel', name: true, short: true},
       {key: 'op_name', label: 'Framework op', name: true, short: true},
       {key: 'occurrences', label: 'Occurrences', numeric: true},
-      {key: 'total_us', label: 'Total (µs)', numeric: true, fmt: (v) => num(v, 1)},
-      {key: 'avg_us', label: 'Avg (µs)', numeric: true, fmt: (v) => num(v, 1)},
-      {key: 'min_us', label: 'Min (µs)', numeric: true, fmt: (v) => num(v, 1)},
-      {key: 'max_us', label: 'Max (µs)', numeric: true, fmt: (v) => num(v, 1)},
+      {key: 'total_us', label: 'Total', numeric: true, fmt: (v) => us(v)},
+      {key: 'avg_us', label: 'Avg', numeric: true, fmt: (v) => us(v)},
+      {key: 'min_us', label: 'Min', numeric: true, fmt: (v) => us(v)},
+      {key: 'max_us', label: 'Max', numeric: true, fmt: (v) => us(v)},
       {key: 'registers_per_thread', label: 'Registers per thread', numeric: true},
       {key: 'shared_mem_bytes', label: 'Shared mem (B)', numeric: true, fmt: int},
       {key: 'block', label: 'Block'},
@@ -68,9 +69,17 @@ export default {
     }
 
     return {
-      render({kernel_stats: k}) {
+      render({kernel_stats: k, status}) {
         if (!k) return;
         last = k;
+        // A job with no device has no kernels: the page says so, and where
+        // its time is, instead of empty tables.
+        const noDevice = status?.has_device === false && !k.rows.length;
+        const line = root.querySelector('.no-device');
+        line.hidden = !noDevice;
+        line.textContent = noDevice ? 'No GPU kernels: this job has no device (no GPU was seen; the Overview\'s run ' +
+          'environment says why). Its ops ran on the host: TF stats lists them, the Trace viewer shows them.' : '';
+        for (const el of root.querySelectorAll(':scope > .grid2, :scope > section')) el.hidden = noDevice;
         table.setRows(k.rows);
         root.querySelector('.totals').innerHTML =
           `<span data-field="kernel_count">${esc(int(k.kernel_count))}</span> kernels, ${esc(duration(k.kernel_ns))}, ${esc(int(k.distinct_rows))} distinct` +

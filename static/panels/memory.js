@@ -64,6 +64,12 @@ export default {
     root.querySelector('.csv').addEventListener('click', () => ctx.exportCsv('memory'));
     select.addEventListener('change', () => last && draw(last));
     let last = null;
+    let hostOnly = false;  // the job has no device (status.has_device).
+    // What the page has not got for a job with no device, and where to look.
+    const NO_DEVICE = 'No device memory: this job has no device (no GPU was seen). This page shows the memory of ' +
+      'device allocators: the CUDA caching allocator\'s under liveprof run, a framework\'s allocator events (TensorFlow, ' +
+      'PyTorch\'s memory profiler in a replayed trace), LIVEPROF_ALLOC/LIVEPROF_FREE in C++. A CPU process\'s own ' +
+      'memory (its resident set, RSS) is not recorded yet: use top or /proc/<pid>/status for it meanwhile.';
 
     function draw(m) {
       const ids = m.memories.map((x) => x.id);
@@ -73,8 +79,11 @@ export default {
         if (ids.includes(keep)) select.value = keep;
       }
       const x = m.memories.find((y) => y.id === select.value) ?? m.memories[0];
+      select.hidden = !x;
+      for (const el of root.querySelectorAll(':scope > section:not(:first-child)')) el.hidden = !x && hostOnly;
       if (!x) {
-        summary.innerHTML = '<p class="muted">No allocation seen yet.</p>';
+        summary.innerHTML = hostOnly ? `<p class="empty-why" data-field="no_device">${esc(NO_DEVICE)}</p>`
+          : '<p class="muted">No allocation seen yet.</p>';
         return;
       }
       summary.innerHTML = `<div class="stats">${stat('Peak heap usage (lifetime)', bytes(x.lifetime_peak_heap_bytes), 'lifetime_peak_heap_bytes')}` +
@@ -125,9 +134,10 @@ export default {
     }
 
     return {
-      render({memory: m}) {
+      render({memory: m, status}) {
         if (!m) return;
         last = m;
+        hostOnly = status?.has_device === false;
         draw(m);
       },
     };

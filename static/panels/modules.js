@@ -2,7 +2,7 @@
 // time (total and self), backward time, and on CUDA the memory its forward
 // keeps (the `modules` view model). Filled by `liveprof run`'s hooks at
 // host trace level 3 (docs/attach.md); until then, how to turn them on.
-import {bytes, int, num} from '../format.js';
+import {bytes, int, num, us} from '../format.js';
 import {Table} from '../table.js';
 
 const COLUMNS = [
@@ -11,10 +11,10 @@ const COLUMNS = [
   {key: 'forward_ms', label: 'Forward (ms)', numeric: true, fmt: (v) => num(v, 2)},
   {key: 'forward_self_ms', label: 'Forward self (ms)', numeric: true, fmt: (v) => num(v, 2),
     title: 'forward time less its child modules\''},
-  {key: 'avg_forward_us', label: 'Avg. forward (µs)', numeric: true, fmt: (v) => num(v, 1)},
+  {key: 'avg_forward_us', label: 'Avg. forward', numeric: true, fmt: (v) => us(v)},
   {key: 'backward_ms', label: 'Backward (ms)', numeric: true, fmt: (v, r) => (r.backward_calls ? num(v, 2) : '—'),
     title: 'from its output\'s gradient reaching it to its inputs\' and parameters\' gradients'},
-  {key: 'avg_backward_us', label: 'Avg. backward (µs)', numeric: true, fmt: (v, r) => (r.backward_calls ? num(v, 1) : '—'),
+  {key: 'avg_backward_us', label: 'Avg. backward', numeric: true, fmt: (v, r) => (r.backward_calls ? us(v) : '—'),
     title: '— : no backward observed (a module fed with data that has no parameters of its own)'},
   {key: 'memory_bytes_last', label: 'Memory kept (last)', numeric: true, fmt: (v) => (v === null ? '—' : bytes(v)),
     title: 'CUDA bytes its forward left allocated: activations and outputs'},

@@ -10,7 +10,7 @@
 // liveprof's GPU utilization (the Overview's, from the `overview` view) and
 // the Tensor Core share by kernel family (the Kernel stats page's).
 import {StackedBars} from '../charts.js';
-import {esc, num, pct} from '../format.js';
+import {esc, pct, us} from '../format.js';
 import {Table} from '../table.js';
 import {colorOf, stat} from './common.js';
 
@@ -54,9 +54,9 @@ export default {
         <section class="card"><h3>Performance summary <span class="muted">(the PyTorch profiler plugin's Overview)</span></h3>
           <div class="summary"></div></section>
         <section class="card"><h3>Recommendation</h3><ul class="recommendations"></ul>
-          <h4>GPU summary</h4><div class="gpu"></div></section>
+          <h4 class="gpu-title">GPU summary</h4><div class="gpu"></div></section>
       </div>
-      <section class="card"><h3>Step time breakdown (µs) <span class="muted range"></span></h3>
+      <section class="card"><h3>Step time breakdown <span class="muted range"></span></h3>
         <div class="chart pytorch-chart"></div><div class="steps-table"></div></section>
       <p class="muted notes"></p>`;
     const summary = root.querySelector('.summary');
@@ -66,8 +66,12 @@ export default {
     let table = null;
     let shape = '';
 
-    function layout(names) {
-      const key = names.join('|');
+    // The chart in ms when the steps are (the plugin's µs otherwise); the
+    // tables in the unit of each value's magnitude.
+    let scale = 1;
+    function layout(names, unitScale) {
+      const key = `${names.join('|')}/${unitScale}`;
+      scale = unitScale;
       if (key === shape) return;
       shape = key;
       const el = root.querySelector('.pytorch-chart');
@@ -75,12 +79,12 @@ export default {
       el.innerHTML = '';
       chart = new StackedBars(el, {
         categories: names.map((n, i) => ({label: n, color: ROLE_COLORS[n] ?? colorOf(n, i)})),
-        xLabel: 'step', yLabel: 'µs', fmt: (v) => `${num(v, 1)} µs`,
+        xLabel: 'step', yLabel: scale === 1 ? 'µs' : 'ms', fmt: (v) => us(v * scale),
       });
       table = new Table(root.querySelector('.steps-table'), [
         {key: 'step', label: 'Step'},
-        ...names.map((n, i) => ({key: `r${i}`, label: n, numeric: true, fmt: (v) => num(v, 1)})),
-        {key: 'total', label: 'Total', numeric: true, fmt: (v) => num(v, 1)},
+        ...names.map((n, i) => ({key: `r${i}`, label: n, numeric: true, fmt: (v) => us(v)})),
+        {key: 'total', label: 'Total', numeric: true, fmt: (v) => us(v)},
       ], {sort: {key: 'order', desc: true}});
     }
 
@@ -90,25 +94,26 @@ export default {
         root.dataset.pytorchSeq = p.seq;  // the answer drawn (the overview moves data-seq too).
         const names = roles(p.steps?.columns ?? []);
         const rows = p.steps?.rows ?? [];
-        layout(names);
         // A row: [step, value, tooltip, value, tooltip, ...].
         const values = names.map((_, i) => rows.map((r) => +r[1 + 2 * i]));
+        const longest = Math.max(0, ...rows.map((_, k) => values.reduce((t, v) => t + v[k], 0)));
+        layout(names, longest >= 1e3 ? 1e3 : 1);
         // The step numbers on the x axis when they run forward; else the
         // rows' order (the plugin's fallback step is "0").
         const nums = rows.map((r) => +r[0]);
         const forward = nums.every((n, i) => Number.isFinite(n) && (i === 0 || n > nums[i - 1]));
         const xs = forward ? nums : rows.map((_, i) => i);
-        chart.setData(xs, values);
+        chart.setData(xs, values.map((v) => v.map((x) => x / scale)));
         table.setRows(rows.map((r, k) => Object.fromEntries([['order', k], ['step', r[0]],
           ...names.map((_, i) => [`r${i}`, +r[1 + 2 * i]]), ['total', names.reduce((t, _, i) => t + +r[1 + 2 * i], 0)]])));
         range.textContent = rows.length ? `steps ${rows[0][0]}–${rows[rows.length - 1][0]} (${rows.length})` : '';
 
         const perf = p.performance?.[0];
         summary.innerHTML = perf
-          ? `<div class="stats">${stat('Average step time', `${num(+perf.value, 1)} µs`, 'avg_step_us')}</div>` +
-            `<table class="breakdown"><thead><tr><th>Role</th><th class="num">µs per step</th><th class="num">% of step</th></tr></thead><tbody>${
+          ? `<div class="stats">${stat('Average step time', us(+perf.value), 'avg_step_us')}</div>` +
+            `<table class="breakdown"><thead><tr><th>Role</th><th class="num">per step</th><th class="num">% of step</th></tr></thead><tbody>${
               (perf.children ?? []).map((c) => `<tr data-role="${esc(c.name)}"><td><i class="swatch" style="background:${ROLE_COLORS[c.name] ?? '#999'}"></i>` +
-                `${esc(c.name)}</td><td class="num">${num(+c.value, 1)}</td><td class="num">${pct(+c.extra, 2)}</td></tr>`).join('')}</tbody></table>`
+                `${esc(c.name)}</td><td class="num">${us(+c.value)}</td><td class="num">${pct(+c.extra, 2)}</td></tr>`).join('')}</tbody></table>`
           : '<p class="muted empty-why">No step yet: the PyTorch view needs ProfilerStep#N spans (torch.profiler) or, failing them, any ' +
             'operator and device events to make one step of the whole run.</p>';
         const recs = p.liveprof?.recommendation_list ?? [];
@@ -132,6 +137,7 @@ export default {
           ours.push(defined(`GPU ${g.device}: Kernel time on Tensor Cores (liveprof, by kernel family)`,
             pct(g.tensor_cores_by_family_pct, 2), defs.tensor_cores_by_family_pct ?? '', `liveprof_tensor_cores_${g.device}`));
         }
+        root.querySelector('.gpu-title').textContent = gpu.length ? 'GPU summary' : 'Run summary (no GPU)';
         root.querySelector('.gpu').innerHTML = gpu.length
           ? `<table class="gpu-summary"><tbody>${gpu.map((g) => (g.value === ''
             ? `<tr><th colspan="2">${esc(g.title)}</th></tr>`

@@ -3,7 +3,7 @@
 // self time (by op and by op type, device and host), and CSV export (the
 // `tf_stats` view model).
 import {pie} from '../charts.js';
-import {num, pct} from '../format.js';
+import {num, pct, us} from '../format.js';
 import {Table} from '../table.js';
 
 const COLUMNS = [
@@ -11,10 +11,12 @@ const COLUMNS = [
   {key: 'type', label: 'Type'},
   {key: 'name', label: 'Operation', name: true, short: true},
   {key: 'occurrences', label: '#Occurrences', numeric: true},
-  {key: 'total_us', label: 'Total time (µs)', numeric: true, fmt: (v) => num(v, 1)},
-  {key: 'avg_us', label: 'Avg. time (µs)', numeric: true, fmt: (v) => num(v, 1)},
-  {key: 'self_us', label: 'Total self-time (µs)', numeric: true, fmt: (v) => num(v, 1)},
-  {key: 'avg_self_us', label: 'Avg. self-time (µs)', numeric: true, fmt: (v) => num(v, 1)},
+  // Times in the unit of their magnitude ("269.6 ms", "812.0 µs"); sorted,
+  // filtered and exported (CSV) in µs.
+  {key: 'total_us', label: 'Total time', numeric: true, fmt: (v) => us(v)},
+  {key: 'avg_us', label: 'Avg. time', numeric: true, fmt: (v) => us(v)},
+  {key: 'self_us', label: 'Total self-time', numeric: true, fmt: (v) => us(v)},
+  {key: 'avg_self_us', label: 'Avg. self-time', numeric: true, fmt: (v) => us(v)},
   {key: 'self_pct', label: 'Self-time %', numeric: true, fmt: (v) => pct(v, 2)},
   {key: 'cumulative_pct', label: 'Cumulative self-time %', numeric: true, fmt: (v) => pct(v, 2)},
 ];
@@ -39,7 +41,8 @@ export default {
       <section class="card"><h3>Operations
         <label><input type="checkbox" class="idle" checked> include IDLE</label>
         <button class="csv">Export CSV</button></h3>
-        <h4>On the device</h4><div class="device"></div>
+        <div class="device-part"><h4>On the device</h4><div class="device"></div></div>
+        <p class="muted no-device" data-field="no_device" hidden></p>
         <h4>On the host</h4><p class="muted host-note" data-field="host_note"></p><div class="host"></div></section>`;
     const options = {filterKeys: ['name', 'type'], filterLabel: 'op name or type', sort: {key: 'rank', desc: false}};
     const device = new Table(root.querySelector('.device'), COLUMNS, options);
@@ -51,11 +54,19 @@ export default {
     const fmt = (v) => `${num(v / 1e3, 1)} ms`;
 
     return {
-      render({tf_stats: t}) {
+      render({tf_stats: t, status}) {
         if (!t) return;
         device.setRows(t.device.rows);
         host.setRows(t.host.rows);
+        // A job with no device: its host's ops only, and a line that says so
+        // (a job with a GPU whose window has no device op yet keeps both).
         const cpuOnly = t.device.total_us === 0;
+        const noDevice = cpuOnly && status?.has_device === false;
+        root.querySelector('.device-part').hidden = noDevice;
+        for (const name of ['device-type', 'device-op']) pieEl(name).hidden = noDevice;
+        const line = root.querySelector('.no-device');
+        line.hidden = !noDevice;
+        line.textContent = noDevice ? 'This job has no device (no GPU was seen): every op ran on the host, below.' : '';
         root.querySelector('.totals').textContent = (cpuOnly ? 'no device; ' :
           `device ${num(t.device.total_us / 1e3, 1)} ms (ops ${num(t.device.op_us / 1e3, 1)}, IDLE ${num(t.device.idle_us / 1e3, 1)}); `) +
           `host ${num(t.host.total_us / 1e3, 1)} ms${t.include_idle ? '' : ` — ${cpuOnly ? 'unattributed host time' : 'IDLE'} excluded`}`;

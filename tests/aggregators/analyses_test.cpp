@@ -225,6 +225,54 @@ TEST_CASE("analyses: a step window draws every step it holds, up to 1000, and sa
   CHECK(steps["steps_kept"] == 10000);
 }
 
+TEST_CASE("analyses: a job with no device says so, and its overview's top ops are the host's named ops") {
+  test::WorkloadShape shape;
+  shape.steps = 20;
+  test::Workload w = test::MakeWorkload(shape);
+  {
+    Diagnostics diag;
+    Analyses gpu(AnalysesOptions{}, &diag);
+    Feed(gpu, w, 1000);
+    const RenderedViews v = gpu.Render(RenderOptions{});
+    CHECK(Parse(v.status)["has_device"] == true);
+    const auto o = Parse(v.overview);
+    CHECK(o["has_device"] == true);
+    CHECK(o["top_ops_side"] == "device");
+  }
+  // The same job on the CPU: its framework ops and input, no CUDA call, no
+  // kernel, no copy, no device memory.
+  std::erase_if(w.events, [](const Event& e) {
+    return e.kind == EventKind::kKernel || e.kind == EventKind::kMemcpyHtoD || e.kind == EventKind::kRuntimeApi ||
+           e.kind == EventKind::kAlloc || e.kind == EventKind::kFree;
+  });
+  Diagnostics diag;
+  Analyses cpu(AnalysesOptions{}, &diag);
+  Feed(cpu, w, 1000);
+  const RenderedViews v = cpu.Render(RenderOptions{});
+  CHECK(Parse(v.status)["has_device"] == false);
+  const auto o = Parse(v.overview);
+  CHECK(o["has_device"] == false);
+  CHECK(o["top_ops_side"] == "host");
+  CHECK(o["run_environment"]["device_type"] == "CPU");
+  REQUIRE(o["top_ops"].size() == 10);
+  // The host table's named ops, in its order, as shares of the ops' time.
+  const auto tf = Parse(v.tf_stats);
+  std::vector<std::string> named;
+  for (const auto& r : tf["host"]["rows"]) {
+    const std::string n = r["name"];
+    if (n != "Host compute (unattributed)" && n != "IDLE") named.push_back(n);
+  }
+  double cumulative = 0;
+  for (size_t i = 0; i < 10; ++i) {
+    CHECK(o["top_ops"][i]["name"] == named[i]);
+    CHECK(o["top_ops"][i]["name"].get<std::string>() != "Host compute (unattributed)");
+    cumulative += o["top_ops"][i]["self_pct"].get<double>();
+    CHECK(o["top_ops"][i]["cumulative_pct"].get<double>() == doctest::Approx(cumulative));
+  }
+  CHECK(cumulative > 0);
+  CHECK(cumulative <= 100.0001);
+}
+
 TEST_CASE("analyses: a span with a bad duration is counted once and reaches no table") {
   test::WorkloadShape shape;
   shape.steps = 3;

@@ -165,8 +165,32 @@ TEST_CASE("input pipeline: a PyTorch DataLoader's waits and fetches make PyTorch
   CHECK(s.source_statement == "The input is a PyTorch DataLoader. The training loop waited 1.2 ms in 2 batches for it; "
                               "below, what its loading was spent on.");
   CHECK(s.next_step == "Look at the host-side breakdown of input time below.");
-  REQUIRE(s.recommendations.size() == 5);
+  // No device in the window (a CPU job): host advice, nothing about a GPU.
+  REQUIRE(s.recommendations.size() == 4);
   CHECK(s.recommendations[0].starts_with("Add workers: raise num_workers"));
+  for (const std::string& r : s.recommendations) {
+    CHECK_MESSAGE(r.find("GPU") == std::string::npos, r);
+    CHECK_MESSAGE(r.find("pin_memory") == std::string::npos, r);
+  }
+  CHECK(s.recommendations[3].starts_with("Make each batch cheaper: preprocess the dataset once"));
+  // With a device: the copies (pin_memory) and the GPU's transforms too.
+  StepWindow g = w;
+  g.has_device = true;
+  const InputPipelineSnapshot sg = AnalyzeInputPipeline(g, ops);
+  REQUIRE(sg.recommendations.size() == 5);
+  CHECK(sg.recommendations[3].starts_with("Copy batches to the GPU faster: pin_memory=True"));
+  CHECK(sg.recommendations[4].find("decode and augment on the GPU") != std::string::npos);
+  // num_workers=0 (waits, no fetch in workers): its first advice names the
+  // GPU only when there is one.
+  const std::vector<InputOpRecord> single = {
+      {"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", InputStage::kWait, 2, 1'500'000, 300'000},
+      {"DataLoader fetch#TensorDataset", InputStage::kPreprocess, 2, 1'200'000, 1'200'000}};
+  const InputPipelineSnapshot one_cpu = AnalyzeInputPipeline(w, single);
+  REQUIRE(one_cpu.single_process_loader);
+  CHECK(one_cpu.recommendations[0].find("while the model computes") != std::string::npos);
+  CHECK(one_cpu.recommendations[0].find("GPU") == std::string::npos);
+  const InputPipelineSnapshot one_gpu = AnalyzeInputPipeline(g, single);
+  CHECK(one_gpu.recommendations[0].find("while the GPU computes") != std::string::npos);
   REQUIRE(s.ops.size() == 1);  // the fetches; the wait is not an input op.
   CHECK(s.ops[0].category == InputCategory::kPreprocessing);
   CHECK(InputSourceOf("enumerate(DataPipe)#ShufflerIterDataPipe") == InputSource::kPytorchDataLoader);

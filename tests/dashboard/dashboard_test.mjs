@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import {readFileSync} from 'node:fs';
 import {after, before, describe, test} from 'node:test';
-import {api, assertShown, assertShownSoon, launchBrowser, openPage, parseCsv, screenshot, shownNumber,
+import {api, assertShown, assertShownSoon, assertShownUs, launchBrowser, openPage, parseCsv, screenshot, shownNumber,
   startServer, stopServer} from './harness.mjs';
 
 const STEPS = 60;  // ~5 s of the input-bound scenario; then the data holds still.
@@ -155,7 +155,7 @@ describe('the dashboard on the input-bound demo', () => {
     const tf = await api(base, '/api/tf_stats');
     const firstDevice = page.locator('.page[data-page=tf_stats] .device tbody tr').first().locator('td');
     assert.equal(await firstDevice.nth(2).innerText(), tf.device.rows[0].name);
-    assertShown(assert, await firstDevice.nth(6).innerText(), tf.device.rows[0].self_us, 'device self time of rank 1');
+    assertShownUs(assert, await firstDevice.nth(6).innerText(), tf.device.rows[0].self_us, 'device self time of rank 1');
     assert.equal(await page.locator('.page[data-page=tf_stats] .device tbody tr').count(), tf.device.rows.length);
     assert.equal(await page.locator('.page[data-page=tf_stats] .pie canvas').count(), 4);
     await screenshot(page, 'tf_stats');

@@ -188,6 +188,16 @@ export function assertShown(assert, text, expected, what) {
     `${what}: the page shows ${text} (${value}), /api says ${expected}`);
 }
 
+// A time shown in the unit of its magnitude (format.js's us(): "269.6 ms",
+// "812.0 µs", "3.20 s", "450 ns") equal to `expectedUs` at the precision
+// shown, in that unit.
+const MICROS = {ns: 1e-3, 'µs': 1, ms: 1e3, s: 1e6};
+export function assertShownUs(assert, text, expectedUs, what) {
+  const unit = String(text).trim().match(/(ns|µs|ms|s)$/)?.[1];
+  assert.ok(unit, `${what}: '${text}' has no time unit`);
+  assertShown(assert, text, expectedUs / MICROS[unit], `${what} (in ${unit})`);
+}
+
 // Until the element's number equals what `expected()` (re-read each try, an
 // /api call) says, at the precision shown: a page draws each publication a
 // moment after /api has it, and a header figure comes with the status

@@ -9,7 +9,7 @@ import {execFileSync} from 'node:child_process';
 import {existsSync} from 'node:fs';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
-import {LIVEPROF, api, assertShown, launchBrowser, openPage, screenshot, startServer, stopServer} from './harness.mjs';
+import {LIVEPROF, api, assertShown, assertShownUs, launchBrowser, openPage, screenshot, startServer, stopServer} from './harness.mjs';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const TRACE = path.join(root, '..', 'shared', 'data', 'gpu', 'h200', 'resnet18_h200_slowloader.pt.trace.json.gz');
@@ -148,11 +148,11 @@ describe('a replayed PyTorch job whose DataLoader is slow', {skip: absent && `${
     const card = page.locator('.page[data-page=pytorch]');
     await page.waitForFunction((seq) => +(document.querySelector('.page[data-page=pytorch]')?.dataset.pytorchSeq ?? 0) >= seq, now.seq);
     const perf = now.performance[0];
-    assertShown(assert, await card.locator('[data-field=avg_step_us] .stat-value').innerText(), perf.value, 'average step µs');
+    assertShownUs(assert, await card.locator('[data-field=avg_step_us] .stat-value').innerText(), perf.value, 'average step');
     const dl = perf.children.find((c) => c.name === 'DataLoader');
     assert.ok(dl.extra > 80, `DataLoader is ${dl.extra}% of the slow-loader step`);
     const dlRow = await card.locator('tr[data-role=DataLoader] td').allInnerTexts();
-    assertShown(assert, dlRow[1], dl.value, 'DataLoader µs');
+    assertShownUs(assert, dlRow[1], dl.value, 'DataLoader per step');
     assertShown(assert, dlRow[2], dl.extra, 'DataLoader %');
     // The plugin's text, its pytorch.org link a link (no HTML shown as text).
     const recs = await card.locator('.recommendations li').allInnerTexts();

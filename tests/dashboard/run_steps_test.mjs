@@ -11,7 +11,7 @@ import {existsSync, mkdtempSync, rmSync, writeFileSync} from 'node:fs';
 import {tmpdir} from 'node:os';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
-import {LIVEPROF, api, launchBrowser, openPage, screenshot, startServer, stopServer, until} from './harness.mjs';
+import {LIVEPROF, api, assertShownUs, launchBrowser, openPage, screenshot, startServer, stopServer, until} from './harness.mjs';
 
 const LIBRARY = path.join(path.dirname(LIVEPROF), '..', 'python', 'liveprof', 'libliveprof.so');
 const SKIP = existsSync(LIBRARY) ? false : `no ${LIBRARY} in this build (a sanitizer build): the release suite runs it`;
@@ -84,6 +84,7 @@ print("CORPUS steps=%d forward_us=%.1f" % (steps, forward_s * 1e6 / steps), flus
 let browser;
 let dir;
 let server;
+let cpuJob = '';  // the CPU CNN's server, kept (--linger) for the next test.
 
 async function run(name, script) {
   const file = path.join(dir, name);
@@ -183,7 +184,7 @@ describe('liveprof run: the job\'s steps on the dashboard', {skip: SKIP}, () => 
   });
 
   test('a CPU job\'s compute: its forward and backward as ops, timed as its stopwatch says; never IDLE', async () => {
-    const base = await run('cpu_cnn.py', CPU_CNN);
+    const base = cpuJob = await run('cpu_cnn.py', CPU_CNN);
     const said = await until('the job\'s stopwatch', async () => server.output.match(/forward_us=([\d.]+)/), 10);
     const stopwatch = Number(said[1]);
     const t = await until('TF stats with the forward', async () => {
@@ -212,6 +213,84 @@ describe('liveprof run: the job\'s steps on the dashboard', {skip: SKIP}, () => 
     await page.goto(`${base}#trace_viewer`);
     await new Promise((r) => setTimeout(r, 3000));
     await screenshot(page, 'trace_viewer_cpu_job');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+  test('a CPU job\'s pages are host-shaped: host categories, host top ops, no GPU advice, what Memory has not got', async () => {
+    const base = cpuJob || await run('cpu_cnn.py', CPU_CNN);
+    const status = await api(base, '/api/status');
+    assert.equal(status.has_device, false);
+    const o = await api(base, '/api/overview');
+    assert.equal(o.has_device, false);
+    assert.equal(o.top_ops_side, 'host');
+    const page = await openPage(browser, `${base}#overview`);
+    const ov = page.locator('.page[data-page=overview]');
+    await ov.locator('[data-field=host_only]').waitFor();
+    // The step's categories are the host's; no device figure is shown.
+    const categories = await ov.locator('table.breakdown tbody td:first-child').allInnerTexts();
+    assert.deepEqual(categories, ['Host compute', 'Input', 'Output', 'Compilation', 'All others']);
+    assert.equal(await ov.locator('[data-field=gpu_utilization_pct] .stat-value').innerText(), 'no GPU');
+    assert.equal(await ov.locator('[data-field=device_compute_16bit_pct]').count(), 0);
+    const legend = await ov.locator('.steps-chart .u-legend').innerText();
+    assert.doesNotMatch(legend, /Device|Kernel launch/, legend);
+    assert.match(legend, /Host compute/);
+    // The host's top ops, as /api has them, in the unit of their magnitude.
+    assert.equal(await ov.locator('.top-ops-title').innerText(), 'Top 10 host operations (self time)');
+    const headers = await ov.locator('.top-ops thead th:visible').allInnerTexts();
+    assert.ok(!headers.some((h) => /Tensor Core/.test(h)), headers.join('|'));
+    assert.ok(o.top_ops.length >= 3 && o.top_ops.every((r) => r.name !== 'Host compute (unattributed)'));
+    const first = await ov.locator('.top-ops tbody tr').first().locator('td').allInnerTexts();
+    assert.equal(first[0], o.top_ops[0].name);
+    assertShownUs(assert, first[2], o.top_ops[0].self_us, `${o.top_ops[0].name}'s self time`);
+    const advice = [...o.recommendation.advice, o.recommendation.next_step].join(' ');
+    assert.doesNotMatch(advice, /GPU|pin_memory/, advice);
+    await screenshot(page, 'overview_cpu_job');
+
+    // Input pipeline: no kernel launch, no GPU in what to try.
+    await page.goto(`${base}#input_pipeline`);
+    const ip = page.locator('.page[data-page=input_pipeline]');
+    await until('the input page', async () => /no device/.test(await ip.locator('.device-title').innerText()), 15);
+    const labels = await ip.locator('.summary .stat-label').allInnerTexts();
+    assert.ok(labels.includes('Host compute') && !labels.includes('Kernel launch'), labels.join('|'));
+    const ipApi = await api(base, '/api/input_pipeline');
+    if (ipApi.bottleneck.input_class === 'device') {  // not input-bound: TF's "device" is the host's compute here.
+      assert.equal(await ip.locator('[data-field=input_class] .stat-value').innerText(), 'compute (host)');
+      assert.match(ipApi.bottleneck.input_class_statement, /no device/);
+    }
+    assert.doesNotMatch(await ip.locator('.host-parts').innerText(), /Enqueuing data to the device/);
+    const tips = await ip.locator('.advice li').allInnerTexts();
+    assert.ok(tips.length >= 3, tips.join('|'));
+    for (const tip of tips) assert.doesNotMatch(tip, /GPU|pin_memory/, tip);
+    await screenshot(page, 'input_pipeline_cpu_job');
+
+    // TF stats: the host's tables and pies only, and why.
+    await page.goto(`${base}#tf_stats`);
+    const tf = page.locator('.page[data-page=tf_stats]');
+    await tf.locator('[data-field=no_device]').waitFor();
+    assert.equal(await tf.locator('.device-part').isVisible(), false);
+    assert.equal(await tf.locator('[data-pie=device-op]').isVisible(), false);
+    assert.equal(await tf.locator('[data-pie=host-op]').isVisible(), true);
+
+    // Kernel stats and Memory say what they have not got, instead of empty tables.
+    await page.goto(`${base}#kernel_stats`);
+    const ks = page.locator('.page[data-page=kernel_stats]');
+    await ks.locator('[data-field=no_device]').waitFor();
+    assert.match(await ks.locator('[data-field=no_device]').innerText(), /No GPU kernels.*TF stats/);
+    assert.equal(await ks.locator('.kernels').isVisible(), false);
+    await screenshot(page, 'kernel_stats_cpu_job');
+    await page.goto(`${base}#memory`);
+    const mem = page.locator('.page[data-page=memory]');
+    await mem.locator('[data-field=no_device]').waitFor();
+    assert.match(await mem.locator('[data-field=no_device]').innerText(), /No device memory.*RSS.*not recorded yet/);
+    assert.equal(await mem.locator('.timeline').isVisible(), false);
+    await screenshot(page, 'memory_cpu_job');
+
+    // PyTorch: the plugin's summary of a CPU run, in the units that fit.
+    await page.goto(`${base}#pytorch`);
+    const pt = page.locator('.page[data-page=pytorch]');
+    await until('the PyTorch page', async () => (await pt.locator('.gpu-title').innerText()) === 'Run summary (no GPU)', 15);
+    assert.match(await pt.locator('[data-field=avg_step_us] .stat-value').innerText(), / ms$/);
+    await screenshot(page, 'pytorch_cpu_job');
     assert.deepEqual(page.errors, []);
     await page.close();
   });
