@@ -12,13 +12,17 @@
 // (kept there while the page scrolls). "Follow" tails the newest events at
 // the current zoom. On a fleet view (liveprof fleet) it shows one host's
 // trace, picked in its bar or by the hash (#trace_viewer?host=H), every
-// request forwarded to that host's agent (trace/source.js).
+// request forwarded to that host's agent (trace/source.js). The labels'
+// gutter is as wide as its handle is dragged (trace/gutter.js); the canvas
+// draws in the page's light or dark theme (trace/theme.js).
 import {bytes, duration, esc, int, num} from '../format.js';
 import {counterText, drawTrace, prepareTile, xToTime} from '../trace/draw.js';
 import {AXIS_H, GUTTER, MAX_LANES, PIN_W, laneAt, layoutPinned, layoutRows, rowAt} from '../trace/layout.js';
 import {KeyMotion, frameEvent} from '../trace/nav.js';
 import {mountSearch, noMatch} from '../trace/search.js';
 import {sumArea} from '../trace/area.js';
+import {mountGutter} from '../trace/gutter.js';
+import {watchTheme} from '../trace/theme.js';
 import {TileLoader, covers} from '../trace/tiles.js';
 import {fleetSource, localSource, mountHostPicker} from '../trace/source.js';
 
@@ -200,6 +204,12 @@ export default {
     }
     let frame = 0;
     function schedule() { if (!frame) frame = requestAnimationFrame(draw); }
+    // The page's theme, read again when the system's changes; the gutter's width, dragged.
+    watchTheme($('.trace-canvas-box'), () => schedule());
+    const gutter = mountGutter($('.trace-canvas-box'), {width: () => st.W, onChange: () => {
+      request();
+      schedule();
+    }});
     // A canvas `c` sized W x H css px at the screen's resolution.
     function size(c, W, H, dpr) {
       if (c.width !== Math.round(W * dpr) || c.height !== Math.round(H * dpr)) {
@@ -220,6 +230,7 @@ export default {
       head.style.top = `${document.querySelector('header')?.offsetHeight ?? 0}px`;
       if (W !== st.W) {
         st.W = W;
+        gutter.fit();  // (within the new width)
         request();
       }
       if (st.view) {

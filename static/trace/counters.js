@@ -7,6 +7,7 @@
 // at the view's right edge. What it drew goes to s.out.counters.
 import {bytes, num} from '../format.js';
 import {GUTTER, ROW_PAD} from './layout.js';
+import {colors} from './theme.js';
 
 const LABEL_BAND = 11;  // px above the plot
 
@@ -40,7 +41,7 @@ export function drawCounter(g, s, row, data) {
     const l = Math.max(left, x0), r = Math.min(right, W);
     if (r > l) g.fillRect(l, Math.min(y(v), y(0)), r - l, Math.max(1, Math.abs(y(0) - y(v))));
   };
-  g.fillStyle = 'rgba(26, 115, 232, 0.35)';
+  g.fillStyle = colors.counterFill;
   const drawn = [];
   for (let i = 0; i < list.length; i++) {
     const f = list[i];
@@ -51,7 +52,7 @@ export function drawCounter(g, s, row, data) {
     if (a <= W && b >= x0) drawn.push({ts: f.ts, x: a, max: f.max, last: f.last, held: !!f.held});
   }
   // The line along the levels (Perfetto's step line).
-  g.strokeStyle = '#1a73e8';
+  g.strokeStyle = colors.counterLine;
   g.lineWidth = 1;
   g.beginPath();
   let started = false;
@@ -66,24 +67,24 @@ export function drawCounter(g, s, row, data) {
     g.lineTo(b, yy);
   }
   g.stroke();
-  // Labels, in the band: the scale's max at the left, the value in force at the view's right edge at the right.
+  // Labels, in the band: the scale's max (and min, when below 0) at the
+  // left, the value in force at the view's right edge at the right.
   let atEnd = null;
   for (const f of list) if (f.ts <= view.t1) atEnd = f;
   const boxes = [];
+  let left = x0 + 4;
   const label = (text, right) => {
     const tw = g.measureText(text).width;
-    const x = right ? W - tw - 5 : x0 + 4, yy = top - 2;
-    g.fillStyle = 'rgba(255, 255, 255, 0.85)';
+    const x = right ? W - tw - 5 : left, yy = top - 2;
+    if (!right) left += tw + 10;
+    g.fillStyle = colors.labelBand;
     g.fillRect(x - 3, top - band - 1, tw + 6, band);
-    g.fillStyle = '#3c4043';
+    g.fillStyle = colors.label;
     g.fillText(text, x, yy);
     boxes.push({x0: x - 3, x1: x + tw + 3, y0: top - band - 1, y1: top - 1});
   };
   label(`max ${counterText(data, hi)}`, false);
+  if (lo < 0) label(`min ${counterText(data, lo)}`, false);
   if (atEnd) label(`at the end ${counterText(data, atEnd.last)}`, true);
-  if (lo < 0) {
-    g.fillStyle = '#3c4043';
-    g.fillText(`min ${counterText(data, lo)}`, GUTTER + 4, top + h);
-  }
   (s.out.counters ??= {})[row.id] = {hi, lo, top, h, points: drawn, last: atEnd?.last ?? null, labels: boxes};
 }

@@ -2,11 +2,13 @@
 // the tile in hand (an event at least a pixel wide), the folded pixels
 // (their opacity is the busy fraction), counters (a GPU's memory in use) as
 // a step chart, flow arrows, the selection and the timing tool's interval. Synchronous: it draws what the tile has, at the
-// view's zoom, whatever the tile's own.
+// view's zoom, whatever the tile's own. Its colours are the page's theme
+// (trace/theme.js: light or dark), the slices' colour per name in both.
 import {duration} from '../format.js';
 import {axisTicks} from './axis.js';
 import {counterText, drawCounter} from './counters.js';
 import {AXIS_H, GUTTER, LANE_H, PIN_W, ROW_PAD, laneY} from './layout.js';
+import {colors} from './theme.js';
 
 export {counterText};
 
@@ -62,14 +64,14 @@ export function prepareTile(tile) {
 }
 
 // A colour per name, stable across tiles and sessions.
-const colors = new Map();
+const sliceColors = new Map();
 export function colorOf(name) {
-  let c = colors.get(name);
+  let c = sliceColors.get(name);
   if (c) return c;
   let h = 2166136261;
   for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 16777619);
   c = `hsl(${(h >>> 0) % 360}, 52%, ${62 + ((h >>> 9) % 3) * 5}%)`;
-  colors.set(name, c);
+  sliceColors.set(name, c);
   return c;
 }
 
@@ -87,11 +89,11 @@ function drawAxis(g, s, labels) {
   const {view, W, bounds} = s;
   const ticks = axisTicks(view, bounds.first, GUTTER, W - GUTTER, (t) => g.measureText(t).width);
   if (labels) {
-    g.fillStyle = '#f8f9fa';
+    g.fillStyle = colors.axisBg;
     g.fillRect(0, 0, W, AXIS_H);
   }
-  g.strokeStyle = '#dde2e7';
-  g.fillStyle = '#3c4043';
+  g.strokeStyle = colors.grid;
+  g.fillStyle = colors.label;
   for (const k of ticks) {
     const x = Math.round(k.x) + 0.5;
     g.beginPath();
@@ -101,9 +103,9 @@ function drawAxis(g, s, labels) {
     if (labels) g.fillText(k.label, x + 3, AXIS_H - 10);
   }
   if (labels) {
-    g.fillStyle = '#f8f9fa';  // the gutter's corner: the span in view, over any label under it.
+    g.fillStyle = colors.axisBg;  // the gutter's corner: the span in view, over any label under it.
     g.fillRect(0, 0, GUTTER, AXIS_H);
-    g.fillStyle = '#69737d';
+    g.fillStyle = colors.muted;
     g.fillText(`${duration(Math.round(view.t1 - view.t0))} in view`, 6, AXIS_H - 10);
     s.out.ticks = ticks.map((k) => ({t: k.t, x: k.x, w: k.w, label: k.label}));
   }
@@ -115,11 +117,17 @@ function cut(text, px) {
   return text.length <= n ? text : `${text.slice(0, Math.max(0, n - 1))}…`;
 }
 
+// A Steps row's label where the whole name does not fit: its number ("#47" for ProfilerStep#47).
+function stepLabel(label, px) {
+  return label.length * CHAR_W + 6 > px ? label.replace(/^ProfilerStep#/, '#') : label;
+}
+
 function drawTrack(g, s, row, data) {
   const {view, W} = s;
   if (data.counter) return drawCounter(g, s, row, data);
   const x0 = GUTTER, scale = (W - GUTTER) / (view.t1 - view.t0);
   const name = (id) => s.names.get(id) ?? '';
+  const steps = row.t?.type === 'steps';
   for (const sl of data.slices) {
     const a = x0 + (sl.ts - view.t0) * scale;
     const w = Math.max(1, sl.dur * scale);
@@ -127,11 +135,14 @@ function drawTrack(g, s, row, data) {
     const left = Math.max(a, x0), right = Math.min(a + w, W);
     const y = laneY(row, sl.depth);
     const label = s.sliceName ? s.sliceName(sl) : name(sl.name);  // (a replayed loop's step: its number)
-    g.fillStyle = sl.id === s.selectedId ? '#1a73e8' : colorOf(name(sl.name));
+    g.fillStyle = sl.id === s.selectedId ? colors.accent : colorOf(name(sl.name));
     g.fillRect(left, y, Math.max(1, right - left - (w > 4 ? 1 : 0)), LANE_H - 1);  // a seam between neighbours.
-    if (right - left > 24) {
-      g.fillStyle = sl.id === s.selectedId ? '#fff' : '#1d2329';
-      g.fillText(cut(label, right - left), left + 3, y + LANE_H - 5);
+    const room = right - left;
+    const text = steps ? stepLabel(label, room) : label;
+    const shown = room > 12 ? cut(text, room) : '';
+    if (steps ? shown.length > 1 && (shown === text || room > 24) : room > 24) {  // (a step's number whole, or more)
+      g.fillStyle = sl.id === s.selectedId ? colors.onAccent : colors.sliceText;
+      g.fillText(shown, left + 3, y + LANE_H - 5);
     }
   }
   // Folded pixels: a tile pixel's events, as wide as that pixel is now.
@@ -161,13 +172,13 @@ function drawHit(g, s, rowsById) {
   g.beginPath();
   g.rect(GUTTER, row.y, s.W - GUTTER, row.h);
   g.clip();
-  g.fillStyle = '#fdd663';
+  g.fillStyle = colors.hit;
   g.fillRect(left, y, right - left, LANE_H - 1);
-  g.strokeStyle = '#e37400';
+  g.strokeStyle = colors.hitLine;
   g.lineWidth = 2;
   g.strokeRect(left - 1, y - 1, right - left + 2, LANE_H + 1);
   if (right - left > 24) {
-    g.fillStyle = '#1d2329';
+    g.fillStyle = '#1d2329';  // (on the hit's yellow, in both themes)
     g.fillText(cut(s.names.get(inTile?.name) ?? e.name ?? '', right - left), left + 3, y + LANE_H - 5);
   }
   g.restore();
@@ -190,8 +201,8 @@ function head(g, x, y, angle) {
 function drawFlows(g, s, rowsById) {
   const {view, W, tile} = s;
   const many = tile.flows.length > 400;  // then only the selected event's.
-  g.strokeStyle = 'rgba(60, 64, 67, 0.75)';
-  g.fillStyle = 'rgba(60, 64, 67, 0.75)';
+  g.strokeStyle = colors.flow;
+  g.fillStyle = colors.flow;
   const drawn = [];
   for (const [from, to] of tile.flows) {
     if (many && from !== s.selectedId && to !== s.selectedId) continue;
@@ -233,7 +244,7 @@ function drawInterval(g, s, iv, fill, stroke, label) {
     const text = duration(Math.round(iv.t1 - iv.t0));
     g.fillStyle = stroke;
     g.fillRect(a, 0, Math.max(CHAR_W * text.length + 8, b - a), 14);
-    g.fillStyle = '#fff';
+    g.fillStyle = colors.onAccent;
     g.fillText(text, a + 4, 11);
   }
 }
@@ -242,7 +253,8 @@ function drawInterval(g, s, iv, fill, stroke, label) {
 // hit ({id, ts, dur, track}: the search hit), pinned (Set of track ids),
 // header (this canvas holds the axis's labels: the pinned rows' canvas),
 // box ({t0, t1, y0, y1} being selected), timing ({t0, t1}), out (what was
-// drawn is written here: ticks, counters, flows, hit)}.
+// drawn is written here: ticks, counters, flows, hit, labels: each row's
+// name as drawn, cut to the gutter)}.
 export function drawTrace(g, s) {
   g.clearRect(0, 0, s.W, s.H);
   g.font = FONT;
@@ -251,27 +263,29 @@ export function drawTrace(g, s) {
   const rowsById = new Map();
   for (const row of s.rows) {
     if (row.kind === 'section') {
-      g.fillStyle = '#eef1f4';
+      g.fillStyle = colors.sectionBg;
       g.fillRect(0, row.y, s.W, row.h);
-      g.fillStyle = '#1d2329';
+      g.fillStyle = colors.text;
       g.font = `600 ${FONT}`;
       g.fillText(`${row.collapsed ? '▸' : '▾'} ${row.title}${row.collapsed ? ` (${row.count} rows)` : ''}`, 6, row.y + 14);
       g.font = FONT;
       continue;
     }
     rowsById.set(row.id, row);
-    g.fillStyle = '#fff';
+    g.fillStyle = colors.bg;
     g.fillRect(0, row.y, s.W, row.h);
-    g.strokeStyle = '#eceff1';
+    g.strokeStyle = colors.rowLine;
     g.beginPath();
     g.moveTo(0, row.y + row.h - 0.5);
     g.lineTo(s.W, row.y + row.h - 0.5);
     g.stroke();
-    g.fillStyle = '#3c4043';
-    g.fillText(cut(row.label, GUTTER - 10 - PIN_W), 14, row.y + ROW_PAD + LANE_H - 5);
+    g.fillStyle = colors.label;
+    const text = cut(row.label, GUTTER - 10 - PIN_W);  // (the whole name: the gutter's tooltip, or a wider gutter)
+    g.fillText(text, 14, row.y + ROW_PAD + LANE_H - 5);
+    (s.out.labels ??= {})[row.id] = text;
     // The pin (Perfetto's): filled on a pinned row, faint on the others.
     const pinned = s.pinned?.has(row.id);
-    g.fillStyle = pinned ? '#1a73e8' : '#c4c9ce';
+    g.fillStyle = pinned ? colors.accent : colors.pin;
     g.fillText(pinned ? '●' : '○', GUTTER - PIN_W, row.y + ROW_PAD + LANE_H - 5);
     const data = s.tile?.tracks.get(row.id);
     if (data) {
@@ -292,15 +306,15 @@ export function drawTrace(g, s) {
     g.restore();
   }
   drawHit(g, s, rowsById);
-  if (s.timing) drawInterval(g, s, s.timing, 'rgba(26, 115, 232, 0.10)', '#1a73e8', true);
+  if (s.timing) drawInterval(g, s, s.timing, colors.timingFill, colors.accent, true);
   if (s.box) {
     const a = timeToX(s.view, s.W, s.box.t0), b = timeToX(s.view, s.W, s.box.t1);
-    g.strokeStyle = '#1a73e8';
+    g.strokeStyle = colors.accent;
     g.setLineDash([4, 3]);
     g.strokeRect(Math.min(a, b) + 0.5, Math.min(s.box.y0, s.box.y1) + 0.5, Math.abs(b - a), Math.abs(s.box.y1 - s.box.y0));
     g.setLineDash([]);
   }
-  g.strokeStyle = '#dde2e7';
+  g.strokeStyle = colors.grid;
   g.beginPath();
   g.moveTo(GUTTER - 0.5, 0);
   g.lineTo(GUTTER - 0.5, s.H);

@@ -9,9 +9,22 @@ export const AXIS_H = 26;
 export const SECTION_H = 20;
 export const LANE_H = 17;
 export const ROW_PAD = 3;
-export const GUTTER = 190;     // the labels' column, left of the timeline.
+// The labels' column, left of the timeline: resizable (trace/gutter.js
+// drags its edge), so a live binding that setGutter changes for every module.
+export const GUTTER_DEFAULT = 190;
+export const GUTTER_MIN = 100;
+export const GUTTER_MAX = 640;
+export let GUTTER = GUTTER_DEFAULT;
 export const PIN_W = 16;       // the pin's place at the gutter's right end.
 export const MAX_LANES = 24;   // deeper nesting draws in the last lane.
+
+// The gutter's width, kept within [GUTTER_MIN, GUTTER_MAX] and at most
+// `maxShare` of a canvas `W` px wide (the timeline keeps the rest). Returns it.
+export function setGutter(px, W = Infinity, maxShare = 0.6) {
+  const hi = Math.max(GUTTER_MIN, Math.min(GUTTER_MAX, Math.floor(W * maxShare)));
+  GUTTER = Math.round(Math.max(GUTTER_MIN, Math.min(hi, Number.isFinite(px) ? px : GUTTER_DEFAULT)));
+  return GUTTER;
+}
 
 // Which section a track belongs to, and its order inside it.
 function place(t) {

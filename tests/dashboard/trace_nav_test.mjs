@@ -291,6 +291,8 @@ describe('rows', () => {
   });
 });
 
+const LONG_NAME = 'vm:14497 · loader 1 · python3 worker';
+
 describe('counters recorded on a thread', () => {
   let ingest;
   let dir;
@@ -308,8 +310,12 @@ describe('counters recorded on a thread', () => {
       events.push({ts: ts + 8_000_000, dur: 0, name: 2, track: 1, kind: KIND_COUNTER, value: 3 * Math.exp(-i / 15) + 0.05 * (i % 3)});
       events.push({ts: ts + 8_500_000, dur: 0, name: 3, track: 1, kind: KIND_COUNTER, value: i < 25 ? 0.1 : 0.01});
     }
+    // And a thread with a long name (issue 42: cut in the gutter), loading a batch a step.
+    for (let i = 0; i < 50; i++) events.push({ts: 2_000_000 + i * 10_000_000, dur: 4_000_000, name: 6, track: 2});
+    events.sort((a, b) => a.ts + a.dur - (b.ts + b.dur));
     raw.write(batchFrame({seq: 1, names: [{id: 1, name: 'train'}, {id: 2, name: 'loss'}, {id: 3, name: 'lr'},
-      {id: 4, name: 'trainer'}], tracks: [{id: 1, name: 4}], events}));
+      {id: 4, name: 'trainer'}, {id: 5, name: LONG_NAME}, {id: 6, name: 'load'}],
+    tracks: [{id: 1, name: 4}, {id: 2, name: 5}], events}));
     for (let i = 0; i < 100; i++) {
       const t = await api(ingest.url, '/api/trace?width=10');
       if (t.tracks.filter((x) => x.type === 'counter').length === 2) break;
@@ -358,6 +364,71 @@ describe('counters recorded on a thread', () => {
     await screenshot(page, 'trace_nav_counters');
     assert.deepEqual(page.errors, []);
     await page.close();
+  });
+
+  test('issue 42: the labels\' gutter drags wider, the whole name drawn, the width kept', async () => {
+    const page = await openViewer(ingest.url);
+    await settle(page);
+    const state = () => tv(page, (name) => {
+      const s = window.liveprofTrace.state;
+      const row = s.layout.rows.find((r) => r.kind === 'track' && r.label.includes(name.slice(0, 8)));
+      if (!row) throw new Error(`no row named ${name}: ${s.layout.rows.map((r) => r.label ?? r.title)}`);
+      return {row, drawn: s.out.labels[row.id], gutter: +document.querySelector('.trace-canvas-box').dataset.gutter,
+        stored: localStorage.getItem('liveprof.trace.gutter')};
+    }, LONG_NAME);
+    const before = await state();
+    const label = before.row.label;  // (the ingest source's process first: "rank 0 · …")
+    assert.ok(label.endsWith(LONG_NAME), label);
+    assert.equal(before.gutter, GUTTER);
+    assert.ok(before.drawn.endsWith('…') && before.drawn.length < label.length, `drawn: ${before.drawn}`);
+    // The whole name on hover, at any width.
+    const canvas = await page.locator('.trace-canvas').boundingBox();
+    await page.mouse.move(canvas.x + 60, canvas.y + before.row.y + before.row.h / 2);
+    await page.locator('.trace-tip:not(.hidden)').waitFor();
+    assert.ok((await page.locator('.trace-tip').innerText()).startsWith(label));
+    // Drag the handle at the gutter's right edge 160 px right.
+    const handle = await page.locator('.trace-gutter-handle').boundingBox();
+    assert.ok(Math.abs(handle.x + handle.width / 2 - (canvas.x + GUTTER)) <= 1, `the handle at ${handle.x}`);
+    const frames = await tv(page, () => Number(document.querySelector('.trace-canvas').dataset.drawn));
+    await page.mouse.move(handle.x + handle.width / 2, canvas.y + 40);
+    await page.mouse.down();
+    await page.mouse.move(handle.x + handle.width / 2 + 80, canvas.y + 40, {steps: 4});
+    await page.mouse.move(handle.x + handle.width / 2 + 160, canvas.y + 40, {steps: 4});
+    await page.mouse.up();
+    await page.waitForFunction((n) => Number(document.querySelector('.trace-canvas').dataset.drawn) > n, frames);
+    await settle(page);
+    const after = await state();
+    assert.equal(after.gutter, GUTTER + 160);
+    assert.equal(after.stored, String(GUTTER + 160));
+    assert.equal(after.drawn, label, 'the whole name drawn');
+    // The timeline is the rest, from the gutter's new edge: the axis's ticks right of it, and a tile
+    // at least as fine as its pixels.
+    const got = await tv(page, () => {
+      const s = window.liveprofTrace.state;
+      return {ticks: s.outHead.ticks, W: s.W, query: s.query};
+    });
+    assert.ok(got.ticks.length > 2 && got.ticks.every((k) => k.x >= GUTTER + 160), JSON.stringify(got.ticks));
+    assert.ok(got.query.width >= got.W - GUTTER - 160, `a tile ${got.query.width} px wide for ${got.W - GUTTER - 160}`);
+    await screenshot(page, 'trace_nav_gutter');
+    // Kept: a page opened later has it (localStorage); a double click gives the default back.
+    const again = await openViewer(ingest.url);
+    await settle(again);
+    assert.equal(await again.locator('.trace-canvas-box').getAttribute('data-gutter'), String(GUTTER + 160));
+    await again.locator('.trace-gutter-handle').dblclick();
+    assert.equal(await again.locator('.trace-canvas-box').getAttribute('data-gutter'), String(GUTTER));
+    assert.equal(await again.evaluate(() => localStorage.getItem('liveprof.trace.gutter')), null);
+    // Bounded: dragged far left it stops at its minimum.
+    const h2 = await again.locator('.trace-gutter-handle').boundingBox();
+    await again.mouse.move(h2.x + 3, h2.y + 40);
+    await again.mouse.down();
+    await again.mouse.move(h2.x - 400, h2.y + 40, {steps: 4});
+    await again.mouse.up();
+    assert.equal(await again.locator('.trace-canvas-box').getAttribute('data-gutter'), '100');
+    await again.locator('.trace-gutter-handle').dblclick();  // (the next tests' default)
+    for (const p of [page, again]) {
+      assert.deepEqual(p.errors, []);
+      await p.close();
+    }
   });
 });
 

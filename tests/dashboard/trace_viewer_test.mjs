@@ -12,6 +12,7 @@ import path from 'node:path';
 import {gunzipSync} from 'node:zlib';
 import {after, before, describe, test} from 'node:test';
 import {api, launchBrowser, openPage, screenshot, startServer, stopServer, waitForDemo} from './harness.mjs';
+import {pixel} from './trace_nav_lib.mjs';
 
 const STEPS = 40;
 let server;
@@ -83,10 +84,11 @@ describe('the trace viewer', () => {
       {ts: mem.held[0], value: mem.held[1]});
     const slices = json.tracks.reduce((a, t) => a + t.slices.length, 0);
     assert.ok(slices > 100, `${slices} slices in the zoomed tile`);
-    // What the viewer holds for drawing is that tile: every slice by id, with its name.
+    // What the viewer holds for drawing is that tile: every slice by id, with its name (the
+    // ends of flows that are not slices here, `far`, are held for the arrows only).
     const drawn = await tv(page, () => {
       const t = window.liveprofTrace.state.tile;
-      return [...t.byId.values()].map((s) => [s.id, s.ts, s.dur, t.names.get(s.name), s.depth, s.kind]);
+      return [...t.byId.values()].filter((s) => !s.far).map((s) => [s.id, s.ts, s.dur, t.names.get(s.name), s.depth, s.kind]);
     });
     const want = json.tracks.flatMap((t) => t.slices.map(([id, ts, dur, name, depth, kind]) =>
       [id, ts, dur, json.names[name], depth, kind]));
@@ -219,6 +221,68 @@ describe('the trace viewer', () => {
       `the tip ${tip.y}-${tip.y + tip.height} on the row ${canvas.y + mem.y}-${canvas.y + mem.y + mem.h}`);
     assert.match(await page.locator('.trace-tip').innerText(), /^Memory in use: /);
     await screenshot(page, 'trace_viewer_counter_tip');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
+  test('issue 42: the canvas in the page\'s dark theme when the system asks, and light again', async () => {
+    const page = await openViewer();
+    const box = page.locator('.trace-canvas-box');
+    const frames = () => tv(page, () => Number(document.querySelector('.trace-canvas').dataset.drawn));
+    // What the canvas painted: a row's background (left of its label), a section's title row, the
+    // axis's band (the header's canvas), the memory counter's line at a sample, and the tooltip.
+    const painted = async () => {
+      const got = await tv(page, () => {
+        const s = window.liveprofTrace.state;
+        const row = s.layout.rows.find((r) => r.kind === 'track' && r.t.type === 'gpu_stream');
+        const section = s.layout.rows.find((r) => r.kind === 'section');
+        const mem = s.layout.rows.find((r) => r.kind === 'track' && r.t.type === 'memory');
+        return {row, section, mem, W: s.W, counter: s.out.counters[mem.id]};
+      });
+      const c = got.counter;
+      // (a sample whose level holds 6 px at least: the line is flat there)
+      const p = c.points.find((q, i) => !q.held && q.x > 250 && (c.points[i + 1]?.x ?? Infinity) - q.x >= 6);
+      const lineY = Math.round(c.top + c.h - (p.last - c.lo) / (c.hi - c.lo) * c.h) + 0.5;
+      const canvas = await page.locator('.trace-canvas').boundingBox();
+      await page.mouse.move(canvas.x + p.x + 3, canvas.y + got.mem.y + got.mem.h - 4);  // the counter's tooltip
+      await page.waitForFunction((id) => window.liveprofTrace.state.tipRow === id, got.mem.id);
+      return {
+        row: await pixel(page, '.trace-canvas', 4, got.row.y + 2),
+        section: await pixel(page, '.trace-canvas', got.W - 4, got.section.y + 2),
+        axis: await pixel(page, '.trace-head', got.W - 4, 3),
+        line: await pixel(page, '.trace-canvas', p.x + 3, lineY),
+        tip: await page.evaluate(() => getComputedStyle(document.querySelector('.trace-tip')).backgroundColor),
+      };
+    };
+    const lum = ([r, g, b]) => (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
+    const rgb = (css) => css.match(/\d+/g).slice(0, 3).map(Number);
+    assert.equal(await box.getAttribute('data-theme'), 'light');
+    const light = await painted();
+    assert.deepEqual(light.row.slice(0, 3), [255, 255, 255], `a row's background: ${light.row}`);
+    assert.ok(lum(light.axis) > 0.9 && lum(light.section) > 0.85, JSON.stringify(light));
+    // The system turns dark: the canvas is drawn again from the dark theme's colours (style.css).
+    const before = await frames();
+    await page.emulateMedia({colorScheme: 'dark'});
+    await page.waitForFunction((n) => document.querySelector('.trace-canvas-box').dataset.theme === 'dark' &&
+      Number(document.querySelector('.trace-canvas').dataset.drawn) > n, before);
+    const dark = await painted();
+    const want = await page.evaluate(() => ['--trace-bg', '--trace-section-bg', '--trace-axis-bg', '--trace-counter-line']
+      .map((v) => getComputedStyle(document.querySelector('.trace-canvas-box')).getPropertyValue(v).trim()));
+    const hex = (h) => [1, 3, 5].map((i) => parseInt(h.slice(i, i + 2), 16));
+    assert.deepEqual(dark.row.slice(0, 3), hex(want[0]), `a row's background ${dark.row}, the theme's ${want[0]}`);
+    assert.deepEqual(dark.section.slice(0, 3), hex(want[1]), `a section's ${dark.section}, the theme's ${want[1]}`);
+    assert.deepEqual(dark.axis.slice(0, 3), hex(want[2]), `the axis's ${dark.axis}, the theme's ${want[2]}`);
+    for (const k of ['row', 'section', 'axis']) assert.ok(lum(dark[k]) < 0.2, `${k}: ${dark[k]} is dark`);
+    // The counter's line in the dark theme's blue, light on the dark row.
+    const [r, g, b] = dark.line;
+    assert.ok(b > 200 && r > 100 && lum(dark.line) > 0.5, `the counter's line ${dark.line}, the theme's ${want[3]}`);
+    assert.ok(lum(rgb(dark.tip)) < 0.25 && lum(rgb(dark.tip)) !== lum(dark.row), `the tooltip ${dark.tip}`);
+    await screenshot(page, 'trace_viewer_dark');
+    // And back.
+    await page.emulateMedia({colorScheme: 'light'});
+    await page.waitForFunction(() => document.querySelector('.trace-canvas-box').dataset.theme === 'light');
+    await page.waitForTimeout(100);
+    assert.deepEqual((await painted()).row.slice(0, 3), [255, 255, 255]);
     assert.deepEqual(page.errors, []);
     await page.close();
   });
