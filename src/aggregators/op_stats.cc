@@ -233,7 +233,7 @@ void OpStats::ApplyLate() {
   late_.devices.clear();
 }
 
-void OpStats::ConsumeHostOp(const Event& e, bool input, bool host_time) {
+void OpStats::ConsumeHostOp(const Event& e, bool input) {
   const uint64_t begin = e.ts;
   const uint64_t end = e.ts + e.dur;
   if (e.track >= tracks_.size()) tracks_.resize(std::max<size_t>(e.track + 1, 2 * tracks_.size()));
@@ -290,12 +290,8 @@ void OpStats::ConsumeHostOp(const Event& e, bool input, bool host_time) {
       s.self_ns += self;
     }
     SpanStats& t = current_.tracks.At(e.track);
-    if (host_time) {
-      if (begin < t.first_ns) t.first_ns = begin;
-      if (end > t.last_ns) t.last_ns = end;
-    } else {
-      t.first_ns = t.last_ns = 0;  // (a helper's track: its busy time, an extent of 0, so no IDLE)
-    }
+    if (begin < t.first_ns) t.first_ns = begin;
+    if (end > t.last_ns) t.last_ns = end;
     t.self_ns += self;
     return;
   }
@@ -304,7 +300,7 @@ void OpStats::ConsumeHostOp(const Event& e, bool input, bool host_time) {
   } else {
     late_.host_ops.emplace_back(e.name, HostStats{1, e.dur, self});
   }
-  late_.tracks.emplace_back(e.track, host_time ? SpanStats{begin, end, self} : SpanStats{0, 0, self});
+  late_.tracks.emplace_back(e.track, SpanStats{begin, end, self});
   ApplyLate();
 }
 
@@ -339,7 +335,7 @@ void OpStats::Consume(std::span<const Event> events) {
           case HostSpanRole::kInputWait: {  // a DataLoader's wait: an input op, stage wait.
             Event wait = e;
             wait.sub = static_cast<uint8_t>(InputStage::kWait);
-            ConsumeCheckedHostOp(wait, /*input=*/true, /*host_time=*/true);
+            ConsumeCheckedHostOp(wait, /*input=*/true);
             continue;
           }
           default: continue;
@@ -378,17 +374,11 @@ void OpStats::Consume(std::span<const Event> events) {
       default:
         continue;
     }
-    ConsumeCheckedHostOp(e, input, /*host_time=*/true);  // a counted host op.
+    ConsumeCheckedHostOp(e, input);  // a counted host op.
   }
 }
 
-void OpStats::ConsumeHelpers(std::span<const Event> events) {
-  for (const Event& e : events) {
-    if (e.kind == EventKind::kInputSpan) ConsumeCheckedHostOp(e, /*input=*/true, /*host_time=*/false);
-  }
-}
-
-void OpStats::ConsumeCheckedHostOp(const Event& e, bool input, bool host_time) {
+void OpStats::ConsumeCheckedHostOp(const Event& e, bool input) {
   if (e.dur > kMaxEventDurationNs) [[unlikely]] {
     Count(Diag::bad_duration);
     return;
@@ -397,7 +387,7 @@ void OpStats::ConsumeCheckedHostOp(const Event& e, bool input, bool host_time) {
     Count(Diag::id_out_of_range);
     return;
   }
-  ConsumeHostOp(e, input, host_time);
+  ConsumeHostOp(e, input);
 }
 
 // ---------------------------------------------------------------------------

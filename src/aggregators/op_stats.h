@@ -181,12 +181,6 @@ class OpStats {
   // Adds a batch of events in completion order (definitions already absorbed
   // by the Catalog). Pipeline thread.
   void Consume(std::span<const Event> events);
-  // The input spans of processes that serve the one analysed (its DataLoader
-  // workers, Analyses::AnalysedWorker): in the input ops and the host table,
-  // their busy time in the host's, but no IDLE of theirs (a worker's thread
-  // waits between its batches, which is none of the analysed host's idle
-  // time). Other kinds ignored.
-  void ConsumeHelpers(std::span<const Event> events);
 
   // The table over the requested window. Pipeline thread; the result is a
   // plain value any thread may read.
@@ -333,8 +327,8 @@ class OpStats {
   // One counted host op / one device event: nesting, then its deltas go to
   // the current bucket (fast path) or, late, to an older bucket and the totals.
   // A host op after the checks every one gets (a bad duration, an id out of range).
-  void ConsumeCheckedHostOp(const Event& e, bool input, bool host_time);
-  void ConsumeHostOp(const Event& e, bool input, bool host_time);
+  void ConsumeCheckedHostOp(const Event& e, bool input);
+  void ConsumeHostOp(const Event& e, bool input);
   void ConsumeDevice(const Event& e, uint32_t device_op);
   uint32_t KernelOpId(NameId kernel, NameId op);
   uint32_t NewDeviceOp(NameId op, NameId kernel, EventKind kind);
