@@ -14,8 +14,18 @@ GpuHandoffs::Window* GpuHandoffs::Open(uint32_t process) {
 }
 
 void GpuHandoffs::Consume(std::span<const Event> events) {
+  // Every event passes here: one branch-free pass for the earliest ts (the
+  // smallest ts - 1, unsigned, skips ts 0) and whether any is an instant;
+  // the handoff instants are looked at only in a batch that has one.
+  uint64_t least = first_ns_ - 1;  // first_ns_ 0 (none yet): the largest value.
+  bool instants = false;
   for (const Event& e : events) {
-    if (e.ts != 0 && (first_ns_ == 0 || e.ts < first_ns_)) first_ns_ = e.ts;
+    least = std::min(least, e.ts - 1);
+    instants |= e.kind == EventKind::kInstant;
+  }
+  first_ns_ = least + 1;
+  if (!instants) return;
+  for (const Event& e : events) {
     if (e.kind != EventKind::kInstant) continue;
     const std::string_view name = catalog_->Name(e.name);
     if (!name.starts_with("GPU data: ")) continue;

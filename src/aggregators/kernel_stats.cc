@@ -273,13 +273,13 @@ const KernelDetails& KernelStats::CachedDetails(NameId details) {
   return it->second;
 }
 
-KernelStats::TripleInfo KernelStats::Resolve(const Triple& tr,
-                                             const KernelDetails* details) const {
+KernelStats::TripleInfo KernelStats::Resolve(const Triple& tr, const KernelDetails* details,
+                                             const TripleInfo* same_kernel) const {
   TripleInfo info;
   const std::string_view kernel = Name(tr.kernel);
   const std::string_view op = Name(tr.op);
   info.details = details != nullptr ? *details : ParseKernelDetails(Name(tr.details));
-  info.uses_tc = KernelUsesTensorCore(kernel);
+  info.uses_tc = same_kernel != nullptr ? same_kernel->uses_tc : KernelUsesTensorCore(kernel);
   // xprof sets eligibility only for kernels with a framework op.
   info.eligible = tr.op != 0 && (IsOpTensorCoreEligible(op) || info.uses_tc);
   info.resolved = (tr.kernel == 0 || !kernel.empty()) && (tr.op == 0 || !op.empty()) &&
@@ -303,8 +303,12 @@ uint32_t KernelStats::AddTriple(NameId kernel, NameId details, NameId op) {
   tr.details = details;
   tr.op = op;
   tr.next = *head;
+  // The kernel's Tensor Core family is matched once per kernel name, not per
+  // triple (~40 substring searches each).
+  const TripleInfo* same_kernel = nullptr;
   if (*head != kNone) {
     tr.name_slot = triples_[*head].name_slot;
+    if (triple_info_[*head].resolved) same_kernel = &triple_info_[*head];
   } else {
     tr.name_slot = static_cast<uint32_t>(slot_names_.size());
     slot_names_.push_back(kernel);
@@ -312,7 +316,7 @@ uint32_t KernelStats::AddTriple(NameId kernel, NameId details, NameId op) {
   *head = t;
   // Each details id is parsed once (unless its name is not defined yet).
   const bool details_known = details == 0 || !Name(details).empty();
-  const TripleInfo info = Resolve(tr, details_known ? &CachedDetails(details) : nullptr);
+  const TripleInfo info = Resolve(tr, details_known ? &CachedDetails(details) : nullptr, same_kernel);
   triples_.push_back(tr);
   triple_info_.push_back(info);
   return t;

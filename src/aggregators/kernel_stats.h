@@ -300,8 +300,11 @@ class KernelStats {
   uint32_t RowOf(uint32_t t) const;
   uint32_t AddTriple(NameId kernel, NameId details, NameId op);
   // The meaning of a triple's names; `details` = its parsed details, or null
-  // to parse them now.
-  TripleInfo Resolve(const Triple& tr, const KernelDetails* details) const;
+  // to parse them now; `same_kernel` = an earlier triple's info of the same
+  // kernel name, resolved (its uses_tc holds: a defined name never changes),
+  // or null to match the kernel name against the Tensor Core patterns.
+  TripleInfo Resolve(const Triple& tr, const KernelDetails* details,
+                     const TripleInfo* same_kernel = nullptr) const;
   const KernelDetails& CachedDetails(NameId details);
   std::string_view Name(NameId id) const;
   // The bucket for an event ending at `end` (advances the ring, or finds an
