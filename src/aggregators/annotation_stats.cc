@@ -15,6 +15,13 @@ constexpr std::string_view kStepRow = "ProfilerStep#*";
 
 }  // namespace
 
+AnnotationStats::AnnotationStats(const Catalog* catalog, Options options)
+    : catalog_(catalog),
+      options_(options),
+      // A node: the link, the pair, room for a cached hash.
+      launch_pool_(std::make_unique<BlockPool>(sizeof(void*) + sizeof(LaunchMap::value_type) + sizeof(size_t))),
+      launches_(0, LaunchMap::hasher(), LaunchMap::key_equal(), LaunchMap::allocator_type(launch_pool_.get())) {}
+
 uint32_t AnnotationStats::RowOf(NameId name) {
   if (name >= row_of_name_.size()) row_of_name_.resize(std::max<size_t>(name + 1, 2 * row_of_name_.size()), kNotYet);
   uint32_t& slot = row_of_name_[name];
@@ -31,12 +38,20 @@ uint32_t AnnotationStats::RowOf(NameId name) {
 }
 
 void AnnotationStats::Remember(uint32_t corr) {
-  // All the buckets the cap will need, at the first launch: growing to a
-  // million entries, each rehash held the pipeline thread longer (the last
-  // ones 100-270 ms: bench/RESULTS.md, "Soak"). A node map keyed by the
-  // identity of growing correlation ids keeps its accesses near each other;
-  // a flat map with a mixing hash missed the cache on each and was 3x slower.
-  if (launch_order_.empty()) launches_.reserve(std::min(options_.max_launches, size_t{1} << 22));
+  // All the buckets the cap will need, in two steps: growing to a million
+  // entries, each rehash held the pipeline thread longer (the last ones
+  // 100-270 ms: bench/RESULTS.md, "Soak"). The first launch reserves for
+  // 64 Ki (512 KiB of buckets: a short run, a test, a job with few launches
+  // need no more), the 64 Ki-th for the cap (8 MiB), rehashing 64 Ki pooled
+  // nodes once. A node map keyed by the identity of growing correlation ids
+  // keeps its accesses near each other; a flat map with a mixing hash missed
+  // the cache on each and was 3x slower.
+  constexpr size_t kFirstReserve = size_t{1} << 16;
+  if (launch_order_.empty()) {
+    launches_.reserve(std::min(options_.max_launches, kFirstReserve));
+  } else if (launch_order_.size() == kFirstReserve && options_.max_launches > kFirstReserve) {
+    launches_.reserve(std::min(options_.max_launches, size_t{1} << 22));
+  }
   launch_order_.push_back(corr);
   while (launch_order_.size() > options_.max_launches) {
     const auto it = launches_.find(launch_order_.front());

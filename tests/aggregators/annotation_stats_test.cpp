@@ -252,5 +252,39 @@ TEST_CASE("annotations: late launches give the same rows in any batching, the ca
   }
 }
 
+// The launch table reserves its buckets in two steps (64 Ki, then the cap):
+// a stream past the second one, kernels before and after their claims,
+// loses and double-counts nothing.
+TEST_CASE("annotations: 200 k launches (past the table's second reserve) all attributed") {
+  const Catalog catalog = MakeCatalog();
+  AnnotationStats stats(&catalog);
+  constexpr TrackId kMain = 1;
+  constexpr uint32_t kLaunches = 200'000;
+  std::vector<Event> events;
+  uint64_t kernel_ns = 0;
+  for (uint32_t corr = 1; corr <= kLaunches; ++corr) {
+    const uint64_t t = uint64_t{corr} * 100;
+    if (corr % 2 == 0) events.push_back(test::Kernel(t + 20, 7, kGemm, corr));  // before its claim.
+    events.push_back(test::Launch(t, 10, corr, kApi, kMain));
+    events.push_back(test::Span(t - 5, 50, kForward, kMain));
+    if (corr % 2 == 1) events.push_back(test::Kernel(t + 20, 7, kGemm, corr));  // after it.
+    kernel_ns += 7;
+    if (events.size() >= 4096) {
+      stats.Consume(events);
+      events.clear();
+    }
+  }
+  stats.Consume(events);
+  const AnnotationStatsSnapshot s = stats.Snapshot();
+  const auto rows = Rows(s);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows.at("forward").count == kLaunches);
+  CHECK(rows.at("forward").kernels == kLaunches);
+  CHECK(rows.at("forward").gpu_ns == kernel_ns);
+  CHECK(s.kernels_attributed == kLaunches);
+  CHECK(s.kernels_unattributed == 0);
+  CHECK(s.launches_forgotten == 0);
+}
+
 }  // namespace
 }  // namespace liveprof
