@@ -485,6 +485,45 @@ void Analyses::SetSources(std::vector<SourceTotals> sources, uint64_t now_ns) {
   }
 }
 
+void Analyses::SetSelfCost(SelfCostSample sample) {
+  if (sample.at_ns <= self_now_.at_ns) return;
+  self_prev_ = std::move(self_now_);
+  self_now_ = std::move(sample);
+}
+
+void Analyses::WriteSelfCost(JsonWriter& w) const {
+  // Each liveprof thread's CPU over the last interval (% of one core; -1
+  // before a second sample) and since it started; the process's memory.
+  const double interval_ns = self_prev_.at_ns ? static_cast<double>(self_now_.at_ns - self_prev_.at_ns) : 0;
+  w.BeginObject();
+  w.KV("process", "server");
+  w.KV("rss_bytes", self_now_.rss_bytes);
+  w.KV("interval_s", interval_ns / 1e9);
+  double total_pct = 0;
+  w.Key("threads");
+  w.BeginArray();
+  for (const ThreadCpu& t : self_now_.threads) {
+    double pct = -1;
+    if (interval_ns > 0) {
+      uint64_t before = 0;  // a thread started since the last sample: from 0.
+      for (const ThreadCpu& p : self_prev_.threads) {
+        if (p.tid == t.tid) before = p.cpu_ns;
+      }
+      pct = 100.0 * static_cast<double>(t.cpu_ns - std::min(before, t.cpu_ns)) / interval_ns;
+      total_pct += pct;
+    }
+    w.BeginObject();
+    w.KV("name", t.name);
+    w.KV("tid", t.tid);
+    w.KV("cpu_s", static_cast<double>(t.cpu_ns) / 1e9);
+    w.KV("cpu_pct", pct);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.KV("cpu_pct", interval_ns > 0 ? total_pct : -1.0);
+  w.EndObject();
+}
+
 void Analyses::WriteStatus(JsonWriter& w, const OverviewSnapshot& overview) const {
   const RunEnvironment& env = overview.env;
   // What the stream carried, what was lost, and every diagnostic.
@@ -492,6 +531,10 @@ void Analyses::WriteStatus(JsonWriter& w, const OverviewSnapshot& overview) cons
   w.KV("protocol_version", kViewProtocolVersion);
   // Whether the job has a device: without one the pages show host views.
   w.KV("has_device", overview.has_device);
+  if (self_now_.at_ns) {
+    w.Key("liveprof_cost");
+    WriteSelfCost(w);
+  }
   w.KV("events_consumed", events_consumed_);
   w.KV("events_published", published_);
   w.KV("events_dropped", dropped_);

@@ -44,6 +44,7 @@
 #include "aggregators/step_breakdown.h"
 #include "aggregators/steps.h"
 #include "aggregators/views.h"
+#include "base/self_cost.h"
 #include "stream/diagnostics.h"
 
 namespace liveprof {
@@ -184,6 +185,11 @@ class Analyses {
   // Each producer ring's totals at host time `now_ns`, for the status view's
   // sources and their rates (rings sharing a name are summed). Pipeline thread.
   void SetSources(std::vector<SourceTotals> sources, uint64_t now_ns);
+  // liveprof's own threads and memory in this process, read from /proc
+  // (base/self_cost.h) about once a second: the status view's
+  // liveprof_cost, each thread's CPU over the last two samples.
+  void SetSelfCost(SelfCostSample sample);
+  const SelfCostSample& self_cost() const { return self_now_; }
   // The job's state (status "job_state"); kFinished stops the stall clock.
   void SetJobState(JobState state);
   // Replaces the alert rules (their states carry over by name). Pipeline thread.
@@ -220,6 +226,7 @@ class Analyses {
   template <typename F>
   void Timed(Analysis a, F&& f);
   void WriteStatus(JsonWriter& w, const OverviewSnapshot& overview) const;
+  void WriteSelfCost(JsonWriter& w) const;
   class Metrics;  // the MetricSource the alert rules read.
   // Takes the closed steps; evaluates the alerts if any closed (or
   // `pod_steps`: a worker's step closed in the pod view).
@@ -284,6 +291,7 @@ class Analyses {
     std::vector<SourceTotals> sources;
   };
   std::deque<SourceSample> source_history_;
+  SelfCostSample self_prev_, self_now_;  // the two newest samples.
   uint64_t seq_ = 0;
   // The last rendered size of each view (overview, steps, input_pipeline,
   // tf_stats, kernel_stats, memory, alerts, pytorch, status, pod): the next

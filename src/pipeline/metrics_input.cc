@@ -53,6 +53,8 @@ MetricsInput CollectMetrics(Analyses& analyses, const Stream& stream) {
     in.input_bound =
         ClassifyInputBound(in.window.pct(Bucket::kInput), in.window.pct(Bucket::kAllOthers));
   }
+  in.self_threads = analyses.self_cost().threads;
+  in.self_rss_bytes = analyses.self_cost().rss_bytes;
   in.steps_closed = analyses.steps().steps_closed();
   in.events_consumed = analyses.events_consumed();
   in.late_events = stream.diagnostics().Get(Diag::late_events);

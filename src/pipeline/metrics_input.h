@@ -65,6 +65,10 @@ struct MetricsInput {
   uint64_t pipeline_backlog_events = 0;
   std::vector<MetricsSource> sources;
   std::vector<MetricsAlert> alerts;  // in rule order.
+  // liveprof's own threads in the server (their CPU since they started)
+  // and the process's resident set; empty / 0 before the first sample.
+  std::vector<ThreadCpu> self_threads;
+  uint64_t self_rss_bytes = 0;
   // Not from the analyses: filled on the web thread for each /metrics request
   // (ServerOptions::ingest_refused), sorted by source, then reason.
   std::vector<MetricsRefusal> ingest_refused;

@@ -134,6 +134,10 @@ void Pipeline::Publish(uint64_t now_ns) {
   std::vector<SourceTotals> sources;
   for (const Stream::RingStats& r : stream_.Stats()) sources.push_back({r.name, r.published, r.dropped});
   analyses_.SetSources(std::move(sources), now_ns);
+  if (now_ns >= next_self_cost_ns_) {  // liveprof's own threads, from /proc: ~50 µs.
+    analyses_.SetSelfCost(ReadSelfCost(now_ns, "liveprof"));
+    next_self_cost_ns_ = now_ns + 1'000'000'000;
+  }
   analyses_.SetJobState(job_state_.load(std::memory_order_relaxed));
   analyses_.SetPipelineBacklog(drain_.handoff_queued(), drain_.handoff_max_queued());
   RenderOptions ro = options_.render;

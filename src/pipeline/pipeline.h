@@ -147,6 +147,7 @@ class Pipeline {
   std::atomic<JobState> job_state_{JobState::kLive};
   std::atomic<uint64_t> publications_{0};
   uint64_t next_publish_ns_ = 0;
+  uint64_t next_self_cost_ns_ = 0;  // the next /proc/self sample (once a second).
   uint64_t chunk_seq_ = 0;
   std::shared_ptr<EventChunk> chunk_;  // being filled; pipeline thread only.
   bool stopped_ = false;               // owner's thread.

@@ -69,6 +69,27 @@ std::string RenderPrometheus(const MetricsInput& in) {
     }
   }
 
+  // liveprof's own cost, read from the process (/proc/self): each of its
+  // threads' CPU, and the server's memory.
+  if (!in.self_threads.empty()) {
+    w.Family("liveprof_self_cpu_seconds_total", "counter",
+             "CPU time (user + system) of each liveprof thread of the server, since it started, by thread "
+             "name (threads sharing a name are summed).");
+    std::vector<std::pair<std::string, double>> by_name;
+    for (const ThreadCpu& t : in.self_threads) {
+      auto it = std::find_if(by_name.begin(), by_name.end(), [&](const auto& p) { return p.first == t.name; });
+      if (it == by_name.end()) {
+        by_name.emplace_back(t.name, 0.0);
+        it = by_name.end() - 1;
+      }
+      it->second += static_cast<double>(t.cpu_ns) / 1e9;
+    }
+    std::sort(by_name.begin(), by_name.end());
+    for (const auto& [name, seconds] : by_name) w.Sample("liveprof_self_cpu_seconds_total", {{"thread", name}}, seconds);
+    w.Family("liveprof_self_resident_bytes", "gauge", "The server process's resident memory (RSS).");
+    w.Sample("liveprof_self_resident_bytes", {}, in.self_rss_bytes);
+  }
+
   w.Counter("liveprof_late_events_total",
             "Events that arrived after the reorder window had passed their time.", in.late_events);
   w.Counter("liveprof_steps_closed_total", "Training steps completed.", in.steps_closed);

@@ -7,7 +7,7 @@
 // the server refused alone (a track never defined...: the rest of their batch
 // was taken) show per source, by reason, with the first one's message; the
 // last batch acknowledged, what an acknowledgement promises.
-import {esc, int, num} from '../format.js';
+import {bytes, esc, int, num, pct} from '../format.js';
 import {Table} from '../table.js';
 
 const POLL_MS = 2000;
@@ -51,6 +51,8 @@ export default {
     root.innerHTML = `
       <section class="card"><h3>Ingest sources</h3><p class="muted note"></p><div class="sources"></div>
         <ul class="refusals muted"></ul></section>
+      <section class="card self-cost"><h3>liveprof's own cost <span class="muted">(this server, read from /proc every second)</span></h3>
+        <div class="stats cost-stats"></div><div class="cost-threads"></div></section>
       <section class="card capture-form"><h3>Capture on demand</h3>
         <form>
           <label>Source <select name="source"></select></label>
@@ -97,6 +99,24 @@ export default {
           'program itself: before CUDA 13.3 / driver r610 CUPTI serves one client at a time, and liveprof steps ' +
           'aside for its window); seconds since the run\'s first event, as the trace viewer\'s axis'},
     ], {sort: {key: 'id', desc: false}});
+    const costThreads = new Table(root.querySelector('.cost-threads'), [
+      {key: 'name', label: 'Thread', name: true},
+      {key: 'tid', label: 'Tid', numeric: true},
+      {key: 'cpu_pct', label: 'CPU, last second', numeric: true, fmt: (v) => (v < 0 ? '—' : pct(v, 1)),
+        title: '% of one core over the last sample interval (user + system time)'},
+      {key: 'cpu_s', label: 'CPU since start', numeric: true, fmt: (v) => `${num(v, 2)} s`},
+    ], {sort: {key: 'cpu_s', desc: true}});
+    // liveprof's threads in this server and its memory (status.liveprof_cost).
+    function drawCost(c) {
+      root.querySelector('.self-cost').hidden = !c;
+      if (!c) return;
+      root.querySelector('.cost-stats').innerHTML =
+        `<div class="stat" data-field="self_cpu_pct"><span class="stat-label">CPU, liveprof threads</span><span class="stat-value">${
+          c.cpu_pct < 0 ? '—' : esc(pct(c.cpu_pct, 1))}</span></div>` +
+        `<div class="stat" data-field="self_rss"><span class="stat-label">Server memory (RSS)</span><span class="stat-value">${
+          esc(bytes(c.rss_bytes))}</span></div>`;
+      costThreads.setRows(c.threads);
+    }
     const note = root.querySelector('.note');
     const refusals = root.querySelector('.refusals');
     const select = root.querySelector('select[name=source]');
@@ -124,6 +144,7 @@ export default {
       if (root.offsetParent !== null) {  // on screen
         try {
           const st = await ctx.get('status');
+          drawCost(st.liveprof_cost);
           const sources = st.server?.ingest;
           if (!sources) {
             note.textContent = 'This server takes no ingest: start it with `liveprof serve --ingest unix:/path` ' +

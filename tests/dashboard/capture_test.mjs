@@ -11,7 +11,7 @@ import {rmSync} from 'node:fs';
 import {tmpdir} from 'node:os';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
-import {LIVEPROF, api, launchBrowser, openPage, screenshot, startServer, stopServer} from './harness.mjs';
+import {LIVEPROF, api, launchBrowser, openPage, screenshot, startServer, stopServer, until} from './harness.mjs';
 import {batchFrame, connectIngest, helloFrame} from './ingest_client.mjs';
 
 let server;
@@ -35,6 +35,35 @@ after(async () => {
 });
 
 describe('the Sources page with a program sending to the server', () => {
+  test('shows liveprof\'s own cost: each server thread\'s CPU and the memory, as /proc says', async () => {
+    const page = await openPage(browser, `${server.url}#capture`);
+    // Two samples a second apart give each thread's CPU over the interval.
+    const st = await until('two samples of liveprof\'s cost', async () => {
+      const s = await api(server.url, '/api/status');
+      return s.liveprof_cost?.interval_s > 0 ? s : null;
+    }, 15);
+    const cost = st.liveprof_cost;
+    assert.equal(cost.process, 'server');
+    const names = cost.threads.map((t) => t.name);
+    for (const n of ['liveprof pipe', 'liveprof drain', 'liveprof web', 'liveprof ingest']) assert.ok(names.includes(n), names.join('|'));
+    assert.ok(cost.threads.every((t) => t.name.startsWith('liveprof') && t.cpu_s >= 0 && t.cpu_pct >= 0));
+    assert.ok(cost.rss_bytes > 1 << 20, `${cost.rss_bytes}`);
+    // The pipeline thread consumes the sender's events: it has spent CPU.
+    assert.ok(cost.threads.find((t) => t.name === 'liveprof pipe').cpu_s > 0);
+    const card = page.locator('.self-cost');
+    await card.locator('tbody tr', {hasText: 'liveprof pipe'}).waitFor({timeout: 10000});
+    const shown = await card.locator('tbody td:first-child').allInnerTexts();
+    assert.ok(shown.includes('liveprof ingest'), shown.join('|'));
+    assert.match(await card.locator('[data-field=self_rss] .stat-value').innerText(), /MiB|GiB/);
+    // /metrics: each thread by name, promtool's own format checked elsewhere.
+    const metrics = await (await fetch(`${server.url.replace(/\/$/, '')}/metrics`)).text();
+    assert.match(metrics, /^liveprof_self_cpu_seconds_total\{thread="liveprof pipe"\} [0-9.e-]+$/m);
+    assert.match(metrics, /^liveprof_self_resident_bytes [0-9]+$/m);
+    await screenshot(page, 'sources_self_cost');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
   test('lists the source and turns its capture level down for a while', async () => {
     const page = await openPage(browser, `${server.url}#capture`);
     const row = page.locator('.sources tbody tr', {hasText: 'rank 4'});

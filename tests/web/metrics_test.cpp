@@ -196,6 +196,22 @@ TEST_CASE("metrics: an empty window leaves out the window's families") {
   CheckWithPromtool(text, "empty");
 }
 
+TEST_CASE("metrics: liveprof's own threads' CPU by name, and the server's memory") {
+  MetricsInput in;
+  in.version = "0.1.0";
+  CHECK(LinesStartingWith(RenderPrometheus(in), "liveprof_self_").empty());  // before the first sample.
+  in.self_threads = {{11, "liveprof pipe", 1'500'000'000}, {12, "liveprof web", 250'000'000},
+                     {13, "liveprof web", 250'000'000}, {14, "liveprof drain", 10'000'000}};
+  in.self_rss_bytes = 64u << 20;
+  const std::string text = RenderPrometheus(in);
+  CHECK(LinesStartingWith(text, "liveprof_self_cpu_seconds_total{") ==
+        std::vector<std::string>{"liveprof_self_cpu_seconds_total{thread=\"liveprof drain\"} 0.01",
+                                 "liveprof_self_cpu_seconds_total{thread=\"liveprof pipe\"} 1.5",
+                                 "liveprof_self_cpu_seconds_total{thread=\"liveprof web\"} 0.5"});
+  CHECK(HasLine(text, "liveprof_self_resident_bytes 67108864"));
+  CheckWithPromtool(text, "self_cost");
+}
+
 TEST_CASE("metrics: label values are escaped") {
   CHECK(EscapeLabelValue("plain") == "plain");
   CHECK(EscapeLabelValue(R"(a\b)") == R"(a\\b)");

@@ -1,0 +1,87 @@
+#include "base/self_cost.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+
+namespace liveprof {
+namespace {
+
+// A small file's first bytes (a /proc file: one read gives it whole).
+std::string ReadSmall(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  char buf[1024];
+  const ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+bool ParseU64(std::string_view s, uint64_t* out) {
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
+}  // namespace
+
+bool ParseTaskStat(std::string_view line, std::string* comm, uint64_t* ticks) {
+  const size_t open = line.find('(');
+  const size_t close = line.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open) return false;
+  *comm = std::string(line.substr(open + 1, close - open - 1));
+  // After the comm: field 3 (state) onwards, separated by single spaces;
+  // utime and stime are fields 14 and 15, the 12th and 13th after it.
+  std::string_view rest = line.substr(close + 1);
+  uint64_t utime = 0, stime = 0;
+  for (int field = 3; field <= 15; ++field) {
+    const size_t start = rest.find_first_not_of(' ');
+    if (start == std::string_view::npos) return false;
+    rest.remove_prefix(start);
+    const size_t end = std::min(rest.find(' '), rest.size());
+    const std::string_view value = rest.substr(0, end);
+    if (field == 14 && !ParseU64(value, &utime)) return false;
+    if (field == 15 && !ParseU64(value, &stime)) return false;
+    rest.remove_prefix(end);
+  }
+  *ticks = utime + stime;
+  return true;
+}
+
+SelfCostSample ReadSelfCost(uint64_t now_ns, std::string_view prefix) {
+  SelfCostSample s;
+  s.at_ns = now_ns;
+  static const long kTicks = ::sysconf(_SC_CLK_TCK);
+  const uint64_t ns_per_tick = kTicks > 0 ? 1'000'000'000ull / static_cast<uint64_t>(kTicks) : 10'000'000ull;
+  if (DIR* dir = ::opendir("/proc/self/task")) {
+    while (const dirent* d = ::readdir(dir)) {
+      uint64_t tid = 0;
+      if (!ParseU64(d->d_name, &tid)) continue;  // ".", ".."
+      ThreadCpu t;
+      uint64_t ticks = 0;
+      if (!ParseTaskStat(ReadSmall(std::string("/proc/self/task/") + d->d_name + "/stat"), &t.name, &ticks)) continue;
+      if (!t.name.starts_with(prefix)) continue;
+      t.tid = tid;
+      t.cpu_ns = ticks * ns_per_tick;
+      s.threads.push_back(std::move(t));
+    }
+    ::closedir(dir);
+  }
+  std::sort(s.threads.begin(), s.threads.end(), [](const ThreadCpu& a, const ThreadCpu& b) { return a.tid < b.tid; });
+  // statm: size resident shared ... in pages.
+  const std::string statm = ReadSmall("/proc/self/statm");
+  const size_t sp = statm.find(' ');
+  if (sp != std::string::npos) {
+    const size_t end = statm.find(' ', sp + 1);
+    uint64_t pages = 0;
+    if (ParseU64(std::string_view(statm).substr(sp + 1, end - sp - 1), &pages)) {
+      s.rss_bytes = pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    }
+  }
+  return s;
+}
+
+}  // namespace liveprof
