@@ -1,6 +1,7 @@
 #include "aggregators/device_utilization.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "aggregators/catalog.h"
 #include "base/json_writer.h"
@@ -216,14 +217,15 @@ bool DeviceUtilization::Insert(uint32_t slot, bool kernel_union, uint64_t b, uin
   }
   IntervalSet& set = kernel_union ? devices_[slot].kernels : devices_[slot].all;
   std::deque<Interval>& v = set.v;
-  const size_t n = v.size();
-  if (n == 0 || v[n - 1].end < b) {  // disjoint from everything: the common case.
+  // (back() and front() here, not size() and []: a deque's size and index
+  // take node arithmetic: ~40 instructions an insert on this path.)
+  if (v.empty() || v.back().end < b) {  // disjoint from everything: the common case.
     v.push_back({b, e});
     AddCoverage(slot, kernel_union, b, e);
     return behind;
   }
-  Interval& tail = v[n - 1];
-  if (e >= tail.end && (n == 1 || v[n - 2].end < b)) {
+  Interval& tail = v.back();
+  if (e >= tail.end && (&tail == &v.front() || std::prev(v.end(), 2)->end < b)) {
     // Overlaps or touches the tail interval only: the other common case.
     if (b < tail.begin) {
       AddCoverage(slot, kernel_union, b, tail.begin);
@@ -236,6 +238,7 @@ bool DeviceUtilization::Insert(uint32_t slot, bool kernel_union, uint64_t b, uin
     return behind;
   }
   // [i, j) = the intervals that overlap or touch [b, e).
+  const size_t n = v.size();
   size_t i = n - 1;
   size_t j = n;
   if (e >= v[n - 1].end) {

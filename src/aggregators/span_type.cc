@@ -32,41 +32,6 @@ uint8_t ClassifyName(std::string_view name) {
   return bits;
 }
 
-SpanType ClassifyDeviceEvent(const Event& e, uint8_t name_bits) {
-  switch (e.kind) {
-    case EventKind::kMemcpyHtoD: return SpanType::kHostToDevice;
-    case EventKind::kMemcpyDtoH: return SpanType::kDeviceToHost;
-    case EventKind::kMemcpyDtoD:
-    case EventKind::kMemcpyPtoP: return SpanType::kDeviceToDevice;
-    case EventKind::kMemcpyHtoH: return SpanType::kHostToHost;
-    default: break;
-  }
-  if (e.kind == EventKind::kKernel && (name_bits & kNameCollective) != 0) {
-    return SpanType::kDeviceCollectives;
-  }
-  // §2.3: 16-bit when the producer says so, or the name has "half" / "fp16".
-  if ((e.flags & kFlag16Bit) != 0 || (name_bits & kName16Bit) != 0) return SpanType::kDeviceCompute16;
-  return SpanType::kDeviceCompute32;
-}
-
-SpanType ClassifyHostEvent(const Event& e, uint8_t name_bits, bool has_device, bool* ignore) {
-  *ignore = (name_bits & kNameIgnored) != 0;
-  if (*ignore) return SpanType::kUnknown;
-  if (e.kind == EventKind::kInputSpan &&
-      static_cast<InputStage>(e.sub) == InputStage::kEnqueue) {
-    return SpanType::kHostToDevice;  // §2.3 host rule 1 (InfeedEnqueue / MemcpyHToD).
-  }
-  if (name_bits & kNameToDevice) return SpanType::kHostToDevice;
-  if (name_bits & kNameHostToHost) return SpanType::kHostToHost;
-  if (has_device && (e.kind == EventKind::kRuntimeApi || (name_bits & kNameExecutor) != 0)) {
-    return SpanType::kHostPrepare;
-  }
-  if (e.kind == EventKind::kInputSpan || (name_bits & kNameWaitInput) != 0) {
-    return SpanType::kHostWaitInput;
-  }
-  return SpanType::kHostCompute;
-}
-
 SpanType ClassifyDeviceEvent(const Event& e, std::string_view name) {
   return ClassifyDeviceEvent(e, ClassifyName(name));
 }

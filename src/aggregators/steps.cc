@@ -141,7 +141,10 @@ void StepAssembler::Consume(std::span<const Event> events) {
       continue;
     }
     int64_t step_num = 0;
-    if (IsMarker(e, &step_num)) {
+    // Only these kinds can be a marker: the others skip the call.
+    const bool marker_kind =
+        e.kind == EventKind::kStepMarker || e.kind == EventKind::kHostSpan || e.kind == EventKind::kFrameworkOp;
+    if (marker_kind && IsMarker(e, &step_num)) {
       AddStep(e, step_num);
       new_step = true;
       continue;
