@@ -5,7 +5,7 @@ import {esc, shortName} from './format.js';  // the header's HTML
 
 // columns: [{key, label, fmt(value, row) -> text, numeric, name (a long name: wraps), short (a C++
 //   name: shown short by format.js's shortName, whole on hover), title, hidden (until showColumn),
-//   href(row) (the text is a link there)}]
+//   href(row) (the text is a link there), cellTitle(value, row) -> a cell's own hover text}]
 // options: {filterKeys: ['name', ...] (a filter box over these fields),
 //           sort: {key, desc}, rowLimit, onRowClick(row), rowKey(row)}
 export class Table {
@@ -152,6 +152,10 @@ export class Table {
           const shown = col.short ? shortName(text) : text;
           (col.href ? tr.cells[c].firstChild.firstChild : tr.cells[c].firstChild).data = shown;
           if (col.short) tr.cells[c].title = shown === text ? '' : text;
+        }
+        if (col.cellTitle) {
+          const title = col.cellTitle(r[col.key], r) ?? '';
+          if (tr.cells[c].title !== title) tr.cells[c].title = title;
         }
         if (col.href) {
           const href = col.href(r);

@@ -494,33 +494,9 @@ void Analyses::SetSelfCost(SelfCostSample sample) {
 void Analyses::WriteSelfCost(JsonWriter& w) const {
   // Each liveprof thread's CPU over the last interval (% of one core; -1
   // before a second sample) and since it started; the process's memory.
-  const double interval_ns = self_prev_.at_ns ? static_cast<double>(self_now_.at_ns - self_prev_.at_ns) : 0;
   w.BeginObject();
   w.KV("process", "server");
-  w.KV("rss_bytes", self_now_.rss_bytes);
-  w.KV("interval_s", interval_ns / 1e9);
-  double total_pct = 0;
-  w.Key("threads");
-  w.BeginArray();
-  for (const ThreadCpu& t : self_now_.threads) {
-    double pct = -1;
-    if (interval_ns > 0) {
-      uint64_t before = 0;  // a thread started since the last sample: from 0.
-      for (const ThreadCpu& p : self_prev_.threads) {
-        if (p.tid == t.tid) before = p.cpu_ns;
-      }
-      pct = 100.0 * static_cast<double>(t.cpu_ns - std::min(before, t.cpu_ns)) / interval_ns;
-      total_pct += pct;
-    }
-    w.BeginObject();
-    w.KV("name", t.name);
-    w.KV("tid", t.tid);
-    w.KV("cpu_s", static_cast<double>(t.cpu_ns) / 1e9);
-    w.KV("cpu_pct", pct);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.KV("cpu_pct", interval_ns > 0 ? total_pct : -1.0);
+  WriteSelfCostFields(w, self_prev_, self_now_);
   w.EndObject();
 }
 

@@ -25,6 +25,7 @@
 #include "import/chrome_export.h"
 #include "import/replay.h"
 #include "base/json_writer.h"
+#include "base/self_cost.h"
 #include "producers/host_api.h"
 #include "ingest/ingest_server.h"
 #include "producers/simulated_workload.h"
@@ -140,6 +141,14 @@ std::string IngestStatusJson(const IngestServer& ingest) {
       w.KV("until_ns", s.capture.until_ns);
       const uint64_t now = HostNowNs();
       w.KV("seconds_left", s.capture.until_ns > now ? static_cast<double>(s.capture.until_ns - now) / 1e9 : 0.0);
+      w.EndObject();
+    }
+    w.Key("cost");  // liveprof's own cost in its process (IngestBatch.cost); null: none said.
+    if (s.cost.at_ns == 0) {
+      w.Null();
+    } else {
+      w.BeginObject();
+      WriteSelfCostFields(w, s.cost_prev, s.cost);
       w.EndObject();
     }
     w.EndObject();
@@ -305,6 +314,18 @@ int Serve(ServeArgs& args, ServeMode mode) {
     so.ingest_refused = [&ingest] {
       std::vector<MetricsRefusal> out;
       for (const IngestServer::RefusedCount& r : ingest->RefusedTotals()) out.push_back({r.source, r.reason, r.events});
+      return out;
+    };
+    so.ingest_cost = [&ingest] {  // each connected source's newest sample, by ring name.
+      std::vector<MetricsSourceCost> out;
+      for (const IngestServer::SourceStatus& s : ingest->Sources()) {
+        if (!s.connected || s.cost.at_ns == 0) continue;
+        const std::string source = "ingest " + s.label;
+        const auto it = std::find_if(out.begin(), out.end(), [&](const MetricsSourceCost& c) { return c.source == source; });
+        MetricsSourceCost& c = it != out.end() ? *it : out.emplace_back();  // (a later connection: newer)
+        c = {source, s.cost.threads, s.cost.rss_bytes};
+      }
+      std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.source < b.source; });
       return out;
     };
     so.capture = [&ingest](const CaptureQuery& q) {

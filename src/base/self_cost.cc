@@ -8,6 +8,8 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "base/json_writer.h"
+
 namespace liveprof {
 namespace {
 
@@ -82,6 +84,44 @@ SelfCostSample ReadSelfCost(uint64_t now_ns, std::string_view prefix) {
     }
   }
   return s;
+}
+
+SelfCostInterval CompareSelfCost(const SelfCostSample& prev, const SelfCostSample& now) {
+  SelfCostInterval r;
+  r.thread_pct.assign(now.threads.size(), -1.0);
+  if (prev.at_ns == 0 || now.at_ns <= prev.at_ns) return r;
+  const double interval_ns = static_cast<double>(now.at_ns - prev.at_ns);
+  r.interval_s = interval_ns / 1e9;
+  r.cpu_pct = 0;
+  for (size_t i = 0; i < now.threads.size(); ++i) {
+    const ThreadCpu& t = now.threads[i];
+    uint64_t before = 0;  // a thread started since the last sample: from 0.
+    for (const ThreadCpu& p : prev.threads) {
+      if (p.tid == t.tid) before = p.cpu_ns;
+    }
+    r.thread_pct[i] = 100.0 * static_cast<double>(t.cpu_ns - std::min(before, t.cpu_ns)) / interval_ns;
+    r.cpu_pct += r.thread_pct[i];
+  }
+  return r;
+}
+
+void WriteSelfCostFields(JsonWriter& w, const SelfCostSample& prev, const SelfCostSample& now) {
+  const SelfCostInterval in = CompareSelfCost(prev, now);
+  w.KV("rss_bytes", now.rss_bytes);
+  w.KV("interval_s", in.interval_s);
+  w.Key("threads");
+  w.BeginArray();
+  for (size_t i = 0; i < now.threads.size(); ++i) {
+    const ThreadCpu& t = now.threads[i];
+    w.BeginObject();
+    w.KV("name", t.name);
+    w.KV("tid", t.tid);
+    w.KV("cpu_s", static_cast<double>(t.cpu_ns) / 1e9);
+    w.KV("cpu_pct", in.thread_pct[i]);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.KV("cpu_pct", in.cpu_pct);
 }
 
 }  // namespace liveprof

@@ -132,6 +132,22 @@ bool IngestDecoder::Fail(const std::string& where, const std::string& what) {
   return false;
 }
 
+void IngestDecoder::TakeCost(const wire::IngestCost* c) {
+  if (c == nullptr || c->at_ns() == 0) return;
+  SelfCostSample s;
+  s.at_ns = c->at_ns();
+  s.rss_bytes = c->rss_bytes();
+  if (c->threads() != nullptr) {
+    if (c->threads()->size() > kMaxIngestCostThreads) return;
+    s.threads.reserve(c->threads()->size());
+    for (const wire::IngestThreadCpu* t : *c->threads()) {
+      if (!PlainLabel(t->name())) return;
+      s.threads.push_back({t->tid(), t->name() ? t->name()->str() : std::string(), t->cpu_ns()});
+    }
+  }
+  batch_cost_ = std::move(s);
+}
+
 void IngestDecoder::Refuse(const std::string& where, std::string_view reason, uint32_t i, const Event& e) {
   ++refused_events_;
   // Messages are made for the first of a batch and of a reason only: a
@@ -163,6 +179,7 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
   const wire::Frame* f = wire::GetFrame(frame.data());
   pong_.reset();
   batch_progress_ns_ = 0;
+  batch_cost_.reset();
   batch_refused_ = BatchRefused{};
   if (f->body() == nullptr) return Fail(where, "a frame without a body");
   if (f->version() != kIngestFrameVersion) {
@@ -357,6 +374,7 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
     e.dur = static_cast<uint64_t>(dur);
   }
   batch_progress_ns_ = b.progress_ns();
+  TakeCost(b.cost());
   lost_batches_ += b.seq() - last_seq_ - 1;  // (seq from 1: a first batch of 3 lost two)
   last_seq_ = b.seq();
   ++batches_;

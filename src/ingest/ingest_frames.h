@@ -32,10 +32,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/self_cost.h"
 #include "stream/event.h"
 #include "stream/stream.h"
 
 namespace liveprof {
+namespace wire {
+struct IngestCost;  // stream/liveprof_generated.h
+}  // namespace wire
 
 inline constexpr uint32_t kIngestProtocol = 1;
 inline constexpr uint32_t kMaxIngestFrameBytes = 16u << 20;
@@ -43,6 +47,7 @@ inline constexpr uint32_t kMaxIngestFrameBytes = 16u << 20;
 inline constexpr uint32_t kMaxIngestNames = 1u << 20;
 inline constexpr uint32_t kMaxIngestTracks = 4096;
 inline constexpr uint32_t kMaxIngestLabelBytes = 256;  // a hello's host, program.
+inline constexpr uint32_t kMaxIngestCostThreads = 1024;  // an IngestCost's threads.
 
 class FrameSplitter {
  public:
@@ -223,6 +228,12 @@ class IngestDecoder {
   // event of the sender ending at or before it has come); 0 for another
   // frame, or a sender that could not say.
   uint64_t batch_progress_ns() const { return batch_progress_ns_; }
+  // The last Decode's IngestBatch.cost (liveprof's own cost in the sender's
+  // process, its clock), or nullopt: another frame, a batch without one (an
+  // older sender, or none due), or one that is not well formed (over
+  // kMaxIngestCostThreads threads, a name over kMaxIngestLabelBytes or with
+  // control characters: the cost is left out, the batch taken).
+  const std::optional<SelfCostSample>& batch_cost() const { return batch_cost_; }
   // A sender time on the server's clock (held in [0, 2^64)), by the least
   // offset any time from it on maps with now: a bound for where the events
   // after it land (a later offset, from a better round trip, may be smaller).
@@ -258,6 +269,7 @@ class IngestDecoder {
   bool Fail(const std::string& where, const std::string& what);
   // Counts event `i` of the batch being decoded, refused for `reason`.
   void Refuse(const std::string& where, std::string_view reason, uint32_t i, const Event& e);
+  void TakeCost(const wire::IngestCost* c);  // into batch_cost_, if well formed.
 
   Stream& stream_;
   bool has_hello_ = false;
@@ -277,6 +289,7 @@ class IngestDecoder {
   std::vector<Offset> offsets_{{0, 0}};  // by `from`, never empty.
   uint64_t last_seq_ = 0;
   uint64_t batch_progress_ns_ = 0;
+  std::optional<SelfCostSample> batch_cost_;
   uint64_t batches_ = 0, events_ = 0, lost_batches_ = 0, sender_dropped_ = 0;
   std::vector<IngestRefusal> refusals_;
   uint64_t refused_events_ = 0;

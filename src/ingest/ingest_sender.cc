@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -35,6 +36,7 @@ constexpr size_t kMaxBatchEvents = 65536;     // 3 MiB of events a frame, well u
 constexpr size_t kMaxDefinitionBytes = 4 << 20;  // a definitions-only batch (seq 0), about.
 constexpr size_t kOutLowWater = 1 << 20;      // serialize more batches below this.
 constexpr uint64_t kIdleProgressPeriodNs = 50'000'000;  // a batch of progress alone, at most this often.
+constexpr uint64_t kCostPeriodNs = 1'000'000'000;       // liveprof's own cost read, at most this often.
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
@@ -63,7 +65,10 @@ void IngestSender::Seal(uint64_t now) {
   open_.dropped = dropped_total - last_dropped_total_ + carried_dropped_;
   const uint64_t progress = drain_.complete_through_ns();
   const bool progress_due = progress > sealed_progress_ns_ && now - last_batch_ns_ >= kIdleProgressPeriodNs;
-  if (open_.events.empty() && open_.definitions.empty() && open_.dropped == 0 && !progress_due) return;
+  if (open_.events.empty() && open_.definitions.empty() && open_.dropped == 0 && !progress_due &&
+      open_.cost.at_ns == 0) {
+    return;
+  }
   sealed_progress_ns_ = std::max(sealed_progress_ns_, progress);
   last_batch_ns_ = now;
   if (dropped_total > last_dropped_total_) {  // recorded, and lost in the rings.
@@ -89,6 +94,7 @@ void IngestSender::Seal(uint64_t now) {
     if (at == 0) {
       p.definitions = std::move(open_.definitions);
       p.dropped = open_.dropped;
+      p.cost = std::move(open_.cost);
     }
     at += n;
     if (at == total) p.progress_ns = progress;  // (the last frame: the events it completes are in it or before)
@@ -260,8 +266,16 @@ void IngestSender::FillOut() {
           wire::Event* out = nullptr;
           const auto events = fbb.CreateUninitializedVectorOfStructs(p.events.size(), &out);
           if (!p.events.empty()) std::memcpy(static_cast<void*>(out), p.events.data(), p.events.size() * sizeof(Event));
+          flatbuffers::Offset<wire::IngestCost> cost = 0;
+          if (p.cost.at_ns != 0) {
+            std::vector<flatbuffers::Offset<wire::IngestThreadCpu>> threads;
+            for (const ThreadCpu& t : p.cost.threads) {
+              threads.push_back(wire::CreateIngestThreadCpuDirect(fbb, t.tid, t.name.c_str(), t.cpu_ns));
+            }
+            cost = wire::CreateIngestCost(fbb, p.cost.at_ns, p.cost.rss_bytes, fbb.CreateVector(threads));
+          }
           return wire::CreateIngestBatch(fbb, p.seq, fbb.CreateVector(names), fbb.CreateVector(tracks), events,
-                                         p.dropped, p.progress_ns)
+                                         p.dropped, p.progress_ns, cost)
               .Union();
         },
         p.events.size() * sizeof(Event) + 1024);
@@ -454,6 +468,9 @@ void IngestSender::StateGpuChange() {
 }
 
 void IngestSender::Run() {
+  // Named, so that its CPU shows among liveprof's own cost (the batches'
+  // IngestBatch.cost; the server's Sources page).
+  pthread_setname_np(pthread_self(), "liveprof send");
   for (;;) {
     const bool stopping = stop_.load(std::memory_order_acquire);
     uint64_t now = HostNowNs();
@@ -461,6 +478,12 @@ void IngestSender::Run() {
       drain_.Flush();
     } else {
       drain_.RunOnce(now);
+    }
+    // liveprof's own cost in this process, from /proc (this thread's work,
+    // never the program's threads'): the next batch sealed carries it.
+    if (now >= next_cost_ns_ && !stopping) {
+      open_.cost = ReadSelfCost(now, "liveprof");
+      next_cost_ns_ = now + kCostPeriodNs;
     }
     if (stopping || open_.events.size() >= kMaxBatchEvents || now - last_seal_ns_ >= options_.flush_period_ns) {
       Seal(now);

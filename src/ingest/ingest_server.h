@@ -36,6 +36,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/self_cost.h"
 #include "ingest/ingest_endpoint.h"
 #include "ingest/ingest_frames.h"
 #include "stream/stream.h"
@@ -108,6 +109,11 @@ class IngestServer {
     CaptureState capture;
     int64_t clock_offset_ns = 0;
     uint64_t best_rtt_ns = 0;  // 0: no pong yet.
+    // liveprof's own cost in the source's process (IngestBatch.cost, read
+    // from its /proc about once a second): the newest sample and the one
+    // before it (CompareSelfCost: each thread's CPU over the interval), on
+    // the sender's clock. at_ns 0: none yet (an older sender sends none).
+    SelfCostSample cost, cost_prev;
   };
 
   IngestServer(Stream& stream, Options options);

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/self_cost.h"
 #include "ingest/ingest_endpoint.h"
 #include "ingest/ingest_frames.h"
 #include "ingest/ingest_sender.h"
@@ -81,6 +82,7 @@ class IngestSender {
     std::vector<Event> events;
     uint64_t dropped = 0;  // events the rings dropped meanwhile.
     uint64_t progress_ns = 0;  // IngestBatch.progress_ns: DrainLoop::complete_through_ns().
+    SelfCostSample cost;       // IngestBatch.cost; at_ns 0: none.
   };
 
   static DrainLoop::Options DrainOptions() {
@@ -135,6 +137,7 @@ class IngestSender {
   uint64_t last_dropped_total_ = 0;
   uint64_t carried_dropped_ = 0;  // events of batches dropped unacknowledged.
   uint64_t last_seal_ns_ = 0;
+  uint64_t next_cost_ns_ = 0;  // the next read of liveprof's own cost (/proc/self), once a second.
   uint64_t sealed_progress_ns_ = 0;  // the last batch's progress_ns,
   uint64_t last_batch_ns_ = 0;       // and when it was sealed.
   int fd_ = -1;

@@ -42,6 +42,15 @@ struct MetricsRefusal {
   uint64_t events = 0;
 };
 
+// liveprof's own cost in an ingest source's process (IngestBatch.cost: its
+// /proc, read by its sender), by source (its ring's name, "ingest rank 3"):
+// each liveprof thread's CPU since it started, and the process's resident set.
+struct MetricsSourceCost {
+  std::string source;
+  std::vector<ThreadCpu> threads;
+  uint64_t rss_bytes = 0;
+};
+
 // Step times at the 50th, 90th and 99th percentile, seconds.
 struct StepTimeQuantiles {
   double p50 = 0, p90 = 0, p99 = 0;
@@ -72,6 +81,9 @@ struct MetricsInput {
   // Not from the analyses: filled on the web thread for each /metrics request
   // (ServerOptions::ingest_refused), sorted by source, then reason.
   std::vector<MetricsRefusal> ingest_refused;
+  // Also from the web thread (ServerOptions::ingest_cost): the connected
+  // ingest sources' own cost, sorted by source.
+  std::vector<MetricsSourceCost> ingest_cost;
 };
 
 // The nearest-rank percentile of step durations: the ceil(q × n)-th smallest

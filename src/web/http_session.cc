@@ -178,11 +178,12 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession>, publ
         std::string text;
         if (!o.fleet_view) {  // (a fleet view's own pipeline is idle: only the fleet's)
           if (!latest) return SendReply(NotYet(), version);
-          if (!o.ingest_refused) {
+          if (!o.ingest_refused && !o.ingest_cost) {
             text = RenderPrometheus(latest->metrics);
           } else {
             MetricsInput metrics = latest->metrics;
-            metrics.ingest_refused = o.ingest_refused();
+            if (o.ingest_refused) metrics.ingest_refused = o.ingest_refused();
+            if (o.ingest_cost) metrics.ingest_cost = o.ingest_cost();
             text = RenderPrometheus(metrics);
           }
         }

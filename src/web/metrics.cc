@@ -12,6 +12,22 @@
 namespace liveprof {
 namespace {
 
+// Threads' CPU since they started, in seconds, by name (threads sharing a
+// name are summed), sorted by name.
+std::vector<std::pair<std::string, double>> CpuSecondsByName(const std::vector<ThreadCpu>& threads) {
+  std::vector<std::pair<std::string, double>> by_name;
+  for (const ThreadCpu& t : threads) {
+    auto it = std::find_if(by_name.begin(), by_name.end(), [&](const auto& p) { return p.first == t.name; });
+    if (it == by_name.end()) {
+      by_name.emplace_back(t.name, 0.0);
+      it = by_name.end() - 1;
+    }
+    it->second += static_cast<double>(t.cpu_ns) / 1e9;
+  }
+  std::sort(by_name.begin(), by_name.end());
+  return by_name;
+}
+
 // The input_bound state set's label values, every InputBound once.
 constexpr std::pair<InputBound, std::string_view> kInputBoundLabels[] = {
     {InputBound::kHighly, "highly"},
@@ -75,19 +91,27 @@ std::string RenderPrometheus(const MetricsInput& in) {
     w.Family("liveprof_self_cpu_seconds_total", "counter",
              "CPU time (user + system) of each liveprof thread of the server, since it started, by thread "
              "name (threads sharing a name are summed).");
-    std::vector<std::pair<std::string, double>> by_name;
-    for (const ThreadCpu& t : in.self_threads) {
-      auto it = std::find_if(by_name.begin(), by_name.end(), [&](const auto& p) { return p.first == t.name; });
-      if (it == by_name.end()) {
-        by_name.emplace_back(t.name, 0.0);
-        it = by_name.end() - 1;
-      }
-      it->second += static_cast<double>(t.cpu_ns) / 1e9;
+    for (const auto& [name, seconds] : CpuSecondsByName(in.self_threads)) {
+      w.Sample("liveprof_self_cpu_seconds_total", {{"thread", name}}, seconds);
     }
-    std::sort(by_name.begin(), by_name.end());
-    for (const auto& [name, seconds] : by_name) w.Sample("liveprof_self_cpu_seconds_total", {{"thread", name}}, seconds);
     w.Family("liveprof_self_resident_bytes", "gauge", "The server process's resident memory (RSS).");
     w.Sample("liveprof_self_resident_bytes", {}, in.self_rss_bytes);
+  }
+  // And in each connected ingest source's process, as its sender read it.
+  if (!in.ingest_cost.empty()) {
+    w.Family("liveprof_source_self_cpu_seconds_total", "counter",
+             "CPU time (user + system) of each liveprof thread of an ingest source's process (its sender, "
+             "its CUPTI buffer thread), since it started, by source ring and thread name.");
+    for (const MetricsSourceCost& c : in.ingest_cost) {
+      for (const auto& [name, seconds] : CpuSecondsByName(c.threads)) {
+        w.Sample("liveprof_source_self_cpu_seconds_total", {{"source", c.source}, {"thread", name}}, seconds);
+      }
+    }
+    w.Family("liveprof_source_resident_bytes", "gauge",
+             "An ingest source's process's resident memory (RSS: the job's own, liveprof's included).");
+    for (const MetricsSourceCost& c : in.ingest_cost) {
+      w.Sample("liveprof_source_resident_bytes", {{"source", c.source}}, c.rss_bytes);
+    }
   }
 
   w.Counter("liveprof_late_events_total",

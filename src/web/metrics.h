@@ -4,7 +4,7 @@
 // Every family is named liveprof_*, has a HELP and a TYPE line, and uses base
 // units (seconds, ratios 0..1); counters end in _total. Labels are low
 // cardinality only: bucket category, input classification, source (one per
-// producer ring name), refusal reason, alert rule and severity. Never an op
+// producer ring name), refusal reason, alert rule and severity, liveprof thread name. Never an op
 // or kernel name.
 //
 //   liveprof_build_info{version}                    gauge, always 1
@@ -18,6 +18,12 @@
 //                                                   counter, events an ingest source
 //                                                   sent that were refused (by ring
 //                                                   name; docs/ingest.md), when any
+//   liveprof_self_cpu_seconds_total{thread}         counter, the server's liveprof threads (/proc)
+//   liveprof_self_resident_bytes                    gauge, the server's RSS
+//   liveprof_source_self_cpu_seconds_total{source,thread}
+//                                                   counter, an ingest source's liveprof
+//                                                   threads, as its sender read them
+//   liveprof_source_resident_bytes{source}          gauge, an ingest source's process's RSS
 //   liveprof_late_events_total                      counter, past the reorder window
 //   liveprof_steps_closed_total                     counter
 //   liveprof_window_steps                           gauge, steps in the window

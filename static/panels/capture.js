@@ -6,7 +6,9 @@
 // sources are a REST member of it (server.ingest), not a feed topic. Events
 // the server refused alone (a track never defined...: the rest of their batch
 // was taken) show per source, by reason, with the first one's message; the
-// last batch acknowledged, what an acknowledgement promises.
+// last batch acknowledged, what an acknowledgement promises. Each source's
+// liveprof CPU and process memory, as its sender read them from its /proc
+// (status.server.ingest[].cost).
 import {bytes, esc, int, num, pct} from '../format.js';
 import {Table} from '../table.js';
 
@@ -40,6 +42,14 @@ function gpuDataText(windows, gpuAvailable) {
 // "undefined_track 200, bad_kind 1" (empty: none refused).
 function refusedText(s) {
   return (s.refused ?? []).map((r) => `${r.reason} ${int(r.events)}`).join(', ');
+}
+
+// A source's liveprof threads, one a line, for the liveprof CPU cell's hover:
+// "liveprof send (tid 4242): 1.2% (2.05 s since it started)".
+function costThreadsText(c) {
+  if (!c) return 'Not said: an older sender, or none read yet';
+  return (c.threads ?? []).map((t) => `${t.name} (tid ${t.tid}): ${t.cpu_pct < 0 ? '—' : pct(t.cpu_pct, 1)} ` +
+    `(${num(t.cpu_s, 2)} s since it started)`).join('\n');
 }
 
 export default {
@@ -91,6 +101,14 @@ export default {
         title: 'The last batch acknowledged: its events handled by the analyses and, with --trace-dir, written ' +
           'to the run folder (a kill -9 of the server loses none of them); waiting: batches taken since, ' +
           'not handled yet'},
+      {key: 'cost_pct', label: 'liveprof CPU', numeric: true, fmt: (v) => (v < 0 ? '—' : pct(v, 1)),
+        cellTitle: (v, r) => r.cost_threads,
+        title: 'liveprof\'s own threads in the source\'s process (its sender, its CUPTI buffer thread), % of one ' +
+          'core over the last interval its sender read (user + system time, from its /proc, about once a ' +
+          'second); — before two readings, or from a sender that does not say. Hover a cell for each thread'},
+      {key: 'rss', label: 'Process memory', numeric: true, fmt: (v) => (v > 0 ? bytes(v) : '—'),
+        title: 'The source process\'s resident memory (RSS, from its /proc): the job\'s own memory, ' +
+          'liveprof\'s included'},
       {key: 'offset_ms', label: 'Clock offset ms', numeric: true, fmt: (v) => num(v, 3)},
       {key: 'rtt_us', label: 'Best RTT µs', numeric: true, fmt: (v) => num(v, 1)},
       {key: 'capture', label: 'Records now'},
@@ -163,6 +181,7 @@ export default {
               steps: stepsOf.get(s.worker)?.steps ?? 0, step_source: stepsOf.get(s.worker)?.source ?? '',
               events: s.events, lost: s.sender_dropped + s.ring_dropped + s.future_dropped,
               refused: s.refused_events ?? 0, refused_reasons: refusedText(s),
+              cost_pct: s.cost?.cpu_pct ?? -1, cost_threads: costThreadsText(s.cost), rss: s.cost?.rss_bytes ?? 0,
               acked: s.acked_seq ?? 0, unacked: s.unacked_batches ?? 0,
               offset_ms: s.clock_offset_ns / 1e6, rtt_us: s.best_rtt_ns / 1e3,
               capture: captureText(s.capture),

@@ -5,7 +5,9 @@ training script (examples/pytorch_plain.py: no `import liveprof`) under
   - slow loader then fast: every step is seen (each optimizer.step() ends
     one), the slow steps' input is the loader's delay and the fast ones'
     is small, input_bound_high fires and resolves, the last steps are NOT
-    input-bound, the source is named after the script; the same with
+    input-bound, the source is named after the script, each process's
+    batches carry liveprof's own cost there (its sender thread's CPU, the
+    process's memory); the same with
     num_workers=2 (the multi-process iterator's waits); two ranks started
     as torchrun starts them are each a source named by its rank, and the
     Pod page has both; a program using torch.profiler gets its
@@ -169,6 +171,16 @@ def test_slow_then_fast(args, workers):
         want = ["%s · loader %d" % (trainer[0]["label"], i) for i in range(workers)]
         if [label for label, _ in loaders] != want or any(n == 0 for _, n in loaders):
             fail("loader sources %s, not %s, each with events" % (loaders, want))
+        # liveprof's own cost in each process, read by its sender from its
+        # /proc (IngestBatch.cost): its sender thread among liveprof's, and
+        # the process's memory (a Python with torch: well over 50 MiB).
+        for s in trainer + [s for s in sources if " · loader" in s["label"]]:
+            cost = s.get("cost")
+            names = [t["name"] for t in (cost or {}).get("threads", [])]
+            if not cost or "liveprof send" not in names or cost["rss_bytes"] < 50 << 20:
+                fail("source %s: no cost with its sender thread and its memory: %s" % (s["label"], cost))
+            if any(not n.startswith("liveprof") for n in names):
+                fail("source %s: a thread not liveprof's in its cost: %s" % (s["label"], names))
         pod = [(w["label"], w["steps"]) for w in run.get("/api/pod")["workers"]]
         if len(pod) != 1 or pod[0][0] != trainer[0]["label"]:
             fail("the Pod page's workers %s: not the training process alone" % pod)
@@ -176,6 +188,9 @@ def test_slow_then_fast(args, workers):
         fetch = ops.get("DataLoader fetch#SyntheticImages")
         if fetch is None or fetch["category"] != "Preprocessing" or fetch["count"] < total // 2:
             fail("no DataLoader fetch op, or too few, in the host-side breakdown: %s" % ops)
+        print("ok: workers=%d: the trainer's liveprof threads %s, its memory %.0f MiB"
+              % (workers, [(t["name"], t["cpu_s"]) for t in trainer[0]["cost"]["threads"]],
+                 trainer[0]["cost"]["rss_bytes"] / (1 << 20)))
         print("ok: workers=%d: sources %s, Pod %s, fetches %d (%.0f ms)"
               % (workers, [trainer[0]["label"]] + [label for label, _ in loaders], pod, fetch["count"],
                  fetch["total_ms"]))

@@ -13,6 +13,7 @@ import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 import {LIVEPROF, api, launchBrowser, openPage, screenshot, startServer, stopServer, until} from './harness.mjs';
 import {batchFrame, connectIngest, helloFrame} from './ingest_client.mjs';
+import {bytes, pct} from '../../static/format.js';
 
 let server;
 let sender;
@@ -37,19 +38,20 @@ after(async () => {
 describe('the Sources page with a program sending to the server', () => {
   test('shows liveprof\'s own cost: each server thread\'s CPU and the memory, as /proc says', async () => {
     const page = await openPage(browser, `${server.url}#capture`);
-    // Two samples a second apart give each thread's CPU over the interval.
-    const st = await until('two samples of liveprof\'s cost', async () => {
+    // Two samples a second apart give each thread's CPU over the interval;
+    // the pipeline thread consumes the sender's events: it spends CPU (a
+    // clock tick of it can take a few seconds at this rate).
+    const st = await until('two samples of liveprof\'s cost, the pipeline\'s CPU in them', async () => {
       const s = await api(server.url, '/api/status');
-      return s.liveprof_cost?.interval_s > 0 ? s : null;
-    }, 15);
+      return s.liveprof_cost?.interval_s > 0 &&
+        s.liveprof_cost.threads.find((t) => t.name === 'liveprof pipe')?.cpu_s > 0 ? s : null;
+    }, 30);
     const cost = st.liveprof_cost;
     assert.equal(cost.process, 'server');
     const names = cost.threads.map((t) => t.name);
     for (const n of ['liveprof pipe', 'liveprof drain', 'liveprof web', 'liveprof ingest']) assert.ok(names.includes(n), names.join('|'));
     assert.ok(cost.threads.every((t) => t.name.startsWith('liveprof') && t.cpu_s >= 0 && t.cpu_pct >= 0));
     assert.ok(cost.rss_bytes > 1 << 20, `${cost.rss_bytes}`);
-    // The pipeline thread consumes the sender's events: it has spent CPU.
-    assert.ok(cost.threads.find((t) => t.name === 'liveprof pipe').cpu_s > 0);
     const card = page.locator('.self-cost');
     await card.locator('tbody tr', {hasText: 'liveprof pipe'}).waitFor({timeout: 10000});
     const shown = await card.locator('tbody td:first-child').allInnerTexts();
@@ -60,6 +62,54 @@ describe('the Sources page with a program sending to the server', () => {
     assert.match(metrics, /^liveprof_self_cpu_seconds_total\{thread="liveprof pipe"\} [0-9.e-]+$/m);
     assert.match(metrics, /^liveprof_self_resident_bytes [0-9]+$/m);
     await screenshot(page, 'sources_self_cost');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
+  test('each source\'s row shows liveprof\'s CPU in its process and the process\'s memory, as its sender read them', async () => {
+    const page = await openPage(browser, `${server.url}#capture`);
+    const rank4 = (st) => st.server.ingest.find((o) => o.label === 'rank 4' && o.connected);
+    // The sender reads its /proc once a second: two readings give its CPU over the interval.
+    const source = await until('two cost readings from rank 4', async () => {
+      const s = rank4(await api(server.url, '/api/status'));
+      return s?.cost?.interval_s > 0 ? s : null;
+    }, 15);
+    const cost = source.cost;
+    const names = cost.threads.map((t) => t.name);
+    assert.ok(names.includes('liveprof send'), names.join('|'));
+    assert.ok(cost.threads.every((t) => t.name.startsWith('liveprof') && t.tid > 0 && t.cpu_s >= 0 && t.cpu_pct >= 0),
+      JSON.stringify(cost.threads));
+    assert.ok(Math.abs(cost.cpu_pct - cost.threads.reduce((a, t) => a + t.cpu_pct, 0)) < 1e-9);
+    assert.ok(cost.interval_s >= 0.9 && cost.interval_s < 5, `${cost.interval_s}`);
+    assert.ok(cost.rss_bytes > 1 << 20, `${cost.rss_bytes}`);
+    // The row, against the /api/status answer the page itself drew it from.
+    const col = async (label) => (await page.locator('.sources thead th').allInnerTexts()).indexOf(label);
+    const cpuCol = await col('liveprof CPU');
+    const rssCol = await col('Process memory');
+    assert.ok(cpuCol > 0 && rssCol > 0);
+    const row = page.locator('.sources tbody tr', {hasText: 'rank 4'});
+    await row.waitFor({timeout: 15000});
+    const answer = await page.waitForResponse((r) => r.url().includes('/api/status'), {timeout: 10000});
+    const drawn = rank4(await answer.json()).cost;
+    assert.ok(drawn.cpu_pct >= 0);
+    const want = [pct(drawn.cpu_pct, 1), bytes(drawn.rss_bytes)];
+    const cells = await until('the row drawn from that answer', async () => {
+      const texts = await row.locator('td').allInnerTexts();
+      const got = [texts[cpuCol], texts[rssCol]];
+      return got[0] === want[0] && got[1] === want[1] ? got : null;
+    }, 5);
+    assert.match(cells[0], /^[0-9.]+%$/);
+    assert.match(cells[1], /^[0-9.]+ (MiB|GiB)$/);
+    // Hover: each of its liveprof threads with its share.
+    const title = await row.locator('td').nth(cpuCol).getAttribute('title');
+    for (const t of drawn.threads) assert.ok(title.includes(`${t.name} (tid ${t.tid}): ${pct(t.cpu_pct, 1)}`), title);
+    // /metrics: the same, by source ring and thread.
+    const metrics = await api(server.url, '/metrics', 'text');
+    assert.match(metrics,
+      /^liveprof_source_self_cpu_seconds_total\{source="ingest rank 4",thread="liveprof send"\} [0-9.e-]+$/m);
+    const rss = Number(metrics.match(/^liveprof_source_resident_bytes\{source="ingest rank 4"\} ([0-9]+)$/m)?.[1]);
+    assert.ok(rss > 1 << 20, `${rss}`);
+    await screenshot(page, 'sources_source_cost');
     assert.deepEqual(page.errors, []);
     await page.close();
   });
@@ -147,6 +197,7 @@ describe('the Sources page with a program sending to the server', () => {
     assert.equal(s.connected, true);
     assert.equal(s.events, 199);
     assert.equal(s.refused_events, 1);
+    assert.equal(s.cost, null);  // its batches carry no cost (IngestBatch.cost): none said.
 
     const metrics = await api(server.url, '/metrics', 'text');
     assert.match(metrics, /^# TYPE liveprof_ingest_refused_events_total counter$/m);
@@ -159,6 +210,8 @@ describe('the Sources page with a program sending to the server', () => {
     // Both batches handled: acknowledged through batch 2, none waiting.
     await row.locator('td', {hasText: /^batch 2$/}).waitFor({timeout: 10000});
     assert.equal(await row.locator('td').nth(8).innerText(), 'batch 2');
+    assert.equal(await row.locator('td').nth(9).innerText(), '—');  // liveprof CPU: not said,
+    assert.equal(await row.locator('td').nth(10).innerText(), '—');  // nor its memory.
     assert.match(await page.locator('.page[data-page=capture] .note').innerText(), /a kill -9 of the server loses none it acknowledged/);
     assert.match(await row.innerText(), /connected/);
     const said = page.locator('.refusals li', {hasText: 'rank 9'});

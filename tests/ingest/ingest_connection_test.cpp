@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ingest/ingest_wire.h"
@@ -45,6 +46,23 @@ std::string Batch(uint64_t seq, const std::vector<std::pair<uint64_t, uint64_t>>
       events.emplace_back(ts, dur, 1, 9, 0, static_cast<uint8_t>(EventKind::kHostSpan), 0, 0, 0, 0, 0);
     }
     return wire::CreateIngestBatchDirect(fbb, seq, &names, &tracks, &events, 0).Union();
+  });
+}
+
+// A batch as a sender writes it with liveprof's own cost in its process
+// (IngestBatch.cost): one span, and `threads` (tid, name, cpu_ns) read at `at_ns`.
+std::string CostBatch(uint64_t seq, uint64_t at_ns, uint64_t rss_bytes,
+                      const std::vector<std::tuple<uint64_t, std::string, uint64_t>>& threads) {
+  return Frame(wire::Body::IngestBatch, [&](FlatBufferBuilder& fbb) {
+    std::vector<flatbuffers::Offset<wire::NameDef>> names{wire::CreateNameDefDirect(fbb, 1, "step")};
+    std::vector<flatbuffers::Offset<wire::TrackDef>> tracks{wire::CreateTrackDef(fbb, 9, 1, 0, 1009)};
+    std::vector<wire::Event> events{{seq * 100, 10, 1, 9, 0, static_cast<uint8_t>(EventKind::kHostSpan), 0, 0, 0, 0, 0}};
+    std::vector<flatbuffers::Offset<wire::IngestThreadCpu>> cpu;
+    for (const auto& [tid, name, cpu_ns] : threads) cpu.push_back(wire::CreateIngestThreadCpuDirect(fbb, tid, name.c_str(), cpu_ns));
+    const auto cost = wire::CreateIngestCost(fbb, at_ns, rss_bytes, fbb.CreateVector(cpu));
+    return wire::CreateIngestBatch(fbb, seq, fbb.CreateVector(names), fbb.CreateVector(tracks),
+                                   fbb.CreateVectorOfStructs(events), 0, 0, cost)
+        .Union();
   });
 }
 
@@ -131,6 +149,50 @@ TEST_CASE_FIXTURE(Server, "ingest connection: a hello and a batch become a worke
   CHECK(s.connected);
   c.Closed("");
   CHECK_FALSE(c.Status().connected);
+}
+
+TEST_CASE_FIXTURE(Server, "ingest connection: a sender's own cost, its two newest samples; none from an older sender") {
+  IngestConnection c(stream, workers, options, 1, "unix:/tmp/x", 1'000);
+  // An older sender's batch has no cost: none in the status.
+  c.splitter().Feed(Hello(5) + Batch(1, {{100, 10}}));
+  REQUIRE(c.TakeFrames(&reason));
+  CHECK(c.Status().batches == 1);
+  CHECK(c.Status().cost.at_ns == 0);
+  CHECK(c.Status().cost.threads.empty());
+  CHECK(c.Status().cost_prev.at_ns == 0);
+
+  // Two samples half a second apart: the sender's thread spent 100 ms of it,
+  // the CUPTI thread, started in between, 25 ms.
+  c.splitter().Feed(CostBatch(2, 5'000'000'000, 300 << 20, {{11, "liveprof send", 400'000'000}}) +
+                    CostBatch(3, 5'500'000'000, 310 << 20,
+                              {{11, "liveprof send", 500'000'000}, {12, "liveprof-cupti", 25'000'000}}));
+  REQUIRE(c.TakeFrames(&reason));
+  IngestServer::SourceStatus s = c.Status();
+  CHECK(s.batches == 3);
+  CHECK(s.cost.at_ns == 5'500'000'000);
+  CHECK(s.cost.rss_bytes == uint64_t{310} << 20);
+  REQUIRE(s.cost.threads.size() == 2);
+  CHECK(s.cost.threads[0].name == "liveprof send");
+  CHECK(s.cost.threads[0].tid == 11);
+  CHECK(s.cost.threads[1].cpu_ns == 25'000'000);
+  CHECK(s.cost_prev.at_ns == 5'000'000'000);
+  const SelfCostInterval in = CompareSelfCost(s.cost_prev, s.cost);
+  CHECK(in.interval_s == doctest::Approx(0.5));
+  REQUIRE(in.thread_pct.size() == 2);
+  CHECK(in.thread_pct[0] == doctest::Approx(20.0));
+  CHECK(in.thread_pct[1] == doctest::Approx(5.0));
+  CHECK(in.cpu_pct == doctest::Approx(25.0));
+
+  // A batch without one keeps them; an older sample (a batch sent again) is
+  // not taken; a malformed one (a name with a control character) is left
+  // out, its batch taken.
+  c.splitter().Feed(Batch(4, {{400, 10}}) + CostBatch(5, 4'000'000'000, 1, {{11, "liveprof send", 1}}) +
+                    CostBatch(6, 6'000'000'000, 1, {{11, "liveprof\nsend", 1}}));
+  REQUIRE(c.TakeFrames(&reason));
+  s = c.Status();
+  CHECK(s.batches == 6);
+  CHECK(s.cost.at_ns == 5'500'000'000);
+  CHECK(s.cost_prev.at_ns == 5'000'000'000);
 }
 
 TEST_CASE_FIXTURE(Server, "ingest connection: a reconnecting sender is the same worker and its batches taken are skipped") {

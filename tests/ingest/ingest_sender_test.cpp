@@ -22,6 +22,7 @@
 
 #include "producers/gpu_activity.h"
 #include "producers/host_api.h"
+#include "base/self_cost.h"
 #include "ingest/ingest_server.h"
 #include "producers/stderr_capture.h"
 #include "stream/clock.h"
@@ -285,6 +286,71 @@ TEST_CASE("ingest sender: events the server refuses are said once, acknowledged,
   CHECK(console.Count("sent an event the server refused (undefined_track)") == 1);  // the server, once too.
   DisconnectGlobalStream();
   console.Restore();
+  server.Stop();
+}
+
+// liveprof's own cost in the sending process (IngestBatch.cost): the
+// sender thread, named "liveprof send", reads /proc/self once a second and
+// its batches carry it; the server keeps the two newest samples.
+TEST_CASE("ingest sender: the batches carry liveprof's own cost in this process, the sender's thread's CPU") {
+  const std::string path = "/tmp/liveprof-sender-cost-" + std::to_string(::getpid()) + ".sock";
+  Stream server_stream;
+  IngestServer server(server_stream, UnixServer(path));
+  std::string error;
+  REQUIRE_MESSAGE(server.Start(&error), error);
+  ingest_test::TestPipeline pipeline(server_stream);
+  SenderOptions so;
+  so.address = "unix:" + path;
+  so.rank = 9;
+  REQUIRE_MESSAGE(ConnectGlobalStream(so, &error), error);
+  auto source = [&] {
+    for (const IngestServer::SourceStatus& s : server.Sources()) {
+      if (s.label == "rank 9" && s.connected) return s;
+    }
+    return IngestServer::SourceStatus{};
+  };
+  auto sender_cpu = [](const SelfCostSample& c) -> const ThreadCpu* {
+    for (const ThreadCpu& t : c.threads) {
+      if (t.name == "liveprof send") return &t;
+    }
+    return nullptr;
+  };
+  // The sender works (drains, batches, sends) until its CPU shows: at least
+  // one clock tick, in a sample the server has with one before it.
+  const NameId step_name = InternName("cost-test step");
+  const NameId work = InternName("cost-test work");
+  int64_t step = 0;
+  REQUIRE(WaitFor(
+      [&] {
+        RecordSteps(step, 2000, step_name, work);
+        step += 2000;
+        pipeline.Take();
+        const IngestServer::SourceStatus s = source();
+        const ThreadCpu* t = sender_cpu(s.cost);
+        return s.cost_prev.at_ns != 0 && t != nullptr && t->cpu_ns > 0;
+      },
+      30'000));
+  const IngestServer::SourceStatus s = source();
+  // The sender's thread of this process, by its tid and name, as /proc says.
+  const SelfCostSample here = ReadSelfCost(HostNowNs(), "liveprof send");
+  REQUIRE(here.threads.size() == 1);
+  const ThreadCpu* sent = sender_cpu(s.cost);
+  REQUIRE(sent != nullptr);
+  CHECK(sent->tid == here.threads[0].tid);
+  CHECK(sent->cpu_ns <= here.threads[0].cpu_ns);
+  // Only liveprof's threads (here the server's too: this process holds both).
+  for (const ThreadCpu& t : s.cost.threads) CHECK(t.name.starts_with("liveprof"));
+  // Samples about a second apart (at most once a second), on the sender's clock.
+  CHECK(s.cost.at_ns - s.cost_prev.at_ns >= 1'000'000'000);
+  CHECK(s.cost.at_ns <= HostNowNs());
+  // The process's resident set, about what this process reads now.
+  CHECK(s.cost.rss_bytes > uint64_t{1} << 20);
+  CHECK(s.cost.rss_bytes < here.rss_bytes * 2);
+  CHECK(here.rss_bytes < s.cost.rss_bytes * 2);
+  const SelfCostInterval in = CompareSelfCost(s.cost_prev, s.cost);
+  CHECK(in.interval_s >= 1.0);
+  CHECK(in.cpu_pct >= 0);
+  DisconnectGlobalStream();
   server.Stop();
 }
 

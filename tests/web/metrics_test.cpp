@@ -212,6 +212,25 @@ TEST_CASE("metrics: liveprof's own threads' CPU by name, and the server's memory
   CheckWithPromtool(text, "self_cost");
 }
 
+TEST_CASE("metrics: liveprof's own cost in each ingest source's process, by source and thread") {
+  MetricsInput in;
+  in.version = "0.1.0";
+  CHECK(LinesStartingWith(RenderPrometheus(in), "liveprof_source_self_").empty());  // no source said one.
+  in.ingest_cost = {{"ingest rank 0", {{21, "liveprof send", 2'000'000'000}, {22, "liveprof-cupti", 500'000'000}},
+                     3u << 30},
+                    {"ingest rank 1", {{31, "liveprof send", 250'000'000}}, 1u << 30}};
+  const std::string text = RenderPrometheus(in);
+  CHECK(LinesStartingWith(text, "liveprof_source_self_cpu_seconds_total{") ==
+        std::vector<std::string>{
+            "liveprof_source_self_cpu_seconds_total{source=\"ingest rank 0\",thread=\"liveprof send\"} 2",
+            "liveprof_source_self_cpu_seconds_total{source=\"ingest rank 0\",thread=\"liveprof-cupti\"} 0.5",
+            "liveprof_source_self_cpu_seconds_total{source=\"ingest rank 1\",thread=\"liveprof send\"} 0.25"});
+  CHECK(LinesStartingWith(text, "liveprof_source_resident_bytes{") ==
+        std::vector<std::string>{"liveprof_source_resident_bytes{source=\"ingest rank 0\"} 3221225472",
+                                 "liveprof_source_resident_bytes{source=\"ingest rank 1\"} 1073741824"});
+  CheckWithPromtool(text, "source_cost");
+}
+
 TEST_CASE("metrics: label values are escaped") {
   CHECK(EscapeLabelValue("plain") == "plain");
   CHECK(EscapeLabelValue(R"(a\b)") == R"(a\\b)");
