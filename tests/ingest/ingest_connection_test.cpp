@@ -151,7 +151,7 @@ TEST_CASE_FIXTURE(Server, "ingest connection: a hello and a batch become a worke
   CHECK_FALSE(c.Status().connected);
 }
 
-TEST_CASE_FIXTURE(Server, "ingest connection: a sender's own cost, its two newest samples; none from an older sender") {
+TEST_CASE_FIXTURE(Server, "ingest connection: a sender's own cost, its two newest samples, and none from an older sender") {
   IngestConnection c(stream, workers, options, 1, "unix:/tmp/x", 1'000);
   // An older sender's batch has no cost: none in the status.
   c.splitter().Feed(Hello(5) + Batch(1, {{100, 10}}));
