@@ -154,10 +154,21 @@ class Server::Impl {
         });
     // Trace queries and exports leave the web thread for these pools: a
     // full-range query or a long export never delays another session.
-    state_->set_workers([this](SharedState::Job job) { net::post(queries_, std::move(job)); },
-                        [this](SharedState::Job job) { net::post(exports_, std::move(job)); });
+    // Each pool thread names itself at its first job (Asio starts them
+    // unnamed): the Sources page and /metrics list liveprof's threads by name.
+    state_->set_workers([this](SharedState::Job job) { net::post(queries_, Named("liveprof query", std::move(job))); },
+                        [this](SharedState::Job job) { net::post(exports_, Named("liveprof export", std::move(job))); });
   }
   ~Impl() { Stop(); }
+
+  // `job`, run on a thread that takes `name` first (once per thread).
+  static SharedState::Job Named(const char* name, SharedState::Job job) {
+    return [name, job = std::move(job)]() mutable {
+      thread_local const bool named = pthread_setname_np(pthread_self(), name) == 0;
+      (void)named;
+      job();
+    };
+  }
 
   bool Start(std::string* error) {
     const std::string invalid = ValidateServerOptions(state_->options());
