@@ -9,7 +9,6 @@
 #include <chrono>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
 
 namespace liveprof {
 
@@ -52,7 +51,10 @@ void TraceStore::KeepDevice(const Event& e) {  // the latest per device.
 
 TraceStore::TrackStore& TraceStore::Track(TrackId id) {
   if (id >= tracks_.size()) tracks_.resize(size_t{id} + 1);
-  if (!tracks_[id]) tracks_[id] = std::make_unique<TrackStore>();
+  if (!tracks_[id]) {
+    tracks_[id] = std::make_unique<TrackStore>();
+    track_ids_.insert(std::lower_bound(track_ids_.begin(), track_ids_.end(), id), id);
+  }
   return *tracks_[id];
 }
 
@@ -313,9 +315,7 @@ TraceQueryResult TraceStore::Query(const TraceQuery& q) const {
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   if (ids.empty()) {
     const std::shared_lock lock = LockShared();
-    for (TrackId id = 0; id < tracks_.size(); ++id) {
-      if (tracks_[id]) ids.push_back(id);
-    }
+    ids = track_ids_;
   }
   for (const TrackId id : ids) {
     std::shared_lock lock = LockShared();
@@ -325,20 +325,7 @@ TraceQueryResult TraceStore::Query(const TraceQuery& q) const {
     r.tracks.back().track = id;
     QueryTrack(*t, id, r, &r.tracks.back(), &r.events_visited, lock);
   }
-  // Launch -> device work, both in the view.
-  std::unordered_map<uint32_t, StoredEventId> launch;
-  for (const auto& t : r.tracks) {
-    for (const auto& s : t.slices) {
-      if (s.kind == EventKind::kRuntimeApi && s.corr != 0) launch.emplace(s.corr, s.id);
-    }
-  }
-  for (const auto& t : r.tracks) {
-    for (const auto& s : t.slices) {
-      if (!IsDeviceKind(s.kind) || s.corr == 0) continue;
-      if (const auto it = launch.find(s.corr); it != launch.end()) r.flows.push_back({it->second, s.id});
-    }
-  }
-  FindFlowEnds(&r);
+  FindFlows(&r);
   return r;
 }
 
@@ -451,7 +438,7 @@ TraceStore::Stats TraceStore::stats() const {
     if (!t) continue;
     s.chunks += t->chunks.size();
     s.bytes += sizeof(TrackStore) + t->chunks.size() * sizeof(Chunk);  // (the open chunk's room inside; columns: below)
-    for (const Level& level : t->levels) s.bytes += level.nodes.size() * sizeof(Node);
+    for (const Level& level : t->levels) s.bytes += level.nodes.size() * sizeof(Node) + level.corrs.size() * sizeof(CorrRange);
     s.bytes += t->mip.bytes();
   }
   s.bytes += resident_bytes_;

@@ -303,7 +303,9 @@ class TraceStore {
   void WaitForWriter() const;
   bool IsCounterRow(TrackId id) const;
   NameId CounterRowName(const TrackStore& t, TrackId id) const;  // a derived counter row's.
-  void FindFlowEnds(TraceQueryResult* r) const;  // trace_store_find.cc
+  // A query's flows: those with both ends among the slices, then those
+  // with one end only there (the other found, FlowEnd). trace_store_find.cc
+  void FindFlows(TraceQueryResult* r) const;
   // The names Search and CountMatches take: per name id, whether it matches;
   // returns the name_bits of the chunks that may hold one (0: none).
   uint64_t MatchingNames(std::string_view text, std::vector<bool>* match) const;
@@ -344,6 +346,7 @@ class TraceStore {
   std::vector<std::string> problems_;
   uint64_t dropped_events_ = 0, dropped_until_ns_ = 0;
   std::vector<std::unique_ptr<TrackStore>> tracks_;  // by TrackId.
+  std::vector<TrackId> track_ids_;                   // those tracks_ holds, ascending (a few among thousands of ids).
   std::vector<TrackInfo> track_info_;                // by TrackId.
   std::deque<std::string> name_text_;                // owned copies.
   std::vector<std::string_view> names_;              // by NameId, into name_text_.

@@ -127,7 +127,7 @@ void TraceStore::Seal(TrackStore& t, TrackId id) {
   const Node& n = t.levels[0].at(j);
   char head[kChunkHead];
   Writer w(head);
-  w << id << j << c.count << c.uniform << c.counters << c.name_bits << n.min_start << n.max_start << uint64_t{0} << n.max_end << n.max_dur
+  w << id << j << c.count << c.uniform << c.counters << c.name_bits << n.min_start << n.max_start << c.corrs.Packed() << n.max_end << n.max_dur
     << n.sum_dur << n.longest << n.max_value << n.last_value;
   for (const uint16_t end : c.ends) w << end;
   if (log_->Full(kChunkHead + c.ends.back())) {
@@ -293,9 +293,10 @@ bool TraceStore::Open(std::string* error) {
       Node n;
       Reader r(body.data());
       uint8_t counters = 0;
-      uint64_t unused = 0;
-      r >> id >> j >> c.count >> c.uniform >> counters >> c.name_bits >> n.min_start >> n.max_start >> unused >> n.max_end >> n.max_dur >>
-          n.sum_dur >> n.longest >> n.max_value >> n.last_value;
+      uint64_t corr_span = 0;
+      r >> id >> j >> c.count >> c.uniform >> counters >> c.name_bits >> n.min_start >> n.max_start >> corr_span >> n.max_end >>
+          n.max_dur >> n.sum_dur >> n.longest >> n.max_value >> n.last_value;
+      c.corrs = CorrRange::Unpacked(corr_span);
       for (uint16_t& end : c.ends) r >> end;
       n.count = c.count;
       c.counters = counters == 1;
@@ -398,6 +399,7 @@ bool TraceStore::Open(std::string* error) {
     for (const Event& e : scratch_events_) {
       n.Add(e.ts, e.dur, e.name, ValueOf(e));
       c.name_bits |= uint64_t{1} << (e.name & 63);
+      c.corrs.Add(e.corr);
     }
     while (!t.chunks.empty() && t.end() < j) {  // lost ones: empty.
       t.AddFromDisk(t.end(), Chunk{}, Node{});

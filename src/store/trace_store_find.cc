@@ -2,7 +2,10 @@
 // matches, and the far ends of a viewport's flows. Each walks chunk by chunk
 // and lets a waiting Append in between, as a query does.
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -166,28 +169,75 @@ TraceStore::AreaSums TraceStore::SumArea(uint64_t t0, uint64_t t1, const std::ve
   return out;
 }
 
-void TraceStore::FindFlowEnds(TraceQueryResult* r) const {
-  // The slices' correlation ids whose other end is not a slice: a launch's
-  // (runtime API) work comes after it, a device event's launch before it.
-  std::unordered_map<uint32_t, uint64_t> want_work, want_launch;  // corr -> the slice's start.
-  {
-    std::unordered_map<uint32_t, int> ends;  // corr -> 1 launch, 2 work, 3 both.
-    for (const auto& t : r->tracks) {
-      for (const auto& s : t.slices) {
-        if (s.corr == 0) continue;
-        if (s.kind == EventKind::kRuntimeApi) ends[s.corr] |= 1;
-        if (IsDeviceKind(s.kind)) ends[s.corr] |= 2;
-      }
+void TraceStore::FindFlows(TraceQueryResult* r) const {
+  // The slices' correlation ids, in one open-addressed table (a query may
+  // return tens of thousands of slices: no node per id): which ends are
+  // slices (1 a launch, a runtime API call; 2 device work; 3 both) and the
+  // first launch's id.
+  struct Corr {
+    uint32_t corr = 0;  // 0: an empty slot.
+    uint8_t ends = 0;
+    StoredEventId launch = 0;
+  };
+  size_t with_corr = 0;
+  for (const auto& t : r->tracks) {
+    for (const auto& s : t.slices) with_corr += s.corr != 0;
+  }
+  if (with_corr == 0) return;
+  const int bits = std::bit_width(with_corr + with_corr / 2);  // at most 2/3 full.
+  const uint64_t mask = (uint64_t{1} << bits) - 1;
+  thread_local std::vector<Corr> table;
+  table.assign(size_t{1} << bits, Corr{});
+  auto slot = [&](uint32_t corr) -> Corr& {
+    for (uint64_t i = (uint64_t{corr} * 0x9E3779B97F4A7C15ull) >> (64 - bits);; i = (i + 1) & mask) {
+      if (table[i].corr == corr || table[i].corr == 0) return table[i];
     }
-    for (const auto& t : r->tracks) {
-      for (const auto& s : t.slices) {
-        if (s.corr == 0 || ends[s.corr] == 3) continue;
-        if (s.kind == EventKind::kRuntimeApi) want_work.emplace(s.corr, s.ts);
-        if (IsDeviceKind(s.kind)) want_launch.emplace(s.corr, s.ts);
-      }
+  };
+  for (const auto& t : r->tracks) {
+    for (const auto& s : t.slices) {
+      if (s.corr == 0) continue;
+      const bool launch = s.kind == EventKind::kRuntimeApi;
+      if (!launch && !IsDeviceKind(s.kind)) continue;
+      Corr& c = slot(s.corr);
+      if (launch && (c.ends & 1) == 0) c.launch = s.id;  // the first launch.
+      c.corr = s.corr;
+      c.ends |= launch ? 1 : 2;
     }
   }
-  if (want_work.size() + want_launch.size() == 0 || want_work.size() + want_launch.size() > TraceQueryResult::kMaxFlowEnds) return;
+  // Launch -> device work, both in the view.
+  size_t missing = 0;  // ids with one end among the slices.
+  for (const Corr& c : table) missing += c.ends == 1 || c.ends == 2;
+  for (const auto& t : r->tracks) {
+    for (const auto& s : t.slices) {
+      if (!IsDeviceKind(s.kind) || s.corr == 0) continue;
+      if (const Corr& c = slot(s.corr); (c.ends & 1) != 0) r->flows.push_back({c.launch, s.id});
+    }
+  }
+  // The other ends, not slices: a launch's (runtime API) work comes after
+  // it, a device event's launch before it.
+  if (missing == 0 || missing > TraceQueryResult::kMaxFlowEnds) return;
+  std::unordered_map<uint32_t, uint64_t> want_work, want_launch;  // corr -> the slice's start.
+  for (const auto& t : r->tracks) {
+    for (const auto& s : t.slices) {
+      if (s.corr == 0 || slot(s.corr).ends == 3) continue;
+      if (s.kind == EventKind::kRuntimeApi) want_work.emplace(s.corr, s.ts);
+      if (IsDeviceKind(s.kind)) want_launch.emplace(s.corr, s.ts);
+    }
+  }
+  // The walk enters a node (decodes a chunk) that may hold one of the ids
+  // looked for on its track (CorrRange): launches' on a track with runtime
+  // API calls, device work's on one with device work (TrackStore::kinds).
+  std::vector<uint32_t> launch_ids, work_ids, all_ids;
+  for (const auto& [corr, ts] : want_launch) launch_ids.push_back(corr);
+  for (const auto& [corr, ts] : want_work) work_ids.push_back(corr);
+  std::sort(launch_ids.begin(), launch_ids.end());
+  std::sort(work_ids.begin(), work_ids.end());
+  std::merge(launch_ids.begin(), launch_ids.end(), work_ids.begin(), work_ids.end(), std::back_inserter(all_ids));
+  uint64_t device_kinds = 0;
+  for (int k = static_cast<int>(EventKind::kKernel); k <= static_cast<int>(EventKind::kMemset); ++k) {
+    device_kinds |= uint64_t{1} << (k & 63);
+  }
+  const uint64_t launch_kind = uint64_t{1} << (static_cast<int>(EventKind::kRuntimeApi) & 63);
   // The windows to look in, merged: [ts - reach, ts] for launches, [ts, ts + reach] for work.
   std::vector<std::pair<uint64_t, uint64_t>> windows;
   for (const auto& [corr, ts] : want_launch) windows.emplace_back(ts - std::min(ts, TraceQueryResult::kFlowReachNs), ts);
@@ -206,15 +256,24 @@ void TraceStore::FindFlowEnds(TraceQueryResult* r) const {
   thread_local std::vector<Event> decoded;
   thread_local std::string scratch;
   std::shared_lock lock = LockShared();
-  for (TrackId id = 0; id < tracks_.size(); ++id) {
-    if (!tracks_[id] || DerivedRows::IsDerived(id)) continue;
+  // By id: the walk lets an Append in, which may add a track (track_ids_).
+  TrackId id = 0;
+  for (size_t at = 0; at < track_ids_.size();
+       at = static_cast<size_t>(std::upper_bound(track_ids_.begin(), track_ids_.end(), id) - track_ids_.begin())) {
+    id = track_ids_[at];
+    if (DerivedRows::IsDerived(id)) continue;
     const TrackStore& t = *tracks_[id];
+    const bool launches = (t.kinds & launch_kind) != 0, work = (t.kinds & device_kinds) != 0;
+    const std::vector<uint32_t>& ids = launches && work ? all_ids : launches ? launch_ids : work_ids;
+    if ((!launches && !work) || ids.empty()) continue;
     for (const auto& window : merged) {
       const uint64_t a = window.first, b = window.second;  // (no structured binding in the lambda: clang 14)
       auto visit = [&](auto&& self, size_t level, uint64_t j) -> void {
         LetWriterIn(lock);
         if (j < t.levels[level].base || j >= t.levels[level].end()) return;  // freed meanwhile.
-        const Node n = t.levels[level].at(j);
+        // The ids first: their ranges lie close together, the nodes do not.
+        if (!(level == 0 ? t.chunk(j).corrs : t.levels[level].corr_at(j)).HoldsOneOf(ids)) return;
+        const Node& n = t.levels[level].at(j);  // (not read after the walk below lets the lock go)
         if (n.count == 0 || n.min_start > b || n.max_end < a) return;
         if (level > 0) {
           const Level& below = t.levels[level - 1];

@@ -60,6 +60,34 @@ struct TraceStore::Node {
   }
 };
 
+// The least and the largest nonzero correlation id of a chunk or a node of
+// chunks (none: the least above the largest): a query's flow ends skip
+// what cannot hold the ids they look for (TraceStore::FindFlows).
+struct CorrRange {
+  uint32_t min = UINT32_MAX, max = 0;
+
+  void Add(uint32_t corr) {
+    min = std::min(min, corr == 0 ? UINT32_MAX : corr);
+    max = std::max(max, corr);
+  }
+  void Add(const CorrRange& o) {
+    min = std::min(min, o.min);
+    max = std::max(max, o.max);
+  }
+  // Whether one of `ids` (sorted) is in the range.
+  bool HoldsOneOf(const std::vector<uint32_t>& ids) const {
+    const auto it = std::lower_bound(ids.begin(), ids.end(), min);
+    return it != ids.end() && *it <= max;
+  }
+  // As the run folder's chunk head keeps it: 0 (a run written before it
+  // was kept) reads back as every id.
+  uint64_t Packed() const { return uint64_t{max} << 32 | min; }
+  static CorrRange Unpacked(uint64_t packed) {
+    if (packed == 0) return CorrRange{1, UINT32_MAX};
+    return CorrRange{static_cast<uint32_t>(packed), static_cast<uint32_t>(packed >> 32)};
+  }
+};
+
 // A chunk of up to kChunkEvents events (trace_chunk.h). The open one (the
 // last of its track) is in its track's builder; a sealed one is one buffer
 // in RAM, or only on disk at `disk` once the memory budget let it go, or
@@ -72,6 +100,7 @@ struct TraceStore::Chunk {
   bool counters = false;   // it holds counter samples.
   uint64_t name_bits = 0;  // one bit per name id mod 64: Search skips chunks.
   uint64_t disk = SegmentLog::kNowhere;
+  CorrRange corrs;
 
   // What its columns take in RAM: the buffer as malloc rounds it.
   uint64_t DataBytes() const { return data ? (uint64_t{ends.back()} + 8 + 15) & ~uint64_t{15} : 0; }
@@ -82,10 +111,12 @@ struct TraceStore::Chunk {
 // gone with the chunks the retention rule freed.
 struct TraceStore::Level {
   std::deque<Node> nodes;
+  std::deque<CorrRange> corrs;  // above level 0, node j's (level 0's: the chunks').
   uint64_t base = 0;
   uint64_t end() const { return base + nodes.size(); }
   Node& at(uint64_t j) { return nodes[j - base]; }
   const Node& at(uint64_t j) const { return nodes[j - base]; }
+  const CorrRange& corr_at(uint64_t j) const { return corrs[j - base]; }
 };
 
 // One track: its chunks (chunk j is chunks[j - base]) and the index over
@@ -107,6 +138,7 @@ struct TraceStore::TrackStore {
   uint64_t events = 0;    // ever appended: the next event's index.
   uint64_t dirty_from = UINT64_MAX;  // the first chunk changed since the last Reindex.
   uint64_t resident_from = 0;        // the next chunk the memory budget lets go.
+  uint64_t kinds = 0;  // a bit per EventKind (mod 64) it holds; all for a run read back.
   // The open chunk's events and column bytes already in the run folder
   // (tail records: TraceStore::WriteTail); 0 once it is sealed.
   uint16_t logged = 0;
@@ -128,6 +160,8 @@ struct TraceStore::TrackStore {
     open.Put(e);
     open_chunk->count = static_cast<uint16_t>(open.count());
     open_chunk->name_bits |= uint64_t{1} << (e.name & 63);
+    open_chunk->corrs.Add(e.corr);
+    kinds |= uint64_t{1} << (static_cast<uint8_t>(e.kind) & 63);
     open_node->Add(e.ts, e.dur, e.name, e.kind == EventKind::kCounter ? e.payload.counter.value : 0);
     ++events;
     if (dirty_from == UINT64_MAX) dirty_from = end() - 1;  // else an earlier chunk of the batch.
@@ -183,20 +217,26 @@ struct TraceStore::TrackStore {
       levels[0].base = j;  // the levels above start from it (Reindex).
       resident_from = j;
     }
-    chunks.push_back(Chunk{nullptr, head.ends, head.count, head.uniform, head.counters, head.name_bits, head.disk});  // count 0: lost.
+    chunks.push_back(Chunk{nullptr, head.ends, head.count, head.uniform, head.counters, head.name_bits, head.disk,
+                           head.corrs});  // count 0: lost.
     levels[0].nodes.push_back(node);
     events = j * kChunkEvents + head.count;
+    kinds = ~uint64_t{0};
     dirty_from = std::min(dirty_from, j);
   }
 
-  // Node j of level k from its children that are left.
-  Node Combine(size_t k, uint64_t j) const {
+  // Node j of level k (k > 0) from its children that are left.
+  void Combine(size_t k, uint64_t j) {
     const Level& below = levels[k - 1];
     Node n;
+    CorrRange corrs;
     for (uint64_t c = std::max(j * kFanout, below.base); c < std::min((j + 1) * kFanout, below.end()); ++c) {
       n.Add(below.at(c));
+      corrs.Add(k == 1 ? chunk(c).corrs : below.corr_at(c));
     }
-    return n;
+    Level& level = levels[k];
+    level.at(j) = n;
+    level.corrs[j - level.base] = corrs;
   }
 
   // Frees the first chunk (sealed); the index above it follows. Returns
@@ -212,9 +252,10 @@ struct TraceStore::TrackStore {
       if (level.nodes.empty()) break;
       if (levels[k - 1].base >= (level.base + 1) * kFanout) {  // all its children gone.
         level.nodes.pop_front();
+        level.corrs.pop_front();
         ++level.base;
       } else {
-        level.at(level.base) = Combine(k, level.base);
+        Combine(k, level.base);
       }
     }
     return freed;
@@ -225,7 +266,7 @@ struct TraceStore::TrackStore {
     for (size_t k = 1; k < levels.size(); ++k) {
       j /= kFanout;
       if (j < levels[k].base || j >= levels[k].end()) break;
-      levels[k].at(j) = Combine(k, j);
+      Combine(k, j);
     }
   }
 
@@ -243,8 +284,8 @@ struct TraceStore::TrackStore {
       Level& level = levels[k];
       dirty /= kFanout;
       const uint64_t want = (levels[k - 1].end() + kFanout - 1) / kFanout;
-      while (level.end() < want) level.nodes.emplace_back();
-      for (uint64_t j = std::max(level.base, dirty); j < want; ++j) level.at(j) = Combine(k, j);
+      while (level.end() < want) level.nodes.emplace_back(), level.corrs.emplace_back();
+      for (uint64_t j = std::max(level.base, dirty); j < want; ++j) Combine(k, j);
     }
     dirty_from = UINT64_MAX;
   }

@@ -8,6 +8,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <optional>
+#include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -256,6 +260,89 @@ TEST_CASE("flows: a slice whose launch or kernel is outside the view gets its fl
   const TraceQueryResult both = s.store.Query({{}, 5'900'000, 6'600'000, 2000});
   CHECK(both.flow_ends.empty());
   CHECK(both.flows.size() == 1);
+}
+
+// Each far end a query gives is checked against every event (ForEach): the
+// nearest of its correlation id within reach, when there is one. Many
+// chunks of other ids lie between (the walk skips nodes and chunks by their
+// ids' range), ids repeat (two processes), and the same store is read back
+// from its run folder (the ranges from the chunks' heads).
+void CheckFarEnds(const TraceStore& store, uint64_t last_ns) {
+  std::vector<std::pair<StoredEventId, Event>> all;
+  store.ForEach(0, UINT64_MAX, {}, [&](StoredEventId id, const Event& e) {
+    if (id != kNoEventId) all.emplace_back(id, e);
+  });
+  std::mt19937_64 rng(5);
+  size_t checked = 0;
+  for (int q = 0; q < 40; ++q) {
+    const uint64_t t0 = rng() % last_ns, t1 = t0 + 1 + rng() % 300'000;
+    const TraceQueryResult r = store.Query({{}, t0, t1, 2000});
+    std::map<uint32_t, int> ends;  // corr -> 1 launch, 2 work, 3 both, among the slices.
+    for (const auto& t : r.tracks) {
+      for (const auto& s : t.slices) {
+        if (s.corr != 0) ends[s.corr] |= s.kind == EventKind::kRuntimeApi ? 1 : IsDeviceKind(s.kind) ? 2 : 0;
+      }
+    }
+    for (const auto& t : r.tracks) {
+      for (const auto& s : t.slices) {
+        if (s.corr == 0 || ends[s.corr] == 3 || (s.kind != EventKind::kRuntimeApi && !IsDeviceKind(s.kind))) continue;
+        const bool launch = s.kind == EventKind::kRuntimeApi;  // its work is after it, else its launch before.
+        std::optional<std::pair<StoredEventId, uint64_t>> nearest;
+        for (const auto& [id, e] : all) {
+          if (e.corr != s.corr || (launch ? !IsDeviceKind(e.kind) : e.kind != EventKind::kRuntimeApi)) continue;
+          const uint64_t gap = launch ? e.ts - s.ts : s.ts - e.ts;
+          if ((launch ? e.ts < s.ts : e.ts > s.ts) || gap > TraceQueryResult::kFlowReachNs) continue;
+          if (!nearest || gap < nearest->second) nearest.emplace(id, gap);
+        }
+        if (!nearest) continue;
+        const bool has = std::any_of(r.flows.begin(), r.flows.end(), [&](const auto& f) {
+          return launch ? f.from == s.id && f.to == nearest->first : f.from == nearest->first && f.to == s.id;
+        });
+        CHECK(has);
+        const bool listed = std::any_of(r.flow_ends.begin(), r.flow_ends.end(),
+                                        [&](const auto& fe) { return fe.id == nearest->first; });
+        CHECK(listed);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 20);
+}
+
+TEST_CASE("flows: far ends are the nearest of their id, past chunks of other ids, read back too") {
+  std::string dir = (std::filesystem::temp_directory_path() / "liveprof-flows-XXXXXX").string();
+  REQUIRE(mkdtemp(dir.data()) != nullptr);
+  TraceStore::Options o;
+  o.dir = dir + "/run";
+  std::mt19937_64 rng(11);
+  std::vector<Event> events;
+  uint64_t last_ns = 0;
+  for (uint32_t i = 0; i < 6'000; ++i) {  // two processes: ids 1.. on threads 1-2, again on thread 3.
+    const uint32_t corr = 1 + (i % 3 == 2 ? i / 3 : i - i / 3);
+    const uint64_t ts = 1'000'000 + uint64_t{i} * 20'000 + rng() % 10'000;
+    const TrackId host = static_cast<TrackId>(1 + i % 3);
+    events.push_back(test::Launch(ts, 3'000, corr, 1, host));
+    events.push_back(test::Span(ts + 4'000, 2'000, 2, host));  // a host span, no id.
+    const uint64_t lag = 5'000 + rng() % 70'000'000;  // some past the reach
+    events.push_back(test::Kernel(ts + lag, 1'000 + rng() % 5'000, 2, corr, static_cast<TrackId>(10 + i % 2)));
+    last_ns = std::max(last_ns, ts + lag);
+  }
+  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.end() < b.end(); });
+  {
+    TraceStore store(o);
+    std::string error;
+    REQUIRE(store.Create(&error));
+    for (size_t i = 0; i < events.size(); i += 500) {
+      store.Append({}, std::span<const Event>(events.data() + i, std::min<size_t>(500, events.size() - i)));
+    }
+    CheckFarEnds(store, last_ns);
+  }
+  TraceStore reopened(o);
+  std::string error;
+  REQUIRE(reopened.Open(&error));
+  CheckFarEnds(reopened, last_ns);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 }  // namespace
