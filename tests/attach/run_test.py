@@ -40,7 +40,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from liveprof_server import get_json  # noqa: E402  (tests/python/liveprof_server.py)
 
 PYTHON = "/usr/bin/python3"
-SLOW, FAST, DELAY_MS = 30, 40, 40
+# FAST: enough fast steps for input_bound_high to resolve before the job
+# ends (its alerts close then, "at end of job"): the 20-step window must
+# clear of slow steps (and, with workers, of the batches prefetched before
+# the switch), then 3 evaluations 250 ms apart must find it below; 40 fast
+# steps of ~15 ms left a clean CI run with ['firing', 'closed'].
+SLOW, FAST, DELAY_MS = 30, 100, 40
 DEADLINE_S = 240
 
 
