@@ -69,7 +69,8 @@ export default {
     const NO_DEVICE = 'No device memory: this job has no device (no GPU was seen). This page shows the memory of ' +
       'device allocators: the CUDA caching allocator\'s under liveprof run, a framework\'s allocator events (TensorFlow, ' +
       'PyTorch\'s memory profiler in a replayed trace), LIVEPROF_ALLOC/LIVEPROF_FREE in C++. A CPU process\'s own ' +
-      'memory (its resident set, RSS) is not recorded yet: use top or /proc/<pid>/status for it meanwhile.';
+      'memory (its resident set, RSS) is on the Sources page, each process\'s, read once a second ' +
+      '(Process memory); a timeline of it here is not recorded yet.';
 
     function draw(m) {
       const ids = m.memories.map((x) => x.id);
