@@ -16,11 +16,7 @@ constexpr std::string_view kStepRow = "ProfilerStep#*";
 }  // namespace
 
 AnnotationStats::AnnotationStats(const Catalog* catalog, Options options)
-    : catalog_(catalog),
-      options_(options),
-      // A node: the link, the pair, room for a cached hash.
-      launch_pool_(std::make_unique<BlockPool>(sizeof(void*) + sizeof(LaunchMap::value_type) + sizeof(size_t))),
-      launches_(0, LaunchMap::hasher(), LaunchMap::key_equal(), LaunchMap::allocator_type(launch_pool_.get())) {}
+    : catalog_(catalog), options_(options), launches_(std::min<size_t>(options.max_launches, kMaxId)) {}
 
 uint32_t AnnotationStats::RowOf(NameId name) {
   if (name >= row_of_name_.size()) row_of_name_.resize(std::max<size_t>(name + 1, 2 * row_of_name_.size()), kNotYet);
@@ -37,50 +33,27 @@ uint32_t AnnotationStats::RowOf(NameId name) {
   return slot;
 }
 
-void AnnotationStats::Remember(uint32_t corr) {
-  // All the buckets the cap will need, in two steps: growing to a million
-  // entries, each rehash held the pipeline thread longer (the last ones
-  // 100-270 ms: bench/RESULTS.md, "Soak"). The first launch reserves for
-  // 64 Ki (512 KiB of buckets: a short run, a test, a job with few launches
-  // need no more), the 64 Ki-th for the cap (8 MiB), rehashing 64 Ki pooled
-  // nodes once. A node map keyed by the identity of growing correlation ids
-  // keeps its accesses near each other; a flat map with a mixing hash missed
-  // the cache on each and was 3x slower.
-  constexpr size_t kFirstReserve = size_t{1} << 16;
-  if (launch_order_.empty()) {
-    launches_.reserve(std::min(options_.max_launches, kFirstReserve));
-  } else if (launch_order_.size() == kFirstReserve && options_.max_launches > kFirstReserve) {
-    launches_.reserve(std::min(options_.max_launches, size_t{1} << 22));
-  }
-  launch_order_.push_back(corr);
-  while (launch_order_.size() > options_.max_launches) {
-    const auto it = launches_.find(launch_order_.front());
-    launch_order_.pop_front();
-    if (it == launches_.end()) continue;
-    if (it->second.row == kNoRow) {
-      ++forgotten_;
-      waiting_ -= it->second.kernels;
-      unattributed_ += it->second.kernels;
-    }
-    launches_.erase(it);
-  }
+void AnnotationStats::Forget(const Launch& l) {
+  if (l.row != kNoRow) return;
+  ++forgotten_;
+  waiting_ -= l.kernels;
+  unattributed_ += l.kernels;
 }
 
 void AnnotationStats::AddLaunch(const Event& e) {
-  const auto [it, inserted] = launches_.try_emplace(e.corr);
-  if (!inserted) {
-    if (it->second.row != kNoRow) return;  // a second record of one call (runtime and driver).
-    if (it->second.kernels == 0) return;
-  } else {
-    Remember(e.corr);
+  bool made = false;
+  const Launch& l = LaunchOf(e.corr, &made);
+  if (!made) {
+    if (l.row != kNoRow) return;  // a second record of one call (runtime and driver).
+    if (l.kernels == 0) return;
   }
   if (e.track >= threads_.size()) threads_.resize(std::max<size_t>(e.track + 1, 2 * threads_.size()));
   Thread& t = threads_[e.track];
-  if (t.waiting.empty() || t.waiting.back().ts <= e.ts) [[likely]] {
+  if (t.head == t.waiting.size() || t.waiting.back().ts <= e.ts) [[likely]] {
     t.waiting.push_back({e.ts, e.corr});
     // A thread whose launches no annotation claims (autograd's) keeps its
     // most recent ones only.
-    if (t.waiting.size() > options_.max_pending_per_thread) t.waiting.pop_front();
+    t.Trim(options_.max_pending_per_thread);
     return;
   }
   if (t.out_of_order.empty()) out_of_order_.push_back(e.track);
@@ -94,21 +67,20 @@ void AnnotationStats::Merge(Thread& t) {
   if (t.out_of_order.empty()) return;
   auto by_ts = [](const Pending& a, const Pending& b) { return a.ts < b.ts; };
   std::stable_sort(t.out_of_order.begin(), t.out_of_order.end(), by_ts);
-  std::deque<Pending>& w = t.waiting;
+  std::vector<Pending>& w = t.waiting;
   // Only the tail from the first set-aside launch's place moves.
-  const auto from = std::upper_bound(w.begin(), w.end(), t.out_of_order.front(), by_ts);
+  const auto from = std::upper_bound(w.begin() + static_cast<ptrdiff_t>(t.head), w.end(), t.out_of_order.front(), by_ts);
   const ptrdiff_t start = from - w.begin();
   const ptrdiff_t middle = static_cast<ptrdiff_t>(w.size());
   w.insert(w.end(), t.out_of_order.begin(), t.out_of_order.end());
   std::inplace_merge(w.begin() + start, w.begin() + middle, w.end(), by_ts);
   t.out_of_order.clear();
-  while (w.size() > options_.max_pending_per_thread) w.pop_front();
+  t.Trim(options_.max_pending_per_thread);
 }
 
 void AnnotationStats::AddKernel(const Event& e) {
-  const auto [it, inserted] = launches_.try_emplace(e.corr);  // a kernel before its launch: waits.
-  if (inserted) Remember(e.corr);
-  Launch& l = it->second;
+  bool made = false;
+  Launch& l = LaunchOf(e.corr, &made);  // a kernel before its launch: waits.
   if (l.row != kNoRow) {
     AnnotationRow& r = rows_[l.row];
     ++r.kernels;
@@ -135,15 +107,16 @@ void AnnotationStats::AddAnnotation(const Event& e) {
   if (e.track >= threads_.size() || (e.flags & kFlagLate) != 0) return;
   // Claim the launches of this thread that began inside it (see the header;
   // [b, e) bounds it too, should a later launch have come first).
-  Merge(threads_[e.track]);
-  std::deque<Pending>& p = threads_[e.track].waiting;
+  Thread& t = threads_[e.track];
+  Merge(t);
+  std::vector<Pending>& p = t.waiting;
   auto by_ts = [](const Pending& x, uint64_t ts) { return x.ts < ts; };
-  const auto first = std::lower_bound(p.begin(), p.end(), e.ts, by_ts);
+  const auto first = std::lower_bound(p.begin() + static_cast<ptrdiff_t>(t.head), p.end(), e.ts, by_ts);
   const auto last = std::lower_bound(first, p.end(), e.ts + e.dur, by_ts);
   for (auto at = first; at != last; ++at) {
-    const auto it = launches_.find(at->corr);
-    if (it == launches_.end() || it->second.row != kNoRow) continue;
-    Launch& l = it->second;
+    Launch* const found = launches_.Find(at->corr);
+    if (found == nullptr || found->row != kNoRow) continue;
+    Launch& l = *found;
     l.row = row;
     r.kernels += l.kernels;
     r.gpu_ns += l.kernel_ns;

@@ -20,25 +20,25 @@
 // outside: gpu_timeline.h).
 //
 // Bounded: at most Options::max_rows names (more counted,
-// annotations_over_cap), Options::max_launches launches remembered (the
-// oldest forgotten first, counted launches_forgotten), the last
-// Options::max_pending_per_thread unclaimed launches of a thread. A late
-// annotation (kFlagLate) counts its time but claims nothing. Totals since the
-// start. Pure: no I/O, no locks, no threads. Pipeline thread only.
+// annotations_over_cap); the launches of the last Options::max_launches
+// correlation ids (rounded up to a power of two) remembered, an older one
+// forgotten when a newer id takes its slot (counted launches_forgotten when
+// unclaimed); the last Options::max_pending_per_thread unclaimed launches of
+// a thread. A late annotation (kFlagLate) counts its time but claims
+// nothing. Totals since the start. Pure: no I/O, no locks, no threads.
+// Pipeline thread only.
 #ifndef LIVEPROF_AGGREGATORS_ANNOTATION_STATS_H_
 #define LIVEPROF_AGGREGATORS_ANNOTATION_STATS_H_
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include "base/block_pool.h"
+#include "base/corr_window.h"
 #include "stream/event.h"
 
 namespace liveprof {
@@ -95,14 +95,27 @@ class AnnotationStats {
   // one by one, a batch of 20 k late launches into a full list moved ~32 k
   // entries each and held the pipeline thread 130-190 ms (bench/RESULTS.md).
   struct Thread {
-    std::deque<Pending> waiting;  // by ts.
+    std::vector<Pending> waiting;  // by ts, from [head] on (before it: let go).
+    size_t head = 0;
     std::vector<Pending> out_of_order;  // in arrival order.
+    // Lets go of the oldest past `cap`, moving the rest down now and then.
+    void Trim(size_t cap) {
+      if (waiting.size() - head > cap) head = waiting.size() - cap;
+      if (head >= 4096 && 2 * head >= waiting.size()) {
+        waiting.erase(waiting.begin(), waiting.begin() + static_cast<ptrdiff_t>(head));
+        head = 0;
+      }
+    }
   };
   uint32_t RowOf(NameId name);
   void AddAnnotation(const Event& e);
   void AddLaunch(const Event& e);
   void AddKernel(const Event& e);
-  void Remember(uint32_t corr);
+  Launch& LaunchOf(uint32_t corr, bool* made) {
+    return launches_.FindOrMake(corr, made, [this](uint32_t, const Launch& l) { Forget(l); });
+  }
+  // Lets go of a launch whose slot a newer id takes.
+  void Forget(const Launch& l);
   void Merge(Thread& t);
 
   const Catalog* catalog_;
@@ -112,13 +125,7 @@ class AnnotationStats {
   std::unordered_map<std::string, uint32_t> index_;  // name -> row.
   std::vector<Thread> threads_;  // by TrackId.
   std::vector<TrackId> out_of_order_;  // threads with launches set aside in this batch.
-  // The launches' nodes: from a pool, not one malloc per launch (and one
-  // free per forgotten launch). Before launches_: it outlives the map.
-  std::unique_ptr<BlockPool> launch_pool_;
-  using LaunchMap = std::unordered_map<uint32_t, Launch, std::hash<uint32_t>, std::equal_to<uint32_t>,
-                                       PoolAllocator<std::pair<const uint32_t, Launch>>>;
-  LaunchMap launches_;  // by correlation id.
-  std::deque<uint32_t> launch_order_;  // correlation ids, oldest first (for forgetting).
+  CorrWindow<Launch> launches_;  // by correlation id: the newest max_launches ids.
   uint64_t attributed_ = 0;    // kernels in a row.
   uint64_t unattributed_ = 0;  // kernels whose launch was forgotten unclaimed.
   uint64_t waiting_ = 0;       // kernels on launches not claimed yet.

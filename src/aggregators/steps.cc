@@ -1,7 +1,5 @@
 #include "aggregators/steps.h"
 
-#include <boost/unordered/unordered_flat_map.hpp>
-
 #include <algorithm>
 #include <charconv>
 
@@ -71,14 +69,8 @@ bool MatchStepPattern(std::string_view pattern, std::string_view name, int64_t* 
          MatchStepPattern(pattern.substr(1), name.substr(1), number);
 }
 
-// Faster than U64Map on this map's stream (growing ids, two inserts and a
-// find per launch, erased 16 steps later): bench/RESULTS.md.
-struct StepAssembler::LaunchSteps {
-  boost::unordered_flat_map<uint64_t, uint64_t> map;
-};
-
 StepAssembler::StepAssembler(const Catalog* catalog, Diagnostics* diag, Options options)
-    : catalog_(catalog), diag_(diag), options_(std::move(options)), launch_step_(std::make_unique<LaunchSteps>()) {}
+    : catalog_(catalog), diag_(diag), options_(std::move(options)), launch_step_(kMaxLaunchIds, size_t{1} << 10) {}
 StepAssembler::~StepAssembler() = default;
 StepAssembler::StepAssembler(StepAssembler&&) noexcept = default;
 StepAssembler& StepAssembler::operator=(StepAssembler&&) noexcept = default;
@@ -283,11 +275,13 @@ void StepAssembler::AddToStep(OpenStep& s, const Event& e, bool by_corr) {
     if (cpu_type == SpanType::kHostCompute && !info.model_pass) r.annotated_host_compute = true;
   }
   if (e.kind == EventKind::kRuntimeApi && e.corr != 0) {
-    const auto [it, inserted] = launch_step_->map.try_emplace(e.corr, 0);
-    uint64_t* const slot = &it->second;
+    bool made = false;
+    // An id so old that a newer one takes its slot: its device work, if it
+    // ever comes, goes by time.
+    uint64_t* const slot = &launch_step_.FindOrMake(e.corr, &made, [](uint32_t, uint64_t) {});
     // A second API record of the same call (CUPTI's runtime record and the
     // driver record inside it share the correlation id): one launch.
-    if (!inserted && (*slot >> 1) == r.seq) return;
+    if (!made && (*slot >> 1) == r.seq) return;
     const bool launches = info.launches;
     *slot = Packed(r.seq, !launches);
     s.launches.push_back(e.corr);
@@ -335,8 +329,7 @@ bool StepAssembler::Place(const Event& e) {
   }
   // Device work: through its launch first.
   if (e.corr != 0) {
-    if (const auto it = launch_step_->map.find(e.corr); it != launch_step_->map.end()) {
-      uint64_t* const packed = &it->second;
+    if (uint64_t* const packed = launch_step_.Find(e.corr)) {
       if (OpenStep* s = StepBySeq(*packed >> 1)) {
         if ((*packed & 1) == 0) {
           *packed |= 1;
@@ -454,7 +447,7 @@ void StepAssembler::Close(size_t count) {
     last_closed_host_end_ = std::max(last_closed_host_end_, s.rec.host_end_ns);
     closed_launches_.push_back(std::move(s.launches));
     if (closed_launches_.size() > kRememberClosed) {
-      for (uint32_t corr : closed_launches_.front()) launch_step_->map.erase(corr);
+      for (uint32_t corr : closed_launches_.front()) launch_step_.Erase(corr);
       spare_launches_.swap(closed_launches_.front());  // for the next step.
       closed_launches_.pop_front();
     }

@@ -33,7 +33,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -41,6 +40,7 @@
 #include "aggregators/catalog.h"
 #include "aggregators/gpu_timeline.h"
 #include "aggregators/span_type.h"
+#include "base/corr_window.h"
 #include "stream/diagnostics.h"
 #include "stream/event.h"
 
@@ -217,10 +217,10 @@ class StepAssembler {
   bool flushing_ = false;
   uint64_t pattern_seq_ = 0;
 
-  // Launch correlation id -> the seq of its step (open or recently closed):
-  // a boost::unordered_flat_map, kept out of this header (steps.cc).
-  struct LaunchSteps;
-  std::unique_ptr<LaunchSteps> launch_step_;
+  // Launch correlation id -> (the seq of its step (open or recently
+  // closed) << 1) | its device work seen. Ids grow: a window of the newest.
+  static constexpr size_t kMaxLaunchIds = size_t{1} << 21;
+  CorrWindow<uint64_t> launch_step_;
   // The launches of closed steps, forgotten kRememberClosed steps later.
   static constexpr size_t kRememberClosed = 16;
   std::deque<std::vector<uint32_t>> closed_launches_;

@@ -252,10 +252,10 @@ TEST_CASE("annotations: late launches give the same rows in any batching, the ca
   }
 }
 
-// The launch table reserves its buckets in two steps (64 Ki, then the cap):
-// a stream past the second one, kernels before and after their claims,
+// The launch table grows while ids pass its size (4 Ki slots, doubling):
+// a stream through six doublings, kernels before and after their claims,
 // loses and double-counts nothing.
-TEST_CASE("annotations: 200 k launches (past the table's second reserve) all attributed") {
+TEST_CASE("annotations: 200 k launches (past the table's first sizes) all attributed") {
   const Catalog catalog = MakeCatalog();
   AnnotationStats stats(&catalog);
   constexpr TrackId kMain = 1;
