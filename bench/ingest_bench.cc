@@ -10,7 +10,8 @@
 // source no faster than its pipeline drains it, so a server that cannot keep
 // up shows as a lower rate while the senders buffer, then as the senders'
 // drops); the server's CPU (this process: ingest thread + pipeline thread,
-// getrusage) per 1 M events/s.
+// getrusage) per 1 M events/s, and each of its threads' (/proc/self/task,
+// the lines `  thread TID NAME LABEL PCT%` as web_feed_bench prints them).
 //
 // Each sender's step (10 ms) is an input span then framework-op spans, so the
 // analyses have real work. Not Google Benchmark: one run with a warm-up.
@@ -19,6 +20,7 @@
 //                [--ring-capacity 65536]   (a sender's thread ring, events)
 //                [--trace-store 0]         (0: the pipeline keeps no trace store,
 //                                           to see what the store costs)
+#include <dirent.h>
 #include <malloc.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -29,6 +31,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,6 +63,30 @@ double CpuSeconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// Each thread of this process: tid -> (name, utime + stime in seconds).
+std::map<int, std::pair<std::string, double>> ThreadCpu() {
+  std::map<int, std::pair<std::string, double>> out;
+  static const double kTick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return out;
+  while (const dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream in(std::string("/proc/self/task/") + e->d_name + "/stat");
+    std::string line;
+    if (!std::getline(in, line)) continue;
+    const size_t open = line.find('('), close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::vector<std::string> f;
+    for (std::string w; rest >> w;) f.push_back(w);
+    if (f.size() < 13) continue;  // after "(comm) ": state(0) ... utime(11) stime(12).
+    out[std::atoi(e->d_name)] = {line.substr(open + 1, close - open - 1),
+                                 (std::stod(f[11]) + std::stod(f[12])) / kTick};
+  }
+  closedir(dir);
+  return out;
 }
 
 // One sender process: waits for the go byte, records for warmup + seconds,
@@ -163,11 +192,13 @@ int Main(int argc, char** argv) {
 
   std::this_thread::sleep_for(std::chrono::duration<double>(a.warmup));
   const double cpu0 = CpuSeconds();
+  const auto threads0 = ThreadCpu();
   const auto t0 = Clock::now();
   uint64_t events0 = 0;
   for (const auto& s : server.Sources()) events0 += s.events;
   std::this_thread::sleep_for(std::chrono::duration<double>(a.seconds));
   const double cpu1 = CpuSeconds();
+  const auto threads1 = ThreadCpu();
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   uint64_t events1 = 0;
   for (const auto& s : server.Sources()) events1 += s.events;
@@ -209,6 +240,12 @@ int Main(int argc, char** argv) {
               sender_ring_dropped, unacked, unacked_dropped, server_ring_dropped, lost_batches, duplicates);
   std::printf("steady: %.2f M events/s into the server, its CPU %.2f cores = %.3f cores per 1 M events/s\n",
               rate / 1e6, cpu, cpu / (rate / 1e6));
+  for (const auto& [tid, t] : threads1) {
+    const auto it = threads0.find(tid);
+    const double used = (t.second - (it == threads0.end() ? 0 : it->second.second)) / wall;
+    std::printf("  thread %-7d %-16s %-14s %5.1f%%\n", tid, t.first.c_str(), tid == ::getpid() ? "main" : "server",
+                used * 100);
+  }
   std::printf("pipeline: %" PRIu64 " publications, stream dropped %" PRIu64 "\n", pipeline.publications(),
               stream.TotalDropped());
   if (const TraceStore* store = pipeline.trace_store()) {
