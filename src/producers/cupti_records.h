@@ -312,11 +312,17 @@ class CuptiRecordParser {
   // anchored at its first timestamp: host = base_host_ + slope_ * (t -
   // base_other_), rounded to the ns (the ClockMap's own answer within 1 ns,
   // without a libm call per timestamp).
+  // Inline on every record; a recording's clock map and the first reading's
+  // anchor out of line.
   uint64_t ToHost(uint64_t t) {
-    if (options_.recorded) [[unlikely]] return clock_->ToHost(t);
-    if (!anchored_) [[unlikely]] Anchor(t);
+    if (options_.recorded || !anchored_) [[unlikely]] return ToHostSlow(t);
     const double d = static_cast<double>(static_cast<int64_t>(t - base_other_));
     return base_host_ + static_cast<uint64_t>(RoundNs(d * slope_));
+  }
+  [[gnu::noinline]] uint64_t ToHostSlow(uint64_t t) {
+    if (options_.recorded) return clock_->ToHost(t);
+    Anchor(t);
+    return ToHost(t);
   }
   uint64_t DurationToHost(uint64_t d) const {
     return static_cast<uint64_t>(RoundNs(static_cast<double>(d) * slope_));
