@@ -106,4 +106,19 @@ GpuTimeline ComputeGpuTimeline(std::vector<GpuInterval>* intervals, uint64_t beg
   return t;
 }
 
+GpuTimeline GpuTimelineSweep::Finish() const {
+  GpuTimeline t;
+  if (end_ <= begin_) return t;
+  t.total_ns = end_ - begin_;
+  t.computation_ns = u_[kC].Length();
+  t.comm_ns = u_[kM].Length();
+  t.memcpy_ns = u_[kP].Length();
+  const uint64_t compute_or_comm = u_[kCM].Length();
+  t.busy_ns = u_[kAll].Length();
+  t.exposed_comm_ns = compute_or_comm - t.computation_ns;
+  t.exposed_memcpy_ns = t.busy_ns - compute_or_comm;
+  t.idle_ns = t.total_ns - t.busy_ns;
+  return t;
+}
+
 }  // namespace liveprof

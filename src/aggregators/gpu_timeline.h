@@ -52,6 +52,48 @@ struct GpuTimelineScratch {
 GpuTimeline ComputeGpuTimeline(std::vector<GpuInterval>* intervals, uint64_t begin, uint64_t end,
                                GpuTimelineScratch* scratch);
 
+// The same figures in one pass over intervals given in order of DESCENDING
+// end (a step's breakdown walks its device work so): no copy, no sort. Each
+// figure is the length of a union, and a union over intervals by descending
+// end needs one running component (step_breakdown.cc's PrioritySweep):
+// computation = |C|, busy = |C ∪ M ∪ P|, exposed communication =
+// |C ∪ M| - |C|, exposed memcpy = busy - |C ∪ M| (C compute, M
+// communication, P memcpy).
+class GpuTimelineSweep {
+ public:
+  GpuTimelineSweep(uint64_t begin, uint64_t end) : begin_(begin), end_(end) {}
+  void Add(uint64_t b, uint64_t e, GpuWork work) {
+    b = b > begin_ ? b : begin_;
+    e = e < end_ ? e : end_;
+    if (b >= e) return;
+    switch (work) {
+      case GpuWork::kCompute: u_[kC].Join(b, e), u_[kCM].Join(b, e); break;
+      case GpuWork::kCommunication: u_[kM].Join(b, e), u_[kCM].Join(b, e); break;
+      case GpuWork::kMemcpy: u_[kP].Join(b, e); break;
+    }
+    u_[kAll].Join(b, e);
+  }
+  GpuTimeline Finish() const;
+
+ private:
+  struct Union {
+    uint64_t lo = ~uint64_t{0}, hi = ~uint64_t{0}, len = 0;
+    void Join(uint64_t b, uint64_t e) {
+      if (e >= lo) {
+        lo = b < lo ? b : lo;
+      } else {
+        len += hi - lo;
+        hi = e;
+        lo = b;
+      }
+    }
+    uint64_t Length() const { return len + (hi - lo); }
+  };
+  enum { kC, kM, kP, kCM, kAll, kUnions };
+  uint64_t begin_, end_;
+  Union u_[kUnions];
+};
+
 }  // namespace liveprof
 
 #endif  // LIVEPROF_AGGREGATORS_GPU_TIMELINE_H_

@@ -158,15 +158,21 @@ StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, BreakdownMode mode
       use_host ? ByEnd(step.host_spans, &scratch->host) : std::span<const StepSpan>();
   const uint64_t sb = row.begin_ns, se = row.end_ns;
   PrioritySweep sweep(present);
+  // The step's GPU timeline over its device work's own range, in the same
+  // pass (the device work is by descending end here too).
+  GpuTimelineSweep gpu(step.device_begin_ns, step.device_end_ns);
   for (size_t i = dev.size(), k = host.size(); i > 0 || k > 0;) {
     const bool device = k == 0 || (i > 0 && dev[i - 1].end >= host[k - 1].end);
     const StepSpan& s = device ? dev[--i] : host[--k];
+    if (device) gpu.Add(s.begin, s.end, s.work);
     const uint64_t b = std::max(s.begin, sb), e = std::min(s.end, se);
     if (e <= b) continue;  // outside the step's span.
     sweep.Add(b, e, device || device_step ? s.type : s.cpu_type, device);
   }
   sweep.Finish(row.step_ns(), &row.type_ns, &row.device_busy_ns);
-  if (!step.device_spans.empty()) {
+  if (use_device) {
+    row.gpu = gpu.Finish();
+  } else if (step.has_device()) {  // a CPU-only reading of a step with device work: not walked above.
     scratch->gpu.clear();
     for (const StepSpan& s : step.device_spans) scratch->gpu.push_back({s.begin, s.end, s.work});
     row.gpu = ComputeGpuTimeline(&scratch->gpu, step.device_begin_ns, step.device_end_ns, &scratch->gpu_scratch);
