@@ -14,7 +14,7 @@
 namespace liveprof {
 namespace {
 
-TEST_CASE("corr window: entries survive growth; find, make and erase agree with a map") {
+TEST_CASE("corr window: entries survive growth, find, make and erase agree with a map") {
   CorrWindow<uint64_t> w(/*max_ids=*/1 << 16, /*first_slots=*/16);
   std::map<uint32_t, uint64_t> ref;
   std::mt19937 rng(7);
