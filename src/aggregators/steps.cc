@@ -239,7 +239,9 @@ StepAssembler::OpenStep* StepAssembler::StepBySeq(uint64_t seq) {
   return it != open_.end() && it->rec.seq == seq ? &*it : nullptr;
 }
 
-void StepAssembler::AddToStep(OpenStep& s, const Event& e, bool by_corr) {
+// Flattened: the span lists' appends and the counting inline (a call each was
+// a fifth of its time on BM_StepPath).
+[[gnu::flatten]] void StepAssembler::AddToStep(OpenStep& s, const Event& e, bool by_corr) {
   StepRecord& r = s.rec;
   const NameInfo& info = Info(e.name);
   const uint8_t bits = info.bits;
