@@ -144,11 +144,12 @@ std::string IngestStatusJson(const IngestServer& ingest) {
       w.EndObject();
     }
     w.Key("cost");  // liveprof's own cost in its process (IngestBatch.cost); null: none said.
-    if (s.cost.at_ns == 0) {
+    if (s.cost.now.at_ns == 0) {
       w.Null();
     } else {
       w.BeginObject();
-      WriteSelfCostFields(w, s.cost_prev, s.cost);
+      WriteSelfCostFields(w, s.cost.prev, s.cost.now);
+      WriteHookCostFields(w, s.cost);  // (the time its hooks add per step)
       w.EndObject();
     }
     w.EndObject();
@@ -319,11 +320,11 @@ int Serve(ServeArgs& args, ServeMode mode) {
     so.ingest_cost = [&ingest] {  // each connected source's newest sample, by ring name.
       std::vector<MetricsSourceCost> out;
       for (const IngestServer::SourceStatus& s : ingest->Sources()) {
-        if (!s.connected || s.cost.at_ns == 0) continue;
+        if (!s.connected || s.cost.now.at_ns == 0) continue;
         const std::string source = "ingest " + s.label;
         const auto it = std::find_if(out.begin(), out.end(), [&](const MetricsSourceCost& c) { return c.source == source; });
         MetricsSourceCost& c = it != out.end() ? *it : out.emplace_back();  // (a later connection: newer)
-        c = {source, s.cost.threads, s.cost.rss_bytes};
+        c = {source, s.cost.now.threads, s.cost.now.rss_bytes, s.cost.now.hook_ns};
       }
       std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.source < b.source; });
       return out;

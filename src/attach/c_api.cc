@@ -160,9 +160,24 @@ void liveprof_record_span(int kind, uint32_t name, uint64_t begin, uint64_t end,
 }
 
 void liveprof_record_step(int64_t step, uint32_t name, uint64_t begin, uint64_t end) {
-  if (internal::Enabled() && begin != 0 && end >= begin) {
+  if (begin == 0 || end < begin) return;
+  CountStep();  // (tracing on or off: a step of the program)
+  if (internal::Enabled()) {
     internal::Record(EventKind::kStepMarker, name, begin, end - begin, 0, 0, static_cast<uint64_t>(step), 0);
   }
+}
+
+uint64_t liveprof_hook_end(uint64_t since) {
+  const uint64_t now = internal::Now();
+  AddHookTime(since != 0 && now > since ? now - since : 0);  // (0, or another core's later TSC: no time)
+  return now;
+}
+
+void liveprof_hook_totals(uint64_t* ns, uint64_t* calls, uint64_t* steps) {
+  const HookTotals t = ReadHookTotals();
+  if (ns != nullptr) *ns = t.ns;
+  if (calls != nullptr) *calls = t.calls;
+  if (steps != nullptr) *steps = t.steps;
 }
 
 void liveprof_step_begin(int64_t step, uint32_t name) { StepBegin(step, name); }

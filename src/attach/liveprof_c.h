@@ -76,6 +76,20 @@ void liveprof_step_end(int64_t step);
 void liveprof_counter(uint32_t name, double value);
 void liveprof_instant(uint32_t name);
 
+/* ---- liveprof's own hooks' time (docs/attach.md) ------------------------ *
+ * A hook liveprof runs inside the program (the Python package's, under
+ * `liveprof run`) measures its own body: hook_end adds the time since
+ * `since` (a liveprof_now() reading the hook took at its start, or where
+ * its own work began) to this process's hook time, counts one call, and
+ * returns liveprof_now() now, for the hook to use as its own reading (one
+ * clock read for both). The sender sends the totals with liveprof's own
+ * cost (IngestBatch.cost) and the server shows the hooks' time per step.
+ * hook_totals: the hook time in ns (host clock), the calls, and the
+ * training steps this process has marked (liveprof_record_step,
+ * liveprof_step_end, ...); a forked child starts from 0. Never block. */
+uint64_t liveprof_hook_end(uint64_t since);
+void liveprof_hook_totals(uint64_t* ns, uint64_t* calls, uint64_t* steps);
+
 /* ---- switches ----------------------------------------------------------- */
 
 void liveprof_set_enabled(int on);

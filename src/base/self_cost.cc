@@ -124,4 +124,47 @@ void WriteSelfCostFields(JsonWriter& w, const SelfCostSample& prev, const SelfCo
   w.KV("cpu_pct", in.cpu_pct);
 }
 
+HookCostInterval CompareHookCost(const SelfCostSample& prev, const SelfCostSample& now) {
+  HookCostInterval r;
+  if (prev.at_ns == 0 || now.at_ns <= prev.at_ns || now.hook_ns < prev.hook_ns || now.hook_calls < prev.hook_calls ||
+      now.steps < prev.steps) {
+    return r;
+  }
+  const double interval_ns = static_cast<double>(now.at_ns - prev.at_ns);
+  r.interval_s = interval_ns / 1e9;
+  r.steps = now.steps - prev.steps;
+  r.calls = now.hook_calls - prev.hook_calls;
+  const double hook_ns = static_cast<double>(now.hook_ns - prev.hook_ns);
+  r.hook_s = hook_ns / 1e9;
+  if (now.hook_calls == 0) return r;  // (no hook in this process: nothing they add)
+  r.pct = 100.0 * hook_ns / interval_ns;
+  if (r.steps > 0) r.per_step_us = hook_ns / 1e3 / static_cast<double>(r.steps);
+  return r;
+}
+
+bool TakeSelfCost(SelfCostReadings* r, SelfCostSample s) {
+  if (s.at_ns <= r->now.at_ns) return false;
+  const bool replace = r->now.at_ns != 0 && s.at_ns - r->now.at_ns < kMinSelfCostIntervalNs;
+  // The reading `s` follows, of those kept.
+  const SelfCostSample& before = replace ? r->prev : r->now;
+  if (s.steps != before.steps) {  // the first reading since a step ended.
+    // (The newest it replaces, if that one was such a reading: in its place.)
+    if (!(replace && r->steps_now.at_ns == r->now.at_ns)) r->steps_prev = std::move(r->steps_now);
+    r->steps_now = s;
+  }
+  if (!replace) r->prev = std::move(r->now);
+  r->now = std::move(s);
+  return true;
+}
+
+void WriteHookCostFields(JsonWriter& w, const SelfCostReadings& r) {
+  const HookCostInterval per_step = CompareHookCost(r.steps_prev, r.steps_now);
+  w.KV("hook_s", static_cast<double>(r.now.hook_ns) / 1e9);
+  w.KV("hook_calls", r.now.hook_calls);
+  w.KV("steps", r.now.steps);
+  w.KV("hook_per_step_us", per_step.per_step_us);
+  w.KV("hook_per_step_steps", per_step.per_step_us < 0 ? uint64_t{0} : per_step.steps);
+  w.KV("hook_pct", CompareHookCost(r.prev, r.now).pct);
+}
+
 }  // namespace liveprof

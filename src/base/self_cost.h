@@ -27,6 +27,10 @@ struct SelfCostSample {
   uint64_t at_ns = 0;  // when it was read (CLOCK_MONOTONIC).
   std::vector<ThreadCpu> threads;  // by tid.
   uint64_t rss_bytes = 0;          // the whole process's resident set.
+  // A profiled process's (IngestCost's; 0 in the server's own): the time
+  // liveprof's hooks in the program measured themselves spending, since it
+  // started, their calls, and the training steps the process marked.
+  uint64_t hook_ns = 0, hook_calls = 0, steps = 0;
 };
 
 // One /proc/<pid>/task/<tid>/stat line: its comm (between the first '(' and
@@ -55,6 +59,46 @@ SelfCostInterval CompareSelfCost(const SelfCostSample& prev, const SelfCostSampl
 // "cpu_pct" (CompareSelfCost). The server's status.liveprof_cost and each
 // ingest source's cost (docs/protocol.md).
 void WriteSelfCostFields(JsonWriter& w, const SelfCostSample& prev, const SelfCostSample& now);
+
+// The hooks' cost in a profiled process between two of its readings: their
+// time per training step marked in between (Δhook_ns / Δsteps: what they
+// add to a step) and their share of the wall time (Δhook_ns / Δat_ns).
+// per_step_us -1: no interval, no step in it, or a process whose hooks
+// never ran (none: a program without liveprof's hooks); pct -1: no
+// interval, or no hook ever. Counters that went back: no interval. Pure.
+struct HookCostInterval {
+  double interval_s = 0;
+  uint64_t steps = 0, calls = 0;  // in the interval.
+  double hook_s = 0;              // the hooks' time in it.
+  double per_step_us = -1;
+  double pct = -1;  // % of the interval.
+};
+HookCostInterval CompareHookCost(const SelfCostSample& prev, const SelfCostSample& now);
+
+// A source's readings as the server keeps them (IngestServer::SourceStatus):
+// the newest two (the CPU and the hooks' share are over the interval between
+// them), and the newest two that each came first after a step ended (their
+// step count differs from the reading before): the hooks' time per step is
+// over the whole steps between those, so that steps longer than the
+// sender's second between readings are not cut (with faster steps they are
+// the newest two).
+struct SelfCostReadings {
+  SelfCostSample now, prev;
+  SelfCostSample steps_now, steps_prev;
+};
+// A reading sooner than this after the newest (a sender's last, at its
+// stop) replaces the newest rather than pushing the older one out: the
+// interval stays long enough for /proc's 10 ms CPU ticks.
+inline constexpr uint64_t kMinSelfCostIntervalNs = 500'000'000;
+// Takes reading `s`; false (nothing kept) if it is not newer than the
+// newest (a batch sent again after a reconnect). Pure.
+bool TakeSelfCost(SelfCostReadings* r, SelfCostSample s);
+
+// The hooks' fields of a source's cost object in JSON (docs/ingest.md):
+// "hook_s", "hook_calls", "steps" (totals since the process started),
+// "hook_per_step_us" and "hook_per_step_steps" (the steps it is over:
+// steps_prev to steps_now), "hook_pct" (prev to now).
+void WriteHookCostFields(JsonWriter& w, const SelfCostReadings& r);
 
 }  // namespace liveprof
 

@@ -115,12 +115,9 @@ bool IngestConnection::TakeFrames(std::string* reason) {
       unacked_.push_back({decoder_.last_seq(), ring_->queue->published(), batch_max_end_});
     }
     DeclareProgress(now);
-    // The sender's cost: its two newest samples (a batch sent again after a
-    // reconnect may carry an older one).
-    if (const auto& cost = decoder_.batch_cost(); cost && cost->at_ns > status_.cost.at_ns) {
-      status_.cost_prev = std::move(status_.cost);
-      status_.cost = *cost;
-    }
+    // The sender's cost: its newest samples (a batch sent again after a
+    // reconnect may carry an older one: not taken).
+    if (const auto& cost = decoder_.batch_cost()) TakeSelfCost(&status_.cost, *cost);
     if (const auto& st = decoder_.state()) {
       IngestServer::CaptureState& cs = status_.capture;
       cs = IngestServer::CaptureState{true, st->control_id, st->host_level, st->python_scopes, st->gpu,

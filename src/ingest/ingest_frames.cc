@@ -137,6 +137,9 @@ void IngestDecoder::TakeCost(const wire::IngestCost* c) {
   SelfCostSample s;
   s.at_ns = c->at_ns();
   s.rss_bytes = c->rss_bytes();
+  s.hook_ns = c->hook_ns();  // (0 from an older sender)
+  s.hook_calls = c->hook_calls();
+  s.steps = c->steps();
   if (c->threads() != nullptr) {
     if (c->threads()->size() > kMaxIngestCostThreads) return;
     s.threads.reserve(c->threads()->size());

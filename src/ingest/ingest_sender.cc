@@ -272,7 +272,8 @@ void IngestSender::FillOut() {
             for (const ThreadCpu& t : p.cost.threads) {
               threads.push_back(wire::CreateIngestThreadCpuDirect(fbb, t.tid, t.name.c_str(), t.cpu_ns));
             }
-            cost = wire::CreateIngestCost(fbb, p.cost.at_ns, p.cost.rss_bytes, fbb.CreateVector(threads));
+            cost = wire::CreateIngestCost(fbb, p.cost.at_ns, p.cost.rss_bytes, fbb.CreateVector(threads),
+                                          p.cost.hook_ns, p.cost.hook_calls, p.cost.steps);
           }
           return wire::CreateIngestBatch(fbb, p.seq, fbb.CreateVector(names), fbb.CreateVector(tracks), events,
                                          p.dropped, p.progress_ns, cost)
@@ -480,10 +481,18 @@ void IngestSender::Run() {
       drain_.RunOnce(now);
     }
     // liveprof's own cost in this process, from /proc (this thread's work,
-    // never the program's threads'): the next batch sealed carries it.
-    if (now >= next_cost_ns_ && !stopping) {
+    // never the program's threads'), and its hooks' own counters: the next
+    // batch sealed carries them. Once more at the stop, so that the server
+    // has the last steps (it takes a reading this close to the last in its
+    // place).
+    if (stopping ? !cost_read_at_stop_ : now >= next_cost_ns_) {
       open_.cost = ReadSelfCost(now, "liveprof");
+      const HookTotals hooks = ReadHookTotals();
+      open_.cost.hook_ns = hooks.ns;
+      open_.cost.hook_calls = hooks.calls;
+      open_.cost.steps = hooks.steps;
       next_cost_ns_ = now + kCostPeriodNs;
+      cost_read_at_stop_ = stopping;
     }
     if (stopping || open_.events.size() >= kMaxBatchEvents || now - last_seal_ns_ >= options_.flush_period_ns) {
       Seal(now);

@@ -110,10 +110,12 @@ class IngestServer {
     int64_t clock_offset_ns = 0;
     uint64_t best_rtt_ns = 0;  // 0: no pong yet.
     // liveprof's own cost in the source's process (IngestBatch.cost, read
-    // from its /proc about once a second): the newest sample and the one
-    // before it (CompareSelfCost: each thread's CPU over the interval), on
-    // the sender's clock. at_ns 0: none yet (an older sender sends none).
-    SelfCostSample cost, cost_prev;
+    // from its /proc about once a second, its hooks' counters with it): the
+    // newest sample and the one before it (CompareSelfCost: each thread's
+    // CPU over the interval), and the two the hooks' time per step is over
+    // (TakeSelfCost), on the sender's clock. cost.now.at_ns 0: none yet (an
+    // older sender sends none).
+    SelfCostReadings cost;
   };
 
   IngestServer(Stream& stream, Options options);

@@ -137,7 +137,8 @@ class IngestSender {
   uint64_t last_dropped_total_ = 0;
   uint64_t carried_dropped_ = 0;  // events of batches dropped unacknowledged.
   uint64_t last_seal_ns_ = 0;
-  uint64_t next_cost_ns_ = 0;  // the next read of liveprof's own cost (/proc/self), once a second.
+  uint64_t next_cost_ns_ = 0;  // the next read of liveprof's own cost (/proc/self), once a second,
+  bool cost_read_at_stop_ = false;  // and the last, at the stop.
   uint64_t sealed_progress_ns_ = 0;  // the last batch's progress_ns,
   uint64_t last_batch_ns_ = 0;       // and when it was sealed.
   int fd_ = -1;

@@ -44,11 +44,13 @@ struct MetricsRefusal {
 
 // liveprof's own cost in an ingest source's process (IngestBatch.cost: its
 // /proc, read by its sender), by source (its ring's name, "ingest rank 3"):
-// each liveprof thread's CPU since it started, and the process's resident set.
+// each liveprof thread's CPU since it started, and the process's resident set;
+// the time liveprof's hooks in the program measured themselves spending.
 struct MetricsSourceCost {
   std::string source;
   std::vector<ThreadCpu> threads;
   uint64_t rss_bytes = 0;
+  uint64_t hook_ns = 0;
 };
 
 // Step times at the 50th, 90th and 99th percentile, seconds.

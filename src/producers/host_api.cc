@@ -18,8 +18,20 @@ std::atomic<bool> g_enabled{true};
 std::atomic<int> g_level{kHostLevelDetailed};
 std::atomic<bool> g_python_scopes{true};
 thread_local ThreadSlot t_slot{nullptr, 0};
+// Written per step and per hook: lines of their own, apart from the flags
+// every record reads.
+alignas(64) std::atomic<uint64_t> g_steps_marked{0};
 
 namespace {
+
+struct alignas(64) HookCounters {
+  std::atomic<uint64_t> ticks{0};
+  std::atomic<uint64_t> calls{0};
+};
+HookCounters g_hooks;
+// Both clocks read at load: the ticks' rate at a reading is measured since.
+const uint64_t g_origin_tsc = TscRead();
+const uint64_t g_origin_ns = HostNowNs();
 
 // Non-trivial per-thread state, touched only on the slow path.
 struct ThreadState {
@@ -152,6 +164,10 @@ void AfterForkInParent() {
 }
 void AfterForkInChild() {
   if (Stream* s = internal::g_stream.load(std::memory_order_acquire)) s->AfterForkInChild();
+  // The child's hooks and steps are its own (a DataLoader worker's fetches).
+  internal::g_hooks.ticks.store(0, std::memory_order_relaxed);
+  internal::g_hooks.calls.store(0, std::memory_order_relaxed);
+  internal::g_steps_marked.store(0, std::memory_order_relaxed);
   internal::ForgetThreadRingInForkChild();
   internal::g_config_mu.unlock();
 }
@@ -261,11 +277,35 @@ void EndSpan() {
   internal::Record(o.kind, o.name, o.begin, end - o.begin, o.corr, 0, 0, 0);
 }
 
+void AddHookTime(uint64_t ticks) {
+  internal::g_hooks.ticks.fetch_add(ticks, std::memory_order_relaxed);
+  internal::g_hooks.calls.fetch_add(1, std::memory_order_relaxed);
+}
+
+void CountStep() { internal::g_steps_marked.fetch_add(1, std::memory_order_relaxed); }
+
+HookTotals ReadHookTotals() {
+  HookTotals t;
+  const uint64_t ticks = internal::g_hooks.ticks.load(std::memory_order_relaxed);
+  t.calls = internal::g_hooks.calls.load(std::memory_order_relaxed);
+  t.steps = internal::g_steps_marked.load(std::memory_order_relaxed);
+  // Ticks per ns since the library loaded (1 where the ticks are ns: no TSC;
+  // and in its first millisecond, when there is no time to measure yet).
+  const uint64_t tsc = TscRead(), ns = HostNowNs();
+  const double rate = ns > internal::g_origin_ns + 1'000'000 && tsc > internal::g_origin_tsc
+                          ? static_cast<double>(tsc - internal::g_origin_tsc) /
+                                static_cast<double>(ns - internal::g_origin_ns)
+                          : 1.0;
+  t.ns = static_cast<uint64_t>(static_cast<double>(ticks) / rate);
+  return t;
+}
+
 void StepBegin(int64_t step_num, NameId name) {
   if (!internal::Enabled() || internal::t_exited) return;
   internal::ThreadState& st = internal::t_state;
   const uint64_t now = internal::Now();
   if (st.step_open) {
+    CountStep();
     internal::Record(EventKind::kStepMarker, st.step_name, st.step_begin, now - st.step_begin, 0,
                      0, static_cast<uint64_t>(st.step_num), 0);
   }
@@ -276,13 +316,17 @@ void StepBegin(int64_t step_num, NameId name) {
 }
 
 void StepEnd(int64_t step_num) {
-  if (!internal::Enabled() || internal::t_exited) return;
+  if (!internal::Enabled() || internal::t_exited) {
+    CountStep();  // (a step ended all the same: its hooks' time is per step)
+    return;
+  }
   internal::ThreadState& st = internal::t_state;
   if (!st.step_open || st.step_num != step_num) {
     GlobalStream().diagnostics().Add(Diag::step_end_without_begin);
     return;
   }
   st.step_open = false;
+  CountStep();
   const uint64_t end = internal::Now();
   internal::Record(EventKind::kStepMarker, st.step_name, st.step_begin, end - st.step_begin, 0, 0,
                    static_cast<uint64_t>(st.step_num), 0);

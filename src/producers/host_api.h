@@ -93,10 +93,30 @@ void EndSpan();
 void StepBegin(int64_t step_num, NameId name = 0);
 void StepEnd(int64_t step_num);
 
+// liveprof's own hooks in this process (the Python package's, under
+// `liveprof run`: the DataLoader, optimizer, backward and module hooks,
+// docs/attach.md) measure their own time: each hook body adds the TSC ticks
+// from its first clock reading to its end (AddHookTime: the C ABI's
+// liveprof_hook_end). The sender sends the totals with liveprof's own cost
+// (IngestBatch.cost) and the server shows the time per step: the steps are
+// every training step the process marks (StepScope, StepBegin/StepEnd,
+// liveprof_record_step), whether tracing is on or not (except a StepBegin
+// that ends the step before it: counted while it is on). A fork's child starts
+// from 0. Any thread: relaxed atomics, never blocks.
+struct HookTotals {
+  uint64_t ns = 0;     // the hook bodies' time, on the host clock (ticks mapped at the reading).
+  uint64_t calls = 0;  // hook bodies measured.
+  uint64_t steps = 0;  // training steps marked.
+};
+void AddHookTime(uint64_t ticks);
+void CountStep();
+HookTotals ReadHookTotals();
+
 namespace internal {
 
 extern std::atomic<bool> g_enabled;
 extern std::atomic<int> g_level;
+extern std::atomic<uint64_t> g_steps_marked;  // CountStep()'s.
 
 // This thread's ring and track, trivially constructed so the hot path is a
 // plain TLS load. Null until the thread's first record.
@@ -202,6 +222,7 @@ class StepScope {
       internal::Record(EventKind::kStepMarker, name_, begin_, end - begin_, 0, 0,
                        static_cast<uint64_t>(step_), 0);
     }
+    internal::g_steps_marked.fetch_add(1, std::memory_order_relaxed);  // (CountStep)
   }
   StepScope(const StepScope&) = delete;
   StepScope& operator=(const StepScope&) = delete;

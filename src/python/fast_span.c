@@ -1,5 +1,6 @@
 /* liveprof._fast: the span object of `with liveprof.scope(name):` in C, for
- * the hot path (docs/python.md). Optional: the package works without it
+ * the hot path (docs/python.md), and hook_end, with which liveprof run's
+ * hooks measure their own time. Optional: the package works without it
  * (liveprof/_native.py's pure-Python Span over ctypes), and uses it when it
  * imports.
  *
@@ -22,10 +23,12 @@
 typedef uint32_t (*BeginFn)(uint32_t name);
 typedef uint32_t (*InputBeginFn)(uint32_t name, int stage);
 typedef void (*EndFn)(uint32_t handle);
+typedef uint64_t (*HookEndFn)(uint64_t since);
 
 static BeginFn g_scope_begin;
 static InputBeginFn g_input_begin;
 static EndFn g_span_end;
+static HookEndFn g_hook_end; /* NULL: init() was given none */
 static PyObject* g_names;      /* dict str -> int: _native's name cache */
 static PyObject* g_name_slow;  /* _native._name_id_slow(name) -> int: interns and caches */
 static PyObject* g_name_text;  /* _native._name_text(id) -> str: for repr */
@@ -145,11 +148,26 @@ static PyObject* InputSpan(PyObject* module, PyObject* args) {
   return NewSpan(id, stage);
 }
 
+/* liveprof's hooks measure their own bodies (liveprof_c.h's
+ * liveprof_hook_end): hook_end(since) -> the clock now, the time since
+ * `since` added to the process's hook time. What the measuring costs a hook
+ * is this call: no ctypes conversion. */
+static PyObject* HookEnd(PyObject* module, PyObject* since) {
+  (void)module;
+  if (g_hook_end == NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "liveprof._fast: init() was given no hook_end");
+    return NULL;
+  }
+  const unsigned long long s = PyLong_AsUnsignedLongLong(since);
+  if (s == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+  return PyLong_FromUnsignedLongLong(g_hook_end(s));
+}
+
 static PyObject* Init(PyObject* module, PyObject* args) {
   (void)module;
-  unsigned long long begin, input_begin, end;
+  unsigned long long begin, input_begin, end, hook_end = 0;
   PyObject *names, *slow, *text;
-  if (!PyArg_ParseTuple(args, "KKKOOO", &begin, &input_begin, &end, &names, &slow, &text)) return NULL;
+  if (!PyArg_ParseTuple(args, "KKKOOO|K", &begin, &input_begin, &end, &names, &slow, &text, &hook_end)) return NULL;
   if (begin == 0 || input_begin == 0 || end == 0 || !PyDict_Check(names) || !PyCallable_Check(slow) ||
       !PyCallable_Check(text)) {
     PyErr_SetString(PyExc_ValueError, "liveprof._fast.init: three function addresses, a dict, two callables");
@@ -158,6 +176,7 @@ static PyObject* Init(PyObject* module, PyObject* args) {
   g_scope_begin = (BeginFn)(uintptr_t)begin;
   g_input_begin = (InputBeginFn)(uintptr_t)input_begin;
   g_span_end = (EndFn)(uintptr_t)end;
+  g_hook_end = (HookEndFn)(uintptr_t)hook_end;
   Py_INCREF(names);
   Py_INCREF(slow);
   Py_INCREF(text);
@@ -172,8 +191,9 @@ static PyObject* Init(PyObject* module, PyObject* args) {
 
 static PyMethodDef kFunctions[] = {
     {"init", Init, METH_VARARGS,
-     "init(scope_begin, input_begin, span_end, names, name_id_slow, name_text): the library's span "
-     "functions (addresses), the name cache and its helpers."},
+     "init(scope_begin, input_begin, span_end, names, name_id_slow, name_text[, hook_end]): the "
+     "library's span functions (addresses), the name cache and its helpers, and liveprof_hook_end."},
+    {"hook_end", HookEnd, METH_O, "hook_end(since) -> now: a hook's body measured (liveprof_hook_end)."},
     {"scope", Scope, METH_O, "scope(name) -> a span for `with` (a user scope)."},
     {"input_span", InputSpan, METH_VARARGS, "input_span(name_id, stage) -> an input span for `with`."},
     {NULL, NULL, 0, NULL},

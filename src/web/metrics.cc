@@ -112,6 +112,12 @@ std::string RenderPrometheus(const MetricsInput& in) {
     for (const MetricsSourceCost& c : in.ingest_cost) {
       w.Sample("liveprof_source_resident_bytes", {{"source", c.source}}, c.rss_bytes);
     }
+    w.Family("liveprof_source_hook_seconds_total", "counter",
+             "Time liveprof's hooks in an ingest source's program (the Python package's, under liveprof run) "
+             "measured themselves spending on the program's threads, since the process started; 0: none.");
+    for (const MetricsSourceCost& c : in.ingest_cost) {
+      w.Sample("liveprof_source_hook_seconds_total", {{"source", c.source}}, static_cast<double>(c.hook_ns) / 1e9);
+    }
   }
 
   w.Counter("liveprof_late_events_total",

@@ -24,6 +24,8 @@
 //                                                   counter, an ingest source's liveprof
 //                                                   threads, as its sender read them
 //   liveprof_source_resident_bytes{source}          gauge, an ingest source's process's RSS
+//   liveprof_source_hook_seconds_total{source}      counter, the time liveprof's hooks in an
+//                                                   ingest source's program measured
 //   liveprof_late_events_total                      counter, past the reorder window
 //   liveprof_steps_closed_total                     counter
 //   liveprof_window_steps                           gauge, steps in the window

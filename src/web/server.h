@@ -89,10 +89,10 @@ struct ServerOptions {
   // sources sent that were refused, by source and reason. Empty: none.
   // Called on the web thread.
   std::function<std::vector<MetricsRefusal>()> ingest_refused;
-  // /metrics' liveprof_source_self_cpu_seconds_total and
-  // liveprof_source_resident_bytes: liveprof's own cost in each connected
-  // ingest source's process, as its sender read it. Empty: none. Called on
-  // the web thread.
+  // /metrics' liveprof_source_self_cpu_seconds_total,
+  // liveprof_source_resident_bytes and liveprof_source_hook_seconds_total:
+  // liveprof's own cost in each connected ingest source's process, as its
+  // sender read it. Empty: none. Called on the web thread.
   std::function<std::vector<MetricsSourceCost>()> ingest_cost;
   // POST /api/capture (capture on demand, docs/ingest.md): sends an ingest
   // source a capture control. Returns "" when sent, else why not (a 409).

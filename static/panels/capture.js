@@ -8,8 +8,9 @@
 // was taken) show per source, by reason, with the first one's message; the
 // last batch acknowledged, what an acknowledgement promises. Each source's
 // liveprof CPU and process memory, as its sender read them from its /proc
-// (status.server.ingest[].cost).
-import {bytes, esc, int, num, pct} from '../format.js';
+// (status.server.ingest[].cost), and the time liveprof's hooks add to each
+// of its steps, as they measured themselves.
+import {bytes, esc, int, num, pct, us} from '../format.js';
 import {Table} from '../table.js';
 
 const POLL_MS = 2000;
@@ -50,6 +51,18 @@ function costThreadsText(c) {
   if (!c) return 'Not said: an older sender, or none read yet';
   return (c.threads ?? []).map((t) => `${t.name} (tid ${t.tid}): ${t.cpu_pct < 0 ? '—' : pct(t.cpu_pct, 1)} ` +
     `(${num(t.cpu_s, 2)} s since it started)`).join('\n');
+}
+
+// The hooks' cost, for the "Added per step" cell's hover.
+function hookText(c) {
+  if (!c) return 'Not said: an older sender, or none read yet';
+  if (!c.hook_calls) return 'No liveprof hook runs in this process (a program that is not under liveprof run\'s ' +
+    'Python hooks, or an older sender)';
+  const perStep = c.hook_per_step_us < 0 ? 'no figure per step yet (two readings after steps are needed)'
+    : `${us(c.hook_per_step_us)} a step over its last ${int(c.hook_per_step_steps)} steps`;
+  return `liveprof's hooks: ${perStep}; ${c.hook_pct < 0 ? '—' : pct(c.hook_pct, 2)} of the process's time over ` +
+    `the last interval; ${num(c.hook_s, 3)} s in ${int(c.hook_calls)} hook calls over ${int(c.steps)} steps since ` +
+    'it started';
 }
 
 export default {
@@ -109,6 +122,13 @@ export default {
       {key: 'rss', label: 'Process memory', numeric: true, fmt: (v) => (v > 0 ? bytes(v) : '—'),
         title: 'The source process\'s resident memory (RSS, from its /proc): the job\'s own memory, ' +
           'liveprof\'s included'},
+      {key: 'hook_us', label: 'Added per step', numeric: true, fmt: (v) => (v < 0 ? '—' : us(v)),
+        cellTitle: (v, r) => r.hook_text,
+        title: 'The time liveprof\'s hooks in the program (liveprof run\'s Python hooks: DataLoader, optimizer, ' +
+          'backward and module hooks) add to each training step, as the hooks measured themselves (each hook\'s ' +
+          'own time on the program\'s threads, per step marked, over the last whole steps its sender read); not ' +
+          'an estimate from benchmarks. — for a process without them, or before two readings after steps. ' +
+          'Hover a cell for the share of the process\'s time'},
       {key: 'offset_ms', label: 'Clock offset ms', numeric: true, fmt: (v) => num(v, 3)},
       {key: 'rtt_us', label: 'Best RTT µs', numeric: true, fmt: (v) => num(v, 1)},
       {key: 'capture', label: 'Records now'},
@@ -182,6 +202,7 @@ export default {
               events: s.events, lost: s.sender_dropped + s.ring_dropped + s.future_dropped,
               refused: s.refused_events ?? 0, refused_reasons: refusedText(s),
               cost_pct: s.cost?.cpu_pct ?? -1, cost_threads: costThreadsText(s.cost), rss: s.cost?.rss_bytes ?? 0,
+              hook_us: s.cost?.hook_calls ? s.cost.hook_per_step_us ?? -1 : -1, hook_text: hookText(s.cost),
               acked: s.acked_seq ?? 0, unacked: s.unacked_batches ?? 0,
               offset_ms: s.clock_offset_ns / 1e6, rtt_us: s.best_rtt_ns / 1e3,
               capture: captureText(s.capture),

@@ -7,7 +7,10 @@ training script (examples/pytorch_plain.py: no `import liveprof`) under
     is small, input_bound_high fires and resolves, the last steps are NOT
     input-bound, the source is named after the script, each process's
     batches carry liveprof's own cost there (its sender thread's CPU, the
-    process's memory); the same with
+    process's memory), and the time its hooks measured themselves spending:
+    the training process's steps are the job's own count and its hooks
+    add time to each, shown while it runs on /metrics (which promtool
+    takes); the same with
     num_workers=2 (the multi-process iterator's waits); two ranks started
     as torchrun starts them are each a source named by its rank, and the
     Pod page has both; a program using torch.profiler gets its
@@ -37,7 +40,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from liveprof_server import get_json  # noqa: E402  (tests/python/liveprof_server.py)
+from liveprof_server import get_json, get_metrics  # noqa: E402  (tests/python/liveprof_server.py)
 
 PYTHON = "/usr/bin/python3"
 # FAST: enough fast steps for input_bound_high to resolve before the job
@@ -118,6 +121,18 @@ def test_slow_then_fast(args, workers):
                               *plain(args.example, "--steps", str(total), "--fast-after", str(SLOW),
                                      "--loader-delay-ms", str(delay_ms), "--num-workers", str(workers))])
     try:
+        # While the job runs: its training process's hooks' time on /metrics
+        # (a connected source's), more than none, in what promtool takes.
+        hook_line = re.compile(r'^liveprof_source_hook_seconds_total\{source="ingest ([^"]+)"\} (\S+)$', re.M)
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            text = get_metrics(run.url, retry_s=30)
+            hooks = {label: float(v) for label, v in hook_line.findall(text) if " · loader" not in label}
+            if any(v > 0 for v in hooks.values()):
+                break
+            if any(re.search(r"the job (exited|killed)", line) for line in run.log) or time.monotonic() > deadline:
+                fail("no hooks' time on /metrics while the job ran: %s\n%s" % (hooks, "\n".join(run.log)))
+            time.sleep(0.1)
         run.wait_for(r"the job (exited|killed)", timeout=DEADLINE_S)
         if "the job exited with status 0" not in "\n".join(run.log):
             fail("the job failed:\n" + "\n".join(run.log))
@@ -191,6 +206,21 @@ def test_slow_then_fast(args, workers):
                 fail("source %s: no cost with its sender thread and its memory: %s" % (s["label"], cost))
             if any(not n.startswith("liveprof") for n in names):
                 fail("source %s: a thread not liveprof's in its cost: %s" % (s["label"], names))
+        # The hooks' own time (each hook body, measured by itself) and the
+        # steps the process marked, read once more when it ended: the
+        # training process's are the job's steps, every one, and its hooks
+        # add time to each; a loader worker's fetch hooks run, with no step.
+        cost = trainer[0]["cost"]
+        if cost["steps"] != total or not cost["hook_calls"] >= 4 * total or not cost["hook_s"] > 0:
+            fail("the trainer's hooks: %d steps (the job's %d), %d calls, %s s"
+                 % (cost["steps"], total, cost["hook_calls"], cost["hook_s"]))
+        if not 0 < cost["hook_per_step_us"] < 1000 * delay_ms or not 0 < cost["hook_pct"] < 100 or \
+                not cost["hook_per_step_steps"] > 0:
+            fail("the trainer's hooks' time per step and share: %s" % cost)
+        for s in sources:
+            if " · loader" in s["label"] and (s["cost"]["steps"] != 0 or s["cost"]["hook_calls"] == 0 or
+                                              s["cost"]["hook_per_step_us"] != -1):
+                fail("loader %s: its hooks ran (fetches), with no step: %s" % (s["label"], s["cost"]))
         pod = [(w["label"], w["steps"]) for w in run.get("/api/pod")["workers"]]
         if len(pod) != 1 or pod[0][0] != trainer[0]["label"]:
             fail("the Pod page's workers %s: not the training process alone" % pod)
@@ -201,6 +231,10 @@ def test_slow_then_fast(args, workers):
         print("ok: workers=%d: the trainer's liveprof threads %s, its memory %.0f MiB"
               % (workers, [(t["name"], t["cpu_s"]) for t in trainer[0]["cost"]["threads"]],
                  trainer[0]["cost"]["rss_bytes"] / (1 << 20)))
+        print("ok: workers=%d: the trainer's hooks: %.1f us a step over its last %d steps (%.3f %% of its time), "
+              "%.1f ms in %d calls over its %d steps (%.1f us a step)"
+              % (workers, cost["hook_per_step_us"], cost["hook_per_step_steps"], cost["hook_pct"],
+                 cost["hook_s"] * 1e3, cost["hook_calls"], cost["steps"], cost["hook_s"] * 1e6 / total))
         print("ok: workers=%d: sources %s, Pod %s, fetches %d (%.0f ms)"
               % (workers, [trainer[0]["label"]] + [label for label, _ in loaders], pod, fetch["count"],
                  fetch["total_ms"]))

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "base/json_writer.h"
 #include "doctest/doctest.h"
 
 namespace liveprof {
@@ -61,6 +62,101 @@ TEST_CASE("self cost: a named thread's CPU is read back from /proc, other thread
   CHECK(s.rss_bytes > 0);
   // No prefix: every thread, this one among them.
   CHECK(ReadSelfCost(0, "").threads.size() >= 1);
+}
+
+// A profiled process's reading as its sender sends it (IngestCost): at
+// `at_ns`, its hooks' time, calls and the steps it marked, since it started.
+SelfCostSample HookReading(uint64_t at_ns, uint64_t hook_ns, uint64_t calls, uint64_t steps) {
+  SelfCostSample s;
+  s.at_ns = at_ns;
+  s.hook_ns = hook_ns;
+  s.hook_calls = calls;
+  s.steps = steps;
+  return s;
+}
+
+constexpr uint64_t kSecond = 1'000'000'000;
+
+TEST_CASE("self cost: two readings give the hooks' time per step and their share of the wall time") {
+  // A second apart: 40 steps, 200 hook calls, 4.8 ms of hooks: 120 µs a step, 0.48 %.
+  const HookCostInterval in = CompareHookCost(HookReading(10 * kSecond, 1'000'000, 100, 60),
+                                              HookReading(11 * kSecond, 5'800'000, 300, 100));
+  CHECK(in.interval_s == doctest::Approx(1.0));
+  CHECK(in.steps == 40);
+  CHECK(in.calls == 200);
+  CHECK(in.hook_s == doctest::Approx(0.0048));
+  CHECK(in.per_step_us == doctest::Approx(120.0));
+  CHECK(in.pct == doctest::Approx(0.48));
+  // No step in between (a loader worker; evaluation): no figure per step, the share still.
+  const HookCostInterval idle = CompareHookCost(HookReading(10 * kSecond, 1'000'000, 100, 60),
+                                                HookReading(12 * kSecond, 3'000'000, 150, 60));
+  CHECK(idle.per_step_us == -1);
+  CHECK(idle.pct == doctest::Approx(0.1));
+  // No hook ever (a program without liveprof's hooks: the host API's steps): neither.
+  const HookCostInterval none =
+      CompareHookCost(HookReading(10 * kSecond, 0, 0, 60), HookReading(11 * kSecond, 0, 0, 80));
+  CHECK(none.steps == 20);
+  CHECK(none.per_step_us == -1);
+  CHECK(none.pct == -1);
+  // No interval: one reading, the same one twice, counters that went back.
+  CHECK(CompareHookCost(SelfCostSample{}, HookReading(11 * kSecond, 5, 1, 1)).per_step_us == -1);
+  CHECK(CompareHookCost(HookReading(11 * kSecond, 5, 1, 1), HookReading(11 * kSecond, 9, 2, 2)).pct == -1);
+  CHECK(CompareHookCost(HookReading(10 * kSecond, 9, 2, 2), HookReading(11 * kSecond, 5, 3, 3)).per_step_us == -1);
+}
+
+// What the server shows: the JSON of a source's readings.
+std::string HookFields(const SelfCostReadings& r) {
+  JsonWriter w;
+  w.BeginObject();
+  WriteHookCostFields(w, r);
+  w.EndObject();
+  return w.str();
+}
+
+TEST_CASE("self cost: the server's readings of a source, its hooks' time over whole steps") {
+  SelfCostReadings r;
+  // Fast steps (50 a second): each reading comes after steps ended; the
+  // figure is over the newest two.
+  CHECK(TakeSelfCost(&r, HookReading(10 * kSecond, 0, 0, 0)));
+  CHECK(TakeSelfCost(&r, HookReading(11 * kSecond, 2'000'000, 250, 50)));
+  CHECK(HookFields(r).find("\"hook_per_step_us\":-1") != std::string::npos);  // one reading after steps.
+  CHECK(TakeSelfCost(&r, HookReading(12 * kSecond, 7'000'000, 500, 100)));
+  CHECK(r.steps_prev.at_ns == 11 * kSecond);
+  CHECK(r.steps_now.at_ns == 12 * kSecond);
+  CHECK(HookFields(r) ==
+        "{\"hook_s\":0.007,\"hook_calls\":500,\"steps\":100,\"hook_per_step_us\":100,"
+        "\"hook_per_step_steps\":50,\"hook_pct\":0.5}");
+  // An older or equal reading (a batch sent again after a reconnect): not taken.
+  CHECK_FALSE(TakeSelfCost(&r, HookReading(12 * kSecond, 1, 1, 1)));
+  CHECK_FALSE(TakeSelfCost(&r, HookReading(11 * kSecond + 1, 1, 1, 1)));
+  CHECK(r.now.hook_ns == 7'000'000);
+
+  // Slow steps (one every 3 s): the readings between them change nothing
+  // per step; the figure is over the whole step, between the readings that
+  // each came first after a step ended.
+  CHECK(TakeSelfCost(&r, HookReading(13 * kSecond, 7'100'000, 505, 100)));
+  CHECK(TakeSelfCost(&r, HookReading(14 * kSecond, 7'200'000, 510, 100)));
+  CHECK(TakeSelfCost(&r, HookReading(15 * kSecond, 7'600'000, 520, 101)));
+  CHECK(r.steps_prev.at_ns == 12 * kSecond);
+  CHECK(r.steps_now.at_ns == 15 * kSecond);
+  CHECK(CompareHookCost(r.steps_prev, r.steps_now).per_step_us == doctest::Approx(600.0));
+  CHECK(CompareHookCost(r.prev, r.now).pct == doctest::Approx(0.04));  // the share: the newest second.
+  CHECK(TakeSelfCost(&r, HookReading(16 * kSecond, 7'700'000, 525, 101)));
+  CHECK(r.steps_now.at_ns == 15 * kSecond);  // (no step ended: kept)
+
+  // The sender's last reading at its stop, 0.2 s after its newest: it takes
+  // that one's place, so that the interval stays a second and more long,
+  // and it has the last steps.
+  CHECK(TakeSelfCost(&r, HookReading(17 * kSecond, 8'000'000, 540, 102)));
+  CHECK(TakeSelfCost(&r, HookReading(17 * kSecond + 200'000'000, 8'100'000, 545, 103)));
+  CHECK(r.prev.at_ns == 16 * kSecond);
+  CHECK(r.now.at_ns == 17 * kSecond + 200'000'000);
+  CHECK(r.now.steps == 103);
+  // The replaced reading came first after a step: the last one takes its place.
+  CHECK(r.steps_prev.at_ns == 15 * kSecond);
+  CHECK(r.steps_now.at_ns == 17 * kSecond + 200'000'000);
+  CHECK(CompareHookCost(r.steps_prev, r.steps_now).per_step_us == doctest::Approx(250.0));
+  CHECK(CompareHookCost(r.prev, r.now).interval_s == doctest::Approx(1.2));
 }
 
 }  // namespace

@@ -13,7 +13,7 @@ import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 import {LIVEPROF, api, launchBrowser, openPage, screenshot, startServer, stopServer, until} from './harness.mjs';
 import {batchFrame, connectIngest, helloFrame} from './ingest_client.mjs';
-import {bytes, pct} from '../../static/format.js';
+import {bytes, pct, us} from '../../static/format.js';
 
 let server;
 let sender;
@@ -109,9 +109,69 @@ describe('the Sources page with a program sending to the server', () => {
       /^liveprof_source_self_cpu_seconds_total\{source="ingest rank 4",thread="liveprof send"\} [0-9.e-]+$/m);
     const rss = Number(metrics.match(/^liveprof_source_resident_bytes\{source="ingest rank 4"\} ([0-9]+)$/m)?.[1]);
     assert.ok(rss > 1 << 20, `${rss}`);
+    // `liveprof example` is C++ on the host API: it has steps but no liveprof
+    // hook, so nothing is added per step by hooks, and the page says so.
+    assert.equal(drawn.hook_calls, 0);
+    assert.ok(drawn.steps > 0, `${drawn.steps}`);
+    assert.equal(drawn.hook_per_step_us, -1);
+    assert.match(metrics, /^liveprof_source_hook_seconds_total\{source="ingest rank 4"\} 0$/m);
+    const hookCol = await col('Added per step');
+    assert.ok(hookCol > rssCol);
+    assert.equal(await row.locator('td').nth(hookCol).innerText(), '—');
+    assert.match(await row.locator('td').nth(hookCol).getAttribute('title'), /^No liveprof hook runs in this process/);
     await screenshot(page, 'sources_source_cost');
     assert.deepEqual(page.errors, []);
     await page.close();
+  });
+
+  test('each source\'s row shows the time liveprof\'s hooks add per step, as the hooks measured it', async () => {
+    // A raw sender whose batches carry its cost with the hooks' counters
+    // (IngestCost.hook_ns, hook_calls, steps), a second apart: 50 steps
+    // between readings, 2.47 ms of hooks over the first 50, 125 ms over the next.
+    const raw = await connectIngest(socket);
+    raw.write(helloFrame({rank: 5, clockNs: 1_000_000}));
+    const reading = (seq, atS, hookNs, hookCalls, steps) =>
+      batchFrame({seq, cost: {atNs: atS * 1e9, rssBytes: 300 << 20, hookNs, hookCalls, steps}});
+    raw.write(reading(1, 10, 1_000_000, 50, 10));
+    raw.write(reading(2, 11, 3_470_000, 300, 60));
+    const rank5 = async (pred) => until('rank 5\'s cost', async () => {
+      const s = (await api(server.url, '/api/status')).server.ingest.find((o) => o.label === 'rank 5' && o.connected);
+      return s && pred(s.cost) ? s.cost : null;
+    }, 15);
+    let cost = await rank5((c) => c?.steps === 60);
+    assert.equal(cost.hook_calls, 300);
+    assert.equal(cost.hook_s, 0.00347);
+    assert.ok(Math.abs(cost.hook_per_step_us - 49.4) < 1e-9, `${cost.hook_per_step_us}`);
+    assert.equal(cost.hook_per_step_steps, 50);
+    assert.ok(Math.abs(cost.hook_pct - 0.247) < 1e-9, `${cost.hook_pct}`);
+
+    const page = await openPage(browser, `${server.url}#capture`);
+    const row = page.locator('.sources tbody tr', {hasText: 'rank 5'});
+    await row.waitFor({timeout: 15000});
+    const hookCol = (await page.locator('.sources thead th').allInnerTexts()).indexOf('Added per step');
+    assert.ok(hookCol > 0);
+    const cell = row.locator('td').nth(hookCol);
+    const shows = (text) => until(`the row's "Added per step" ${text}`, async () =>
+      ((await cell.innerText()) === text ? text : null), 10);
+    await shows(us(49.4));
+    assert.equal(us(49.4), '49.4 µs');
+    const title = await cell.getAttribute('title');
+    assert.match(title, /^liveprof's hooks: 49\.4 µs a step over its last 50 steps; 0\.25% of the process's time/);
+    assert.match(title, /0\.003 s in 300 hook calls over 60 steps since it started$/);
+    const header = await page.locator('.sources thead th', {hasText: 'Added per step'}).getAttribute('title');
+    assert.match(header, /as the hooks measured themselves/);
+
+    // The next 50 steps cost the hooks 125 ms: 2.5 ms a step, in ms.
+    raw.write(reading(3, 12, 128_470_000, 550, 110));
+    cost = await rank5((c) => c?.steps === 110);
+    assert.ok(Math.abs(cost.hook_per_step_us - 2500) < 1e-9, `${cost.hook_per_step_us}`);
+    await shows('2.5 ms');
+    const metrics = await api(server.url, '/metrics', 'text');
+    assert.match(metrics, /^liveprof_source_hook_seconds_total\{source="ingest rank 5"\} 0\.12847$/m);
+    await screenshot(page, 'sources_hook_cost');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+    raw.destroy();
   });
 
   test('lists the source and turns its capture level down for a while', async () => {
@@ -211,7 +271,8 @@ describe('the Sources page with a program sending to the server', () => {
     await row.locator('td', {hasText: /^batch 2$/}).waitFor({timeout: 10000});
     assert.equal(await row.locator('td').nth(8).innerText(), 'batch 2');
     assert.equal(await row.locator('td').nth(9).innerText(), '—');  // liveprof CPU: not said,
-    assert.equal(await row.locator('td').nth(10).innerText(), '—');  // nor its memory.
+    assert.equal(await row.locator('td').nth(10).innerText(), '—');  // nor its memory,
+    assert.equal(await row.locator('td').nth(11).innerText(), '—');  // nor its hooks' time.
     assert.match(await page.locator('.page[data-page=capture] .note').innerText(), /a kill -9 of the server loses none it acknowledged/);
     assert.match(await row.innerText(), /connected/);
     const said = page.locator('.refusals li', {hasText: 'rank 9'});

@@ -56,9 +56,21 @@ function doubleBits(v) {
 
 // names: [{id, name}]; tracks: [{id, name}] (host threads); events: [{ts,
 // dur, name, track, kind, value}] (48-byte Event structs, written as the C++
-// struct; `value`: a counter sample's).
-export function batchFrame({seq, names = [], tracks = [], events = []}) {
+// struct; `value`: a counter sample's); cost: liveprof's own cost in the
+// sender's process, an IngestCost without threads: {atNs, rssBytes, hookNs,
+// hookCalls, steps}.
+export function batchFrame({seq, names = [], tracks = [], events = [], cost = null}) {
   return frame(BODY_INGEST_BATCH, (b) => {
+    let costOffset = 0;
+    if (cost) {
+      b.startObject(6);
+      b.addFieldInt64(0, BigInt(cost.atNs), 0n);
+      b.addFieldInt64(1, BigInt(cost.rssBytes ?? 0), 0n);
+      b.addFieldInt64(3, BigInt(cost.hookNs ?? 0), 0n);
+      b.addFieldInt64(4, BigInt(cost.hookCalls ?? 0), 0n);
+      b.addFieldInt64(5, BigInt(cost.steps ?? 0), 0n);
+      costOffset = b.endObject();
+    }
     const nameDefs = names.map(({id, name}) => {
       const s = b.createString(name);
       b.startObject(2);
@@ -96,11 +108,12 @@ export function batchFrame({seq, names = [], tracks = [], events = []}) {
       b.writeInt64(BigInt(e.ts));
     }
     const eventsVec = b.endVector();
-    b.startObject(6);
+    b.startObject(7);
     b.addFieldInt64(0, BigInt(seq), 0n);
     b.addFieldOffset(1, namesVec, 0);
     b.addFieldOffset(2, tracksVec, 0);
     b.addFieldOffset(3, eventsVec, 0);
+    if (costOffset) b.addFieldOffset(6, costOffset, 0);
     return b.endObject();
   });
 }

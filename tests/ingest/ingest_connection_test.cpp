@@ -51,15 +51,18 @@ std::string Batch(uint64_t seq, const std::vector<std::pair<uint64_t, uint64_t>>
 
 // A batch as a sender writes it with liveprof's own cost in its process
 // (IngestBatch.cost): one span, and `threads` (tid, name, cpu_ns) read at `at_ns`.
+// With `hooks` (hook_ns, hook_calls, steps): its hooks' counters too.
 std::string CostBatch(uint64_t seq, uint64_t at_ns, uint64_t rss_bytes,
-                      const std::vector<std::tuple<uint64_t, std::string, uint64_t>>& threads) {
+                      const std::vector<std::tuple<uint64_t, std::string, uint64_t>>& threads,
+                      std::tuple<uint64_t, uint64_t, uint64_t> hooks = {}) {
   return Frame(wire::Body::IngestBatch, [&](FlatBufferBuilder& fbb) {
     std::vector<flatbuffers::Offset<wire::NameDef>> names{wire::CreateNameDefDirect(fbb, 1, "step")};
     std::vector<flatbuffers::Offset<wire::TrackDef>> tracks{wire::CreateTrackDef(fbb, 9, 1, 0, 1009)};
     std::vector<wire::Event> events{{seq * 100, 10, 1, 9, 0, static_cast<uint8_t>(EventKind::kHostSpan), 0, 0, 0, 0, 0}};
     std::vector<flatbuffers::Offset<wire::IngestThreadCpu>> cpu;
     for (const auto& [tid, name, cpu_ns] : threads) cpu.push_back(wire::CreateIngestThreadCpuDirect(fbb, tid, name.c_str(), cpu_ns));
-    const auto cost = wire::CreateIngestCost(fbb, at_ns, rss_bytes, fbb.CreateVector(cpu));
+    const auto cost = wire::CreateIngestCost(fbb, at_ns, rss_bytes, fbb.CreateVector(cpu), std::get<0>(hooks),
+                                             std::get<1>(hooks), std::get<2>(hooks));
     return wire::CreateIngestBatch(fbb, seq, fbb.CreateVector(names), fbb.CreateVector(tracks),
                                    fbb.CreateVectorOfStructs(events), 0, 0, cost)
         .Union();
@@ -157,9 +160,9 @@ TEST_CASE_FIXTURE(Server, "ingest connection: a sender's own cost, its two newes
   c.splitter().Feed(Hello(5) + Batch(1, {{100, 10}}));
   REQUIRE(c.TakeFrames(&reason));
   CHECK(c.Status().batches == 1);
-  CHECK(c.Status().cost.at_ns == 0);
-  CHECK(c.Status().cost.threads.empty());
-  CHECK(c.Status().cost_prev.at_ns == 0);
+  CHECK(c.Status().cost.now.at_ns == 0);
+  CHECK(c.Status().cost.now.threads.empty());
+  CHECK(c.Status().cost.prev.at_ns == 0);
 
   // Two samples half a second apart: the sender's thread spent 100 ms of it,
   // the CUPTI thread, started in between, 25 ms.
@@ -169,14 +172,14 @@ TEST_CASE_FIXTURE(Server, "ingest connection: a sender's own cost, its two newes
   REQUIRE(c.TakeFrames(&reason));
   IngestServer::SourceStatus s = c.Status();
   CHECK(s.batches == 3);
-  CHECK(s.cost.at_ns == 5'500'000'000);
-  CHECK(s.cost.rss_bytes == uint64_t{310} << 20);
-  REQUIRE(s.cost.threads.size() == 2);
-  CHECK(s.cost.threads[0].name == "liveprof send");
-  CHECK(s.cost.threads[0].tid == 11);
-  CHECK(s.cost.threads[1].cpu_ns == 25'000'000);
-  CHECK(s.cost_prev.at_ns == 5'000'000'000);
-  const SelfCostInterval in = CompareSelfCost(s.cost_prev, s.cost);
+  CHECK(s.cost.now.at_ns == 5'500'000'000);
+  CHECK(s.cost.now.rss_bytes == uint64_t{310} << 20);
+  REQUIRE(s.cost.now.threads.size() == 2);
+  CHECK(s.cost.now.threads[0].name == "liveprof send");
+  CHECK(s.cost.now.threads[0].tid == 11);
+  CHECK(s.cost.now.threads[1].cpu_ns == 25'000'000);
+  CHECK(s.cost.prev.at_ns == 5'000'000'000);
+  const SelfCostInterval in = CompareSelfCost(s.cost.prev, s.cost.now);
   CHECK(in.interval_s == doctest::Approx(0.5));
   REQUIRE(in.thread_pct.size() == 2);
   CHECK(in.thread_pct[0] == doctest::Approx(20.0));
@@ -191,8 +194,32 @@ TEST_CASE_FIXTURE(Server, "ingest connection: a sender's own cost, its two newes
   REQUIRE(c.TakeFrames(&reason));
   s = c.Status();
   CHECK(s.batches == 6);
-  CHECK(s.cost.at_ns == 5'500'000'000);
-  CHECK(s.cost_prev.at_ns == 5'000'000'000);
+  CHECK(s.cost.now.at_ns == 5'500'000'000);
+  CHECK(s.cost.prev.at_ns == 5'000'000'000);
+}
+
+TEST_CASE_FIXTURE(Server, "ingest connection: a sender's hooks' counters come with its cost, its last reading at the stop") {
+  IngestConnection c(stream, workers, options, 1, "unix:/tmp/x", 1'000);
+  // An older sender's cost has no hooks' counters: 0.
+  c.splitter().Feed(Hello(5) + CostBatch(1, 5'000'000'000, 1, {}));
+  REQUIRE(c.TakeFrames(&reason));
+  CHECK(c.Status().cost.now.hook_ns == 0);
+  CHECK(c.Status().cost.now.steps == 0);
+  // Readings a second apart, then the sender's last at its stop, 0.3 s on.
+  c.splitter().Feed(CostBatch(2, 6'000'000'000, 1, {}, {2'000'000, 90, 20}) +
+                    CostBatch(3, 7'000'000'000, 1, {}, {6'000'000, 290, 60}) +
+                    CostBatch(4, 7'300'000'000, 1, {}, {7'000'000, 340, 70}));
+  REQUIRE(c.TakeFrames(&reason));
+  const IngestServer::SourceStatus s = c.Status();
+  CHECK(s.cost.now.at_ns == 7'300'000'000);
+  CHECK(s.cost.now.hook_ns == 7'000'000);
+  CHECK(s.cost.now.hook_calls == 340);
+  CHECK(s.cost.now.steps == 70);
+  CHECK(s.cost.prev.at_ns == 6'000'000'000);  // (the last took the place of the reading 0.3 s before it)
+  // 5 ms of hooks over the 50 steps since the first reading after steps: 100 µs a step.
+  CHECK(s.cost.steps_prev.at_ns == 6'000'000'000);
+  CHECK(CompareHookCost(s.cost.steps_prev, s.cost.steps_now).per_step_us == doctest::Approx(100.0));
+  CHECK(CompareHookCost(s.cost.prev, s.cost.now).pct == doctest::Approx(5.0 / 1300 * 100));
 }
 
 TEST_CASE_FIXTURE(Server, "ingest connection: a reconnecting sender is the same worker and its batches taken are skipped") {

@@ -291,8 +291,9 @@ TEST_CASE("ingest sender: events the server refuses are said once, acknowledged,
 
 // liveprof's own cost in the sending process (IngestBatch.cost): the
 // sender thread, named "liveprof send", reads /proc/self once a second and
-// its batches carry it; the server keeps the two newest samples.
-TEST_CASE("ingest sender: the batches carry liveprof's own cost in this process, the sender's thread's CPU") {
+// its batches carry it, with the hooks' counters; the server keeps the two
+// newest samples; the last, at the stop, has every step.
+TEST_CASE("ingest sender: the batches carry liveprof's own cost in this process, the sender's CPU, the hooks' time") {
   const std::string path = "/tmp/liveprof-sender-cost-" + std::to_string(::getpid()) + ".sock";
   Stream server_stream;
   IngestServer server(server_stream, UnixServer(path));
@@ -319,6 +320,12 @@ TEST_CASE("ingest sender: the batches carry liveprof's own cost in this process,
   // one clock tick, in a sample the server has with one before it.
   const NameId step_name = InternName("cost-test step");
   const NameId work = InternName("cost-test work");
+  // A hook's body measured (as the C ABI's liveprof_hook_end does): 2 ms of
+  // ticks, sent in ns with the steps this process marks.
+  const HookTotals before = ReadHookTotals();
+  const uint64_t hook_tsc = TscRead();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  AddHookTime(TscRead() - hook_tsc);
   int64_t step = 0;
   REQUIRE(WaitFor(
       [&] {
@@ -326,31 +333,49 @@ TEST_CASE("ingest sender: the batches carry liveprof's own cost in this process,
         step += 2000;
         pipeline.Take();
         const IngestServer::SourceStatus s = source();
-        const ThreadCpu* t = sender_cpu(s.cost);
-        return s.cost_prev.at_ns != 0 && t != nullptr && t->cpu_ns > 0;
+        const ThreadCpu* t = sender_cpu(s.cost.now);
+        return s.cost.prev.at_ns != 0 && t != nullptr && t->cpu_ns > 0;
       },
       30'000));
   const IngestServer::SourceStatus s = source();
   // The sender's thread of this process, by its tid and name, as /proc says.
   const SelfCostSample here = ReadSelfCost(HostNowNs(), "liveprof send");
   REQUIRE(here.threads.size() == 1);
-  const ThreadCpu* sent = sender_cpu(s.cost);
+  const ThreadCpu* sent = sender_cpu(s.cost.now);
   REQUIRE(sent != nullptr);
   CHECK(sent->tid == here.threads[0].tid);
   CHECK(sent->cpu_ns <= here.threads[0].cpu_ns);
   // Only liveprof's threads (here the server's too: this process holds both).
-  for (const ThreadCpu& t : s.cost.threads) CHECK(t.name.starts_with("liveprof"));
+  for (const ThreadCpu& t : s.cost.now.threads) CHECK(t.name.starts_with("liveprof"));
   // Samples about a second apart (at most once a second), on the sender's clock.
-  CHECK(s.cost.at_ns - s.cost_prev.at_ns >= 1'000'000'000);
-  CHECK(s.cost.at_ns <= HostNowNs());
+  CHECK(s.cost.now.at_ns - s.cost.prev.at_ns >= 1'000'000'000);
+  CHECK(s.cost.now.at_ns <= HostNowNs());
   // The process's resident set, about what this process reads now.
-  CHECK(s.cost.rss_bytes > uint64_t{1} << 20);
-  CHECK(s.cost.rss_bytes < here.rss_bytes * 2);
-  CHECK(here.rss_bytes < s.cost.rss_bytes * 2);
-  const SelfCostInterval in = CompareSelfCost(s.cost_prev, s.cost);
+  CHECK(s.cost.now.rss_bytes > uint64_t{1} << 20);
+  CHECK(s.cost.now.rss_bytes < here.rss_bytes * 2);
+  CHECK(here.rss_bytes < s.cost.now.rss_bytes * 2);
+  const SelfCostInterval in = CompareSelfCost(s.cost.prev, s.cost.now);
   CHECK(in.interval_s >= 1.0);
   CHECK(in.cpu_pct >= 0);
+  // The hooks' counters: the one body measured, and the steps marked before the reading.
+  CHECK(s.cost.now.hook_calls == before.calls + 1);
+  CHECK(s.cost.now.hook_ns - before.ns >= 1'900'000);  // (the ticks' rate, measured: within 5 %)
+  CHECK(s.cost.now.hook_ns - before.ns < 200'000'000);
+  CHECK(s.cost.now.steps > before.steps);
+  CHECK(s.cost.now.steps - before.steps <= static_cast<uint64_t>(step));
+  CHECK(ReadHookTotals().steps - before.steps == static_cast<uint64_t>(step));
+  // At the stop the sender reads them once more: the server has every step.
+  RecordSteps(step, 7, step_name, work);
+  step += 7;
   DisconnectGlobalStream();
+  uint64_t last_steps = 0;
+  CHECK(WaitFor([&] {
+    for (const IngestServer::SourceStatus& o : server.Sources()) {
+      if (o.label == "rank 9") last_steps = o.cost.now.steps - before.steps;
+    }
+    return last_steps == static_cast<uint64_t>(step);
+  }));
+  CHECK(last_steps == static_cast<uint64_t>(step));
   server.Stop();
 }
 

@@ -74,6 +74,35 @@ class AutoattachTest(unittest.TestCase):
         for a, b in zip(st, st[1:]):
             self.assertLessEqual(abs(a[2] - b[1]), 2)  # contiguous: one ends where the next begins (ns rounding)
 
+    def test_the_hooks_measure_their_own_time_and_the_steps(self):
+        # Each hook body adds its time and one call to the process's totals
+        # (what the sender sends with liveprof's own cost); each step the
+        # rule closes counts. With tracing off the hooks still run, and count.
+        train, opt = _SingleProcessDataLoaderIter(Dataset()), Optimizer()
+        before = n._hook_totals()
+        for _ in range(5):
+            self.train(train, opt)  # a wait, a backward, an optimizer step: three hooks
+        auto._finish()
+        after = n._hook_totals()
+        self.assertEqual(after["hook_calls"] - before["hook_calls"], 15)
+        self.assertEqual(after["steps"] - before["steps"], 5)
+        self.assertEqual(len(steps(events())), 5)
+        # Their time: more than nothing, less than the 5 ms of batches they wait around.
+        spent = after["hook_ns"] - before["hook_ns"]
+        self.assertGreater(spent, 0)
+        self.assertLess(spent, 5_000_000)
+        n.set_enabled(False)
+        for _ in range(3):
+            self.train(train, opt)
+        auto._finish()
+        off = n._hook_totals()
+        self.assertEqual(off["hook_calls"] - after["hook_calls"], 9)
+        self.assertEqual(off["steps"] - after["steps"], 3)
+        self.assertEqual(steps(events()), [])
+        # _hook_end returns the clock it read (a hook uses it as its own reading).
+        t = n._now()
+        self.assertGreaterEqual(n._hook_end(t), t)
+
     def test_an_evaluation_loader_between_epochs_is_outside_steps(self):
         train, val, opt = _SingleProcessDataLoaderIter(Dataset()), _SingleProcessDataLoaderIter(Dataset()), Optimizer()
         for _ in range(3):

@@ -33,6 +33,26 @@ def get_json(url, retry_s=10):
         time.sleep(0.05)
 
 
+def get_metrics(url, retry_s=10):
+    """GET url + /metrics as text (a 503 retried as get_json does), checked
+    by Debian's promtool (`check metrics`: exit 0, no lint problem)."""
+    deadline = time.monotonic() + retry_s
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+                text = r.read().decode()
+            break
+        except urllib.error.HTTPError as e:
+            if e.code != 503 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.05)
+    check = subprocess.run(["/usr/bin/promtool", "check", "metrics"], input=text, capture_output=True, text=True,
+                           timeout=30)
+    if check.returncode != 0 or check.stdout.strip() or check.stderr.strip():
+        fail("promtool check metrics on %s: %s%s\n%s" % (url, check.stdout, check.stderr, text[:2000]))
+    return text
+
+
 class Server:
     """`liveprof serve --port 0 --ingest unix:TMP/ingest.sock` and `extra`
     arguments; or, with `command` (e.g. ["open", DIR]), `liveprof COMMAND

@@ -82,7 +82,9 @@ class ModuleHooksTest(unittest.TestCase):
         train_step(model, opt)  # its optimizer step installs the hooks: the next step has them.
         self.assertTrue(auto._modules.installed())
         n._drain_local()
+        h0 = n._hook_totals()
         train_step(model, opt)
+        h1 = n._hook_totals()
         evs = n._drain_local()
         got = spans(evs)
         (b0,) = [e["ts"] for e in evs if e["name"] == "test: backward begins"]
@@ -117,8 +119,17 @@ class ModuleHooksTest(unittest.TestCase):
         train_step(model, opt)  # its optimizer step removes them.
         self.assertFalse(auto._modules.installed())
         n._drain_local()
+        h2 = n._hook_totals()
         train_step(model, opt)
+        h3 = n._hook_totals()
         self.assertEqual(spans(n._drain_local()), [])
+        # The module hooks measure themselves (the process's hook time):
+        # at least a forward's two (pre and post) for each of the 5 modules
+        # more than at level 2, and a step each.
+        calls = [b["hook_calls"] - a["hook_calls"] for a, b in ((h0, h1), (h2, h3))]
+        self.assertGreaterEqual(calls[0] - calls[1], 10, calls)
+        self.assertGreater(h1["hook_ns"], h0["hook_ns"])
+        self.assertEqual([h1["steps"] - h0["steps"], h3["steps"] - h2["steps"]], [1, 1])
 
     def test_the_hooks_change_no_gradient(self):
         plain, opt = self.model()

@@ -212,13 +212,13 @@ TEST_CASE("metrics: liveprof's own threads' CPU by name, and the server's memory
   CheckWithPromtool(text, "self_cost");
 }
 
-TEST_CASE("metrics: liveprof's own cost in each ingest source's process, by source and thread") {
+TEST_CASE("metrics: liveprof's own cost in each ingest source's process, by source and thread, and its hooks' time") {
   MetricsInput in;
   in.version = "0.1.0";
   CHECK(LinesStartingWith(RenderPrometheus(in), "liveprof_source_self_").empty());  // no source said one.
   in.ingest_cost = {{"ingest rank 0", {{21, "liveprof send", 2'000'000'000}, {22, "liveprof-cupti", 500'000'000}},
-                     3u << 30},
-                    {"ingest rank 1", {{31, "liveprof send", 250'000'000}}, 1u << 30}};
+                     3u << 30, 1'250'000'000},
+                    {"ingest rank 1", {{31, "liveprof send", 250'000'000}}, 1u << 30, 0}};
   const std::string text = RenderPrometheus(in);
   CHECK(LinesStartingWith(text, "liveprof_source_self_cpu_seconds_total{") ==
         std::vector<std::string>{
@@ -228,6 +228,11 @@ TEST_CASE("metrics: liveprof's own cost in each ingest source's process, by sour
   CHECK(LinesStartingWith(text, "liveprof_source_resident_bytes{") ==
         std::vector<std::string>{"liveprof_source_resident_bytes{source=\"ingest rank 0\"} 3221225472",
                                  "liveprof_source_resident_bytes{source=\"ingest rank 1\"} 1073741824"});
+  // The time liveprof's hooks in each program measured (0: none, a program without them).
+  CHECK(LinesStartingWith(text, "liveprof_source_hook_seconds_total") ==
+        std::vector<std::string>{"liveprof_source_hook_seconds_total{source=\"ingest rank 0\"} 1.25",
+                                 "liveprof_source_hook_seconds_total{source=\"ingest rank 1\"} 0"});
+  CHECK(text.find("# TYPE liveprof_source_hook_seconds_total counter\n") != std::string::npos);
   CheckWithPromtool(text, "source_cost");
 }
 

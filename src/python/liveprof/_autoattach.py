@@ -41,7 +41,12 @@ The sender connects to ``LIVEPROF_SERVER`` (set by ``liveprof run``) when
 PyTorch is imported (a multiprocessing child: later, as above), named after
 the script, with ``RANK`` if set (torchrun).
 Every hook costs two clock reads and a record per batch or step; the
-overhead is measured in bench/RESULTS.md.
+overhead is measured in bench/RESULTS.md. Each hook also measures its own
+body, from its first clock reading (after the program's call it wraps,
+where it wraps one) to its end, with ``_native._hook_end``, which returns
+the clock it reads: the process's hook time and the steps it marked travel
+with liveprof's own cost, and the server shows the time the hooks add per
+step (docs/attach.md, "What the hooks cost, shown live").
 """
 
 import atexit
@@ -217,14 +222,19 @@ def _on_wait(it, t0, t1):
         name = _wait_names[cls] = _n._name_id("enumerate(DataLoader)#%s.__next__" % cls.__name__)
     _rule.wait(t0)
     _n._record_span(_n._KIND_INPUT_SPAN, name, t0, t1, _STAGE_WAIT)
+    _n._hook_end(t1)  # (this hook's time: from the batch's arrival)
 
 
 def _on_backward():
-    _rule.backward(_n._now())
+    t = _n._now()
+    _rule.backward(t)
+    _n._hook_end(t)
 
 
 def _on_zero_grad():
-    _rule.zero_grad(_n._now())
+    t = _n._now()
+    _rule.zero_grad(t)
+    _n._hook_end(t)
 
 
 _opt_steps = 0  # optimizer steps seen: a GradScaler step that skipped its optimizer adds none.
@@ -239,20 +249,22 @@ def _sync_hooks():
 
 def _on_optimizer_step(optimizer):
     global _opt_steps
+    t = _n._now()  # (the step ends here: the optimizer has stepped)
     _opt_steps += 1
     _sync_hooks()
-    if not _on:
-        return
-    _check_process()
-    _rule.optimizer_step(id(optimizer), _n._now())
+    if _on:
+        _check_process()
+        _rule.optimizer_step(id(optimizer), t)
+    _n._hook_end(t)
 
 
 def _on_profiler_step():
+    t = _n._now()
     _sync_hooks()
-    if not _on:
-        return
-    _check_process()
-    _rule.profiler_step(_n._now())
+    if _on:
+        _check_process()
+        _rule.profiler_step(t)
+    _n._hook_end(t)
 
 
 def _on_process_group():
@@ -287,6 +299,7 @@ def _on_fetch(fetcher, t0, t1):
     if name is None:
         name = _fetch_names[cls] = _n._name_id("DataLoader fetch#%s" % cls.__name__)
     _n._record_span(_n._KIND_INPUT_SPAN, name, t0, t1, _STAGE_PREPROCESS)
+    _n._hook_end(t1)
 
 
 def _patch_dataloader(torch):
@@ -408,7 +421,9 @@ def _patch_autograd(torch):
                 try:
                     return original(*args, **kwargs)
                 finally:
-                    _n._record_span_c(2, span, t0, now(), 0)  # (kind 2: a framework op)
+                    t1 = now()
+                    _n._record_span_c(2, span, t0, t1, 0)  # (kind 2: a framework op)
+                    _n._hook_end(t1)
             return call
         setattr(autograd, name, wrap(original, _n._name_id("autograd." + name)))
     return None

@@ -109,13 +109,15 @@ class ModelPasses:
         try:
             depth = self._local.depth = max(getattr(self._local, "depth", 1) - 1, 0)
             if depth == 0:
+                t = self._n._now()
                 begin = getattr(self._local, "begin", 0)
                 if begin and module not in self._hooked:
                     self._local.begin = 0
-                    self._n._record_span_c(_KIND_FRAMEWORK_OP, self._name_of(module), begin, self._n._now(), 0)
+                    self._n._record_span_c(_KIND_FRAMEWORK_OP, self._name_of(module), begin, t, 0)
                 self._calls += 1
                 if self._calls >= LOOK_CALLS:  # (a loop with no step boundary: an inference loop)
                     self._finish_looking()
+                self._n._hook_end(t)
         except Exception as e:  # noqa: BLE001
             self._fail(e)
 
@@ -135,7 +137,7 @@ class ModelPasses:
         if module in self._hooked:
             return
         name = self._name_of(module)
-        now, record = self._n._now, self._n._record_span_c
+        now, record, hook_end = self._n._now, self._n._record_span_c, self._n._hook_end
         local, fail = self._local, self._fail
 
         def pre(mod, args):
@@ -149,11 +151,13 @@ class ModelPasses:
             except Exception as e:  # noqa: BLE001
                 fail(e)
 
-        def post(mod, args, output):
+        def post(mod, args, output):  # (measures itself; pre's reading is its last act)
             try:
                 stack = getattr(local, "calls", None)
                 if stack:
-                    record(_KIND_FRAMEWORK_OP, name, stack.pop(), now(), 0)
+                    t = now()
+                    record(_KIND_FRAMEWORK_OP, name, stack.pop(), t, 0)
+                    hook_end(t)
             except Exception as e:  # noqa: BLE001
                 fail(e)
 

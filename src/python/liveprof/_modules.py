@@ -131,8 +131,12 @@ class ModuleHooks:
 
     # ---- forward ----------------------------------------------------------------
 
+    # Each hook measures its body (_native._hook_end): _pre from its start
+    # (the module's forward begins where that reading ends), _post and the
+    # backward's from the clock reading they take.
     def _pre(self, module, args):
         try:
+            t = self._n._now()
             stack = getattr(self._local, "stack", None)
             if stack is None:
                 stack = self._local.stack = []
@@ -140,11 +144,12 @@ class ModuleHooks:
                 del stack[:128]  # (forwards that raised, in a process with no step to clear them: a loader worker)
             names = self._names_of(module)
             before = self._cuda_memory() if self._cuda_memory is not None else None
-            stack.append((module, names, self._n._now(), before, args))
+            stack.append((module, names, self._n._hook_end(t), before, args))
         except Exception as e:  # noqa: BLE001  (never into the program)
             self._fail(e)
 
     def _post(self, module, args, output):
+        end = 0
         try:
             end = self._n._now()
             stack = getattr(self._local, "stack", None)
@@ -164,6 +169,9 @@ class ModuleHooks:
                 self._watch_backward(module, names, inputs, output)
         except Exception as e:  # noqa: BLE001
             self._fail(e)
+        finally:
+            if end:
+                self._n._hook_end(end)
 
     # ---- backward ---------------------------------------------------------------
     # Everything below runs inside the program's loss.backward(), called by
@@ -218,9 +226,10 @@ class ModuleHooks:
         try:
             state.inputs -= 1
             if state.inputs == 0:
-                state.inputs_end = self._n._now()
+                t = state.inputs_end = self._n._now()
                 if not state.param:
-                    self._end_backward(state, key, state.inputs_end)
+                    self._end_backward(state, key, t)
+                self._n._hook_end(t)
         except Exception as e:  # noqa: BLE001
             self._fail(e)
 
@@ -244,6 +253,7 @@ class ModuleHooks:
                 if state.inputs == 0:
                     ends = state.inputs_end if several and state.inputs_end else now
                     self._end_backward(state, id(module), ends)
+            self._n._hook_end(now)
         except Exception as e:  # noqa: BLE001
             self._fail(e)
 

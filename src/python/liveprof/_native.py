@@ -55,6 +55,19 @@ _span_end = _hot.liveprof_span_end
 _fast_lib_scope_begin, _fast_lib_input_begin, _fast_lib_span_end = (
     _slow.liveprof_scope_begin, _slow.liveprof_input_begin, _slow.liveprof_span_end)
 _now = _fn(_hot, "liveprof_now", _u64)
+# liveprof's own hooks (liveprof run's, _autoattach.py) measure their bodies:
+# _hook_end(since) adds the time since `since` (a _now() reading) to this
+# process's hook time, counts a call, and returns _now() (liveprof._fast's,
+# in C, where it imports: replaced at the end; this one converts a 64-bit
+# argument, about 0.2 µs). (Absent from an older library: nothing measured.)
+_hook_end_lib = _slow.liveprof_hook_end if hasattr(_slow, "liveprof_hook_end") else None
+if _hook_end_lib is not None:
+    _hook_end = _fn(_hot, "liveprof_hook_end", _u64, _u64)
+    _hook_totals_c = _fn(_hot, "liveprof_hook_totals", None, _c.POINTER(_u64), _c.POINTER(_u64), _c.POINTER(_u64))
+else:
+    def _hook_end(since):
+        return _now()
+    _hook_totals_c = None
 _intern = _fn(_hot, "liveprof_intern", _u32, _c.c_char_p, _sz)
 
 _record_span_c = _fn(_hot, "liveprof_record_span", None, _int, _u32, _u64, _u64, _int)
@@ -359,6 +372,16 @@ def status():
     return d
 
 
+def _hook_totals():
+    """liveprof's hooks in this process: their measured time (ns), their
+    calls, and the training steps this process has marked, since it started
+    (what its sender sends with liveprof's own cost)."""
+    ns, calls, steps = _u64(), _u64(), _u64()
+    if _hook_totals_c is not None:
+        _hook_totals_c(_c.byref(ns), _c.byref(calls), _c.byref(steps))
+    return {"hook_ns": ns.value, "hook_calls": calls.value, "steps": steps.value}
+
+
 # ---- tests ---------------------------------------------------------------------
 
 def _diagnostics():
@@ -408,6 +431,8 @@ if _fast is not None:
         return _c.cast(f, _c.c_void_p).value
 
     _fast.init(_address(_fast_lib_scope_begin), _address(_fast_lib_input_begin), _address(_fast_lib_span_end),
-               _names, _name_id_slow, _name_text)
+               _names, _name_id_slow, _name_text, _address(_hook_end_lib) if _hook_end_lib is not None else 0)
     Span = _fast.Span  # noqa: F811  (what scope() returns)
     scope = _fast.scope  # noqa: F811
+    if _hook_end_lib is not None and hasattr(_fast, "hook_end"):
+        _hook_end = _fast.hook_end  # noqa: F811  (one C call, no ctypes conversion)
