@@ -40,7 +40,8 @@ void AnnotationStats::Forget(const Launch& l) {
   unattributed_ += l.kernels;
 }
 
-void AnnotationStats::AddLaunch(const Event& e) {
+// Inline in Consume, per launch (and AddKernel per kernel).
+[[gnu::always_inline]] inline void AnnotationStats::AddLaunch(const Event& e) {
   bool made = false;
   const Launch& l = LaunchOf(e.corr, &made);
   if (!made) {
@@ -78,7 +79,7 @@ void AnnotationStats::Merge(Thread& t) {
   t.Trim(options_.max_pending_per_thread);
 }
 
-void AnnotationStats::AddKernel(const Event& e) {
+[[gnu::always_inline]] inline void AnnotationStats::AddKernel(const Event& e) {
   bool made = false;
   Launch& l = LaunchOf(e.corr, &made);  // a kernel before its launch: waits.
   if (l.row != kNoRow) {

@@ -272,7 +272,8 @@ bool DeviceUtilization::Insert(uint32_t slot, bool kernel_union, uint64_t b, uin
   return behind;
 }
 
-void DeviceUtilization::Consume(std::span<const Event> events) {
+// Flattened: Insert, twice per kernel, and the interval lists' appends inline.
+[[gnu::flatten]] void DeviceUtilization::Consume(std::span<const Event> events) {
   for (const Event& e : events) {
     if (!IsDeviceKind(e.kind)) continue;
     const uint64_t dur = e.dur;
