@@ -80,10 +80,10 @@ class AnnotationStats {
   static constexpr uint32_t kMaxId = 1u << 22;  // NameTable::kMaxNames.
   static constexpr uint32_t kNoRow = UINT32_MAX;
   static constexpr uint32_t kNotYet = UINT32_MAX - 1;  // a name not looked at yet.
-  struct Launch {
+  struct Launch {  // 16 bytes: with its id, a table slot of 24.
     uint32_t row = kNoRow;  // the claiming annotation's row.
-    uint64_t kernel_ns = 0;  // kernels that came before the claim.
-    uint64_t kernels = 0;
+    uint32_t kernels = 0;   // kernels that came before the claim, and their time.
+    uint64_t kernel_ns = 0;
   };
   struct Pending {
     uint64_t ts;
