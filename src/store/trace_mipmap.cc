@@ -50,15 +50,15 @@ void TraceMipmap::Coarsen() {
 void TraceMipmap::Store(int i, uint64_t index, const MipBucket& b) {
   auto& stored = levels_[i].stored;
   if (stored.empty() || stored.back().first < index) {
-    stored.emplace_back(index, b);
+    stored.push_back({index, b});
     return;
   }
   // A late event's bucket (completion order): mostly the last one.
-  auto it = std::lower_bound(stored.begin(), stored.end(), index, [](const auto& s, uint64_t x) { return s.first < x; });
-  if (it != stored.end() && it->first == index) {
-    it->second.Add(b);
+  const size_t at = stored.PartitionPoint([&](const auto& s) { return s.first < index; });
+  if (at < stored.size() && stored[at].first == index) {
+    stored[at].second.Add(b);
   } else {
-    stored.emplace(it, index, b);
+    stored.insert(at, {index, b});
   }
 }
 
@@ -76,12 +76,7 @@ void TraceMipmap::DropBefore(uint64_t ns) {
 
 uint64_t TraceMipmap::bytes() const {
   uint64_t n = levels_.capacity() * sizeof(Level);
-  // A deque's blocks hold 512 bytes' worth of buckets (libstdc++): its
-  // size, rounded up to whole blocks, plus the block map.
-  for (const Level& l : levels_) {
-    constexpr size_t kBlock = std::max<size_t>(1, 512 / sizeof(l.stored.front()));
-    n += (l.stored.size() / kBlock + 2) * (kBlock * sizeof(l.stored.front()) + sizeof(void*));
-  }
+  for (const Level& l : levels_) n += l.stored.bytes();
   return n;
 }
 

@@ -29,11 +29,11 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <deque>
 #include <algorithm>
 #include <utility>
 #include <vector>
 
+#include "store/block_deque.h"
 #include "stream/event.h"
 
 namespace liveprof {
@@ -113,9 +113,10 @@ class TraceMipmap {
     const int shift = k - (min_level_ + top);
     const Level& l = levels_[top];
     // Stored buckets are by index: the first that can fold into `lo`.
-    auto it = std::lower_bound(l.stored.begin(), l.stored.end(), lo << shift,
-                               [](const auto& b, uint64_t i) { return b.first < i; });
-    for (; it != l.stored.end() && (it->first >> shift) < hi; ++it) fn(it->first >> shift, it->second);
+    for (size_t at = l.stored.PartitionPoint([&](const auto& b) { return b.first < (lo << shift); });
+         at < l.stored.size() && (l.stored[at].first >> shift) < hi; ++at) {
+      fn(l.stored[at].first >> shift, l.stored[at].second);
+    }
     for (int i = 0; i <= top; ++i) {
       const Level& l = levels_[i];
       if (l.pending.count == 0) continue;
@@ -131,8 +132,9 @@ class TraceMipmap {
     // By index. A deque: DropBefore frees its front block by block, where a
     // vector's compaction moved (and reallocated) the whole level at once:
     // tens of MiB, a pipeline stall long enough to fill the producers' rings
-    // (the soak's drop bursts, issue 28).
-    std::deque<std::pair<uint64_t, MipBucket>> stored;
+    // (the soak's drop bursts, issue 28). Blocks of 64 KiB (block_deque.h):
+    // a full-range query reads a level's buckets on a few pages.
+    BlockDeque<std::pair<uint64_t, MipBucket>> stored;
     MipBucket pending;
     uint64_t pending_index = 0;
   };

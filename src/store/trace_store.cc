@@ -141,12 +141,12 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQueryRes
   // what the retention rule freed meanwhile.
   const uint64_t end_j = t.end();
   const uint64_t open_j = t.building ? end_j - 1 : UINT64_MAX;
-  thread_local std::vector<MipBucket> folds;  // by pixel.
-  folds.assign(grid.width_px, MipBucket{});
+  thread_local PixelFolds folds;  // by pixel.
+  folds.Reset(grid.width_px);
   if (fold_end < t1) {
     const uint64_t first = t0 >> k;
     t.mip.ForEach(k, fold_end >> k, first + grid.width_px,
-                  [&](uint64_t index, const MipBucket& b) { folds[index - first].Add(b); });
+                  [&](uint64_t index, const MipBucket& b) { folds.Add(static_cast<uint32_t>(index - first), b); });
   }
   thread_local std::vector<Event> decoded;
   thread_local std::string scratch;
@@ -167,7 +167,7 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQueryRes
       // All its starts in one pixel, all narrow: folded whole (its last
       // event's sequence: the walk goes in arrival order).
       const uint64_t last_chunk = std::min((j + 1) << (kFanoutBits * level), t.end()) - 1;
-      folds[px_of(n.min_start)].Add(
+      folds.Add(px_of(n.min_start),
           {n.sum_dur, n.max_dur, (last_chunk + 1) * kChunkEvents - 1, n.count, n.longest, n.max_value, n.last_value});
       return;
     }
@@ -185,6 +185,23 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQueryRes
     const ChunkView v = View(t, j, &scratch);
     DecodeChunk(v, &decoded, UINT32_MAX, /*times_only=*/!need_wide && !v.counters);
     *visited += decoded.size();
+    if (!need_wide && !open) {
+      // All narrow (the node says) and sealed: those that start in [t0,
+      // fold_end) fold, added a run of one pixel at a time (a chunk's events
+      // come mostly in order).
+      MipBucket run;
+      uint32_t run_px = 0;
+      for (uint32_t i = 0; i < decoded.size(); ++i) {
+        const Event& e = decoded[i];
+        if (e.ts < t0 || e.ts >= fold_end) continue;
+        const uint32_t px = px_of(e.ts);
+        if (px != run_px && run.count != 0) folds.Add(run_px, run), run = MipBucket{};
+        run_px = px;
+        run.Add(MipBucket::Of(e.dur, e.name, v.counters ? ValueOf(e) : 0, j * kChunkEvents + i));
+      }
+      if (run.count != 0) folds.Add(run_px, run);
+      return;
+    }
     for (uint32_t i = 0; i < decoded.size(); ++i) {
       const Event& e = decoded[i];
       if (e.ts >= t1 || e.end() < t0) continue;
@@ -200,7 +217,7 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQueryRes
         out->slices.push_back(s);
       } else if (e.ts >= t0 && (e.ts < fold_end || open)) {
         const double value = v.counters ? ValueOf(e) : 0;  // (times_only leaves the kind unset)
-        folds[px_of(e.ts)].Add(MipBucket::Of(e.dur, e.name, value, j * kChunkEvents + i));
+        folds.Add(px_of(e.ts), MipBucket::Of(e.dur, e.name, value, j * kChunkEvents + i));
       }
     }
   };
@@ -211,12 +228,12 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQueryRes
   }
   if (IsCounterRow(id)) HeldBefore(t, t0, out, lock);
   NestSlices(&out->slices);
-  for (uint32_t px = 0; px < grid.width_px; ++px) {
-    const MipBucket& f = folds[px];
-    if (f.count == 0) continue;
-    const double busy = std::ldexp(static_cast<double>(f.sum_dur), -k);
+  const double px_per_ns = std::ldexp(1.0, -k);  // (a power of two: the product is ldexp's, exactly)
+  out->summaries.reserve(folds.used());
+  folds.Drain([&](uint32_t px, const MipBucket& f) {
+    const double busy = static_cast<double>(f.sum_dur) * px_per_ns;
     out->summaries.push_back({px, f.count, std::min(1.0, busy), f.longest, f.longest_dur, f.max_value, f.last_value});
-  }
+  });
 }
 
 void NestSlices(std::vector<TraceQueryResult::Slice>* slices) {

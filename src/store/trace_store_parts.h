@@ -6,12 +6,13 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <vector>
 
+#include "store/block_deque.h"
 #include "store/trace_chunk.h"
 #include "store/trace_mipmap.h"
 #include "store/trace_segments.h"
@@ -88,6 +89,45 @@ struct CorrRange {
   }
 };
 
+// A query's folded events by pixel, one track at a time: only the pixels
+// something folds into are written and cleared (a deep zoom folds into none
+// of its thousands of pixels: nothing to clear), and read back in order.
+class PixelFolds {
+ public:
+  // Empty, `width` pixels.
+  void Reset(uint32_t width) {
+    Drain([](uint32_t, const MipBucket&) {});  // what a query cut short left (an exception).
+    if (buckets_.size() < width) buckets_.resize(width);
+    used_.assign((width + 63) / 64, 0);
+  }
+  void Add(uint32_t px, const MipBucket& b) {
+    buckets_[px].Add(b);
+    used_[px >> 6] |= uint64_t{1} << (px & 63);
+  }
+  // How many pixels hold events.
+  size_t used() const {
+    size_t n = 0;
+    for (const uint64_t bits : used_) n += static_cast<size_t>(std::popcount(bits));
+    return n;
+  }
+  // fn(px, bucket) for each pixel with events, by px; all empty after.
+  template <typename Fn>
+  void Drain(Fn&& fn) {
+    for (size_t w = 0; w < used_.size(); ++w) {
+      for (uint64_t bits = used_[w]; bits != 0; bits &= bits - 1) {
+        const uint32_t px = static_cast<uint32_t>(w * 64 + std::countr_zero(bits));
+        fn(px, static_cast<const MipBucket&>(buckets_[px]));
+        buckets_[px] = MipBucket{};
+      }
+      used_[w] = 0;
+    }
+  }
+
+ private:
+  std::vector<MipBucket> buckets_;  // empty where `used_` has no bit.
+  std::vector<uint64_t> used_;      // a bit per pixel.
+};
+
 // A chunk of up to kChunkEvents events (trace_chunk.h). The open one (the
 // last of its track) is in its track's builder; a sealed one is one buffer
 // in RAM, or only on disk at `disk` once the memory budget let it go, or
@@ -110,8 +150,8 @@ struct TraceStore::Chunk {
 // level k covers chunks j*16^k .. (j+1)*16^k - 1), the first `base` of them
 // gone with the chunks the retention rule freed.
 struct TraceStore::Level {
-  std::deque<Node> nodes;
-  std::deque<CorrRange> corrs;  // above level 0, node j's (level 0's: the chunks').
+  BlockDeque<Node> nodes;
+  BlockDeque<CorrRange> corrs;  // above level 0, node j's (level 0's: the chunks').
   uint64_t base = 0;
   uint64_t end() const { return base + nodes.size(); }
   Node& at(uint64_t j) { return nodes[j - base]; }
@@ -126,7 +166,7 @@ struct TraceStore::TrackStore {
   static_assert(kChunkEvents <= ChunkBuilder::kMaxEvents);
   static constexpr size_t kMaxLevels = 16;
 
-  std::deque<Chunk> chunks;
+  BlockDeque<Chunk> chunks;
   std::vector<Level> levels{1};
   TraceMipmap mip;        // the sealed chunks' events by time (trace_mipmap.h).
   ChunkBuilder open;      // the last chunk's events while it is open.

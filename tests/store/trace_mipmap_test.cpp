@@ -1,13 +1,19 @@
 // The trace store's mipmap (trace_mipmap.h) against its definition: at a
 // grid of 2^k ns, bucket i folds the events that start in [i 2^k, (i+1) 2^k)
-// and are shorter than 2^k.
+// and are shorter than 2^k. And its storage, the store's deque of large
+// blocks (block_deque.h), against std::deque.
 #include "store/trace_mipmap.h"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <deque>
 #include <map>
+#include <memory>
 #include <random>
 #include <vector>
+
+#include "store/block_deque.h"
 
 namespace liveprof {
 namespace {
@@ -141,6 +147,77 @@ TEST_CASE("trace mipmap: a track sparser than its first chunk gives up its fines
   }
   // A finer grid is not its to answer.
   CHECK(Folded(mip, 20, 0, 100).empty());
+}
+
+// 4 KiB elements: blocks of 16, the first ones of 1, 1, 2, 4 and 8.
+struct Page {
+  uint64_t value = 0;
+  char pad[4088] = {};
+};
+
+TEST_CASE("block deque: pushes, pops and inserts as std::deque does, its elements kept in place") {
+  using Pages = BlockDeque<Page>;
+  static_assert(Pages::kBlock == 16 && Pages::kFirst == 1);
+  static_assert(BlockDeque<uint64_t>::kBlock == 8192 && BlockDeque<uint64_t>::kFirst == 32);
+  std::mt19937_64 rng(7);
+  Pages got;
+  std::deque<uint64_t> want;
+  std::vector<std::pair<const Page*, uint64_t>> held;  // an element's address, and its value then.
+  uint64_t next = 0;
+  for (int step = 0; step < 20'000; ++step) {
+    const uint64_t op = rng() % 16;
+    if (op < 9 || want.empty()) {  // grows more than it shrinks.
+      got.push_back(Page{next});
+      want.push_back(next++);
+      if (rng() % 8 == 0) held.emplace_back(&got.back(), got.back().value);
+    } else if (op < 15) {
+      got.pop_front();
+      want.pop_front();
+    } else {  // near the back, as a late mipmap bucket.
+      const size_t at = want.size() - std::min<size_t>(want.size(), rng() % 4);
+      got.insert(at, Page{next});
+      want.insert(want.begin() + static_cast<std::ptrdiff_t>(at), next++);
+      held.clear();  // (an insert moves the elements after it)
+    }
+    REQUIRE(got.size() == want.size());
+    REQUIRE(got.empty() == want.empty());
+    if (!want.empty()) {
+      CHECK(got.front().value == want.front());
+      CHECK(got.back().value == want.back());
+    }
+    // What was pushed and not popped since is where it was.
+    std::erase_if(held, [&](const auto& h) { return want.empty() || h.second < want.front(); });
+    for (const auto& [page, value] : held) CHECK(page->value == value);
+  }
+  for (size_t i = 0; i < want.size(); ++i) CHECK(got[i].value == want[i]);
+  // Popping frees whole blocks: a few elements left, a block or two held.
+  while (got.size() > 3) got.pop_front();
+  CHECK(got.bytes() <= 2 * Pages::kBlock * sizeof(Page) + 4096);
+}
+
+TEST_CASE("block deque: a short one takes little room, a popped element is destroyed") {
+  BlockDeque<uint64_t> empty;
+  CHECK(empty.bytes() == 0);  // no block before the first push.
+  BlockDeque<uint64_t> few;
+  for (uint64_t i = 0; i < 5; ++i) few.push_back(i);
+  CHECK(few.bytes() < 1024);  // 256-byte blocks to begin with, not 64 KiB.
+  BlockDeque<uint64_t> even;  // 0, 2, 4, ...: past the small blocks, less the first 1,000.
+  for (uint64_t i = 0; i < 20'000; ++i) even.push_back(2 * i);
+  for (int i = 0; i < 1'000; ++i) even.pop_front();
+  for (const uint64_t key : {uint64_t{0}, uint64_t{1'999}, uint64_t{2'000}, uint64_t{2'001}, uint64_t{17'000},
+                             uint64_t{39'998}, uint64_t{39'999}}) {
+    CAPTURE(key);
+    const size_t at = even.PartitionPoint([&](uint64_t v) { return v < key; });
+    CHECK(at == (key <= 2'000 ? 0 : (key - 2'000 + 1) / 2));
+  }
+  BlockDeque<std::shared_ptr<int>> owners;
+  auto one = std::make_shared<int>(1);
+  owners.push_back(one);
+  owners.push_back(std::make_shared<int>(2));
+  CHECK(one.use_count() == 2);
+  owners.pop_front();
+  CHECK(one.use_count() == 1);
+  CHECK(*owners.front() == 2);
 }
 
 }  // namespace
