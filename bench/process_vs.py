@@ -483,6 +483,8 @@ def main(argv=None):
         print(f"\nothers' load during the runs: {min(loads):.2f}-{max(loads):.2f} cores "
               f"(median {statistics.median(loads):.2f}) of {os.cpu_count()}; "
               f"load average now {open('/proc/loadavg').read().split()[0]}")
+    if a.rounds < 3:
+        print(f"process-vs: {a.rounds} round(s): one run a side is a range of one; take 3 or more for a verdict")
     print(f"process-vs: {len(rows)} figures, {bad} slower or missed against {sha[:10]}; new/base > 1 is better")
     return 1 if bad else 0
 
