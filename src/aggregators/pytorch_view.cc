@@ -548,11 +548,14 @@ void PytorchView::Consume(std::span<const Event> events) {
 // (those still running at C too: GPU work of the step before C becomes
 // "unmatched" device ops, which section 1.3 cuts off the first step, as the
 // plugin does with a trace that starts mid-run). C is the earliest step
-// start that leaves at most 3/4 of max_events (so compaction is amortized);
-// with no such step (no steps, or one step larger than the budget) C is the
-// ts that keeps the newest 3/4.
+// start that leaves at most 1/2 of max_events (so compaction is amortized:
+// a cut costs a few passes over the buffer, once per max_events / 2 new
+// events; with 3/4 kept it came twice as often and took a quarter of the
+// pipeline thread at 1 M events/s, bench/RESULTS.md); with no such step (no
+// steps, or one step larger than the budget) C is the ts that keeps the
+// newest half.
 void PytorchView::Compact() {
-  const size_t target = std::max<size_t>(1, options_.max_events / 4 * 3);
+  const size_t target = std::max<size_t>(1, options_.max_events / 2);
   if (events_.size() <= target) return;
   auto kept_at = [this](uint64_t cut) {
     size_t kept = 0;
@@ -583,10 +586,19 @@ void PytorchView::Compact() {
     const size_t n = step_starts.size();
     std::vector<size_t> ending(n + 1, 0);  // [k]: events with end in (start[k-1], start[k]].
     std::vector<size_t> zero_at(n, 0);      // [k]: zero-length events at start[k].
+    // k = the first step start >= end. Events come in end order but for
+    // late ones: the last k, or the next, is nearly always it.
+    size_t k = 0;
     for (const Event& e : events_) {
       const uint64_t end = e.end();
-      const size_t k = static_cast<size_t>(std::lower_bound(step_starts.begin(), step_starts.end(), end) -
-                                           step_starts.begin());
+      auto is_k = [&](size_t i) { return (i == n || step_starts[i] >= end) && (i == 0 || step_starts[i - 1] < end); };
+      if (!is_k(k)) {
+        if (k < n && is_k(k + 1)) {
+          ++k;
+        } else {
+          k = static_cast<size_t>(std::lower_bound(step_starts.begin(), step_starts.end(), end) - step_starts.begin());
+        }
+      }
       ++ending[k];
       if (e.dur == 0 && k < n && step_starts[k] == end) ++zero_at[k];
     }

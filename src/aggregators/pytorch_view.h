@@ -200,7 +200,7 @@ class PytorchView {
 
   // Buffers the kinds the overview uses; counts Diag::bad_duration for
   // absurd spans (skipped). When the buffer exceeds max_events it is cut at
-  // a step start C (the oldest steps go first) so that at most 3/4 of
+  // a step start C (the oldest steps go first) so that at most half of
   // max_events remain: the buffer then always holds exactly the events with
   // ts >= C or end > C (later arrivals from before C are dropped too); every
   // dropped event is counted. Pipeline thread.
