@@ -10,13 +10,82 @@ void DeviceSteps::Define(TrackId id, uint32_t process) {
   process_of_[id] = process;
 }
 
+void LaunchTable::TryEmplace(uint32_t corr, uint64_t begin) {
+  if (corr == 0) {
+    if (!has_zero_) has_zero_ = true, zero_begin_ = begin, min_begin_ = std::min(min_begin_, begin);
+    return;
+  }
+  if (4 * (size_ + 1) > 3 * slots_.size()) Rebuild(std::max<size_t>(64, 2 * slots_.size()), 0);
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = Hash(corr) & mask;; i = (i + 1) & mask) {
+    Slot& s = slots_[i];
+    if (s.corr == corr) return;  // the first wins.
+    if (s.corr == 0) {
+      s.corr = corr;
+      s.begin = begin;
+      ++size_;
+      min_begin_ = std::min(min_begin_, begin);
+      return;
+    }
+  }
+}
+
+const uint64_t* LaunchTable::Find(uint32_t corr) const {
+  if (corr == 0) return has_zero_ ? &zero_begin_ : nullptr;
+  if (slots_.empty()) return nullptr;
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = Hash(corr) & mask;; i = (i + 1) & mask) {
+    const Slot& s = slots_[i];
+    if (s.corr == corr) return &s.begin;
+    if (s.corr == 0) return nullptr;
+  }
+}
+
+void LaunchTable::Rebuild(size_t capacity, uint64_t keep_from) {
+  std::vector<Slot> old(capacity);
+  old.swap(slots_);
+  const size_t mask = capacity - 1;
+  uint64_t min_begin = has_zero_ ? zero_begin_ : UINT64_MAX;
+  size_ = 0;
+  for (const Slot& o : old) {
+    if (o.corr == 0 || o.begin < keep_from) continue;
+    size_t at = Hash(o.corr) & mask;
+    while (slots_[at].corr != 0) at = (at + 1) & mask;
+    slots_[at] = o;
+    ++size_;
+    min_begin = std::min(min_begin, o.begin);
+  }
+  min_begin_ = min_begin;
+}
+
+void LaunchTable::EraseBefore(uint64_t t) {
+  if (min_begin_ >= t) return;  // none goes.
+  if (has_zero_ && zero_begin_ < t) has_zero_ = false;
+  // The survivors into a table of their size (at most a quarter full: a
+  // later prune's scan stays in proportion to what is held).
+  size_t keep = 0;
+  for (const Slot& s : slots_) keep += s.corr != 0 && s.begin >= t;
+  size_t capacity = 64;
+  while (capacity < 4 * keep) capacity *= 2;
+  Rebuild(capacity, t);
+}
+
+void LaunchTable::Clear() {
+  if (size_ != 0) std::fill(slots_.begin(), slots_.end(), Slot{});
+  size_ = 0;
+  has_zero_ = false;
+  min_begin_ = UINT64_MAX;
+}
+
 DeviceSteps::Process& DeviceSteps::Of(TrackId track) {
-  return processes_[track < process_of_.size() ? process_of_[track] : 0];
+  const uint32_t id = track < process_of_.size() ? process_of_[track] : 0;
+  if (last_ == nullptr || id != last_process_) last_ = &processes_[id], last_process_ = id;
+  return *last_;
 }
 
 void DeviceSteps::Launch(const Event& api) {
   Process& p = Of(api.track);
-  p.launches.try_emplace(api.corr, api.ts);  // (CUPTI's runtime and driver records of one call: the first)
+  p.launches.TryEmplace(api.corr, api.ts);  // (CUPTI's runtime and driver records of one call: the first)
   if (p.launches.size() > p.prune_at) PruneLaunches(p);
 }
 
@@ -24,8 +93,8 @@ void DeviceSteps::Launch(const Event& api) {
 // placed; with no step at all, a bounded number of them is kept.
 void DeviceSteps::PruneLaunches(Process& p) {
   const uint64_t cutoff = !p.any ? 0 : p.open.empty() ? p.newest_end : p.open.front().host.ts;
-  std::erase_if(p.launches, [&](const auto& kv) { return kv.second < cutoff; });
-  if (p.launches.size() > kMaxLaunches) p.launches.clear();  // no step in sight: their work goes by time.
+  p.launches.EraseBefore(cutoff);
+  if (p.launches.size() > kMaxLaunches) p.launches.Clear();  // no step in sight: their work goes by time.
   p.prune_at = std::max<size_t>(4096, 2 * p.launches.size());
 }
 
@@ -111,7 +180,7 @@ void DeviceSteps::Work(const Event& e, std::vector<Event>* out) {
   Process& p = Of(e.track);
   Waiting w{e.ts, true, e.device, e.ts, e.end()};
   if (e.corr != 0) {
-    if (const auto it = p.launches.find(e.corr); it != p.launches.end()) w.at = it->second, w.by_time = false;
+    if (const uint64_t* begin = p.launches.Find(e.corr)) w.at = *begin, w.by_time = false;
   }
   Step* at = nullptr;
   switch (Place(p, w, &at)) {

@@ -26,12 +26,14 @@
 // flags: every page's numbering of it, trace_api.cc) with the device's span,
 // its `device` set and no correlation id; the caller puts it on its row.
 //
-// Cost: per device event a hash look-up and a few compares; per launch a
-// hash insert (pruned as steps pass); per step one event per device. Pure;
-// one thread.
+// Cost: per device event a hash look-up and a few compares; per launch an
+// insert into a flat open-addressing table (no allocation; pruned as steps
+// pass, a prune's scan skipped when no launch is old enough to go); per step
+// one event per device. Pure; one thread.
 #ifndef LIVEPROF_STORE_DEVICE_STEPS_H_
 #define LIVEPROF_STORE_DEVICE_STEPS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <unordered_map>
@@ -40,6 +42,37 @@
 #include "stream/event.h"
 
 namespace liveprof {
+
+// DeviceSteps' launches: correlation id -> the launch's begin. Linear
+// probing in a power-of-two table at most 3/4 full, id 0 kept apart (the
+// empty slot's). As the std::unordered_map it replaces: the first insert of
+// an id wins; EraseBefore(t) drops the entries with a begin before t (a
+// scan, skipped when min_begin() >= t), the table then sized to what stays.
+class LaunchTable {
+ public:
+  size_t size() const { return size_ + (has_zero_ ? 1 : 0); }
+  void TryEmplace(uint32_t corr, uint64_t begin);
+  const uint64_t* Find(uint32_t corr) const;
+  void EraseBefore(uint64_t t);
+  void Clear();
+  uint64_t min_begin() const { return min_begin_; }  // (a bound: <= every begin held)
+
+ private:
+  struct Slot {
+    uint32_t corr = 0;
+    uint64_t begin = 0;
+  };
+  // Correlation ids count up: consecutive ones in consecutive slots (the
+  // inserts and look-ups walk the table as a stream does); the high bits
+  // folded in for ids that differ only there.
+  static size_t Hash(uint32_t corr) { return corr ^ (corr >> 20); }
+  void Rebuild(size_t capacity, uint64_t keep_from);  // the entries from keep_from on.
+  std::vector<Slot> slots_;  // empty, or a power of two.
+  size_t size_ = 0;          // (key 0 not counted)
+  bool has_zero_ = false;
+  uint64_t zero_begin_ = 0;
+  uint64_t min_begin_ = UINT64_MAX;
+};
 
 class DeviceSteps {
  public:
@@ -93,7 +126,7 @@ class DeviceSteps {
     uint64_t newest_end = 0;
     uint64_t closed_end = 0;      // the host end of the newest step made.
     uint64_t newest_work_seq = 0; // (+1; 0: no work placed yet)
-    std::unordered_map<uint32_t, uint64_t> launches;  // corr -> its begin.
+    LaunchTable launches;  // corr -> its begin.
     size_t prune_at = 4096;
     std::vector<Waiting> waiting;  // in arrival order.
   };
@@ -107,6 +140,9 @@ class DeviceSteps {
 
   std::vector<uint32_t> process_of_;  // by TrackId.
   std::unordered_map<uint32_t, Process> processes_;
+  // Of's last answer (a map's values stay put): most events are one process's.
+  uint32_t last_process_ = 0;
+  Process* last_ = nullptr;
   uint64_t late_work_ = 0;
 };
 

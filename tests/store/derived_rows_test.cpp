@@ -6,9 +6,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <random>
+#include <unordered_map>
 #include <tuple>
 #include <vector>
 
+#include "store/device_steps.h"
 #include "store/trace_store.h"
 #include "event_builder.h"
 
@@ -293,6 +296,55 @@ TEST_CASE("trace store: devices' descriptions, the latest per device, come first
   only.Append({}, {{gpu0}});
   CHECK(only.stats().first_ns == 0);
   CHECK(only.stats().last_ns == 0);
+}
+
+// DeviceSteps' launch table against a brute-force reference, the
+// std::unordered_map it replaced, on random operations: ids colliding,
+// counting up, zero; prunes of none, some and all; clears.
+TEST_CASE("device steps: the launch table holds what a std::unordered_map would, on random operations") {
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    std::mt19937_64 rng(seed);
+    LaunchTable table;
+    std::unordered_map<uint32_t, uint64_t> ref;
+    uint64_t now = 1'000'000;
+    uint32_t next = 1;
+    const uint32_t range = seed % 2 == 0 ? 500 : 200'000;
+    for (int i = 0; i < 200'000; ++i) {
+      const uint64_t r = rng() % 1000;
+      now += rng() % 100;
+      if (r < 600) {  // insert: counting up, random, or 0; begins a little out of order.
+        const uint32_t corr = r < 300 ? next++ : r < 590 ? static_cast<uint32_t>(rng() % range) : 0;
+        const uint64_t begin = now - rng() % 5'000;
+        table.TryEmplace(corr, begin);
+        ref.try_emplace(corr, begin);
+      } else if (r < 995) {
+        const uint32_t corr =
+            rng() % 4 == 0 ? static_cast<uint32_t>(rng() % range) : next - static_cast<uint32_t>(rng() % 2'000);
+        const auto it = ref.find(corr);
+        const uint64_t* got = table.Find(corr);
+        REQUIRE((got != nullptr) == (it != ref.end()));
+        if (got != nullptr) CHECK(*got == it->second);
+      } else if (r < 999) {
+        const uint64_t t = now - rng() % 20'000;
+        table.EraseBefore(t);
+        std::erase_if(ref, [&](const auto& kv) { return kv.second < t; });
+      } else {
+        table.Clear();
+        ref.clear();
+      }
+      REQUIRE(table.size() == ref.size());
+      if (i % 1000 == 0) {
+        uint64_t min_begin = UINT64_MAX;
+        for (const auto& kv : ref) min_begin = std::min(min_begin, kv.second);
+        CHECK(table.min_begin() <= min_begin);  // (a bound)
+      }
+    }
+    for (const auto& [corr, begin] : ref) {  // every entry, at the end.
+      const uint64_t* got = table.Find(corr);
+      REQUIRE(got != nullptr);
+      CHECK(*got == begin);
+    }
+  }
 }
 
 }  // namespace
