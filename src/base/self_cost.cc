@@ -164,7 +164,10 @@ void WriteHookCostFields(JsonWriter& w, const SelfCostReadings& r) {
   w.KV("steps", r.now.steps);
   w.KV("hook_per_step_us", per_step.per_step_us);
   w.KV("hook_per_step_steps", per_step.per_step_us < 0 ? uint64_t{0} : per_step.steps);
-  w.KV("hook_pct", CompareHookCost(r.prev, r.now).pct);
+  // Their share over the same whole steps: after a job's last step its last
+  // interval is idle, and a share over it read 0. A process that marks no
+  // steps (a loader worker): over the newest two readings.
+  w.KV("hook_pct", per_step.per_step_us >= 0 ? per_step.pct : CompareHookCost(r.prev, r.now).pct);
 }
 
 }  // namespace liveprof

@@ -97,7 +97,8 @@ bool TakeSelfCost(SelfCostReadings* r, SelfCostSample s);
 // The hooks' fields of a source's cost object in JSON (docs/ingest.md):
 // "hook_s", "hook_calls", "steps" (totals since the process started),
 // "hook_per_step_us" and "hook_per_step_steps" (the steps it is over:
-// steps_prev to steps_now), "hook_pct" (prev to now).
+// steps_prev to steps_now), "hook_pct" (over those steps too; prev to now
+// for a process that marks none).
 void WriteHookCostFields(JsonWriter& w, const SelfCostReadings& r);
 
 }  // namespace liveprof

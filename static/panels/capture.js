@@ -61,7 +61,7 @@ function hookText(c) {
   const perStep = c.hook_per_step_us < 0 ? 'no figure per step yet (two readings after steps are needed)'
     : `${us(c.hook_per_step_us)} a step over its last ${int(c.hook_per_step_steps)} steps`;
   return `liveprof's hooks: ${perStep}; ${c.hook_pct < 0 ? '—' : pct(c.hook_pct, 2)} of the process's time over ` +
-    `the last interval; ${num(c.hook_s, 3)} s in ${int(c.hook_calls)} hook calls over ${int(c.steps)} steps since ` +
+    `${c.hook_per_step_us < 0 ? 'the last interval' : 'those steps'}; ${num(c.hook_s, 3)} s in ${int(c.hook_calls)} hook calls over ${int(c.steps)} steps since ` +
     'it started';
 }
 

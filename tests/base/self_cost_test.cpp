@@ -11,6 +11,8 @@
 #include <string>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "base/json_writer.h"
 #include "doctest/doctest.h"
 
@@ -157,6 +159,24 @@ TEST_CASE("self cost: the server's readings of a source, its hooks' time over wh
   CHECK(r.steps_now.at_ns == 17 * kSecond + 200'000'000);
   CHECK(CompareHookCost(r.steps_prev, r.steps_now).per_step_us == doctest::Approx(250.0));
   CHECK(CompareHookCost(r.prev, r.now).interval_s == doctest::Approx(1.2));
+
+  // The job ended; a reading a while later, no hook ran and no step: its
+  // interval is idle, so the share shown is over the same whole steps as
+  // the figure per step (15 s to 17.2 s: 0.5 ms of hooks in 2.2 s), not 0.
+  CHECK(TakeSelfCost(&r, HookReading(19 * kSecond, 8'100'000, 545, 103)));
+  CHECK(CompareHookCost(r.prev, r.now).pct == doctest::Approx(0.0));
+  const nlohmann::json fields = nlohmann::json::parse(HookFields(r));
+  CHECK(fields["hook_pct"].get<double>() == doctest::Approx(100.0 * 500'000 / 2.2e9));
+  CHECK(fields["hook_per_step_us"].get<double>() == doctest::Approx(250.0));
+}
+
+TEST_CASE("self cost: a process that marks no steps has its hooks' share over the newest readings") {
+  SelfCostReadings r;  // a loader worker: fetch hooks, no step.
+  CHECK(TakeSelfCost(&r, HookReading(10 * kSecond, 1'000'000, 40, 0)));
+  CHECK(TakeSelfCost(&r, HookReading(11 * kSecond, 3'000'000, 80, 0)));
+  const nlohmann::json fields = nlohmann::json::parse(HookFields(r));
+  CHECK(fields["hook_per_step_us"].get<double>() == -1);
+  CHECK(fields["hook_pct"].get<double>() == doctest::Approx(0.2));
 }
 
 }  // namespace
