@@ -324,7 +324,7 @@ int Serve(ServeArgs& args, ServeMode mode) {
         const std::string source = "ingest " + s.label;
         const auto it = std::find_if(out.begin(), out.end(), [&](const MetricsSourceCost& c) { return c.source == source; });
         MetricsSourceCost& c = it != out.end() ? *it : out.emplace_back();  // (a later connection: newer)
-        c = {source, s.cost.now.threads, s.cost.now.rss_bytes, s.cost.now.hook_ns};
+        c = {source, s.cost.now.threads, s.cost.now.rss_bytes, s.cost.now.hook_ns, s.cost.now.cupti_overhead_ns};
       }
       std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.source < b.source; });
       return out;

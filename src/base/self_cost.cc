@@ -127,7 +127,7 @@ void WriteSelfCostFields(JsonWriter& w, const SelfCostSample& prev, const SelfCo
 HookCostInterval CompareHookCost(const SelfCostSample& prev, const SelfCostSample& now) {
   HookCostInterval r;
   if (prev.at_ns == 0 || now.at_ns <= prev.at_ns || now.hook_ns < prev.hook_ns || now.hook_calls < prev.hook_calls ||
-      now.steps < prev.steps) {
+      now.steps < prev.steps || now.cupti_overhead_ns < prev.cupti_overhead_ns) {
     return r;
   }
   const double interval_ns = static_cast<double>(now.at_ns - prev.at_ns);
@@ -136,6 +136,9 @@ HookCostInterval CompareHookCost(const SelfCostSample& prev, const SelfCostSampl
   r.calls = now.hook_calls - prev.hook_calls;
   const double hook_ns = static_cast<double>(now.hook_ns - prev.hook_ns);
   r.hook_s = hook_ns / 1e9;
+  const double cupti_ns = static_cast<double>(now.cupti_overhead_ns - prev.cupti_overhead_ns);
+  r.cupti_s = cupti_ns / 1e9;
+  if (now.cupti_overhead_ns != 0 && r.steps > 0) r.cupti_per_step_us = cupti_ns / 1e3 / static_cast<double>(r.steps);
   if (now.hook_calls == 0) return r;  // (no hook in this process: nothing they add)
   r.pct = 100.0 * hook_ns / interval_ns;
   if (r.steps > 0) r.per_step_us = hook_ns / 1e3 / static_cast<double>(r.steps);
@@ -168,6 +171,8 @@ void WriteHookCostFields(JsonWriter& w, const SelfCostReadings& r) {
   // interval is idle, and a share over it read 0. A process that marks no
   // steps (a loader worker): over the newest two readings.
   w.KV("hook_pct", per_step.per_step_us >= 0 ? per_step.pct : CompareHookCost(r.prev, r.now).pct);
+  w.KV("cupti_overhead_s", static_cast<double>(r.now.cupti_overhead_ns) / 1e9);
+  w.KV("cupti_overhead_per_step_us", per_step.cupti_per_step_us);
 }
 
 }  // namespace liveprof

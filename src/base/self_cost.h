@@ -29,8 +29,10 @@ struct SelfCostSample {
   uint64_t rss_bytes = 0;          // the whole process's resident set.
   // A profiled process's (IngestCost's; 0 in the server's own): the time
   // liveprof's hooks in the program measured themselves spending, since it
-  // started, their calls, and the training steps the process marked.
+  // started, their calls, and the training steps the process marked; and
+  // CUPTI's own time in it (its OVERHEAD records of its own work).
   uint64_t hook_ns = 0, hook_calls = 0, steps = 0;
+  uint64_t cupti_overhead_ns = 0;
 };
 
 // One /proc/<pid>/task/<tid>/stat line: its comm (between the first '(' and
@@ -65,13 +67,17 @@ void WriteSelfCostFields(JsonWriter& w, const SelfCostSample& prev, const SelfCo
 // add to a step) and their share of the wall time (Δhook_ns / Δat_ns).
 // per_step_us -1: no interval, no step in it, or a process whose hooks
 // never ran (none: a program without liveprof's hooks); pct -1: no
-// interval, or no hook ever. Counters that went back: no interval. Pure.
+// interval, or no hook ever. Counters that went back: no interval. CUPTI's
+// own time likewise: cupti_per_step_us -1 with no interval, no step in it,
+// or a process where CUPTI never recorded any (no CUPTI in it). Pure.
 struct HookCostInterval {
   double interval_s = 0;
   uint64_t steps = 0, calls = 0;  // in the interval.
   double hook_s = 0;              // the hooks' time in it.
   double per_step_us = -1;
   double pct = -1;  // % of the interval.
+  double cupti_s = 0;  // CUPTI's own time in it.
+  double cupti_per_step_us = -1;
 };
 HookCostInterval CompareHookCost(const SelfCostSample& prev, const SelfCostSample& now);
 
@@ -98,7 +104,9 @@ bool TakeSelfCost(SelfCostReadings* r, SelfCostSample s);
 // "hook_s", "hook_calls", "steps" (totals since the process started),
 // "hook_per_step_us" and "hook_per_step_steps" (the steps it is over:
 // steps_prev to steps_now), "hook_pct" (over those steps too; prev to now
-// for a process that marks none).
+// for a process that marks none); "cupti_overhead_s" (CUPTI's own time
+// since the process started) and "cupti_overhead_per_step_us" (over the
+// same steps).
 void WriteHookCostFields(JsonWriter& w, const SelfCostReadings& r);
 
 }  // namespace liveprof

@@ -140,6 +140,7 @@ void IngestDecoder::TakeCost(const wire::IngestCost* c) {
   s.hook_ns = c->hook_ns();  // (0 from an older sender)
   s.hook_calls = c->hook_calls();
   s.steps = c->steps();
+  s.cupti_overhead_ns = c->cupti_overhead_ns();
   if (c->threads() != nullptr) {
     if (c->threads()->size() > kMaxIngestCostThreads) return;
     s.threads.reserve(c->threads()->size());

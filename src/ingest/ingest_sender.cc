@@ -273,7 +273,8 @@ void IngestSender::FillOut() {
               threads.push_back(wire::CreateIngestThreadCpuDirect(fbb, t.tid, t.name.c_str(), t.cpu_ns));
             }
             cost = wire::CreateIngestCost(fbb, p.cost.at_ns, p.cost.rss_bytes, fbb.CreateVector(threads),
-                                          p.cost.hook_ns, p.cost.hook_calls, p.cost.steps);
+                                          p.cost.hook_ns, p.cost.hook_calls, p.cost.steps,
+                                          p.cost.cupti_overhead_ns);
           }
           return wire::CreateIngestBatch(fbb, p.seq, fbb.CreateVector(names), fbb.CreateVector(tracks), events,
                                          p.dropped, p.progress_ns, cost)
@@ -491,6 +492,7 @@ void IngestSender::Run() {
       open_.cost.hook_ns = hooks.ns;
       open_.cost.hook_calls = hooks.calls;
       open_.cost.steps = hooks.steps;
+      open_.cost.cupti_overhead_ns = hooks.cupti_overhead_ns;
       next_cost_ns_ = now + kCostPeriodNs;
       cost_read_at_stop_ = stopping;
     }

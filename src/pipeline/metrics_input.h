@@ -51,6 +51,7 @@ struct MetricsSourceCost {
   std::vector<ThreadCpu> threads;
   uint64_t rss_bytes = 0;
   uint64_t hook_ns = 0;
+  uint64_t cupti_overhead_ns = 0;  // CUPTI's own time (its OVERHEAD records).
 };
 
 // Step times at the 50th, 90th and 99th percentile, seconds.

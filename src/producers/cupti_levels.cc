@@ -38,7 +38,10 @@ std::vector<CuptiKindName> CuptiLevelKinds(CuptiLevel level, bool driver_api, bo
   if (driver_api) kinds.push_back({CUPTI_ACTIVITY_KIND_DRIVER, "DRIVER"});
   kinds.push_back({CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "EXTERNAL_CORRELATION"});
   if (nvtx) kinds.push_back({CUPTI_ACTIVITY_KIND_MARKER, "MARKER"});
-  if (full) kinds.push_back({CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD"});
+  // OVERHEAD at every level (as Kineto's default set): a few records a
+  // second at most, and CUPTI's own time in them is what liveprof shows as
+  // CUPTI's cost per step (HookTotals).
+  kinds.push_back({CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD"});
   return kinds;
 }
 

@@ -7,11 +7,12 @@
 //             CONCURRENT_KERNEL, MEMCPY, MEMCPY2 (peer copies only), MEMSET,
 //             MEMORY2, MEMORY_POOL, RUNTIME and DRIVER restricted to the
 //             calls DefaultLevelApi() keeps, EXTERNAL_CORRELATION, MARKER
-//             (records only with NVTX injection, an explicit request). No
+//             (records only with NVTX injection, an explicit request),
+//             OVERHEAD (a few records; CUPTI's own cost, shown per step). No
 //             SYNCHRONIZATION (the sync call's API record is the span the
-//             breakdown reads), no OVERHEAD.
+//             breakdown reads).
 //   kFull     every kind liveprof knows, every API call: the above, all of
-//             RUNTIME and DRIVER, SYNCHRONIZATION and OVERHEAD.
+//             RUNTIME and DRIVER, and SYNCHRONIZATION.
 //
 // Restricting API calls (as Kineto does, with the same CUPTI 12.5+ entry
 // points): enable the RUNTIME / DRIVER kind, then switch off, with

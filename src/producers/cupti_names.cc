@@ -91,6 +91,17 @@ const char* OverheadName(uint32_t kind) {
   }
 }
 
+bool IsCuptiOwnOverhead(uint32_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH:
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION:
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE:
+    case CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST:
+    case CUPTI_ACTIVITY_OVERHEAD_UVM_ACTIVITY_INIT: return true;
+    default: return false;
+  }
+}
+
 namespace {
 constexpr size_t kMaxDemangledInput = 4096;
 }  // namespace

@@ -30,6 +30,13 @@ std::string DemangledKernelName(const char* name);
 // "CUPTI overhead: buffer flush"... for a CUpti_ActivityOverheadKind.
 const char* OverheadName(uint32_t kind);
 
+// True for the overhead kinds that are CUPTI's own work, time the program
+// would not spend without the profiler: buffer flush, instrumentation,
+// resource creation, activity buffer requests, UVM activity setup. False for
+// CUDA's own (the driver's JIT compiler, lazy module and function loading, a
+// full command buffer), which the program pays profiled or not.
+bool IsCuptiOwnOverhead(uint32_t kind);
+
 // "CONCURRENT_KERNEL", "MEMCPY"... for a CUpti_ActivityKind; "kind N" for
 // one this build does not name.
 std::string CuptiKindName(uint32_t kind);

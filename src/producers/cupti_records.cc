@@ -419,6 +419,11 @@ void CuptiRecordParser::Convert(const MarkerRec& r, SpscRing& out) {
 template <>
 void CuptiRecordParser::Convert(const OverheadRec& r, SpscRing& out) {
   if (options_.owns_overhead_data && r.overheadData != nullptr) std::free(r.overheadData);
+  const uint32_t what = LIVEPROF_RAW(r, overheadKind);
+  if (IsCuptiOwnOverhead(what) && r.end > r.start) {
+    ++stats_.cupti_overheads;
+    stats_.cupti_overhead_ns += r.end - r.start;
+  }
   if (LIVEPROF_RAW(r, objectKind) != CUPTI_ACTIVITY_OBJECT_THREAD) {
     ++stats_.ignored;
     return;
@@ -426,7 +431,7 @@ void CuptiRecordParser::Convert(const OverheadRec& r, SpscRing& out) {
   const uint64_t start = r.start;
   const uint64_t end = r.end;
   if (!Timed(start, end)) return;
-  const NameId name = stream_.names().Intern(OverheadName(LIVEPROF_RAW(r, overheadKind)));
+  const NameId name = stream_.names().Intern(OverheadName(what));
   const uint64_t ts = ToHost(start);
   HostEvent(EventKind::kHostSpan, ts, EndToHost(start, end, ts), name,
             ThreadTrack(r.objectId.pt.threadId), r.correlationId, out);

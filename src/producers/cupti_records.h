@@ -36,6 +36,7 @@
 //        "CUDA markers" track); an instantaneous marker a kInstant. The NVTX domain is not part of the name.
 //   OVERHEAD (Overhead3)  a kHostSpan "CUPTI overhead: <what>" on the thread
 //        it charged; overheads charged to a device or process are counted.
+//        CUPTI's own (not CUDA's lazy loading or JIT) are summed in Stats.
 //   SYNCHRONIZATION (Synchronization2)  counted only: the API record of the
 //        same call already is the span on the right thread, and a sync
 //        record does not say which thread waited.
@@ -174,6 +175,11 @@ class CuptiRecordParser {
     uint64_t ring_full = 0;
     uint64_t ignored = 0;  // known kinds with no event (device, context, sync...).
     std::array<uint64_t, kKindSlots> by_kind{};  // index = CUpti_ActivityKind.
+    // OVERHEAD records of CUPTI's own work (IsCuptiOwnOverhead: not CUDA's
+    // lazy loading or JIT), whatever object they charge, and their time (end
+    // - start, CUPTI ns): what CUPTI added to the program.
+    uint64_t cupti_overheads = 0;
+    uint64_t cupti_overhead_ns = 0;
   };
 
   // `stream` provides the name table, tracks and diagnostics; it must outlive

@@ -22,6 +22,7 @@
 #include "producers/cupti_records.h"
 #include "producers/cupti_source_recorder.h"
 #include "producers/gpu_activity.h"
+#include "producers/host_api.h"
 #include "stream/clock.h"
 
 namespace liveprof {
@@ -79,6 +80,7 @@ struct CuptiSource::Impl {
   std::unique_ptr<BufferPool> pool;
   ClockMap clock;
   std::unique_ptr<CuptiRecordParser> parser;
+  uint64_t overhead_reported = 0;  // of parser's stats().cupti_overhead_ns, added to HookTotals.
   std::shared_ptr<Ring> ring;
   // The kinds on in CUPTI, turned by capture on demand (gpu_activity.h),
   // Yield(), Regain() and the flush thread: under cupti_mu.
@@ -224,6 +226,12 @@ struct CuptiSource::Impl {
       WaitForRoom(done[i]->valid / sizeof(CUpti_ActivityAPI) + 1);
       parser->Parse(done[i]->data, done[i]->valid, *ring->queue);
       done[i]->state.store(kFree, std::memory_order_release);
+    }
+    // CUPTI's own time so far, for the process's cost (HookTotals).
+    const uint64_t overhead = parser->stats().cupti_overhead_ns;
+    if (overhead > overhead_reported) {
+      AddCuptiOverhead(overhead - overhead_reported);
+      overhead_reported = overhead;
     }
   }
 
@@ -479,6 +487,7 @@ bool CuptiSource::Start() {
     };
   }
   im.parser = std::make_unique<CuptiRecordParser>(stream_, std::move(po));
+  im.overhead_reported = 0;
   im.AddClockPair();
 
   // The GPUs, for the run environment: written before the flush thread

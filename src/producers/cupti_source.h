@@ -25,8 +25,9 @@
 // stats, the kernel -> launch -> op joins and the memory profile: kernels,
 // copies, memsets, memory, external correlation, NVTX markers, and only the
 // launch / copy / memset / alloc / free / synchronize API calls (RUNTIME and
-// DRIVER filtered per callback id); kFull adds every other API call,
-// SYNCHRONIZATION and OVERHEAD. DRIVER needs Options::driver_api, MARKER
+// DRIVER filtered per callback id), OVERHEAD (CUPTI's own cost, shown per
+// step); kFull adds every other API call and SYNCHRONIZATION. DRIVER needs
+// Options::driver_api, MARKER
 // Options::nvtx. Only a failure of CONCURRENT_KERNEL fails Start(); the
 // others are listed in message(), with the level.
 // NVTX ranges reach CUPTI only if it is NVTX's injection library: start the
@@ -62,7 +63,7 @@
 // activity switch (gpu_activity.h): off disables every kind but MEMORY2 and
 // MEMORY_POOL (the memory profile needs every free), on enables them again;
 // its level switches between kDefault and kFull at run time (full enables
-// SYNCHRONIZATION and OVERHEAD and records every API call again; default
+// SYNCHRONIZATION and records every API call again; default
 // disables them and switches the per-call filter on again: CuptiKindSet,
 // cupti_levels.h). A sending process's capture controls turn both
 // (ingest_sender.h).

@@ -27,6 +27,7 @@ namespace {
 struct alignas(64) HookCounters {
   std::atomic<uint64_t> ticks{0};
   std::atomic<uint64_t> calls{0};
+  std::atomic<uint64_t> cupti_overhead_ns{0};  // (once per CUPTI buffer)
 };
 HookCounters g_hooks;
 // Both clocks read at load: the ticks' rate at a reading is measured since.
@@ -167,6 +168,7 @@ void AfterForkInChild() {
   // The child's hooks and steps are its own (a DataLoader worker's fetches).
   internal::g_hooks.ticks.store(0, std::memory_order_relaxed);
   internal::g_hooks.calls.store(0, std::memory_order_relaxed);
+  internal::g_hooks.cupti_overhead_ns.store(0, std::memory_order_relaxed);
   internal::g_steps_marked.store(0, std::memory_order_relaxed);
   internal::ForgetThreadRingInForkChild();
   internal::g_config_mu.unlock();
@@ -282,6 +284,8 @@ void AddHookTime(uint64_t ticks) {
   internal::g_hooks.calls.fetch_add(1, std::memory_order_relaxed);
 }
 
+void AddCuptiOverhead(uint64_t ns) { internal::g_hooks.cupti_overhead_ns.fetch_add(ns, std::memory_order_relaxed); }
+
 void CountStep() { internal::g_steps_marked.fetch_add(1, std::memory_order_relaxed); }
 
 HookTotals ReadHookTotals() {
@@ -289,6 +293,7 @@ HookTotals ReadHookTotals() {
   const uint64_t ticks = internal::g_hooks.ticks.load(std::memory_order_relaxed);
   t.calls = internal::g_hooks.calls.load(std::memory_order_relaxed);
   t.steps = internal::g_steps_marked.load(std::memory_order_relaxed);
+  t.cupti_overhead_ns = internal::g_hooks.cupti_overhead_ns.load(std::memory_order_relaxed);
   // Ticks per ns since the library loaded (1 where the ticks are ns: no TSC;
   // and in its first millisecond, when there is no time to measure yet).
   const uint64_t tsc = TscRead(), ns = HostNowNs();

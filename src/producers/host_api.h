@@ -103,12 +103,18 @@ void StepEnd(int64_t step_num);
 // liveprof_record_step), whether tracing is on or not (except a StepBegin
 // that ends the step before it: counted while it is on). A fork's child starts
 // from 0. Any thread: relaxed atomics, never blocks.
+// CUPTI's own time in the process (its OVERHEAD records of its own work,
+// CuptiRecordParser::Stats::cupti_overhead_ns) is added by the CUPTI source
+// as it parses them, and read with the hooks': the server shows it per step
+// beside theirs.
 struct HookTotals {
   uint64_t ns = 0;     // the hook bodies' time, on the host clock (ticks mapped at the reading).
   uint64_t calls = 0;  // hook bodies measured.
   uint64_t steps = 0;  // training steps marked.
+  uint64_t cupti_overhead_ns = 0;  // CUPTI's OVERHEAD records of its own work, so far.
 };
 void AddHookTime(uint64_t ticks);
+void AddCuptiOverhead(uint64_t ns);
 void CountStep();
 HookTotals ReadHookTotals();
 

@@ -118,6 +118,13 @@ std::string RenderPrometheus(const MetricsInput& in) {
     for (const MetricsSourceCost& c : in.ingest_cost) {
       w.Sample("liveprof_source_hook_seconds_total", {{"source", c.source}}, static_cast<double>(c.hook_ns) / 1e9);
     }
+    w.Family("liveprof_source_cupti_overhead_seconds_total", "counter",
+             "CUPTI's own time in an ingest source's process (its OVERHEAD records of its own work: buffer "
+             "flushes and requests, instrumentation, resources), since the process started; 0: none recorded.");
+    for (const MetricsSourceCost& c : in.ingest_cost) {
+      w.Sample("liveprof_source_cupti_overhead_seconds_total", {{"source", c.source}},
+               static_cast<double>(c.cupti_overhead_ns) / 1e9);
+    }
   }
 
   w.Counter("liveprof_late_events_total",

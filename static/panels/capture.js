@@ -53,16 +53,35 @@ function costThreadsText(c) {
     `(${num(t.cpu_s, 2)} s since it started)`).join('\n');
 }
 
-// The hooks' cost, for the "Added per step" cell's hover.
+// The "Added per step" cell: the hooks' time per step plus CUPTI's own
+// (each where the process has it); -1 where it has neither figure.
+function addedPerStep(c) {
+  const hooks = c?.hook_calls ? c.hook_per_step_us ?? -1 : -1;
+  const cupti = c?.cupti_overhead_per_step_us ?? -1;
+  return hooks < 0 && cupti < 0 ? -1 : Math.max(hooks, 0) + Math.max(cupti, 0);
+}
+
+// The hooks' and CUPTI's cost, for the "Added per step" cell's hover.
 function hookText(c) {
   if (!c) return 'Not said: an older sender, or none read yet';
-  if (!c.hook_calls) return 'No liveprof hook runs in this process (a program that is not under liveprof run\'s ' +
-    'Python hooks, or an older sender)';
-  const perStep = c.hook_per_step_us < 0 ? 'no figure per step yet (two readings after steps are needed)'
-    : `${us(c.hook_per_step_us)} a step over its last ${int(c.hook_per_step_steps)} steps`;
-  return `liveprof's hooks: ${perStep}; ${c.hook_pct < 0 ? '—' : pct(c.hook_pct, 2)} of the process's time over ` +
-    `${c.hook_per_step_us < 0 ? 'the last interval' : 'those steps'}; ${num(c.hook_s, 3)} s in ${int(c.hook_calls)} hook calls over ${int(c.steps)} steps since ` +
-    'it started';
+  const lines = [];
+  if (!c.hook_calls) {
+    lines.push('No liveprof hook runs in this process (a program that is not under liveprof run\'s ' +
+      'Python hooks, or an older sender)');
+  } else {
+    const perStep = c.hook_per_step_us < 0 ? 'no figure per step yet (two readings after steps are needed)'
+      : `${us(c.hook_per_step_us)} a step over its last ${int(c.hook_per_step_steps)} steps`;
+    lines.push(`liveprof's hooks: ${perStep}; ${c.hook_pct < 0 ? '—' : pct(c.hook_pct, 2)} of the process's time over ` +
+      `${c.hook_per_step_us < 0 ? 'the last interval' : 'those steps'}; ${num(c.hook_s, 3)} s in ${int(c.hook_calls)} hook calls over ${int(c.steps)} steps since ` +
+      'it started');
+  }
+  if (c.cupti_overhead_s > 0) {
+    const perStep = (c.cupti_overhead_per_step_us ?? -1) < 0 ? 'no figure per step yet'
+      : `${us(c.cupti_overhead_per_step_us)} a step over the same steps`;
+    lines.push(`CUPTI's own work (its OVERHEAD records: buffer requests and flushes, instrumentation, resources): ` +
+      `${perStep}; ${num(c.cupti_overhead_s, 3)} s since it started`);
+  }
+  return lines.join('\n');
 }
 
 export default {
@@ -126,9 +145,11 @@ export default {
         cellTitle: (v, r) => r.hook_text,
         title: 'The time liveprof\'s hooks in the program (liveprof run\'s Python hooks: DataLoader, optimizer, ' +
           'backward and module hooks) add to each training step, as the hooks measured themselves (each hook\'s ' +
-          'own time on the program\'s threads, per step marked, over the last whole steps its sender read); not ' +
-          'an estimate from benchmarks. — for a process without them, or before two readings after steps. ' +
-          'Hover a cell for the share of the process\'s time'},
+          'own time on the program\'s threads, per step marked, over the last whole steps its sender read), plus ' +
+          'CUPTI\'s own work over the same steps (its OVERHEAD records of buffer requests and flushes, ' +
+          'instrumentation and resources; not CUDA\'s lazy loading); not an estimate from benchmarks. — for a ' +
+          'process with neither, or before two readings after steps. Hover a cell for each part and the share of ' +
+          'the process\'s time'},
       {key: 'offset_ms', label: 'Clock offset ms', numeric: true, fmt: (v) => num(v, 3)},
       {key: 'rtt_us', label: 'Best RTT µs', numeric: true, fmt: (v) => num(v, 1)},
       {key: 'capture', label: 'Records now'},
@@ -202,7 +223,7 @@ export default {
               events: s.events, lost: s.sender_dropped + s.ring_dropped + s.future_dropped,
               refused: s.refused_events ?? 0, refused_reasons: refusedText(s),
               cost_pct: s.cost?.cpu_pct ?? -1, cost_threads: costThreadsText(s.cost), rss: s.cost?.rss_bytes ?? 0,
-              hook_us: s.cost?.hook_calls ? s.cost.hook_per_step_us ?? -1 : -1, hook_text: hookText(s.cost),
+              hook_us: addedPerStep(s.cost), hook_text: hookText(s.cost),
               acked: s.acked_seq ?? 0, unacked: s.unacked_batches ?? 0,
               offset_ms: s.clock_offset_ns / 1e6, rtt_us: s.best_rtt_ns / 1e3,
               capture: captureText(s.capture),

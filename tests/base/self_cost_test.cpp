@@ -127,7 +127,7 @@ TEST_CASE("self cost: the server's readings of a source, its hooks' time over wh
   CHECK(r.steps_now.at_ns == 12 * kSecond);
   CHECK(HookFields(r) ==
         "{\"hook_s\":0.007,\"hook_calls\":500,\"steps\":100,\"hook_per_step_us\":100,"
-        "\"hook_per_step_steps\":50,\"hook_pct\":0.5}");
+        "\"hook_per_step_steps\":50,\"hook_pct\":0.5,\"cupti_overhead_s\":0,\"cupti_overhead_per_step_us\":-1}");
   // An older or equal reading (a batch sent again after a reconnect): not taken.
   CHECK_FALSE(TakeSelfCost(&r, HookReading(12 * kSecond, 1, 1, 1)));
   CHECK_FALSE(TakeSelfCost(&r, HookReading(11 * kSecond + 1, 1, 1, 1)));
@@ -168,6 +168,39 @@ TEST_CASE("self cost: the server's readings of a source, its hooks' time over wh
   const nlohmann::json fields = nlohmann::json::parse(HookFields(r));
   CHECK(fields["hook_pct"].get<double>() == doctest::Approx(100.0 * 500'000 / 2.2e9));
   CHECK(fields["hook_per_step_us"].get<double>() == doctest::Approx(250.0));
+}
+
+TEST_CASE("self cost: CUPTI's own time per step, over the same whole steps as the hooks'") {
+  auto reading = [](uint64_t at, uint64_t hook_ns, uint64_t steps, uint64_t cupti_ns) {
+    SelfCostSample s = HookReading(at, hook_ns, steps * 5, steps);
+    s.cupti_overhead_ns = cupti_ns;
+    return s;
+  };
+  // The first buffers' requests at the start (20 ms), then 1.5 ms over the
+  // 50 steps from 11 s to 12 s: 30 µs a step.
+  const HookCostInterval in = CompareHookCost(reading(11 * kSecond, 1'000'000, 50, 20'000'000),
+                                              reading(12 * kSecond, 6'000'000, 100, 21'500'000));
+  CHECK(in.cupti_s == doctest::Approx(0.0015));
+  CHECK(in.cupti_per_step_us == doctest::Approx(30.0));
+  CHECK(in.per_step_us == doctest::Approx(100.0));  // the hooks' apart.
+  // None in the interval, some before: 0 a step, a figure.
+  CHECK(CompareHookCost(reading(11 * kSecond, 0, 50, 20'000'000), reading(12 * kSecond, 0, 60, 20'000'000))
+            .cupti_per_step_us == 0);
+  // A process without CUPTI (none ever), no step, or a counter that went back: none.
+  CHECK(CompareHookCost(reading(11 * kSecond, 0, 50, 0), reading(12 * kSecond, 0, 60, 0)).cupti_per_step_us == -1);
+  CHECK(CompareHookCost(reading(11 * kSecond, 0, 50, 5), reading(12 * kSecond, 0, 50, 9)).cupti_per_step_us == -1);
+  CHECK(CompareHookCost(reading(11 * kSecond, 0, 50, 9), reading(12 * kSecond, 0, 60, 5)).cupti_per_step_us == -1);
+
+  // The server's fields: totals, and per step over the steps the hooks' are.
+  SelfCostReadings r;
+  CHECK(TakeSelfCost(&r, reading(10 * kSecond, 0, 0, 20'000'000)));
+  CHECK(TakeSelfCost(&r, reading(11 * kSecond, 1'000'000, 50, 20'000'000)));
+  CHECK(TakeSelfCost(&r, reading(12 * kSecond, 6'000'000, 100, 21'500'000)));
+  const nlohmann::json fields = nlohmann::json::parse(HookFields(r));
+  CHECK(fields["cupti_overhead_s"].get<double>() == doctest::Approx(0.0215));
+  CHECK(fields["cupti_overhead_per_step_us"].get<double>() == doctest::Approx(30.0));
+  CHECK(fields["hook_per_step_us"].get<double>() == doctest::Approx(100.0));
+  CHECK(fields["hook_per_step_steps"].get<uint64_t>() == 50);
 }
 
 TEST_CASE("self cost: a process that marks no steps has its hooks' share over the newest readings") {

@@ -166,8 +166,26 @@ describe('the Sources page with a program sending to the server', () => {
     cost = await rank5((c) => c?.steps === 110);
     assert.ok(Math.abs(cost.hook_per_step_us - 2500) < 1e-9, `${cost.hook_per_step_us}`);
     await shows('2.5 ms');
-    const metrics = await api(server.url, '/metrics', 'text');
+    let metrics = await api(server.url, '/metrics', 'text');
     assert.match(metrics, /^liveprof_source_hook_seconds_total\{source="ingest rank 5"\} 0\.12847$/m);
+    assert.match(metrics, /^liveprof_source_cupti_overhead_seconds_total\{source="ingest rank 5"\} 0$/m);
+
+    // CUPTI's own work (IngestCost.cupti_overhead_ns): 21 ms at the start,
+    // then 1 ms over the next 50 steps: 20 µs a step, added to the hooks'.
+    const withCupti = (seq, atS, hookNs, hookCalls, steps, cuptiOverheadNs) =>
+      batchFrame({seq, cost: {atNs: atS * 1e9, rssBytes: 300 << 20, hookNs, hookCalls, steps, cuptiOverheadNs}});
+    raw.write(withCupti(4, 13, 130_970_000, 600, 160, 21_000_000));
+    raw.write(withCupti(5, 14, 133_470_000, 650, 210, 22_000_000));
+    cost = await rank5((c) => c?.steps === 210);
+    assert.ok(Math.abs(cost.hook_per_step_us - 50) < 1e-9, `${cost.hook_per_step_us}`);
+    assert.ok(Math.abs(cost.cupti_overhead_per_step_us - 20) < 1e-9, `${cost.cupti_overhead_per_step_us}`);
+    assert.equal(cost.cupti_overhead_s, 0.022);
+    await shows(us(70));
+    const both = await cell.getAttribute('title');
+    assert.match(both, /^liveprof's hooks: 50\.0 µs a step over its last 50 steps/);
+    assert.match(both, /\nCUPTI's own work \(its OVERHEAD records[^)]*\): 20\.0 µs a step over the same steps; 0\.022 s since it started$/);
+    metrics = await api(server.url, '/metrics', 'text');
+    assert.match(metrics, /^liveprof_source_cupti_overhead_seconds_total\{source="ingest rank 5"\} 0\.022$/m);
     await screenshot(page, 'sources_hook_cost');
     assert.deepEqual(page.errors, []);
     await page.close();

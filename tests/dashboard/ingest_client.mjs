@@ -58,17 +58,18 @@ function doubleBits(v) {
 // dur, name, track, kind, value}] (48-byte Event structs, written as the C++
 // struct; `value`: a counter sample's); cost: liveprof's own cost in the
 // sender's process, an IngestCost without threads: {atNs, rssBytes, hookNs,
-// hookCalls, steps}.
+// hookCalls, steps, cuptiOverheadNs}.
 export function batchFrame({seq, names = [], tracks = [], events = [], cost = null}) {
   return frame(BODY_INGEST_BATCH, (b) => {
     let costOffset = 0;
     if (cost) {
-      b.startObject(6);
+      b.startObject(7);
       b.addFieldInt64(0, BigInt(cost.atNs), 0n);
       b.addFieldInt64(1, BigInt(cost.rssBytes ?? 0), 0n);
       b.addFieldInt64(3, BigInt(cost.hookNs ?? 0), 0n);
       b.addFieldInt64(4, BigInt(cost.hookCalls ?? 0), 0n);
       b.addFieldInt64(5, BigInt(cost.steps ?? 0), 0n);
+      b.addFieldInt64(6, BigInt(cost.cuptiOverheadNs ?? 0), 0n);
       costOffset = b.endObject();
     }
     const nameDefs = names.map(({id, name}) => {

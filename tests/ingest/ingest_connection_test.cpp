@@ -51,10 +51,11 @@ std::string Batch(uint64_t seq, const std::vector<std::pair<uint64_t, uint64_t>>
 
 // A batch as a sender writes it with liveprof's own cost in its process
 // (IngestBatch.cost): one span, and `threads` (tid, name, cpu_ns) read at `at_ns`.
-// With `hooks` (hook_ns, hook_calls, steps): its hooks' counters too.
+// With `hooks` (hook_ns, hook_calls, steps, cupti_overhead_ns): its hooks'
+// counters and CUPTI's own time too.
 std::string CostBatch(uint64_t seq, uint64_t at_ns, uint64_t rss_bytes,
                       const std::vector<std::tuple<uint64_t, std::string, uint64_t>>& threads,
-                      std::tuple<uint64_t, uint64_t, uint64_t> hooks = {}) {
+                      std::tuple<uint64_t, uint64_t, uint64_t, uint64_t> hooks = {}) {
   return Frame(wire::Body::IngestBatch, [&](FlatBufferBuilder& fbb) {
     std::vector<flatbuffers::Offset<wire::NameDef>> names{wire::CreateNameDefDirect(fbb, 1, "step")};
     std::vector<flatbuffers::Offset<wire::TrackDef>> tracks{wire::CreateTrackDef(fbb, 9, 1, 0, 1009)};
@@ -62,7 +63,7 @@ std::string CostBatch(uint64_t seq, uint64_t at_ns, uint64_t rss_bytes,
     std::vector<flatbuffers::Offset<wire::IngestThreadCpu>> cpu;
     for (const auto& [tid, name, cpu_ns] : threads) cpu.push_back(wire::CreateIngestThreadCpuDirect(fbb, tid, name.c_str(), cpu_ns));
     const auto cost = wire::CreateIngestCost(fbb, at_ns, rss_bytes, fbb.CreateVector(cpu), std::get<0>(hooks),
-                                             std::get<1>(hooks), std::get<2>(hooks));
+                                             std::get<1>(hooks), std::get<2>(hooks), std::get<3>(hooks));
     return wire::CreateIngestBatch(fbb, seq, fbb.CreateVector(names), fbb.CreateVector(tracks),
                                    fbb.CreateVectorOfStructs(events), 0, 0, cost)
         .Union();
@@ -206,19 +207,21 @@ TEST_CASE_FIXTURE(Server, "ingest connection: a sender's hooks' counters come wi
   CHECK(c.Status().cost.now.hook_ns == 0);
   CHECK(c.Status().cost.now.steps == 0);
   // Readings a second apart, then the sender's last at its stop, 0.3 s on.
-  c.splitter().Feed(CostBatch(2, 6'000'000'000, 1, {}, {2'000'000, 90, 20}) +
-                    CostBatch(3, 7'000'000'000, 1, {}, {6'000'000, 290, 60}) +
-                    CostBatch(4, 7'300'000'000, 1, {}, {7'000'000, 340, 70}));
+  c.splitter().Feed(CostBatch(2, 6'000'000'000, 1, {}, {2'000'000, 90, 20, 20'000'000}) +
+                    CostBatch(3, 7'000'000'000, 1, {}, {6'000'000, 290, 60, 20'500'000}) +
+                    CostBatch(4, 7'300'000'000, 1, {}, {7'000'000, 340, 70, 21'000'000}));
   REQUIRE(c.TakeFrames(&reason));
   const IngestServer::SourceStatus s = c.Status();
   CHECK(s.cost.now.at_ns == 7'300'000'000);
   CHECK(s.cost.now.hook_ns == 7'000'000);
   CHECK(s.cost.now.hook_calls == 340);
   CHECK(s.cost.now.steps == 70);
+  CHECK(s.cost.now.cupti_overhead_ns == 21'000'000);
   CHECK(s.cost.prev.at_ns == 6'000'000'000);  // (the last took the place of the reading 0.3 s before it)
   // 5 ms of hooks over the 50 steps since the first reading after steps: 100 µs a step.
   CHECK(s.cost.steps_prev.at_ns == 6'000'000'000);
   CHECK(CompareHookCost(s.cost.steps_prev, s.cost.steps_now).per_step_us == doctest::Approx(100.0));
+  CHECK(CompareHookCost(s.cost.steps_prev, s.cost.steps_now).cupti_per_step_us == doctest::Approx(20.0));
   CHECK(CompareHookCost(s.cost.prev, s.cost.now).pct == doctest::Approx(5.0 / 1300 * 100));
 }
 

@@ -326,6 +326,8 @@ TEST_CASE("ingest sender: the batches carry liveprof's own cost in this process,
   const uint64_t hook_tsc = TscRead();
   std::this_thread::sleep_for(std::chrono::milliseconds(2));
   AddHookTime(TscRead() - hook_tsc);
+  // CUPTI's own time, as the CUPTI source adds it after a buffer: sent as is.
+  AddCuptiOverhead(1'234'567);
   int64_t step = 0;
   REQUIRE(WaitFor(
       [&] {
@@ -361,6 +363,7 @@ TEST_CASE("ingest sender: the batches carry liveprof's own cost in this process,
   CHECK(s.cost.now.hook_calls == before.calls + 1);
   CHECK(s.cost.now.hook_ns - before.ns >= 1'900'000);  // (the ticks' rate, measured: within 5 %)
   CHECK(s.cost.now.hook_ns - before.ns < 200'000'000);
+  CHECK(s.cost.now.cupti_overhead_ns - before.cupti_overhead_ns == 1'234'567);
   CHECK(s.cost.now.steps > before.steps);
   CHECK(s.cost.now.steps - before.steps <= static_cast<uint64_t>(step));
   CHECK(ReadHookTotals().steps - before.steps == static_cast<uint64_t>(step));
@@ -574,11 +577,12 @@ TEST_CASE("ingest sender: capture switches a CuptiSource's level to full and bac
   REQUIRE_MESSAGE(cupti.Start(), cupti.message());
   REQUIRE(WaitFor([&] { return capture().gpu_available && capture().gpu; }));
   CHECK(capture().gpu_level == 0);
-  CHECK(enabled_kinds() == 10);
+  CHECK(enabled_kinds() == 11);
+  CHECK(kind_enabled(CUPTI_ACTIVITY_KIND_OVERHEAD) == 1);  // at both levels.
   CHECK(noisy_recorded() == 0);
   CHECK(launches_recorded() == 2);
 
-  // Full until the next control: SYNCHRONIZATION and OVERHEAD on, every call
+  // Full until the next control: SYNCHRONIZATION on, every call
   // recorded; the state says so.
   REQUIRE_MESSAGE(server.Capture(id, {.gpu_level = 1}, &error), error);
   REQUIRE(WaitFor([&] { return capture().gpu_level == 1; }));
@@ -593,8 +597,9 @@ TEST_CASE("ingest sender: capture switches a CuptiSource's level to full and bac
   REQUIRE_MESSAGE(server.Capture(id, {.gpu_level = 0}, &error), error);
   REQUIRE(WaitFor([&] { return capture().gpu_level == 0; }));
   CHECK(cupti.level() == CuptiLevel::kDefault);
-  CHECK(enabled_kinds() == 10);
+  CHECK(enabled_kinds() == 11);
   CHECK(kind_enabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) == 0);
+  CHECK(kind_enabled(CUPTI_ACTIVITY_KIND_OVERHEAD) == 1);
   CHECK(noisy_recorded() == 0);
   CHECK(launches_recorded() == 2);
 
@@ -605,7 +610,7 @@ TEST_CASE("ingest sender: capture switches a CuptiSource's level to full and bac
     return capture().gpu_level == 0 && capture().control_id == 0 && capture().until_ns == 0;
   }));
   CHECK(cupti.level() == CuptiLevel::kDefault);
-  CHECK(enabled_kinds() == 10);
+  CHECK(enabled_kinds() == 11);
   CHECK(noisy_recorded() == 0);
   CHECK(launches_recorded() == 2);
 
@@ -615,7 +620,7 @@ TEST_CASE("ingest sender: capture switches a CuptiSource's level to full and bac
   REQUIRE(WaitFor([&] { return !capture().gpu && capture().gpu_level == 1; }));
   CHECK(enabled_kinds() == 2);
   REQUIRE(WaitFor([&] { return capture().gpu && capture().gpu_level == 0 && capture().until_ns == 0; }));
-  CHECK(enabled_kinds() == 10);
+  CHECK(enabled_kinds() == 11);
   CHECK(noisy_recorded() == 0);
   CHECK(launches_recorded() == 2);
 

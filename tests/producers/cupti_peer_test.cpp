@@ -124,7 +124,7 @@ TEST_CASE("cupti peer (fake libcupti): torch.profiler's window is its own, livep
   CuptiSource source(stream, PeerTestOptions());
   REQUIRE(source.Start());
   const std::vector<int> our_kinds = fake.EnabledKinds();
-  REQUIRE(our_kinds.size() == 10);
+  REQUIRE(our_kinds.size() == 11);
   CHECK(fake.subscribed() == subscribed);  // liveprof never subscribes.
   const NameId matmul = stream.names().Intern("train/MatMul");
   fake.queue_launches(kBeforeCount, kThread, kBefore);
@@ -284,7 +284,7 @@ TEST_CASE("cupti peer (fake libcupti): a tracer started during the other's windo
   fake.queue_launches(kPeerCount, kThread, kPeer);
   fake.peer_stop(/*finalize=*/0);
   REQUIRE(source.Regain());
-  CHECK(fake.EnabledKinds().size() == 10);
+  CHECK(fake.EnabledKinds().size() == 11);
   fake.queue_launches(kAfterCount, kThread, kAfter);
   source.Stop();
   CHECK(fake.peer_kernels(kPeer) == kPeerCount);
@@ -335,7 +335,7 @@ TEST_CASE("cupti peer (fake libcupti): a refused regain is said once, then tried
     CHECK(h[3].kind == Kind::kRegained);
   }
   CHECK_FALSE(source.aside());
-  CHECK(fake.EnabledKinds().size() == 10);
+  CHECK(fake.EnabledKinds().size() == 11);
   fake.queue_launches(kAfterCount, kThread, kAfter);
   source.Stop();
   const Carried c = Drain(stream);

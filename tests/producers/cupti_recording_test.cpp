@@ -540,6 +540,31 @@ TEST_CASE("CUPTI recording (ResNet-18 injected): per kernel name, the counts tor
   CHECK(stats.by_kind[17] == 97);     // OVERHEAD
   for (const Event& e : events) REQUIRE((e.track != 0 && e.track < stream.track_count()));
 
+  // CUPTI's own overhead (its cost per step, HookTotals): of the 97 OVERHEAD
+  // records, the 10 of CUPTI's own work (resource 4, instrumentation 2,
+  // buffer request 3, buffer flush 1); the rest is CUDA's lazy module and
+  // function loading. Their time, as the parser sums it from the records,
+  // is the time of their spans on the host clock.
+  {
+    const std::set<std::string_view> own = {"CUPTI overhead: resource", "CUPTI overhead: instrumentation",
+                                            "CUPTI overhead: buffer request", "CUPTI overhead: buffer flush"};
+    uint64_t spans = 0, span_ns = 0, all_overhead = 0;
+    for (const Event& e : events) {
+      const std::string_view name = stream.names().Get(e.name);
+      all_overhead += name.starts_with("CUPTI overhead");
+      if (own.contains(name)) {
+        ++spans;
+        span_ns += e.dur;
+      }
+    }
+    CHECK(all_overhead == 97);
+    CHECK(spans == 10);
+    CHECK(stats.cupti_overheads == 10);
+    MESSAGE("CUPTI's own overhead over 8 steps: " << stats.cupti_overhead_ns / 1e6 << " ms");
+    CHECK(stats.cupti_overhead_ns > 20'000'000);  // 23.8 ms, most of it the first buffer requests.
+    CHECK(static_cast<double>(stats.cupti_overhead_ns) == doctest::Approx(static_cast<double>(span_ns)).epsilon(1e-4));
+  }
+
   // The recorded kernels in launch order, with their launch configuration.
   std::vector<const Event*> kernels;
   for (const Event& e : events) {

@@ -535,6 +535,47 @@ TEST_CASE("cupti records: overhead on a thread is a host span, synchronization i
   CHECK(f.parser->stats().by_kind[CUPTI_ACTIVITY_KIND_SYNCHRONIZATION] == 1);
   CHECK(f.parser->stats().by_kind[CUPTI_ACTIVITY_KIND_OVERHEAD] == 2);
   CHECK(f.parser->stats().ignored == 2);
+  // Both are CUPTI's own work, whatever they charge: summed in CUPTI ns.
+  CHECK(f.parser->stats().cupti_overheads == 2);
+  CHECK(f.parser->stats().cupti_overhead_ns == 2 * (kT1 - kT0));
+}
+
+TEST_CASE("cupti records: only CUPTI's own overhead kinds are its cost, not CUDA's lazy loading") {
+  Fixture f;
+  RecordBuffer b;
+  uint64_t own_ns = 0;
+  const struct {
+    uint32_t kind;
+    bool own;
+  } cases[] = {
+      {CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH, true},
+      {CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION, true},
+      {CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE, true},
+      {CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST, true},
+      {CUPTI_ACTIVITY_OVERHEAD_UVM_ACTIVITY_INIT, true},
+      {CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER, false},
+      {CUPTI_ACTIVITY_OVERHEAD_RUNTIME_TRIGGERED_MODULE_LOADING, false},
+      {CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING, false},
+      {CUPTI_ACTIVITY_OVERHEAD_COMMAND_BUFFER_FULL, false},
+      {CUPTI_ACTIVITY_OVERHEAD_UNKNOWN, false},
+  };
+  uint64_t t = kT0;
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    CUpti_ActivityOverhead3 o{};
+    o.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+    o.overheadKind = static_cast<CUpti_ActivityOverheadKind>(cases[i].kind);
+    o.objectKind = CUPTI_ACTIVITY_OBJECT_PROCESS;
+    o.start = t;
+    o.end = t + 1'000 * (i + 1);  // each its own length.
+    if (cases[i].own) own_ns += o.end - o.start;
+    t = o.end + 10;
+    b.Add(o);
+  }
+  f.Parse(b);
+  CHECK(f.parser->stats().by_kind[CUPTI_ACTIVITY_KIND_OVERHEAD] == std::size(cases));
+  CHECK(f.parser->stats().cupti_overheads == 5);
+  CHECK(own_ns == 15'000);
+  CHECK(f.parser->stats().cupti_overhead_ns == own_ns);
 }
 
 

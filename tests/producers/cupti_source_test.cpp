@@ -165,7 +165,7 @@ TEST_CASE("cupti source: running (fake libcupti): parses, bounds the pool, count
       "driver: libcuda-liveprof-missing.so.1"));
   // The fake has no cuptiSetThreadIdType: said, and API calls get own tracks.
   CHECK(Contains(source.message(), "CUPTI thread ids are not OS thread ids"));
-  CHECK(enabled_kinds() == 10);  // CONCURRENT_KERNEL and the default level's 9 (see below).
+  CHECK(enabled_kinds() == 11);  // CONCURRENT_KERNEL and the default level's 10 (see below).
   {
     CuptiSource other(stream, options);  // CUPTI is process-wide: one at a time.
     CHECK_FALSE(other.Start());
@@ -309,11 +309,9 @@ std::vector<int> LevelKinds(CuptiLevel level) {
       CUPTI_ACTIVITY_KIND_MARKER,        CUPTI_ACTIVITY_KIND_MEMCPY2,
       CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
       CUPTI_ACTIVITY_KIND_MEMORY2,       CUPTI_ACTIVITY_KIND_MEMORY_POOL,
+      CUPTI_ACTIVITY_KIND_OVERHEAD,
   };
-  if (level == CuptiLevel::kFull) {
-    kinds.push_back(CUPTI_ACTIVITY_KIND_OVERHEAD);
-    kinds.push_back(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
-  }
+  if (level == CuptiLevel::kFull) kinds.push_back(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
   std::sort(kinds.begin(), kinds.end());
   return kinds;
 }

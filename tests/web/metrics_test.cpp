@@ -217,7 +217,7 @@ TEST_CASE("metrics: liveprof's own cost in each ingest source's process, by sour
   in.version = "0.1.0";
   CHECK(LinesStartingWith(RenderPrometheus(in), "liveprof_source_self_").empty());  // no source said one.
   in.ingest_cost = {{"ingest rank 0", {{21, "liveprof send", 2'000'000'000}, {22, "liveprof-cupti", 500'000'000}},
-                     3u << 30, 1'250'000'000},
+                     3u << 30, 1'250'000'000, 23'783'706},
                     {"ingest rank 1", {{31, "liveprof send", 250'000'000}}, 1u << 30, 0}};
   const std::string text = RenderPrometheus(in);
   CHECK(LinesStartingWith(text, "liveprof_source_self_cpu_seconds_total{") ==
@@ -233,6 +233,10 @@ TEST_CASE("metrics: liveprof's own cost in each ingest source's process, by sour
         std::vector<std::string>{"liveprof_source_hook_seconds_total{source=\"ingest rank 0\"} 1.25",
                                  "liveprof_source_hook_seconds_total{source=\"ingest rank 1\"} 0"});
   CHECK(text.find("# TYPE liveprof_source_hook_seconds_total counter\n") != std::string::npos);
+  // CUPTI's own time in each (0: no CUPTI, or none recorded).
+  CHECK(LinesStartingWith(text, "liveprof_source_cupti_overhead_seconds_total") ==
+        std::vector<std::string>{"liveprof_source_cupti_overhead_seconds_total{source=\"ingest rank 0\"} 0.023783706",
+                                 "liveprof_source_cupti_overhead_seconds_total{source=\"ingest rank 1\"} 0"});
   CheckWithPromtool(text, "source_cost");
 }
 
