@@ -16,7 +16,7 @@ constexpr std::string_view kStepRow = "ProfilerStep#*";
 }  // namespace
 
 AnnotationStats::AnnotationStats(const Catalog* catalog, Options options)
-    : catalog_(catalog), options_(options), launches_(std::min<size_t>(options.max_launches, kMaxId)) {}
+    : catalog_(catalog), options_(options), launches_(options.max_launches) {}
 
 uint32_t AnnotationStats::RowOf(NameId name) {
   if (name >= row_of_name_.size()) row_of_name_.resize(std::max<size_t>(name + 1, 2 * row_of_name_.size()), kNotYet);
@@ -43,7 +43,12 @@ void AnnotationStats::Forget(const Launch& l) {
 // Inline in Consume, per launch (and AddKernel per kernel).
 [[gnu::always_inline]] inline void AnnotationStats::AddLaunch(const Event& e) {
   bool made = false;
-  const Launch& l = LaunchOf(e.corr, &made);
+  const Launch* const found = LaunchOf(e.corr, &made);
+  if (found == nullptr) {  // past the window already: nothing can claim it.
+    ++forgotten_;
+    return;
+  }
+  const Launch& l = *found;
   if (!made) {
     if (l.row != kNoRow) return;  // a second record of one call (runtime and driver).
     if (l.kernels == 0) return;
@@ -81,7 +86,12 @@ void AnnotationStats::Merge(Thread& t) {
 
 [[gnu::always_inline]] inline void AnnotationStats::AddKernel(const Event& e) {
   bool made = false;
-  Launch& l = LaunchOf(e.corr, &made);  // a kernel before its launch: waits.
+  Launch* const found = LaunchOf(e.corr, &made);  // a kernel before its launch: waits.
+  if (found == nullptr) {  // its launch is past the window: forgotten.
+    ++unattributed_;
+    return;
+  }
+  Launch& l = *found;
   if (l.row != kNoRow) {
     AnnotationRow& r = rows_[l.row];
     ++r.kernels;

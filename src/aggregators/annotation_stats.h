@@ -32,7 +32,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -111,7 +110,8 @@ class AnnotationStats {
   void AddAnnotation(const Event& e);
   void AddLaunch(const Event& e);
   void AddKernel(const Event& e);
-  Launch& LaunchOf(uint32_t corr, bool* made) {
+  // Null for a correlation id older than the window (launches_forgotten).
+  Launch* LaunchOf(uint32_t corr, bool* made) {
     return launches_.FindOrMake(corr, made, [this](uint32_t, const Launch& l) { Forget(l); });
   }
   // Lets go of a launch whose slot a newer id takes.

@@ -71,9 +71,6 @@ bool MatchStepPattern(std::string_view pattern, std::string_view name, int64_t* 
 
 StepAssembler::StepAssembler(const Catalog* catalog, Diagnostics* diag, Options options)
     : catalog_(catalog), diag_(diag), options_(std::move(options)), launch_step_(kMaxLaunchIds, size_t{1} << 10) {}
-StepAssembler::~StepAssembler() = default;
-StepAssembler::StepAssembler(StepAssembler&&) noexcept = default;
-StepAssembler& StepAssembler::operator=(StepAssembler&&) noexcept = default;
 
 const StepAssembler::NameInfo& StepAssembler::LearnName(NameId id) {
   if (id >= names_.size()) names_.resize(id + 1);
@@ -280,8 +277,10 @@ void StepAssembler::AddStep(const Event& marker, int64_t step_num) {
   if (e.kind == EventKind::kRuntimeApi && e.corr != 0) {
     bool made = false;
     // An id so old that a newer one takes its slot: its device work, if it
-    // ever comes, goes by time.
-    uint64_t* const slot = &launch_step_.FindOrMake(e.corr, &made, [](uint32_t, uint64_t) {});
+    // ever comes, goes by time. Likewise a launch that comes after the
+    // window passed it.
+    uint64_t* const slot = launch_step_.FindOrMake(e.corr, &made, [](uint32_t, uint64_t) {});
+    if (slot == nullptr) return;
     // A second API record of the same call (CUPTI's runtime record and the
     // driver record inside it share the correlation id): one launch.
     if (!made && (*slot >> 1) == r.seq) return;

@@ -122,9 +122,6 @@ class StepAssembler {
   };
 
   StepAssembler(const Catalog* catalog, Diagnostics* diag, Options options);
-  ~StepAssembler();
-  StepAssembler(StepAssembler&&) noexcept;
-  StepAssembler& operator=(StepAssembler&&) noexcept;
 
   // Adds events in stream order. Pipeline thread.
   void Consume(std::span<const Event> events);

@@ -11,9 +11,13 @@
 // id gives way (the caller's on_evict counts it). So it holds the newest
 // max_slots ids' entries at most: an id evicted is "forgotten", as if the
 // caller had let it go, never confused with another (each slot keeps its id).
+// An id that comes when max_slots newer ids have been made (a record far
+// later than its call) is outside the window: forgotten at once, never
+// made, so that it neither grows the table nor evicts a live newer id.
 //
-// Id 0 is never stored (it marks an empty slot). V is a small trivially
-// copyable value, default-constructed for a new id. Not thread-safe.
+// Ids compare by their 32-bit difference (they may wrap). Id 0 is never
+// stored (it marks an empty slot). V is a small trivially copyable value,
+// default-constructed for a new id. Not thread-safe.
 #ifndef LIVEPROF_BASE_CORR_WINDOW_H_
 #define LIVEPROF_BASE_CORR_WINDOW_H_
 
@@ -31,10 +35,11 @@ class CorrWindow {
   static_assert(std::is_trivially_copyable_v<V>);
 
  public:
-  // max_ids: rounded up to a power of two (at least 1). first_slots: the
-  // table's size at first (memory every instance pays).
+  // max_ids: rounded up to a power of two (at least 1, at most 2^31, half
+  // the ids). first_slots: the table's size at first (memory every instance
+  // pays).
   explicit CorrWindow(size_t max_ids, size_t first_slots = size_t{1} << 12)
-      : max_slots_(std::bit_ceil(std::max<size_t>(max_ids, 1))) {
+      : max_slots_(std::bit_ceil(std::clamp<size_t>(max_ids, 1, kMaxSlots))) {
     slots_.resize(std::min(max_slots_, std::bit_ceil(std::max<size_t>(first_slots, 1))));
     mask_ = static_cast<uint32_t>(slots_.size() - 1);
   }
@@ -47,16 +52,24 @@ class CorrWindow {
 
   // The value of `id` (not 0); *made when it was not there (then V{}). An
   // older id whose slot it takes is passed to on_evict(id, value) first.
+  // Null (and not made) for an id outside the window: max_slots ids newer
+  // than it were made.
   template <typename OnEvict>
-  V& FindOrMake(uint32_t id, bool* made, OnEvict&& on_evict) {
+  V* FindOrMake(uint32_t id, bool* made, OnEvict&& on_evict) {
     Slot& s = slots_[id & mask_];
     *made = s.id != id;
-    if (!*made) return s.value;
+    if (!*made) return &s.value;
+    if (newest_ == 0 || static_cast<int32_t>(id - newest_) > 0) {
+      newest_ = id;
+    } else if (newest_ - id >= max_slots_) {
+      *made = false;
+      return nullptr;
+    }
     if (s.id == 0) {
       s = Slot{id, V{}};
-      return s.value;
+      return &s.value;
     }
-    return Collide(id, on_evict);
+    return &Collide(id, on_evict);
   }
 
   // Lets go of `id` if it is there.
@@ -91,14 +104,20 @@ class CorrWindow {
         return s.value;
       }
     }
-    Slot& s = slots_[id & mask_];  // the window is full: the older id goes.
+    // The window is full: the older id goes. (The id is within max_slots of
+    // the newest, so the one in its slot, a multiple of max_slots away, is
+    // older.)
+    Slot& s = slots_[id & mask_];
     on_evict(s.id, s.value);
     s = Slot{id, V{}};
     return s.value;
   }
 
+  static constexpr size_t kMaxSlots = size_t{1} << 31;
+
   std::vector<Slot> slots_;
   uint32_t mask_ = 0;
+  uint32_t newest_ = 0;  // the newest id made (0: none yet).
   size_t max_slots_;
 };
 

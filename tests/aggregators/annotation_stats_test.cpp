@@ -136,6 +136,28 @@ TEST_CASE("annotations: past the name cap and the launch memory, counted") {
   CHECK(s.kernels_attributed == 0);
 }
 
+TEST_CASE("annotations: a kernel far later than its launch's window lets no newer launch go") {
+  const Catalog catalog = MakeCatalog();
+  AnnotationStats::Options o;
+  o.max_launches = 4;
+  AnnotationStats stats(&catalog, o);
+  // Launches 5..8 wait for their annotation; then a kernel of launch 1, four
+  // ids older than the newest window: its slot holds launch 5, which stays.
+  std::vector<Event> events = {test::Launch(10, 5, 5, kApi, 1), test::Launch(20, 5, 6, kApi, 1),
+                               test::Launch(30, 5, 7, kApi, 1), test::Launch(40, 5, 8, kApi, 1),
+                               test::Kernel(45, 5, kGemm, 1)};
+  for (uint32_t corr = 5; corr <= 8; ++corr) events.push_back(test::Kernel(50 + corr, 5, kGemm, corr));
+  events.push_back(test::Launch(60, 5, 2, kApi, 1));  // a launch record as late: claimed by nothing.
+  events.push_back(test::Span(0, 70, kForward, 1));
+  stats.Consume(events);
+  const AnnotationStatsSnapshot s = stats.Snapshot();
+  REQUIRE(s.rows.size() == 1);
+  CHECK(s.rows[0].kernels == 4);  // launches 5..8's, none forgotten.
+  CHECK(s.kernels_attributed == 4);
+  CHECK(s.kernels_unattributed == 1);  // launch 1's.
+  CHECK(s.launches_forgotten == 1);    // launch 2, past the window when it came.
+}
+
 TEST_CASE("annotations: random nested streams equal a brute-force innermost-annotation reference") {
   const Catalog catalog = MakeCatalog();
   for (uint32_t seed = 1; seed <= 20; ++seed) {
