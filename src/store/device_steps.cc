@@ -11,10 +11,7 @@ void DeviceSteps::Define(TrackId id, uint32_t process) {
 }
 
 void LaunchTable::TryEmplace(uint32_t corr, uint64_t begin) {
-  if (corr == 0) {
-    if (!has_zero_) has_zero_ = true, zero_begin_ = begin, min_begin_ = std::min(min_begin_, begin);
-    return;
-  }
+  if (corr == 0) return;  // no correlation: nothing to name it (and 0 marks an empty slot).
   if (4 * (size_ + 1) > 3 * slots_.size()) Rebuild(std::max<size_t>(64, 2 * slots_.size()), 0);
   const size_t mask = slots_.size() - 1;
   for (size_t i = Hash(corr) & mask;; i = (i + 1) & mask) {
@@ -31,8 +28,7 @@ void LaunchTable::TryEmplace(uint32_t corr, uint64_t begin) {
 }
 
 const uint64_t* LaunchTable::Find(uint32_t corr) const {
-  if (corr == 0) return has_zero_ ? &zero_begin_ : nullptr;
-  if (slots_.empty()) return nullptr;
+  if (corr == 0 || slots_.empty()) return nullptr;  // (0: never held)
   const size_t mask = slots_.size() - 1;
   for (size_t i = Hash(corr) & mask;; i = (i + 1) & mask) {
     const Slot& s = slots_[i];
@@ -45,7 +41,7 @@ void LaunchTable::Rebuild(size_t capacity, uint64_t keep_from) {
   std::vector<Slot> old(capacity);
   old.swap(slots_);
   const size_t mask = capacity - 1;
-  uint64_t min_begin = has_zero_ ? zero_begin_ : UINT64_MAX;
+  uint64_t min_begin = UINT64_MAX;
   size_ = 0;
   for (const Slot& o : old) {
     if (o.corr == 0 || o.begin < keep_from) continue;
@@ -60,7 +56,6 @@ void LaunchTable::Rebuild(size_t capacity, uint64_t keep_from) {
 
 void LaunchTable::EraseBefore(uint64_t t) {
   if (min_begin_ >= t) return;  // none goes.
-  if (has_zero_ && zero_begin_ < t) has_zero_ = false;
   // The survivors into a table of their size (at most a quarter full: a
   // later prune's scan stays in proportion to what is held).
   size_t keep = 0;
@@ -73,14 +68,13 @@ void LaunchTable::EraseBefore(uint64_t t) {
 void LaunchTable::Clear() {
   if (size_ != 0) std::fill(slots_.begin(), slots_.end(), Slot{});
   size_ = 0;
-  has_zero_ = false;
   min_begin_ = UINT64_MAX;
 }
 
 DeviceSteps::Process& DeviceSteps::Of(TrackId track) {
   const uint32_t id = track < process_of_.size() ? process_of_[track] : 0;
-  if (last_ == nullptr || id != last_process_) last_ = &processes_[id], last_process_ = id;
-  return *last_;
+  if (last_.p == nullptr || id != last_.id) last_.p = &processes_[id], last_.id = id;
+  return *last_.p;
 }
 
 void DeviceSteps::Launch(const Event& api) {

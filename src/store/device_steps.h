@@ -44,13 +44,17 @@
 namespace liveprof {
 
 // DeviceSteps' launches: correlation id -> the launch's begin. Linear
-// probing in a power-of-two table at most 3/4 full, id 0 kept apart (the
-// empty slot's). As the std::unordered_map it replaces: the first insert of
-// an id wins; EraseBefore(t) drops the entries with a begin before t (a
-// scan, skipped when min_begin() >= t), the table then sized to what stays.
+// probing in a power-of-two table at most 3/4 full; id 0 (the empty slot's,
+// and "no correlation" to every caller) is never held. As the
+// std::unordered_map it replaces: the first insert of an id wins;
+// EraseBefore(t) drops the entries with a begin before t (a scan, skipped
+// when min_begin() >= t), the table then sized to what stays.
+// Not base/flat_map.h's U64Map: that one scatters keys (a multiplicative
+// hash) and erases one key at a time; this one keeps counting-up ids in
+// consecutive slots and prunes by time in one rebuild.
 class LaunchTable {
  public:
-  size_t size() const { return size_ + (has_zero_ ? 1 : 0); }
+  size_t size() const { return size_; }
   void TryEmplace(uint32_t corr, uint64_t begin);
   const uint64_t* Find(uint32_t corr) const;
   void EraseBefore(uint64_t t);
@@ -68,14 +72,18 @@ class LaunchTable {
   static size_t Hash(uint32_t corr) { return corr ^ (corr >> 20); }
   void Rebuild(size_t capacity, uint64_t keep_from);  // the entries from keep_from on.
   std::vector<Slot> slots_;  // empty, or a power of two.
-  size_t size_ = 0;          // (key 0 not counted)
-  bool has_zero_ = false;
-  uint64_t zero_begin_ = 0;
+  size_t size_ = 0;
   uint64_t min_begin_ = UINT64_MAX;
 };
 
 class DeviceSteps {
  public:
+  DeviceSteps() = default;
+  DeviceSteps(const DeviceSteps&) = delete;  // (Of's cache points into processes_)
+  DeviceSteps& operator=(const DeviceSteps&) = delete;
+  DeviceSteps(DeviceSteps&&) = default;
+  DeviceSteps& operator=(DeviceSteps&&) = default;
+
   static constexpr uint64_t kCloseLagNs = 2'000'000'000;
   static constexpr size_t kMaxOpenSteps = 64;
   static constexpr size_t kMaxWaiting = size_t{1} << 16;
@@ -141,8 +149,19 @@ class DeviceSteps {
   std::vector<uint32_t> process_of_;  // by TrackId.
   std::unordered_map<uint32_t, Process> processes_;
   // Of's last answer (a map's values stay put): most events are one process's.
-  uint32_t last_process_ = 0;
-  Process* last_ = nullptr;
+  // A move empties it on both sides: the nodes move with the map, and the
+  // object moved from must not reach them.
+  struct LastProcess {
+    uint32_t id = 0;
+    Process* p = nullptr;
+    LastProcess() = default;
+    LastProcess(LastProcess&& o) noexcept { o.p = nullptr; }
+    LastProcess& operator=(LastProcess&& o) noexcept {
+      p = o.p = nullptr;
+      return *this;
+    }
+  };
+  LastProcess last_;
   uint64_t late_work_ = 0;
 };
 

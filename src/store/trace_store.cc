@@ -454,8 +454,10 @@ TraceStore::Stats TraceStore::stats() const {
   for (const auto& t : tracks_) {
     if (!t) continue;
     s.chunks += t->chunks.size();
-    s.bytes += sizeof(TrackStore) + t->chunks.size() * sizeof(Chunk);  // (the open chunk's room inside; columns: below)
-    for (const Level& level : t->levels) s.bytes += level.nodes.size() * sizeof(Node) + level.corrs.size() * sizeof(CorrRange);
+    // The blocks held, a part-filled last one whole (the open chunk's room
+    // inside; columns: below).
+    s.bytes += sizeof(TrackStore) + t->chunks.bytes();
+    for (const Level& level : t->levels) s.bytes += level.nodes.bytes() + level.corrs.bytes();
     s.bytes += t->mip.bytes();
   }
   s.bytes += resident_bytes_;

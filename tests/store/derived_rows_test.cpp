@@ -299,21 +299,24 @@ TEST_CASE("trace store: devices' descriptions, the latest per device, come first
 }
 
 // DeviceSteps' launch table against a brute-force reference, the
-// std::unordered_map it replaced, on random operations: ids colliding,
-// counting up, zero; prunes of none, some and all; clears.
+// std::unordered_map it replaced, on random operations: ids colliding and
+// counting up; prunes of none, some and all; clears.
 TEST_CASE("device steps: the launch table holds what a std::unordered_map would, on random operations") {
   for (uint64_t seed = 1; seed <= 8; ++seed) {
     std::mt19937_64 rng(seed);
     LaunchTable table;
     std::unordered_map<uint32_t, uint64_t> ref;
+    table.TryEmplace(0, 1);  // 0 is "no correlation": not held.
+    REQUIRE(table.size() == 0);
+    REQUIRE(table.Find(0) == nullptr);
     uint64_t now = 1'000'000;
     uint32_t next = 1;
     const uint32_t range = seed % 2 == 0 ? 500 : 200'000;
     for (int i = 0; i < 200'000; ++i) {
       const uint64_t r = rng() % 1000;
       now += rng() % 100;
-      if (r < 600) {  // insert: counting up, random, or 0; begins a little out of order.
-        const uint32_t corr = r < 300 ? next++ : r < 590 ? static_cast<uint32_t>(rng() % range) : 0;
+      if (r < 600) {  // insert: counting up or random (not 0: its callers' "none"); begins a little out of order.
+        const uint32_t corr = r < 300 ? next++ : 1 + static_cast<uint32_t>(rng() % range);
         const uint64_t begin = now - rng() % 5'000;
         table.TryEmplace(corr, begin);
         ref.try_emplace(corr, begin);
