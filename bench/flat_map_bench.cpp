@@ -1,11 +1,12 @@
 // U64Map (src/base/flat_map.h) against boost::unordered_flat_map<uint64_t,
 // uint64_t> (Boost 1.81) on the operation streams of U64Map's users, each
 // with its keys and mix:
-//   Steps      StepAssembler::launch_step_: CUPTI correlation ids, growing;
-//              per step 1000 launches, each inserted twice (the runtime and
-//              the driver record share the id), one find per kernel, and
-//              the launches of the step 16 closed steps back erased
-//              (~17,000 live).
+//   Steps      StepAssembler::launch_step_'s stream until a CorrWindow
+//              (base/corr_window.h) replaced the map there; kept as a
+//              growing-id workload: CUPTI correlation ids, per step 1000
+//              launches, each inserted twice (the runtime and the driver
+//              record share the id), one find per kernel, and the launches
+//              of the step 16 closed steps back erased (~17,000 live).
 //   MemLive    MemoryState's live map, address -> bytes: a caching
 //              allocator's ~10,000 live blocks at 2 MiB strides, churned in
 //              blocks of 1000 frees (erase) then 1000 allocations (insert).

@@ -20,7 +20,6 @@
 //                [--ring-capacity 65536]   (a sender's thread ring, events)
 //                [--trace-store 0]         (0: the pipeline keeps no trace store,
 //                                           to see what the store costs)
-#include <dirent.h>
 #include <malloc.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -31,13 +30,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <map>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/self_cost.h"
 #include "pipeline/pipeline.h"
 #include "store/trace_store.h"
 #include "producers/host_api.h"
@@ -65,28 +62,12 @@ double CpuSeconds() {
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-// Each thread of this process: tid -> (name, utime + stime in seconds).
-std::map<int, std::pair<std::string, double>> ThreadCpu() {
-  std::map<int, std::pair<std::string, double>> out;
-  static const double kTick = static_cast<double>(sysconf(_SC_CLK_TCK));
-  DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return out;
-  while (const dirent* e = readdir(dir)) {
-    if (e->d_name[0] == '.') continue;
-    std::ifstream in(std::string("/proc/self/task/") + e->d_name + "/stat");
-    std::string line;
-    if (!std::getline(in, line)) continue;
-    const size_t open = line.find('('), close = line.rfind(')');
-    if (open == std::string::npos || close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    std::vector<std::string> f;
-    for (std::string w; rest >> w;) f.push_back(w);
-    if (f.size() < 13) continue;  // after "(comm) ": state(0) ... utime(11) stime(12).
-    out[std::atoi(e->d_name)] = {line.substr(open + 1, close - open - 1),
-                                 (std::stod(f[11]) + std::stod(f[12])) / kTick};
+// Thread `tid`'s CPU seconds in `s` (0: not there yet).
+double ThreadSeconds(const SelfCostSample& s, uint64_t tid) {
+  for (const ThreadCpu& t : s.threads) {
+    if (t.tid == tid) return static_cast<double>(t.cpu_ns) / 1e9;
   }
-  closedir(dir);
-  return out;
+  return 0;
 }
 
 // One sender process: waits for the go byte, records for warmup + seconds,
@@ -192,13 +173,13 @@ int Main(int argc, char** argv) {
 
   std::this_thread::sleep_for(std::chrono::duration<double>(a.warmup));
   const double cpu0 = CpuSeconds();
-  const auto threads0 = ThreadCpu();
+  const SelfCostSample threads0 = ReadSelfCost(0, "");
   const auto t0 = Clock::now();
   uint64_t events0 = 0;
   for (const auto& s : server.Sources()) events0 += s.events;
   std::this_thread::sleep_for(std::chrono::duration<double>(a.seconds));
   const double cpu1 = CpuSeconds();
-  const auto threads1 = ThreadCpu();
+  const SelfCostSample threads1 = ReadSelfCost(0, "");
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   uint64_t events1 = 0;
   for (const auto& s : server.Sources()) events1 += s.events;
@@ -240,10 +221,10 @@ int Main(int argc, char** argv) {
               sender_ring_dropped, unacked, unacked_dropped, server_ring_dropped, lost_batches, duplicates);
   std::printf("steady: %.2f M events/s into the server, its CPU %.2f cores = %.3f cores per 1 M events/s\n",
               rate / 1e6, cpu, cpu / (rate / 1e6));
-  for (const auto& [tid, t] : threads1) {
-    const auto it = threads0.find(tid);
-    const double used = (t.second - (it == threads0.end() ? 0 : it->second.second)) / wall;
-    std::printf("  thread %-7d %-16s %-14s %5.1f%%\n", tid, t.first.c_str(), tid == ::getpid() ? "main" : "server",
+  for (const ThreadCpu& t : threads1.threads) {  // (by tid)
+    const double used = (static_cast<double>(t.cpu_ns) / 1e9 - ThreadSeconds(threads0, t.tid)) / wall;
+    const int tid = static_cast<int>(t.tid);
+    std::printf("  thread %-7d %-16s %-14s %5.1f%%\n", tid, t.name.c_str(), tid == ::getpid() ? "main" : "server",
                 used * 100);
   }
   std::printf("pipeline: %" PRIu64 " publications, stream dropped %" PRIu64 "\n", pipeline.publications(),

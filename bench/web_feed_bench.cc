@@ -16,7 +16,6 @@
 //
 //   web_feed_bench [--clients 100] [--rate 5e6] [--seconds 10] [--warmup 3]
 //                  [--ring-capacity 1048576] [--flush-ms 10]
-#include <dirent.h>
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -32,16 +31,15 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "base/self_cost.h"
 #include "pipeline/pipeline.h"
 #include "producers/simulated_workload.h"
 #include "stream/stream.h"
@@ -105,45 +103,20 @@ Flags ParseFlags(int argc, char** argv) {
   return f;
 }
 
-// ---- Per-thread CPU (/proc/self/task/*/stat) ----
-
-struct ThreadCpu {
-  std::string comm;
-  double seconds = 0;
-};
-
-std::map<int, ThreadCpu> ReadThreadCpu() {
-  std::map<int, ThreadCpu> out;
-  static const double kTick = static_cast<double>(sysconf(_SC_CLK_TCK));
-  DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return out;
-  while (dirent* e = readdir(dir)) {
-    if (e->d_name[0] == '.') continue;
-    const int tid = std::atoi(e->d_name);
-    std::ifstream in(std::string("/proc/self/task/") + e->d_name + "/stat");
-    std::string line;
-    if (!std::getline(in, line)) continue;
-    const size_t open = line.find('(');
-    const size_t close = line.rfind(')');
-    if (open == std::string::npos || close == std::string::npos) continue;
-    ThreadCpu t;
-    t.comm = line.substr(open + 1, close - open - 1);
-    std::istringstream rest(line.substr(close + 2));
-    std::vector<std::string> fields;
-    for (std::string f; rest >> f;) fields.push_back(f);
-    // After "(comm) ": state(0) ... utime(11) stime(12).
-    if (fields.size() < 13) continue;
-    t.seconds = (std::stod(fields[11]) + std::stod(fields[12])) / kTick;
-    out[tid] = t;
-  }
-  closedir(dir);
-  return out;
-}
+// ---- Per-thread CPU (base/self_cost.h: /proc/self/task/*/stat) ----
 
 std::set<int> Tids() {
   std::set<int> tids;
-  for (const auto& [tid, _] : ReadThreadCpu()) tids.insert(tid);
+  for (const ThreadCpu& t : ReadSelfCost(0, "").threads) tids.insert(static_cast<int>(t.tid));
   return tids;
+}
+
+// Thread `tid`'s CPU seconds in `s` (0: not there yet).
+double ThreadSeconds(const SelfCostSample& s, uint64_t tid) {
+  for (const ThreadCpu& t : s.threads) {
+    if (t.tid == tid) return static_cast<double>(t.cpu_ns) / 1e9;
+  }
+  return 0;
 }
 
 double ProcessCpuSeconds() {
@@ -297,7 +270,7 @@ struct Sample {
   ServerStats server;
   uint64_t frames = 0, bytes = 0;
   double process_cpu = 0;
-  std::map<int, ThreadCpu> threads;
+  SelfCostSample threads;  // (by tid)
   std::vector<uint64_t> per_client_frames;
 };
 
@@ -315,7 +288,7 @@ Sample Take(const Stream& stream, Server& server, const std::vector<std::unique_
     s.per_client_frames.push_back(f);
   }
   s.process_cpu = ProcessCpuSeconds();
-  s.threads = ReadThreadCpu();
+  s.threads = ReadSelfCost(0, "");
   return s;
 }
 
@@ -462,11 +435,11 @@ int Run(const Flags& flags) {
   }
   std::printf("cpu       web thread %.1f%% of one core; process %.1f%% (of %ld00%%)\n", web_cpu * 100,
               process_cpu * 100, sysconf(_SC_NPROCESSORS_ONLN));
-  for (const auto& [tid, t] : b.threads) {
-    const auto it = a.threads.find(tid);
-    const double used = (t.seconds - (it == a.threads.end() ? 0 : it->second.seconds)) / wall;
+  for (const ThreadCpu& t : b.threads.threads) {
+    const double used = (static_cast<double>(t.cpu_ns) / 1e9 - ThreadSeconds(a.threads, t.tid)) / wall;
+    const int tid = static_cast<int>(t.tid);
     const auto label = labels.find(tid);
-    std::printf("  thread %-7d %-16s %-14s %5.1f%%\n", tid, t.comm.c_str(),
+    std::printf("  thread %-7d %-16s %-14s %5.1f%%\n", tid, t.name.c_str(),
                 label == labels.end() ? "" : label->second.c_str(), used * 100);
   }
   std::printf("diag     ");
