@@ -52,13 +52,30 @@ struct GpuTimelineScratch {
 GpuTimeline ComputeGpuTimeline(std::vector<GpuInterval>* intervals, uint64_t begin, uint64_t end,
                                GpuTimelineScratch* scratch);
 
+// The length of a union of intervals joined in order of DESCENDING end: one
+// running component [lo, hi). An interval that ends at or after the
+// component's begin joins it (its end cannot pass the component's end);
+// else it starts a new one wholly to the left, and the old one's length is
+// banked. Two compares an interval, no copy, no sort.
+struct DescendingEndUnion {
+  uint64_t lo = ~uint64_t{0}, hi = ~uint64_t{0}, len = 0;
+  void Join(uint64_t b, uint64_t e) {
+    if (e >= lo) {
+      lo = b < lo ? b : lo;
+    } else {
+      len += hi - lo;
+      hi = e;
+      lo = b;
+    }
+  }
+  uint64_t Length() const { return len + (hi - lo); }
+};
+
 // The same figures in one pass over intervals given in order of DESCENDING
 // end (a step's breakdown walks its device work so): no copy, no sort. Each
-// figure is the length of a union, and a union over intervals by descending
-// end needs one running component (step_breakdown.cc's PrioritySweep):
-// computation = |C|, busy = |C ∪ M ∪ P|, exposed communication =
-// |C ∪ M| - |C|, exposed memcpy = busy - |C ∪ M| (C compute, M
-// communication, P memcpy).
+// figure is the length of a union (DescendingEndUnion): computation = |C|,
+// busy = |C ∪ M ∪ P|, exposed communication = |C ∪ M| - |C|, exposed
+// memcpy = busy - |C ∪ M| (C compute, M communication, P memcpy).
 class GpuTimelineSweep {
  public:
   GpuTimelineSweep(uint64_t begin, uint64_t end) : begin_(begin), end_(end) {}
@@ -76,22 +93,9 @@ class GpuTimelineSweep {
   GpuTimeline Finish() const;
 
  private:
-  struct Union {
-    uint64_t lo = ~uint64_t{0}, hi = ~uint64_t{0}, len = 0;
-    void Join(uint64_t b, uint64_t e) {
-      if (e >= lo) {
-        lo = b < lo ? b : lo;
-      } else {
-        len += hi - lo;
-        hi = e;
-        lo = b;
-      }
-    }
-    uint64_t Length() const { return len + (hi - lo); }
-  };
   enum { kC, kM, kP, kCM, kAll, kUnions };
   uint64_t begin_, end_;
-  Union u_[kUnions];
+  DescendingEndUnion u_[kUnions];
 };
 
 }  // namespace liveprof

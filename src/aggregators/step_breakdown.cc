@@ -23,16 +23,13 @@ std::span<const StepSpan> ByEnd(const std::vector<StepSpan>& spans, std::vector<
 // The time each type is the highest one present (§2.5), without sorting the
 // boundaries: for each type t present, L(t) = |union of the segments of type
 // >= t|, and type t owns L(t) - L(next type present). A union over segments
-// taken by DESCENDING end needs one running component: a segment that ends at
-// or after the component's begin joins it (its end cannot pass the
-// component's end), else it starts a new one wholly to the left. So one
-// backward pass updates, per segment, the components of every threshold at
-// or below its type, and one more for the device segments (busy time).
+// taken by DESCENDING end needs one running component (DescendingEndUnion,
+// gpu_timeline.h), so one backward pass joins each segment to the union of
+// every threshold at or below its type, and one more for the device
+// segments (busy time).
 class PrioritySweep {
  public:
   explicit PrioritySweep(uint32_t present) : present_(present & ~1u) {  // 0: what nothing covers.
-    lo_.fill(kNone);
-    hi_.fill(kNone);
     // rank_[t]: how many types present are <= t; a segment of type t updates
     // the components 0..rank_[t]-1 (the thresholds at or below it).
     for (size_t t = 0, n = 0; t < kSpanTypeCount; ++t) {
@@ -42,37 +39,28 @@ class PrioritySweep {
   }
   // Segments in order of descending end.
   void Add(uint64_t b, uint64_t e, SpanType type, bool device) {
-    for (size_t j = 0, n = rank_[static_cast<size_t>(type)]; j < n; ++j) Join(j, b, e);
-    if (device) Join(kDevice, b, e);
+    for (size_t j = 0, n = rank_[static_cast<size_t>(type)]; j < n; ++j) u_[j].Join(b, e);
+    if (device) u_[kDevice].Join(b, e);
   }
   // Fills type_ns (type 0 = the span minus everything covered) and the busy time.
   void Finish(uint64_t span_ns, std::array<uint64_t, kSpanTypeCount>* type_ns, uint64_t* device_ns) {
-    for (size_t j = 0; j <= kDevice; ++j) len_[j] += hi_[j] - lo_[j];
+    std::array<uint64_t, kSpanTypeCount + 1> len;
+    for (size_t j = 0; j <= kDevice; ++j) len[j] = u_[j].Length();
     uint32_t types = present_;
     for (size_t j = 0; types != 0; ++j) {
       const unsigned t = static_cast<unsigned>(std::countr_zero(types));
       types &= types - 1;
-      (*type_ns)[t] = len_[j] - (types != 0 ? len_[j + 1] : 0);
+      (*type_ns)[t] = len[j] - (types != 0 ? len[j + 1] : 0);
     }
-    (*type_ns)[0] = span_ns - (present_ != 0 ? len_[0] : 0);
-    *device_ns = len_[kDevice];
+    (*type_ns)[0] = span_ns - (present_ != 0 ? len[0] : 0);
+    *device_ns = len[kDevice];
   }
 
  private:
-  static constexpr uint64_t kNone = ~uint64_t{0};
   static constexpr size_t kDevice = kSpanTypeCount;
-  void Join(size_t j, uint64_t b, uint64_t e) {
-    if (e >= lo_[j]) {
-      lo_[j] = std::min(lo_[j], b);
-    } else {
-      len_[j] += hi_[j] - lo_[j];
-      hi_[j] = e;
-      lo_[j] = b;
-    }
-  }
   uint32_t present_;
   std::array<uint8_t, kSpanTypeCount> rank_{};
-  std::array<uint64_t, kSpanTypeCount + 1> lo_, hi_, len_{};
+  std::array<DescendingEndUnion, kSpanTypeCount + 1> u_{};
 };
 
 }  // namespace
@@ -173,9 +161,10 @@ StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, BreakdownMode mode
   if (use_device) {
     row.gpu = gpu.Finish();
   } else if (step.has_device()) {  // a CPU-only reading of a step with device work: not walked above.
-    scratch->gpu.clear();
-    for (const StepSpan& s : step.device_spans) scratch->gpu.push_back({s.begin, s.end, s.work});
-    row.gpu = ComputeGpuTimeline(&scratch->gpu, step.device_begin_ns, step.device_end_ns, &scratch->gpu_scratch);
+    GpuTimelineSweep cpu_gpu(step.device_begin_ns, step.device_end_ns);
+    const std::span<const StepSpan> all = ByEnd(step.device_spans, &scratch->device);
+    for (size_t i = all.size(); i > 0; --i) cpu_gpu.Add(all[i - 1].begin, all[i - 1].end, all[i - 1].work);
+    row.gpu = cpu_gpu.Finish();
   }
   if (unannotated_cpu) {
     row.type_ns[static_cast<size_t>(SpanType::kHostCompute)] += row.type_ns[static_cast<size_t>(SpanType::kUnknown)];

@@ -91,8 +91,6 @@ struct StepBreakdownRow {
 // of end, so computing a step allocates nothing once warm.
 struct BreakdownScratch {
   std::vector<StepSpan> device, host;
-  std::vector<GpuInterval> gpu;
-  GpuTimelineScratch gpu_scratch;
 };
 
 // Computes one step's row (a pure function of the step; the scratch only

@@ -11,9 +11,10 @@
 // id gives way (the caller's on_evict counts it). So it holds the newest
 // max_slots ids' entries at most: an id evicted is "forgotten", as if the
 // caller had let it go, never confused with another (each slot keeps its id).
-// An id that comes when max_slots newer ids have been made (a record far
+// An id that finds in its slot an id max_slots or more newer (a record far
 // later than its call) is outside the window: forgotten at once, never
-// made, so that it neither grows the table nor evicts a live newer id.
+// made, so that it neither grows the table nor evicts a live newer id. (At
+// max_slots, ids in one slot are a multiple of it apart: any older id is.)
 //
 // Ids compare by their 32-bit difference (they may wrap). Id 0 is never
 // stored (it marks an empty slot). V is a small trivially copyable value,
@@ -52,24 +53,18 @@ class CorrWindow {
 
   // The value of `id` (not 0); *made when it was not there (then V{}). An
   // older id whose slot it takes is passed to on_evict(id, value) first.
-  // Null (and not made) for an id outside the window: max_slots ids newer
-  // than it were made.
+  // Null (and not made) for an id outside the window: its slot holds one
+  // max_slots or more newer.
   template <typename OnEvict>
   V* FindOrMake(uint32_t id, bool* made, OnEvict&& on_evict) {
     Slot& s = slots_[id & mask_];
     *made = s.id != id;
     if (!*made) return &s.value;
-    if (newest_ == 0 || static_cast<int32_t>(id - newest_) > 0) {
-      newest_ = id;
-    } else if (newest_ - id >= max_slots_) {
-      *made = false;
-      return nullptr;
-    }
     if (s.id == 0) {
       s = Slot{id, V{}};
       return &s.value;
     }
-    return &Collide(id, on_evict);
+    return Collide(id, made, on_evict);
   }
 
   // Lets go of `id` if it is there.
@@ -86,38 +81,46 @@ class CorrWindow {
     V value{};
   };
 
+  // `id` (not there) found another id in its slot. Out of line: rare, and
+  // kept out of the callers' flattened per-event loops.
   template <typename OnEvict>
-  V& Collide(uint32_t id, OnEvict& on_evict) {
-    while (slots_.size() < max_slots_) {
-      // Four times the slots: ids distinct modulo the old size stay distinct
-      // modulo the new one, so no two entries collide in the move.
-      std::vector<Slot> grown(std::min(4 * slots_.size(), max_slots_));
-      const uint32_t mask = static_cast<uint32_t>(grown.size() - 1);
-      for (const Slot& old : slots_) {
-        if (old.id != 0) grown[old.id & mask] = old;
-      }
-      slots_.swap(grown);
-      mask_ = mask;
+  [[gnu::noinline]] V* Collide(uint32_t id, bool* made, OnEvict& on_evict) {
+    for (;;) {
       Slot& s = slots_[id & mask_];
       if (s.id == 0) {
         s = Slot{id, V{}};
-        return s.value;
+        return &s.value;
       }
+      const uint32_t newer_by = s.id - id;  // (as a signed difference: ids wrap)
+      if (static_cast<int32_t>(newer_by) > 0 && newer_by >= max_slots_) {
+        *made = false;  // outside the window.
+        return nullptr;
+      }
+      if (slots_.size() >= max_slots_) {  // the window is full: the older id goes.
+        on_evict(s.id, s.value);
+        s = Slot{id, V{}};
+        return &s.value;
+      }
+      Grow();
     }
-    // The window is full: the older id goes. (The id is within max_slots of
-    // the newest, so the one in its slot, a multiple of max_slots away, is
-    // older.)
-    Slot& s = slots_[id & mask_];
-    on_evict(s.id, s.value);
-    s = Slot{id, V{}};
-    return s.value;
+  }
+
+  void Grow() {
+    // Four times the slots: ids distinct modulo the old size stay distinct
+    // modulo the new one, so no two entries collide in the move.
+    std::vector<Slot> grown(std::min(4 * slots_.size(), max_slots_));
+    const uint32_t mask = static_cast<uint32_t>(grown.size() - 1);
+    for (const Slot& old : slots_) {
+      if (old.id != 0) grown[old.id & mask] = old;
+    }
+    slots_.swap(grown);
+    mask_ = mask;
   }
 
   static constexpr size_t kMaxSlots = size_t{1} << 31;
 
   std::vector<Slot> slots_;
   uint32_t mask_ = 0;
-  uint32_t newest_ = 0;  // the newest id made (0: none yet).
   size_t max_slots_;
 };
 

@@ -1,7 +1,8 @@
 // The GPU timeline two ways: ComputeGpuTimeline (sorted by begin, unions
 // merged, checked against TraceLens on real traces in real_traces_test) and
 // GpuTimelineSweep (one pass by descending end, as a step's breakdown walks
-// its device work). Same figures, on a hand-made case and on random ones.
+// its device work). Same figures, on a hand-made case and on random ones,
+// and in a step's breakdown whether the profile has a device or not.
 #include "aggregators/gpu_timeline.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "aggregators/step_breakdown.h"
 #include "doctest/doctest.h"
 
 namespace liveprof {
@@ -70,6 +72,48 @@ TEST_CASE("gpu timeline: random device work, the sweep equals the sorted unions"
     const uint64_t begin = rng() % 200, end = begin + rng() % 1000;
     CAPTURE(round);
     CheckSame(Sweep(v, begin, end), Sorted(v, begin, end));
+  }
+}
+
+TEST_CASE("gpu timeline: a step's, in its breakdown with or without a device profile, equals the sorted unions") {
+  std::mt19937 rng(11);
+  BreakdownScratch scratch;
+  for (int round = 0; round < 200; ++round) {
+    StepRecord step;
+    step.host_begin_ns = 0;
+    step.host_end_ns = 2000;
+    std::vector<GpuInterval> v;
+    const int n = 1 + static_cast<int>(rng() % 40);
+    uint64_t first = ~uint64_t{0}, last = 0;
+    for (int i = 0; i < n; ++i) {
+      const uint64_t b = 100 + rng() % 1500, e = b + rng() % 200;
+      const auto work = static_cast<GpuWork>(rng() % 3);
+      v.push_back({b, e, work});
+      StepSpan s;
+      s.begin = b;
+      s.end = e;
+      s.type = work == GpuWork::kMemcpy ? SpanType::kHostToDevice : SpanType::kDeviceCompute32;
+      s.work = work;
+      step.device_spans.push_back(s);
+      step.device_types |= 1u << static_cast<unsigned>(s.type);
+      first = std::min(first, b);
+      last = std::max(last, e);
+    }
+    if (rng() % 2 == 0) {  // in completion order (the usual case), else as they came.
+      std::stable_sort(step.device_spans.begin(), step.device_spans.end(),
+                       [](const StepSpan& a, const StepSpan& b) { return a.end < b.end; });
+    }
+    step.device_begin_ns = first;
+    step.device_end_ns = last;
+    CAPTURE(round);
+    const GpuTimeline want = Sorted(v, first, last);
+    for (const bool device_profile : {true, false}) {
+      bool ok = false;
+      const StepBreakdownRow row =
+          ComputeStepBreakdown(step, BreakdownMode::kHostAndDevice, device_profile, &ok, &scratch);
+      CAPTURE(device_profile);
+      CheckSame(row.gpu, want);
+    }
   }
 }
 

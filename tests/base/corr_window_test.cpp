@@ -87,7 +87,7 @@ TEST_CASE("corr window: an id older than the window is forgotten at once, a live
   REQUIRE(w.Find(9) != nullptr);
   CHECK(*w.Find(9) == 109);
   CHECK(w.Find(1) == nullptr);
-  // Within the window of the newest (16): 9 is there; 8 is just outside.
+  // 8 finds 16 in its slot, 8 newer: just outside.
   CHECK(w.FindOrMake(8, &made, on_evict) == nullptr);
   CHECK(w.FindOrMake(9, &made, on_evict) == w.Find(9));
   CHECK_FALSE(made);
@@ -96,9 +96,9 @@ TEST_CASE("corr window: an id older than the window is forgotten at once, a live
   CorrWindow<uint32_t> big(/*max_ids=*/1 << 10, /*first_slots=*/16);
   for (uint32_t id = 2000; id < 2016; ++id) *big.FindOrMake(id, &made, on_evict) = id;
   CHECK(big.slots() == 16);
-  CHECK(big.FindOrMake(2015 - 1039, &made, on_evict) == nullptr);  // 1,039 older than 2015: outside;
+  CHECK(big.FindOrMake(2000 - 1024, &made, on_evict) == nullptr);  // 2000 in its slot, 1,024 newer: outside;
   CHECK(big.slots() == 16);
-  CHECK(big.FindOrMake(2015 - 1023, &made, on_evict) != nullptr);  // 1,023: within; it grows.
+  CHECK(big.FindOrMake(2000 - 1008, &made, on_evict) != nullptr);  // 1,008: within; it grows.
   CHECK(made);
   CHECK(big.slots() == 64);
   CHECK(evicted.empty());
@@ -111,8 +111,11 @@ TEST_CASE("corr window: an id older than the window is forgotten at once, a live
     CHECK(made);
   }
   CHECK(wrap.Find(0xFFFFFFFCu) != nullptr);
-  CHECK(wrap.FindOrMake(0xFFFFFFF0u, &made, on_evict) == nullptr);  // 19 older than 3: outside.
+  CHECK(wrap.FindOrMake(0xFFFFFFF4u, &made, on_evict) == nullptr);  // 0xFFFFFFFC, 8 newer: outside.
   CHECK(evicted.empty());
+  REQUIRE(wrap.FindOrMake(4, &made, on_evict) != nullptr);  // past 2^32: newer, so 0xFFFFFFFC goes.
+  CHECK(made);
+  CHECK(evicted == std::vector<uint32_t>{0xFFFFFFFCu});
 }
 
 }  // namespace
