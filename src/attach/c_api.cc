@@ -108,7 +108,6 @@ uint32_t BeginHandle(NameId name, EventKind kind, uint8_t sub) {
 
 std::deque<liveprof_event> g_drained;  // liveprof_drain_local's leftovers.
 std::mutex g_drain_mu;
-uint64_t g_load_tsc = internal::Now(), g_load_ns = HostNowNs();
 
 }  // namespace
 
@@ -317,19 +316,15 @@ int64_t liveprof_drain_local(liveprof_event* out, size_t capacity) {
   Stream& stream = GlobalStream();
   std::vector<std::shared_ptr<Ring>> rings;
   stream.CopyRings(&rings);
-  // Ticks per ns from the readings at load and now (3 until 1 ms has passed):
-  // a rough line, for tests.
-  const uint64_t tsc = internal::Now(), ns = HostNowNs();
-  const double ticks_per_ns = ns < g_load_ns + 1'000'000 || tsc <= g_load_tsc
-                                  ? 3.0
-                                  : static_cast<double>(tsc - g_load_tsc) / static_cast<double>(ns - g_load_ns);
+  // Ticks to ns by the line from the readings at load to now (ReadTicksToNs):
+  // a rough one, for tests.
+  const TicksToNs line = ReadTicksToNs();
   for (const std::shared_ptr<Ring>& ring : rings) {
     ring->queue->Drain([&](std::span<Event> part) {
       for (const Event& e : part) {
         liveprof_event x{};
-        x.ts_ns = g_load_ns + static_cast<uint64_t>(static_cast<double>(static_cast<int64_t>(e.ts - g_load_tsc)) /
-                                                    ticks_per_ns);
-        x.dur_ns = static_cast<uint64_t>(static_cast<double>(e.dur) / ticks_per_ns);
+        x.ts_ns = line.At(e.ts);
+        x.dur_ns = line.Dur(e.dur);
         x.step = e.kind == EventKind::kStepMarker ? static_cast<int64_t>(e.payload.raw[0]) : -1;
         if (e.kind == EventKind::kCounter) std::memcpy(&x.value, &e.payload.raw[0], sizeof x.value);
         x.name = e.name;

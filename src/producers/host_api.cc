@@ -18,12 +18,12 @@ std::atomic<bool> g_enabled{true};
 std::atomic<int> g_level{kHostLevelDetailed};
 std::atomic<bool> g_python_scopes{true};
 thread_local ThreadSlot t_slot{nullptr, 0};
-// Written per step and per hook: lines of their own, apart from the flags
-// every record reads.
-alignas(64) std::atomic<uint64_t> g_steps_marked{0};
 
 namespace {
 
+// Written per step and per hook: lines of their own, apart from the flags
+// every record reads.
+alignas(64) std::atomic<uint64_t> g_steps_marked{0};  // CountStep()'s.
 struct alignas(64) HookCounters {
   std::atomic<uint64_t> ticks{0};
   std::atomic<uint64_t> calls{0};
@@ -288,20 +288,29 @@ void AddCuptiOverhead(uint64_t ns) { internal::g_hooks.cupti_overhead_ns.fetch_a
 
 void CountStep() { internal::g_steps_marked.fetch_add(1, std::memory_order_relaxed); }
 
+TicksToNs ReadTicksToNs() {
+#if defined(__x86_64__) || defined(__i386__)
+  constexpr double kNominal = 3.0;  // (TscRead: the TSC)
+#else
+  constexpr double kNominal = 1.0;  // (TscRead: HostNowNs)
+#endif
+  TicksToNs line;
+  line.origin_ticks = internal::g_origin_tsc;
+  line.origin_ns = internal::g_origin_ns;
+  const uint64_t tsc = TscRead(), ns = HostNowNs();
+  line.ticks_per_ns = ns > line.origin_ns + 1'000'000 && tsc > line.origin_ticks
+                          ? static_cast<double>(tsc - line.origin_ticks) / static_cast<double>(ns - line.origin_ns)
+                          : kNominal;
+  return line;
+}
+
 HookTotals ReadHookTotals() {
   HookTotals t;
   const uint64_t ticks = internal::g_hooks.ticks.load(std::memory_order_relaxed);
   t.calls = internal::g_hooks.calls.load(std::memory_order_relaxed);
   t.steps = internal::g_steps_marked.load(std::memory_order_relaxed);
   t.cupti_overhead_ns = internal::g_hooks.cupti_overhead_ns.load(std::memory_order_relaxed);
-  // Ticks per ns since the library loaded (1 where the ticks are ns: no TSC;
-  // and in its first millisecond, when there is no time to measure yet).
-  const uint64_t tsc = TscRead(), ns = HostNowNs();
-  const double rate = ns > internal::g_origin_ns + 1'000'000 && tsc > internal::g_origin_tsc
-                          ? static_cast<double>(tsc - internal::g_origin_tsc) /
-                                static_cast<double>(ns - internal::g_origin_ns)
-                          : 1.0;
-  t.ns = static_cast<uint64_t>(static_cast<double>(ticks) / rate);
+  t.ns = ReadTicksToNs().Dur(ticks);
   return t;
 }
 

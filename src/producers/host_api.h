@@ -118,11 +118,26 @@ void AddCuptiOverhead(uint64_t ns);
 void CountStep();
 HookTotals ReadHookTotals();
 
+// Host API ticks (internal::Now(): the TSC, or ns where there is none) on
+// the host clock, by the line through the two clocks' readings at the
+// library's load and now; before a millisecond has passed to measure it, a
+// nominal rate (1 tick per ns without a TSC, else 3: a TSC of a few GHz).
+// ReadHookTotals' and the C ABI's liveprof_drain_local. Any thread.
+struct TicksToNs {
+  uint64_t origin_ticks = 0, origin_ns = 0;
+  double ticks_per_ns = 1;
+  uint64_t Dur(uint64_t ticks) const { return static_cast<uint64_t>(static_cast<double>(ticks) / ticks_per_ns); }
+  uint64_t At(uint64_t ticks) const {
+    const double since = static_cast<double>(static_cast<int64_t>(ticks - origin_ticks)) / ticks_per_ns;
+    return origin_ns + static_cast<uint64_t>(static_cast<int64_t>(since));
+  }
+};
+TicksToNs ReadTicksToNs();
+
 namespace internal {
 
 extern std::atomic<bool> g_enabled;
 extern std::atomic<int> g_level;
-extern std::atomic<uint64_t> g_steps_marked;  // CountStep()'s.
 
 // This thread's ring and track, trivially constructed so the hot path is a
 // plain TLS load. Null until the thread's first record.
@@ -228,7 +243,7 @@ class StepScope {
       internal::Record(EventKind::kStepMarker, name_, begin_, end - begin_, 0, 0,
                        static_cast<uint64_t>(step_), 0);
     }
-    internal::g_steps_marked.fetch_add(1, std::memory_order_relaxed);  // (CountStep)
+    CountStep();
   }
   StepScope(const StepScope&) = delete;
   StepScope& operator=(const StepScope&) = delete;
