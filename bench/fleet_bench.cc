@@ -1,4 +1,4 @@
-// fleet_bench: issue 29's fleet target, end to end on loopback. One
+// fleet_bench: the fleet's target, end to end on loopback. One
 // nats-server (Debian's, JetStream, its store in a temporary folder); a child
 // process of agents (--ranks ranks, --ranks-per-agent to an agent, each agent
 // a FleetAgent with its own NATS connection, as one per host would be), fed

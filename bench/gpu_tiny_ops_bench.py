@@ -1,7 +1,7 @@
 """What tracing costs a PyTorch loop of tiny CUDA ops, per op: liveprof
 (`liveprof run`, its CUDA injection at the default level) against PyTorch's
 own profiler (torch.profiler with CPU and CUDA activities: Kineto over
-CUPTI), each against the same loop with no profiler. Issue #25's target: at
+CUPTI), each against the same loop with no profiler. The target: at
 most half of Kineto's added cost per op. Needs a GPU (scripts/gpu-device.sh
 runs it).
 

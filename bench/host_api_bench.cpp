@@ -1,7 +1,7 @@
 // The record path of the host tracing API, with the drain loop running on
 // the other core as it does in a real run ("drained concurrently").
 //
-// Targets (issue #2): BM_RecordInstant median <= 12 ns, BM_RecordScope
+// Targets: BM_RecordInstant median <= 12 ns, BM_RecordScope
 // median <= 22 ns, BM_RecordScopeDisabled <= 1 ns. Run with
 //   build/bin/liveprof_bench --benchmark_filter=BM_Record
 //     --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
@@ -90,7 +90,7 @@ void BM_RecordScopeDisabled(benchmark::State& state) {
 }
 BENCHMARK(BM_RecordScopeDisabled);
 
-// Capture on demand's levels (issue #9), on the host side of one simulated
+// Capture on demand's levels, on the host side of one simulated
 // model step (simulated_model.h: 48 framework ops, 3 launches each, an input
 // span, the step): each launch does ~2 us of work, as a cudaLaunchKernel
 // costs. Arg: 0 tracing off, 1 the critical level (steps, input), 2 the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A good client's latency while attackers hold connections (issue 28).
+"""A good client's latency while attackers hold connections.
 
 Starts `liveprof demo` and, for each attack, measures GET /api/status from
 127.0.0.1 on a new connection each time (200 requests): p50, p99, max, and

@@ -1,4 +1,4 @@
-// Importing Chrome trace JSON (issue #8): BM_ImportChromeJson, target
+// Importing Chrome trace JSON: BM_ImportChromeJson, target
 // >= 400 MB/s of uncompressed JSON all the way into liveprof events, over a
 // real trace of ../shared/data/traces (skipped when that folder is absent).
 //   /gzip:0  the JSON already in memory (splitter + simdjson + mapping)

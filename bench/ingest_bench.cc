@@ -1,4 +1,4 @@
-// ingest_bench: issue #9's target for socket ingest, end to end. N sender
+// ingest_bench: the target for socket ingest, end to end. N sender
 // processes (fork()ed first, each its own host API, rings and sender thread:
 // ingest_sender.h) record R events/s each and send them over unix sockets
 // to one server process (this one): IngestServer -> a ring per source ->

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Side by side: a process-level benchmark of this checkout against the same of a base commit.
 
-The process-level counterpart of ../shared/tools/bench-vs (issue 43): one of the
+The process-level counterpart of ../shared/tools/bench-vs: one of the
 bench programs (ingest_bench, web_feed_bench, fleet_bench), built at BASE and here,
 run alternately, each run's output parsed into named figures, and per figure the
 median of the rounds, the spread, new/base and a verdict.
@@ -85,7 +85,7 @@ def _search(pattern, text):
 
 
 def _thread_lines(text):
-    """`  thread TID COMM LABEL PCT%` lines (web_feed_bench; ingest_bench since issue 43).
+    """`  thread TID COMM LABEL PCT%` lines (web_feed_bench, ingest_bench).
     COMM is at most 15 characters and may hold spaces; it is printed %-16s, the label
     %-14s: columns, not words."""
     out = []

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Python overhead of the liveprof module's calls (issue #9: <= 1 us per
+"""Python overhead of the liveprof module's calls (target: <= 1 us per
 `with liveprof.scope(name):`).
 
     cmake --build build --target liveprof_python

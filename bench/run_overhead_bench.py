@@ -1,4 +1,4 @@
-"""What `liveprof run`'s Python bootstrap costs a training step (issue #25:
+"""What `liveprof run`'s Python bootstrap costs a training step (target:
 <= 1 % of step time at the default level on the CPU example): the loader,
 fetch and optimizer hooks.
 
@@ -112,7 +112,7 @@ print(per_call, min(fast[2]), min(fast[3]), statistics.median(cnn_steps), calls,
 """
 
 
-# The default level's model passes (liveprof/_model.py, issue 42 item 1): a
+# The default level's model passes (liveprof/_model.py): a
 # CPU job's forward (its outermost modules' own forward hooks) and backward
 # (autograd.backward's wrapper) as ops. Their cost, each measured alone
 # (a whole step's difference is below this machine's noise): an Identity

@@ -1,4 +1,4 @@
-// The simulated workload's event rate (issue #4: 10 k to 5 M events/s): a
+// The simulated workload's event rate (10 k to 5 M events/s): a
 // paced run of one second at the asked rate, drained by a real DrainLoop.
 // `events_per_second` is what the producers wrote into the rings over that
 // second (read before stopping), `received` what the drain loop delivered in

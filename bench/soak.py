@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Soak: `liveprof demo` under the simulated workload at 1 M events/s with 20
 WebSocket clients subscribed to every view (and 2 of them to the events
-feed) for 30 minutes (issue 28). Every 10 s: the server's RSS, the events
+feed) for 30 minutes. Every 10 s: the server's RSS, the events
 consumed and dropped (/api/status), each client's frames. At the end: RSS
 after warm-up (first and last minute, the growth between), drops explained
 (the rings' and the feed's, by /api/status's own counters) and any client

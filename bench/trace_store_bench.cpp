@@ -1,4 +1,4 @@
-// The trace store (issue #7): BM_TraceStoreAppend (target >= 20 M events/s),
+// The trace store: BM_TraceStoreAppend (target >= 20 M events/s),
 // resident bytes per event with the index (target <= 20 at 100 M events) and
 // BM_ViewportQuery's p95 at 2,000 px for the full range, a middle and a deep
 // zoom (target <= 10 ms at 100 M events).

@@ -1,4 +1,4 @@
-// Issue #7's browser benchmark: with LIVEPROF_VIEWER_EVENTS (default 100 M)
+// The trace viewer's browser benchmark: with LIVEPROF_VIEWER_EVENTS (default 100 M)
 // events in the server's trace store, zooms and pans in the trace viewer
 // (Debian's Chromium through playwright-core), each timed from the input to
 //   frame: the first frame drawn after it (from the tile in hand), and

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # gpu-run-check: `liveprof run` on a real NVIDIA GPU with an unmodified
 # PyTorch CUDA training loop (examples/pytorch_plain.py --device cuda), and
-# the same loop under torch.profiler for comparison (issue #25, "On a real
-# GPU"). Uses what this repository's build made (build/bin/liveprof,
+# the same loop under torch.profiler for comparison (bench/RESULTS.md,
+# "On a real GPU"). Uses what this repository's build made (build/bin/liveprof,
 # build/python: the package, libliveprof.so and the bootstrap) and the
 # machine's own Python with PyTorch; downloads nothing.
 #

@@ -5,7 +5,7 @@
 //
 // Memory: the file is read in chunks, but the events are sorted in memory
 // (48 bytes each: about 1.4x a Kineto file's gzip size... 100 M events need
-// 4.8 GB). A spilling sort is the next step (issue #8).
+// 4.8 GB). A spilling sort is the next step.
 #ifndef LIVEPROF_IMPORT_TRACE_ANALYSIS_H_
 #define LIVEPROF_IMPORT_TRACE_ANALYSIS_H_
 

@@ -1,5 +1,5 @@
-// One ingest connection's protocol, without its socket (issue #9;
-// docs/ingest.md). The server (ingest_server.cc, the one translation unit
+// One ingest connection's protocol, without its socket
+// (docs/ingest.md). The server (ingest_server.cc, the one translation unit
 // with Asio in it) accepts, reads bytes into an IngestConnection's splitter,
 // writes what its out() holds, and closes; everything in between is here:
 // the frames decoded into the source's ring, its hello (worker and rows,

@@ -1,4 +1,4 @@
-// Socket ingest's frames (issue #9; liveprof.fbs: IngestHello, IngestBatch):
+// Socket ingest's frames (liveprof.fbs: IngestHello, IngestBatch):
 // what another process sends to `liveprof serve --ingest ...`, checked and
 // turned into events of this server's stream.
 //

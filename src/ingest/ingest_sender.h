@@ -1,5 +1,5 @@
 // IngestSender: this process's events to a liveprof server instead of an
-// in-process pipeline (issue #9; docs/ingest.md). The host API writes to
+// in-process pipeline (docs/ingest.md). The host API writes to
 // GlobalStream()'s rings as always (never blocking, a full ring drops and
 // counts); a sender thread drains them, sends size-prefixed frames
 // (IngestHello, then IngestBatch with the new names and tracks) over a unix

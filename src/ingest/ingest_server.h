@@ -1,5 +1,5 @@
-// IngestServer: other processes' events into this server's stream (issue #9;
-// docs/ingest.md). It listens on unix sockets and loopback TCP ports; each
+// IngestServer: other processes' events into this server's stream
+// (docs/ingest.md). It listens on unix sockets and loopback TCP ports; each
 // connection is a source with its own ring, tracks and counters. One thread
 // runs a Boost.Asio io_context (asynchronous accept, read and write; Asio
 // stays inside ingest_server.cc) for every listener and connection: it reads

@@ -1,5 +1,5 @@
-// The process's GPU activity switch, for capture on demand (issue #9,
-// docs/ingest.md): a GPU producer (CuptiSource) installs how to turn its
+// The process's GPU activity switch, for capture on demand
+// (docs/ingest.md): a GPU producer (CuptiSource) installs how to turn its
 // activity on and off, and how to change its capture level, while it runs; a
 // sender's capture control turns it through here, without knowing which
 // producer it is. There is at most one GPU producer a process (CUPTI is

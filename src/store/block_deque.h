@@ -4,12 +4,12 @@
 // store keeps pointers to its open chunk and node), pushing at the back
 // never moves the others and popping the front frees whole blocks: no
 // whole-level move or reallocation (a vector's compaction stalled the
-// pipeline, issue 28). Unlike libstdc++'s deque, whose blocks hold 512
+// pipeline). Unlike libstdc++'s deque, whose blocks hold 512
 // bytes (8 index nodes) each, a block here holds about 64 KiB: a walk over
 // neighbouring elements stays on a few pages. At 100 M events the 512-byte
 // blocks spread a track's index and mipmap over as many pages as blocks,
 // scattered through a 2 GB heap, and BM_ViewportQuery read them at a TLB
-// miss every few elements (issue 43: 1.5x slower than with vectors).
+// miss every few elements (1.5x slower than with vectors).
 //
 // So that a short queue (a track of a few events, a mipmap's coarse
 // levels) takes little room, the first blocks are small: kFirst elements,

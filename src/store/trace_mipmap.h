@@ -132,7 +132,7 @@ class TraceMipmap {
     // By index. A deque: DropBefore frees its front block by block, where a
     // vector's compaction moved (and reallocated) the whole level at once:
     // tens of MiB, a pipeline stall long enough to fill the producers' rings
-    // (the soak's drop bursts, issue 28). Blocks of 64 KiB (block_deque.h):
+    // (the soak's drop bursts). Blocks of 64 KiB (block_deque.h):
     // a full-range query reads a level's buckets on a few pages.
     BlockDeque<std::pair<uint64_t, MipBucket>> stored;
     MipBucket pending;

@@ -2,7 +2,7 @@
 // viewer and for exports, and queried by viewport: (tracks, t0, t1, width in
 // pixels) returns each event at least one pixel wide on its own and folds the
 // others into per-pixel summaries, so the answer's size follows the screen,
-// not the trace (issue #7; tf-profiler-semantics.md §9, perf-anchors.md §1.5).
+// not the trace (tf-profiler-semantics.md §9, perf-anchors.md §1.5).
 //
 // Layout. Per track, events in arrival order (the pipeline's completion
 // order) in chunks of up to kChunkEvents. A chunk's columns are byte streams

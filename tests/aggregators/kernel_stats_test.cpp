@@ -117,7 +117,7 @@ TEST_CASE("kernel stats: TensorCore patterns and op eligibility") {
     CAPTURE(name);
     CHECK(KernelUsesTensorCore(name));
   }
-  // By kernel family (issue 42): a bare xmma kernel is xmma's; its FFMA
+  // By kernel family: a bare xmma kernel is xmma's; its FFMA
   // kernels, CUTLASS SIMT and sm50 builds are not.
   for (const char* name : {"xmma", "nvjet_sm90_tst_128x64", "cutlass_tensorop_s1688dgrad", "flash_fwd_kernel",
                            "fmha_cutlassF_f16_aligned_64x64_rf_sm80", "sm90_gmma_kernel", "MmaTensorOpPolicy"}) {

@@ -1,4 +1,4 @@
-"""A corpus of ordinary training loops under `liveprof run` (issue 41).
+"""A corpus of ordinary training loops under `liveprof run`.
 
 Each script in tests/attach/corpus/ is a plain CPU PyTorch training script
 (no `import liveprof`) of one common loop shape. It counts its own optimizer

@@ -1,4 +1,4 @@
-// A PyTorch job with num_workers=2 under `liveprof run` (issue 42, item 7),
+// A PyTorch job with num_workers=2 under `liveprof run`,
 // in Chromium: the Input pipeline page's advice follows what the loader
 // workers' own rows show. Once the loader is fast the workers are mostly
 // idle and the loop's short wait is each batch's hand-off ("add workers" is

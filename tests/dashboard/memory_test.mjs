@@ -1,4 +1,4 @@
-// The Memory page (issue 27): on `liveprof replay --loop` of the H200
+// The Memory page: on `liveprof replay --loop` of the H200
 // ResNet-18 trace (~700 MiB in use on a 139.8 GiB GPU) the timeline's y axis
 // is scaled to the data with round binary ticks, the capacity is a label
 // above the scale, and the breakdown at the peak lists the ops that made the

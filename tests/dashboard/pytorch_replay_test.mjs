@@ -3,7 +3,7 @@
 // sleeps 200 ms a batch). The input-bound alert fires, and the Input
 // pipeline page says the input is a PyTorch DataLoader with num_workers=0
 // and offers PyTorch's knobs, not tf.data's; the Annotations page lists its
-// record_function ranges with the kernels they launched (issue 26).
+// record_function ranges with the kernels they launched.
 import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
 import {existsSync} from 'node:fs';
@@ -171,7 +171,7 @@ describe('a replayed PyTorch job whose DataLoader is slow', {skip: absent && `${
   });
 });
 
-// Issue 42: one trace, one figure per definition. Replayed once (no loop),
+// One trace, one figure per definition. Replayed once (no loop),
 // the finished job's /api/overview, /api/kernel_stats and /api/pytorch equal
 // `liveprof analyze --json` of the same file; the Overview shows liveprof's
 // GPU utilization with its definition, the PyTorch page the plugin's figures

@@ -1,4 +1,4 @@
-// What `liveprof run` shows of a job's steps (issue 41), in Chromium:
+// What `liveprof run` shows of a job's steps, in Chromium:
 // an inference-only job (no optimizer) says on the Overview that the job
 // ended without a training step, what was looked for and how to mark
 // steps, and its Sources row says "none"; two ranks started with
@@ -50,8 +50,8 @@ if __name__ == "__main__":
     mp.spawn(train, args=(2,), nprocs=2, join=True)
 `;
 
-// A CPU CNN with its own stopwatch around the model's forward (issue 42,
-// item 1): its compute must read as compute, the forward as long as the
+// A CPU CNN with its own stopwatch around the model's
+// forward: its compute must read as compute, the forward as long as the
 // stopwatch says.
 const CPU_CNN = `
 import time, torch

@@ -1,4 +1,4 @@
-// The trace viewer's navigation as Perfetto's (issue 27), in a real browser
+// The trace viewer's navigation as Perfetto's, in a real browser
 // against `liveprof demo`: a search hit framed and highlighted with "k of N"
 // (the server's count) and next/previous; W/S that zoom by a useful factor
 // and faster while held, and never type into the search box unless it has
@@ -310,7 +310,7 @@ describe('counters recorded on a thread', () => {
       events.push({ts: ts + 8_000_000, dur: 0, name: 2, track: 1, kind: KIND_COUNTER, value: 3 * Math.exp(-i / 15) + 0.05 * (i % 3)});
       events.push({ts: ts + 8_500_000, dur: 0, name: 3, track: 1, kind: KIND_COUNTER, value: i < 25 ? 0.1 : 0.01});
     }
-    // And a thread with a long name (issue 42: cut in the gutter), loading a batch a step.
+    // And a thread with a long name (it used to be cut in the gutter), loading a batch a step.
     for (let i = 0; i < 50; i++) events.push({ts: 2_000_000 + i * 10_000_000, dur: 4_000_000, name: 6, track: 2});
     events.sort((a, b) => a.ts + a.dur - (b.ts + b.dur));
     raw.write(batchFrame({seq: 1, names: [{id: 1, name: 'train'}, {id: 2, name: 'loss'}, {id: 3, name: 'lr'},
@@ -366,7 +366,7 @@ describe('counters recorded on a thread', () => {
     await page.close();
   });
 
-  test('issue 42: the labels\' gutter drags wider, the whole name drawn, the width kept', async () => {
+  test('the labels\' gutter drags wider, the whole name drawn, the width kept', async () => {
     const page = await openViewer(ingest.url);
     await settle(page);
     const state = () => tv(page, (name) => {
@@ -471,7 +471,7 @@ describe('a replayed PyTorch trace (ResNet-18 on an H200)', {skip: absent && `${
   });
   after(async () => stopServer(replay));
 
-  test('issue 42: a Steps row under the GPU over its own work, its ProfilerStep#N numbered as the pages number the steps', async () => {
+  test('a Steps row under the GPU over its own work, its ProfilerStep#N numbered as the pages number the steps', async () => {
     // (f) TF's viewer has a Steps row per device: each step over that device's work.
     let whole;
     for (let i = 0; i < 100; i++) {
@@ -492,7 +492,7 @@ describe('a replayed PyTorch trace (ResNet-18 on an H200)', {skip: absent && `${
     }
     const late = rows.map((r) => named.get(`ProfilerStep#${r.step}`));
     assert.ok(late.every(Boolean), `the Steps row has steps ${rows.map((r) => r.step).join(', ')}: ${[...named.keys()]}`);
-    // (issue 42 #9, second pass) Each span is the GPU's work of that step, from the events
+    // Each span is the GPU's work of that step, from the events
     // themselves (/api/export): the kernels, copies and memsets launched in the host step,
     // first start to last end. The GPU starts after the DataLoader's wait: shifted from the host's.
     for (const [i, r] of rows.entries()) {

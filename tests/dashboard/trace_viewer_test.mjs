@@ -193,7 +193,7 @@ describe('the trace viewer', () => {
     await page.close();
   });
 
-  test('issue 42: a row\'s whole name on hover; a counter\'s labels off its line; its tooltip on its own row', async () => {
+  test('a row\'s whole name on hover; a counter\'s labels off its line; its tooltip on its own row', async () => {
     const page = await openViewer();
     const canvas = await page.locator('.trace-canvas').boundingBox();
     const rows = await tv(page, () => window.liveprofTrace.state.layout.rows.filter((r) => r.kind === 'track')
@@ -225,7 +225,7 @@ describe('the trace viewer', () => {
     await page.close();
   });
 
-  test('issue 42: the canvas in the page\'s dark theme when the system asks, and light again', async () => {
+  test('the canvas in the page\'s dark theme when the system asks, and light again', async () => {
     const page = await openViewer();
     const box = page.locator('.trace-canvas-box');
     const frames = () => tv(page, () => Number(document.querySelector('.trace-canvas').dataset.drawn));
@@ -385,7 +385,7 @@ describe('the trace viewer', () => {
 
     // A box over the training thread and the GPU's rows: the sums are every
     // event in it (/api/trace/area), the sub-pixel ones too, not the tile's
-    // slices alone (issue 42: "22 of 9,512 events").
+    // slices alone (not "22 of 9,512 events").
     await page.keyboard.press('1');
     const rowsY = await tv(page, () => window.liveprofTrace.state.layout.rows.find((r) => r.label === 'sim: training thread'));
     await page.mouse.move(box.x + 250, box.y + 2);

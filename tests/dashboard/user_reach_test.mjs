@@ -1,4 +1,4 @@
-// What users reach for, and what the header says (issue 42, items 5, 8, 10):
+// What users reach for, and what the header says:
 // the alert notice shows the value now and, once the job has ended, the
 // alerts closed "at end of job" with their last values (in /api/alerts, the
 // notice, the Alerts page, /metrics and the console); "last 1000 steps" on a

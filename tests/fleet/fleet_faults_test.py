@@ -1,4 +1,4 @@
-"""The fleet end to end, with its faults (issue 29; ctest "fleet: 3 agents x 4
+"""The fleet end to end, with its faults (ctest "fleet: 3 agents x 4
 ranks through nats-server, with an agent killed, the view and the server
 restarted"). A real nats-server (Debian's, JetStream, a store folder) on a
 free loopback port; 3 agents (`liveprof demo --workers 4 --publish ...`,

@@ -152,7 +152,7 @@ TEST_CASE("export keeps flows, args, metadata and process names of the H200 Kine
     CHECK(a.flows.at("ac2g").size() > 0);
     CHECK(b.flows == a.flows);
     if (std::string(file).find("slowloader") != std::string::npos) {
-      CHECK(b.flows.at("ac2g").size() == 5'097);  // what issue 27 found dropped.
+      CHECK(b.flows.at("ac2g").size() == 5'097);  // what an earlier export dropped.
       CHECK(a.args_seen.at("cpu_op: Input Dims") > 0);  // record_shapes was on.
       CHECK(a.args_seen.at("[memory]: Total Allocated") > 0);
     }

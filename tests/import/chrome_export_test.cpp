@@ -77,7 +77,7 @@ TEST_CASE("export: real Kineto and XPlane traces exported and read back give eve
       {"AMD-AGI__TraceLens/tests/traces/mi300/jax_conv_minimal_08/tw003.xplane.pb", 3'658},
       // baseTimeNanoseconds and distributedInfo (written after the events).
       {"facebookresearch__HolisticTraceAnalysis/tests/data/nccl_parser_config/nccl_data.json.gz", 0},
-      // H200 (issue 27: written back as read, so the analyses must agree too).
+      // H200 (written back as read, so the analyses must agree too).
       {"gpu:h200/resnet18_h200_slowloader.pt.trace.json.gz", 0},
       {"gpu:h200/mlp_compiled_bf16_h200.pt.trace.json.gz", 0}};
   for (const auto& entry : files) {

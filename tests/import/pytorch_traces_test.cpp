@@ -1,7 +1,7 @@
 // The PyTorch 2.11 traces recorded on an H200 (../shared/data/gpu/README.md)
 // in the TensorFlow-style views, which drive the input verdict and the
 // alerts: a DataLoader's wait is input, a driver-API launch is a launch
-// (issue 26). The expected figures were derived once, by hand, from the
+// The expected figures were derived once, by hand, from the
 // traces' own spans (each test says how); the PyTorch view, which
 // reproduces the plugin, must not move.
 #include <doctest/doctest.h>
@@ -297,7 +297,7 @@ TEST_CASE("pytorch traces: the H200 traces' GPU summary and Tensor Cores, as the
 
   // Kernel stats on the slow-loader job: the ops on the plugin's eligible
   // list are eligible (and an op whose kernel ran on Tensor Cores); what ran
-  // on Tensor Cores is by kernel family (issue 42): the convolutions' TF32
+  // on Tensor Cores is by kernel family: the convolutions' TF32
   // xmma and CUTLASS tensor-op kernels, not aten::mm's FFMA xmma_gemm and
   // SIMT sgemm (which §7's "xmma_gemm" counted: 4 of 12).
   const std::string path = GpuDataPath(kSlowLoader);
@@ -318,7 +318,7 @@ TEST_CASE("pytorch traces: the H200 traces' GPU summary and Tensor Cores, as the
 }
 
 TEST_CASE("pytorch traces: the H200 traces' tensor-core kernels by family, and their share of kernel time") {
-  // Issue 42: on Hopper, TF32 convolutions run as sm90_xmma (wgmma) and
+  // On Hopper, TF32 convolutions run as sm90_xmma (wgmma) and
   // sm80_xmma (mma.sync, "tensor16x8x8") kernels, bf16 matmuls as cuBLAS'
   // nvjet and CUTLASS wmma tensor-op kernels; §7's list knew none but
   // s1688. Each name below is one the H200 recorded (README.md there).
@@ -407,7 +407,7 @@ TEST_CASE("pytorch traces: the H200 traces' tensor-core kernels by family, and t
 }
 
 TEST_CASE("pytorch traces: the H200 slow-loader job's GPU utilization, one figure per definition") {
-  // Issue 42: the Overview, analyze and the PyTorch page showed 3.6, 4.56
+  // The Overview, analyze and the PyTorch page once showed 3.6, 4.56
   // and 2.57 % with nothing saying how each is counted. liveprof's figure
   // (kGpuUtilizationDefinition): kernels, copies and memsets united,
   // 38.534 ms, over the GPU's first-to-last activity, 844.142 ms = 4.56 %,
@@ -433,7 +433,7 @@ TEST_CASE("pytorch traces: the H200 slow-loader job's GPU utilization, one figur
   CHECK(std::string_view(kGpuUtilizationDefinition) != kPluginGpuUtilizationDefinition);
 }
 
-// A small Kineto trace with the bad input issue 26 names: a DataLoader wait
+// A small Kineto trace with the bad input real jobs make: a DataLoader wait
 // inside another (a wrapper's iterator around PyTorch's), a driver launch
 // with no kernel, and a kernel with two launch records (runtime and driver,
 // one correlation id, two flows).

@@ -106,7 +106,7 @@ TEST_CASE("import: the ResNet50 Kineto trace's kernels, runtime calls, ops, copi
   CHECK(report.dropped_total() == 18'193);
 }
 
-// Issue #3 (its exact real-trace test) and #8: the PyTorch view of the
+// The PyTorch view of the
 // plugin's own sample equals what torch_tb_profiler published for it.
 TEST_CASE("import: the PyTorch view of the ResNet50 trace equals the plugin's published overview") {
   const std::string path = TracePath(kResnetTrace);
@@ -136,7 +136,7 @@ TEST_CASE("import: the PyTorch view of the ResNet50 trace equals the plugin's pu
   CHECK(ours["gpu_metrics"]["data"].size() == 8);
 }
 
-// Issue #8: "kernel totals per kernel equal the plugin's published tables".
+// Kernel totals per kernel equal the plugin's published tables.
 TEST_CASE("import: the ResNet50 trace's kernel totals equal the plugin's kernel table, kernel by kernel") {
   const std::string path = TracePath(kResnetTrace);
   const nlohmann::json response = PluginResponse(4);  // kernel/table.
@@ -385,7 +385,7 @@ TEST_CASE("import: unclosed B slices are counted and the closed ones kept (Catap
   CHECK(spans == 1680);
 }
 
-// Issue #8: every file in the traces folder imports, or fails with a message
+// Every file in the traces folder imports, or fails with a message
 // that says what it is instead. The CSV, text and Markdown files there are
 // published results, not traces.
 TEST_CASE("import: every trace file in the folder imports or says why not") {

@@ -149,7 +149,7 @@ TEST_CASE("replay: --loop writes the file again and again, one loop after the ot
   CHECK(steps.back()[0].get<size_t>() >= 11);
 }
 
-// Issue 26: the headline alert on the most common real case. The H200
+// The headline alert on the most common real case. The H200
 // slow-loader job (../shared/data/gpu) waits 91.6 % of each step in its
 // DataLoader; replayed live, in a loop, it must read input-bound.
 TEST_CASE("replay: --loop of the H200 slow-loader PyTorch trace fires input_bound_high") {

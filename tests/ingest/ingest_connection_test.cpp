@@ -286,7 +286,7 @@ TEST_CASE_FIXTURE(Server, "ingest connection: a refused frame gives the reason t
   CHECK(acks == std::vector<uint64_t>{1});
 }
 
-// Issue 28, point 4: an ack says the pipeline has handled the batch (with a
+// An ack says the pipeline has handled the batch (with a
 // run folder: written there), not that it is in the ring.
 TEST_CASE_FIXTURE(Server, "ingest connection: a batch is acknowledged once its events are drained and released") {
   IngestConnection c(stream, workers, options, 1, "unix:/tmp/x", 1'000);

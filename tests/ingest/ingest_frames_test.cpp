@@ -306,7 +306,7 @@ TEST_CASE("ingest frames: each refusal names the frame and what is wrong, and ta
     CHECK(!d.Decode(std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize()), "f", &out));
     CHECK(d.error() == "f: a frame without a body");
   }
-  // A hello in a frame of another version (issue 28: it was taken).
+  // A hello in a frame of another version (it used to be taken).
   {
     FlatBufferBuilder fbb;
     const auto hello = wire::CreateIngestHelloDirect(fbb, kIngestProtocol, "node7", 4242, 3, "train.py", 1'000);
@@ -327,7 +327,7 @@ TEST_CASE("ingest frames: each refusal names the frame and what is wrong, and ta
         "frame 1 (bytes 0..40): a frame of body type 1 (an ingest connection sends IngestHello, then IngestBatch, IngestPong and IngestState)");
 }
 
-// What the real GPU sent (issue 23): one event on track 0, never defined,
+// What the real GPU sent: one event on track 0, never defined,
 // in a batch of good ones. The event is refused alone; the batch is taken.
 TEST_CASE("ingest frames: a malformed event is refused alone and counted by reason, the rest of its batch is taken") {
   Stream stream;

@@ -1,5 +1,5 @@
-// The ingest server under idle sources and unfinished frames (issue 28,
-// points 2 and 3): a source that answers no ping is closed with its reason;
+// The ingest server under idle sources and unfinished frames:
+// a source that answers no ping is closed with its reason;
 // at the source cap an idle source gives way to a real sender; unfinished
 // frames past the budget close their largest holders, whichever connection
 // is being read.

@@ -223,7 +223,7 @@ TEST_CASE("ingest sender: the host API's events reach the server once each, acro
   server.Stop();
 }
 
-// What the real GPU's sender met (issue 23): a producer wrote events on track
+// What the real GPU's sender met: a producer wrote events on track
 // 0, which no stream defines. The server refuses them alone and takes the
 // rest; the sender is told in the acks, says so once, and goes on on the same
 // connection (nothing sent again, no reconnect).

@@ -329,7 +329,7 @@ TEST_CASE("ingest server: a live server's socket is not taken over, events from 
   second.Stop();
 }
 
-// What the real GPU's sender met (issue 23): one event on track 0, never
+// What the real GPU's sender met: one event on track 0, never
 // defined. Refused alone: the source keeps its connection, the rest of each
 // batch is taken and acknowledged, the ack says what was refused, the
 // console says it once per source and reason, and the counts are kept per

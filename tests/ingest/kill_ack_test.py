@@ -1,5 +1,5 @@
-"""Acknowledged events survive `kill -9` of the server (issue 28, point 4;
-ctest "ingest: acknowledged events survive kill -9 of the server").
+"""Acknowledged events survive `kill -9` of the server
+(ctest "ingest: acknowledged events survive kill -9 of the server").
 
 Each run: `liveprof serve --ingest unix:... --trace-dir RUN`; a Python
 sender (the liveprof module) records counter samples 0, 1, 2, ... on one

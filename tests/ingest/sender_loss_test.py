@@ -1,5 +1,5 @@
 """A sender whose server is killed and not restarted says what it lost
-(issue 28, point 5; ctest "ingest: a sender whose server is killed says
+(ctest "ingest: a sender whose server is killed says
 what it lost"). `liveprof example --connect` records steps for ~3 s while
 `liveprof serve --ingest` is killed (SIGKILL) after ~1 s: the example must
 exit non-zero, and its last line must account for every recorded event:

@@ -294,7 +294,7 @@ TEST_CASE("trace store disk: when the folder stops taking chunks, what it lost i
 // each, how many events it has appended; the parent kills it with SIGKILL
 // after some batches, wherever it is, then reads the folder back: every
 // event of the batches it was told of must be there, as it went in: the
-// sealed chunks' and the open ones' (their tail records, issue 28). The
+// sealed chunks' and the open ones' (their tail records). The
 // segments are small: each new one restates the open chunks.
 TEST_CASE("trace store disk: a kill -9 loses no event appended, sealed or in an open chunk") {
   TempDir tmp;

@@ -100,7 +100,7 @@ MetricsInput HandBuilt() {
   in.sources = {{"thread 2", 700, 0}, {"cupti", 400, 5}, {"thread 2", 100, 2}};
   in.alerts = {{"input_bound_high", AlertSeverity::kCritical, true},
                {"kernel_launch_bound", AlertSeverity::kWarning, false}};
-  // An ingest source that sent events on a track it never defined (issue 23).
+  // An ingest source that sent events on a track it never defined (as a real GPU's sender did).
   in.ingest_refused = {{"ingest rank 0", "undefined_track", 200}, {"ingest rank 1", "bad_kind", 1}};
   return in;
 }

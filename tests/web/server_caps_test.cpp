@@ -1,5 +1,5 @@
-// The server's connection caps under idle and slow connections (issue 28,
-// point 1): a connection waiting for a request gives its place to a new one
+// The server's connection caps under idle and slow connections:
+// a connection waiting for a request gives its place to a new one
 // at a cap, oldest first and never-served first; connections busy or
 // upgraded keep theirs; a connection that sends no request header is let go
 // after header_timeout. Loopback only: 127.0.0.0/8 gives the addresses.

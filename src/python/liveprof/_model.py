@@ -1,7 +1,7 @@
 """The model's forward as a host op at the default level (``liveprof run``;
 _autoattach.py records each backward pass beside it): what a CPU job
 computes, named for what it is, instead of a blank between its input
-waits (issue 42, item 1).
+waits.
 
 Which modules are "the model": the ones the program calls from outside
 any module (its model, its loss function). They are found in one step

@@ -1,4 +1,4 @@
-"""Shape: issue 41's bug row: a new DataLoader (and dataset) for each
+"""Shape: a new DataLoader (and dataset) for each
 epoch, the first epoch's input slow (40 ms to make each of its 30
 batches), the next two epochs' fast (25 batches each); the model's step
 computes in about 5 ms. The input_bound_high alert should fire in epoch 0
