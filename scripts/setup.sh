@@ -5,7 +5,7 @@
 set -euo pipefail
 
 # C++ toolchain and libraries. Never libboost-dev: it is Boost 1.74 and
-# conflicts with libboost1.81-dev (see docs/toolchain notes in README).
+# conflicts with libboost1.81-dev.
 PACKAGES=(
   build-essential cmake ninja-build
   libboost1.81-dev
