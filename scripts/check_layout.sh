@@ -5,7 +5,9 @@
 #   2. the analyses stay pure: nothing in src/aggregators/ starts a thread,
 #      takes a lock or touches a file;
 #   3. Beast and Asio in at most 4 translation units;
-#   4. no source file past 700 lines.
+#   4. no source file past 700 lines;
+#   5. README.md's tables name every src/ folder and every subcommand;
+#   6. no source or document cites an issue number.
 # Prints each breach as FILE:LINE: what, and exits 1 if there is any.
 set -uo pipefail
 cd "${LAYOUT_ROOT:-$(dirname "$0")/..}"  # (LAYOUT_ROOT: another tree, for its test)
@@ -77,8 +79,65 @@ while IFS= read -r hit; do
   breaches=$((breaches + 1))
 done < <(grep -rnE 'TEST_CASE(_FIXTURE\([^,"]*, *|\()"[^"]*;' tests --include='*.cpp' 2>/dev/null || true)
 
+# README.md's tables name every folder of src/ and every subcommand of
+# `liveprof`, read from src/app/'s add_subcommand calls (no build needed).
+# Skipped for a tree without a README (the breach test's copy of src/).
+if [[ -f README.md ]]; then
+  for dir in src/*/; do
+    grep -qE "^\| *\`${dir}\`" README.md ||
+      { echo "README.md: the layout table has no row for ${dir}"; breaches=$((breaches + 1)); }
+  done
+  # A subcommand's name is a string literal, or a call to a function of
+  # src/app/ whose returns are literals (ModeName: demo, serve, run...).
+  commands=$(perl -e '
+    my %src;
+    for my $f (@ARGV) { open(my $h, "<", $f) or next; local $/; $src{$f} = <$h>; }
+    my $all = join("\n", values %src);
+    for my $f (sort keys %src) {
+      while ($src{$f} =~ /add_subcommand\(\s*(?:"([^"]+)"|([^,]+?)\s*,)/g) {
+        if (defined $1) { print "$1\n"; next; }
+        my $expr = $2;
+        my ($fn) = $expr =~ /(\w+)\s*\([^()]*\)\s*\)?\s*$/;
+        my @names;
+        if (defined $fn && $all =~ /\b\Q$fn\E\([^;{)]*\)\s*(?:const\s*)?\{(.*?)\n\}/s) {
+          my $body = $1;
+          push @names, $1 while $body =~ /return\s+"([^"]+)"\s*;/g;
+        }
+        print @names ? join("", map { "$_\n" } @names) : "?$f: add_subcommand($expr)\n";
+      }
+    }' src/app/*.cc | sort -u)
+  [[ -n ${commands} ]] ||
+    { echo "src/app/: no add_subcommand found (this check reads the commands there)"; breaches=$((breaches + 1)); }
+  while IFS= read -r command; do
+    [[ -z ${command} ]] && continue
+    if [[ ${command} == \?* ]]; then
+      echo "${command#\?}: cannot tell this subcommand's name (a literal, or a src/app/ function returning literals)"
+      breaches=$((breaches + 1))
+    elif ! grep -qE "^\| *\`${command}\` *\|" README.md; then
+      echo "README.md: the command table has no row for \`${command}\` (a subcommand in src/app/)"
+      breaches=$((breaches + 1))
+    fi
+  done <<<"${commands}"
+elif [[ -z ${LAYOUT_ROOT:-} ]]; then
+  echo "README.md: missing"
+  breaches=$((breaches + 1))
+fi
+
+# No source or document cites an issue number: say what a thing is, not
+# which issue asked for it. bench/RESULTS.md's dated entries and
+# bench/history/ are a record and keep theirs.
+issue_re='\b[Ii]ssues? #?[0-9]+|(^|[^[:alnum:]_#])#[0-9]+\)'
+while IFS= read -r hit; do
+  file=${hit%%:*}
+  rest=${hit#*:}
+  echo "${file}:${rest%%:*}: cites an issue number (say what it is instead)"
+  breaches=$((breaches + 1))
+done < <(grep -rnE "${issue_re}" README.md CMakeLists.txt src tests docs static scripts bench fuzz examples deploy cmake \
+  --include='*.'{h,cc,cpp,cu,py,js,mjs,md,sh,cmake,txt,fbs,proto,html,css,yml,toml} --exclude-dir=node_modules 2>/dev/null |
+  grep -vE '^bench/(RESULTS\.md|history/)' || true)
+
 if [[ ${breaches} -ne 0 ]]; then
   echo "layout: ${breaches} breach(es)"
   exit 1
 fi
-echo "layout: one-direction includes, pure analyses, <= 4 Asio TUs, <= 700 lines hold ($(ls src/*/*.{h,cc} | wc -l) files)"
+echo "layout: one-direction includes, pure analyses, <= 4 Asio TUs, <= 700 lines hold; README names every folder and command; no issue numbers ($(ls src/*/*.{h,cc} | wc -l) files)"
