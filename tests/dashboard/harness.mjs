@@ -3,7 +3,7 @@
 // parser. Paths come from the environment ctest sets (see CMakeLists.txt),
 // with the repository's defaults.
 import {spawn} from 'node:child_process';
-import {mkdirSync, mkdtempSync, rmSync} from 'node:fs';
+import {existsSync, mkdirSync, mkdtempSync, rmSync} from 'node:fs';
 import {tmpdir} from 'node:os';
 import path from 'node:path';
 import {chromium} from 'playwright-core';
@@ -12,6 +12,26 @@ const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../.
 export const LIVEPROF = process.env.LIVEPROF_BIN ?? path.join(root, 'build/bin/liveprof');
 export const SCREENSHOTS = process.env.LIVEPROF_SCREENSHOTS ?? path.join(root, 'build/screenshots');
 export const CHROMIUM = process.env.LIVEPROF_CHROMIUM ?? '/usr/bin/chromium';
+
+// A file of ../shared/data (LIVEPROF_SHARED_DATA, when set, replaces that
+// folder): its path, and whether it is absent. Absent under CI=true, the
+// test file fails; absent otherwise, the tests that need it skip, and if
+// nothing else failed the file ends with the marker by which ctest reports
+// it Skipped rather than Passed (tests/CMakeLists.txt, docs/testing.md).
+export function sharedData(relative) {
+  const base = process.env.LIVEPROF_SHARED_DATA || path.join(root, '..', 'shared', 'data');
+  const file = path.join(base, relative);
+  const absent = !existsSync(file);
+  if (absent && process.env.CI === 'true') {
+    throw new Error(`${file} is absent, and CI=true: CI must read ../shared/data/${relative.split('/')[0]}`);
+  }
+  if (absent) {
+    process.on('exit', (code) => {
+      if (code === 0) console.log(`LIVEPROF-SKIP: ${file} is absent`);
+    });
+  }
+  return {file, absent};
+}
 
 // Starts `liveprof <args>` and resolves when it prints its URL.
 export function startServer(args) {
@@ -87,8 +107,8 @@ export async function waitForDemo(base, steps) {
   }
 }
 
-// The flags of ../shared/reference/toolchain.md §5: no sandbox (root in a
-// container), no GPU, no background traffic (the network is closed).
+// Chromium's flags for a headless run in a container: no sandbox (root),
+// no GPU, no background traffic (the network is closed).
 export async function launchBrowser() {
   const profile = mkdtempSync(path.join(tmpdir(), 'liveprof-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {

@@ -6,17 +6,15 @@
 // replay and on the demo.
 import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
-import {existsSync, mkdtempSync, readFileSync, writeFileSync} from 'node:fs';
+import {mkdtempSync, readFileSync, writeFileSync} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {after, describe, test} from 'node:test';
 import {bytes, int} from '../../static/format.js';
-import {api, launchBrowser, openPage, screenshot, startServer, stopServer} from './harness.mjs';
+import {api, launchBrowser, openPage, screenshot, sharedData, startServer, stopServer} from './harness.mjs';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
-const TRACE = path.join(root, '..', 'shared', 'data', 'gpu', 'h200', 'resnet18_h200_slowloader.pt.trace.json.gz');
-const absent = !existsSync(TRACE);
-if (absent && process.env.CI === 'true') throw new Error(`${TRACE} is absent, and CI=true: CI must read ../shared/data/gpu`);
+const {file: TRACE, absent} = sharedData('gpu/h200/resnet18_h200_slowloader.pt.trace.json.gz');
 
 const GIB = 1024 ** 3;
 const UNIT = {B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: GIB, TiB: 1024 ** 4};

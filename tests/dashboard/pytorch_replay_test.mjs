@@ -6,16 +6,11 @@
 // record_function ranges with the kernels they launched.
 import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
-import {existsSync} from 'node:fs';
-import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
-import {LIVEPROF, api, assertShown, assertShownUs, launchBrowser, openPage, screenshot, startServer, stopServer} from './harness.mjs';
+import {LIVEPROF, api, assertShown, assertShownUs, launchBrowser, openPage, screenshot, sharedData, startServer, stopServer} from './harness.mjs';
 
-const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
-const TRACE = path.join(root, '..', 'shared', 'data', 'gpu', 'h200', 'resnet18_h200_slowloader.pt.trace.json.gz');
 // The real data is absent on a laptop (skip), never under CI=true (fail).
-const absent = !existsSync(TRACE);
-if (absent && process.env.CI === 'true') throw new Error(`${TRACE} is absent, and CI=true: CI must read ../shared/data/gpu`);
+const {file: TRACE, absent} = sharedData('gpu/h200/resnet18_h200_slowloader.pt.trace.json.gz');
 
 let server;
 let browser;

@@ -8,12 +8,12 @@
 // staircase. Counters recorded on a thread (liveprof.counter) drawn as
 // counter rows, with a `liveprof serve --ingest` source.
 import assert from 'node:assert/strict';
-import {existsSync, mkdtempSync, rmSync} from 'node:fs';
+import {mkdtempSync, rmSync} from 'node:fs';
 import {tmpdir} from 'node:os';
 import path from 'node:path';
 import {gunzipSync} from 'node:zlib';
 import {after, before, describe, test} from 'node:test';
-import {api, launchBrowser, openPage, screenshot, startServer, stopServer, waitForDemo} from './harness.mjs';
+import {api, launchBrowser, openPage, screenshot, sharedData, startServer, stopServer, waitForDemo} from './harness.mjs';
 import {KIND_COUNTER, batchFrame, connectIngest, helloFrame} from './ingest_client.mjs';
 import {foldedLanes, nestingDepths, parseTick, pixel, stackLanes} from './trace_nav_lib.mjs';
 
@@ -432,9 +432,7 @@ describe('counters recorded on a thread', () => {
   });
 });
 
-const TRACE = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../../shared/data/gpu/h200/resnet18_h200_slowloader.pt.trace.json.gz');
-const absent = !existsSync(TRACE);
-if (absent && process.env.CI === 'true') throw new Error(`${TRACE} is absent, and CI=true: CI must read ../shared/data/gpu`);
+const {file: TRACE, absent} = sharedData('gpu/h200/resnet18_h200_slowloader.pt.trace.json.gz');
 
 // Step `r`'s (/api/steps) device work from the store's own events
 // (/api/export, Chrome JSON in µs): the kernels, copies and memsets whose
