@@ -556,7 +556,7 @@ std::vector<AlertRule> DefaultAlertRules() {
   using C = AlertComparison;
   using S = AlertSeverity;
   // xprof's input-pipeline thresholds: 20 % highly, 5 % moderately input-bound;
-  // 15 % kernel-launch-bound (tf-profiler-semantics.md §3.3).
+  // 15 % kernel-launch-bound (docs/semantics-tf.md §3.3).
   constexpr double kHighlyInputBoundPct = 20;
   constexpr double kModeratelyInputBoundPct = 5;
   constexpr double kKernelLaunchBoundPct = 15;

@@ -86,7 +86,7 @@ InputCategory CategorizeInputOp(std::string_view name, InputStage stage) {
     case InputStage::kWait: return InputCategory::kNotInput;
     case InputStage::kUnknown: break;
   }
-  // IteratorGetNext suffers the stall, it does not cause it (§3.4 item 1).
+  // IteratorGetNext suffers the stall, it does not cause it (docs/semantics-tf.md §3.4 item 1).
   if (name.starts_with("IteratorGetNext")) return InputCategory::kNotInput;
   if (name.starts_with("InfeedEnqueue") || name.starts_with("MemcpyHToD")) return InputCategory::kEnqueue;
   if (name.starts_with("Iterator::")) {  // legacy tf.data rules (§3.4 item 2).

@@ -1,4 +1,4 @@
-// Input pipeline analyzer (tf-profiler-semantics.md §3): is the training
+// Input pipeline analyzer (docs/semantics-tf.md §3): is the training
 // input-bound, and where does the host spend its input time.
 //
 // A pure function over two things the pipeline already has: the step window

@@ -1,6 +1,6 @@
 // Half-open interval lists as the PyTorch profiler plugin's range_utils.py
-// handles them, ported literally: the plugin's carving quirk (pytorch-plugin-
-// semantics.md §3) depends on whether a list is empty, zero-length pieces
+// handles them, ported literally: the plugin's carving quirk (docs/semantics-
+// pytorch.md §3) depends on whether a list is empty, zero-length pieces
 // included, so these keep every piece the Python keeps.
 #ifndef LIVEPROF_AGGREGATORS_INTERVAL_RANGES_H_
 #define LIVEPROF_AGGREGATORS_INTERVAL_RANGES_H_

@@ -1,5 +1,5 @@
 // The kernel-stats rules that read names: the launch details string
-// (tf-profiler-semantics.md §7), which kernels ran on Tensor Cores (by
+// (docs/semantics-tf.md §7), which kernels ran on Tensor Cores (by
 // kernel family, beyond §7's list) and the op-name eligibility rules. Declared in kernel_stats.h. Pure; any thread.
 #include <charconv>
 #include <cmath>

@@ -27,7 +27,7 @@ std::string DimsText(const std::array<uint32_t, 3>& d) {
   return s;
 }
 
-// The row key of §7, in xprof's comparison order.
+// The row key of docs/semantics-tf.md §7, in xprof's comparison order.
 struct RowKey {
   std::string_view kernel;
   const KernelDetails* details;

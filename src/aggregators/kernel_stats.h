@@ -1,4 +1,4 @@
-// KernelStats: the GPU kernel stats table (tf-profiler-semantics.md §7). One
+// KernelStats: the GPU kernel stats table (docs/semantics-tf.md §7). One
 // row per kernel-op pair (kernel name, launch dims, registers, shared memory,
 // TensorCore flags, op name) with occurrences and total/min/max duration; the
 // top 1000 rows by total time; a per-op roll-up (total kernel time and the

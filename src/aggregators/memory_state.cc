@@ -24,7 +24,7 @@ uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
   return s < a ? ~uint64_t{0} : s;
 }
 
-// §8.1 approximated over the live allocations' address span (see header).
+// docs/semantics-tf.md §8.1 approximated over the live allocations' address span (see header).
 double FragmentationPct(const LiveMap& live, bool has_reserved, uint64_t reserved,
                         std::vector<std::pair<uint64_t, uint64_t>>* ranges) {
   ranges->clear();

@@ -1,5 +1,5 @@
 // MemoryState: the memory profile (TF Profiler's memory_profile tool,
-// tf-profiler-semantics.md §8), kept live from our kAlloc / kFree / kCounter
+// docs/semantics-tf.md §8), kept live from our kAlloc / kFree / kCounter
 // events. Per memory id: bytes in use now and at the peak, the lifetime peak,
 // fragmentation, a bounded downsampled timeline and a breakdown of the live
 // allocations at the peak by allocation size. Pure: Consume() and Snapshot(),
@@ -64,7 +64,7 @@
 // that encloses it, start <= ts < start + dur: for PyTorch traces the
 // innermost cpu_op / user_annotation around the `[memory]` event on its
 // thread (the PyTorch plugin's memory view attributes to the innermost
-// operator node the same way, pytorch-plugin-semantics.md); for our own
+// operator node the same way); for our own
 // producers the LIVEPROF_SCOPE or framework op around LIVEPROF_ALLOC. Events
 // arrive by end time, so an allocation comes before the spans around it and
 // the first of them to arrive whose interval holds it is the innermost: each

@@ -1,4 +1,4 @@
-// OpStats: the "TF stats" / framework op stats table (tf-profiler-semantics.md
+// OpStats: the "TF stats" / framework op stats table (docs/semantics-tf.md
 // §6): for every framework op, how often it ran and how much time and self
 // time it took, on the device (GPU kernels rolled up to the framework op that
 // launched them) and on the host (framework ops, input-pipeline spans, nested

@@ -43,7 +43,7 @@ struct Group {
 };
 
 // Sums by row id, with the rows touched; `max_occurrences` is the device
-// roll-up rule (§6.3), else occurrences add up.
+// roll-up rule (docs/semantics-tf.md §6.3), else occurrences add up.
 class RowSums {
  public:
   RowSums(bool max_occurrences, size_t rows) : max_occurrences_(max_occurrences), sums_(rows) {}

@@ -51,7 +51,7 @@ OverviewSnapshot BuildOverview(const OverviewInputs& in) {
   o.env.device_core_count = static_cast<uint32_t>(
       std::max(o.env.devices.size(), in.utilization->devices.size()));
 
-  // §5 precision statement.
+  // The precision statement (docs/semantics-tf.md §5).
   const double p16 = w.precision16_pct();
   if (w.compute16_ns + w.compute32_ns > 0 && p16 < kLowPrecisionPct) {
     o.precision_statement = Fmt(

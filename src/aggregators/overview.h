@@ -1,4 +1,4 @@
-// Overview page (tf-profiler-semantics.md §4-5): the performance summary,
+// Overview page (docs/semantics-tf.md §4-5): the performance summary,
 // the step-time graph, the top-10 device ops, the run environment and the
 // recommendation, plus the patterns TensorFlow's GPU performance guide
 // teaches users to look for by eye (idle gaps between steps, tiny kernels

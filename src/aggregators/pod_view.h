@@ -1,4 +1,4 @@
-// PodView: the TF Profiler's pod viewer (tf-profiler-semantics.md §11.1),
+// PodView: the TF Profiler's pod viewer (docs/semantics-tf.md §11.1),
 // live. A job is several workers (training ranks); each sends its own steps.
 // Per worker, its step-time breakdown (§2, the same buckets as the steps
 // view), aligned by step number: for each step number, each worker's step

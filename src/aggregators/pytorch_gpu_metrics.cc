@@ -13,7 +13,7 @@ namespace liveprof {
 
 namespace {
 
-// tensor_core.py's TC_Allowlist (xprof's §7 list less "i16832").
+// tensor_core.py's TC_Allowlist (xprof's list of docs/semantics-tf.md §7, less "i16832").
 constexpr std::string_view kPluginTensorCorePatterns[] = {
     "h884",     "s884",  "h1688",  "s1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
     "first_layer_wgrad_kernel", "conv1x1", "conv2d_c1_k1", "direct_group", "xmma_implicit_gemm",

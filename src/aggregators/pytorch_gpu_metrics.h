@@ -1,5 +1,5 @@
 // The PyTorch plugin's GPU summary rows computed from the kernels' launch
-// details (pytorch-plugin-semantics.md §5): Est. SM Efficiency (from Kineto's
+// details (docs/semantics-pytorch.md §5): Est. SM Efficiency (from Kineto's
 // "blocks per SM"), Est. Achieved Occupancy ("est. achieved occupancy %")
 // and Kernel Time using Tensor Cores (kernel names against the plugin's
 // TC_Allowlist, over the kernels an operator launched through a runtime

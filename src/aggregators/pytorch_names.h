@@ -1,5 +1,5 @@
-// How the PyTorch profiler plugin reads an event's name (pytorch-plugin-
-// semantics.md §0.3, §2): ProfilerStep#N steps (N parsed as Python's int()
+// How the PyTorch profiler plugin reads an event's name (docs/semantics-
+// pytorch.md §0.3, §2): ProfilerStep#N steps (N parsed as Python's int()
 // parses it), DataLoader spans, and the ten collective op names of the
 // Communication role. Classified once per name id.
 #ifndef LIVEPROF_AGGREGATORS_PYTORCH_NAMES_H_

@@ -94,7 +94,7 @@ bool MakeRec(const Event& e, NameClassifier& names, Rec* r) {
       r->role = static_cast<uint8_t>(PytorchRole::kMemset);
       return true;
     case EventKind::kRuntimeApi:
-      // The plugin ignores cuda_driver events entirely (§0): no Runtime, no launch.
+      // The plugin ignores cuda_driver events entirely (docs/semantics-pytorch.md §0.3): no Runtime, no launch.
       if (e.sub == static_cast<uint8_t>(ApiLayer::kDriver)) return false;
       r->type = RecType::kRuntime;
       r->role = static_cast<uint8_t>(PytorchRole::kRuntime);

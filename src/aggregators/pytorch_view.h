@@ -1,9 +1,9 @@
 // PytorchView: the PyTorch profiler TensorBoard plugin's Overview page
 // (torch_tb_profiler 0.4.3: step list, "step time breakdown", average step,
 // GPU utilization, recommendations), re-implemented to give the plugin's
-// numbers exactly. The rules are those of
-// /work/shared/reference/pytorch-plugin-semantics.md (sections 1-4, 5's GPU
-// Utilization, 6.1/6.4/6.5); comments below cite its section numbers.
+// numbers exactly. The rules are those of docs/semantics-pytorch.md
+// (sections 1-4, 5, 6's items 1, 4 and 5); comments below cite its section
+// numbers.
 //
 // The overview is a batch computation over a set of events (the plugin reads
 // one trace file), so the core is the pure function ComputePytorchOverview().
@@ -75,7 +75,7 @@ enum class PytorchRole : uint8_t {
 inline constexpr size_t kPytorchRoleCount = 8;  // without Total.
 
 // What the plugin's GPU rows count, as the dashboard and docs say it
-// (pytorch-plugin-semantics.md §5). liveprof's own GPU utilization is
+// (docs/semantics-pytorch.md §5). liveprof's own GPU utilization is
 // kGpuUtilizationDefinition (overview.h), its Tensor Core share
 // kTensorCoresByFamilyDefinition (kernel_stats.h); they differ on purpose.
 inline constexpr char kPluginGpuUtilizationDefinition[] =

@@ -1,5 +1,5 @@
 // SpanType: what each event of a step counts as in the step-time breakdown
-// (tf-profiler-semantics.md §2.1, §2.3), worked out once, when the event
+// (docs/semantics-tf.md §2.1, §2.3), worked out once, when the event
 // joins its step (StepAssembler) and read by the breakdown's sweep.
 //
 // Deviations from xprof, both deliberate: copies are classified by their CUPTI

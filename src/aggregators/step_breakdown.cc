@@ -20,7 +20,7 @@ std::span<const StepSpan> ByEnd(const std::vector<StepSpan>& spans, std::vector<
   return *copy;
 }
 
-// The time each type is the highest one present (§2.5), without sorting the
+// The time each type is the highest one present (docs/semantics-tf.md §2.5), without sorting the
 // boundaries: for each type t present, L(t) = |union of the segments of type
 // >= t|, and type t owns L(t) - L(next type present). A union over segments
 // taken by DESCENDING end needs one running component (DescendingEndUnion,

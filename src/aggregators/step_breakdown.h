@@ -1,4 +1,4 @@
-// StepBreakdown: the TF Profiler's step-time breakdown (tf-profiler-semantics.md
+// StepBreakdown: the TF Profiler's step-time breakdown (docs/semantics-tf.md
 // §2) over closed steps, per step and over rolling windows.
 //
 // Per step, every event of the step gets an xprof EventType (§2.1, §2.3); a

@@ -1,5 +1,5 @@
 // StepAssembler: cuts the ordered event stream into training steps
-// (tf-profiler-semantics.md §1, §13 "Step assignment").
+// (docs/semantics-tf.md §1, §13 "Step assignment").
 //
 // A step comes from, in order of precedence (the first kind seen wins and the
 // others are then ordinary spans):

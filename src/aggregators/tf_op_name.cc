@@ -8,7 +8,7 @@ namespace liveprof {
 namespace {
 
 // ---------------------------------------------------------------------------
-// Op-name parsing helpers (§0.3).
+// Op-name parsing helpers (docs/semantics-tf.md §0.3).
 
 constexpr std::string_view kDatasetType = "Dataset";
 

@@ -1,4 +1,4 @@
-// Framework op names as xprof reads them (tf-profiler-semantics.md §0.3,
+// Framework op names as xprof reads them (docs/semantics-tf.md §0.3,
 // xla/tsl/profiler/utils/tf_op_utils.cc): "model/dense/MatMul:MatMul" is a
 // TensorFlow op of type MatMul, "Iterator::Batch" a tf.data op, and so on.
 // Used by the TF stats table and the step breakdown's name rules.

@@ -48,7 +48,7 @@ struct FleetStateOptions {
   uint64_t skew_warn_ns = 1'000'000'000;    // |clock skew| above: flagged.
   double straggler_pct = 20;                // as the local rule (docs/alerts.md).
   uint32_t straggler_steps = 3;
-  double input_bound_pct = 20;              // "highly input bound" (tf-profiler-semantics.md).
+  double input_bound_pct = 20;              // "highly input bound" (docs/semantics-tf.md §3.3).
   size_t view_steps = 20;                   // step rows the view carries.
   size_t max_workers = 16384;               // ranks; more are counted, left out.
   size_t max_hosts = 4096;                  // hosts; the same.

@@ -307,7 +307,7 @@ class Converter {
   // address, the block's bytes; an allocation's annotation (op, region, data
   // type, shape, requested size) in `corr` (alloc_annotation.h,
   // kFlagAllocAnnotation). A free's
-  // is its allocation's: xprof copies it from there too (§8.3).
+  // is its allocation's: xprof copies it from there too (docs/semantics-tf.md §8.3).
   void Memory(Event& e, const Stats& s, bool alloc) {
     const std::optional<uint64_t> bytes = s.allocation_bytes ? s.allocation_bytes : s.requested_bytes;
     if (!bytes || s.allocator.empty()) return AddCount(report_->dropped, "memory events without allocator_name or bytes");

@@ -2,7 +2,7 @@
 // serialized XSpace, xplane.proto) into liveprof events. The file is read one
 // plane at a time (the XSpace is never held whole), plain or gzip.
 //
-// Mapping (tf-profiler-semantics.md §0.1, §0.2):
+// Mapping (docs/semantics-tf.md §0.1, §0.2):
 //   /host:CPU (and the other /host: planes but metadata): one host track per
 //   line (thread), keyed by the line id, so /host:CUPTI's and
 //   /host:python-tracer's lines merge into their threads as xprof merges them.

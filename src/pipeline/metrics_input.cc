@@ -49,7 +49,7 @@ MetricsInput CollectMetrics(Analyses& analyses, const Stream& stream) {
       in.bucket_ratio[b] = static_cast<double>(in.window.bucket_ns[b]) / sum;
     }
     in.input_ratio = in.bucket_ratio[static_cast<size_t>(Bucket::kInput)];
-    // As the input pipeline analyzer classifies the same window (§3.3).
+    // As the input pipeline analyzer classifies the same window (docs/semantics-tf.md §3.3).
     in.input_bound =
         ClassifyInputBound(in.window.pct(Bucket::kInput), in.window.pct(Bucket::kAllOthers));
   }

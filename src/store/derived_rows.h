@@ -1,5 +1,5 @@
 // DerivedRows: the trace viewer's per-device rows that no producer writes,
-// made from the events that pass (tf-profiler-semantics.md §9.5, as xprof's
+// made from the events that pass (docs/semantics-tf.md §9.5, as xprof's
 // derived_timeline.cc):
 //
 //   "Steps"          per GPU, each step over that device's own work, as

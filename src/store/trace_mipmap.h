@@ -4,8 +4,8 @@
 // events that start in it and are shorter than 2^k: at a query's grid of
 // 2^k ns per pixel, exactly the events a pixel folds. So a full-range
 // query reads one bucket per pixel instead of walking the chunk index down
-// to every pixel edge (perf-anchors.md §2: Perfetto's mipmaps by power-of-two
-// buckets).
+// to every pixel edge (as Perfetto's UI mipmaps its slice tracks by
+// power-of-two buckets).
 //
 // Levels start at the track's finest useful one, chosen from its first
 // chunk (two to four chunk spans per bucket) and given up when the track

@@ -2,7 +2,8 @@
 // viewer and for exports, and queried by viewport: (tracks, t0, t1, width in
 // pixels) returns each event at least one pixel wide on its own and folds the
 // others into per-pixel summaries, so the answer's size follows the screen,
-// not the trace (tf-profiler-semantics.md §9, perf-anchors.md §1.5).
+// not the trace (docs/semantics-tf.md §9.4; as Tracy's live view, which
+// folds zones narrower than 3 px).
 //
 // Layout. Per track, events in arrival order (the pipeline's completion
 // order) in chunks of up to kChunkEvents. A chunk's columns are byte streams

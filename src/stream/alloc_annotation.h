@@ -2,7 +2,7 @@
 // (event.h): TensorFlow's allocator TraceMes (XPlane's MemoryAllocation
 // events) name the op that allocated, the region ("output", "temp",
 // "persist"...), the data type, the tensor shape and the requested size
-// (tf-profiler-semantics.md §8.1). They travel as one interned name in the
+// (docs/semantics-tf.md §8.1). They travel as one interned name in the
 // event's `corr`, flagged kFlagAllocAnnotation: the five fields joined by the unit separator (0x1F), the
 // requested size in decimal ("" when not said). Allocations with the same
 // annotation and size are one row of the memory breakdown, as xprof merges

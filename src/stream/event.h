@@ -82,7 +82,7 @@ enum class MemoryKind : uint8_t {
 };
 
 // Input-pipeline stage of a kInputSpan, in `sub` (TF's `_ipl_stage_cat`,
-// tf-profiler-semantics.md §3.4): which host-side bucket its self time feeds.
+// docs/semantics-tf.md §3.4): which host-side bucket its self time feeds.
 enum class InputStage : uint8_t {
   kUnknown = 0,       // not said: classified from the name (tf.data op names), else "Unknown".
   kRead = 1,          // reading on demand ("Demanded file read").
@@ -96,7 +96,7 @@ enum class InputStage : uint8_t {
 // Which CUDA API a kRuntimeApi call belongs to, in `sub`. Both launch: a
 // kernel's correlation id may name either (Triton's kernels are launched with
 // cuLaunchKernel); the PyTorch plugin's view ignores driver calls, as the
-// plugin does (pytorch-plugin-semantics.md §0).
+// plugin does (docs/semantics-pytorch.md §0).
 enum class ApiLayer : uint8_t { kRuntime = 0, kDriver = 1 };
 
 // Phase of a kFlow event, in `sub`.

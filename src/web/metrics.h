@@ -31,7 +31,7 @@
 //   liveprof_window_steps                           gauge, steps in the window
 //   liveprof_step_time_seconds{percentile}          gauge, 50/90/99 over the window
 //   liveprof_step_time_ratio{category}              gauge, breakdown bucket share
-//   liveprof_input_ratio                            gauge, input share (§3.2)
+//   liveprof_input_ratio                            gauge, input share (docs/semantics-tf.md §3.2)
 //   liveprof_input_bound{classification}            gauge, 1 for the current one
 //   liveprof_alert_firing{rule,severity}            gauge, 1 firing / 0 not
 //

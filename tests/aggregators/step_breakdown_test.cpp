@@ -302,7 +302,7 @@ TEST_CASE("steps: a GPU tail joins its step by correlation, stray work is counte
   CHECK(diag.Get(Diag::events_without_step) == 1);
   bool ok = false;
   // The host marker [0,100) does not contain the device span [20,170): the
-  // device span is the step (§2.4).
+  // device span is the step (docs/semantics-tf.md §2.4).
   const StepBreakdownRow r = ComputeStepBreakdown(steps[0], BreakdownMode::kHostAndDevice, true, &ok);
   CHECK(r.begin_ns == 20);
   CHECK(r.end_ns == 170);

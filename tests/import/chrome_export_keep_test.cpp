@@ -55,7 +55,7 @@ std::vector<std::string> Listing(const std::filesystem::path& dir) {
 
 json Member(const json& e, const char* key) { return e.contains(key) ? e[key] : json(); }
 
-// The plugin-relevant args (pytorch-plugin-semantics.md), by category; "[memory]"
+// The plugin-relevant args (docs/semantics-pytorch.md), by category; "[memory]"
 // stands for the memory instant events.
 const std::map<std::string, std::vector<std::string>>& PluginArgs() {
   static const std::map<std::string, std::vector<std::string>> args = {

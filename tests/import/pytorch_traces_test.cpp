@@ -122,7 +122,7 @@ TEST_CASE("pytorch traces: the H200 slow-loader job is HIGHLY input-bound, its D
   CHECK(h["wait_names"] == json::array({"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"}));
   CHECK(h["source_statement"].get<std::string>().find("num_workers=0") != std::string::npos);
   CHECK(h["source_statement"].get<std::string>().find("988.6 ms in 4 batches") != std::string::npos);
-  CHECK(h["ops"].empty());  // a wait is not an input op (§3.4): it suffers the stall.
+  CHECK(h["ops"].empty());  // a wait is not an input op (docs/semantics-tf.md §3.4): it suffers the stall.
   const json& recs = h["recommendations"];
   REQUIRE(recs.size() == 5);
   CHECK(recs[0].get<std::string>().find("num_workers=0") != std::string::npos);
@@ -153,7 +153,7 @@ TEST_CASE("pytorch traces: the compiled job's Triton kernels join their step thr
 
   // Kernel launch per step, by hand (a sweep over each ProfilerStep span of
   // its host spans and of the GPU ops its launches started, each instant
-  // counted as the highest-priority type active, §2.3): the time under a
+  // counted as the highest-priority type active, docs/semantics-tf.md §2.3): the time under a
   // runtime or driver launch call and under no GPU op. Without the driver
   // calls it was 306345, 222481, 274169, 326402 ns (the figures liveprof
   // gave before); the DataLoader's __next__ waits are Input (61.7 % of the
@@ -264,7 +264,7 @@ std::string GpuRow(const json& pytorch, const std::string& title) {
 }
 
 TEST_CASE("pytorch traces: the H200 traces' GPU summary and Tensor Cores, as the plugin computes them") {
-  // By hand (a script of the plugin's rules, pytorch-plugin-semantics.md §5,
+  // By hand (a script of the plugin's rules, docs/semantics-pytorch.md §5,
   // over the files' own kernel args): W = ProfilerStep#3's start to step 6's
   // end (or its last GPU op's); Est. SM Efficiency = the sweep of "blocks per
   // SM" (capped at 1) over W; Est. Achieved Occupancy = "est. achieved
@@ -299,7 +299,7 @@ TEST_CASE("pytorch traces: the H200 traces' GPU summary and Tensor Cores, as the
   // list are eligible (and an op whose kernel ran on Tensor Cores); what ran
   // on Tensor Cores is by kernel family: the convolutions' TF32
   // xmma and CUTLASS tensor-op kernels, not aten::mm's FFMA xmma_gemm and
-  // SIMT sgemm (which §7's "xmma_gemm" counted: 4 of 12).
+  // SIMT sgemm (which docs/semantics-tf.md §7's "xmma_gemm" counted: 4 of 12).
   const std::string path = GpuDataPath(kSlowLoader);
   if (path.empty()) return;
   Analysed r;
@@ -320,7 +320,7 @@ TEST_CASE("pytorch traces: the H200 traces' GPU summary and Tensor Cores, as the
 TEST_CASE("pytorch traces: the H200 traces' tensor-core kernels by family, and their share of kernel time") {
   // On Hopper, TF32 convolutions run as sm90_xmma (wgmma) and
   // sm80_xmma (mma.sync, "tensor16x8x8") kernels, bf16 matmuls as cuBLAS'
-  // nvjet and CUTLASS wmma tensor-op kernels; §7's list knew none but
+  // nvjet and CUTLASS wmma tensor-op kernels; docs/semantics-tf.md §7's list knew none but
   // s1688. Each name below is one the H200 recorded (README.md there).
   struct Named {
     const char* name;
@@ -411,7 +411,7 @@ TEST_CASE("pytorch traces: the H200 slow-loader job's GPU utilization, one figur
   // and 2.57 % with nothing saying how each is counted. liveprof's figure
   // (kGpuUtilizationDefinition): kernels, copies and memsets united,
   // 38.534 ms, over the GPU's first-to-last activity, 844.142 ms = 4.56 %,
-  // the same in the overview and the device table; the plugin's (§5):
+  // the same in the overview and the device table; the plugin's (docs/semantics-pytorch.md §5):
   // kernels alone within the kept steps, 2.59 %. Each carries its own
   // definition, and the two definitions differ.
   const std::string path = GpuDataPath(kSlowLoader);

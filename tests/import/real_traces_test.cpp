@@ -170,7 +170,7 @@ TEST_CASE("import: the ResNet50 trace's kernel totals equal the plugin's kernel 
     const Sum& s = ours[name];
     CHECK(std::llround(s.total_us) == row[3].get<int64_t>());
     CHECK(std::llround(s.max_us) == row[5].get<int64_t>());
-    // xprof's kernel stats (tf-profiler-semantics.md §7) leave out kernels of
+    // xprof's kernel stats (docs/semantics-tf.md §7) leave out kernels of
     // zero duration; the plugin counts them (its minimum is then 0): one
     // kernel here, FillFunctor, with 636 calls under 1 µs.
     if (row[6].get<int64_t>() == 0) {

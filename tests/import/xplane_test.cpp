@@ -370,7 +370,7 @@ void CheckReal(const std::string& relative, const RealCounts& want) {
 }
 
 // TensorFlow's allocator TraceMes name the op, region, data type, shape and
-// requested size of each allocation (tf-profiler-semantics.md §8.1): the
+// requested size of each allocation (docs/semantics-tf.md §8.1): the
 // memory breakdown at the peak has TensorBoard's columns (§8.4), rows of
 // equal fields merged, and by op the shapes add up. An allocation without
 // them falls back to its enclosing op span, or stays unattributed.

@@ -1,7 +1,8 @@
 // CuptiSource on the machine as it is. On this project's machines there is a
 // CUDA toolkit (libcupti.so.13 loads) but no driver and no GPU: Start() must
 // fail with the reason, leave nothing running and no ring behind, and the
-// run goes on host-only (toolchain.md §4). On a GPU machine the same test
+// run goes on host-only (without a driver, CUPTI 13's activity calls return
+// CUPTI_ERROR_UNKNOWN). On a GPU machine the same test
 // starts and stops a real subscription.
 #include "producers/cupti_source.h"
 

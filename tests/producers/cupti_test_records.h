@@ -16,7 +16,7 @@
 
 namespace liveprof::cupti_test {
 
-// Sizes the walk relies on (toolchain.md §4).
+// Sizes the walk relies on (those of CUDA 13.0's cupti_activity.h).
 static_assert(sizeof(CUpti_ActivityKernel10) == 216);
 static_assert(sizeof(CUpti_ActivityMemcpy6) == 96);
 static_assert(sizeof(CUpti_ActivityMemset4) == 88);

@@ -1,5 +1,5 @@
 // DerivedRows: each GPU's Steps and Framework ops rows, as xprof derives
-// them (tf-profiler-semantics.md §9.5), and the store keeping them apart
+// them (docs/semantics-tf.md §9.5), and the store keeping them apart
 // from the producers' tracks.
 #include "store/derived_rows.h"
 
