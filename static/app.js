@@ -21,12 +21,10 @@ import traceViewer from './panels/trace_viewer.js';
 
 const PAGES = [fleet, overview, inputPipeline, tfStats, kernelStats, memory, pytorch, modules, annotations, pod, alerts,
   traceViewer, capture];
-// Views the server computes for each request (never on the feed): polled,
-// at the page's own period (`pollMs`).
-const POLL_ONLY = new Set(['pytorch', 'fleet']);
 const ALWAYS = ['status', 'alerts'];  // the header's drops indicator and alert notice.
-const STEP_WINDOWED = new Set(['overview', 'steps', 'input_pipeline']);
-const TIME_WINDOWED = new Set(['overview', 'steps', 'input_pipeline', 'tf_stats', 'kernel_stats', 'memory']);
+// Polled, never on the feed, besides the views the server renders on request:
+// the Fleet page's /api/fleet (not a view of the table).
+const POLLED_NON_VIEWS = new Set(['fleet']);
 const POLL_MS = 1000;
 // A page redraws at most this often; the header follows every publication.
 // Tables of a hundred rows cost a few ms of layout each: at the feed's 10 Hz
@@ -57,6 +55,7 @@ const state = {
   firingSeen: new Set(),
   phase: 'connecting',
   probed: {},        // a page's `probe` endpoint -> true where it answers 200, false where not, absent while unknown.
+  apiViews: null,    // the table of views as GET /api gave it (viewRow), where the hello has not.
 };
 const mounted = new Map();  // page id -> {el, panel}
 const probeWaiters = {};    // a probe's endpoint -> resolvers waiting for its first answer
@@ -91,11 +90,22 @@ const ctx = {
   },
 };
 
+// A view's row of the server's table of views (src/aggregators/views.h), as
+// its hello or GET /api gives it: {delivery: 'feed' | 'request', csv, last,
+// last_s, include_idle}; undefined before either answered, or for a topic
+// that is no view.
+function viewRow(topic) {
+  return feed.hello?.views?.[topic] ?? state.apiViews?.[topic];
+}
+// Views the server computes for each request (never on the feed), and the
+// Fleet page's data: polled, at the page's own period (`pollMs`).
+const pollOnly = (topic) => viewRow(topic)?.delivery === 'request' || POLLED_NON_VIEWS.has(topic);
+
 // Query parameters a topic needs beyond the published window; {} for none.
 function restParams(topic) {
   const p = {...(state.params[topic] ?? {})};
-  if (state.window.last && STEP_WINDOWED.has(topic)) p.last = state.window.last;
-  if (state.window.last_s && TIME_WINDOWED.has(topic)) p.last_s = state.window.last_s;
+  if (state.window.last && viewRow(topic)?.last) p.last = state.window.last;
+  if (state.window.last_s && viewRow(topic)?.last_s) p.last_s = state.window.last_s;
   return p;
 }
 
@@ -108,7 +118,7 @@ function split() {
   const feed = new Set(ALWAYS);
   const polled = [];
   for (const t of pageTopics()) {
-    if (POLL_ONLY.has(t) || Object.keys(restParams(t)).length) polled.push(t);
+    if (pollOnly(t) || Object.keys(restParams(t)).length) polled.push(t);
     else feed.add(t);
   }
   return {feed: [...feed], polled};
@@ -122,6 +132,8 @@ const feed = new Feed({
   },
   onState(s) {
     if (s.phase === 'live' && state.phase !== 'live' && state.phase !== 'connecting') probeAll();  // reconnected: perhaps another server.
+    // The hello's table of views says which of the page's topics are polled.
+    if (s.phase === 'live' && state.phase !== 'live' && state.page) setTimeout(resubscribe, 0);
     state.phase = s.phase;
     state.connection = s;
     document.body.dataset.phase = s.phase;
@@ -446,7 +458,8 @@ function init() {
   select.addEventListener('change', () => {
     state.window = WINDOWS.find((w) => w.id === select.value);
     // The held views belong to the window before.
-    for (const t of TIME_WINDOWED) {
+    for (const t of Object.keys(state.views)) {
+      if (!viewRow(t)?.last_s) continue;
       delete state.views[t];
       delete state.pending[t];
     }
@@ -488,6 +501,10 @@ async function probe(page, land, tries = PROBE_TRIES) {
     code = r.status;
     if (code === 200) {
       const index = await r.json();
+      if (index.views && !state.apiViews) {
+        state.apiViews = index.views;
+        if (!feed.hello && state.page) resubscribe();  // (no socket yet: the table from here)
+      }
       if (!(index.endpoints || []).some((e) => e.path === `/api/${page.probe}`)) code = 404;
     } else {
       await r.body?.cancel();

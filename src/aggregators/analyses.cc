@@ -44,6 +44,14 @@ struct WriteWith {
 template <typename F>
 WriteWith(F) -> WriteWith<F>;
 
+// A view's table as CSV, for the views whose row in views.h names one.
+template <typename S>
+  requires requires(const S& s) { s.ToCsv(); }
+std::string CsvOf(const S& snapshot) {
+  return snapshot.ToCsv();
+}
+std::string CsvOf(const InputPipelineSnapshot& snapshot) { return snapshot.OpsCsv(); }
+
 // The pod's options with the pipeline's step detection and breakdown mode
 // (its own bounds kept).
 PodViewOptions PodOptions(const AnalysesOptions& o) {
@@ -436,10 +444,16 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
   oi.env.breakdown_mode = std::string(BreakdownModeName(steps.mode));
   const OverviewSnapshot overview = BuildOverview(oi);
 
-  // Each view's model, named by the table (views.h).
+  // Each view's model, named by the table (views.h), and its table as CSV
+  // where the table says it has one. A view delivered on request is
+  // rendered when asked for only.
+  auto wanted = [&](View view) { return !GetViewInfo(view).on_request() || ro.on_request; };
   auto put = [&](View view, const auto& snapshot) {
     const auto i = static_cast<size_t>(view);
     v.json(view) = ViewModel(ViewName(view), v.seq, snapshot, &view_size_hint_[i]);
+    if constexpr (requires { CsvOf(snapshot); }) {
+      if (ro.csv && !GetViewInfo(view).csv.empty()) v.csv(view) = CsvOf(snapshot);
+    }
   };
   put(View::kOverview, overview);
   put(View::kSteps, steps);
@@ -451,13 +465,7 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
   put(View::kPod, pod_.Snapshot());
   put(View::kModules, modules_.Snapshot());
   put(View::kAnnotations, annotations_.Snapshot());
-  if (ro.pytorch && pytorch_) put(View::kPytorch, pytorch_->Snapshot());
-  if (ro.csv) {
-    v.tf_stats_csv = ops.ToCsv();
-    v.kernel_stats_csv = kernels.ToCsv();
-    v.input_pipeline_csv = input.OpsCsv();
-    v.memory_csv = memory.ToCsv();
-  }
+  if (pytorch_ && wanted(View::kPytorch)) put(View::kPytorch, pytorch_->Snapshot());
   put(View::kStatus, WriteWith{[&](JsonWriter& w) { WriteStatus(w, overview); }});
   return v;
 }

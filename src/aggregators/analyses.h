@@ -98,8 +98,10 @@ struct RenderOptions {
   // The alerts view's history: the newest this many transitions (the engine
   // keeps more; alerts flapping on short steps would make the view large).
   size_t alert_history = 100;
-  bool pytorch = false;  // the PyTorch view is a batch recompute: on request only.
-  bool csv = false;      // the tables as CSV too (for downloads): on request only.
+  // The views the table delivers on request (views.h: kOnRequest, the
+  // PyTorch view: a batch recompute) too.
+  bool on_request = false;
+  bool csv = false;  // the tables as CSV too (for downloads): on request only.
   // A render for the periodic publication takes the next seq. An answer to
   // one request (other options) keeps the last one, so that the feed's seq
   // stays gapless.

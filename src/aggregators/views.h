@@ -1,8 +1,13 @@
 // The table of views. A view is declared once, in LIVEPROF_VIEWS below; the
-// rest derives from it: `View` and RenderedViews' strings (analyses.h), the
-// WebSocket topics (web/protocol.h), the REST routes and the /api listing
-// (web/rest.cc). Adding a view: a row here, its snapshot in
-// Analyses::Render, its page in static/panels/.
+// rest derives from it: `View` and RenderedViews' strings (analyses.h), which
+// views Analyses::Render renders and which of them with a CSV, the WebSocket
+// topics (web/protocol.h), the REST routes, what is rendered on request and
+// the /api listing (web/rest.cc), the feed's hello (`views`: each view's
+// window flags, CSV and delivery, which the dashboard reads), and the tests'
+// lists. Adding a view: its aggregator, a row here, its snapshot in
+// Analyses::Render (one `put`), its page in static/panels/, its section in
+// docs/protocol.md (a test checks the keys both ways), its tests
+// (docs/architecture.md, "Adding a view").
 #ifndef LIVEPROF_AGGREGATORS_VIEWS_H_
 #define LIVEPROF_AGGREGATORS_VIEWS_H_
 
@@ -13,29 +18,32 @@
 
 namespace liveprof {
 
-// X(name, Id, csv, steps_window, time_window, idle, feed)
+// X(name, Id, csv, steps_window, time_window, idle, delivery)
 //   name          the view model's "type", its topic and /api/<name>
 //   Id            its `View` enumerator
 //   csv           what ?format=csv gives ("": the view has no table)
 //   steps_window  ?last=N (steps) applies: a view over a window of steps
 //   time_window   ?last_s=T applies: steps and tables over the last T seconds
 //   idle          ?include_idle=true|false applies
-//   feed          published live (a WebSocket topic and a REST route); the
-//                 PyTorch breakdown is rendered on request only (`liveprof
-//                 analyze`, RenderOptions::pytorch)
+//   delivery      kFeed: rendered at every publication, a WebSocket topic and
+//                 /api/<name>; kOnRequest: rendered for each /api/<name>
+//                 request only (RenderOptions::on_request), never on the
+//                 feed: the PyTorch breakdown, a batch recompute
 #define LIVEPROF_VIEWS(X)                                                                  \
-  X(overview, kOverview, "", true, true, false, true)                                     \
-  X(steps, kSteps, "", true, true, false, true)                                           \
-  X(input_pipeline, kInputPipeline, "the input ops table", true, true, false, true)       \
-  X(tf_stats, kTfStats, "the TF stats table", false, true, true, true)                    \
-  X(kernel_stats, kKernelStats, "the kernel stats table", false, true, false, true)       \
-  X(memory, kMemory, "one summary row per allocator", false, true, false, true)           \
-  X(alerts, kAlerts, "", false, false, false, true)                                       \
-  X(status, kStatus, "", false, false, false, true)                                       \
-  X(pod, kPod, "", false, false, false, true)                                             \
-  X(modules, kModules, "", false, false, false, true)                                     \
-  X(annotations, kAnnotations, "", false, false, false, true)                             \
-  X(pytorch, kPytorch, "", false, false, false, false)
+  X(overview, kOverview, "", true, true, false, kFeed)                                    \
+  X(steps, kSteps, "", true, true, false, kFeed)                                          \
+  X(input_pipeline, kInputPipeline, "the input ops table", true, true, false, kFeed)      \
+  X(tf_stats, kTfStats, "the TF stats table", false, true, true, kFeed)                   \
+  X(kernel_stats, kKernelStats, "the kernel stats table", false, true, false, kFeed)      \
+  X(memory, kMemory, "one summary row per allocator", false, true, false, kFeed)          \
+  X(alerts, kAlerts, "", false, false, false, kFeed)                                      \
+  X(status, kStatus, "", false, false, false, kFeed)                                      \
+  X(pod, kPod, "", false, false, false, kFeed)                                            \
+  X(modules, kModules, "", false, false, false, kFeed)                                    \
+  X(annotations, kAnnotations, "", false, false, false, kFeed)                            \
+  X(pytorch, kPytorch, "", false, false, false, kOnRequest)
+
+enum class Delivery : uint8_t { kFeed, kOnRequest };
 
 enum class View : uint8_t {
 #define LIVEPROF_VIEW_ENUMERATOR(name, id, ...) id,
@@ -51,12 +59,14 @@ struct ViewInfo {
   bool steps_window;
   bool time_window;
   bool idle;
-  bool feed;
+  Delivery delivery;
+  constexpr bool feed() const { return delivery == Delivery::kFeed; }
+  constexpr bool on_request() const { return delivery == Delivery::kOnRequest; }
 };
 
 inline constexpr ViewInfo kViews[] = {
-#define LIVEPROF_VIEW_INFO(name, id, csv, steps_window, time_window, idle, feed) \
-  {View::id, #name, "/api/" #name, csv, steps_window, time_window, idle, feed},
+#define LIVEPROF_VIEW_INFO(name, id, csv, steps_window, time_window, idle, delivery) \
+  {View::id, #name, "/api/" #name, csv, steps_window, time_window, idle, Delivery::delivery},
     LIVEPROF_VIEWS(LIVEPROF_VIEW_INFO)
 #undef LIVEPROF_VIEW_INFO
 };

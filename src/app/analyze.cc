@@ -188,7 +188,7 @@ void PrintTables(const json& d, bool pytorch) {
 int Analyze(const std::string& path, bool as_json, bool pretty, bool pytorch) {
   AnalysesOptions options;
   RenderOptions render;
-  render.pytorch = true;
+  render.on_request = true;  // the PyTorch view too.
   render.steps = WindowSel{.last_steps = 100'000};  // every step of the file.
   TraceAnalysis analysis;
   std::string error;

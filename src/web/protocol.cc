@@ -522,6 +522,21 @@ std::variant<ControlMessage, DecodeError> DecodeControlMessage(std::string_view 
 
 // ---- Server -> client ----
 
+void WriteViewTable(JsonWriter& w) {
+  w.BeginObject();
+  for (const ViewInfo& v : kViews) {
+    w.Key(v.name);
+    w.BeginObject();
+    w.KV("delivery", v.feed() ? "feed" : "request");
+    w.KV("csv", !v.csv.empty());
+    w.KV("last", v.steps_window);
+    w.KV("last_s", v.time_window);
+    w.KV("include_idle", v.idle);
+    w.EndObject();
+  }
+  w.EndObject();
+}
+
 std::string EncodeHello(std::string_view server_version, uint32_t max_events_per_second, uint32_t frame_hz) {
   JsonWriter w;
   WriteHead(w, "hello");
@@ -529,6 +544,8 @@ std::string EncodeHello(std::string_view server_version, uint32_t max_events_per
   w.KV("server", SanitizeUtf8(server_version, 256));
   w.Key("topics");
   WriteTopics(w, SubscribableTopics());
+  w.Key("views");
+  WriteViewTable(w);
   w.Key("events");
   w.BeginObject();
   w.KV("encoding", "flatbuffers");

@@ -78,7 +78,7 @@ constexpr View ViewOf(Topic topic) { return static_cast<View>(topic); }
 // A view model published on each tick (a view of the table on the feed);
 // false for events and for the views rendered on request only.
 constexpr bool IsViewTopic(Topic topic) {
-  return static_cast<size_t>(topic) < kViewCount && GetViewInfo(ViewOf(topic)).feed;
+  return static_cast<size_t>(topic) < kViewCount && GetViewInfo(ViewOf(topic)).feed();
 }
 // A topic a client may subscribe to: the feed's views and events.
 constexpr bool IsSubscribable(Topic topic) { return topic == Topic::kEvents || IsViewTopic(topic); }
@@ -191,10 +191,19 @@ std::variant<ControlMessage, DecodeError> DecodeControlMessage(std::string_view 
 
 // ---- Server -> client JSON ----
 
+// The table of views (aggregators/views.h) as a JSON object, every view
+// (each served at /api/<name>) by name: {"delivery": "feed" | "request",
+// "csv", "last", "last_s", "include_idle"} (its row: which query options
+// apply). In the hello and in GET /api; the dashboard reads its window flags
+// and which views to poll from it. Any thread.
+void WriteViewTable(JsonWriter& w);
+
 // The first message of every connection: protocol name and version, the
-// topics, and how the events topic is encoded. Any thread.
+// topics, the table of views, and how the events topic is encoded. Any
+// thread.
 //   {"type":"hello","v":1,"protocol":"liveprof","server":"0.1.0",
 //    "topics":["overview",...,"events"],
+//    "views":{"overview":{"delivery":"feed","csv":false,"last":true,...},...},
 //    "events":{"encoding":"flatbuffers","schema":"liveprof.fbs",
 //              "file_identifier":"LPF1","frame_version":1,
 //              "max_events_per_second":100000,

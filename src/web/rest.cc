@@ -20,19 +20,22 @@ constexpr uint32_t kMaxLastSteps = 100'000;
 
 constexpr uint64_t kMaxLastSeconds = 7 * 24 * 3600;
 
-// The views served at /api/<name>: the table's (aggregators/views.h), those
-// on the feed.
-// The feed's views, and the PyTorch view: a batch recompute over its
-// buffer, rendered for each request (the dashboard's PyTorch page polls it
-// every few seconds) and never published on the feed.
-constexpr bool RenderedOnRequest(const ViewInfo& v) { return v.view == View::kPytorch; }
-constexpr bool Served(const ViewInfo& v) { return v.feed || RenderedOnRequest(v); }
+// Every view of the table (aggregators/views.h) is served at /api/<name>:
+// those on the feed, and those rendered for each request (the PyTorch view:
+// a batch recompute over its buffer, which the dashboard's PyTorch page
+// polls every few seconds).
+// The view a route names, if it is one rendered on request only.
+const ViewInfo* OnRequestView(const Route& route) {
+  if (static_cast<size_t>(route.topic) >= kViewCount) return nullptr;
+  const ViewInfo& v = GetViewInfo(ViewOf(route.topic));
+  return v.on_request() ? &v : nullptr;
+}
 
 // The views with a table, for the error message ("input_pipeline, tf_stats...").
 std::string CsvViews() {
   std::string out;
   for (const ViewInfo& v : kViews) {
-    if (!Served(v) || v.csv.empty()) continue;
+    if (v.csv.empty()) continue;
     if (!out.empty()) out += ", ";
     out += v.name;
   }
@@ -203,7 +206,7 @@ Route RouteRequest(std::string_view raw_target, uint32_t published_last_steps) {
   } else {
     const ViewInfo* found = nullptr;
     for (const ViewInfo& v : kViews) {
-      if (Served(v) && target.path == v.rest_path) found = &v;
+      if (target.path == v.rest_path) found = &v;
     }
     if (!found) return Error(404, "no endpoint " + target.path + " (GET /api lists them)");
     r.kind = Route::Kind::kView;
@@ -256,7 +259,7 @@ bool NeedsToken(std::string_view path) {
 bool NeedsRender(const Route& route) {
   return route.kind == Route::Kind::kView &&
          (route.csv || route.last_steps != 0 || route.last_ns != 0 || route.exclude_idle ||
-          route.topic == TopicOf(View::kPytorch));
+          OnRequestView(route) != nullptr);
 }
 
 RenderOptions RenderOptionsFor(const Route& route, const RenderOptions& published) {
@@ -270,7 +273,7 @@ RenderOptions RenderOptionsFor(const Route& route, const RenderOptions& publishe
     o.table_window_ns = route.last_ns;
   }
   if (route.exclude_idle) o.include_idle = false;
-  o.pytorch = route.topic == TopicOf(View::kPytorch);
+  o.on_request = OnRequestView(route) != nullptr;
   o.advance_seq = false;
   return o;
 }
@@ -287,9 +290,9 @@ Reply ViewReply(const Route& route, const RenderedViews& v, std::string_view ser
   }
   if (route.topic == Topic::kEvents) return ErrorReply(404, "events are a WebSocket topic only (/ws)");
   r.content_type = "application/json";
-  if (route.topic == TopicOf(View::kPytorch)) {
-    r.body = v.json(View::kPytorch);
-    if (r.body.empty()) return ErrorReply(404, "this server keeps no PyTorch view");
+  if (const ViewInfo* on_request = OnRequestView(route)) {
+    r.body = v.json(on_request->view);
+    if (r.body.empty()) return ErrorReply(404, "this server keeps no " + std::string(on_request->name) + " view");
     return r;
   }
   r.body = ViewJson(v, route.topic);
@@ -310,7 +313,6 @@ Reply IndexReply(bool fleet_view) {
   w.Key("endpoints");
   w.BeginArray();
   for (const ViewInfo& v : kViews) {
-    if (!Served(v)) continue;
     w.BeginObject();
     w.KV("path", v.rest_path);
     w.KV("csv", !v.csv.empty());
@@ -332,6 +334,8 @@ Reply IndexReply(bool fleet_view) {
     }
   }
   w.EndArray();
+  w.Key("views");  // (what each view's /api/<name> takes: views.h's table)
+  WriteViewTable(w);
   w.KV("websocket", "/ws");
   w.EndObject();
   return Reply{200, "application/json", w.Take()};

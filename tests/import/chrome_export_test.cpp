@@ -96,7 +96,7 @@ TEST_CASE("export: real Kineto and XPlane traces exported and read back give eve
   REQUIRE_MESSAGE(ExportTraceFile(trace.string(), out, &written, &error), error);
   if (expected_events != 0) CHECK(written == expected_events);
   RenderOptions ro;
-  ro.pytorch = true;
+  ro.on_request = true;  // the PyTorch view too.
   ro.steps = WindowSel{.last_steps = 100'000};
   TraceAnalysis before, after;
   REQUIRE(AnalyzeTrace(trace.string(), AnalysesOptions{}, ro, &before, &error));
@@ -153,7 +153,7 @@ TEST_CASE("export: a trace store's whole range exports to a file with every view
     f << gz;
   }
   RenderOptions ro;
-  ro.pytorch = true;
+  ro.on_request = true;  // the PyTorch view too.
   ro.steps = WindowSel{.last_steps = 100'000};
   TraceAnalysis before, after;
   REQUIRE(AnalyzeTrace(trace, AnalysesOptions{}, ro, &before, &error));

@@ -37,7 +37,7 @@ struct Analysed {
 
 bool Analyse(const std::string& path, Analysed* out) {
   RenderOptions render;
-  render.pytorch = true;
+  render.on_request = true;  // the PyTorch view too.
   std::string error;
   if (!AnalyzeTrace(path, AnalysesOptions{}, render, &out->a, &error)) {
     FAIL_CHECK(error);

@@ -115,7 +115,7 @@ TEST_CASE("import: the PyTorch view of the ResNet50 trace equals the plugin's pu
 
   AnalysesOptions options;
   RenderOptions render;
-  render.pytorch = true;
+  render.on_request = true;  // the PyTorch view too.
   TraceAnalysis analysis;
   std::string error;
   REQUIRE_MESSAGE(AnalyzeTrace(path, options, render, &analysis, &error), error);

@@ -51,21 +51,24 @@ TopicSet Topics(std::initializer_list<Topic> topics) {
 // ---- Topics and kinds ----
 
 TEST_CASE("protocol: topics are the table's views on the feed, then events, names parse back") {
-  const char* names[] = {"overview", "steps",  "input_pipeline", "tf_stats",    "kernel_stats", "memory", "alerts",
-                         "status",   "pod",    "modules",        "annotations", "pytorch",      "events"};
-  REQUIRE(kTopicCount == std::size(names));
+  // The table's views by name, then "events".
+  std::vector<std::string> names;
+  for (const ViewInfo& v : kViews) names.emplace_back(v.name);
+  names.emplace_back("events");
+  REQUIRE(kTopicCount == names.size());
+  CHECK(names[0] == "overview");
   for (size_t i = 0; i < kTopicCount; ++i) {
     const Topic t = static_cast<Topic>(i);
     CAPTURE(names[i]);
     CHECK(TopicName(t) == names[i]);
-    // The PyTorch breakdown is rendered on request only: no topic, no route.
-    const bool on_feed = t != Topic::kPytorch;
+    // A view rendered on request only (the PyTorch breakdown): no topic.
+    const bool on_feed = t == Topic::kEvents || kViews[i].feed();
     CHECK(IsSubscribable(t) == on_feed);
     CHECK(IsViewTopic(t) == (on_feed && t != Topic::kEvents));
     CHECK(ParseTopic(names[i]).has_value() == on_feed);
     if (on_feed) CHECK(*ParseTopic(names[i]) == t);
-    if (t != Topic::kEvents) CHECK(kViews[i].name == names[i]);
   }
+  CHECK(!IsSubscribable(Topic::kPytorch));
   CHECK(!ParseTopic("Overview").has_value());
   CHECK(!ParseTopic("").has_value());
 }
@@ -315,10 +318,33 @@ TEST_CASE("protocol: subscribed round-trips: what it says decodes back to the sa
 }
 
 TEST_CASE("protocol: hello and error parse back with their fields") {
-  const json hello = json::parse(EncodeHello("0.1.0", kDefaultMaxEventsPerSecond, 10));
+  json hello = json::parse(EncodeHello("0.1.0", kDefaultMaxEventsPerSecond, 10));
+  // The topics: the table's views on the feed, then events.
+  json topics = json::array();
+  for (const ViewInfo& v : kViews) {
+    if (v.feed()) topics.push_back(v.name);
+  }
+  topics.push_back("events");
+  CHECK(hello["topics"] == topics);
+  // Every view of the table with its row's flags (the dashboard reads them).
+  REQUIRE(hello["views"].size() == kViewCount);
+  CHECK(hello["views"]["tf_stats"] ==
+        json::parse(R"({"delivery":"feed","csv":true,"last":false,"last_s":true,"include_idle":true})"));
+  CHECK(hello["views"]["steps"] ==
+        json::parse(R"({"delivery":"feed","csv":false,"last":true,"last_s":true,"include_idle":false})"));
+  CHECK(hello["views"]["pytorch"]["delivery"] == "request");
+  for (const ViewInfo& v : kViews) {
+    CAPTURE(v.name);
+    const json& row = hello["views"][std::string(v.name)];
+    CHECK(row["delivery"] == (v.feed() ? "feed" : "request"));
+    CHECK(row["csv"] == !v.csv.empty());
+    CHECK(row["last"] == v.steps_window);
+    CHECK(row["last_s"] == v.time_window);
+    CHECK(row["include_idle"] == v.idle);
+  }
+  hello.erase("topics");
+  hello.erase("views");
   CHECK(hello == json::parse(R"({"type":"hello","v":1,"protocol":"liveprof","server":"0.1.0",
-      "topics":["overview","steps","input_pipeline","tf_stats","kernel_stats","memory","alerts",
-                "status","pod","modules","annotations","events"],
       "events":{"encoding":"flatbuffers","schema":"liveprof.fbs","file_identifier":"LPF1",
                 "kinds":{"0":"invalid","1":"name_def","2":"track_def","3":"device_info","10":"host_span",
                          "11":"step","12":"input","13":"framework_op","14":"runtime_api","20":"kernel",

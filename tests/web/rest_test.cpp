@@ -32,8 +32,8 @@ TEST_CASE("rest: every view endpoint routes to its topic") {
   const Route py = RouteRequest("/api/pytorch", kPublishedSteps);
   REQUIRE(py.kind == Route::Kind::kView);
   CHECK(NeedsRender(py));
-  CHECK(RenderOptionsFor(py, RenderOptions{}).pytorch);
-  CHECK_FALSE(RenderOptionsFor(RouteRequest("/api/steps?last=20", kPublishedSteps), RenderOptions{}).pytorch);
+  CHECK(RenderOptionsFor(py, RenderOptions{}).on_request);
+  CHECK_FALSE(RenderOptionsFor(RouteRequest("/api/steps?last=20", kPublishedSteps), RenderOptions{}).on_request);
   RenderedViews views;
   views.pytorch = R"({"type":"pytorch","v":1,"seq":3,"steps":{}})";
   const Reply reply = ViewReply(py, views, "");
@@ -250,12 +250,16 @@ TEST_CASE("rest: views, CSV, and the status view with the server's counters") {
   CHECK(err["code"] == "404");
   CHECK(err["message"] == "no \"x\"");
   const nlohmann::json index = nlohmann::json::parse(IndexReply().body);
-  CHECK(index["endpoints"].size() == 18);  // 11 feed views, pytorch, 5 trace store paths, /metrics.
-  CHECK(index["endpoints"][8]["path"] == "/api/pod");
-  CHECK(index["endpoints"][9]["path"] == "/api/modules");
-  CHECK(index["endpoints"][10]["path"] == "/api/annotations");
-  CHECK(index["endpoints"][11]["path"] == "/api/pytorch");
-  CHECK(index["endpoints"][13]["path"] == "/api/trace/event");
+  // Every view of the table (views.h), in its order, then the trace store's
+  // 5 paths and /metrics.
+  REQUIRE(index["endpoints"].size() == kViewCount + 6);
+  for (size_t i = 0; i < kViewCount; ++i) {
+    CHECK(index["endpoints"][i]["path"] == std::string(kViews[i].rest_path));
+    CHECK(index["endpoints"][i]["csv"] == !kViews[i].csv.empty());
+  }
+  CHECK(index["endpoints"][kViewCount]["path"] == "/api/trace");
+  CHECK(index["endpoints"][kViewCount + 1]["path"] == "/api/trace/event");
+  CHECK(index["endpoints"][kViewCount + 5]["path"] == "/metrics");
 }
 
 TEST_CASE("rest: the token is taken from the header, the query or the subprotocol") {
