@@ -6,6 +6,7 @@
 #include "ingest/ingest_server.h"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "ingest/ingest_frames.h"
+#include "ingest/ingest_status.h"
 #include "ingest/ingest_test_client.h"
 #include "producers/stderr_capture.h"
 #include "stream/clock.h"
@@ -442,6 +444,99 @@ TEST_CASE("ingest server: past max_sources a connection is refused, a sender tha
   CHECK(server.Sources()[0].closed_reason == "not reading what the server sends (acks, pings)");
   CHECK(server.Sources()[0].batches == 1);
   server.Stop();
+}
+
+TEST_CASE("ingest status: /api/status's sources, each field, a capture's time left and a cost or null") {
+  IngestServer::SourceStatus live;
+  live.id = 3;
+  live.endpoint = "unix:/tmp/x.sock";
+  live.label = "train.py:7";
+  live.host = "h1";
+  live.pid = 7;
+  live.rank = 2;
+  live.program = "train.py";
+  live.peer = "pid 7";
+  live.connected = true;
+  live.frames = 10;
+  live.batches = 8;
+  live.acked_seq = 6;
+  live.unacked_batches = 2;
+  live.events = 1000;
+  live.clock_offset_ns = -5;
+  live.best_rtt_ns = 40'000;
+  live.worker = 1;
+  live.capture = {.known = true, .control_id = 4, .host_level = 2, .python_scopes = true, .gpu = true,
+                  .gpu_available = true, .until_ns = 3'500'000'000, .gpu_level = 1};
+  live.cost.now.at_ns = 2'000'000'000;
+  live.cost.now.rss_bytes = 1 << 20;
+  IngestServer::SourceStatus gone;
+  gone.id = 4;
+  gone.rank = -1;
+  gone.closed_reason = "bad frame";
+  gone.lost_batches = 1;
+  gone.sender_dropped = 2;
+  gone.ring_dropped = 3;
+  gone.duplicate_batches = 4;
+  gone.future_dropped = 5;
+  gone.refused_events = 6;
+  gone.refused = {{"no such name", 6, "name 99 in event 0"}};
+  gone.capture = {.known = true, .until_ns = 1'000'000'000, .gpu_level = -1};
+
+  const nlohmann::json j = nlohmann::json::parse(IngestSourcesJson({live, gone}, 3'000'000'000));
+  REQUIRE(j.is_array());
+  REQUIRE(j.size() == 2);
+  const nlohmann::json& a = j[0];
+  CHECK(a["id"] == 3);
+  CHECK(a["endpoint"] == "unix:/tmp/x.sock");
+  CHECK(a["label"] == "train.py:7");
+  CHECK(a["host"] == "h1");
+  CHECK(a["pid"] == 7);
+  CHECK(a["rank"] == 2);
+  CHECK(a["program"] == "train.py");
+  CHECK(a["peer"] == "pid 7");
+  CHECK(a["connected"] == true);
+  CHECK(a["closed_reason"] == "");
+  CHECK(a["closed_cleanly"] == false);
+  CHECK(a["frames"] == 10);
+  CHECK(a["batches"] == 8);
+  CHECK(a["acked_seq"] == 6);
+  CHECK(a["unacked_batches"] == 2);
+  CHECK(a["events"] == 1000);
+  CHECK(a["clock_offset_ns"] == -5);
+  CHECK(a["best_rtt_ns"] == 40000);
+  CHECK(a["worker"] == 1);
+  CHECK(a["refused"] == nlohmann::json::array());
+  const nlohmann::json& c = a["capture"];
+  CHECK(c["control_id"] == 4);
+  CHECK(c["host_level"] == 2);
+  CHECK(c["python_scopes"] == true);
+  CHECK(c["gpu"] == true);
+  CHECK(c["gpu_available"] == true);
+  CHECK(c["gpu_level"] == "full");
+  CHECK(c["until_ns"] == 3'500'000'000);
+  CHECK(c["seconds_left"].get<double>() == doctest::Approx(0.5));
+  REQUIRE(a["cost"].is_object());
+  CHECK(a["cost"]["rss_bytes"] == 1 << 20);
+
+  const nlohmann::json& b = j[1];
+  CHECK(b["id"] == 4);
+  CHECK(b["rank"] == -1);
+  CHECK(b["connected"] == false);
+  CHECK(b["closed_reason"] == "bad frame");
+  CHECK(b["lost_batches"] == 1);
+  CHECK(b["sender_dropped"] == 2);
+  CHECK(b["ring_dropped"] == 3);
+  CHECK(b["duplicate_batches"] == 4);
+  CHECK(b["future_dropped"] == 5);
+  CHECK(b["refused_events"] == 6);
+  CHECK(b["refused"] == nlohmann::json::parse(R"([{"reason":"no such name","events":6,"example":"name 99 in event 0"}])"));
+  CHECK(b["capture"]["gpu_level"].is_null());
+  CHECK(b["capture"]["seconds_left"] == 0.0);  // (ended before now)
+  CHECK(b["cost"].is_null());
+
+  IngestServer::SourceStatus unknown;
+  CHECK(nlohmann::json::parse(IngestSourcesJson({unknown}, 0))[0]["capture"].is_null());
+  CHECK(IngestSourcesJson({}, 0) == "[]");
 }
 
 }  // namespace
