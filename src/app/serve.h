@@ -4,7 +4,9 @@
 // demo is serve plus the simulated GPU workload on a scenario schedule;
 // replay is serve plus a trace file fed through the live path
 // (src/import/replay.h); open serves a run folder written with --trace-dir,
-// read-only. Each prints "listening on http://127.0.0.1:PORT/" once ready.
+// read-only; run serves a job's events (app/run.h). Each prints "listening
+// on http://127.0.0.1:PORT/" once ready. What each mode holds while it
+// serves, and the order it starts and stops in: app/serve_session.cc.
 #ifndef LIVEPROF_APP_SERVE_H_
 #define LIVEPROF_APP_SERVE_H_
 
@@ -12,7 +14,7 @@
 
 namespace liveprof {
 
-// Adds the subcommands demo, serve, replay and open, with their options.
+// Adds the subcommands demo, serve, replay, run and open, with their options.
 void AddServeCommands(CLI::App& app, Commands* commands);
 
 }  // namespace liveprof
