@@ -8,6 +8,7 @@
 #include <array>
 #include <string_view>
 
+#include "aggregators/alert_metrics.h"
 #include "aggregators/alerts.h"
 #include "base/json_writer.h"
 
@@ -18,9 +19,8 @@ class DriftingSource : public MetricSource {
  public:
   void Advance() { ++tick_; }
   std::optional<MetricValue> Get(std::string_view metric, const WindowSpec& w) const override {
-    const std::span<const std::string_view> names = KnownAlertMetrics();
-    for (size_t i = 0; i < names.size(); ++i) {
-      if (names[i] != metric) continue;
+    for (size_t i = 0; i < std::size(kAlertMetrics); ++i) {
+      if (kAlertMetrics[i].name != metric) continue;
       // A value just under the default thresholds most of the time, above them
       // for a stretch of 8 evaluations out of every 512.
       const bool high = (tick_ + i * 37) % 512 < 8;

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "aggregators/alert_metrics.h"
 #include "aggregators/alerts.h"
 #include "base/json_writer.h"
 
@@ -20,21 +21,15 @@ namespace liveprof {
 
 namespace {
 
-// docs/alerts.md defines each one for the pipeline that computes them.
-constexpr std::array<std::string_view, 12> kMetrics = {
-    "input_pct",
-    "kernel_launch_pct",
-    "all_others_pct",
-    "device_collectives_pct",
-    "step_time_ms_median",
-    "step_time_ms_mean",
-    "memory_used_pct",
-    "dropped_events",
-    "late_events",
-    "seconds_since_last_step",
-    "gpu_utilization_pct",
-    "pod.straggler_pct",
-};
+// The metrics' names, as alert_metrics.h's table lists them.
+std::string KnownMetrics() {
+  std::string s;
+  for (const AlertMetricInfo& m : kAlertMetrics) {
+    if (!s.empty()) s += ", ";
+    s += m.name;
+  }
+  return s;
+}
 
 
 constexpr size_t kMaxNameBytes = 128;
@@ -226,8 +221,8 @@ class RuleParser {
         Error("'metric' must be a string");
       } else {
         const std::string m = v->get<std::string>();
-        if (std::find(kMetrics.begin(), kMetrics.end(), m) == kMetrics.end()) {
-          Error("unknown metric '" + m + "' (known metrics: " + Join(kMetrics, ", ") + ")");
+        if (FindAlertMetric(m) == nullptr) {
+          Error("unknown metric '" + m + "' (known metrics: " + KnownMetrics() + ")");
         } else {
           rule->metric = m;
         }
@@ -403,7 +398,6 @@ AlertRule MakeRule(std::string name, std::string metric, AlertComparison cmp, do
 
 }  // namespace
 
-std::span<const std::string_view> KnownAlertMetrics() { return kMetrics; }
 
 std::string AlertRulesToJson(std::span<const AlertRule> rules) {
   JsonWriter w;

@@ -10,6 +10,7 @@
 #include <limits>
 #include <utility>
 
+#include "aggregators/alert_metrics.h"
 #include "base/json_writer.h"
 
 namespace liveprof {
@@ -205,11 +206,9 @@ std::string AlertWindowText(const WindowSpec& window, const std::optional<Window
 }
 
 std::string_view AlertValueUnit(std::string_view metric, bool baseline) {
-  if (baseline || metric.ends_with("_pct")) return "%";
-  if (metric.find("_ms") != std::string_view::npos) return "ms";
-  if (metric.starts_with("seconds_")) return "s";
-  if (metric.ends_with("_events")) return "events";
-  return "";
+  if (baseline) return "%";
+  const AlertMetricInfo* m = FindAlertMetric(metric);
+  return m != nullptr ? m->unit : std::string_view();
 }
 
 namespace {

@@ -76,9 +76,6 @@ class MetricSource {
   }
 };
 
-// The metric names a rule may use (docs/alerts.md defines each one).
-std::span<const std::string_view> KnownAlertMetrics();
-
 enum class AlertComparison : uint8_t { kGreaterEqual, kGreater, kLessEqual, kLess };
 enum class AlertSeverity : uint8_t { kCritical, kWarning, kInfo };
 // kPending: breaching, fewer than fire_after times in a row. kResolving:
@@ -94,13 +91,13 @@ std::string_view AlertComparisonText(AlertComparison c);  // ">=", ">", "<=", "<
 std::string_view AlertSeverityName(AlertSeverity s);      // "critical", "warning", "info"
 std::string_view AlertStateName(AlertState s);            // "ok", "pending", "firing", "resolving", "closed"
 std::string_view AlertEventStateName(AlertEventState s);  // "firing", "resolved", "closed"
-// The unit of a rule's value: "%" for a baseline rule (a change) and the
-// *_pct metrics, "ms", "s", "events"; "" when the metric has none.
+// The unit of a rule's value: "%" for a baseline rule (a change), else its
+// metric's (alert_metrics.h); "" for a metric the table does not know.
 std::string_view AlertValueUnit(std::string_view metric, bool baseline);
 
 struct AlertRule {
   std::string name;    // unique; [A-Za-z0-9_.:-], at most 128 bytes.
-  std::string metric;  // one of KnownAlertMetrics().
+  std::string metric;  // one of kAlertMetrics' names (alert_metrics.h).
   AlertComparison comparison = AlertComparison::kGreaterEqual;
   double threshold = 0;
   WindowSpec window;

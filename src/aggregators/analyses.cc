@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "aggregators/alert_metrics.h"
+
 namespace liveprof {
 
 namespace {
@@ -85,56 +87,68 @@ class Analyses::Metrics : public MetricSource {
 
   // Pod rules advance whenever a worker completes a step.
   std::optional<int64_t> StepClock(std::string_view metric) const override {
-    if (metric.starts_with("pod.")) return static_cast<int64_t>(a_.pod_.cells_total());
+    const AlertMetricInfo* m = FindAlertMetric(metric);
+    if (m != nullptr && m->pod_steps) return static_cast<int64_t>(a_.pod_.cells_total());
     return std::nullopt;
   }
 
+  // Each metric as alert_metrics.h's table says it is computed.
   std::optional<MetricValue> Get(std::string_view metric, const WindowSpec& spec) const override {
-    if (metric == "memory_used_pct") return MemoryUsed(spec);
-    if (metric == "dropped_events" || metric == "late_events") return CounterDelta(metric, spec);
-    if (metric == "pod.straggler_pct") return Straggler(spec);
-    if (metric == "seconds_since_last_step") {
-      if (a_.last_step_num_ < 0) return std::nullopt;
-      // A finished job's clock stopped when it finished.
-      const uint64_t now = std::max(a_.finished_ns_ != 0 ? std::min(a_.now_ns_, a_.finished_ns_) : a_.now_ns_,
-                                    a_.last_step_end_ns_);
-      return MetricValue{static_cast<double>(now - a_.last_step_end_ns_) / 1e9, a_.last_step_num_,
-                         a_.last_step_num_, 1};
+    const AlertMetricInfo* m = FindAlertMetric(metric);
+    if (m == nullptr) return std::nullopt;
+    switch (m->from) {
+      case MetricFrom::kStepBucket:
+      case MetricFrom::kStepTimeMedian:
+      case MetricFrom::kStepTimeMean: return StepMetric(*m, spec);
+      case MetricFrom::kMemoryUsed: return MemoryUsed(spec);
+      case MetricFrom::kDroppedEvents:
+      case MetricFrom::kLateEvents: return CounterDelta(m->from, spec);
+      case MetricFrom::kSinceLastStep: return SinceLastStep();
+      case MetricFrom::kGpuUtilization: return GpuUtilization(spec);
+      case MetricFrom::kPodStraggler: return Straggler(spec);
     }
-    if (metric == "gpu_utilization_pct") {
-      const uint64_t ns = spec.kind == WindowSpec::Kind::kSeconds ? spec.ns : 0;
-      const DeviceUtilizationSnapshot u = a_.utilization_.Snapshot(ns);
-      if (u.devices.empty()) return std::nullopt;
-      uint64_t busy = 0, span = 0;
-      for (const auto& d : u.devices) {
-        busy += d.busy_ns;
-        span += d.span_ns;
-      }
-      if (span == 0) return std::nullopt;
-      return MetricValue{100.0 * static_cast<double>(busy) / static_cast<double>(span), -1, -1,
-                         u.devices.size()};
-    }
-    // Step metrics.
+    return std::nullopt;
+  }
+
+ private:
+  std::optional<MetricValue> StepMetric(const AlertMetricInfo& m, const WindowSpec& spec) const {
     const StepWindow w = a_.breakdown_.Window(ToSel(spec));
     if (w.steps == 0) return std::nullopt;
     if (spec.kind == WindowSpec::Kind::kSteps && w.steps < spec.steps) return std::nullopt;
     MetricValue v{0, w.first_step, w.last_step, w.steps};
-    if (metric == "input_pct") v.value = w.pct(Bucket::kInput);
-    else if (metric == "kernel_launch_pct") v.value = w.pct(Bucket::kKernelLaunch);
-    else if (metric == "all_others_pct") v.value = w.pct(Bucket::kAllOthers);
-    else if (metric == "device_collectives_pct") v.value = w.pct(Bucket::kDeviceCollectives);
-    else if (metric == "step_time_ms_median") v.value = w.step_ms_median;
-    else if (metric == "step_time_ms_mean") v.value = w.step_ms.mean();
-    else return std::nullopt;
+    if (m.from == MetricFrom::kStepBucket) {
+      v.value = w.pct(m.bucket);
+      return v;
+    }
+    v.value = m.from == MetricFrom::kStepTimeMedian ? w.step_ms_median : w.step_ms.mean();
     // The spread a median has: 1.4826 × MAD (the standard deviation of
     // normal data, untouched by a few slow steps) over the median.
-    if (metric.starts_with("step_time_ms") && w.step_ms_median > 0) {
-      v.spread_pct = 100.0 * 1.4826 * w.step_ms_mad / w.step_ms_median;
-    }
+    if (w.step_ms_median > 0) v.spread_pct = 100.0 * 1.4826 * w.step_ms_mad / w.step_ms_median;
     return v;
   }
 
- private:
+  std::optional<MetricValue> SinceLastStep() const {
+    if (a_.last_step_num_ < 0) return std::nullopt;
+    // A finished job's clock stopped when it finished.
+    const uint64_t now = std::max(a_.finished_ns_ != 0 ? std::min(a_.now_ns_, a_.finished_ns_) : a_.now_ns_,
+                                  a_.last_step_end_ns_);
+    return MetricValue{static_cast<double>(now - a_.last_step_end_ns_) / 1e9, a_.last_step_num_,
+                       a_.last_step_num_, 1};
+  }
+
+  std::optional<MetricValue> GpuUtilization(const WindowSpec& spec) const {
+    const uint64_t ns = spec.kind == WindowSpec::Kind::kSeconds ? spec.ns : 0;
+    const DeviceUtilizationSnapshot u = a_.utilization_.Snapshot(ns);
+    if (u.devices.empty()) return std::nullopt;
+    uint64_t busy = 0, span = 0;
+    for (const auto& d : u.devices) {
+      busy += d.busy_ns;
+      span += d.span_ns;
+    }
+    if (span == 0) return std::nullopt;
+    return MetricValue{100.0 * static_cast<double>(busy) / static_cast<double>(span), -1, -1, u.devices.size()};
+  }
+
   // pod.straggler_pct: a steps window of k steps (a seconds window has no value).
   std::optional<MetricValue> Straggler(const WindowSpec& spec) const {
     if (spec.kind != WindowSpec::Kind::kSteps || spec.steps == 0) return std::nullopt;
@@ -150,7 +164,7 @@ class Analyses::Metrics : public MetricSource {
     return MetricValue{*pct, -1, -1, 1};
   }
 
-  std::optional<MetricValue> CounterDelta(std::string_view metric, const WindowSpec& spec) const {
+  std::optional<MetricValue> CounterDelta(MetricFrom counter, const WindowSpec& spec) const {
     if (a_.counter_history_.empty()) return std::nullopt;
     const auto& now = a_.counter_history_.back();
     const uint64_t span = spec.kind == WindowSpec::Kind::kSeconds ? spec.ns : 10'000'000'000;
@@ -161,8 +175,8 @@ class Analyses::Metrics : public MetricSource {
         [from](const CounterSample& s) { return s.now_ns <= from; });
     const CounterSample* base =
         after == a_.counter_history_.begin() ? &a_.counter_history_.front() : &*(after - 1);
-    const double d = metric == "dropped_events" ? static_cast<double>(now.dropped - base->dropped)
-                                                : static_cast<double>(now.late - base->late);
+    const double d = counter == MetricFrom::kDroppedEvents ? static_cast<double>(now.dropped - base->dropped)
+                                                           : static_cast<double>(now.late - base->late);
     return MetricValue{d, -1, -1, a_.counter_history_.size()};
   }
 

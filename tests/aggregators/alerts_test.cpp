@@ -1,5 +1,7 @@
 #include "aggregators/alerts.h"
 
+#include "aggregators/alert_metrics.h"
+
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -789,14 +791,14 @@ TEST_CASE("alerts: incremental equals batch equals a naive reference on random r
     CAPTURE(seed);
     std::mt19937 rng(seed);
     auto uniform = [&](int lo, int hi) { return lo + static_cast<int>(rng() % (hi - lo + 1)); };
-    const std::span<const std::string_view> metrics = KnownAlertMetrics();
+    const std::span<const AlertMetricInfo> metrics = kAlertMetrics;
     std::vector<AlertRule> rules;
     const int rule_count = uniform(1, 5);
     for (int i = 0; i < rule_count; ++i) {
       const auto cmp = static_cast<AlertComparison>(uniform(0, 3));
       const WindowSpec w = uniform(0, 1) ? WindowSpec::Steps(uniform(1, 50))
                                          : WindowSpec::Duration(uniform(1, 30) * kSecond);
-      AlertRule r = Rule("rule" + std::to_string(i), std::string(metrics[i]), cmp,
+      AlertRule r = Rule("rule" + std::to_string(i), std::string(metrics[i].name), cmp,
                          uniform(-2, 2) * 10.0, w, uniform(1, 4), uniform(1, 4));
       r.summary = uniform(0, 1) ? "" : "{value} vs {threshold} over {window}";
       rules.push_back(r);
