@@ -197,28 +197,11 @@ Analyses::Analyses(AnalysesOptions options, Diagnostics* diag)
       gpu_handoffs_(&catalog_),
       loader_workers_(&catalog_),
       pod_(&catalog_, PodOptions(options_)),
-      alerts_(options_.alert_rules) {
+      alerts_(options_.alert_rules),
+      worker_(&catalog_) {
   if (options_.pytorch_view) pytorch_.emplace(&catalog_, diag, options_.pytorch);
 }
 
-std::string_view AnalysisName(Analysis a) {
-  switch (a) {
-    case Analysis::kCatalog: return "catalog";
-    case Analysis::kPod: return "pod";
-    case Analysis::kOpStats: return "op_stats";
-    case Analysis::kKernels: return "kernel_stats";
-    case Analysis::kUtilization: return "device_utilization";
-    case Analysis::kMemory: return "memory";
-    case Analysis::kModules: return "modules";
-    case Analysis::kAnnotations: return "annotations";
-    case Analysis::kPytorch: return "pytorch";
-    case Analysis::kSteps: return "steps";
-    case Analysis::kTraceStore: return "trace_store";
-    case Analysis::kRender: return "render";
-    case Analysis::kCount: break;
-  }
-  return "?";
-}
 
 template <typename F>
 void Analyses::Timed(Analysis a, F&& f) {
@@ -251,13 +234,14 @@ void Analyses::Consume(std::span<const Event> definitions, std::span<const Event
     Timed(Analysis::kCatalog, [&] { catalog_.Consume(part); });  // a GPU's kDeviceInfo travels with its source's events.
     Timed(Analysis::kPod, [&] { pod_.Consume(part); });  // every worker's events.
     Timed(Analysis::kCatalog, [&] { gpu_handoffs_.Consume(part); });  // every worker's too.
-    Timed(Analysis::kCatalog, [&] { part = AnalysedWorker(part); });
+    // With several workers every view but the pod follows one (worker_filter.h).
+    Timed(Analysis::kCatalog, [&] { part = worker_.Filter(part); });
     Timed(Analysis::kOpStats, [&] {
       if (!part.empty()) op_stats_.Consume(part);
       // Its helpers' work (DataLoader workers' fetches) is their own: in the
       // input pipeline's tables, never in its TF stats, host time, steps,
       // kernels or memory.
-      if (!helpers_.empty()) loader_workers_.Consume(helpers_);
+      if (!worker_.helpers().empty()) loader_workers_.Consume(worker_.helpers());
     });
     if (part.empty()) continue;
     Timed(Analysis::kKernels, [&] { kernels_.Consume(part); });
@@ -276,36 +260,6 @@ void Analyses::Consume(std::span<const Event> definitions, std::span<const Event
     pod_.Advance(watermark_ns_);
     CloseSteps(pod_.cells_total() != pod_cells);
   });
-}
-
-std::span<const Event> Analyses::AnalysedWorker(std::span<const Event> part) {
-  if (!catalog_.multi_process()) return part;  // one process: all of it (the common case).
-  if (!analysed_by_step_) {
-    for (const Event& e : part) {
-      if (e.kind == EventKind::kStepMarker) {
-        analysed_process_ = catalog_.Track(e.track).process;
-        analysed_by_step_ = true;
-        break;
-      }
-      if (analysed_process_ == kNoProcess && e.track != 0) {
-        // (A helper's event, a loader's first fetch: the process it serves.)
-        const uint32_t process = catalog_.Track(e.track).process;
-        const uint32_t served = catalog_.ServedProcess(process);
-        analysed_process_ = served != Catalog::kNoProcess ? served : process;
-      }
-    }
-  }
-  one_worker_.clear();
-  helpers_.clear();
-  for (const Event& e : part) {
-    const uint32_t process = catalog_.Track(e.track).process;
-    if (e.track == 0 || process == analysed_process_) {
-      one_worker_.push_back(e);
-    } else if (analysed_process_ != kNoProcess && catalog_.ServedProcess(process) == analysed_process_) {
-      helpers_.push_back(e);
-    }
-  }
-  return one_worker_;
 }
 
 std::span<const Event> Analyses::DropBadSpans(std::span<const Event> part) {
@@ -356,20 +310,7 @@ void Analyses::Flush(uint64_t now_ns) {
   CloseSteps(pod_.cells_total() != pod_cells);
 }
 
-void Analyses::SetStreamTotals(uint64_t published, uint64_t dropped) {
-  published_ = published;
-  dropped_ = dropped;
-}
 
-std::string_view JobStateName(JobState s) {
-  switch (s) {
-    case JobState::kLive: return "live";
-    case JobState::kWaiting: return "waiting";
-    case JobState::kFinished: return "finished";
-    case JobState::kDisconnected: return "disconnected";
-  }
-  return "live";
-}
 
 namespace {
 bool JobEnded(JobState s) { return s == JobState::kFinished || s == JobState::kDisconnected; }
@@ -405,7 +346,7 @@ void Analyses::EvaluateAlerts(uint64_t now_ns, bool force) {
   if (!force && now_ns < last_alert_ns_ + options_.alert_tick_ns) return;
   last_alert_ns_ = now_ns;
   const uint64_t late = diag_ ? diag_->Get(Diag::late_events) : 0;
-  counter_history_.push_back({now_ns, dropped_, late});
+  counter_history_.push_back({now_ns, status_.dropped(), late});
   // Keep ten minutes of samples: longer than any sensible rule window.
   while (counter_history_.size() > 2 &&
          counter_history_.front().now_ns + 600'000'000'000 < now_ns) {
@@ -480,157 +421,25 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
   put(View::kModules, modules_.Snapshot());
   put(View::kAnnotations, annotations_.Snapshot());
   if (pytorch_ && wanted(View::kPytorch)) put(View::kPytorch, pytorch_->Snapshot());
-  put(View::kStatus, WriteWith{[&](JsonWriter& w) { WriteStatus(w, overview); }});
+  const StatusView::Inputs status{overview,
+                                  catalog_,
+                                  steps_,
+                                  pod_,
+                                  gpu_handoffs_,
+                                  diag_,
+                                  job_state_,
+                                  worker_.process(),
+                                  events_consumed_,
+                                  watermark_ns_,
+                                  options_.clock_ns != nullptr ? std::span<const AnalysisCost>(costs_)
+                                                               : std::span<const AnalysisCost>()};
+  put(View::kStatus, WriteWith{[&](JsonWriter& w) { status_.Write(w, status); }});
   return v;
 }
 
-std::vector<SourceTotals> MergeSourcesByName(std::vector<SourceTotals> sources) {
-  std::stable_sort(sources.begin(), sources.end(),
-                   [](const SourceTotals& a, const SourceTotals& b) { return a.name < b.name; });
-  std::vector<SourceTotals> out;
-  for (SourceTotals& s : sources) {
-    if (!out.empty() && out.back().name == s.name) {
-      out.back().published += s.published;
-      out.back().dropped += s.dropped;
-    } else {
-      out.push_back(std::move(s));
-    }
-  }
-  return out;
-}
 
-void Analyses::SetSources(std::vector<SourceTotals> sources, uint64_t now_ns) {
-  source_history_.push_back({now_ns, MergeSourcesByName(std::move(sources))});
-  // Keep the newest sample at least a second older than now, and what follows.
-  while (source_history_.size() > 2 && source_history_[1].now_ns + 1'000'000'000 <= now_ns) {
-    source_history_.pop_front();
-  }
-}
 
-void Analyses::SetSelfCost(SelfCostSample sample) {
-  if (sample.at_ns <= self_now_.at_ns) return;
-  self_prev_ = std::move(self_now_);
-  self_now_ = std::move(sample);
-}
 
-void Analyses::WriteSelfCost(JsonWriter& w) const {
-  // Each liveprof thread's CPU over the last interval (% of one core; -1
-  // before a second sample) and since it started; the process's memory.
-  w.BeginObject();
-  w.KV("process", "server");
-  WriteSelfCostFields(w, self_prev_, self_now_);
-  w.EndObject();
-}
 
-void Analyses::WriteStatus(JsonWriter& w, const OverviewSnapshot& overview) const {
-  const RunEnvironment& env = overview.env;
-  // What the stream carried, what was lost, and every diagnostic.
-  w.BeginObject();
-  w.KV("protocol_version", kViewProtocolVersion);
-  // Whether the job has a device: without one the pages show host views.
-  w.KV("has_device", overview.has_device);
-  if (self_now_.at_ns) {
-    w.Key("liveprof_cost");
-    WriteSelfCost(w);
-  }
-  w.KV("events_consumed", events_consumed_);
-  w.KV("events_published", published_);
-  w.KV("events_dropped", dropped_);
-  w.KV("watermark_ns", watermark_ns_);
-  w.KV("step_source", StepSourceName(steps_.source()));
-  // Per process with steps (the pod's workers): where its steps come from.
-  // A process of the job with none (a launcher, an inference loop) is not
-  // here: the ingest sources list it.
-  w.Key("step_sources");
-  w.BeginArray();
-  for (const PodWorkerSummary& ws : pod_.StepSources()) {
-    w.BeginObject();
-    w.KV("worker", static_cast<uint64_t>(ws.id));
-    w.KV("label", ws.label);
-    w.KV("source", ws.step_source);
-    w.KV("marker", ws.step_marker);
-    w.KV("steps", ws.steps_total);
-    w.EndObject();
-  }
-  w.EndArray();
-  // Per process: the spans whose GPU data went to another CUPTI client
-  // (torch.profiler run by the program itself), oldest first.
-  w.Key("gpu_handoffs");
-  gpu_handoffs_.WriteJson(w);
-  w.KV("job_state", JobStateName(job_state_));
-  // With several workers: the one these views follow (the pod view has all).
-  if (catalog_.multi_process() && analysed_process_ != kNoProcess) {
-    w.KV("analysed_process", static_cast<uint64_t>(analysed_process_));
-    w.KV("analysed_worker", catalog_.ProcessLabel(analysed_process_));
-  }
-  w.KV("steps_closed", steps_.steps_closed());
-  w.KV("steps_open", static_cast<uint64_t>(steps_.open_steps()));
-  w.KV("events_waiting_for_step", static_cast<uint64_t>(steps_.pending_events()));
-  // Per producer ring: totals, and rates over the last second or so.
-  w.Key("sources");
-  w.BeginArray();
-  if (!source_history_.empty()) {
-    const SourceSample& last = source_history_.back();
-    const SourceSample& first = source_history_.front();
-    const double seconds = static_cast<double>(last.now_ns - first.now_ns) / 1e9;
-    for (const SourceTotals& s : last.sources) {
-      uint64_t published0 = s.published, dropped0 = s.dropped;
-      for (const SourceTotals& o : first.sources) {
-        if (o.name == s.name) {
-          published0 = std::min(o.published, s.published);
-          dropped0 = std::min(o.dropped, s.dropped);
-        }
-      }
-      w.BeginObject();
-      w.KV("name", s.name);
-      w.KV("published", s.published);
-      w.KV("dropped", s.dropped);
-      w.KV("events_per_second", seconds > 0 ? static_cast<double>(s.published - published0) / seconds : 0.0);
-      w.KV("dropped_per_second", seconds > 0 ? static_cast<double>(s.dropped - dropped0) / seconds : 0.0);
-      w.EndObject();
-    }
-  }
-  w.EndArray();
-  if (options_.clock_ns != nullptr) {
-    // The pipeline thread's time in each analysis and stage: a long batch
-    // holds the drain back, and producers' rings fill behind it.
-    w.Key("pipeline_cost");
-    w.BeginArray();
-    for (size_t i = 0; i < costs_.size(); ++i) {
-      const AnalysisCost& c = costs_[i];
-      w.BeginObject();
-      w.KV("name", AnalysisName(static_cast<Analysis>(i)));
-      w.KV("total_ms", static_cast<double>(c.total_ns) / 1e6);
-      w.KV("max_batch_ms", static_cast<double>(c.max_ns) / 1e6);
-      w.KV("batches", c.batches);
-      w.KV("batches_over_10ms", c.batches_over_10ms);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.Key("pipeline_backlog");
-    w.BeginObject();
-    w.KV("events", backlog_);
-    w.KV("max_events", max_backlog_);
-    w.EndObject();
-  }
-  w.Key("run_environment");
-  WriteRunEnvironment(w, env);
-  w.Key("diagnostics");
-  w.BeginArray();
-  for (size_t i = 0; i < static_cast<size_t>(Diag::kCount); ++i) {
-    const DiagInfo& info = DiagnosticInfo(static_cast<Diag>(i));
-    w.BeginObject();
-    w.KV("name", info.name);
-    w.KV("severity", info.severity == Severity::kInfo       ? "info"
-                     : info.severity == Severity::kDataLoss ? "data_loss"
-                     : info.severity == Severity::kLate     ? "late"
-                                                            : "error");
-    w.KV("count", diag_ ? diag_->Get(static_cast<Diag>(i)) : uint64_t{0});
-    w.KV("description", info.description);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.EndObject();
-}
 
 }  // namespace liveprof

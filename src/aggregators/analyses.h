@@ -42,15 +42,14 @@
 #include "aggregators/pod_view.h"
 #include "aggregators/pytorch_view.h"
 #include "aggregators/step_breakdown.h"
+#include "aggregators/status_view.h"
 #include "aggregators/steps.h"
+#include "aggregators/worker_filter.h"
 #include "aggregators/views.h"
 #include "base/self_cost.h"
 #include "stream/diagnostics.h"
 
 namespace liveprof {
-
-// The JSON view models' protocol version ("v"). Bump on a breaking change.
-inline constexpr int kViewProtocolVersion = 1;
 
 struct AnalysesOptions {
   StepAssembler::Options steps;
@@ -71,23 +70,6 @@ struct AnalysesOptions {
   // the pipeline thread's time per analysis, its longest batch): a monotonic
   // clock in ns. Null (tests, `analyze`): not timed.
   uint64_t (*clock_ns)() = nullptr;
-};
-
-// What the pipeline thread spends its time on (status "pipeline_cost"): the
-// analyses Analyses::Consume times, in its order, then what the pipeline
-// times and adds (AddCost): the trace store's appends, the periodic render.
-enum class Analysis : uint8_t {
-  kCatalog, kPod, kOpStats, kKernels, kUtilization, kMemory, kModules, kAnnotations, kPytorch, kSteps,
-  kTraceStore, kRender, kCount
-};
-std::string_view AnalysisName(Analysis a);  // "catalog", "pod", "op_stats"... "trace_store", "render"
-
-// What one analysis cost the pipeline thread since the start.
-struct AnalysisCost {
-  uint64_t total_ns = 0;
-  uint64_t max_ns = 0;              // its longest single batch.
-  uint64_t batches = 0;
-  uint64_t batches_over_10ms = 0;   // a stall that long at 1 M events/s fills 10,000 ring slots.
 };
 
 // What a render covers: the window of the step views, of the tables.
@@ -145,26 +127,6 @@ inline const std::string& RenderedViews::csv(View view) const {
   return overview_csv;
 }
 
-// One producer ring's counters.
-// Where the profiled job stands, as its owner sees it (serve's loop: the
-// ingest sources, a replay's end). `finished` stops the clock of
-// seconds_since_last_step at the moment it was first seen.
-enum class JobState : uint8_t {
-  kLive,          // producing (in-process sources; a connected ingest source).
-  kWaiting,       // ingest: no source has introduced itself yet.
-  kFinished,      // every source closed cleanly; a replay (not --loop) done.
-  kDisconnected,  // every source gone, at least one cut off (no clean close).
-};
-std::string_view JobStateName(JobState s);  // "live", "waiting", "finished", "disconnected"
-
-struct SourceTotals {
-  std::string name;
-  uint64_t published = 0;
-  uint64_t dropped = 0;
-};
-// Sorted by name, rings sharing a name summed: one entry per name.
-std::vector<SourceTotals> MergeSourcesByName(std::vector<SourceTotals> sources);
-
 class Analyses {
  public:
   // `diag` is the session's diagnostics table (the stream's), shown with
@@ -176,22 +138,16 @@ class Analyses {
                std::span<const Event> late, uint64_t watermark_ns, uint64_t now_ns);
   // End of stream: closes every step. Pipeline thread.
   void Flush(uint64_t now_ns);
-  // The stream's totals, for the status view and the drop alerts. Pipeline thread.
-  void SetStreamTotals(uint64_t published, uint64_t dropped);
-  // Events the drain thread has queued for the pipeline thread now, and the
-  // most it has queued (status "pipeline_backlog"). Pipeline thread.
-  void SetPipelineBacklog(uint64_t queued, uint64_t max_queued) {
-    backlog_ = queued;
-    max_backlog_ = max_queued;
+  // What only the status view shows (status_view.h): the stream's totals
+  // (the drop alerts read them too), the drain thread's backlog, each
+  // producer ring's totals, liveprof's own cost. Pipeline thread.
+  void SetStreamTotals(uint64_t published, uint64_t dropped) { status_.SetStreamTotals(published, dropped); }
+  void SetPipelineBacklog(uint64_t queued, uint64_t max_queued) { status_.SetPipelineBacklog(queued, max_queued); }
+  void SetSources(std::vector<SourceTotals> sources, uint64_t now_ns) {
+    status_.SetSources(std::move(sources), now_ns);
   }
-  // Each producer ring's totals at host time `now_ns`, for the status view's
-  // sources and their rates (rings sharing a name are summed). Pipeline thread.
-  void SetSources(std::vector<SourceTotals> sources, uint64_t now_ns);
-  // liveprof's own threads and memory in this process, read from /proc
-  // (base/self_cost.h) about once a second: the status view's
-  // liveprof_cost, each thread's CPU over the last two samples.
-  void SetSelfCost(SelfCostSample sample);
-  const SelfCostSample& self_cost() const { return self_now_; }
+  void SetSelfCost(SelfCostSample sample) { status_.SetSelfCost(std::move(sample)); }
+  const SelfCostSample& self_cost() const { return status_.self_cost(); }
   // The job's state (status "job_state"); kFinished stops the stall clock.
   void SetJobState(JobState state);
   // Replaces the alert rules (their states carry over by name). Pipeline thread.
@@ -227,8 +183,6 @@ class Analyses {
   // Runs `f`, its time added to `a`'s cost when timed.
   template <typename F>
   void Timed(Analysis a, F&& f);
-  void WriteStatus(JsonWriter& w, const OverviewSnapshot& overview) const;
-  void WriteSelfCost(JsonWriter& w) const;
   class Metrics;  // the MetricSource the alert rules read.
   // Takes the closed steps; evaluates the alerts if any closed (or
   // `pod_steps`: a worker's step closed in the pod view).
@@ -236,14 +190,6 @@ class Analyses {
   // `part` without spans of a bad duration (counted once here); may point
   // into clean_.
   std::span<const Event> DropBadSpans(std::span<const Event> part);
-  // With several workers (ingest sources, simulated ranks) every view but
-  // the pod follows one: the worker of the first step marker (before one, of
-  // the first event), as TF's tools show one host at a time; the pod view
-  // compares them all. `part` with the other workers' events left out (may
-  // point into one_worker_); the events of the processes that serve that
-  // worker (its DataLoader workers, Catalog::ServedProcess) go to helpers_,
-  // for the input pipeline's tables only (LoaderWorkers: never its TF stats).
-  std::span<const Event> AnalysedWorker(std::span<const Event> part);
   void EvaluateAlerts(uint64_t now_ns, bool force);
 
   AnalysesOptions options_;
@@ -258,17 +204,13 @@ class Analyses {
   ModuleStats modules_;
   AnnotationStats annotations_;
   GpuHandoffs gpu_handoffs_;  // every worker's: whose GPU data, when.
-  LoaderWorkers loader_workers_;  // the analysed worker's DataLoader workers (helpers_).
+  LoaderWorkers loader_workers_;  // the analysed worker's DataLoader workers (worker_.helpers()).
   std::optional<PytorchView> pytorch_;
   PodView pod_;
   AlertEngine alerts_;
   std::vector<AlertEvent> alert_events_;
   std::vector<Event> clean_;
-  static constexpr uint32_t kNoProcess = UINT32_MAX;
-  uint32_t analysed_process_ = kNoProcess;
-  bool analysed_by_step_ = false;  // chosen by a step marker (final), not by a first event.
-  std::vector<Event> helpers_;     // AnalysedWorker's: the events of the processes serving it.
-  std::vector<Event> one_worker_;  // DropBadSpans' output when it had to drop.
+  WorkerFilter worker_;  // the worker every view but the pod follows.
 
   uint64_t events_consumed_ = 0;
   std::array<AnalysisCost, static_cast<size_t>(Analysis::kCount)> costs_{};
@@ -279,21 +221,12 @@ class Analyses {
   JobState job_state_ = JobState::kLive;
   uint64_t finished_ns_ = 0;  // now_ns_ when kFinished was first set; 0 otherwise.
   int64_t last_step_num_ = -1;
-  uint64_t published_ = 0, dropped_ = 0;
-  uint64_t backlog_ = 0, max_backlog_ = 0;
   // (now, dropped, late) samples for the "during the window" metrics.
   struct CounterSample {
     uint64_t now_ns, dropped, late;
   };
   std::deque<CounterSample> counter_history_;
-  // SetSources' samples of the last second or so: rates are taken against
-  // the oldest one.
-  struct SourceSample {
-    uint64_t now_ns;
-    std::vector<SourceTotals> sources;
-  };
-  std::deque<SourceSample> source_history_;
-  SelfCostSample self_prev_, self_now_;  // the two newest samples.
+  StatusView status_;
   uint64_t seq_ = 0;
   // The last rendered size of each view (overview, steps, input_pipeline,
   // tf_stats, kernel_stats, memory, alerts, pytorch, status, pod): the next

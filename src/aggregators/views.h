@@ -45,6 +45,9 @@ namespace liveprof {
 
 enum class Delivery : uint8_t { kFeed, kOnRequest };
 
+// The JSON view models' protocol version ("v"). Bump on a breaking change.
+inline constexpr int kViewProtocolVersion = 1;
+
 enum class View : uint8_t {
 #define LIVEPROF_VIEW_ENUMERATOR(name, id, ...) id,
   LIVEPROF_VIEWS(LIVEPROF_VIEW_ENUMERATOR)
