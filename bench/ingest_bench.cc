@@ -38,7 +38,7 @@
 #include "pipeline/pipeline.h"
 #include "store/trace_store.h"
 #include "producers/host_api.h"
-#include "ingest/ingest_sender.h"
+#include "ingest/global_sender.h"
 #include "ingest/ingest_server.h"
 #include "stream/clock.h"
 

@@ -59,7 +59,7 @@ void AnnotationStats::Forget(const Launch& l) {
     t.waiting.push_back({e.ts, e.corr});
     // A thread whose launches no annotation claims (autograd's) keeps its
     // most recent ones only.
-    t.Trim(options_.max_pending_per_thread);
+    t.KeepNewest(options_.max_pending_per_thread);
     return;
   }
   if (t.out_of_order.empty()) out_of_order_.push_back(e.track);
@@ -81,7 +81,7 @@ void AnnotationStats::Merge(Thread& t) {
   w.insert(w.end(), t.out_of_order.begin(), t.out_of_order.end());
   std::inplace_merge(w.begin() + start, w.begin() + middle, w.end(), by_ts);
   t.out_of_order.clear();
-  t.Trim(options_.max_pending_per_thread);
+  t.KeepNewest(options_.max_pending_per_thread);
 }
 
 [[gnu::always_inline]] inline void AnnotationStats::AddKernel(const Event& e) {

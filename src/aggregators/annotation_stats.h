@@ -98,7 +98,7 @@ class AnnotationStats {
     size_t head = 0;
     std::vector<Pending> out_of_order;  // in arrival order.
     // Lets go of the oldest past `cap`, moving the rest down now and then.
-    void Trim(size_t cap) {
+    void KeepNewest(size_t cap) {
       if (waiting.size() - head > cap) head = waiting.size() - cap;
       if (head >= 4096 && 2 * head >= waiting.size()) {
         waiting.erase(waiting.begin(), waiting.begin() + static_cast<ptrdiff_t>(head));

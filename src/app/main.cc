@@ -29,7 +29,7 @@
 #include "app/args.h"
 #include "app/example_training.h"
 #include "app/fleet.h"
-#include "ingest/ingest_sender.h"
+#include "ingest/global_sender.h"
 #include "app/serve.h"
 #include "app/simulate.h"
 #include "producers/host_api.h"

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "attach/gpu.h"
-#include "ingest/ingest_sender.h"
+#include "ingest/global_sender.h"
 #include "producers/host_api.h"
 #include "stream/clock.h"
 #include "stream/diagnostics.h"

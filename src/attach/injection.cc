@@ -13,7 +13,7 @@
 
 #include "attach/gpu.h"
 #include "attach/liveprof_c.h"
-#include "ingest/ingest_sender.h"
+#include "ingest/global_sender.h"
 #include "producers/cupti_source.h"
 #include "producers/host_api.h"
 

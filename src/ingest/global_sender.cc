@@ -10,8 +10,8 @@
 #include <mutex>
 #include <string>
 
+#include "ingest/global_sender.h"
 #include "ingest/ingest_sender.h"
-#include "ingest/sender.h"
 #include "producers/host_api.h"
 
 namespace liveprof {

@@ -1,6 +1,6 @@
 // The sender thread (sender.h): drains this process's stream, batches,
 // sends, reads acks, pings and capture controls.
-#include "ingest/sender.h"
+#include "ingest/ingest_sender.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

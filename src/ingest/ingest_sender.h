@@ -1,80 +1,178 @@
-// IngestSender: this process's events to a liveprof server instead of an
-// in-process pipeline (docs/ingest.md). The host API writes to
-// GlobalStream()'s rings as always (never blocking, a full ring drops and
-// counts); a sender thread drains them, sends size-prefixed frames
-// (IngestHello, then IngestBatch with the new names and tracks) over a unix
-// socket or loopback TCP, answers the server's pings, applies its capture
-// controls (host_api.h levels), and keeps every batch until it is
-// acknowledged: after a reconnect the unacknowledged batches are sent again
-// (bounded: past max_unacked_bytes the oldest are dropped and counted). A
-// server that refuses some events of a batch (one on a track never defined:
-// docs/ingest.md, "Refusals") takes the rest and acknowledges the batch: the
-// sender counts them (events_refused) and says so once on stderr, with the
-// first reason; it does not send them again.
-//
-// LIVEPROF_SERVER=unix:/path (or tcp:127.0.0.1:PORT) in the environment
-// connects GlobalStream() at its creation; ConnectGlobalStream() does it
-// from code (the Python module's liveprof.connect).
+// IngestSender: the sender thread behind ConnectGlobalStream()
+// (global_sender.h), for one stream. Internal to liveprof_ingest_client:
+// ingest_sender.cc is the thread (drain, batch, send, acks, pings, capture
+// controls), global_sender.cc the process-wide one (connect, disconnect,
+// fork, LIVEPROF_SERVER).
 #ifndef LIVEPROF_INGEST_INGEST_SENDER_H_
 #define LIVEPROF_INGEST_INGEST_SENDER_H_
 
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdint>
+#include <deque>
+#include <mutex>
+#include <random>
 #include <string>
+#include <thread>
+#include <vector>
+
+#include "base/self_cost.h"
+#include "ingest/ingest_endpoint.h"
+#include "ingest/ingest_frames.h"
+#include "ingest/global_sender.h"
+#include "producers/gpu_activity.h"
+#include "stream/clock.h"
+#include "stream/drain_loop.h"
+#include "stream/liveprof_generated.h"
 
 namespace liveprof {
 
-struct SenderOptions {
-  std::string address;  // "unix:/path" or "tcp:127.0.0.1:PORT".
-  std::string program;  // shown by the server; default: this process's name.
-  int32_t rank = -1;    // -1: $RANK if set, else none.
-  // A helper of another process (a DataLoader worker: "loader 1"), and
-  // that process's pid; shown by the server as "<its label> · <helper>".
-  std::string helper;
-  uint64_t helper_of = 0;
-  uint64_t flush_period_ns = 10'000'000;         // a batch at least this often.
-  uint64_t reconnect_period_ns = 500'000'000;    // between attempts.
-  size_t max_unacked_bytes = size_t{64} << 20;   // kept for a resend.
-};
-
-struct SenderStatus {
-  bool running = false;    // a sender thread exists.
-  bool connected = false;  // its socket is up and the hello was sent.
-  // Batches and events written once each (a resend is counted apart).
-  uint64_t events_sent = 0, batches_sent = 0, batches_acked = 0, batches_resent = 0;
-  uint64_t batches_dropped = 0;  // unacknowledged past max_unacked_bytes.
-  // What became of the events this process recorded: each one recorded is
-  // delivered (acknowledged), still pending, or lost, and is said so.
-  uint64_t events_recorded = 0;         // taken from the rings into batches, plus the rings' drops.
-  uint64_t events_delivered = 0;        // in batches the server acknowledged.
-  uint64_t events_resent = 0;           // written again after a reconnect (not in events_sent).
-  uint64_t events_ring_dropped = 0;     // lost: the rings were full (never batched).
-  uint64_t events_dropped_unacked = 0;  // lost: batches dropped unacknowledged (max_unacked_bytes).
-  uint64_t events_unsent_at_stop = 0;   // lost: not acknowledged when the sender stopped.
-  uint64_t events_lost() const { return events_ring_dropped + events_dropped_unacked + events_unsent_at_stop; }
-  uint64_t events_pending() const {     // recorded, neither delivered nor lost yet.
-    const uint64_t settled = events_delivered + events_lost();
-    return events_recorded > settled ? events_recorded - settled : 0;
+// The sender for one stream: a thread that drains it (DrainLoop::RunOnce on
+// its own thread), batches, sends, reads acks, pings and controls.
+class IngestSender {
+ public:
+  IngestSender(Stream& stream, SenderOptions options, IngestEndpoint endpoint)
+      : stream_(stream),
+        options_(std::move(options)),
+        endpoint_(std::move(endpoint)),
+        drain_(stream, DrainOptions(), [this](const Batch& b) { OnBatch(b); }) {
+    std::random_device rd;
+    session_ = (uint64_t{rd()} << 32) ^ rd() ^ HostNowNs();
+    status_.running = true;
   }
-  uint64_t connects = 0;         // successful connections (1 + reconnects).
-  uint64_t events_refused = 0;   // events the server refused (IngestAck.refused), summed.
-  std::string last_error;        // the latest failure, or empty.
+  ~IngestSender() { Stop(0); }
+
+  void Start() {
+    owner_pid_ = ::getpid();
+    thread_ = std::thread([this] { Run(); });
+  }
+  // False in a child forked after Start: the thread did not come along.
+  bool InOwner() const { return ::getpid() == owner_pid_; }
+  // In a child forked after Start (the one thread there, its own sender's
+  // not started): closes the child's copy of the connection, so that the
+  // server sees it close when the parent's does. Nothing else is touched.
+  void CloseInForkChild() {
+    const int fd = fork_fd_.load(std::memory_order_acquire);
+    if (fd >= 0) ::close(fd);
+  }
+
+  // Asks the thread to send what is recorded and to wait for its ack, then
+  // joins it.
+  void Stop(uint64_t timeout_ns) {
+    if (!thread_.joinable()) return;
+    const uint64_t now = HostNowNs();
+    stop_deadline_ns_.store(timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns, std::memory_order_relaxed);
+    stop_.store(true, std::memory_order_release);
+    thread_.join();
+  }
+
+  std::string address() const { return endpoint_.ToString(); }
+
+  SenderStatus Status() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return status_;
+  }
+
+ private:
+  struct Pending {
+    uint64_t seq = 0;
+    std::vector<Event> definitions;  // kNameDef / kTrackDef of the drain rounds it covers.
+    std::vector<Event> events;
+    uint64_t dropped = 0;  // events the rings dropped meanwhile.
+    uint64_t progress_ns = 0;  // IngestBatch.progress_ns: DrainLoop::complete_through_ns().
+    SelfCostSample cost;       // IngestBatch.cost; at_ns 0: none.
+  };
+
+  static DrainLoop::Options DrainOptions() {
+    DrainLoop::Options o;
+    o.reorder.window_ns = 20'000'000;  // the server reorders again: keep latency low here.
+    // Nor wait here for a source that says it is behind (CUPTI): its events
+    // go out as they come, and the batches carry its progress
+    // (IngestBatch.progress_ns), which the server waits for.
+    o.reorder.declared_max_wait_ns = o.reorder.window_ns;
+    return o;
+  }
+
+  void Run();
+  void OnBatch(const Batch& b);
+  void Seal(uint64_t now);
+  void TrimUnacked();
+  bool Connect(uint64_t now);
+  void Disconnect(const std::string& why);
+  void CloseSocket();  // fd_ (and fork_fd_) closed and -1.
+  void SendDefinitions();
+  void FillOut();
+  bool ReadFrames(uint64_t now);
+  void Refused(const wire::IngestAck& a);
+  void Apply(const wire::IngestControl& c, uint64_t now);
+  void ExpireControl(uint64_t now);
+  void Restore();
+  void AppendState(uint32_t control_id);
+  void StateGpuChange();
+  bool WriteOut();
+  void SetError(const std::string& e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_.last_error = e;
+  }
+
+  Stream& stream_;
+  const SenderOptions options_;
+  const IngestEndpoint endpoint_;
+  DrainLoop drain_;
+  uint64_t session_ = 0;
+  std::thread thread_;
+  pid_t owner_pid_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> stop_deadline_ns_{0};
+
+  // The thread's.
+  Pending open_;                 // being filled by drain rounds.
+  std::deque<Pending> unacked_;  // sealed, oldest first; sent or not.
+  size_t unacked_events_ = 0;
+  uint64_t next_seq_ = 1;
+  uint64_t next_send_seq_ = 1;  // the oldest batch not yet written on this connection.
+  uint64_t last_written_seq_ = 0;  // on any connection: a batch at or below was sent before.
+  uint64_t last_dropped_total_ = 0;
+  uint64_t carried_dropped_ = 0;  // events of batches dropped unacknowledged.
+  uint64_t last_seal_ns_ = 0;
+  uint64_t next_cost_ns_ = 0;  // the next read of liveprof's own cost (/proc/self), once a second,
+  bool cost_read_at_stop_ = false;  // and the last, at the stop.
+  uint64_t sealed_progress_ns_ = 0;  // the last batch's progress_ns,
+  uint64_t last_batch_ns_ = 0;       // and when it was sealed.
+  int fd_ = -1;
+  // The socket, from its creation to just before its close (CloseInForkChild
+  // reads it in a fork's child: never a number the parent closed and may
+  // have reused).
+  std::atomic<int> fork_fd_{-1};
+  uint64_t next_connect_ns_ = 0;
+  bool tried_at_stop_ = false;  // one more attempt once stopping, whatever the period.
+  bool said_refused_ = false;   // the first refusal was said on stderr (the rest are counted).
+  FrameSplitter splitter_;
+  std::string out_;
+  size_t out_pos_ = 0;
+  // Capture on demand: what was in force before the control, and its end.
+  struct Settings {
+    int level;
+    bool python;
+    bool gpu_turned;  // a control turned the GPU producer (gpu_activity.h),
+    bool gpu;         // which was on or off before;
+    bool gpu_level_turned;  // a control switched its level,
+    CuptiLevel gpu_level;   // which was this before.
+  };
+  // What the last IngestState said of the GPU producer: a change (a
+  // CuptiSource started or stopped, or turned by the program) is said anew.
+  bool stated_gpu_ = false, stated_gpu_available_ = false;
+  CuptiLevel stated_gpu_level_ = CuptiLevel::kDefault;
+  bool control_active_ = false;
+  Settings before_{};
+  uint64_t control_until_ns_ = 0;
+  uint32_t control_id_ = 0;
+
+  mutable std::mutex mu_;  // guards status_.
+  SenderStatus status_;
 };
-
-// Starts the sender for GlobalStream() (once per process: a second call
-// while one runs fails). False with `error` for a bad address; a server that
-// is not there yet is not an error (the sender retries).
-bool ConnectGlobalStream(const SenderOptions& options, std::string* error);
-// Sends what is recorded, waits up to `timeout_ns` for its acknowledgement,
-// and stops the sender. Idempotent. Also run at exit when connected.
-void DisconnectGlobalStream(uint64_t timeout_ns = 2'000'000'000);
-// The running sender's counters, or the last one's once stopped.
-SenderStatus GlobalSenderStatus();
-
-namespace internal {
-// GlobalStream()'s creation: connects if LIVEPROF_SERVER is set (a bad
-// address is said on stderr; the program goes on).
-void ConnectFromEnvironment();
-}  // namespace internal
 
 }  // namespace liveprof
 

@@ -3,7 +3,7 @@
 // rows named for the sender, across a server restart; capture controls turn
 // the host level, the Python scopes and a CuptiSource's GPU activity and
 // level (on a stand-in libcupti) and come back by themselves.
-#include "ingest/ingest_sender.h"
+#include "ingest/global_sender.h"
 
 #include <doctest/doctest.h>
 

@@ -28,7 +28,7 @@
 #include "import/trace_analysis.h"
 #include "producers/cupti_records.h"
 #include "producers/host_api.h"
-#include "ingest/ingest_sender.h"
+#include "ingest/global_sender.h"
 #include "ingest/ingest_server.h"
 #include "stream/clock.h"
 #include "stream/stream.h"
