@@ -8,6 +8,8 @@ import * as flatbuffers from 'flatbuffers';
 // The Body union's types and the Frame's identifier (liveprof.fbs).
 const BODY_INGEST_HELLO = 3;
 const BODY_INGEST_BATCH = 4;
+const BODY_INGEST_PING = 6;
+const BODY_INGEST_PONG = 7;
 const FILE_IDENTIFIER = 'LPF1';
 export const KIND_HOST_SPAN = 10;  // EventKind::kHostSpan (src/stream/event.h)
 
@@ -119,12 +121,55 @@ export function batchFrame({seq, names = [], tracks = [], events = [], cost = nu
   });
 }
 
+// The pong to a server's ping: its id and clock echoed, with the sender's.
+function pongFrame(id, serverNs, senderNs) {
+  return frame(BODY_INGEST_PONG, (b) => {
+    b.startObject(3);
+    b.addFieldInt32(0, id, 0);
+    b.addFieldInt64(1, serverNs, 0n);
+    b.addFieldInt64(2, senderNs, 0n);
+    return b.endObject();
+  });
+}
+
+// Each whole frame in `buf` (u32 size, then a Frame): calls f(bodyType, bb,
+// body) and returns the bytes left over.
+function readFrames(buf, f) {
+  while (buf.length >= 4) {
+    const size = buf.readUInt32LE(0);
+    if (buf.length < 4 + size) break;
+    const bb = new flatbuffers.ByteBuffer(new Uint8Array(buf.subarray(4, 4 + size)));
+    const root = bb.readInt32(0);
+    const typeAt = bb.__offset(root, 6);
+    const bodyAt = bb.__offset(root, 8);
+    if (typeAt && bodyAt) f(bb.readUint8(root + typeAt), bb, bb.__indirect(root + bodyAt));
+    buf = buf.subarray(4 + size);
+  }
+  return buf;
+}
+
 // Connects to a unix socket; resolves with the socket once connected. What
-// the server sends (acks, pings) is read and ignored.
-export function connectIngest(socketPath) {
+// the server sends (acks, pings) is read and ignored, unless `pong` is
+// given ({clockNs}: the sender's clock at its hello): then each ping is
+// answered, with that clock advanced by the time since the connection, as
+// a real sender does (the server closes a source that answers no ping for
+// 5 s: a test that keeps a raw connection longer needs it).
+export function connectIngest(socketPath, {pong = null} = {}) {
   return new Promise((resolve, reject) => {
     const s = createConnection({path: socketPath}, () => resolve(s));
     s.on('error', reject);
-    s.on('data', () => {});
+    const start = process.hrtime.bigint();
+    let pending = Buffer.alloc(0);
+    s.on('data', (data) => {
+      if (!pong) return;
+      pending = readFrames(Buffer.concat([pending, data]), (type, bb, body) => {
+        if (type !== BODY_INGEST_PING) return;
+        const idAt = bb.__offset(body, 4);
+        const serverAt = bb.__offset(body, 6);
+        const id = idAt ? bb.readUint32(body + idAt) : 0;
+        const serverNs = serverAt ? bb.readUint64(body + serverAt) : 0n;
+        s.write(pongFrame(id, serverNs, BigInt(pong.clockNs) + (process.hrtime.bigint() - start)));
+      });
+    });
   });
 }
