@@ -8,8 +8,8 @@
 #include <array>
 #include <string_view>
 
-#include "aggregators/alert_metrics.h"
-#include "aggregators/alerts.h"
+#include "aggregators/alerts/alert_metrics.h"
+#include "aggregators/alerts/alerts.h"
 #include "base/json_writer.h"
 
 namespace liveprof {

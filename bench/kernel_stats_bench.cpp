@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "aggregators/catalog.h"
-#include "aggregators/device_utilization.h"
-#include "aggregators/kernel_stats.h"
+#include "aggregators/steps/device_utilization.h"
+#include "aggregators/tf/kernel_stats.h"
 #include "stream/diagnostics.h"
 
 namespace liveprof {

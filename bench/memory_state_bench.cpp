@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "aggregators/catalog.h"
-#include "aggregators/memory_state.h"
+#include "aggregators/tf/memory_state.h"
 #include "event_builder.h"
 #include "stream/diagnostics.h"
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "aggregators/catalog.h"
-#include "aggregators/op_stats.h"
+#include "aggregators/tf/op_stats.h"
 #include "event_builder.h"
 #include "stream/diagnostics.h"
 

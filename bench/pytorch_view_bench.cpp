@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "aggregators/catalog.h"
-#include "aggregators/pytorch_view.h"
+#include "aggregators/pytorch/pytorch_view.h"
 #include "event_builder.h"
 
 namespace liveprof {

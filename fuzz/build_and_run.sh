@@ -61,7 +61,7 @@ case "${target}" in
     "${FUZZ_CXX:-clang++-14}" -std=c++20 -O1 -gline-tables-only -fno-omit-frame-pointer -fsanitize=address,undefined \
       -fno-sanitize-recover=all -w -c "${out}/gen/xplane.pb.cc" -o "${out}/gen/xplane.pb.o"
     sources=(src/import/xplane.cc src/import/chunk_reader.cc src/import/chrome_trace.cc src/import/decimal.cc
-             src/import/json_splitter.cc src/aggregators/tf_op_name.cc src/stream/*.cc "${out}/gen/xplane.pb.o")
+             src/import/json_splitter.cc src/aggregators/tf/tf_op_name.cc src/stream/*.cc "${out}/gen/xplane.pb.o")
     libs=(-isystem "${out}/gen" -lprotobuf -lsimdjson -lz -lpthread)
     max_len=4096
     ;;

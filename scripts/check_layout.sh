@@ -2,15 +2,19 @@
 # The layout's rules (docs/architecture.md, "Layout"), checked on the sources:
 #   1. one direction: each folder of src/ includes only from the folders it
 #      may depend on;
-#   2. the analyses stay pure: nothing in src/aggregators/ starts a thread,
-#      takes a lock or touches a file;
+#   2. the analyses stay pure: nothing in src/aggregators/ (or its
+#      subfolders) starts a thread, takes a lock or touches a file;
 #   3. Beast and Asio in at most 4 translation units;
 #   4. no source file past 700 lines;
 #   5. README.md's tables name every src/ folder and every subcommand;
 #   6. no source or document cites an issue number.
+# Every check reads the folders' subfolders too (src/aggregators/steps/...).
 # Prints each breach as FILE:LINE: what, and exits 1 if there is any.
 set -uo pipefail
 cd "${LAYOUT_ROOT:-$(dirname "$0")/..}"  # (LAYOUT_ROOT: another tree, for its test)
+
+# The C++ sources of src/ (one folder, or all), subfolders included.
+sources() { find "${1:-src}" -type f \( -name '*.h' -o -name '*.cc' \) | sort; }
 
 # folder -> the project folders its files may include from (itself always).
 declare -A allowed=(
@@ -42,7 +46,7 @@ for folder in ${folders}; do
       echo "${file}:${line}: src/${folder}/ includes from ${included}/ (allowed: ${allowed[${folder}]:-nothing})"
       breaches=$((breaches + 1))
     fi
-  done < <(grep -nE '^#include "[a-z_]+/' src/"${folder}"/*.h src/"${folder}"/*.cc 2>/dev/null)
+  done < <(sources src/"${folder}" | xargs -r grep -nHE '^#include "[a-z_]+/')
 done
 
 # The analyses: no thread, no lock, no file.
@@ -50,14 +54,14 @@ while IFS= read -r hit; do
   echo "${hit}: src/aggregators/ must not start a thread, take a lock or touch a file"
   breaches=$((breaches + 1))
 # (<cstdio> is allowed: snprintf formats numbers; FILE* and fopen are not.)
-done < <(grep -nE '#include <(thread|mutex|shared_mutex|condition_variable|future|fstream|fcntl\.h|unistd\.h|pthread\.h|filesystem)>|std::(thread|jthread|mutex|shared_mutex|lock_guard|unique_lock|scoped_lock|async|ifstream|ofstream|fstream)\b|\b(fopen|fdopen|popen|pthread_create)\(|FILE \*|::(open|read|write)\(' \
-  src/aggregators/*.h src/aggregators/*.cc)
+done < <(grep -nHE '#include <(thread|mutex|shared_mutex|condition_variable|future|fstream|fcntl\.h|unistd\.h|pthread\.h|filesystem)>|std::(thread|jthread|mutex|shared_mutex|lock_guard|unique_lock|scoped_lock|async|ifstream|ofstream|fstream)\b|\b(fopen|fdopen|popen|pthread_create)\(|FILE \*|::(open|read|write)\(' \
+  $(sources src/aggregators))
 
 # Beast and Asio in at most 4 translation units (docs/architecture.md, "Layout"): their headers
 # cost each TU that includes them ~30 s to build.
-asio_headers=$(grep -lE '#include <boost/(beast|asio)' src/*/*.h 2>/dev/null | xargs -r -n1 basename)
-asio_tus=$(grep -lE "#include <boost/(beast|asio)${asio_headers:+|#include \"[a-z_]+/($(tr '\n' '|' <<<"${asio_headers}" | sed 's/|$//; s/\./\\./g'))\"}" \
-  src/*/*.cc 2>/dev/null)
+asio_headers=$(sources | grep '\.h$' | xargs -r grep -lE '#include <boost/(beast|asio)' | xargs -r -n1 basename)
+asio_tus=$(sources | grep '\.cc$' |
+  xargs -r grep -lE "#include <boost/(beast|asio)${asio_headers:+|#include \"[a-z_/]+/($(tr '\n' '|' <<<"${asio_headers}" | sed 's/|$//; s/\./\\./g'))\"}")
 if [[ $(wc -w <<<"${asio_tus}") -gt 4 ]]; then
   echo "Beast/Asio in more than 4 translation units (docs/architecture.md, "Layout"): ${asio_tus//$'\n'/ }"
   breaches=$((breaches + 1))
@@ -70,7 +74,7 @@ while read -r lines file; do
     echo "${file}: ${lines} lines (split past 700, docs/architecture.md)"
     breaches=$((breaches + 1))
   fi
-done < <(wc -l src/*/*.h src/*/*.cc)
+done < <(sources | xargs -r wc -l)
 
 # A doctest case is a ctest test of the same name (doctest_discover_tests),
 # and CMake splits a name at ';' into two tests that each run nothing.
@@ -140,4 +144,4 @@ if [[ ${breaches} -ne 0 ]]; then
   echo "layout: ${breaches} breach(es)"
   exit 1
 fi
-echo "layout: one-direction includes, pure analyses, <= 4 Asio TUs, <= 700 lines hold; README names every folder and command; no issue numbers ($(ls src/*/*.{h,cc} | wc -l) files)"
+echo "layout: one-direction includes, pure analyses, <= 4 Asio TUs, <= 700 lines hold; README names every folder and command; no issue numbers ($(sources | wc -l) files)"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "aggregators/alert_metrics.h"
+#include "aggregators/alerts/alert_metrics.h"
 
 namespace liveprof {
 

@@ -19,9 +19,9 @@
 
 #include "aggregators/catalog.h"
 #include "aggregators/gpu_handoffs.h"
-#include "aggregators/overview.h"
-#include "aggregators/pod_view.h"
-#include "aggregators/steps.h"
+#include "aggregators/tf/overview.h"
+#include "aggregators/tf/pod_view.h"
+#include "aggregators/steps/steps.h"
 #include "base/json_writer.h"
 #include "base/self_cost.h"
 #include "stream/diagnostics.h"

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <thread>
 
-#include "aggregators/input_pipeline.h"
+#include "aggregators/tf/input_pipeline.h"
 #include "pipeline/pipeline.h"
 #include "producers/simulated_workload.h"
 

@@ -26,8 +26,8 @@
 #include <thread>
 #include <vector>
 
-#include "aggregators/alerts.h"
-#include "aggregators/pod_view.h"
+#include "aggregators/alerts/alerts.h"
+#include "aggregators/tf/pod_view.h"
 #include "fleet/fleet_wire.h"
 #include "fleet/nats_link.h"
 

@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "aggregators/catalog.h"
-#include "aggregators/pod_view.h"
+#include "aggregators/tf/pod_view.h"
 #include "fleet/fleet_wire.h"
 
 namespace liveprof {

@@ -21,7 +21,7 @@
 #include <variant>
 #include <vector>
 
-#include "aggregators/step_breakdown.h"
+#include "aggregators/steps/step_breakdown.h"
 
 namespace liveprof {
 

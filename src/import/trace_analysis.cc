@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "aggregators/span_type.h"
+#include "aggregators/steps/span_type.h"
 #include "stream/diagnostics.h"
 #include "stream/reorder_buffer.h"
 

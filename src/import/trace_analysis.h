@@ -13,7 +13,7 @@
 #include <string>
 
 #include "aggregators/analyses.h"
-#include "aggregators/gpu_timeline.h"
+#include "aggregators/steps/gpu_timeline.h"
 #include "import/trace_file.h"
 #include "import/progress.h"
 
@@ -23,7 +23,7 @@ struct TraceAnalysis {
   RenderedViews views;
   DeviceUtilizationSnapshot devices;  // busy, span and utilization per GPU, whole trace.
   // Per GPU ordinal, over the whole trace (its first device activity to its
-  // last): TraceLens' gpu_timeline.csv (aggregators/gpu_timeline.h).
+  // last): TraceLens' gpu_timeline.csv (aggregators/steps/gpu_timeline.h).
   std::map<uint8_t, GpuTimeline> gpu_timelines;
   ImportReport report;
   uint64_t events = 0;  // events the analyses consumed.

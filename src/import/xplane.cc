@@ -17,7 +17,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include "aggregators/tf_op_name.h"
+#include "aggregators/tf/tf_op_name.h"
 #include "stream/alloc_annotation.h"
 #include "xplane.pb.h"
 

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "aggregators/alerts.h"
+#include "aggregators/alerts/alerts.h"
 #include "aggregators/analyses.h"
-#include "aggregators/input_pipeline.h"
-#include "aggregators/step_breakdown.h"
+#include "aggregators/tf/input_pipeline.h"
+#include "aggregators/steps/step_breakdown.h"
 #include "stream/stream.h"
 
 namespace liveprof {

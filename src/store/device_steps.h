@@ -4,7 +4,7 @@
 // device's work of step N, so a GPU running behind its host shows its steps
 // shifted, and a step with no work on a device has no span there.
 //
-// A device event's step is the step assembler's (aggregators/steps.h): the
+// A device event's step is the step assembler's (aggregators/steps/steps.h): the
 // host step holding the begin of its launch (the kRuntimeApi with the same
 // correlation id); with no launch seen, or one between steps, by time: the
 // step whose [begin, next step's begin) holds the work's begin. Host steps,

@@ -1,6 +1,6 @@
-#include "aggregators/alerts.h"
+#include "aggregators/alerts/alerts.h"
 
-#include "aggregators/alert_metrics.h"
+#include "aggregators/alerts/alert_metrics.h"
 
 #include <doctest/doctest.h>
 

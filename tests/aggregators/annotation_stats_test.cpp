@@ -4,7 +4,7 @@
 // arrives first; ProfilerStep#N merged; duplicates, the caps and the
 // forgetting bound counted. Then random streams against a brute-force
 // reference.
-#include "aggregators/annotation_stats.h"
+#include "aggregators/pytorch/annotation_stats.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "aggregators/device_utilization.h"
+#include "aggregators/steps/device_utilization.h"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

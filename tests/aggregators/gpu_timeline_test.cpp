@@ -3,14 +3,14 @@
 // GpuTimelineSweep (one pass by descending end, as a step's breakdown walks
 // its device work). Same figures, on a hand-made case and on random ones,
 // and in a step's breakdown whether the profile has a device or not.
-#include "aggregators/gpu_timeline.h"
+#include "aggregators/steps/gpu_timeline.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
 
-#include "aggregators/step_breakdown.h"
+#include "aggregators/steps/step_breakdown.h"
 #include "doctest/doctest.h"
 
 namespace liveprof {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "aggregators/input_pipeline.h"
+#include "aggregators/tf/input_pipeline.h"
 #include "doctest/doctest.h"
 
 namespace liveprof {

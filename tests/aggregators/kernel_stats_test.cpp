@@ -1,4 +1,4 @@
-#include "aggregators/kernel_stats.h"
+#include "aggregators/tf/kernel_stats.h"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

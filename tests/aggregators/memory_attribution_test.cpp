@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "aggregators/catalog.h"
-#include "aggregators/memory_state.h"
+#include "aggregators/tf/memory_state.h"
 #include "event_builder.h"
 #include "import/trace_analysis.h"
 #include "real_traces.h"

@@ -1,4 +1,4 @@
-#include "aggregators/memory_state.h"
+#include "aggregators/tf/memory_state.h"
 
 #include <doctest/doctest.h>
 

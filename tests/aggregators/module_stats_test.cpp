@@ -2,7 +2,7 @@
 // counters, by hand: calls, forward total and self (less child modules on
 // the same thread), backward, memory last and max; other names ignored;
 // the cap counted.
-#include "aggregators/module_stats.h"
+#include "aggregators/pytorch/module_stats.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "aggregators/op_stats.h"
+#include "aggregators/tf/op_stats.h"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

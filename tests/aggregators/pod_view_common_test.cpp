@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "aggregators/pod_view.h"
+#include "aggregators/tf/pod_view.h"
 #include "doctest/doctest.h"
 
 namespace liveprof {

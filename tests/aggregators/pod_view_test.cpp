@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "aggregators/analyses.h"
-#include "aggregators/pod_view.h"
+#include "aggregators/tf/pod_view.h"
 #include "doctest/doctest.h"
 #include "event_builder.h"
 #include "stream/stream.h"

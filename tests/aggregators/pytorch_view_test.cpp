@@ -1,4 +1,4 @@
-#include "aggregators/pytorch_view.h"
+#include "aggregators/pytorch/pytorch_view.h"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "aggregators/catalog.h"
-#include "aggregators/step_breakdown.h"
-#include "aggregators/steps.h"
+#include "aggregators/steps/step_breakdown.h"
+#include "aggregators/steps/steps.h"
 #include "doctest/doctest.h"
 #include "event_builder.h"
 #include "stream/reorder_buffer.h"

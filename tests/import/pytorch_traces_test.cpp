@@ -15,9 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "aggregators/kernel_stats.h"
-#include "aggregators/overview.h"
-#include "aggregators/pytorch_view.h"
+#include "aggregators/tf/kernel_stats.h"
+#include "aggregators/tf/overview.h"
+#include "aggregators/pytorch/pytorch_view.h"
 #include "import/trace_analysis.h"
 #include "real_traces.h"
 

@@ -12,7 +12,7 @@ removes them (the parameters' hooks too). Then, per module call:
   forward pre-hook to its forward hook, where the path is the module's
   place in the first module called around it (``Net.encoder.0 (Linear)``;
   the outermost is its class, ``Net``). Nested modules nest, so the Modules
-  view (aggregators/module_stats.h) has each one's self time. The step
+  view (aggregators/pytorch/module_stats.h) has each one's self time. The step
   breakdown and the op table leave these spans out.
 - **backward**: a host span ``nn.Module: <path>.backward``, from the moment
   the gradient of its output reaches it to the moment the gradients of its
