@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
 import {after, before, describe, test} from 'node:test';
-import {LIVEPROF, api, assertShown, assertShownUs, launchBrowser, openPage, screenshot, sharedData, startServer, stopServer} from './harness.mjs';
+import {LIVEPROF, api, assertShown, assertShownUs, launchBrowser, openPage, screenshot, sharedData, startServer, stopServer, until} from './harness.mjs';
 
 // The real data is absent on a laptop (skip), never under CI=true (fail).
 const {file: TRACE, absent} = sharedData('gpu/h200/resnet18_h200_slowloader.pt.trace.json.gz');
@@ -135,31 +135,47 @@ describe('a replayed PyTorch job whose DataLoader is slow', {skip: absent && `${
     }
     assert.ok(py.performance.length, 'no PyTorch step');
     const page = await openPage(browser, base);
-    // The page polls /api/pytorch every 3 s: take the answer it got, and
-    // compare what it draws with that answer (a loop moves the numbers).
-    const answered = page.waitForResponse((r) => r.url().includes('/api/pytorch') && r.status() === 200);
+    // The page polls /api/pytorch and the loop moves the numbers: keep every
+    // answer it got by seq, read what it draws in one go, and compare that
+    // with the answer of the seq it drew.
+    const answers = new Map();
+    page.on('response', (r) => {
+      if (r.url().includes('/api/pytorch') && r.status() === 200) {
+        r.json().then((j) => answers.set(String(j.seq), j), () => {});
+      }
+    });
     await page.goto(`${base}#pytorch`);
-    const now = await (await answered).json();
     const card = page.locator('.page[data-page=pytorch]');
-    await page.waitForFunction((seq) => +(document.querySelector('.page[data-page=pytorch]')?.dataset.pytorchSeq ?? 0) >= seq, now.seq);
+    await card.locator('[data-field=avg_step_us] .stat-value').waitFor({timeout: 10000});
+    const drawn = await card.evaluate((root) => {
+      const texts = (sel) => [...root.querySelectorAll(sel)].map((e) => e.innerText);
+      return {
+        seq: root.dataset.pytorchSeq,
+        avg: root.querySelector('[data-field=avg_step_us] .stat-value').innerText,
+        dlRow: texts('tr[data-role=DataLoader] td'),
+        recs: texts('.recommendations li'),
+        links: root.querySelectorAll('.recommendations a[href^="https://pytorch.org/"]').length,
+        gpuText: root.querySelector('.gpu').innerText,
+        stepRows: root.querySelectorAll('.steps-table tbody tr').length,
+      };
+    });
+    await until(`the answer of seq ${drawn.seq}`, () => answers.has(drawn.seq), 10);
+    const now = answers.get(drawn.seq);
     const perf = now.performance[0];
-    assertShownUs(assert, await card.locator('[data-field=avg_step_us] .stat-value').innerText(), perf.value, 'average step');
+    assertShownUs(assert, drawn.avg, perf.value, 'average step');
     const dl = perf.children.find((c) => c.name === 'DataLoader');
     assert.ok(dl.extra > 80, `DataLoader is ${dl.extra}% of the slow-loader step`);
-    const dlRow = await card.locator('tr[data-role=DataLoader] td').allInnerTexts();
-    assertShownUs(assert, dlRow[1], dl.value, 'DataLoader per step');
-    assertShown(assert, dlRow[2], dl.extra, 'DataLoader %');
+    assertShownUs(assert, drawn.dlRow[1], dl.value, 'DataLoader per step');
+    assertShown(assert, drawn.dlRow[2], dl.extra, 'DataLoader %');
     // The plugin's text, its pytorch.org link a link (no HTML shown as text).
-    const recs = await card.locator('.recommendations li').allInnerTexts();
     const plain = now.liveprof.recommendation_list.map((r) => r.replace(/<a [^>]*>([^<]*)<\/a>/g, '$1'));
-    assert.deepEqual(recs, plain.length ? plain : ['N/A']);
-    assert.ok(!recs.join('').includes('<a '), 'HTML shown as text');
-    assert.ok(await card.locator('.recommendations a[href^="https://pytorch.org/"]').count() >= 1);
-    assert.match(recs.join('\n'), /DataLoader/);
-    const gpuText = await card.locator('.gpu').innerText();
-    assert.match(gpuText, /GPU Utilization/);
-    assert.match(gpuText, /H200/);
-    assert.equal(await card.locator('.steps-table tbody tr').count(), now.steps.rows.length);
+    assert.deepEqual(drawn.recs, plain.length ? plain : ['N/A']);
+    assert.ok(!drawn.recs.join('').includes('<a '), 'HTML shown as text');
+    assert.ok(drawn.links >= 1);
+    assert.match(drawn.recs.join('\n'), /DataLoader/);
+    assert.match(drawn.gpuText, /GPU Utilization/);
+    assert.match(drawn.gpuText, /H200/);
+    assert.equal(drawn.stepRows, now.steps.rows.length);
     await screenshot(page, 'pytorch_pytorch_replay');
     assert.deepEqual(page.errors, []);
     await page.close();
