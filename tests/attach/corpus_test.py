@@ -41,17 +41,15 @@ import argparse
 import concurrent.futures
 import glob
 import os
-import queue
 import re
 import signal
-import subprocess
 import sys
 import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
-from liveprof_server import get_json  # noqa: E402  (tests/python/liveprof_server.py)
+from liveprof_server import LISTENING, Proc  # noqa: E402  (tests/python/liveprof_server.py)
 
 CORPUS = os.path.join(HERE, "corpus")
 PYTHON = "/usr/bin/python3"
@@ -84,76 +82,14 @@ def tags_of(path):
             "alert": tags["alert"], "cuda": tags["cuda"] != "no"}
 
 
-class Run:
-    """`liveprof run ... -- python SCRIPT`: its output lines, its URL."""
+class Run(Proc):
+    """`liveprof run ... -- python SCRIPT`, once its dashboard listens."""
 
     def __init__(self, liveprof, script, device):
-        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-        self.t0 = time.monotonic()
-        self.proc = subprocess.Popen(
-            [liveprof, "run", "--port", "0", "--linger", str(LINGER_S), "--", PYTHON, script, "--device", device],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=CORPUS,
-            start_new_session=True)  # (a Ctrl-C to the runner is not the job's)
-        self.lines = queue.Queue()
-        self.log = []
-        threading.Thread(target=self._read, daemon=True).start()
-        self.url = None
-        self.url = self.wait_for(r"listening on (http://127\.0\.0\.1:\d+)/", 60).group(1)
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.log.append(line.rstrip("\n"))
-            self.lines.put(line)
-        self.lines.put(None)
-
-    def wait_for(self, pattern, timeout):
-        deadline = time.monotonic() + timeout
-        seen = 0
-        while True:
-            for line in self.log[seen:]:
-                m = re.search(pattern, line)
-                if m:
-                    return m
-            seen = len(self.log)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise Failure("no line matching %r in %d s" % (pattern, timeout))
-            try:
-                if self.lines.get(timeout=min(left, 0.5)) is None and self.proc.poll() is not None:
-                    for line in self.log[seen:]:
-                        m = re.search(pattern, line)
-                        if m:
-                            return m
-                    raise Failure("liveprof run exited (%s) before a line matching %r"
-                                  % (self.proc.returncode, pattern))
-            except queue.Empty:
-                pass
-
-    def get(self, path):
-        return get_json(self.url + path, retry_s=30)
-
-    def stop(self, timeout=30):
-        """SIGINT while lingering ends it at once, with the job's status."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise Failure("liveprof run did not exit %d s after SIGINT" % timeout)
-
-    def kill(self):
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)  # (its session: the job and its children too)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
-
-
-class Failure(Exception):
-    pass
+        super().__init__([liveprof, "run", "--port", "0", "--linger", str(LINGER_S), "--", PYTHON, script,
+                          "--device", device], env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"), cwd=CORPUS,
+                         start_new_session=True,  # (a Ctrl-C to the runner is not the job's; kill() ends its session)
+                         ready=[LISTENING], ready_s=60)
 
 
 def job_counts(log):
@@ -280,7 +216,7 @@ def run_one(args, script):
     run = None
     try:
         run = Run(args.liveprof, script, args.device)
-        m = run.wait_for(JOB_END.pattern, JOB_DEADLINE_S)
+        m = run.wait_for(JOB_END, JOB_DEADLINE_S)
         job_wall = time.monotonic() - t0
         status = int(m.group(2) or m.group(3))
         job, dupes = job_counts(run.log)
@@ -311,11 +247,12 @@ def run_one(args, script):
         result["liveprof"] = fmt_counts(liveprof_counts(obs, tags["ranks"])) if tags["steps"] else \
             str(obs["steps_total"] or 0)
         result["why"] += why
-        rc = run.stop()
+        run.proc.send_signal(signal.SIGINT)  # (while lingering: it ends at once, with the job's status)
+        rc = run.wait(30)
         if rc != status:
             result["why"].append("liveprof run exited %d, the job %d" % (rc, status))
         result["wall"] = job_wall
-    except Exception as e:  # (Failure, a REST call that failed, an answer without a field: this script's FAIL)
+    except Exception as e:  # (AssertionError, a REST call that failed, an answer without a field: this script's FAIL)
         result["why"].append("%s: %s" % (type(e).__name__, e))
         result["wall"] = time.monotonic() - t0
     finally:

@@ -29,18 +29,16 @@ sleep is an assertion.
 
 import argparse
 import os
-import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from liveprof_server import get_json, get_metrics  # noqa: E402  (tests/python/liveprof_server.py)
+from liveprof_server import LISTENING, Proc, get_metrics  # noqa: E402  (tests/python/liveprof_server.py)
 
 PYTHON = "/usr/bin/python3"
 # FAST: enough fast steps for input_bound_high to resolve before the job
@@ -56,52 +54,9 @@ def fail(msg):
     raise AssertionError(msg)
 
 
-class Run:
-    """A `liveprof run` process, its output lines, its dashboard's URL."""
-
-    def __init__(self, liveprof, args, wait_url=True):
-        self.proc = subprocess.Popen([liveprof, "run", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
-        self.lines = queue.Queue()
-        self.log = []
-        threading.Thread(target=self._read, daemon=True).start()
-        self.url = None
-        if wait_url:
-            self.url = self.wait_for(r"listening on (http://127\.0\.0\.1:\d+)/").group(1)
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.log.append(line.rstrip())
-            self.lines.put(line)
-
-    def wait_for(self, pattern, timeout=60):
-        deadline = time.monotonic() + timeout
-        for line in list(self.log):
-            m = re.search(pattern, line)
-            if m:
-                return m
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                fail("no line matching %r in %d s:\n%s" % (pattern, timeout, "\n".join(self.log)))
-            try:
-                line = self.lines.get(timeout=left)
-            except queue.Empty:
-                continue
-            m = re.search(pattern, line)
-            if m:
-                return m
-
-    def get(self, path):
-        # 503 until the pipeline's first publication ("retry in a moment").
-        return get_json(self.url + path, retry_s=30)
-
-    def wait(self, timeout=60):
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            fail("liveprof run did not exit in %d s:\n%s" % (timeout, "\n".join(self.log)))
+def liveprof_run(liveprof, args):
+    """`liveprof run ARGS` once its dashboard listens (its .url)."""
+    return Proc([liveprof, "run", *args], ready=[LISTENING], ready_s=60)
 
 
 def plain(example, *extra):
@@ -117,9 +72,9 @@ def test_slow_then_fast(args, workers):
     # W workers load W batches at once: the delay is W x 2.5 times longer, so
     # that a batch still comes slower than a step computes.
     delay_ms = DELAY_MS * (1 if workers == 0 else 2.5 * workers)
-    run = Run(args.liveprof, ["--port", "0", "--linger", "120",
-                              *plain(args.example, "--steps", str(total), "--fast-after", str(SLOW),
-                                     "--loader-delay-ms", str(delay_ms), "--num-workers", str(workers))])
+    run = liveprof_run(args.liveprof, ["--port", "0", "--linger", "120",
+                                       *plain(args.example, "--steps", str(total), "--fast-after", str(SLOW),
+                                              "--loader-delay-ms", str(delay_ms), "--num-workers", str(workers))])
     try:
         # While the job runs: its training process's hooks' time on /metrics
         # (a connected source's), more than none, in what promtool takes.
@@ -133,7 +88,7 @@ def test_slow_then_fast(args, workers):
             if any(re.search(r"the job (exited|killed)", line) for line in run.log) or time.monotonic() > deadline:
                 fail("no hooks' time on /metrics while the job ran: %s\n%s" % (hooks, "\n".join(run.log)))
             time.sleep(0.1)
-        run.wait_for(r"the job (exited|killed)", timeout=DEADLINE_S)
+        run.wait_for(r"the job (exited|killed)", timeout_s=DEADLINE_S)
         if "the job exited with status 0" not in "\n".join(run.log):
             fail("the job failed:\n" + "\n".join(run.log))
         deadline = time.monotonic() + 60
@@ -251,8 +206,7 @@ def test_slow_then_fast(args, workers):
             fail("exit %d after the job's 0:\n%s" % (rc, "\n".join(run.log)))
         print("ok: SIGINT while lingering: exit 0 in %.1f s" % (time.monotonic() - t0))
     finally:
-        if run.proc.poll() is None:
-            run.proc.kill()
+        run.kill()
 
 
 def test_ranks(args):
@@ -262,10 +216,10 @@ def test_ranks(args):
     page has both."""
     rank = "RANK=%d LOCAL_RANK=%d WORLD_SIZE=2 " + PYTHON + " " + args.example + \
         " --quiet --steps 40 --loader-delay-ms 5"
-    run = Run(args.liveprof, ["--port", "0", "--linger", "120", "--", "sh", "-c",
-                              "%s & %s & wait" % (rank % (0, 0), rank % (1, 1))])
+    run = liveprof_run(args.liveprof, ["--port", "0", "--linger", "120", "--", "sh", "-c",
+                                       "%s & %s & wait" % (rank % (0, 0), rank % (1, 1))])
     try:
-        m = run.wait_for(r"the job (exited with status \d+|killed.*)", timeout=DEADLINE_S)
+        m = run.wait_for(r"the job (exited with status \d+|killed.*)", timeout_s=DEADLINE_S)
         if m.group(1) != "exited with status 0":
             fail("the ranks' job: %s\n%s" % (m.group(1), "\n".join(run.log)))
         deadline = time.monotonic() + 60
@@ -284,8 +238,7 @@ def test_ranks(args):
         run.proc.send_signal(signal.SIGINT)
         run.wait(20)
     finally:
-        if run.proc.poll() is None:
-            run.proc.kill()
+        run.kill()
 
 
 PROFILED = """
@@ -302,9 +255,9 @@ with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup
 def test_profiler_steps(args):
     """A program that uses torch.profiler (and no optimizer): its
     ProfilerStep#N boundaries, profile.step(), are the steps."""
-    run = Run(args.liveprof, ["--port", "0", "--linger", "120", "--", PYTHON, "-c", PROFILED])
+    run = liveprof_run(args.liveprof, ["--port", "0", "--linger", "120", "--", PYTHON, "-c", PROFILED])
     try:
-        m = run.wait_for(r"the job (exited with status \d+|killed.*)", timeout=DEADLINE_S)
+        m = run.wait_for(r"the job (exited with status \d+|killed.*)", timeout_s=DEADLINE_S)
         if m.group(1) != "exited with status 0":
             fail("the profiled job: %s\n%s" % (m.group(1), "\n".join(run.log)))
         deadline = time.monotonic() + 30
@@ -319,20 +272,19 @@ def test_profiler_steps(args):
         run.proc.send_signal(signal.SIGINT)
         run.wait(20)
     finally:
-        if run.proc.poll() is None:
-            run.proc.kill()
+        run.kill()
 
 
 def test_exit_status_and_sigint(args):
-    run = Run(args.liveprof, ["--port", "0", "--linger", "0",
-                              *plain(args.example, "--steps", "5", "--loader-delay-ms", "0", "--exit-code", "3")])
+    exits_3 = plain(args.example, "--steps", "5", "--loader-delay-ms", "0", "--exit-code", "3")
+    run = liveprof_run(args.liveprof, ["--port", "0", "--linger", "0", *exits_3])
     rc = run.wait(120)
     if rc != 3:
         fail("the job exited 3, liveprof run %d:\n%s" % (rc, "\n".join(run.log)))
     print("ok: the job's exit status 3 is liveprof run's")
 
-    run = Run(args.liveprof, ["--port", "0", "--linger", "60",
-                              *plain(args.example, "--steps", "100000", "--loader-delay-ms", "5")])
+    run = liveprof_run(args.liveprof, ["--port", "0", "--linger", "60",
+                                       *plain(args.example, "--steps", "100000", "--loader-delay-ms", "5")])
     job = int(run.wait_for(r"\(pid (\d+)\)").group(1))
     deadline = time.monotonic() + 60
     while not run.get("/api/status")["steps_closed"]:  # it trains
@@ -373,7 +325,7 @@ def test_bad_input(args, tmp):
     if rc != 2 or "the job goes after --" not in out:
         fail("the job's option without --: %d %r" % (rc, out))
     # A second run on a port in use: 125, and its job never starts.
-    first = Run(args.liveprof, ["--port", "0", "--linger", "0", "--", "sleep", "30"])
+    first = liveprof_run(args.liveprof, ["--port", "0", "--linger", "0", "--", "sleep", "30"])
     port = first.url.rsplit(":", 1)[1]
     marker = os.path.join(tmp, "started")
     rc, out = run_rc(["--port", port, "--", "touch", marker])

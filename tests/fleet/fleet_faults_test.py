@@ -17,22 +17,23 @@ host-a, host-b, host-c; host-b's rank 2 the straggler) and `liveprof fleet`.
    the fleet view has exactly those, with no rank missing a summary or
    holding one twice, and shows the hosts stopped.
 
-Run: python3 fleet_faults_test.py --liveprof BIN (the standard library only).
+Run: python3 fleet_faults_test.py --liveprof BIN (the standard library and
+tests/python/liveprof_server.py only).
 """
 
 import argparse
 import json
 import os
-import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from liveprof_server import LISTENING, Proc  # noqa: E402  (tests/python/liveprof_server.py)
 
 NATS_SERVER = "/usr/sbin/nats-server"
 JOB = "faults"
@@ -79,40 +80,6 @@ def metrics(port):
     return text.splitlines()
 
 
-class Proc:
-    """A child process whose stdout is read on a thread (kept, and searched)."""
-
-    def __init__(self, argv, name):
-        self.name = name
-        self.argv = argv
-        self.out = []
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.out.append(line)
-
-    def text(self):
-        return "".join(self.out)
-
-    def port(self):
-        m = wait_for(self.name + " listening", lambda: re.search(r"listening on http://127\.0\.0\.1:(\d+)/", self.text()))
-        return int(m.group(1))
-
-    def stop(self, sig=signal.SIGTERM, timeout=30):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.reader.join(timeout=5)
-        return self.proc.returncode
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--liveprof", required=True)
@@ -124,7 +91,7 @@ def main():
 
     def start_nats():
         p = Proc([NATS_SERVER, "-js", "-a", "127.0.0.1", "-p", str(nats_port), "-sd", os.path.join(tmp, "js")],
-                 "nats-server")
+                 name="nats-server")
         procs.append(p)
         wait_for("nats-server up", lambda: socket.create_connection(("127.0.0.1", nats_port), timeout=1).close() or True)
         return p
@@ -134,16 +101,16 @@ def main():
                 "--scenario", "balanced", "--publish", url, "--job", JOB, "--fleet-host", host]
         if host == "host-b":
             argv += ["--straggler", "2"]
-        p = Proc(argv, host)
+        p = Proc(argv, name=host, ready=[LISTENING])
         procs.append(p)
-        p.http = p.port()
+        p.http = p.port
         return p
 
     def start_fleet():
         p = Proc([args.liveprof, "fleet", "--nats", url, "--job", JOB, "--port", "0",
-                  "--gone-after", str(GONE_AFTER_S)], "fleet")
+                  "--gone-after", str(GONE_AFTER_S)], name="fleet", ready=[LISTENING])
         procs.append(p)
-        p.http = p.port()
+        p.http = p.port
         return p
 
     try:
@@ -242,7 +209,7 @@ def main():
         print("viewport for host-b through the fleet view = its own (%d bytes)" % len(json.dumps(own)), flush=True)
 
         # 3. host-c killed: gone; restarted: back, a new incarnation.
-        agents["host-c"].stop(signal.SIGKILL)
+        agents["host-c"].kill()
         wait_for("host-c gone", lambda: [h for h in fleet_view()["hosts"] if h["host"] == "host-c"][0]["state"] == "gone",
                  timeout=GONE_AFTER_S + 10)
         print("host-c gone after SIGKILL", flush=True)
@@ -258,7 +225,7 @@ def main():
 
         # 4. The fleet view restarted: every rank rebuilt from the stream.
         before = {(r["host"], r["label"]): r["steps"] for r in fleet_view()["ranks"]}
-        fleet.stop()
+        fleet.stop(30)
         fleet = start_fleet()
 
         def rebuilt():
@@ -269,7 +236,7 @@ def main():
         print("fleet view restarted: %d messages read back" % v["counts"]["messages"], flush=True)
 
         # 5. nats-server stopped and started again: the agents catch up.
-        nats.stop()
+        nats.stop(30)
         time.sleep(2)
         outboxes = {h: get(a.http, "/api/fleet/agent")["outbox"] for h, a in agents.items()}
         if not any(n > 0 for n in outboxes.values()):
@@ -283,10 +250,8 @@ def main():
         # 6. Stop the agents: what each published is what the view holds.
         published = {}
         for host, a in agents.items():
-            a.stop(signal.SIGTERM)
-            m = re.search(r"fleet: (\d+) step summaries published, (\d+) dropped, (\d+) unsent", a.text())
-            if not m:
-                fail("%s did not say what it published:\n%s" % (host, a.text()[-2000:]))
+            a.stop(30)
+            m = a.wait_for(r"fleet: (\d+) step summaries published, (\d+) dropped, (\d+) unsent", 5)
             n, dropped, unsent = map(int, m.groups())
             if dropped or unsent:
                 fail("%s: %d dropped, %d unsent" % (host, dropped, unsent))
@@ -308,7 +273,7 @@ def main():
         print("ok: published %s = held by the fleet view; 0 missing, 0 twice; counts %s" % (published, c), flush=True)
     finally:
         for p in procs:
-            p.stop(signal.SIGKILL, timeout=10)
+            p.kill()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

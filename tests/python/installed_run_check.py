@@ -15,16 +15,12 @@ package, not in a build tree:
 """
 
 import os
-import queue
-import re
-import subprocess
 import sys
-import threading
 import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from liveprof_server import get_json  # noqa: E402
+from liveprof_server import Proc, get_json  # noqa: E402
 
 PYTHON = "/usr/bin/python3"  # (Debian's torch imports only there)
 DEADLINE_S = 120
@@ -34,51 +30,16 @@ def fail(msg):
     raise AssertionError(msg)
 
 
-class Run:
-    def __init__(self, liveprof, args):
-        self.proc = subprocess.Popen([liveprof, "run", "--port", "0", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
-        self.lines = queue.Queue()
-        self.log = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.log.append(line.rstrip())
-            self.lines.put(line)
-
-    def wait_for(self, pattern, timeout=DEADLINE_S):
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                fail("no %r within %d s:\n%s" % (pattern, timeout, "\n".join(self.log)))
-            try:
-                m = re.search(pattern, self.lines.get(timeout=left))
-            except queue.Empty:
-                continue
-            if m:
-                return m
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+def liveprof_run(liveprof, args):
+    return Proc([liveprof, "run", "--port", "0", *args])
 
 
 def check_paths(liveprof, site):
     job = ("import os, liveprof; print('JOB', os.environ['PYTHONPATH'], liveprof.__file__, "
            "os.environ['LIVEPROF_LIBRARY'], os.environ.get('CUDA_INJECTION64_PATH'))")
-    run = Run(liveprof, ["--linger", "0", "--", PYTHON, "-c", job])
-    try:
-        words = run.wait_for(r"^JOB (.*)").group(1).split()
-        run.wait_for(r"the job exited with status 0")
-    finally:
-        run.stop()
+    with liveprof_run(liveprof, ["--linger", "0", "--", PYTHON, "-c", job]) as run:
+        words = run.wait_for(r"^JOB (.*)", DEADLINE_S).group(1).split()
+        run.wait_for(r"the job exited with status 0", DEADLINE_S)
     pythonpath, module, library, injection = words
     package = os.path.join(site, "liveprof")
     if pythonpath.split(":")[0] != os.path.join(package, "bootstrap"):
@@ -94,9 +55,8 @@ def check_paths(liveprof, site):
 
 
 def check_training(liveprof, example, marker):
-    run = Run(liveprof, ["--linger", "60", "--", PYTHON, example])
-    try:
-        url = run.wait_for(r"listening on (http://127\.0\.0\.1:\d+)/").group(1)
+    with liveprof_run(liveprof, ["--linger", "60", "--", PYTHON, example]) as run:
+        url = run.wait_url(DEADLINE_S)
         with urllib.request.urlopen(url + "/", timeout=10) as r:
             index = r.read().decode()
         if marker not in index:
@@ -104,8 +64,8 @@ def check_training(liveprof, example, marker):
         with urllib.request.urlopen(url + "/vendor/uPlot.iife.min.js", timeout=10) as r:
             if r.status != 200 or len(r.read()) < 10000:
                 fail("uPlot is not served from the installed package")
-        steps = int(run.wait_for(r"CORPUS steps=(\d+)").group(1))  # the job's own count
-        run.wait_for(r"the job (exited|killed)")
+        steps = int(run.wait_for(r"CORPUS steps=(\d+)", DEADLINE_S).group(1))  # the job's own count
+        run.wait_for(r"the job (exited|killed)", DEADLINE_S)
         if "the job exited with status 0" not in "\n".join(run.log):
             fail("the job failed:\n" + "\n".join(run.log))
         deadline = time.monotonic() + 30
@@ -122,8 +82,6 @@ def check_training(liveprof, example, marker):
             fail("no source named after the script: %s" % programs)
         print("ok: %s under the installed liveprof run: %d of its %d steps in /api/steps, the package's "
               "dashboard served" % (os.path.basename(example), len(rows), steps))
-    finally:
-        run.stop()
 
 
 def main():

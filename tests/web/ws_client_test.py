@@ -7,9 +7,12 @@ code that flatc generates from src/stream/liveprof.fbs at test time.
 
 Exit 0 when every check passes; else one line "FAIL: <check>: <values>", exit 1.
 """
-import argparse, asyncio, json, queue, re, subprocess, sys, tempfile, threading, time, urllib.request
+import argparse, asyncio, json, os, re, subprocess, sys, tempfile, time, urllib.request
 
 import websockets  # Debian's python3-websockets 10.4: asyncio API only.
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from liveprof_server import LISTENING, Proc  # noqa: E402  (tests/python/liveprof_server.py)
 
 VIEW_TOPICS = ["overview", "steps", "input_pipeline", "tf_stats", "kernel_stats", "memory",
                "alerts", "status", "pod", "modules", "annotations"]
@@ -40,37 +43,10 @@ def first_diff(a, b, path="$"):
     return None if a == b else f"{path}: {str(a)[:150]} vs {str(b)[:150]}"
 
 
-# ---- The server under test ----
+# ---- The server under test: tests/python/liveprof_server.py's Proc ----
 
-class Server:
-    def __init__(self, exe):
-        self.proc = subprocess.Popen([exe, "demo", "--port", "0", "--seconds", "60"], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, bufsize=1)
-        self.lines, self.ports = [], queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.lines.append(line)
-            if m := re.search(r"listening on http://127\.0\.0\.1:(\d+)/", line):
-                self.ports.put(int(m.group(1)))
-        self.ports.put(None)  # the output ended.
-
-    def output(self):
-        return "".join(self.lines)[-2000:].replace("\n", " | ")
-
-    def wait_port(self, timeout=20):
-        try:
-            port = self.ports.get(timeout=timeout)
-        except queue.Empty:
-            port = None
-        check(port is not None, f"no 'listening on http://127.0.0.1:PORT/' line within {timeout} s",
-              exit_code=self.proc.poll(), output=self.output())
-        return port
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
+def output(server):
+    return " | ".join(server.log)[-2000:]
 
 
 def http_get(port, path):
@@ -318,20 +294,20 @@ def main():
     with tempfile.TemporaryDirectory(prefix="liveprof_fb_") as tmp:
         try:
             fb = generate_flatbuffers(args.flatc, args.schema, tmp)
-            server = Server(args.liveprof)
-            asyncio.run(run_checks(server.wait_port(), fb))
-            check(server.proc.poll() is None, "liveprof exited during the test", exit_code=server.proc.poll(),
-                  output=server.output())
-        except CheckFailed as e:
-            print(f"FAIL: {e}", flush=True)
+            server = Proc([args.liveprof, "demo", "--port", "0", "--seconds", "60"], ready=[LISTENING], ready_s=20)
+            asyncio.run(run_checks(server.port, fb))
+            check(server.returncode is None, "liveprof exited during the test", exit_code=server.returncode,
+                  output=output(server))
+        except (CheckFailed, AssertionError) as e:  # (AssertionError: liveprof did not start)
+            print("FAIL: " + str(e).replace("\n", " | "), flush=True)
             return 1
         except Exception as e:  # a refused connection, an HTTP error, a missing JSON member...
             print(f"FAIL: unexpected {type(e).__name__}: {e}"
-                  + (f" (liveprof output: {server.output()})" if server else ""), flush=True)
+                  + (f" (liveprof output: {output(server)})" if server else ""), flush=True)
             return 1
         finally:
             if server:
-                server.stop()
+                server.kill()
     print(f"PASS in {time.monotonic() - start:.1f} s")
     return 0
 
