@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything, and runs every test: the full
 # suite (Release, GCC), then again under ASan+UBSan (clang), the stream, host
-# API and threaded parts under TSan (clang), and the fuzzers (libFuzzer, 25 s
+# API and threaded parts under TSan (clang), and the fuzzers (libFuzzer, 15 s
 # and one test each: the WebSocket control messages, the Chrome trace and
 # XPlane importers, the ingest frames, the CUPTI record parser). Each stage's
 # wall time is printed; docs/ci.md says how it stays under 30 minutes.
@@ -78,14 +78,14 @@ run_ctest() {
 }
 
 # run_fuzzers NAME:TARGET:OUT_DIR...: each libFuzzer target under ASan+UBSan
-# (clang 14; fuzz/build_and_run.sh) for 25 seconds, or FUZZ_RUNS (a count of
+# (clang 14; fuzz/build_and_run.sh) for 15 seconds, or FUZZ_RUNS (a count of
 # runs, or a time such as "300s"); FUZZ_JOBS (default: the cores) at a time,
 # each a single-threaded build and run. The 1,000,000-run campaigns are
 # fuzz/campaign.sh's, their figures in bench/RESULTS.md.
 # Each counts as one test: passed, or failed on a build failure, a crash, a
 # sanitizer report or a timeout.
 run_fuzzers() {
-  local runs=${FUZZ_RUNS:-25s} jobs=${FUZZ_JOBS:-${JOBS}} spec name target dir
+  local runs=${FUZZ_RUNS:-15s} jobs=${FUZZ_JOBS:-${JOBS}} spec name target dir
   local -a names=() dirs=() pids=()
   for spec in "$@"; do
     IFS=: read -r name target dir <<<"${spec}"
@@ -143,14 +143,18 @@ SANITIZER_CXX=${SANITIZER_CXX:-clang++-14}
 timed "asan+ubsan" run_suite "asan+ubsan" build/asan -DCMAKE_BUILD_TYPE=Debug -DLIVEPROF_SANITIZE=address \
   -DLIVEPROF_BUILD_BENCH=OFF -DCMAKE_CXX_COMPILER="${SANITIZER_CXX}"
 # TSan, one build: the stream and host API tests (label stream), and the
-# threaded parts of the rest, built from their test files only.
+# threaded parts of the rest: their stages' test binaries, built from those
+# test files only (LIVEPROF_TEST_FILES). Not the liveprof binary: the
+# server's threads are driven by the C++ tests' real clients here, and by
+# the Python, WebSocket and browser clients in the release suite.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-  SUITE_TARGETS="stream_tests host_api_disabled_tests liveprof_tests liveprof" SUITE_LABEL=stream \
-  SUITE_TESTS="^(pipeline|server|fleet over nats-server|simulated workload|replay|trace store|trace api|trace over the WebSocket|export: (streamed|a slow)|ingest server|ingest sender|web: python|import: (gzip|a truncated|a plain)|CUPTI recording)" \
+  SUITE_TARGETS="stream_tests host_api_disabled_tests pipeline_tests web_tests store_tests ingest_tests producers_tests import_tests fleet_tests" \
+  SUITE_LABEL=stream \
+  SUITE_TESTS="^(pipeline|server|fleet over nats-server|simulated workload|replay|trace store|trace api|trace over the WebSocket|export: (streamed|a slow)|ingest server|ingest sender|import: (gzip|a truncated|a plain)|CUPTI recording)" \
   timed "tsan (stream, pipeline and server)" run_suite "tsan" build/tsan -DCMAKE_BUILD_TYPE=Debug \
   -DLIVEPROF_SANITIZE=thread -DLIVEPROF_BUILD_BENCH=OFF -DLIVEPROF_STREAM_TESTS_ONLY=OFF -DCMAKE_CXX_COMPILER="${SANITIZER_CXX}" \
-  "-DLIVEPROF_TEST_FILES=(pipeline/pipeline|web/(server|trace_api|trace_ws|trace_export)|store/(trace_store|derived_rows)|ingest/ingest_(server|sender)|producers/(simulated_workload|cupti_recording)|import/(replay|chunk_reader|cupti_recording_file)|fleet/fleet_nats)_test"
-timed "fuzzers (5 x ${FUZZ_RUNS:-25s}, ${FUZZ_JOBS:-${JOBS}} at a time)" run_fuzzers \
+  "-DLIVEPROF_TEST_FILES=(stream/[a-z_]+|producers/host_api|pipeline/pipeline|web/(server|trace_api|trace_ws|trace_export)|store/(trace_store|derived_rows)|ingest/ingest_(server|sender)|producers/(simulated_workload|cupti_recording)|import/(replay|chunk_reader|cupti_recording_file)|fleet/fleet_nats)_test"
+timed "fuzzers (5 x ${FUZZ_RUNS:-15s}, ${FUZZ_JOBS:-${JOBS}} at a time)" run_fuzzers \
   "fuzz (control messages):control_message:build/fuzz" \
   "fuzz (Chrome trace import):chrome_trace:build/fuzz-import" \
   "fuzz (XPlane import):xplane:build/fuzz-xplane" \

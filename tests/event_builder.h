@@ -3,6 +3,8 @@
 #ifndef LIVEPROF_TESTS_EVENT_BUILDER_H_
 #define LIVEPROF_TESTS_EVENT_BUILDER_H_
 
+#include <string>
+
 #include "stream/event.h"
 
 namespace liveprof::test {
@@ -93,6 +95,8 @@ inline Event NameDef(NameId id, const char* s, size_t n) {
   e.payload.name_def.size = n;
   return e;
 }
+
+inline Event NameDef(NameId id, const char* s) { return NameDef(id, s, std::char_traits<char>::length(s)); }
 
 // An instant carrying a sequence number in `corr` (loss/duplication checks).
 inline Event Seq(uint64_t ts, uint32_t seq, TrackId track) {

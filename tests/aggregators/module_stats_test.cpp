@@ -36,12 +36,7 @@ Catalog MakeCatalog() {
   return c;
 }
 
-Event Counter(uint64_t ts, NameId name, double value) {
-  Event e = test::Instant(ts, name, 9);
-  e.kind = EventKind::kCounter;
-  e.payload.counter.value = value;
-  return e;
-}
+Event Counter(uint64_t ts, NameId name, double value) { return test::Counter(ts, name, value, 9); }
 
 const ModuleRow* Row(const ModuleStatsSnapshot& s, std::string_view name) {
   const auto it = std::find_if(s.rows.begin(), s.rows.end(), [&](const ModuleRow& r) { return r.name == name; });

@@ -10,14 +10,7 @@
 namespace liveprof {
 namespace {
 
-Event NameDef(NameId id, const char* s) {
-  Event e;
-  e.kind = EventKind::kNameDef;
-  e.name = id;
-  e.payload.name_def.data = s;
-  e.payload.name_def.size = std::char_traits<char>::length(s);
-  return e;
-}
+using test::NameDef;
 
 }  // namespace
 

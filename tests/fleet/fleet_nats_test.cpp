@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "fleet/fleet_view.h"
 #include "fleet/nats_link.h"
 #include "fleet/nats_test_server.h"
+#include "wait_for.h"
 
 namespace liveprof {
 namespace {
@@ -29,15 +31,8 @@ using test::FreePort;
 using NatsServer = test::NatsTestServer;
 constexpr milliseconds kPatience{20000};
 
-template <typename F>
-bool WaitFor(F f, milliseconds patience = kPatience) {
-  const auto until = std::chrono::steady_clock::now() + patience;
-  while (!f()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  return true;
-}
+// The fleet's round trips through nats-server get twice the usual patience.
+bool WaitFor(const std::function<bool()>& done) { return test::WaitFor(done, kPatience); }
 
 // Steps of `ranks` ranks, handed to the agent as the pipeline would.
 class StepSource {

@@ -36,14 +36,7 @@
 namespace liveprof {
 namespace {
 
-template <typename F>
-bool WaitFor(F&& f, int ms = 10'000) {
-  for (int i = 0; i < ms / 10; ++i) {
-    if (f()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
+using test::WaitFor;
 
 // Moves every event the server's pipeline was handed into `out`.
 void Drain(ingest_test::TestPipeline& pipeline, std::vector<Event>* out) {
@@ -338,7 +331,7 @@ TEST_CASE("ingest sender: the batches carry liveprof's own cost in this process,
         const ThreadCpu* t = sender_cpu(s.cost.now);
         return s.cost.prev.at_ns != 0 && t != nullptr && t->cpu_ns > 0;
       },
-      30'000));
+      std::chrono::milliseconds(30'000)));
   const IngestServer::SourceStatus s = source();
   // The sender's thread of this process, by its tid and name, as /proc says.
   const SelfCostSample here = ReadSelfCost(HostNowNs(), "liveprof send");

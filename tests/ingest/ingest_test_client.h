@@ -26,6 +26,7 @@
 #include "stream/drain_loop.h"
 #include "stream/liveprof_generated.h"
 #include "stream/stream.h"
+#include "wait_for.h"
 
 namespace liveprof {
 namespace ingest_test {
@@ -140,14 +141,7 @@ class Client {
   FrameSplitter splitter_;
 };
 
-template <typename F>
-bool WaitFor(F&& f) {
-  for (int i = 0; i < 500; ++i) {
-    if (f()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
+using test::WaitFor;
 
 // The server's pipeline, as `liveprof serve` runs one (a DrainLoop thread,
 // its reorder window 20 ms), keeping what it is handed: the server

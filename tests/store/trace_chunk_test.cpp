@@ -7,17 +7,12 @@
 #include <memory>
 #include <vector>
 
+#include "event_builder.h"
+
 namespace liveprof {
 namespace {
 
-Event Span(uint64_t ts, uint64_t dur, NameId name) {
-  Event e;
-  e.kind = EventKind::kHostSpan;
-  e.ts = ts;
-  e.dur = dur;
-  e.name = name;
-  return e;
-}
+using test::Span;
 
 std::vector<Event> SealAndDecode(const ChunkBuilder& b, uint8_t uniform, size_t* sealed_bytes) {
   *sealed_bytes = b.SealedBytes(uniform);

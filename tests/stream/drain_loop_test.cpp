@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "event_builder.h"
+#include "wait_for.h"
 
 namespace liveprof {
 namespace {
@@ -49,16 +50,7 @@ DrainLoop::Options FastOptions(size_t handoff_events = 0) {
   return o;
 }
 
-// Waits (at most 10 s: a bound, not a speed) until `done` holds.
-template <typename F>
-bool WaitFor(F done) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
+using test::WaitFor;
 
 // A consumer that holds every batch until `release`: a pipeline stalled.
 // Declare a Releaser after the loop: a failed REQUIRE then lets the loop's

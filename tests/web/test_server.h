@@ -17,6 +17,7 @@
 #include "producers/simulated_workload.h"
 #include "stream/stream.h"
 #include "web/server.h"
+#include "wait_for.h"
 #include "web/ws_raw_client.h"
 
 namespace liveprof::test {
@@ -24,9 +25,6 @@ namespace liveprof::test {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// How long any condition may take before the test gives up on it.
-constexpr milliseconds kPatience{10'000};
-constexpr milliseconds kPoll{20};
 constexpr uint32_t kMaxBadMessages = 5;
 constexpr size_t kPerAddressCap = 64;
 
@@ -44,17 +42,6 @@ inline ServerOptions ShortOptions() {
   o.max_connections_per_address = kPerAddressCap;
   o.max_bad_messages = kMaxBadMessages;
   return o;
-}
-
-// Polls `f` until it is true or kPatience passes.
-template <typename F>
-bool WaitFor(F f, milliseconds patience = kPatience) {
-  const auto until = Clock::now() + patience;
-  while (!f()) {
-    if (Clock::now() >= until) return f();
-    std::this_thread::sleep_for(kPoll);
-  }
-  return true;
 }
 
 // A gzip body inflated; "" when it is not whole gzip.

@@ -1,0 +1,2 @@
+// The precompiled test headers' owner (tests/CMakeLists.txt): the header
+// is all it builds.
