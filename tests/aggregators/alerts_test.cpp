@@ -16,7 +16,7 @@
 
 #include "base/json_writer.h"
 
-namespace liveprof {
+namespace liveprof::alerts_test {
 namespace {
 
 // Time values (ns) and steps used across the tests.
@@ -1009,4 +1009,4 @@ TEST_CASE("alerts: what fires shows its value now, and at the end of a job it is
   CHECK(StateOf(engine, "input_high") == AlertState::kFiring);
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::alerts_test

@@ -13,7 +13,7 @@
 #include "event_builder.h"
 #include "synthetic_workload.h"
 
-namespace liveprof {
+namespace liveprof::analyses_test {
 namespace {
 
 void Feed(Analyses& a, const test::Workload& w, size_t batch) {
@@ -492,9 +492,9 @@ TEST_CASE("analyses: DataLoader advice follows the workers' rows, busy or idle, 
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::analyses_test
 
-namespace liveprof {
+namespace liveprof::analyses_test {
 namespace {
 
 // A clock that moves 1 ms at each reading.
@@ -544,4 +544,4 @@ TEST_CASE("analyses: with a clock, the status shows each analysis' time on the p
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::analyses_test

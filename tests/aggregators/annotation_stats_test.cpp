@@ -20,7 +20,7 @@
 #include "event_builder.h"
 #include "stream/reorder_buffer.h"
 
-namespace liveprof {
+namespace liveprof::annotation_stats_test {
 namespace {
 
 enum : NameId { kForward = 1, kAttention, kStep3, kStep4, kLoss, kGemm, kApi, kNameCount };
@@ -309,4 +309,4 @@ TEST_CASE("annotations: 200 k launches (past the table's first sizes) all attrib
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::annotation_stats_test

@@ -13,7 +13,7 @@
 #include "event_builder.h"
 #include "stream/diagnostics.h"
 
-namespace liveprof {
+namespace liveprof::device_utilization_test {
 namespace {
 
 constexpr NameId kGemm = 1;
@@ -389,4 +389,4 @@ TEST_CASE("device utilization: incremental equals batch equals naive on random s
   }
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::device_utilization_test

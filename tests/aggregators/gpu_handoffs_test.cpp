@@ -14,7 +14,7 @@
 #include "event_builder.h"
 #include "stream/stream.h"
 
-namespace liveprof {
+namespace liveprof::gpu_handoffs_test {
 namespace {
 
 constexpr uint64_t kT0 = 5'000'000'000;  // the run's first event.
@@ -103,4 +103,4 @@ TEST_CASE("gpu handoffs: the newest windows are kept, all counted") {
   CHECK(h.windows().back().to_ns == kT0 + (2 * (n - 1) + 1) * kSecond);
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::gpu_handoffs_test

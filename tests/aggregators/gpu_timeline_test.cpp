@@ -13,7 +13,7 @@
 #include "aggregators/steps/step_breakdown.h"
 #include "doctest/doctest.h"
 
-namespace liveprof {
+namespace liveprof::gpu_timeline_test {
 namespace {
 
 GpuTimeline Sweep(std::vector<GpuInterval> v, uint64_t begin, uint64_t end) {
@@ -118,4 +118,4 @@ TEST_CASE("gpu timeline: a step's, in its breakdown with or without a device pro
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::gpu_timeline_test

@@ -7,7 +7,7 @@
 #include "aggregators/tf/input_pipeline.h"
 #include "doctest/doctest.h"
 
-namespace liveprof {
+namespace liveprof::input_pipeline_test {
 namespace {
 
 // A window of total step time 10,000 ns with `input` and `all_others` ns.
@@ -237,4 +237,4 @@ TEST_CASE("input pipeline: a DataLoader's workers, busy or idle, pick the advice
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::input_pipeline_test

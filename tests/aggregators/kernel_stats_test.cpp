@@ -16,7 +16,7 @@
 #include "event_builder.h"
 #include "stream/diagnostics.h"
 
-namespace liveprof {
+namespace liveprof::kernel_stats_test {
 namespace {
 
 // Name ids used by the hand-computed tests.
@@ -777,4 +777,4 @@ TEST_CASE("kernel stats: incremental equals batch equals naive on random streams
   }
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::kernel_stats_test

@@ -14,7 +14,7 @@
 #include "import/trace_analysis.h"
 #include "real_traces.h"
 
-namespace liveprof {
+namespace liveprof::memory_attribution_test {
 namespace {
 
 constexpr NameId kAlloc = 1;     // "cuda_caching"
@@ -255,4 +255,4 @@ TEST_CASE("memory attribution: the H200 ResNet-18 trace matches the reference sc
   check(find("Host CPU:-1"), 38535424, 34, {{"aten::empty", 19267840, 33}, {"aten::cat", 19267584, 1}});
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::memory_attribution_test

@@ -18,7 +18,7 @@
 #include "event_builder.h"
 #include "stream/diagnostics.h"
 
-namespace liveprof {
+namespace liveprof::memory_state_test {
 namespace {
 
 constexpr uint64_t kMs = 1'000'000;
@@ -1165,4 +1165,4 @@ TEST_CASE("memory state: incremental equals batch equals a naive reference") {
           " downsampled=", downsampled);
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::memory_state_test

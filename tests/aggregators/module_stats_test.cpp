@@ -20,7 +20,7 @@
 #include "event_builder.h"
 #include "stream/reorder_buffer.h"
 
-namespace liveprof {
+namespace liveprof::module_stats_test {
 namespace {
 
 enum : NameId {
@@ -197,4 +197,4 @@ TEST_CASE("module stats: a late forward counts in full and claims nothing") {
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::module_stats_test

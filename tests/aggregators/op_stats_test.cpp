@@ -14,7 +14,7 @@
 
 #include "event_builder.h"
 
-namespace liveprof {
+namespace liveprof::op_stats_test {
 namespace {
 
 constexpr uint64_t kUs = 1000;            // ns per µs.
@@ -923,4 +923,4 @@ TEST_CASE("op stats: incremental equals batch equals a naive reference (random s
   }
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::op_stats_test

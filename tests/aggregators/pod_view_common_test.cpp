@@ -15,7 +15,7 @@
 #include "aggregators/tf/pod_view.h"
 #include "doctest/doctest.h"
 
-namespace liveprof {
+namespace liveprof::pod_view_common_test {
 namespace {
 
 constexpr uint64_t kMs = 1'000'000;
@@ -264,4 +264,4 @@ TEST_CASE("pod view common range: incremental equals batch on randomized streams
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::pod_view_common_test

@@ -17,7 +17,7 @@
 #include "event_builder.h"
 #include "stream/stream.h"
 
-namespace liveprof {
+namespace liveprof::pod_view_test {
 namespace {
 
 using test::Input;
@@ -623,4 +623,4 @@ TEST_CASE("pod view: the JSON view model carries the values") {
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::pod_view_test

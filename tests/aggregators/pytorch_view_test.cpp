@@ -13,7 +13,7 @@
 
 #include "event_builder.h"
 
-namespace liveprof {
+namespace liveprof::pytorch_view_test {
 namespace {
 
 constexpr uint64_t kUs = 1000;  // ns per µs: fixtures are written in µs.
@@ -1021,4 +1021,4 @@ TEST_CASE("pytorch view: a bounded buffer drops the oldest steps whole") {
   CHECK(big.cut_ns() % us(100) == 0);
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::pytorch_view_test

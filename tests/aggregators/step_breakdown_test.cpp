@@ -14,7 +14,7 @@
 #include "event_builder.h"
 #include "stream/reorder_buffer.h"
 
-namespace liveprof {
+namespace liveprof::step_breakdown_test {
 namespace {
 
 using test::Copy;
@@ -616,4 +616,4 @@ TEST_CASE("step breakdown: incremental equals batch and the per-nanosecond refer
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::step_breakdown_test

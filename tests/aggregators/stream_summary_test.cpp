@@ -7,7 +7,7 @@
 
 #include "event_builder.h"
 
-namespace liveprof {
+namespace liveprof::stream_summary_test {
 namespace {
 
 using test::NameDef;
@@ -78,4 +78,4 @@ TEST_CASE("stream summary: incremental equals batch on random streams") {
   }
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::stream_summary_test

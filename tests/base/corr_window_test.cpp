@@ -11,7 +11,7 @@
 
 #include "doctest/doctest.h"
 
-namespace liveprof {
+namespace liveprof::corr_window_test {
 namespace {
 
 TEST_CASE("corr window: entries survive growth, find, make and erase agree with a map") {
@@ -119,4 +119,4 @@ TEST_CASE("corr window: an id older than the window is forgotten at once, a live
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::corr_window_test

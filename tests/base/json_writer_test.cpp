@@ -10,7 +10,7 @@
 #include "base/json_writer.h"
 #include "doctest/doctest.h"
 
-namespace liveprof {
+namespace liveprof::json_writer_test {
 namespace {
 
 TEST_CASE("json writer: nesting, commas and every value kind parse back") {
@@ -134,4 +134,4 @@ TEST_CASE("csv: fields are quoted only when they must be") {
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::json_writer_test

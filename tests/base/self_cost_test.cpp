@@ -16,7 +16,7 @@
 #include "base/json_writer.h"
 #include "doctest/doctest.h"
 
-namespace liveprof {
+namespace liveprof::self_cost_test {
 namespace {
 
 uint64_t ThreadCpuNs() {
@@ -213,4 +213,4 @@ TEST_CASE("self cost: a process that marks no steps has its hooks' share over th
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::self_cost_test

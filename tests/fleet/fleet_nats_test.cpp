@@ -23,7 +23,7 @@
 #include "fleet/nats_test_server.h"
 #include "wait_for.h"
 
-namespace liveprof {
+namespace liveprof::fleet_nats_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -204,4 +204,4 @@ TEST_CASE("fleet over nats-server: an agent started before the server publishes 
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::fleet_nats_test

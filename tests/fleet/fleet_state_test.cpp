@@ -15,7 +15,7 @@
 #include "fleet/fleet_metrics.h"
 #include "fleet/fleet_state.h"
 
-namespace liveprof {
+namespace liveprof::fleet_state_test {
 namespace {
 
 constexpr uint64_t kSec = 1'000'000'000;
@@ -381,4 +381,4 @@ TEST_CASE("fleet metrics: hosts, ranks, the straggler by host and rank, the stre
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::fleet_state_test

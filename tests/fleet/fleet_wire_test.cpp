@@ -8,7 +8,7 @@
 #include "fleet/fleet_wire.h"
 #include "fleet/nats_link.h"
 
-namespace liveprof {
+namespace liveprof::fleet_wire_test {
 namespace {
 
 constexpr uint64_t kUnix = 1'800'000'000'000'000'000ull;
@@ -188,4 +188,4 @@ TEST_CASE("fleet wire: names, tokens and URLs") {
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::fleet_wire_test

@@ -22,7 +22,7 @@
 #include "import/chunk_reader.h"
 #include "real_traces.h"
 
-namespace liveprof {
+namespace liveprof::chrome_export_keep_test {
 namespace {
 
 using nlohmann::json;
@@ -278,4 +278,4 @@ TEST_CASE("a failed export leaves no file: unwritable folder, missing, bad or tr
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::chrome_export_keep_test

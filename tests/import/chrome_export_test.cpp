@@ -19,7 +19,7 @@
 #include "real_traces.h"
 #include "synthetic_workload.h"
 
-namespace liveprof {
+namespace liveprof::chrome_export_test {
 namespace {
 
 // The path of the first difference between two JSON values, "" if none
@@ -327,4 +327,4 @@ TEST_CASE("export: an unwritable path is an error that names it") {
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::chrome_export_test

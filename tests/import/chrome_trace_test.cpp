@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace liveprof {
+namespace liveprof::chrome_trace_test {
 namespace {
 
 struct Imported {
@@ -231,4 +231,4 @@ TEST_CASE("import: distributedInfo and baseTimeNanoseconds, wherever they stand,
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::chrome_trace_test

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-namespace liveprof {
+namespace liveprof::chunk_reader_test {
 namespace {
 
 // A file in the temporary directory, removed with the object.
@@ -110,4 +110,4 @@ TEST_CASE("import: a truncated or corrupt gzip is an error that says where") {
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::chunk_reader_test

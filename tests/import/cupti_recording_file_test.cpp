@@ -20,7 +20,7 @@
 #include "producers/cupti_recording.h"
 #include "real_traces.h"
 
-namespace liveprof {
+namespace liveprof::cupti_recording_file_test {
 namespace {
 
 using nlohmann::json;
@@ -297,4 +297,4 @@ TEST_CASE("CUPTI recording file: the writer's names section names kernels and op
   CHECK(analysis.report.caveats.empty());
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::cupti_recording_file_test

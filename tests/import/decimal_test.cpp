@@ -2,7 +2,7 @@
 
 #include <doctest/doctest.h>
 
-namespace liveprof {
+namespace liveprof::decimal_test {
 namespace {
 
 TEST_CASE("import: microsecond text to nanoseconds, exactly") {
@@ -38,4 +38,4 @@ TEST_CASE("import: what is not a JSON number, or does not fit, is refused") {
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::decimal_test

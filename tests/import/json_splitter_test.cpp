@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace liveprof {
+namespace liveprof::json_splitter_test {
 namespace {
 
 using nlohmann::json;
@@ -218,4 +218,4 @@ TEST_CASE("import: what is not a Chrome trace is refused with where") {
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::json_splitter_test

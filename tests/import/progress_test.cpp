@@ -12,7 +12,7 @@
 
 #include "import/chrome_trace.h"
 
-namespace liveprof {
+namespace liveprof::progress_test {
 namespace {
 
 std::string ReadAll(std::FILE* f) {
@@ -97,4 +97,4 @@ TEST_CASE("progress: the importer reports after each chunk, monotone, up to the 
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::progress_test

@@ -21,7 +21,7 @@
 #include "import/trace_analysis.h"
 #include "real_traces.h"
 
-namespace liveprof {
+namespace liveprof::pytorch_traces_test {
 namespace {
 
 using nlohmann::json;
@@ -489,4 +489,4 @@ TEST_CASE("pytorch traces: nested DataLoader waits, a launch with no kernel, a k
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::pytorch_traces_test

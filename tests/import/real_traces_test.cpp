@@ -19,7 +19,7 @@
 #include "import/json_splitter.h"
 #include "real_traces.h"
 
-namespace liveprof {
+namespace liveprof::real_traces_test {
 namespace {
 
 using test::TracePath;
@@ -424,4 +424,4 @@ TEST_CASE("import: every trace file in the folder imports or says why not") {
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::real_traces_test

@@ -16,7 +16,7 @@
 #include "import/trace_analysis.h"
 #include "real_traces.h"
 
-namespace liveprof {
+namespace liveprof::replay_test {
 namespace {
 
 // A PyTorch-like trace: `steps` ProfilerStep#N spans of 10 ms, each with an op,
@@ -190,4 +190,4 @@ TEST_CASE("replay: a file it cannot read, or without events, is an error") {
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::replay_test

@@ -23,7 +23,7 @@
 #include "real_traces.h"
 #include "xplane.pb.h"
 
-namespace liveprof {
+namespace liveprof::xplane_test {
 namespace {
 
 using xplane::XEvent;
@@ -605,4 +605,4 @@ TEST_CASE("xplane: the real TensorFlow and JAX files, against their MANIFEST") {
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::xplane_test

@@ -16,7 +16,7 @@
 #include "stream/liveprof_generated.h"
 #include "stream/wire_event.h"
 
-namespace liveprof {
+namespace liveprof::ingest_connection_test {
 namespace {
 
 using flatbuffers::FlatBufferBuilder;
@@ -351,4 +351,4 @@ TEST_CASE("ingest statuses: a capture request is checked against the source's st
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::ingest_connection_test

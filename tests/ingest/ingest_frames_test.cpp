@@ -11,7 +11,7 @@
 #include "stream/liveprof_generated.h"
 #include "stream/wire_event.h"
 
-namespace liveprof {
+namespace liveprof::ingest_frames_test {
 namespace {
 
 using flatbuffers::FlatBufferBuilder;
@@ -594,4 +594,4 @@ TEST_CASE("ingest frames: a span across an offset change ends where the span beg
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::ingest_frames_test

@@ -19,7 +19,7 @@
 #include "stream/clock.h"
 #include "stream/stream.h"
 
-namespace liveprof {
+namespace liveprof::ingest_limits_test {
 namespace {
 
 using ingest_test::AtTempSocket;
@@ -248,4 +248,4 @@ TEST_CASE("ingest limits: a clean close, a killed sender and a cut frame each sa
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::ingest_limits_test

@@ -33,7 +33,7 @@
 #include "producers/cupti_source.h"
 #endif
 
-namespace liveprof {
+namespace liveprof::ingest_sender_test {
 namespace {
 
 using test::WaitFor;
@@ -774,4 +774,4 @@ TEST_CASE("ingest sender: a fork while another thread holds the stream's locks w
 #endif  // neither sanitizer
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::ingest_sender_test

@@ -27,7 +27,7 @@
 #include "stream/clock.h"
 #include "stream/liveprof_generated.h"
 
-namespace liveprof {
+namespace liveprof::ingest_server_test {
 namespace {
 
 using flatbuffers::FlatBufferBuilder;
@@ -540,4 +540,4 @@ TEST_CASE("ingest status: /api/status's sources, each field, a capture's time le
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::ingest_server_test

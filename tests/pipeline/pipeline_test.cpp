@@ -15,7 +15,7 @@
 #include "producers/simulated_workload.h"
 #include "stream/clock.h"
 
-namespace liveprof {
+namespace liveprof::pipeline_test {
 namespace {
 
 constexpr uint64_t kSteps = 40;
@@ -233,4 +233,4 @@ TEST_CASE("pipeline: a GPU source that says it is 0.7 s behind is waited for: no
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::pipeline_test

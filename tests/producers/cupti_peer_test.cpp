@@ -28,7 +28,7 @@
 #include "stream/drain_loop.h"
 
 #ifdef LIVEPROF_FAKE_CUPTI
-namespace liveprof {
+namespace liveprof::cupti_peer_test {
 namespace {
 
 template <typename Fn>
@@ -354,5 +354,5 @@ TEST_CASE("cupti peer: the handoff instants' names are the ones the server reads
   CHECK(kGpuDataFinalized == GpuHandoffs::kFinalized);
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::cupti_peer_test
 #endif  // LIVEPROF_FAKE_CUPTI

@@ -33,7 +33,7 @@
 #include "stream/clock.h"
 #include "stream/stream.h"
 
-namespace liveprof {
+namespace liveprof::cupti_recording_test {
 namespace {
 
 using nlohmann::json;
@@ -632,4 +632,4 @@ TEST_CASE("CUPTI recording (ResNet-18 injected): per kernel name, the counts tor
   CHECK(views.free_unknown == 0);
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::cupti_recording_test

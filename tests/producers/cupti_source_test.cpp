@@ -34,7 +34,7 @@
 #include "stream/clock.h"
 #include "stream/drain_loop.h"
 
-namespace liveprof {
+namespace liveprof::cupti_source_test {
 namespace {
 
 // True if `library` loads here (it then stays loaded, as CuptiSource leaves it).
@@ -644,4 +644,4 @@ TEST_CASE("cupti levels: names, the environment, which API calls the default kee
   }
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::cupti_source_test

@@ -4,7 +4,7 @@
 
 #include "producers/host_api.h"
 
-namespace liveprof {
+namespace liveprof::host_api_disabled_test {
 
 TEST_CASE("disabled build: the macros compile to nothing and record nothing") {
   const uint32_t names_before = GlobalStream().names().size();
@@ -31,4 +31,4 @@ TEST_CASE("disabled build: the macros compile to nothing and record nothing") {
   CHECK(GlobalStream().names().size() == names_before);  // nothing was even interned.
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::host_api_disabled_test

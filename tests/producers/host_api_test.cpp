@@ -14,7 +14,7 @@
 
 #include "stream/drain_loop.h"
 
-namespace liveprof {
+namespace liveprof::host_api_test {
 namespace {
 
 // Runs `body` on a new thread and returns that thread's track id.
@@ -194,4 +194,4 @@ TEST_CASE("host api: spans nested past the stack limit are counted and stay bala
   CHECK(spans == kMaxOpenSpans);
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::host_api_test

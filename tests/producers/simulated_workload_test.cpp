@@ -18,7 +18,7 @@
 #include "stream/reorder_buffer.h"
 #include "stream/stream.h"
 
-namespace liveprof {
+namespace liveprof::simulated_workload_test {
 namespace {
 
 using Run = test::SimulatedRun;
@@ -312,4 +312,4 @@ TEST_CASE("simulated workload: its rings hold a quarter second of the rate asked
   }
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::simulated_workload_test

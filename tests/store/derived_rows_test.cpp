@@ -15,7 +15,7 @@
 #include "store/trace_store.h"
 #include "event_builder.h"
 
-namespace liveprof {
+namespace liveprof::derived_rows_test {
 namespace {
 
 // A kernel of `op` on a device's stream (the corr: its start, unique here).
@@ -351,4 +351,4 @@ TEST_CASE("device steps: the launch table holds what a std::unordered_map would,
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::derived_rows_test

@@ -9,7 +9,7 @@
 
 #include "event_builder.h"
 
-namespace liveprof {
+namespace liveprof::trace_chunk_test {
 namespace {
 
 using test::Span;
@@ -81,4 +81,4 @@ TEST_CASE("trace chunk: columns that repeat one entry are sealed once and decode
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::trace_chunk_test

@@ -15,7 +15,7 @@
 
 #include "store/block_deque.h"
 
-namespace liveprof {
+namespace liveprof::trace_mipmap_test {
 namespace {
 
 struct Sample {
@@ -221,4 +221,4 @@ TEST_CASE("block deque: a short one takes little room, a popped element is destr
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::trace_mipmap_test

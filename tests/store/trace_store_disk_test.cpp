@@ -17,7 +17,7 @@
 #include "producers/stderr_capture.h"
 #include "store/trace_store.h"
 
-namespace liveprof {
+namespace liveprof::trace_store_disk_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -355,4 +355,4 @@ TEST_CASE("trace store disk: a kill -9 loses no event appended, sealed or in an 
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::trace_store_disk_test

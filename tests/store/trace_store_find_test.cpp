@@ -20,7 +20,7 @@
 #include "store/trace_store.h"
 #include "stream/stream.h"
 
-namespace liveprof {
+namespace liveprof::trace_store_find_test {
 namespace {
 
 using Slice = TraceQueryResult::Slice;
@@ -346,9 +346,9 @@ TEST_CASE("flows: far ends are the nearest of their id, past chunks of other ids
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::trace_store_find_test
 
-namespace liveprof {
+namespace liveprof::trace_store_find_test {
 namespace {
 
 TEST_CASE("area sums: every event in the area per name, sub-pixel ones too, with self time less the children's") {
@@ -394,4 +394,4 @@ TEST_CASE("area sums: every event in the area per name, sub-pixel ones too, with
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::trace_store_find_test

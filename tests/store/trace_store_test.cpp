@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-namespace liveprof {
+namespace liveprof::trace_store_test {
 namespace {
 
 
@@ -332,4 +332,4 @@ TEST_CASE("trace store: a query that lets appends in counts each event once (run
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::trace_store_test

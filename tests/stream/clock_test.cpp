@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
-namespace liveprof {
+namespace liveprof::clock_test {
 
 namespace {
 constexpr uint64_t kHostOffsetNs = 5'000'000'000;  // the other clock started 5 s later.
@@ -90,4 +90,4 @@ TEST_CASE("clock: TSC mapped by two real pairs agrees with CLOCK_MONOTONIC") {
   CHECK(HostNowNs() >= c.host_ns);
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::clock_test

@@ -14,7 +14,7 @@
 #include "event_builder.h"
 #include "wait_for.h"
 
-namespace liveprof {
+namespace liveprof::drain_loop_test {
 namespace {
 
 // Collects every batch the loop delivers.
@@ -338,4 +338,4 @@ TEST_CASE("drain: a full handoff queue stops the drain, and the rings drop what 
   CHECK(Instants(c.events) + c.late.size() == pushed);
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::drain_loop_test

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-namespace liveprof {
+namespace liveprof::event_test {
 
 TEST_CASE("event: 48 bytes, trivially copyable, payload views share storage") {
   static_assert(sizeof(Event) == 48);
@@ -44,4 +44,4 @@ TEST_CASE("event: every kind has a name and span kinds are the timed ones") {
   }
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::event_test

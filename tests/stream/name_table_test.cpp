@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-namespace liveprof {
+namespace liveprof::name_table_test {
 
 TEST_CASE("names: one id per distinct string, dense, readable back") {
   NameTable table;
@@ -73,4 +73,4 @@ TEST_CASE("names: interning from many threads gives one id per string") {
   CHECK(table.size() == base + shared + own);  // dense: no id wasted.
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::name_table_test

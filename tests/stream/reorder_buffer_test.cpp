@@ -8,7 +8,7 @@
 
 #include "event_builder.h"
 
-namespace liveprof {
+namespace liveprof::reorder_buffer_test {
 namespace {
 
 constexpr uint64_t kWindowNs = 1'000'000;  // 1 ms.
@@ -307,4 +307,4 @@ TEST_CASE("reorder: many sources merge in one pass into completion order, ties b
   CHECK(buffer.pending() == 0);
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::reorder_buffer_test

@@ -7,7 +7,7 @@
 
 #include "event_builder.h"
 
-namespace liveprof {
+namespace liveprof::spsc_ring_test {
 namespace {
 
 std::vector<Event> DrainAll(SpscRing& ring) {
@@ -117,4 +117,4 @@ TEST_CASE("ring: concurrent producer and consumer lose, duplicate and reorder no
   CHECK(ring->published() == accepted);
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::spsc_ring_test

@@ -2,7 +2,7 @@
 
 #include <doctest/doctest.h>
 
-namespace liveprof {
+namespace liveprof::stream_test {
 
 TEST_CASE("stream: a ring of capacity 0 or beyond the maximum is refused, named and counted") {
   Stream stream(Stream::Options{.ring_capacity = 0});
@@ -49,4 +49,4 @@ TEST_CASE("stream: tracks are dense from 1 and readable from any thread") {
   CHECK(stream.track(99).name == 0);
 }
 
-}  // namespace liveprof
+}  // namespace liveprof::stream_test

@@ -24,7 +24,7 @@
 #include "stream/reorder_buffer.h"
 #include "stream/stream.h"
 
-namespace liveprof {
+namespace liveprof::metrics_test {
 namespace {
 
 constexpr const char* kPromtool = "/usr/bin/promtool";
@@ -386,4 +386,4 @@ TEST_CASE("metrics: the simulated input-bound workload, collected, rendered, pro
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::metrics_test

@@ -19,7 +19,7 @@
 #include "stream/liveprof_generated.h"
 #include "stream/wire_event.h"
 
-namespace liveprof {
+namespace liveprof::protocol_test {
 namespace {
 
 using nlohmann::json;
@@ -678,4 +678,4 @@ TEST_CASE("event feed: a new filter keeps the budget, up to a second of the new 
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::protocol_test

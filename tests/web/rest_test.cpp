@@ -8,7 +8,7 @@
 #include "web/shared_state.h"
 #include "web/static_files.h"
 
-namespace liveprof {
+namespace liveprof::rest_test {
 namespace {
 
 constexpr uint32_t kPublishedSteps = 100;
@@ -367,4 +367,4 @@ TEST_CASE("rest: /api/capture takes a source and what to change, and refuses the
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::rest_test

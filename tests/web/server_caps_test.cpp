@@ -15,7 +15,7 @@
 #include "web/test_server.h"
 #include "web/ws_raw_client.h"
 
-namespace liveprof {
+namespace liveprof::server_caps_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -164,4 +164,4 @@ TEST_CASE("server caps: no header within header_timeout closes a connection, a k
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::server_caps_test

@@ -31,7 +31,7 @@
 #include "web/test_server.h"
 #include "web/ws_raw_client.h"
 
-namespace liveprof {
+namespace liveprof::server_test {
 namespace {
 
 using test::HttpReply;
@@ -626,4 +626,4 @@ TEST_CASE("server: /metrics counts what the ingest sources had refused, read whe
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::server_test

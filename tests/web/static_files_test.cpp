@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-namespace liveprof {
+namespace liveprof::static_files_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -178,4 +178,4 @@ TEST_CASE("static files: media types by extension") {
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::static_files_test

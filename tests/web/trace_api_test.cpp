@@ -13,7 +13,7 @@
 #include "import/chrome_trace.h"
 #include "web/test_server.h"
 
-namespace liveprof {
+namespace liveprof::trace_api_test {
 namespace {
 
 using test::ParseJson;
@@ -155,4 +155,4 @@ TEST_CASE("trace api: without an exporter /api/export says so, and routing knows
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::trace_api_test

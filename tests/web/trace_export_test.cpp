@@ -16,7 +16,7 @@
 #include "import/chrome_export.h"
 #include "web/test_server.h"
 
-namespace liveprof {
+namespace liveprof::trace_export_test {
 namespace {
 
 using test::Clock;
@@ -241,4 +241,4 @@ TEST_CASE("export: a slow reader's large export does not hold up another client'
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::trace_export_test

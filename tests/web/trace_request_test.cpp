@@ -9,7 +9,7 @@
 
 #include "web/protocol.h"
 
-namespace liveprof {
+namespace liveprof::trace_request_test {
 namespace {
 
 TraceRequest DecodedTrace(std::string_view text) {
@@ -116,4 +116,4 @@ TEST_CASE("trace request: every refusal names the field, and carries the id it c
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::trace_request_test

@@ -19,7 +19,7 @@
 #include "stream/stream.h"
 #include "web/trace_api.h"
 
-namespace liveprof {
+namespace liveprof::trace_tile_test {
 namespace {
 
 using nlohmann::json;
@@ -423,4 +423,4 @@ TEST_CASE("trace tile: a request is answered from the store, with its defaults, 
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::trace_tile_test

@@ -18,7 +18,7 @@
 #include "web/test_server.h"
 #include "web/ws_raw_client.h"
 
-namespace liveprof {
+namespace liveprof::trace_ws_test {
 namespace {
 
 using nlohmann::json;
@@ -155,4 +155,4 @@ TEST_CASE("trace over the WebSocket: a server without a trace store says so, and
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::trace_ws_test

@@ -17,7 +17,7 @@
 #include "simulated_run.h"
 #include "web/protocol.h"
 
-namespace liveprof {
+namespace liveprof::views_table_test {
 namespace {
 
 using nlohmann::json;
@@ -157,4 +157,4 @@ TEST_CASE("views table: docs/protocol.md's example of each feed view has the vie
 }
 
 }  // namespace
-}  // namespace liveprof
+}  // namespace liveprof::views_table_test
