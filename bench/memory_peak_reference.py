@@ -8,7 +8,7 @@ allocations live at that peak attributed to the innermost `cpu_op` /
 `user_annotation` span (ph X) that encloses the `[memory]` event on the same
 pid/tid (start <= ts < start + dur), ProfilerStep#N spans excluded (a step,
 not an op). The numbers are recorded in
-tests/aggregators/memory_attribution_test.cpp; rerun with
+tests/aggregators/memory_attribution_test.cc; rerun with
 
     python3 bench/memory_peak_reference.py ../shared/data/gpu/h200/resnet18_h200_slowloader.pt.trace.json.gz
 

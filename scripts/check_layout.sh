@@ -81,7 +81,7 @@ done < <(sources | xargs -r wc -l)
 while IFS= read -r hit; do
   echo "${hit%%:TEST_CASE*}: a TEST_CASE name with ';' (ctest splits it in two)"
   breaches=$((breaches + 1))
-done < <(grep -rnE 'TEST_CASE(_FIXTURE\([^,"]*, *|\()"[^"]*;' tests --include='*.cpp' 2>/dev/null || true)
+done < <(grep -rnE 'TEST_CASE(_FIXTURE\([^,"]*, *|\()"[^"]*;' tests --include='*.cc' 2>/dev/null || true)
 
 # README.md's tables name every folder of src/ and every subcommand of
 # `liveprof`, read from src/app/'s add_subcommand calls (no build needed).

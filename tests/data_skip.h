@@ -1,6 +1,6 @@
 // A doctest case that could not run for want of ../shared/data tells ctest
 // it was skipped, not passed: SharedDataPath (real_traces.h) records why,
-// and main.cpp's listener prints "LIVEPROF-SKIP: <why>" to stdout at the
+// and main.cc's listener prints "LIVEPROF-SKIP: <why>" to stdout at the
 // case's end, only if the case had no failure. tests/CMakeLists.txt sets
 // SKIP_REGULAR_EXPRESSION on that marker for every doctest-registered test
 // (ctest's skip takes precedence over a failure, so the marker is printed

@@ -3,7 +3,7 @@
 // insert (it grows by doubling). The key ~0 lives in a side slot, so every
 // key is allowed. Memory state keeps size → count in it (a few hundred hot
 // keys), where it beats boost::unordered_flat_map; the maps where Boost's is
-// as fast or faster use it (bench/RESULTS.md, bench/flat_map_bench.cpp).
+// as fast or faster use it (bench/RESULTS.md, bench/flat_map_bench.cc).
 //
 // Not thread-safe; owned by one aggregator on the pipeline thread.
 #ifndef LIVEPROF_BASE_FLAT_MAP_H_

@@ -2,7 +2,7 @@
 // events from other processes (socket ingest, the Python module) line up.
 //
 // The record path of the host tracing API reads the TSC instead (9.4 ns here
-// against 21.5 ns for clock_gettime; bench/clock_bench.cpp, bench/RESULTS.md)
+// against 21.5 ns for clock_gettime; bench/clock_bench.cc, bench/RESULTS.md)
 // and writes raw ticks into its ring. The drain loop maps ticks onto the host
 // clock with a ClockMap fed by (tsc, CLOCK_MONOTONIC) pairs. The same ClockMap
 // maps a GPU's clock onto the host clock for the CUPTI producer.

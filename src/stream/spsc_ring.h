@@ -10,7 +10,7 @@
 // Consumer side (the drain thread): Drain() copies out everything published
 // in at most two contiguous pieces and frees the slots with one release store.
 //
-// Why our own ring and not moodycamel::ConcurrentQueue: bench/ring_bench.cpp
+// Why our own ring and not moodycamel::ConcurrentQueue: bench/ring_bench.cc
 // measures both on this machine; the figures are in bench/RESULTS.md.
 #ifndef LIVEPROF_STREAM_SPSC_RING_H_
 #define LIVEPROF_STREAM_SPSC_RING_H_

@@ -7,7 +7,7 @@
 // there by scripts/setup.sh): flatc's reader is TypeScript, and this page is
 // served without a compiler. The offsets below are the schema's: a table's
 // field n has vtable slot 4 + 2n; structs lie as flatc lays them out (sizes
-// and offsets in the comments; tests/web/trace_tile_test.cpp checks them on
+// and offsets in the comments; tests/web/trace_tile_test.cc checks them on
 // the C++ side, tests/dashboard/trace_viewer_test.mjs that a tile read here
 // equals /api/trace's JSON).
 import {ByteBuffer} from '../vendor/flatbuffers/flatbuffers.js';

@@ -37,7 +37,7 @@ describe('a replayed PyTorch job whose DataLoader is slow', {skip: absent && `${
     }
     const fired = alerts.firing.find((a) => a.rule === 'input_bound_high');
     assert.ok(fired, `input_bound_high did not fire in 20 s: ${JSON.stringify(alerts.firing)}`);
-    // 91.598 % of each step waits for the DataLoader (tests/import/pytorch_traces_test.cpp).
+    // 91.598 % of each step waits for the DataLoader (tests/import/pytorch_traces_test.cc).
     assert.ok(fired.value > 91.5 && fired.value < 91.7, `value ${fired.value}`);
 
     const ip = await api(base, '/api/input_pipeline');
@@ -66,7 +66,7 @@ describe('a replayed PyTorch job whose DataLoader is slow', {skip: absent && `${
     const names = a.rows.map((r) => r.name);
     assert.deepEqual(names, ['ProfilerStep#*', 'Optimizer.step#SGD.step',
       'enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__', 'Optimizer.zero_grad#SGD.zero_grad']);
-    // Per loop of the trace (tests/import/pytorch_traces_test.cpp): 572 of
+    // Per loop of the trace (tests/import/pytorch_traces_test.cc): 572 of
     // 1,496 kernels under the 4 steps alone (143 a step), 1 under each
     // optimizer step; live, a step's last kernels may not have come yet.
     const step = a.rows[0];

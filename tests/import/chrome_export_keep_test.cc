@@ -5,7 +5,7 @@
 // top-level metadata, and every GPU process has its process_name; an XPlane
 // export names its GPU processes and links launches by ac2g flows. A failed
 // export leaves no file. (The analyses of the file read back: the round trip
-// test of chrome_export_test.cpp, which runs these traces too.)
+// test of chrome_export_test.cc, which runs these traces too.)
 #include <doctest/doctest.h>
 #include <unistd.h>
 

@@ -3,7 +3,7 @@
 // decodes back to the query's answer field for field, and to the JSON
 // /api/trace gives for the same query; the grid is the answer's, never
 // recomputed; a `trace` request is answered from the store or refused with
-// its id. The control message's decoding is in trace_request_test.cpp.
+// its id. The control message's decoding is in trace_request_test.cc.
 #include "web/trace_tile.h"
 
 #include <doctest/doctest.h>

@@ -2,7 +2,7 @@
 // (CUpti_ActivityKernel10, Memcpy6, Memset4, Memory4, API, ...) built by hand
 // in a byte buffer; every field that reaches an Event is checked. No GPU, no
 // libcupti: only the toolkit's headers. The walk itself (cut, unknown and
-// empty buffers): cupti_records_walk_test.cpp.
+// empty buffers): cupti_records_walk_test.cc.
 #include <cupti_driver_cbid.h>
 #include <cupti_runtime_cbid.h>
 

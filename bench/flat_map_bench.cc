@@ -166,7 +166,7 @@ constexpr uint64_t kSlotBytes = uint64_t{2} << 20;
 constexpr uint64_t kBase = uint64_t{0x7f00} << 32;
 constexpr size_t kChurn = 1000;
 
-uint64_t TensorBytes(std::mt19937_64& rng) {  // as memory_state_bench.cpp
+uint64_t TensorBytes(std::mt19937_64& rng) {  // as memory_state_bench.cc
   const uint64_t units = 1 + (rng() % 64) * (1 + rng() % 32);
   return units * 512;
 }
