@@ -86,8 +86,8 @@ void BM_Snapshot(benchmark::State& state) {
   size_t bytes = 0;
   for (auto _ : state) {
     RenderedViews v = a.Render(RenderOptions{});
-    bytes = v.overview.size() + v.steps.size() + v.input_pipeline.size() + v.tf_stats.size() +
-            v.kernel_stats.size() + v.memory.size() + v.alerts.size() + v.status.size();
+    bytes = v.overview.size() + v.steps.size() + v.input_pipeline.size() + v.tf_stats.size() + v.kernel_stats.size() +
+            v.memory.size() + v.alerts.size() + v.status.size();
     benchmark::DoNotOptimize(bytes);
   }
   state.counters["json_bytes"] = static_cast<double>(bytes);

@@ -47,8 +47,7 @@ void BM_AlertsEvaluate(benchmark::State& state) {
     events += engine.Evaluate(source, now_ns, ++step).size();
   }
   benchmark::DoNotOptimize(events);
-  state.SetItemsProcessed(state.iterations() *
-                          static_cast<int64_t>(DefaultAlertRules().size()));
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(DefaultAlertRules().size()));
   state.counters["events"] = static_cast<double>(events);
 }
 BENCHMARK(BM_AlertsEvaluate);

@@ -161,12 +161,11 @@ std::vector<Record> MakeRecords(std::deque<std::string>* kernel_names) {
       device(Bytes(s));
     } else {
       const bool alloc = rng() % 2 != 0;
-      api(alloc ? CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020
-                : CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020);
+      api(alloc ? CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020 : CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020);
       CUpti_ActivityMemory4 m{};
       m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
-      m.memoryOperationType = alloc ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
-                                    : CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+      m.memoryOperationType =
+          alloc ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION : CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
       m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
       m.address = 0x7f0000000000 + (rng() % 4096) * 4096;
       m.bytes = 1 << 20;
@@ -233,7 +232,8 @@ void BM_CuptiParseRecorded(benchmark::State& state) {
   static CuptiRecording* recording = [] {
     auto* r = new CuptiRecording;
     std::string error;
-    const std::string path = std::string(LIVEPROF_SOURCE_DIR) + "/../shared/data/gpu/h200/resnet18_8steps_injected.bin.gz";
+    const std::string path =
+        std::string(LIVEPROF_SOURCE_DIR) + "/../shared/data/gpu/h200/resnet18_8steps_injected.bin.gz";
     if (!ReadCuptiRecordingFile(path, r, &error)) r->buffers.clear();
     return r;
   }();

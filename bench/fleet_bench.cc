@@ -91,8 +91,8 @@ class Ranks {
   Ranks(int first_rank, int n, uint64_t period_ns, uint64_t start_ns) : period_ns_(period_ns) {
     for (int i = 0; i < n; ++i) {
       const int rank = first_rank + i;
-      ranks_.push_back({"rank " + std::to_string(rank),
-                        start_ns + period_ns * static_cast<uint64_t>(rank % 97) / 97, 0});
+      ranks_.push_back(
+          {"rank " + std::to_string(rank), start_ns + period_ns * static_cast<uint64_t>(rank % 97) / 97, 0});
     }
   }
   std::vector<PodNewStep> Take(uint64_t* dropped) {
@@ -169,7 +169,8 @@ struct AgentsReport {
 }
 
 int Main(const Args& a) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleet-bench-" + std::to_string(getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("fleet-bench-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   test::NatsTestServer nats_server(test::FreePort(), dir.string(), a.nats_server);
   if (!nats_server.Start()) {
@@ -235,24 +236,24 @@ int Main(const Args& a) {
   std::filesystem::remove_all(dir);
 
   const double rate = static_cast<double>(c1.steps - c0.steps) / secs;
-  std::printf("  view: %.0f summaries/s applied (offered %" PRIu64 "), lag step end -> render p50 %.0f ms, p99 %.0f ms, "
+  std::printf("  view: %.0f summaries/s applied (offered %" PRIu64
+              "), lag step end -> render p50 %.0f ms, p99 %.0f ms, "
               "max %.0f ms (%" PRIu64 " samples)\n",
               rate, expected_rate, lag.p50_ms, lag.p99_ms, lag.max_ms, lag.samples);
   std::printf("  view: CPU %.1f %% of a core, peak RSS %.0f MiB, render %.1f ms (last), %" PRIu64 " renders\n",
               100 * view_cpu / secs, view_hwm, vs.last_render_ms, vs.renders);
   std::printf("  nats-server: CPU %.1f %% of a core, RSS %.0f MiB (max)\n", 100 * nats_cpu / secs, nats_rss_max);
-  std::printf("  agents: CPU %.1f %% of a core for %d ranks: %.3f %% of a core per rank; %" PRIu64
-              " windows resent\n",
+  std::printf("  agents: CPU %.1f %% of a core for %d ranks: %.3f %% of a core per rank; %" PRIu64 " windows resent\n",
               100 * r.cpu_s / r.seconds, a.ranks, 100 * r.cpu_s / r.seconds / a.ranks, r.resent_windows);
   std::printf("  summaries: %" PRIu64 " published, %" PRIu64 " dropped, %" PRIu64 " unsent; the view holds %" PRIu64
               ", %" PRIu64 " missing, %" PRIu64 " twice\n",
               r.published, r.dropped, r.unsent, end.steps, end.missing_steps, end.duplicate_steps);
   const bool lag_ok = lag.samples > 0 && lag.p99_ms <= 1000;
-  const bool lost_ok = r.dropped == 0 && r.unsent == 0 && end.steps == r.published && end.missing_steps == 0 &&
-                       end.duplicate_steps == 0;
+  const bool lost_ok =
+      r.dropped == 0 && r.unsent == 0 && end.steps == r.published && end.missing_steps == 0 && end.duplicate_steps == 0;
   std::printf("%s lag p99 <= 1000 ms (%.0f ms)\n", lag_ok ? "PASS" : "MISS", lag.p99_ms);
-  std::printf("%s 0 summaries lost (%" PRIu64 " published, %" PRIu64 " held)\n", lost_ok ? "PASS" : "MISS",
-              r.published, end.steps);
+  std::printf("%s 0 summaries lost (%" PRIu64 " published, %" PRIu64 " held)\n", lost_ok ? "PASS" : "MISS", r.published,
+              end.steps);
   return lag_ok && lost_ok ? 0 : 1;
 }
 

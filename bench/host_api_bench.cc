@@ -27,9 +27,8 @@ struct Pipeline {
     DrainLoop::Options o;
     o.reorder.window_ns = 1'000'000;
     o.idle_sleep = std::chrono::microseconds(100);
-    loop = std::make_unique<DrainLoop>(GlobalStream(), o, [this](const Batch& b) {
-      delivered.fetch_add(b.events.size(), std::memory_order_relaxed);
-    });
+    loop = std::make_unique<DrainLoop>(
+        GlobalStream(), o, [this](const Batch& b) { delivered.fetch_add(b.events.size(), std::memory_order_relaxed); });
     loop->Start();
   }
 };
@@ -40,8 +39,7 @@ Pipeline& GetPipeline() {
 }
 
 void ReportDrops(benchmark::State& state, uint64_t dropped_before) {
-  state.counters["dropped"] =
-      static_cast<double>(GlobalStream().TotalDropped() - dropped_before);
+  state.counters["dropped"] = static_cast<double>(GlobalStream().TotalDropped() - dropped_before);
 }
 
 void BM_RecordInstant(benchmark::State& state) {

@@ -49,8 +49,8 @@ void BM_ImportChromeJson(benchmark::State& state) {
     std::string error;
     uint64_t n = 0;
     auto sink = [&](std::span<const Event>, std::span<const Event> ev) { n += ev.size(); };
-    const bool ok = gzip ? importer.ImportFile(path, sink, &report, &error)
-                         : importer.ImportText(text, sink, &report, &error);
+    const bool ok =
+        gzip ? importer.ImportFile(path, sink, &report, &error) : importer.ImportText(text, sink, &report, &error);
     if (!ok) {
       state.SkipWithError(error.c_str());
       return;

@@ -35,11 +35,11 @@
 #include <vector>
 
 #include "base/self_cost.h"
-#include "pipeline/pipeline.h"
-#include "store/trace_store.h"
-#include "producers/host_api.h"
 #include "ingest/global_sender.h"
 #include "ingest/ingest_server.h"
+#include "pipeline/pipeline.h"
+#include "producers/host_api.h"
+#include "store/trace_store.h"
 #include "stream/clock.h"
 
 namespace liveprof {
@@ -115,9 +115,9 @@ double ThreadSeconds(const SelfCostSample& s, uint64_t tid) {
   const SenderStatus st = GlobalSenderStatus();
   const uint64_t ring_dropped = GlobalStream().TotalDropped();
   char line[256];
-  const int len = std::snprintf(line, sizeof line, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
-                                recorded, st.events_sent, ring_dropped, st.batches_dropped,
-                                st.batches_sent - st.batches_acked);
+  const int len =
+      std::snprintf(line, sizeof line, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", recorded,
+                    st.events_sent, ring_dropped, st.batches_dropped, st.batches_sent - st.batches_acked);
   [[maybe_unused]] const ssize_t w = ::write(report, line, static_cast<size_t>(len));
   std::_Exit(0);
 }
@@ -219,8 +219,8 @@ int Main(int argc, char** argv) {
   std::printf("lost: sender rings %" PRIu64 ", unacknowledged %" PRIu64 " (+%" PRIu64 " dropped), server rings %" PRIu64
               ", lost batches %" PRIu64 ", duplicates skipped %" PRIu64 "\n",
               sender_ring_dropped, unacked, unacked_dropped, server_ring_dropped, lost_batches, duplicates);
-  std::printf("steady: %.2f M events/s into the server, its CPU %.2f cores = %.3f cores per 1 M events/s\n",
-              rate / 1e6, cpu, cpu / (rate / 1e6));
+  std::printf("steady: %.2f M events/s into the server, its CPU %.2f cores = %.3f cores per 1 M events/s\n", rate / 1e6,
+              cpu, cpu / (rate / 1e6));
   for (const ThreadCpu& t : threads1.threads) {  // (by tid)
     const double used = (static_cast<double>(t.cpu_ns) / 1e9 - ThreadSeconds(threads0, t.tid)) / wall;
     const int tid = static_cast<int>(t.tid);

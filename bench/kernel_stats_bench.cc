@@ -41,21 +41,18 @@ const KernelStream& MakeKernelStream() {
     std::vector<NameId> names, details, ops;
     char buf[160];
     for (int i = 0; i < kNames; ++i) {
-      std::snprintf(buf, sizeof(buf), i % 10 == 0 ? "volta_h884gemm_%dx128_nn" : "kernel_%d_fwd",
-                    i);
+      std::snprintf(buf, sizeof(buf), i % 10 == 0 ? "volta_h884gemm_%dx128_nn" : "kernel_%d_fwd", i);
       s->catalog.DefineName(id, buf);
       names.push_back(id++);
     }
     for (int i = 0; i < kDetails; ++i) {
-      std::snprintf(buf, sizeof(buf),
-                    "regs:%d static_shared:%d dynamic_shared:0 grid:%d,1,1 block:%d,1,1 occ_pct:%d",
+      std::snprintf(buf, sizeof(buf), "regs:%d static_shared:%d dynamic_shared:0 grid:%d,1,1 block:%d,1,1 occ_pct:%d",
                     16 + i % 64, 1024 * (i % 8), 1 + i * 7, 64 << (i % 4), 25 + i % 75);
       s->catalog.DefineName(id, buf);
       details.push_back(id++);
     }
     for (int i = 0; i < kOps; ++i) {
-      std::snprintf(buf, sizeof(buf), i % 5 == 0 ? "model/layer_%d/MatMul" : "model/layer_%d/op",
-                    i);
+      std::snprintf(buf, sizeof(buf), i % 5 == 0 ? "model/layer_%d/MatMul" : "model/layer_%d/op", i);
       s->catalog.DefineName(id, buf);
       ops.push_back(id++);
     }
@@ -152,8 +149,7 @@ const std::vector<Event>& MakeDeviceStream() {
         v->push_back(h);
       }
     }
-    std::stable_sort(v->begin(), v->end(),
-                     [](const Event& a, const Event& b) { return a.end() < b.end(); });
+    std::stable_sort(v->begin(), v->end(), [](const Event& a, const Event& b) { return a.end() < b.end(); });
     return v;
   }();
   return *events;

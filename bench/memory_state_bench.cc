@@ -48,8 +48,7 @@ Stream MakeStream() {
   for (uint64_t slot = 0; slot < kSlots; ++slot) {
     if (slot % 2 == 0) {
       bytes[slot] = TensorBytes(rng);
-      s.warm.push_back(test::Alloc(ts += kStepNs, kAllocator, kBase + slot * kSlotBytes,
-                                   bytes[slot]));
+      s.warm.push_back(test::Alloc(ts += kStepNs, kAllocator, kBase + slot * kSlotBytes, bytes[slot]));
       live.push_back(slot);
     } else {
       free.push_back(slot);
@@ -73,8 +72,7 @@ Stream MakeStream() {
   }
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     s.cycle.push_back(test::Free(ts += kStepNs, kAllocator, kBase + it->allocated * kSlotBytes));
-    s.cycle.push_back(test::Alloc(ts += kStepNs, kAllocator, kBase + it->freed * kSlotBytes,
-                                  it->freed_bytes));
+    s.cycle.push_back(test::Alloc(ts += kStepNs, kAllocator, kBase + it->freed * kSlotBytes, it->freed_bytes));
   }
   s.span_ns = ts;
   return s;

@@ -55,10 +55,10 @@ struct Generator {
       uint64_t& free = stream_free[device][stream];
       const uint64_t begin = std::max(free, t + Rand(2'000, 8'000));
       if (k == kernels && rng() % 5 == 0) {
-        const auto kind = rng() % 4 == 0 ? EventKind::kMemset
-                                          : static_cast<EventKind>(
-                                                static_cast<int>(EventKind::kMemcpyHtoD) +
-                                                static_cast<int>(rng() % 3));
+        const auto kind =
+            rng() % 4 == 0
+                ? EventKind::kMemset
+                : static_cast<EventKind>(static_cast<int>(EventKind::kMemcpyHtoD) + static_cast<int>(rng() % 3));
         const uint64_t dur = Rand(1'000, 20'000);
         out->push_back(test::Copy(kind, begin, dur, 1 << 20, 0, 100 + stream, device));
         free = begin + dur;
@@ -70,8 +70,7 @@ struct Generator {
       // (gemm-like) are shared by many ops.
       const NameId kernel =
           kFirstKernel + (k % 3 == 0 ? static_cast<NameId>(root % 20)
-                                     : static_cast<NameId>((root * 7 + static_cast<NameId>(k)) %
-                                                           kKernelNames));
+                                     : static_cast<NameId>((root * 7 + static_cast<NameId>(k)) % kKernelNames));
       const NameId op = rng() % 10 == 0 ? 0 : root;
       out->push_back(test::Kernel(begin, dur, kernel, 0, 100 + stream, op, 0, device));
       free = begin + dur;
@@ -106,9 +105,8 @@ const Workload& GetWorkload() {
   static const Workload* w = [] {
     auto* w = new Workload;
     for (NameId i = 1; i <= kOpNames; ++i) {
-      w->catalog.DefineName(i, "model/block" + std::to_string(i % 40) + "/layer" +
-                                   std::to_string(i) + "/Op" + std::to_string(i % 50) +
-                                   ":Op" + std::to_string(i % 50));
+      w->catalog.DefineName(i, "model/block" + std::to_string(i % 40) + "/layer" + std::to_string(i) + "/Op" +
+                                   std::to_string(i % 50) + ":Op" + std::to_string(i % 50));
     }
     for (NameId k = 0; k < kKernelNames; ++k) {
       w->catalog.DefineName(kFirstKernel + k, "volta_kernel_" + std::to_string(k));
@@ -158,8 +156,7 @@ void BM_OpStatsConsume(benchmark::State& state) {
     }
     benchmark::ClobberMemory();
   }
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) *
-                          static_cast<int64_t>(events.size()));
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(events.size()));
   size_t kernels = 0, host = 0, copies = 0;
   for (const Event& e : events) {
     if (e.kind == EventKind::kKernel) ++kernels;

@@ -10,8 +10,8 @@
 //   BM_Overload  a producer far faster than the drain: per-push latency
 //       percentiles (p50/p99/p99.9 in ns) and the share dropped.
 #include <benchmark/benchmark.h>
-#include <x86intrin.h>
 #include <concurrentqueue/concurrentqueue.h>
+#include <x86intrin.h>
 
 #include <algorithm>
 #include <array>
@@ -81,7 +81,13 @@ void BM_RingThroughput(benchmark::State& state) {
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * per_producer * producers));
 }
-BENCHMARK(BM_RingThroughput)->ArgNames({"producers", "sleep_us"})->Args({1, 100})->Args({1, 1000})->Args({2, 1000})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RingThroughput)
+    ->ArgNames({"producers", "sleep_us"})
+    ->Args({1, 100})
+    ->Args({1, 1000})
+    ->Args({2, 1000})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 void BM_QueueOnly_Spsc(benchmark::State& state) {
   for (auto _ : state) {

@@ -16,9 +16,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <span>
 #include <string>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -223,8 +223,9 @@ void BM_AppendStallUnderQueries(benchmark::State& state) {
           const auto start = std::chrono::steady_clock::now();
           const TraceQueryResult r = store.Query({{}, s.first_ns, s.last_ns + 1, width});
           benchmark::DoNotOptimize(r.tracks.size());
-          query_max_ms = std::max(
-              query_max_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+          query_max_ms =
+              std::max(query_max_ms,
+                       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
           ++query_count;
         }
       });

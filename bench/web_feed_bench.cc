@@ -82,22 +82,14 @@ Flags ParseFlags(int argc, char** argv) {
     char* end = nullptr;
     const double v = std::strtod(argv[++i], &end);
     if (end == argv[i] || *end != '\0' || !(v >= 0)) Usage("a value is not a number");
-    if (a == "--clients")
-      f.clients = static_cast<size_t>(v);
-    else if (a == "--rate")
-      f.rate = v;
-    else if (a == "--seconds")
-      f.seconds = v;
-    else if (a == "--warmup")
-      f.warmup = v;
-    else if (a == "--ring-capacity")
-      f.ring_capacity = static_cast<size_t>(v);
-    else if (a == "--flush-ms")
-      f.flush_ms = v;
-    else if (a == "--slack-ms")
-      f.slack_ms = v;
-    else
-      Usage("unknown flag");
+    if (a == "--clients") f.clients = static_cast<size_t>(v);
+    else if (a == "--rate") f.rate = v;
+    else if (a == "--seconds") f.seconds = v;
+    else if (a == "--warmup") f.warmup = v;
+    else if (a == "--ring-capacity") f.ring_capacity = static_cast<size_t>(v);
+    else if (a == "--flush-ms") f.flush_ms = v;
+    else if (a == "--slack-ms") f.slack_ms = v;
+    else Usage("unknown flag");
   }
   if (f.seconds <= 0) Usage("--seconds must be > 0");
   return f;
@@ -152,22 +144,21 @@ class ClientDriver {
 
  private:
   void Consume(FeedClient& c, const char* data, size_t size) {
-    const bool ok =
-        c.scanner.Feed(data, size, [&](uint8_t opcode, bool, uint64_t payload, std::string_view control) {
-          if (opcode == test::kOpPing) {
-            c.pings.fetch_add(1, std::memory_order_relaxed);
-            c.socket->SendPong(control);
-          } else if (opcode == test::kOpClose) {
-            c.close_code = control.size() >= 2
-                               ? static_cast<uint16_t>((static_cast<uint8_t>(control[0]) << 8) |
-                                                       static_cast<uint8_t>(control[1]))
-                               : 0;
-            c.closed.store(true);
-          } else if (opcode == test::kOpText || opcode == test::kOpBinary) {
-            c.frames.fetch_add(1, std::memory_order_relaxed);
-            c.bytes.fetch_add(payload, std::memory_order_relaxed);
-          }
-        });
+    const bool ok = c.scanner.Feed(data, size, [&](uint8_t opcode, bool, uint64_t payload, std::string_view control) {
+      if (opcode == test::kOpPing) {
+        c.pings.fetch_add(1, std::memory_order_relaxed);
+        c.socket->SendPong(control);
+      } else if (opcode == test::kOpClose) {
+        c.close_code =
+            control.size() >= 2
+                ? static_cast<uint16_t>((static_cast<uint8_t>(control[0]) << 8) | static_cast<uint8_t>(control[1]))
+                : 0;
+        c.closed.store(true);
+      } else if (opcode == test::kOpText || opcode == test::kOpBinary) {
+        c.frames.fetch_add(1, std::memory_order_relaxed);
+        c.bytes.fetch_add(payload, std::memory_order_relaxed);
+      }
+    });
     if (!ok) c.closed.store(true);
   }
 
@@ -246,8 +237,7 @@ class PublicationLag {
   static double Quantile(std::vector<double> v, double q) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
-    const size_t i =
-        std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1);
+    const size_t i = std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1);
     return v[i];
   }
   const std::vector<double>& lags_ms() const { return lags_ms_; }
@@ -404,30 +394,26 @@ int Run(const Flags& flags) {
   const double web_cpu = (b.server.web_thread_cpu_seconds - a.server.web_thread_cpu_seconds) / wall;
   const double process_cpu = (b.process_cpu - a.process_cpu) / wall;
 
-  std::printf("ingest    %.3f M events/s achieved (%" PRIu64 " events in %.2f s), %" PRIu64
-              " dropped, %" PRIu64 " late (past the watermark; slack %.0f ms)\n",
-              static_cast<double>(published) / wall / 1e6, published, wall, dropped, b.late - a.late,
-              flags.slack_ms);
+  std::printf("ingest    %.3f M events/s achieved (%" PRIu64 " events in %.2f s), %" PRIu64 " dropped, %" PRIu64
+              " late (past the watermark; slack %.0f ms)\n",
+              static_cast<double>(published) / wall / 1e6, published, wall, dropped, b.late - a.late, flags.slack_ms);
   std::printf(
       "feed      %.1f frames/s, %.2f MB/s delivered; per client %.1f..%.1f frames/s; %zu of %zu clients "
       "closed\n",
       frames_per_s, mb_per_s, min_client, max_client, closed, clients.size());
   std::printf("server    view frames sent %" PRIu64 ", replaced %" PRIu64 ", sessions closed blocked %" PRIu64
               ", websocket sessions %" PRIu64 "\n",
-              s.view_frames_sent - a.server.view_frames_sent,
-              s.view_frames_replaced - a.server.view_frames_replaced,
+              s.view_frames_sent - a.server.view_frames_sent, s.view_frames_replaced - a.server.view_frames_replaced,
               s.sessions_closed_blocked - a.server.sessions_closed_blocked, s.websocket_sessions);
-  std::printf("latency   event end -> frame written: p50 %.0f ms, p99 %.0f ms, max %.0f ms (%" PRIu64
-              " samples)\n",
+  std::printf("latency   event end -> frame written: p50 %.0f ms, p99 %.0f ms, max %.0f ms (%" PRIu64 " samples)\n",
               s.latency_p50_ms, s.latency_p99_ms, s.latency_max_ms, s.latency_samples);
-  std::printf(
-      "pipeline  %" PRIu64
-      " publications (%.1f/s); publication lag (published - watermark) over %zu: p50 %.1f ms, p99 %.1f ms, "
-      "max %.1f ms; publish period p50 %.1f ms, max %.1f ms\n",
-      publications, static_cast<double>(publications) / wall, lag.lags_ms().size(),
-      PublicationLag::Quantile(lag.lags_ms(), 0.5), PublicationLag::Quantile(lag.lags_ms(), 0.99),
-      PublicationLag::Quantile(lag.lags_ms(), 1.0), PublicationLag::Quantile(lag.periods_ms(), 0.5),
-      PublicationLag::Quantile(lag.periods_ms(), 1.0));
+  std::printf("pipeline  %" PRIu64
+              " publications (%.1f/s); publication lag (published - watermark) over %zu: p50 %.1f ms, p99 %.1f ms, "
+              "max %.1f ms; publish period p50 %.1f ms, max %.1f ms\n",
+              publications, static_cast<double>(publications) / wall, lag.lags_ms().size(),
+              PublicationLag::Quantile(lag.lags_ms(), 0.5), PublicationLag::Quantile(lag.lags_ms(), 0.99),
+              PublicationLag::Quantile(lag.lags_ms(), 1.0), PublicationLag::Quantile(lag.periods_ms(), 0.5),
+              PublicationLag::Quantile(lag.periods_ms(), 1.0));
   if (!lag.render_ms().empty()) {
     std::printf("render    p50 %.1f ms, p99 %.1f ms, max %.1f ms per publication; views %.0f KB first, %.0f KB last\n",
                 PublicationLag::Quantile(lag.render_ms(), 0.5), PublicationLag::Quantile(lag.render_ms(), 0.99),
@@ -455,8 +441,7 @@ int Run(const Flags& flags) {
   if (clients.empty()) {
     std::printf("n/a   p99 latency <= %.0f ms (no clients)\n", kTargetP99Ms);
   } else {
-    std::printf("%s  p99 latency <= %.0f ms (%.0f ms)\n", p99_ok ? "PASS" : "MISS", kTargetP99Ms,
-                s.latency_p99_ms);
+    std::printf("%s  p99 latency <= %.0f ms (%.0f ms)\n", p99_ok ? "PASS" : "MISS", kTargetP99Ms, s.latency_p99_ms);
   }
   return 0;
 }

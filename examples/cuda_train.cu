@@ -30,15 +30,15 @@
 #include <string>
 #include <vector>
 
+#include "ingest/ingest_sender.h"
 #include "producers/cupti_source.h"
 #include "producers/host_api.h"
-#include "ingest/ingest_sender.h"
 
 namespace {
 
-constexpr int kN = 512;       // matrices are kN x kN floats: 1 MiB.
-constexpr int kTile = 16;     // matmul tile: 16 x 16 threads, 2 x 1 KiB of shared memory.
-constexpr int kBlock = 256;   // threads per block of the elementwise kernels.
+constexpr int kN = 512;      // matrices are kN x kN floats: 1 MiB.
+constexpr int kTile = 16;    // matmul tile: 16 x 16 threads, 2 x 1 KiB of shared memory.
+constexpr int kBlock = 256;  // threads per block of the elementwise kernels.
 constexpr size_t kElems = size_t{kN} * kN;
 constexpr size_t kBytes = kElems * sizeof(float);
 
@@ -76,8 +76,8 @@ bool Ok(cudaError_t e, const char* what) {
   std::fprintf(stderr, "cuda_train: %s: %s\n", what, cudaGetErrorString(e));
   return false;
 }
-#define CHECK_CUDA(call)                 \
-  do {                                   \
+#define CHECK_CUDA(call)                  \
+  do {                                    \
     if (!Ok((call), #call)) std::exit(1); \
   } while (0)
 
@@ -128,9 +128,10 @@ struct Done {
     }
     std::printf("}, \"memsets\": {\"count\": %d, \"bytes\": %llu}, ", memsets,
                 static_cast<unsigned long long>(memset_bytes));
-    std::printf("\"allocs\": {\"cudaMalloc\": %d, \"cudaFree\": %d, \"cudaMallocAsync\": %d, "
-                "\"cudaFreeAsync\": %d}, ",
-                mallocs, frees, async_mallocs, async_frees);
+    std::printf(
+        "\"allocs\": {\"cudaMalloc\": %d, \"cudaFree\": %d, \"cudaMallocAsync\": %d, "
+        "\"cudaFreeAsync\": %d}, ",
+        mallocs, frees, async_mallocs, async_frees);
     std::string escaped;
     for (char c : cupti_message) {
       if (c == '"' || c == '\\') escaped += '\\';
@@ -177,8 +178,7 @@ bool ParseArgs(int argc, char** argv, Args* a) {
 
 // Starts a CuptiSource at `level` ("" = its default); null if GPU tracing is
 // unavailable (said on stderr).
-std::unique_ptr<liveprof::CuptiSource> StartCupti(const std::string& level,
-                                                  const std::string& record) {
+std::unique_ptr<liveprof::CuptiSource> StartCupti(const std::string& level, const std::string& record) {
   liveprof::CuptiSource::Options options;
   if (!level.empty()) {
     liveprof::CuptiLevel l;
@@ -220,9 +220,10 @@ int Overhead(const Args& args) {
   }
   std::sort(rounds.begin(), rounds.end());
   if (cupti) cupti->Stop();
-  std::printf("{\"overhead\": {\"level\": \"%s\", \"launches\": %d, \"rounds\": 5, "
-              "\"us_per_launch\": %.3f, \"min_us\": %.3f, \"max_us\": %.3f}}\n",
-              args.overhead.c_str(), args.launches, rounds[2], rounds.front(), rounds.back());
+  std::printf(
+      "{\"overhead\": {\"level\": \"%s\", \"launches\": %d, \"rounds\": 5, "
+      "\"us_per_launch\": %.3f, \"min_us\": %.3f, \"max_us\": %.3f}}\n",
+      args.overhead.c_str(), args.launches, rounds[2], rounds.front(), rounds.back());
   return 0;
 }
 

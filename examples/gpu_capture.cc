@@ -95,8 +95,7 @@ int main() {
   std::printf("\n%-22s %10s %10s\n", "", "launched", "captured");
   std::printf("%-22s %10llu %10llu\n", "kernels", (unsigned long long)kernels,
               (unsigned long long)got(EventKind::kKernel));
-  std::printf("%-22s %10s %10llu\n", "  with their op", "",
-              (unsigned long long)kernels_with_op.load());
+  std::printf("%-22s %10s %10llu\n", "  with their op", "", (unsigned long long)kernels_with_op.load());
   std::printf("%-22s %10llu %10llu\n", "copies host->device", (unsigned long long)h2d,
               (unsigned long long)got(EventKind::kMemcpyHtoD));
   std::printf("%-22s %10llu %10llu\n", "copies device->host", (unsigned long long)d2h,
@@ -105,13 +104,11 @@ int main() {
               (unsigned long long)got(EventKind::kMemset));
   std::printf("%-22s %10llu %10llu (frees %llu)\n", "allocations", (unsigned long long)allocs,
               (unsigned long long)got(EventKind::kAlloc), (unsigned long long)got(EventKind::kFree));
-  std::printf("%-22s %10s %10llu\n", "runtime API calls", "",
-              (unsigned long long)got(EventKind::kRuntimeApi));
-  std::printf("%-22s %10s %10llu\n", "CUPTI dropped records", "",
-              (unsigned long long)cupti.dropped());
+  std::printf("%-22s %10s %10llu\n", "runtime API calls", "", (unsigned long long)got(EventKind::kRuntimeApi));
+  std::printf("%-22s %10s %10llu\n", "CUPTI dropped records", "", (unsigned long long)cupti.dropped());
   const bool ok = got(EventKind::kKernel) == kernels && got(EventKind::kMemcpyHtoD) == h2d &&
                   got(EventKind::kMemcpyDtoH) == d2h && got(EventKind::kMemset) == memsets;
-  std::printf("\n%s\n", ok ? "every kernel, copy and memset was captured"
-                           : "MISSING: some launched work was not captured");
+  std::printf("\n%s\n",
+              ok ? "every kernel, copy and memset was captured" : "MISSING: some launched work was not captured");
   return ok ? 0 : 1;
 }

@@ -19,6 +19,4 @@ __global__ void Axpy(float* y, const float* x, float a, int n) {
 
 void LaunchScale(float* x, float a, int n) { Scale<<<(n + 255) / 256, 256>>>(x, a, n); }
 
-void LaunchAxpy(float* y, const float* x, float a, int n) {
-  Axpy<<<(n + 255) / 256, 256>>>(y, x, a, n);
-}
+void LaunchAxpy(float* y, const float* x, float a, int n) { Axpy<<<(n + 255) / 256, 256>>>(y, x, a, n); }

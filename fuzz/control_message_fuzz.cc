@@ -28,8 +28,7 @@ using liveprof::DecodeError;
 using nlohmann::json;
 
 [[noreturn]] void Fail(const char* what, std::string_view detail) {
-  std::fprintf(stderr, "control_message_fuzz: %s: %.*s\n", what, static_cast<int>(detail.size()),
-               detail.data());
+  std::fprintf(stderr, "control_message_fuzz: %s: %.*s\n", what, static_cast<int>(detail.size()), detail.data());
   std::abort();
 }
 

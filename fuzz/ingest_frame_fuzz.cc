@@ -59,7 +59,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     splitter.Feed(bytes.substr(at, piece));
     while (auto frame = splitter.Next()) {
       if (splitter.frame_begin() != expect_begin) Fail("frames out of place", std::to_string(splitter.frame_begin()));
-      if (frame->empty() || frame->size() > liveprof::kMaxIngestFrameBytes) Fail("frame size", std::to_string(frame->size()));
+      if (frame->empty() || frame->size() > liveprof::kMaxIngestFrameBytes)
+        Fail("frame size", std::to_string(frame->size()));
       expect_begin = splitter.frame_end();
       const std::string where = "frame " + std::to_string(splitter.frames());
       const size_t had = out.size();
@@ -80,7 +81,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   uint64_t by_reason = 0;
   for (const liveprof::IngestRefusal& r : decoder.refusals()) {
-    if (r.events == 0 || r.reason.empty() || r.example.rfind("frame ", 0) != 0) Fail("a refusal", r.reason + ": " + r.example);
+    if (r.events == 0 || r.reason.empty() || r.example.rfind("frame ", 0) != 0)
+      Fail("a refusal", r.reason + ": " + r.example);
     by_reason += r.events;
   }
   if (by_reason != decoder.refused_events()) Fail("refusals by reason do not add up", std::to_string(by_reason));

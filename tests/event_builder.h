@@ -45,8 +45,8 @@ inline Event Launch(uint64_t ts, uint64_t dur, uint32_t corr, NameId name = 0, T
   return e;
 }
 
-inline Event Kernel(uint64_t ts, uint64_t dur, NameId name, uint32_t corr = 0, TrackId track = 100,
-                    NameId op = 0, NameId details = 0, uint8_t device = 0) {
+inline Event Kernel(uint64_t ts, uint64_t dur, NameId name, uint32_t corr = 0, TrackId track = 100, NameId op = 0,
+                    NameId details = 0, uint8_t device = 0) {
   Event e = Span(ts, dur, name, track, EventKind::kKernel);
   e.corr = corr;
   e.device = device;
@@ -55,8 +55,8 @@ inline Event Kernel(uint64_t ts, uint64_t dur, NameId name, uint32_t corr = 0, T
   return e;
 }
 
-inline Event Copy(EventKind kind, uint64_t ts, uint64_t dur, uint64_t bytes, uint32_t corr = 0,
-                  TrackId track = 100, uint8_t device = 0) {
+inline Event Copy(EventKind kind, uint64_t ts, uint64_t dur, uint64_t bytes, uint32_t corr = 0, TrackId track = 100,
+                  uint8_t device = 0) {
   Event e = Span(ts, dur, 0, track, kind);
   e.corr = corr;
   e.device = device;

@@ -21,8 +21,7 @@ struct SimulatedRun {
   std::vector<SimulatedStep> steps;
 };
 
-inline SimulatedRun MakeSimulatedRun(Scenario scenario, uint32_t n, NameTable* names,
-                                     uint64_t seed) {
+inline SimulatedRun MakeSimulatedRun(Scenario scenario, uint32_t n, NameTable* names, uint64_t seed) {
   SimulatedModelOptions o;
   o.seed = seed;
   o.schedule = {{scenario, 1}};

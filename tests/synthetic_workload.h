@@ -26,11 +26,11 @@ struct Workload {
 
 struct WorkloadShape {
   uint64_t steps = 50;
-  uint64_t input_ns = 2'000'000;    // data loading at the start of each step.
-  uint64_t ops_per_step = 40;       // framework ops, each launching kernels.
+  uint64_t input_ns = 2'000'000;  // data loading at the start of each step.
+  uint64_t ops_per_step = 40;     // framework ops, each launching kernels.
   uint64_t kernels_per_op = 4;
   uint64_t kernel_ns = 50'000;
-  size_t distinct_ops = 200;        // names cycle through this many ops.
+  size_t distinct_ops = 200;  // names cycle through this many ops.
   size_t distinct_kernels = 100;
   uint32_t seed = 1;
 };

@@ -13,8 +13,7 @@ namespace {
 // comma after it, so the body is never copied. `size_hint` carries the last
 // size of this view, to allocate once.
 template <typename T>
-std::string ViewModel(std::string_view type, uint64_t seq, const T& snapshot,
-                      size_t* size_hint) {
+std::string ViewModel(std::string_view type, uint64_t seq, const T& snapshot, size_t* size_hint) {
   JsonWriter head;
   head.BeginObject();
   head.KV("type", type);
@@ -48,10 +47,8 @@ WriteWith(F) -> WriteWith<F>;
 
 // A view's table as CSV, for the views whose row in views.h names one.
 template <typename S>
-  requires requires(const S& s) { s.ToCsv(); }
-std::string CsvOf(const S& snapshot) {
-  return snapshot.ToCsv();
-}
+requires requires(const S& s) { s.ToCsv(); }
+std::string CsvOf(const S& snapshot) { return snapshot.ToCsv(); }
 std::string CsvOf(const InputPipelineSnapshot& snapshot) { return snapshot.OpsCsv(); }
 
 // The pod's options with the pipeline's step detection and breakdown mode
@@ -130,10 +127,9 @@ class Analyses::Metrics : public MetricSource {
   std::optional<MetricValue> SinceLastStep() const {
     if (a_.last_step_num_ < 0) return std::nullopt;
     // A finished job's clock stopped when it finished.
-    const uint64_t now = std::max(a_.finished_ns_ != 0 ? std::min(a_.now_ns_, a_.finished_ns_) : a_.now_ns_,
-                                  a_.last_step_end_ns_);
-    return MetricValue{static_cast<double>(now - a_.last_step_end_ns_) / 1e9, a_.last_step_num_,
-                       a_.last_step_num_, 1};
+    const uint64_t now =
+        std::max(a_.finished_ns_ != 0 ? std::min(a_.now_ns_, a_.finished_ns_) : a_.now_ns_, a_.last_step_end_ns_);
+    return MetricValue{static_cast<double>(now - a_.last_step_end_ns_) / 1e9, a_.last_step_num_, a_.last_step_num_, 1};
   }
 
   std::optional<MetricValue> GpuUtilization(const WindowSpec& spec) const {
@@ -170,11 +166,9 @@ class Analyses::Metrics : public MetricSource {
     const uint64_t span = spec.kind == WindowSpec::Kind::kSeconds ? spec.ns : 10'000'000'000;
     const uint64_t from = now.now_ns > span ? now.now_ns - span : 0;
     // The newest sample at or before the window's start (else the oldest).
-    const auto after = std::partition_point(
-        a_.counter_history_.begin(), a_.counter_history_.end(),
-        [from](const CounterSample& s) { return s.now_ns <= from; });
-    const CounterSample* base =
-        after == a_.counter_history_.begin() ? &a_.counter_history_.front() : &*(after - 1);
+    const auto after = std::partition_point(a_.counter_history_.begin(), a_.counter_history_.end(),
+                                            [from](const CounterSample& s) { return s.now_ns <= from; });
+    const CounterSample* base = after == a_.counter_history_.begin() ? &a_.counter_history_.front() : &*(after - 1);
     const double d = counter == MetricFrom::kDroppedEvents ? static_cast<double>(now.dropped - base->dropped)
                                                            : static_cast<double>(now.late - base->late);
     return MetricValue{d, -1, -1, a_.counter_history_.size()};
@@ -202,7 +196,6 @@ Analyses::Analyses(AnalysesOptions options, Diagnostics* diag)
   if (options_.pytorch_view) pytorch_.emplace(&catalog_, diag, options_.pytorch);
 }
 
-
 template <typename F>
 void Analyses::Timed(Analysis a, F&& f) {
   if (options_.clock_ns == nullptr) {
@@ -223,15 +216,16 @@ void Analyses::AddCost(Analysis a, uint64_t ns) {
   if (ns > 10'000'000) ++c.batches_over_10ms;
 }
 
-void Analyses::Consume(std::span<const Event> definitions, std::span<const Event> events,
-                       std::span<const Event> late, uint64_t watermark_ns, uint64_t now_ns) {
+void Analyses::Consume(std::span<const Event> definitions, std::span<const Event> events, std::span<const Event> late,
+                       uint64_t watermark_ns, uint64_t now_ns) {
   catalog_.Consume(definitions);
   pod_.ConsumeDefinitions(definitions);
   for (std::span<const Event> part : {events, late}) {
     part = DropBadSpans(part);
     if (part.empty()) continue;
     events_consumed_ += part.size();
-    Timed(Analysis::kCatalog, [&] { catalog_.Consume(part); });  // a GPU's kDeviceInfo travels with its source's events.
+    Timed(Analysis::kCatalog,
+          [&] { catalog_.Consume(part); });              // a GPU's kDeviceInfo travels with its source's events.
     Timed(Analysis::kPod, [&] { pod_.Consume(part); });  // every worker's events.
     Timed(Analysis::kCatalog, [&] { gpu_handoffs_.Consume(part); });  // every worker's too.
     // With several workers every view but the pod follows one (worker_filter.h).
@@ -291,8 +285,7 @@ void Analyses::CloseSteps(bool pod_steps) {
     if (pod_.shares_local_steps()) {  // the pod's local worker: these very rows.
       pod_.SetLocalStepSource(steps_.source(), std::string(catalog_.Name(steps_.marker_name())));
       const std::deque<StepBreakdownRow>& rows = breakdown_.rows();
-      const size_t added = static_cast<size_t>(
-          std::min<uint64_t>(rows.size(), breakdown_.rows_added() - rows_before));
+      const size_t added = static_cast<size_t>(std::min<uint64_t>(rows.size(), breakdown_.rows_added() - rows_before));
       for (size_t i = rows.size() - added; i < rows.size(); ++i) pod_.AddLocalRow(rows[i]);
     }
     last_step_end_ns_ = std::max(last_step_end_ns_, closed.back().host_end_ns);
@@ -309,8 +302,6 @@ void Analyses::Flush(uint64_t now_ns) {
   pod_.Flush();
   CloseSteps(pod_.cells_total() != pod_cells);
 }
-
-
 
 namespace {
 bool JobEnded(JobState s) { return s == JobState::kFinished || s == JobState::kDisconnected; }
@@ -348,8 +339,7 @@ void Analyses::EvaluateAlerts(uint64_t now_ns, bool force) {
   const uint64_t late = diag_ ? diag_->Get(Diag::late_events) : 0;
   counter_history_.push_back({now_ns, status_.dropped(), late});
   // Keep ten minutes of samples: longer than any sensible rule window.
-  while (counter_history_.size() > 2 &&
-         counter_history_.front().now_ns + 600'000'000'000 < now_ns) {
+  while (counter_history_.size() > 2 && counter_history_.front().now_ns + 600'000'000'000 < now_ns) {
     counter_history_.pop_front();
   }
   const Metrics metrics(*this);
@@ -378,7 +368,8 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
   LoaderWorkersWindow workers;
   if (!loader_workers_.empty()) {
     for (InputOpStats& op : loader_workers_.Ops(ro.table_window_ns)) {
-      auto same = std::find_if(input_ops.begin(), input_ops.end(), [&](const InputOpRecord& r) { return r.name == op.name; });
+      auto same =
+          std::find_if(input_ops.begin(), input_ops.end(), [&](const InputOpRecord& r) { return r.name == op.name; });
       if (same == input_ops.end()) {
         input_ops.push_back(std::move(op));
       } else {
@@ -392,8 +383,7 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
   const InputPipelineSnapshot input =
       AnalyzeInputPipeline(steps.window, input_ops, loader_workers_.empty() ? nullptr : &workers);
 
-  OverviewInputs oi{&steps.window, &input, &ops, &kernels, &util, options_.env,
-                    options_.steps.small_kernel_ns};
+  OverviewInputs oi{&steps.window, &input, &ops, &kernels, &util, options_.env, options_.steps.small_kernel_ns};
   oi.env.devices = catalog_.devices();
   oi.env.step_source = std::string(StepSourceName(steps_.source()));
   oi.env.breakdown_mode = std::string(BreakdownModeName(steps.mode));
@@ -421,25 +411,20 @@ RenderedViews Analyses::Render(const RenderOptions& ro) {
   put(View::kModules, modules_.Snapshot());
   put(View::kAnnotations, annotations_.Snapshot());
   if (pytorch_ && wanted(View::kPytorch)) put(View::kPytorch, pytorch_->Snapshot());
-  const StatusView::Inputs status{overview,
-                                  catalog_,
-                                  steps_,
-                                  pod_,
-                                  gpu_handoffs_,
-                                  diag_,
-                                  job_state_,
-                                  worker_.process(),
-                                  events_consumed_,
-                                  watermark_ns_,
-                                  options_.clock_ns != nullptr ? std::span<const AnalysisCost>(costs_)
-                                                               : std::span<const AnalysisCost>()};
+  const StatusView::Inputs status{
+      overview,
+      catalog_,
+      steps_,
+      pod_,
+      gpu_handoffs_,
+      diag_,
+      job_state_,
+      worker_.process(),
+      events_consumed_,
+      watermark_ns_,
+      options_.clock_ns != nullptr ? std::span<const AnalysisCost>(costs_) : std::span<const AnalysisCost>()};
   put(View::kStatus, WriteWith{[&](JsonWriter& w) { status_.Write(w, status); }});
   return v;
 }
-
-
-
-
-
 
 }  // namespace liveprof

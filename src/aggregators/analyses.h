@@ -30,22 +30,22 @@
 
 #include "aggregators/alerts/alerts.h"
 #include "aggregators/catalog.h"
-#include "aggregators/steps/device_utilization.h"
 #include "aggregators/gpu_handoffs.h"
+#include "aggregators/pytorch/annotation_stats.h"
+#include "aggregators/pytorch/module_stats.h"
+#include "aggregators/pytorch/pytorch_view.h"
+#include "aggregators/status_view.h"
+#include "aggregators/steps/device_utilization.h"
+#include "aggregators/steps/step_breakdown.h"
+#include "aggregators/steps/steps.h"
 #include "aggregators/tf/input_pipeline.h"
 #include "aggregators/tf/kernel_stats.h"
 #include "aggregators/tf/memory_state.h"
-#include "aggregators/pytorch/annotation_stats.h"
-#include "aggregators/pytorch/module_stats.h"
 #include "aggregators/tf/op_stats.h"
 #include "aggregators/tf/overview.h"
 #include "aggregators/tf/pod_view.h"
-#include "aggregators/pytorch/pytorch_view.h"
-#include "aggregators/steps/step_breakdown.h"
-#include "aggregators/status_view.h"
-#include "aggregators/steps/steps.h"
-#include "aggregators/worker_filter.h"
 #include "aggregators/views.h"
+#include "aggregators/worker_filter.h"
 #include "base/self_cost.h"
 #include "stream/diagnostics.h"
 
@@ -134,8 +134,8 @@ class Analyses {
   Analyses(AnalysesOptions options, Diagnostics* diag);
 
   // One drain-loop batch. Pipeline thread.
-  void Consume(std::span<const Event> definitions, std::span<const Event> events,
-               std::span<const Event> late, uint64_t watermark_ns, uint64_t now_ns);
+  void Consume(std::span<const Event> definitions, std::span<const Event> events, std::span<const Event> late,
+               uint64_t watermark_ns, uint64_t now_ns);
   // End of stream: closes every step. Pipeline thread.
   void Flush(uint64_t now_ns);
   // What only the status view shows (status_view.h): the stream's totals
@@ -203,7 +203,7 @@ class Analyses {
   MemoryState memory_;
   ModuleStats modules_;
   AnnotationStats annotations_;
-  GpuHandoffs gpu_handoffs_;  // every worker's: whose GPU data, when.
+  GpuHandoffs gpu_handoffs_;      // every worker's: whose GPU data, when.
   LoaderWorkers loader_workers_;  // the analysed worker's DataLoader workers (worker_.helpers()).
   std::optional<PytorchView> pytorch_;
   PodView pod_;

@@ -61,8 +61,7 @@ void Catalog::Consume(std::span<const Event> events) {
       case EventKind::kNameDef:
         DefineName(e.name, e.payload.name_def.data == nullptr
                                ? std::string_view()
-                               : std::string_view(e.payload.name_def.data,
-                                                  e.payload.name_def.size));
+                               : std::string_view(e.payload.name_def.data, e.payload.name_def.size));
         break;
       case EventKind::kTrackDef: {
         if (e.track >= tracks_.size()) tracks_.resize(e.track + 1);
@@ -95,8 +94,7 @@ void Catalog::Consume(std::span<const Event> events) {
         if (!replaced) devices_.push_back(std::move(d));
         break;
       }
-      default:
-        break;
+      default: break;
     }
   }
 }

@@ -56,9 +56,7 @@ class Catalog {
   // cached by id.
   bool Defined(NameId id) const { return id < defined_.size() && defined_[id]; }
   // The track's definition; an undefined one (defined == false) if unknown.
-  const TrackDef& Track(TrackId id) const {
-    return id < tracks_.size() ? tracks_[id] : kUnknownTrack;
-  }
+  const TrackDef& Track(TrackId id) const { return id < tracks_.size() ? tracks_[id] : kUnknownTrack; }
   // True once a track of another process (process != 0) was defined.
   bool multi_process() const { return multi_process_; }
   // The label of worker `process` (its kProcess track's name), or "".
@@ -66,9 +64,7 @@ class Catalog {
   // The process `process` serves, when it is a helper ("rank 0 · loader 1"
   // serves "rank 0": kHelperLabelSeparator), else kNoProcess.
   static constexpr uint32_t kNoProcess = UINT32_MAX;
-  uint32_t ServedProcess(uint32_t process) const {
-    return process < served_.size() ? served_[process] : kNoProcess;
-  }
+  uint32_t ServedProcess(uint32_t process) const { return process < served_.size() ? served_[process] : kNoProcess; }
   // True once `process` was defined as a helper, its served process known
   // yet or not.
   bool IsHelper(uint32_t process) const { return process < helper_.size() && helper_[process]; }

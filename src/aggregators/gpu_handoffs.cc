@@ -53,9 +53,7 @@ void GpuHandoffs::Consume(std::span<const Event> events) {
 }
 
 void GpuHandoffs::WriteJson(JsonWriter& w) const {
-  auto seconds = [this](uint64_t ns) {
-    return ns > first_ns_ ? static_cast<double>(ns - first_ns_) / 1e9 : 0.0;
-  };
+  auto seconds = [this](uint64_t ns) { return ns > first_ns_ ? static_cast<double>(ns - first_ns_) / 1e9 : 0.0; };
   w.BeginArray();
   for (const Window& win : windows_) {
     w.BeginObject();

@@ -65,7 +65,6 @@ void StatusView::SetSelfCost(SelfCostSample sample) {
   self_now_ = std::move(sample);
 }
 
-
 void StatusView::Write(JsonWriter& w, const Inputs& in) const {
   const RunEnvironment& env = in.overview.env;
   // What the stream carried, what was lost, and every diagnostic.

@@ -19,9 +19,9 @@
 
 #include "aggregators/catalog.h"
 #include "aggregators/gpu_handoffs.h"
+#include "aggregators/steps/steps.h"
 #include "aggregators/tf/overview.h"
 #include "aggregators/tf/pod_view.h"
-#include "aggregators/steps/steps.h"
 #include "base/json_writer.h"
 #include "base/self_cost.h"
 #include "stream/diagnostics.h"
@@ -53,17 +53,28 @@ std::vector<SourceTotals> MergeSourcesByName(std::vector<SourceTotals> sources);
 // times and adds (Analyses::AddCost): the trace store's appends, the
 // periodic render.
 enum class Analysis : uint8_t {
-  kCatalog, kPod, kOpStats, kKernels, kUtilization, kMemory, kModules, kAnnotations, kPytorch, kSteps,
-  kTraceStore, kRender, kCount
+  kCatalog,
+  kPod,
+  kOpStats,
+  kKernels,
+  kUtilization,
+  kMemory,
+  kModules,
+  kAnnotations,
+  kPytorch,
+  kSteps,
+  kTraceStore,
+  kRender,
+  kCount
 };
 std::string_view AnalysisName(Analysis a);  // "catalog", "pod", "op_stats"... "trace_store", "render"
 
 // What one analysis cost the pipeline thread since the start.
 struct AnalysisCost {
   uint64_t total_ns = 0;
-  uint64_t max_ns = 0;              // its longest single batch.
+  uint64_t max_ns = 0;  // its longest single batch.
   uint64_t batches = 0;
-  uint64_t batches_over_10ms = 0;   // a stall that long at 1 M events/s fills 10,000 ring slots.
+  uint64_t batches_over_10ms = 0;  // a stall that long at 1 M events/s fills 10,000 ring slots.
 };
 
 class StatusView {

@@ -15,8 +15,7 @@ void StreamSummary::Consume(std::span<const Event> events) {
         tracks_[e.track].first = e.name;
         ++totals_.track_defs;
         continue;
-      default:
-        break;
+      default: break;
     }
     ++totals_.events;
     if (static_cast<size_t>(e.kind) < kEventKindCount) ++totals_.by_kind[static_cast<size_t>(e.kind)];
@@ -43,8 +42,7 @@ StreamSummarySnapshot StreamSummary::Snapshot(size_t top_n) const {
     if (id == 0 && t.second == 0) continue;
     s.tracks.push_back({id, id == 0 ? std::string("(none)") : name_of(t.first), t.second});
   }
-  std::sort(s.tracks.begin(), s.tracks.end(),
-            [](const auto& a, const auto& b) { return a.id < b.id; });
+  std::sort(s.tracks.begin(), s.tracks.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   for (const auto& [key, st] : spans_) {
     s.top_names.push_back({name_of(key.name), key.kind, st.count, st.total_ns, st.max_ns});
   }

@@ -75,7 +75,7 @@ class StreamSummary {
   };
 
   StreamSummarySnapshot totals_;
-  Catalog catalog_;  // the names the stream defined.
+  Catalog catalog_;                                                  // the names the stream defined.
   std::unordered_map<TrackId, std::pair<NameId, uint64_t>> tracks_;  // name, events.
   std::unordered_map<NameKey, NameStats, NameKeyHash> spans_;
 };

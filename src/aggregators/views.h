@@ -29,18 +29,18 @@ namespace liveprof {
 //                 /api/<name>; kOnRequest: rendered for each /api/<name>
 //                 request only (RenderOptions::on_request), never on the
 //                 feed: the PyTorch breakdown, a batch recompute
-#define LIVEPROF_VIEWS(X)                                                                  \
-  X(overview, kOverview, "", true, true, false, kFeed)                                    \
-  X(steps, kSteps, "", true, true, false, kFeed)                                          \
-  X(input_pipeline, kInputPipeline, "the input ops table", true, true, false, kFeed)      \
-  X(tf_stats, kTfStats, "the TF stats table", false, true, true, kFeed)                   \
-  X(kernel_stats, kKernelStats, "the kernel stats table", false, true, false, kFeed)      \
-  X(memory, kMemory, "one summary row per allocator", false, true, false, kFeed)          \
-  X(alerts, kAlerts, "", false, false, false, kFeed)                                      \
-  X(status, kStatus, "", false, false, false, kFeed)                                      \
-  X(pod, kPod, "", false, false, false, kFeed)                                            \
-  X(modules, kModules, "", false, false, false, kFeed)                                    \
-  X(annotations, kAnnotations, "", false, false, false, kFeed)                            \
+#define LIVEPROF_VIEWS(X)                                                            \
+  X(overview, kOverview, "", true, true, false, kFeed)                               \
+  X(steps, kSteps, "", true, true, false, kFeed)                                     \
+  X(input_pipeline, kInputPipeline, "the input ops table", true, true, false, kFeed) \
+  X(tf_stats, kTfStats, "the TF stats table", false, true, true, kFeed)              \
+  X(kernel_stats, kKernelStats, "the kernel stats table", false, true, false, kFeed) \
+  X(memory, kMemory, "one summary row per allocator", false, true, false, kFeed)     \
+  X(alerts, kAlerts, "", false, false, false, kFeed)                                 \
+  X(status, kStatus, "", false, false, false, kFeed)                                 \
+  X(pod, kPod, "", false, false, false, kFeed)                                       \
+  X(modules, kModules, "", false, false, false, kFeed)                               \
+  X(annotations, kAnnotations, "", false, false, false, kFeed)                       \
   X(pytorch, kPytorch, "", false, false, false, kOnRequest)
 
 enum class Delivery : uint8_t { kFeed, kOnRequest };

@@ -39,8 +39,8 @@ class WorkerFilter {
  private:
   const Catalog* catalog_;
   uint32_t process_ = kNoProcess;
-  bool by_step_ = false;          // chosen by a step marker (final), not by a first event.
-  std::vector<Event> helpers_;    // the events of the processes serving it.
+  bool by_step_ = false;           // chosen by a step marker (final), not by a first event.
+  std::vector<Event> helpers_;     // the events of the processes serving it.
   std::vector<Event> one_worker_;  // Filter()'s output with several processes.
 };
 

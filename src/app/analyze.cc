@@ -44,8 +44,10 @@ json StepsInNs(const json& steps) {
     for (size_t i = 0; i < columns.size() && i < row["ms"].size(); ++i) {
       breakdown[columns[i].get<std::string>()] = std::llround(row["ms"][i].get<double>() * 1e6);
     }
-    json step = {{"step", row["step"]}, {"begin_ns", row["begin_ns"]},
-                 {"step_ns", std::llround(row["step_ms"].get<double>() * 1e6)}, {"breakdown_ns", breakdown}};
+    json step = {{"step", row["step"]},
+                 {"begin_ns", row["begin_ns"]},
+                 {"step_ns", std::llround(row["step_ms"].get<double>() * 1e6)},
+                 {"breakdown_ns", breakdown}};
     if (row.contains("gpu")) step["gpu_timeline_ns"] = TimelineInNs(row["gpu"]);
     out.push_back(std::move(step));
   }
@@ -56,8 +58,11 @@ json Document(const std::string& path, const TraceAnalysis& a) {
   const RenderedViews& v = a.views;
   json device = json::array();
   for (const auto& d : a.devices.devices) {
-    device.push_back({{"ordinal", d.ordinal}, {"name", d.name}, {"busy_ns", d.busy_ns},
-                      {"kernel_busy_ns", d.kernel_busy_ns}, {"span_ns", d.span_ns},
+    device.push_back({{"ordinal", d.ordinal},
+                      {"name", d.name},
+                      {"busy_ns", d.busy_ns},
+                      {"kernel_busy_ns", d.kernel_busy_ns},
+                      {"span_ns", d.span_ns},
                       {"utilization_pct", d.utilization_pct}});
     if (const auto it = a.gpu_timelines.find(d.ordinal); it != a.gpu_timelines.end()) {
       JsonWriter w;  // the steps view's form, in ns as the steps' timelines.
@@ -75,12 +80,18 @@ json Document(const std::string& path, const TraceAnalysis& a) {
       {"type", "analyze"},
       {"v", 1},
       {"file", path},
-      {"import", {{"format", format}, {"bytes", r.bytes}, {"trace_events", r.trace_events}, {"events", r.events_out},
-                  {"dropped", r.dropped}, {"caveats", r.caveats}, {"base_time_ns", r.base_time_ns},
-                  {"schema", r.schema},
-                  {"records_by_kind", format == "cupti_recording" ? json(r.phases) : json()},
-                  {"hosts", r.hosts},
-                  {"distributed", r.distributed.empty() ? json() : json::parse(r.distributed)}}},
+      {"import",
+       {{"format", format},
+        {"bytes", r.bytes},
+        {"trace_events", r.trace_events},
+        {"events", r.events_out},
+        {"dropped", r.dropped},
+        {"caveats", r.caveats},
+        {"base_time_ns", r.base_time_ns},
+        {"schema", r.schema},
+        {"records_by_kind", format == "cupti_recording" ? json(r.phases) : json()},
+        {"hosts", r.hosts},
+        {"distributed", r.distributed.empty() ? json() : json::parse(r.distributed)}}},
       {"overview", json::parse(v.overview)},
       {"steps", StepsInNs(steps)},
       {"steps_window", steps["window"]},
@@ -102,17 +113,24 @@ void PrintTables(const json& d, bool pytorch) {
   const bool recording = imp["format"] == "cupti_recording";
   std::printf("%s: %.1f MB of %s, %" PRIu64 " %s -> %" PRIu64 " events", d["file"].get<std::string>().c_str(),
               imp["bytes"].get<double>() / 1e6,
-              xplane ? "XSpace protobuf" : recording ? "CUPTI activity buffers" : "JSON",
+              xplane      ? "XSpace protobuf"
+              : recording ? "CUPTI activity buffers"
+                          : "JSON",
               imp["trace_events"].get<uint64_t>(),
-              xplane ? "XEvents" : recording ? "CUPTI records" : "trace events", imp["events"].get<uint64_t>());
+              xplane      ? "XEvents"
+              : recording ? "CUPTI records"
+                          : "trace events",
+              imp["events"].get<uint64_t>());
   std::printf("; %" PRIu64 " not imported\n", d["dropped_events"].get<uint64_t>());
-  for (const auto& [why, n] : imp["dropped"].items()) std::printf("    %8" PRIu64 "  %s\n", n.get<uint64_t>(), why.c_str());
+  for (const auto& [why, n] : imp["dropped"].items())
+    std::printf("    %8" PRIu64 "  %s\n", n.get<uint64_t>(), why.c_str());
   for (const auto& [what, n] : imp["caveats"].items()) {
     std::printf("    note: %s (%" PRIu64 ")\n", what.c_str(), n.get<uint64_t>());
   }
   if (recording) {
     std::printf("  records by kind:");
-    for (const auto& [kind, n] : imp["records_by_kind"].items()) std::printf(" %s %" PRIu64, kind.c_str(), n.get<uint64_t>());
+    for (const auto& [kind, n] : imp["records_by_kind"].items())
+      std::printf(" %s %" PRIu64, kind.c_str(), n.get<uint64_t>());
     std::printf("\n");
   }
   for (const json& m : d["memory"]["memories"]) {
@@ -188,7 +206,7 @@ void PrintTables(const json& d, bool pytorch) {
 int Analyze(const std::string& path, bool as_json, bool pretty, bool pytorch) {
   AnalysesOptions options;
   RenderOptions render;
-  render.on_request = true;  // the PyTorch view too.
+  render.on_request = true;                         // the PyTorch view too.
   render.steps = WindowSel{.last_steps = 100'000};  // every step of the file.
   TraceAnalysis analysis;
   std::string error;
@@ -231,9 +249,7 @@ void AddAnalyzeCommands(CLI::App& app, Commands* commands) {
       "analyze",
       "a trace file (Chrome / Kineto JSON, XPlane .xplane.pb, CUPTI recording) through the analyses, as "
       "tables or --json (docs/analyze.md)");
-  analyze
-      ->add_option("FILE", a->path, kTraceFileHelp)
-      ->required();
+  analyze->add_option("FILE", a->path, kTraceFileHelp)->required();
   analyze->add_flag("--json", a->as_json,
                     "one JSON document with every analysis, its members in reading order (docs/analyze.md)");
   analyze->add_flag("--pretty", a->pretty, "with --json: indented, a member per line")->needs("--json");

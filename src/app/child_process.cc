@@ -4,8 +4,8 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 

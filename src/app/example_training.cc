@@ -18,8 +18,7 @@ namespace {
 
 // Burns CPU for `us` microseconds (stands in for an op's work).
 void Spin(double us) {
-  const auto until = std::chrono::steady_clock::now() +
-                     std::chrono::nanoseconds(static_cast<int64_t>(us * 1000));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(static_cast<int64_t>(us * 1000));
   volatile uint64_t x = 0;
   while (std::chrono::steady_clock::now() < until) x = x + 1;
 }

@@ -103,8 +103,9 @@ int RunFleet(FleetArgs& a) {
   Stream stream;
   Pipeline::Options po;
   po.trace_store_bytes = 0;
-  po.analyses.env.gpu_note = "liveprof fleet: this server shows the job's fleet (the Fleet page); its own "
-                             "pages have no events";
+  po.analyses.env.gpu_note =
+      "liveprof fleet: this server shows the job's fleet (the Fleet page); its own "
+      "pages have no events";
   Pipeline pipeline(stream, po);
   Server server(pipeline, a.so);
   std::string error;
@@ -131,8 +132,8 @@ int RunFleet(FleetArgs& a) {
     if (++ticks % 5 == 0) {
       const FleetView::Stats s = view.stats();
       const FleetCounts c = view.counts();
-      std::printf("  %s: %" PRIu64 " messages, %" PRIu64 " steps, %" PRIu64 " duplicates, %" PRIu64
-                  " missing, %" PRIu64 " rejected\n",
+      std::printf("  %s: %" PRIu64 " messages, %" PRIu64 " steps, %" PRIu64 " duplicates, %" PRIu64 " missing, %" PRIu64
+                  " rejected\n",
                   s.connected ? "connected" : "NATS away", c.messages, c.steps, c.duplicate_steps, c.missing_steps,
                   c.rejected[1] + c.rejected[2] + c.rejected[3] + c.rejected[4] + c.rejected[5]);
       std::fflush(stdout);
@@ -178,8 +179,9 @@ void PreparePublish(const PublishArgs& a, Pipeline::Options* po) {
 void SetAgentHook(ServerOptions* so, const std::atomic<FleetAgent*>* agent) {
   so->fleet = [agent](const RequestTarget& target, std::string_view) -> Reply {
     if (target.path != "/api/fleet/agent") {
-      return ErrorReply(404, "no endpoint " + target.path + " (an agent serves /api/fleet/agent; the fleet view, "
-                             "liveprof fleet, serves /api/fleet)");
+      return ErrorReply(404, "no endpoint " + target.path +
+                                 " (an agent serves /api/fleet/agent; the fleet view, "
+                                 "liveprof fleet, serves /api/fleet)");
     }
     const FleetAgent* a = agent->load(std::memory_order_acquire);
     if (a == nullptr) return ErrorReply(404, "this server publishes to no fleet (serve --publish URL --job NAME)");
@@ -191,8 +193,8 @@ void SetAgentHook(ServerOptions* so, const std::atomic<FleetAgent*>* agent) {
   };
 }
 
-std::unique_ptr<FleetAgent> StartAgent(const PublishArgs& a, Pipeline& pipeline, Stream& stream,
-                                       const std::string& url, std::string* error) {
+std::unique_ptr<FleetAgent> StartAgent(const PublishArgs& a, Pipeline& pipeline, Stream& stream, const std::string& url,
+                                       std::string* error) {
   FleetAgent::Options o;
   o.nats.url = a.url;
   o.nats.creds_file = a.creds_file;
@@ -226,9 +228,10 @@ void AddFleetCommand(CLI::App& app, Commands* commands) {
   a->so.version = LIVEPROF_VERSION;
   a->so.static_dir = DefaultStaticDir();
   a->so.fleet_view = true;
-  CLI::App* sub = app.add_subcommand(
-      "fleet", "the fleet view: every rank of every host of a job, from the agents' NATS JetStream stream "
-               "(serve --publish); the dashboard's Fleet page, /api/fleet (docs/fleet.md)");
+  CLI::App* sub =
+      app.add_subcommand("fleet",
+                         "the fleet view: every rank of every host of a job, from the agents' NATS JetStream stream "
+                         "(serve --publish); the dashboard's Fleet page, /api/fleet (docs/fleet.md)");
   sub->add_option("--nats", a->view.nats.url, kNatsUrlHelp)->required();
   sub->add_option("--job", a->view.job, "the job's name, as its agents publish it (--job)")->required();
   sub->add_option("--nats-creds", a->view.nats.creds_file, "a NATS .creds file");

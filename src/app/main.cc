@@ -29,9 +29,9 @@
 #include "app/args.h"
 #include "app/example_training.h"
 #include "app/fleet.h"
-#include "ingest/global_sender.h"
 #include "app/serve.h"
 #include "app/simulate.h"
+#include "ingest/global_sender.h"
 #include "producers/host_api.h"
 #ifdef LIVEPROF_HAVE_CUPTI
 #include "producers/cupti_source.h"
@@ -76,13 +76,11 @@ void PrintSummary(const StreamSummarySnapshot& s, const Stream& stream, uint64_t
   std::printf("\nThe stream carried %" PRIu64 " events (%" PRIu64 " drained from rings), plus %" PRIu64
               " name and %" PRIu64 " track definitions.\n",
               s.events, drained, s.name_defs, s.track_defs);
-  std::printf("Dropped: %" PRIu64 " (full rings or no ring), late: %" PRIu64 "\n\n", stream.TotalDropped(),
-              s.late);
+  std::printf("Dropped: %" PRIu64 " (full rings or no ring), late: %" PRIu64 "\n\n", stream.TotalDropped(), s.late);
   std::printf("%-16s %10s\n", "kind", "events");
   for (size_t k = 0; k < kEventKindCount; ++k) {
     if (s.by_kind[k] == 0) continue;
-    std::printf("%-16s %10" PRIu64 "\n", std::string(EventKindName(static_cast<EventKind>(k))).c_str(),
-                s.by_kind[k]);
+    std::printf("%-16s %10" PRIu64 "\n", std::string(EventKindName(static_cast<EventKind>(k))).c_str(), s.by_kind[k]);
   }
   std::printf("\n%-6s %-28s %10s\n", "track", "name", "events");
   for (const auto& t : s.tracks) {
@@ -90,9 +88,8 @@ void PrintSummary(const StreamSummarySnapshot& s, const Stream& stream, uint64_t
   }
   std::printf("\n%-52s %-13s %7s %11s %11s\n", "span", "kind", "count", "total ms", "max ms");
   for (const auto& n : s.top_names) {
-    std::printf("%-52s %-13s %7" PRIu64 " %11.3f %11.3f\n", n.name.c_str(),
-                std::string(EventKindName(n.kind)).c_str(), n.count, n.total_ns / 1e6,
-                n.max_ns / 1e6);
+    std::printf("%-52s %-13s %7" PRIu64 " %11.3f %11.3f\n", n.name.c_str(), std::string(EventKindName(n.kind)).c_str(),
+                n.count, n.total_ns / 1e6, n.max_ns / 1e6);
   }
   if (!s.steps.empty()) {
     double sum = 0, lo = 1e300, hi = 0;
@@ -194,8 +191,8 @@ int Example(const ExampleTrainingOptions& options, const SenderOptions& sender) 
     analyses.Consume(b.definitions, b.events, b.late, b.watermark_ns, b.now_ns);
   });
   drain.Start();
-  std::printf("liveprof example: %d steps of %.1f ms, %.0f%% waiting for input\n", options.steps,
-              options.step_ms, options.input_share * 100);
+  std::printf("liveprof example: %d steps of %.1f ms, %.0f%% waiting for input\n", options.steps, options.step_ms,
+              options.input_share * 100);
   RunExampleTraining(options);
 #ifdef LIVEPROF_HAVE_CUPTI
   cupti.Stop();
@@ -218,8 +215,7 @@ void AddExampleCommand(CLI::App& app, Commands* commands) {
   };
   auto a = std::make_shared<ExampleArgs>();
   CLI::App* sub = app.add_subcommand(
-      "example",
-      "run an example training loop instrumented with the host API and print what the event stream carried");
+      "example", "run an example training loop instrumented with the host API and print what the event stream carried");
   AddNumber(sub, "--steps", a->options.steps, 1, 1e7, "training steps");
   AddNumber(sub, "--step-ms", a->options.step_ms, 0.01, 60'000, "milliseconds per step");
   AddNumber(sub, "--input-share", a->options.input_share, 0, 1, "share of a step spent waiting for input");
@@ -235,11 +231,13 @@ void AddExampleCommand(CLI::App& app, Commands* commands) {
 
 int main(int argc, char** argv) {
   using liveprof::Commands;
-  CLI::App app("liveprof: a live profiler for training jobs: the dashboard, the analyses and the "
-               "event stream (docs/architecture.md)",
-               "liveprof");
-  app.footer("`liveprof COMMAND --help` lists the options of a command, each with its default.\n"
-             "Exit codes: 0; 1 when the command fails; 2 for a bad command line.");
+  CLI::App app(
+      "liveprof: a live profiler for training jobs: the dashboard, the analyses and the "
+      "event stream (docs/architecture.md)",
+      "liveprof");
+  app.footer(
+      "`liveprof COMMAND --help` lists the options of a command, each with its default.\n"
+      "Exit codes: 0; 1 when the command fails; 2 for a bad command line.");
   app.option_defaults()->always_capture_default();
   // A single-valued option given twice takes the last, as before CLI11.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);

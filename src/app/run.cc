@@ -134,7 +134,9 @@ void Job::OnSignal(int sig, int si_code) {
   const int pass = interrupts_ == 1 ? sig : interrupts_ == 2 ? SIGTERM : SIGKILL;
   if (interrupts_ > 1 || !job_has_it) child_.Signal(pass);
   std::fprintf(stderr, "liveprof run: %s: %s the job (pid %d)%s\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
-               interrupts_ == 1 ? "stopping" : pass == SIGTERM ? "SIGTERM to" : "SIGKILL to",
+               interrupts_ == 1  ? "stopping"
+               : pass == SIGTERM ? "SIGTERM to"
+                                 : "SIGKILL to",
                static_cast<int>(child_.pid()),
                interrupts_ == 1 ? "; the server stops when it has ended (again: SIGTERM, then SIGKILL)" : "");
 }
@@ -150,7 +152,8 @@ bool Job::KeepServing() {
     const bool linger = interrupts_ == 0 && args_.linger_s > 0;
     std::printf("liveprof run: the job %s%s\n", child_.Ended().c_str(),
                 linger ? ("; the dashboard stays up " + std::to_string(static_cast<int>(args_.linger_s)) +
-                          " s (--linger; Ctrl-C stops)").c_str()
+                          " s (--linger; Ctrl-C stops)")
+                             .c_str()
                        : "");
     std::fflush(stdout);
     if (!linger) return false;

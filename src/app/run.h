@@ -33,8 +33,8 @@ inline constexpr int kExitLiveprofFailed = 125;
 struct RunArgs {
   std::vector<std::string> command;       // COMMAND [ARGS...]
   std::vector<std::string> after_dashes;  // the words after `--` (args.h, Commands::passthrough).
-  std::string connect;               // send to this server instead of starting one.
-  double linger_s = 5;               // the dashboard stays up this long after the job ends.
+  std::string connect;                    // send to this server instead of starting one.
+  double linger_s = 5;                    // the dashboard stays up this long after the job ends.
 };
 
 // The job and what happens to it; the serve loop (or RunConnected's) calls

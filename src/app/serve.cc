@@ -208,7 +208,8 @@ void AddServeCommand(CLI::App& app, Commands* commands, ServeMode mode, const st
     AddNumber(sub, "--trace-disk-mb", a->trace_disk_mb, 1, 1 << 30,
               "the run folder's size, MiB; past it the oldest segments are deleted (by default, 0: no limit)");
   }
-  if (mode == ServeMode::kServe || mode == ServeMode::kDemo || mode == ServeMode::kRun) {  // (a replay runs on trace time)
+  if (mode == ServeMode::kServe || mode == ServeMode::kDemo ||
+      mode == ServeMode::kRun) {  // (a replay runs on trace time)
     sub->add_option("--ingest", a->ingest,
                     "take events from other processes at E: unix:PATH or tcp:127.0.0.1:PORT "
                     "(repeatable; docs/ingest.md)")
@@ -254,8 +255,7 @@ void AddServeCommands(CLI::App& app, Commands* commands) {
   AddServeCommand(app, commands, ServeMode::kServe,
                   "the dashboard, REST, /metrics and the WebSocket feed for real producers (CUPTI in "
                   "this process, --ingest for others)");
-  AddServeCommand(app, commands, ServeMode::kReplay,
-                  "serve a trace file fed through the live path as if it ran now");
+  AddServeCommand(app, commands, ServeMode::kReplay, "serve a trace file fed through the live path as if it ran now");
   AddServeCommand(app, commands, ServeMode::kRun,
                   "run a job (liveprof run -- python train.py) with no change to it, serving its "
                   "dashboard: its GPU activity (CUDA injection) and, for Python, PyTorch's steps and "

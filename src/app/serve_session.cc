@@ -139,8 +139,7 @@ class ReplayFeed final : public Feed {
     char pace[32] = "max speed";
     if (!options_.max_speed) std::snprintf(pace, sizeof pace, "%gx", options_.speed);
     std::printf("replaying %s: %zu events over %.6g s of trace time, at %s%s; Ctrl-C stops\n", file_.c_str(),
-                replay_.events(), static_cast<double>(replay_.span_ns()) / 1e9, pace,
-                options_.loop ? ", looping" : "");
+                replay_.events(), static_cast<double>(replay_.span_ns()) / 1e9, pace, options_.loop ? ", looping" : "");
   }
   void Tick() override {
     if (!replay_.done() || reported_) return;
@@ -170,7 +169,8 @@ class OpenFeed final : public Feed {
   }
   void PrintStarted() const override {
     const TraceStore::Stats st = store_.stats();
-    std::printf("opened %s: %" PRIu64 " events over %.6g s, %" PRIu64 " segments (%.1f MiB), %zu problems; "
+    std::printf("opened %s: %" PRIu64 " events over %.6g s, %" PRIu64
+                " segments (%.1f MiB), %zu problems; "
                 "the trace viewer shows them; Ctrl-C stops\n",
                 dir_.c_str(), st.events, static_cast<double>(st.last_ns - st.first_ns) / 1e9, st.segments,
                 static_cast<double>(st.disk_bytes) / (1 << 20), store_.problems().size());
@@ -214,10 +214,9 @@ void PrintProgress(const PipelineSnapshot& s) {
     std::printf("  %" PRIu64 " events, no step closed yet\n", m.events_consumed);
     return;
   }
-  std::printf("  steps %" PRId64 "-%" PRId64 ": p50 %.2f ms | input %.1f%% | %" PRIu64
-              " events, %" PRIu64 " dropped\n",
-              m.window.first_step, m.window.last_step, m.step_time.p50 * 1e3, m.input_ratio * 100,
-              m.events_consumed, m.events_dropped);
+  std::printf("  steps %" PRId64 "-%" PRId64 ": p50 %.2f ms | input %.1f%% | %" PRIu64 " events, %" PRIu64 " dropped\n",
+              m.window.first_step, m.window.last_step, m.step_time.p50 * 1e3, m.input_ratio * 100, m.events_consumed,
+              m.events_dropped);
 }
 
 // Alert transitions as the console shows them (and to the fleet agent).
@@ -242,7 +241,8 @@ void SetIngestHooks(ServerOptions* so, IngestServer& ingest) {
     for (const IngestServer::SourceStatus& s : ingest.Sources()) {
       if (!s.connected || s.cost.now.at_ns == 0) continue;
       const std::string source = "ingest " + s.label;
-      const auto it = std::find_if(out.begin(), out.end(), [&](const MetricsSourceCost& c) { return c.source == source; });
+      const auto it =
+          std::find_if(out.begin(), out.end(), [&](const MetricsSourceCost& c) { return c.source == source; });
       MetricsSourceCost& c = it != out.end() ? *it : out.emplace_back();  // (a later connection: newer)
       c = {source, s.cost.now.threads, s.cost.now.rss_bytes, s.cost.now.hook_ns, s.cost.now.cupti_overhead_ns};
     }
@@ -270,7 +270,8 @@ bool ServeSession::Prepare(std::string* error) {
     trace.max_bytes = po_.trace_store_bytes;
     // Segments of an eighth of the disk budget (the newest, being written,
     // is never deleted): the folder stays within about 9/8 of it.
-    if (trace.max_disk_bytes > 0) trace.segment_bytes = std::clamp<uint64_t>(trace.max_disk_bytes / 8, 1 << 20, 64 << 20);
+    if (trace.max_disk_bytes > 0)
+      trace.segment_bytes = std::clamp<uint64_t>(trace.max_disk_bytes / 8, 1 << 20, 64 << 20);
     store_ = std::make_shared<TraceStore>(trace);
     po_.trace_store = store_;
     if (mode_ == ServeMode::kOpen && !store_->Open(error)) return false;  // (a new run's folder: Start())
@@ -322,8 +323,8 @@ bool ServeSession::Start(std::string* error) {
 void ServeSession::PrintStarted() const {
   std::printf("listening on %s\n", url_.c_str());
   if (agent_) {
-    std::printf("publishing job %s, host %s, to %s (agent %s)\n", args_.publish.job.c_str(),
-                agent_->host().c_str(), RedactNatsUrl(args_.publish.url).c_str(), agent_->agent_id().c_str());
+    std::printf("publishing job %s, host %s, to %s (agent %s)\n", args_.publish.job.c_str(), agent_->host().c_str(),
+                RedactNatsUrl(args_.publish.url).c_str(), agent_->agent_id().c_str());
   }
   if (ingest_) {
     for (const IngestEndpoint& e : ingest_->bound()) std::printf("ingest on %s\n", e.ToString().c_str());
@@ -375,8 +376,8 @@ void ServeSession::PrintDone() const {
                 as.steps_published, as.steps_dropped + as.source_dropped, as.outbox);
   }
   const ServerStats st = server_->stats();
-  std::printf("done: %" PRIu64 " events dropped; served %" PRIu64 " connections, %" PRIu64
-              " view frames, %" PRIu64 " event frames\n",
+  std::printf("done: %" PRIu64 " events dropped; served %" PRIu64 " connections, %" PRIu64 " view frames, %" PRIu64
+              " event frames\n",
               stream_.TotalDropped(), st.connections_accepted, st.view_frames_sent, st.event_frames_sent);
 }
 

@@ -39,8 +39,8 @@ struct ServeArgs {
   TraceReplay::Options ro;
   std::vector<std::string> ingest;
   IngestServer::Options io;
-  PublishArgs publish;  // --publish: also a fleet agent.
-  RunArgs run;          // run: the job.
+  PublishArgs publish;       // --publish: also a fleet agent.
+  RunArgs run;               // run: the job.
   std::string step_pattern;  // --step-pattern: spans so named are steps (StepAssembler::Options).
 };
 
@@ -90,13 +90,13 @@ class ServeSession {
   bool stopped_ = false;
   // Each member reads only those declared before it, so that destruction
   // (the reverse) never leaves one reading a member already gone.
-  std::shared_ptr<TraceStore> store_;           // --trace-dir, open's folder
-  std::unique_ptr<Feed> feed_;                  // writes the stream
-  std::unique_ptr<IngestServer> ingest_;        // writes the stream
-  std::unique_ptr<Pipeline> pipeline_;          // reads the stream, writes the store
-  std::unique_ptr<FleetAgent> agent_;           // reads the pipeline
+  std::shared_ptr<TraceStore> store_;             // --trace-dir, open's folder
+  std::unique_ptr<Feed> feed_;                    // writes the stream
+  std::unique_ptr<IngestServer> ingest_;          // writes the stream
+  std::unique_ptr<Pipeline> pipeline_;            // reads the stream, writes the store
+  std::unique_ptr<FleetAgent> agent_;             // reads the pipeline
   std::atomic<FleetAgent*> agent_hook_{nullptr};  // the agent, once started, for the server
-  std::unique_ptr<Server> server_;              // reads the pipeline, the ingest, the agent
+  std::unique_ptr<Server> server_;                // reads the pipeline, the ingest, the agent
 };
 
 }  // namespace liveprof

@@ -149,9 +149,7 @@ void liveprof_span_end(uint32_t handle) {
 }
 
 void liveprof_record_span(int kind, uint32_t name, uint64_t begin, uint64_t end, int stage) {
-  const EventKind k = kind == 1   ? EventKind::kInputSpan
-                      : kind == 2 ? EventKind::kFrameworkOp
-                                  : EventKind::kHostSpan;
+  const EventKind k = kind == 1 ? EventKind::kInputSpan : kind == 2 ? EventKind::kFrameworkOp : EventKind::kHostSpan;
   const int s = k != EventKind::kInputSpan || stage < 0 || stage > static_cast<int>(InputStage::kWait) ? 0 : stage;
   if (SpanRecords(k) && begin != 0 && end >= begin) {
     internal::Record(k, name, begin, end - begin, 0, static_cast<uint8_t>(s), 0, 0);
@@ -195,8 +193,8 @@ int liveprof_connect(const char* address, const char* program, int rank, char* e
   return liveprof_connect_helper(address, program, rank, nullptr, 0, error, error_size);
 }
 
-int liveprof_connect_helper(const char* address, const char* program, int rank, const char* helper,
-                            uint64_t helper_of, char* error, size_t error_size) {
+int liveprof_connect_helper(const char* address, const char* program, int rank, const char* helper, uint64_t helper_of,
+                            char* error, size_t error_size) {
   try {
     SenderOptions o;
     o.address = address != nullptr ? address : "";

@@ -41,8 +41,8 @@ void AfterForkInChild() {
 }
 void RegisterForkHandlers() {
   static const bool registered = [] {
-    GlobalStream();                    // the stream's handlers (host_api.cc),
-    EnsureGpuActivityForkHandlers();   // the GPU switch's,
+    GlobalStream();                   // the stream's handlers (host_api.cc),
+    EnsureGpuActivityForkHandlers();  // the GPU switch's,
     return pthread_atfork(PrepareFork, AfterForkInParent, AfterForkInChild) == 0;  // then these.
   }();
   (void)registered;

@@ -58,8 +58,8 @@ uint64_t liveprof_now(void);
  * span_end_without_begin and records nothing). At most 4,095 open at a
  * time per thread; past that begin returns 0 and counts
  * span_stack_overflow. */
-uint32_t liveprof_scope_begin(uint32_t name);          /* a user scope: level 2, Python scopes switch */
-uint32_t liveprof_op_begin(uint32_t name);             /* a framework op: level 2 */
+uint32_t liveprof_scope_begin(uint32_t name);            /* a user scope: level 2, Python scopes switch */
+uint32_t liveprof_op_begin(uint32_t name);               /* a framework op: level 2 */
 uint32_t liveprof_input_begin(uint32_t name, int stage); /* input-pipeline work: level 1 */
 void liveprof_span_end(uint32_t handle);
 
@@ -105,15 +105,14 @@ int liveprof_python_scopes(void);
  * ("unix:/path", "tcp:127.0.0.1:PORT"). program: NULL for the process's
  * name; rank: -1 for $RANK. 0 on success; else -1 with the reason in
  * `error` (NUL-terminated, cut to error_size). */
-int liveprof_connect(const char* address, const char* program, int rank, char* error,
-                     size_t error_size);
+int liveprof_connect(const char* address, const char* program, int rank, char* error, size_t error_size);
 /* The same, for a process that serves another (a DataLoader worker):
  * `helper` ("loader 1") and the served process's pid, so that the server
  * names it "<that process's label> · loader 1". In a process forked from
  * one that sends, the child's sender is its own (the parent's events stay
  * the parent's). */
-int liveprof_connect_helper(const char* address, const char* program, int rank, const char* helper,
-                            uint64_t helper_of, char* error, size_t error_size);
+int liveprof_connect_helper(const char* address, const char* program, int rank, const char* helper, uint64_t helper_of,
+                            char* error, size_t error_size);
 /* Sends what is recorded, waits up to timeout_ns for the acknowledgement,
  * stops the sender. Idempotent. */
 void liveprof_disconnect(uint64_t timeout_ns);
@@ -121,8 +120,8 @@ void liveprof_disconnect(uint64_t timeout_ns);
 typedef struct liveprof_status {
   size_t size; /* set by the caller: sizeof(liveprof_status) */
   int running, connected;
-  uint64_t events_sent, batches_sent, batches_acked, batches_resent, batches_dropped, connects,
-      events_refused, ring_dropped;
+  uint64_t events_sent, batches_sent, batches_acked, batches_resent, batches_dropped, connects, events_refused,
+      ring_dropped;
   char last_error[256];
   /* GPU tracing: a CuptiSource status (0 idle, 1 running, 2 stopped, 3 no
    * CUPTI, 4 unavailable, 5 no privileges, 6 busy, 7 failed) and its

@@ -93,8 +93,6 @@ void JsonWriter::Close(char c) {
   out_.push_back(c);
 }
 
-
-
 namespace {
 
 // True if any of the 8 bytes of `v` is < 0x20, '"' or '\\' (bit hacks:

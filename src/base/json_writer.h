@@ -50,14 +50,38 @@ class JsonWriter {
   void Null();
 
   // Shorthands for a key and its value.
-  void KV(std::string_view k, std::string_view v) { Key(k); String(v); }
-  void KV(std::string_view k, const char* v) { Key(k); String(v); }
-  void KV(std::string_view k, int64_t v) { Key(k); Int(v); }
-  void KV(std::string_view k, int v) { Key(k); Int(v); }
-  void KV(std::string_view k, uint64_t v) { Key(k); UInt(v); }
-  void KV(std::string_view k, uint32_t v) { Key(k); UInt(v); }
-  void KV(std::string_view k, double v) { Key(k); Double(v); }
-  void KV(std::string_view k, bool v) { Key(k); Bool(v); }
+  void KV(std::string_view k, std::string_view v) {
+    Key(k);
+    String(v);
+  }
+  void KV(std::string_view k, const char* v) {
+    Key(k);
+    String(v);
+  }
+  void KV(std::string_view k, int64_t v) {
+    Key(k);
+    Int(v);
+  }
+  void KV(std::string_view k, int v) {
+    Key(k);
+    Int(v);
+  }
+  void KV(std::string_view k, uint64_t v) {
+    Key(k);
+    UInt(v);
+  }
+  void KV(std::string_view k, uint32_t v) {
+    Key(k);
+    UInt(v);
+  }
+  void KV(std::string_view k, double v) {
+    Key(k);
+    Double(v);
+  }
+  void KV(std::string_view k, bool v) {
+    Key(k);
+    Bool(v);
+  }
 
   const std::string& str() const { return out_; }
   std::string Take() { return std::move(out_); }

@@ -13,8 +13,7 @@
 namespace liveprof {
 
 // The media type a /metrics response carries.
-inline constexpr std::string_view kPrometheusContentType =
-    "text/plain; version=0.0.4; charset=utf-8";
+inline constexpr std::string_view kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
 
 // A label value escaped for the text format: backslash, double quote and
 // newline become \\, \" and \n.

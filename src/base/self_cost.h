@@ -24,7 +24,7 @@ struct ThreadCpu {
 };
 
 struct SelfCostSample {
-  uint64_t at_ns = 0;  // when it was read (CLOCK_MONOTONIC).
+  uint64_t at_ns = 0;              // when it was read (CLOCK_MONOTONIC).
   std::vector<ThreadCpu> threads;  // by tid.
   uint64_t rss_bytes = 0;          // the whole process's resident set.
   // A profiled process's (IngestCost's; 0 in the server's own): the time
@@ -75,7 +75,7 @@ struct HookCostInterval {
   uint64_t steps = 0, calls = 0;  // in the interval.
   double hook_s = 0;              // the hooks' time in it.
   double per_step_us = -1;
-  double pct = -1;  // % of the interval.
+  double pct = -1;     // % of the interval.
   double cupti_s = 0;  // CUPTI's own time in it.
   double cupti_per_step_us = -1;
 };

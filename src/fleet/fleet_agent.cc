@@ -229,8 +229,8 @@ void FleetAgent::Run() {
         s.rank = RankOfLabel(ns.label);
         s.seq = ++it->second;
         s.step = ns.step_num;
-        s.end_unix_ns = ns.cell.end_ns == 0 ? now_unix
-                                             : static_cast<uint64_t>(static_cast<int64_t>(ns.cell.end_ns) + mono_to_unix);
+        s.end_unix_ns =
+            ns.cell.end_ns == 0 ? now_unix : static_cast<uint64_t>(static_cast<int64_t>(ns.cell.end_ns) + mono_to_unix);
         s.step_ns = ns.cell.step_ns;
         s.bucket_ns = ns.cell.bucket_ns;
         s.mem_peak_bytes = ns.cell.mem_peak_bytes;
@@ -279,8 +279,8 @@ void FleetAgent::Run() {
     bool sent_all = outbox_.empty();
     if (link_.connected() && !outbox_.empty()) {
       std::string error;
-      if (!stream_ready) stream_ready = link_.EnsureStream(options_.job, options_.stream_max_age_s,
-                                                           options_.stream_max_bytes, &error);
+      if (!stream_ready)
+        stream_ready = link_.EnsureStream(options_.job, options_.stream_max_age_s, options_.stream_max_bytes, &error);
       // Window after window until the outbox is empty or one fails.
       while (stream_ready && !outbox_.empty() && PublishWindow()) {
       }
@@ -288,7 +288,8 @@ void FleetAgent::Run() {
       // A failed window: the stream is checked again before the next (a
       // server that lost its store has none).
       if (!sent_all) stream_ready = false;
-      if (!stream_ready || !sent_all) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // NATS trouble: back off.
+      if (!stream_ready || !sent_all)
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // NATS trouble: back off.
     }
     if (stopping && (sent_all || std::chrono::steady_clock::now() >= drain_until)) break;
     std::this_thread::sleep_for(options_.poll_period);
@@ -315,7 +316,8 @@ void FleetAgent::OnQuery(natsConnection* nc, natsSubscription*, natsMsg* msg, vo
                            static_cast<size_t>(natsMsg_GetDataLength(msg)));
   FleetQueryReply r;
   if (!self->options_.query) {
-    r = FleetQueryReply{501, "application/json", "{\"type\":\"error\",\"v\":1,\"code\":\"501\",\"message\":\"this agent answers no queries\"}"};
+    r = FleetQueryReply{501, "application/json",
+                        "{\"type\":\"error\",\"v\":1,\"code\":\"501\",\"message\":\"this agent answers no queries\"}"};
   } else {
     r = self->options_.query(target);
   }

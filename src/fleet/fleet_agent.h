@@ -115,7 +115,7 @@ class FleetAgent {
   // Agent thread only.
   std::deque<Pending> outbox_;
   std::vector<std::pair<std::string, uint64_t>> seqs_;  // per label: the last seq given.
-  std::vector<std::string> ranks_;  // labels seen.
+  std::vector<std::string> ranks_;                      // labels seen.
   uint64_t alert_seq_ = 0, status_seq_ = 0;
 
   mutable std::mutex mu_;  // guards the members below.

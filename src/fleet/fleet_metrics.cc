@@ -16,7 +16,8 @@ std::string RenderFleetPrometheus(const FleetState& state, bool nats_connected) 
   constexpr std::string_view kStates[] = {"live", "gone", "stopped"};
   std::unordered_map<std::string_view, uint64_t> by_state;
   for (const auto& [name, h] : state.hosts()) ++by_state[FleetHostStateName(h)];
-  w.Family("liveprof_fleet_hosts", "gauge", "the job's hosts (agents) by state: live, gone (silent), stopped (cleanly)");
+  w.Family("liveprof_fleet_hosts", "gauge",
+           "the job's hosts (agents) by state: live, gone (silent), stopped (cleanly)");
   for (const std::string_view st : kStates) w.Sample("liveprof_fleet_hosts", {{"state", st}}, by_state[st]);
   // A state set: each host's three states, 1 for the one it is in.
   w.Family("liveprof_fleet_host_state", "gauge",
@@ -70,8 +71,8 @@ std::string RenderFleetPrometheus(const FleetState& state, bool nats_connected) 
           static_cast<double>(c.missing_steps));
   w.Family("liveprof_fleet_rejected_messages_total", "counter", "messages not applied, by reason");
   for (size_t r = 1; r < c.rejected.size(); ++r) {
-    w.Sample("liveprof_fleet_rejected_messages_total",
-             {{"reason", FleetRejectName(static_cast<FleetReject>(r))}}, c.rejected[r]);
+    w.Sample("liveprof_fleet_rejected_messages_total", {{"reason", FleetRejectName(static_cast<FleetReject>(r))}},
+             c.rejected[r]);
   }
   const FleetState::Lag lag = state.lag();
   w.Gauge("liveprof_fleet_lag_p99_seconds",
@@ -85,8 +86,8 @@ std::string RenderFleetAgentPrometheus(const FleetAgent::Stats& s) {
   PrometheusText w(&out);
   w.Gauge("liveprof_fleet_agent_connected", "1 while this host's fleet agent is connected to NATS",
           s.connected ? 1 : 0);
-  w.Counter("liveprof_fleet_agent_step_summaries_published_total",
-            "step summaries JetStream acknowledged", s.steps_published);
+  w.Counter("liveprof_fleet_agent_step_summaries_published_total", "step summaries JetStream acknowledged",
+            s.steps_published);
   w.Counter("liveprof_fleet_agent_step_summaries_dropped_total",
             "step summaries left out: the outbox was full (NATS away too long)", s.steps_dropped);
   w.Gauge("liveprof_fleet_agent_outbox", "messages waiting to be published", static_cast<double>(s.outbox));

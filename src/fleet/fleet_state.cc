@@ -13,7 +13,7 @@ namespace liveprof {
 namespace {
 
 constexpr size_t kMaxErrorsKept = 8;
-constexpr size_t kMaxGapsKept = 4096;    // per rank: skipped seqs still awaited.
+constexpr size_t kMaxGapsKept = 4096;     // per rank: skipped seqs still awaited.
 constexpr size_t kMaxAlertsPerHost = 16;  // an agent's alerts firing, kept.
 constexpr size_t kMaxHostsNamed = 10;     // in the host_gone summary.
 constexpr size_t kMaxAgentsKept = 16;     // per host: the incarnations remembered.
@@ -167,7 +167,8 @@ void FleetState::ApplyStatus(FleetHost& h, const FleetStatus& s, uint64_t stored
   if (live || h.skew_ns == 0) {
     // (clamped: a broken clock's 2^63 must not overflow)
     constexpr uint64_t kMaxNs = uint64_t{1} << 62;
-    h.skew_ns = static_cast<int64_t>(std::min(s.sent_unix_ns, kMaxNs)) - static_cast<int64_t>(std::min(stored_unix_ns, kMaxNs));
+    h.skew_ns =
+        static_cast<int64_t>(std::min(s.sent_unix_ns, kMaxNs)) - static_cast<int64_t>(std::min(stored_unix_ns, kMaxNs));
     const uint64_t abs_skew = h.skew_ns < 0 ? static_cast<uint64_t>(-h.skew_ns) : static_cast<uint64_t>(h.skew_ns);
     h.skewed = abs_skew > options_.skew_warn_ns;
   }
@@ -183,13 +184,14 @@ void FleetState::ApplyAlert(FleetHost& h, const FleetAlert& a) {
   }
 }
 
-void FleetState::SetAlert(std::string_view rule, bool firing, std::string summary, std::string host,
-                          std::string label, uint64_t now_unix_ns) {
+void FleetState::SetAlert(std::string_view rule, bool firing, std::string summary, std::string host, std::string label,
+                          uint64_t now_unix_ns) {
   for (FleetAlertState& a : alerts_) {
     if (a.rule != rule) continue;
     if (a.firing != firing) {
       a.since_unix_ns = now_unix_ns;
-      history_.push_back(Transition{a.rule, firing ? summary : "cleared (it was: " + a.summary + ")", firing, now_unix_ns});
+      history_.push_back(
+          Transition{a.rule, firing ? summary : "cleared (it was: " + a.summary + ")", firing, now_unix_ns});
       if (history_.size() > options_.alert_history) history_.pop_front();
     }
     a.firing = firing;
@@ -259,9 +261,9 @@ void FleetState::Tick(uint64_t now_unix_ns) {
   }
   if (input_rank) {
     SetAlert("input_bound", true,
-             std::to_string(input_ranks) + (input_ranks == 1 ? " rank" : " ranks") + " input-bound; the most: " +
-                 input_rank->host + " " + input_rank->label + " at " + Pct(worst->input_pct) +
-                 " of its step time waiting for input",
+             std::to_string(input_ranks) + (input_ranks == 1 ? " rank" : " ranks") +
+                 " input-bound; the most: " + input_rank->host + " " + input_rank->label + " at " +
+                 Pct(worst->input_pct) + " of its step time waiting for input",
              input_rank->host, input_rank->label, now_unix_ns);
   } else {
     SetAlert("input_bound", false, "", "", "", now_unix_ns);

@@ -44,15 +44,15 @@
 namespace liveprof {
 
 struct FleetStateOptions {
-  uint64_t gone_after_ns = 6'000'000'000;   // a host silent this long is gone.
-  uint64_t skew_warn_ns = 1'000'000'000;    // |clock skew| above: flagged.
-  double straggler_pct = 20;                // as the local rule (docs/alerts.md).
+  uint64_t gone_after_ns = 6'000'000'000;  // a host silent this long is gone.
+  uint64_t skew_warn_ns = 1'000'000'000;   // |clock skew| above: flagged.
+  double straggler_pct = 20;               // as the local rule (docs/alerts.md).
   uint32_t straggler_steps = 3;
-  double input_bound_pct = 20;              // "highly input bound" (docs/semantics-tf.md §3.3).
-  size_t view_steps = 20;                   // step rows the view carries.
-  size_t max_workers = 16384;               // ranks; more are counted, left out.
-  size_t max_hosts = 4096;                  // hosts; the same.
-  size_t lag_samples = 16384;               // the newest lags kept for percentiles.
+  double input_bound_pct = 20;  // "highly input bound" (docs/semantics-tf.md §3.3).
+  size_t view_steps = 20;       // step rows the view carries.
+  size_t max_workers = 16384;   // ranks; more are counted, left out.
+  size_t max_hosts = 4096;      // hosts; the same.
+  size_t lag_samples = 16384;   // the newest lags kept for percentiles.
   size_t alert_history = 100;
 };
 
@@ -61,14 +61,14 @@ struct FleetRank {
   uint32_t worker = 0;  // the pod's worker id (1, 2, ... in order of appearance).
   std::string host, label;
   int64_t rank = -1;
-  std::string agent;         // the incarnation whose sequence is being followed.
-  uint64_t incarnations = 0; // agents seen for it (restarts + 1).
+  std::string agent;          // the incarnation whose sequence is being followed.
+  uint64_t incarnations = 0;  // agents seen for it (restarts + 1).
   uint64_t last_seq = 0;
-  uint64_t steps = 0;        // summaries applied.
-  uint64_t duplicates = 0;   // summaries of a seq already applied: not applied again.
-  uint64_t missing = 0;      // seqs skipped and not come since (lost before the stream).
-  uint64_t late = 0;         // seqs that came after a later one (a window sent again): applied.
-  std::set<uint64_t> gaps;   // the seqs skipped, awaited (at most kMaxGapsKept; older ones stay missing).
+  uint64_t steps = 0;       // summaries applied.
+  uint64_t duplicates = 0;  // summaries of a seq already applied: not applied again.
+  uint64_t missing = 0;     // seqs skipped and not come since (lost before the stream).
+  uint64_t late = 0;        // seqs that came after a later one (a window sent again): applied.
+  std::set<uint64_t> gaps;  // the seqs skipped, awaited (at most kMaxGapsKept; older ones stay missing).
   int64_t last_step = -1;
   uint64_t last_step_ns = 0;
   uint64_t last_mem_peak_bytes = 0;  // its newest step's (0: not known).
@@ -85,10 +85,10 @@ struct FleetHost {
   uint64_t last_seen_unix_ns = 0;  // JetStream's time of its newest message.
   bool gone = false;
   uint64_t gone_count = 0, back_count = 0;
-  uint64_t agents = 0;  // incarnations seen.
+  uint64_t agents = 0;                   // incarnations seen.
   std::vector<std::string> agents_seen;  // their ids (the newest 16).
-  uint64_t conflicts = 0;  // messages from an earlier agent after a newer one: two agents with one name.
-  int64_t skew_ns = 0;  // its clock less nats-server's, at its newest status.
+  uint64_t conflicts = 0;                // messages from an earlier agent after a newer one: two agents with one name.
+  int64_t skew_ns = 0;                   // its clock less nats-server's, at its newest status.
   bool skewed = false;
   std::map<std::string, FleetAlert> firing;  // its agent's alerts firing, by rule and worker.
 };
@@ -106,17 +106,17 @@ struct FleetAlertState {
 };
 
 struct FleetCounts {
-  uint64_t messages = 0;      // taken from the stream.
-  uint64_t redelivered = 0;   // a stream sequence already applied (JetStream redelivery).
+  uint64_t messages = 0;     // taken from the stream.
+  uint64_t redelivered = 0;  // a stream sequence already applied (JetStream redelivery).
   std::array<uint64_t, static_cast<size_t>(FleetReject::kCount)> rejected{};
   uint64_t steps = 0, statuses = 0, alerts = 0;
   uint64_t duplicate_steps = 0, missing_steps = 0;
-  uint64_t restarts = 0;       // a rank's new agent incarnation.
+  uint64_t restarts = 0;  // a rank's new agent incarnation.
   uint64_t ranks_over_cap = 0;
   uint64_t hosts_over_cap = 0;  // messages of hosts past max_workers hosts: not applied.
   uint64_t host_conflicts = 0;  // hosts' agent flipping back to an earlier one (see FleetHost).
   uint64_t late_steps = 0;
-  uint64_t skewed_hosts = 0;   // hosts flagged now.
+  uint64_t skewed_hosts = 0;       // hosts flagged now.
   uint64_t steps_from_future = 0;  // end more than gone_after in the future: a clock.
 };
 
@@ -184,9 +184,9 @@ class FleetState {
   std::deque<Transition> history_;
   uint64_t last_stream_seq_ = 0;
   uint32_t next_worker_ = 1;
-  PodSnapshot pod_snapshot_;           // as of the last Tick().
+  PodSnapshot pod_snapshot_;            // as of the last Tick().
   std::vector<uint64_t> pending_ends_;  // live steps applied since the last render: their ends.
-  std::vector<double> lags_ms_;  // a ring of lag_samples.
+  std::vector<double> lags_ms_;         // a ring of lag_samples.
   size_t lag_next_ = 0;
   uint64_t lag_total_ = 0;
   std::deque<std::string> errors_;  // the newest rejected messages' errors.

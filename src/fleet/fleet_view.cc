@@ -19,9 +19,9 @@ FleetQueryReply ErrorReply(int status, const std::string& message) {
     if (c == '"' || c == '\\') escaped += '\\';
     if (static_cast<unsigned char>(c) >= 0x20) escaped += c;
   }
-  return FleetQueryReply{status, "application/json",
-                         "{\"type\":\"error\",\"v\":1,\"code\":\"" + std::to_string(status) + "\",\"message\":\"" +
-                             escaped + "\"}"};
+  return FleetQueryReply{
+      status, "application/json",
+      "{\"type\":\"error\",\"v\":1,\"code\":\"" + std::to_string(status) + "\",\"message\":\"" + escaped + "\"}"};
 }
 
 }  // namespace
@@ -236,8 +236,8 @@ FleetQueryReply FleetView::Query(const std::string& host, const std::string& tar
   const natsStatus s = natsConnection_Request(&reply, link_.connection(), subject.c_str(), target.data(),
                                               static_cast<int>(target.size()), options_.query_timeout_ms);
   if (s == NATS_NO_RESPONDERS) return fail(503, "no agent of host '" + host + "' answers (gone, or not this job's)");
-  if (s == NATS_TIMEOUT) return fail(504, "host '" + host + "' did not answer within " +
-                                              std::to_string(options_.query_timeout_ms) + " ms");
+  if (s == NATS_TIMEOUT)
+    return fail(504, "host '" + host + "' did not answer within " + std::to_string(options_.query_timeout_ms) + " ms");
   if (s != NATS_OK) return fail(502, std::string("NATS request to host '") + host + "': " + natsStatus_GetText(s));
   FleetQueryReply r;
   const char* v = nullptr;

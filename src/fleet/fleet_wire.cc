@@ -14,8 +14,7 @@ namespace {
 
 using nlohmann::json;
 
-void Header(JsonWriter& w, std::string_view type, std::string_view job, std::string_view host,
-            std::string_view agent) {
+void Header(JsonWriter& w, std::string_view type, std::string_view job, std::string_view host, std::string_view agent) {
   w.KV("type", type);
   w.KV("v", kFleetProtocolVersion);
   w.KV("job", job);
@@ -130,9 +129,7 @@ int64_t RankOfLabel(std::string_view label) {
   return v;
 }
 
-std::string RankToken(const FleetStep& s) {
-  return s.rank >= 0 ? std::to_string(s.rank) : "w" + SubjectToken(s.label);
-}
+std::string RankToken(const FleetStep& s) { return s.rank >= 0 ? std::to_string(s.rank) : "w" + SubjectToken(s.label); }
 
 std::string CheckJobName(std::string_view job) {
   if (job.empty() || job.size() > 64) return "a job name is 1 to 64 characters";
@@ -222,7 +219,8 @@ FleetDecoded DecodeFleetMessage(std::string_view job, std::string_view subject, 
   const std::string type = r.Str("type");
   const json* v = r.Get("v");
   if (!r.ok()) return Reject(FleetReject::kMalformed, r.error());
-  if (v == nullptr || !v->is_number_integer()) return Reject(FleetReject::kMalformed, where + ": field 'v' missing or not a number");
+  if (v == nullptr || !v->is_number_integer())
+    return Reject(FleetReject::kMalformed, where + ": field 'v' missing or not a number");
   if (v->get<int64_t>() > kFleetProtocolVersion) {
     return Reject(FleetReject::kNewerVersion, where + ": protocol v" + std::to_string(v->get<int64_t>()) +
                                                   ", this fleet view reads v" + std::to_string(kFleetProtocolVersion));
@@ -232,7 +230,8 @@ FleetDecoded DecodeFleetMessage(std::string_view job, std::string_view subject, 
   const std::string host = r.Str("host", true, 255);
   const std::string agent = r.Str("agent", true, 64);
   if (!r.ok()) return Reject(FleetReject::kMalformed, r.error());
-  if (msg_job != job) return Reject(FleetReject::kForeignJob, where + ": job '" + msg_job + "', not '" + std::string(job) + "'");
+  if (msg_job != job)
+    return Reject(FleetReject::kForeignJob, where + ": job '" + msg_job + "', not '" + std::string(job) + "'");
 
   if (type != "fleet_step" && type != "fleet_status" && type != "fleet_alert") {
     return Reject(FleetReject::kUnknownType, where + ": type '" + type + "' is not a fleet message");

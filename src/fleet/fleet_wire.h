@@ -30,17 +30,17 @@ inline constexpr int kFleetProtocolVersion = 1;
 // One rank's one step, as its agent measured it.
 struct FleetStep {
   std::string job, host;
-  std::string agent;  // the agent's incarnation: a new one per start.
-  std::string label;  // the rank's name on its host ("rank 3").
-  int64_t rank = -1;  // its number when the label says one, else -1.
-  uint64_t seq = 0;   // 1, 2, 3... per (agent, label): gaps and repeats show.
-  int64_t step = 0;   // the step number.
+  std::string agent;         // the agent's incarnation: a new one per start.
+  std::string label;         // the rank's name on its host ("rank 3").
+  int64_t rank = -1;         // its number when the label says one, else -1.
+  uint64_t seq = 0;          // 1, 2, 3... per (agent, label): gaps and repeats show.
+  int64_t step = 0;          // the step number.
   uint64_t end_unix_ns = 0;  // the step's end, on the agent's wall clock.
   uint64_t step_ns = 0;
   std::array<uint64_t, kBucketCount> bucket_ns{};
   uint64_t mem_peak_bytes = 0;  // the rank's peak bytes in use over the step (0: not known).
-  uint64_t agent_dropped = 0;  // events the agent's rings dropped, since its start.
-  uint64_t sent_unix_ns = 0;   // when the agent queued it (wall clock).
+  uint64_t agent_dropped = 0;   // events the agent's rings dropped, since its start.
+  uint64_t sent_unix_ns = 0;    // when the agent queued it (wall clock).
 };
 
 // An agent's state, sent every few seconds.
@@ -48,7 +48,7 @@ struct FleetStatus {
   std::string job, host, agent;
   int64_t pid = 0;
   uint64_t started_unix_ns = 0, sent_unix_ns = 0;
-  std::string url;  // its own dashboard (http://HOST:PORT/), "" if unknown.
+  std::string url;                 // its own dashboard (http://HOST:PORT/), "" if unknown.
   std::vector<std::string> ranks;  // the labels it has seen steps of.
   uint64_t events_consumed = 0, events_dropped = 0;
   uint64_t steps_published = 0;  // acknowledged by JetStream.
@@ -83,7 +83,13 @@ std::string EncodeFleetAlert(const FleetAlert& a);
 
 // Why a message was not taken (the fleet view counts each reason).
 enum class FleetReject : uint8_t {
-  kNone, kMalformed, kUnknownType, kNewerVersion, kForeignJob, kSubjectMismatch, kCount
+  kNone,
+  kMalformed,
+  kUnknownType,
+  kNewerVersion,
+  kForeignJob,
+  kSubjectMismatch,
+  kCount
 };
 std::string_view FleetRejectName(FleetReject r);  // "malformed", "unknown_type", ...
 

@@ -100,10 +100,10 @@ bool NatsLink::Connect(const NatsOptions& options, std::string* error) {
     return fail("creds file " + options.creds_file + ": " + StatusText(s));
   }
   natsOptions_SetTimeout(opts, options.connect_timeout_ms);
-  natsOptions_SetMaxReconnect(opts, -1);      // forever: a restarted server is waited for.
+  natsOptions_SetMaxReconnect(opts, -1);  // forever: a restarted server is waited for.
   natsOptions_SetReconnectWait(opts, 250);
-  natsOptions_SetReconnectBufSize(opts, 0);   // nothing is published blind while away: we keep our own outbox.
-  natsOptions_SetPingInterval(opts, 1000);    // a server gone without a FIN shows within ~3 s.
+  natsOptions_SetReconnectBufSize(opts, 0);  // nothing is published blind while away: we keep our own outbox.
+  natsOptions_SetPingInterval(opts, 1000);   // a server gone without a FIN shows within ~3 s.
   natsOptions_SetMaxPingsOut(opts, 2);
   natsOptions_SetDisconnectedCB(opts, &NatsLink::OnDisconnected, this);
   natsOptions_SetReconnectedCB(opts, &NatsLink::OnReconnected, this);

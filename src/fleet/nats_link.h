@@ -11,8 +11,8 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
 

@@ -1,8 +1,8 @@
 #include "import/chrome_export.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <simdjson.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -113,7 +113,12 @@ void ChromeTraceWriter::Abort() {
 
 bool ChromeTraceWriter::OpenString(std::string* out, bool gzip, std::string* error) {
   out->clear();
-  return OpenSink([out](std::string_view piece) { out->append(piece); return true; }, gzip, error);
+  return OpenSink(
+      [out](std::string_view piece) {
+        out->append(piece);
+        return true;
+      },
+      gzip, error);
 }
 
 bool ChromeTraceWriter::OpenSink(std::function<bool(std::string_view)> sink, bool gzip, std::string* error) {
@@ -313,8 +318,10 @@ void ChromeTraceWriter::WriteEvent(const Event& e) {
       const std::string_view details = Name(e.payload.kernel.details);
       if (const std::string_view v = Detail(details, "regs"); !v.empty()) arg("registers per thread", v, false);
       if (const std::string_view v = Detail(details, "static_shared"); !v.empty()) arg("shared memory", v, false);
-      if (const std::string_view v = Detail(details, "grid"); !v.empty()) arg("grid", "[" + std::string(v) + "]", false);
-      if (const std::string_view v = Detail(details, "block"); !v.empty()) arg("block", "[" + std::string(v) + "]", false);
+      if (const std::string_view v = Detail(details, "grid"); !v.empty())
+        arg("grid", "[" + std::string(v) + "]", false);
+      if (const std::string_view v = Detail(details, "block"); !v.empty())
+        arg("block", "[" + std::string(v) + "]", false);
       if (const std::string_view v = Detail(details, "occ_pct"); !v.empty()) {
         arg("est. achieved occupancy %", v, false);
       }
@@ -351,8 +358,8 @@ void ChromeTraceWriter::WriteEvent(const Event& e) {
       arg("Bytes", e.kind == EventKind::kFree ? "-" + bytes : bytes, false);
       if (e.kind == EventKind::kAlloc && (e.flags & kFlagAllocAnnotation) != 0) {  // liveprof's own args
         const AllocAnnotation a = ParseAllocAnnotation(Name(e.corr));
-        for (const auto& [key, value] : {std::pair{"Op", a.op}, {"Region", a.region}, {"Data Type", a.data_type},
-                                         {"Shape", a.shape}}) {
+        for (const auto& [key, value] :
+             {std::pair{"Op", a.op}, {"Region", a.region}, {"Data Type", a.data_type}, {"Shape", a.shape}}) {
           if (value.empty()) continue;
           std::string text;
           AppendJsonString(&text, value);
@@ -439,8 +446,7 @@ void ChromeTraceWriter::LaunchFlow(const Event& e, bool start) {
   }
 }
 
-bool ChromeTraceWriter::Write(std::span<const Event> definitions, std::span<const Event> events,
-                              std::string* error) {
+bool ChromeTraceWriter::Write(std::span<const Event> definitions, std::span<const Event> events, std::string* error) {
   for (const Event& d : definitions) Define(d);
   for (const Event& e : events) {
     if (e.kind == EventKind::kNameDef || e.kind == EventKind::kTrackDef) {
@@ -637,8 +643,8 @@ bool ExportStoreRangeTo(const TraceStore& store, uint64_t t0, uint64_t t1, const
     return write_error.empty();
   });
   if (events > max_events && write_error.empty()) {
-    write_error = "the range holds " + std::to_string(events) + " events, over the " +
-                  std::to_string(max_events) + " one export takes: narrow t0 / t1 or tracks";
+    write_error = "the range holds " + std::to_string(events) + " events, over the " + std::to_string(max_events) +
+                  " one export takes: narrow t0 / t1 or tracks";
   }
   flush();
   const bool ok = write_error.empty() && writer.Close(&write_error) && write_error.empty();
@@ -649,8 +655,13 @@ bool ExportStoreRangeTo(const TraceStore& store, uint64_t t0, uint64_t t1, const
 bool ExportStoreRange(const TraceStore& store, uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
                       std::string* gz, std::string* error) {
   gz->clear();
-  return ExportStoreRangeTo(store, t0, t1, tracks, [gz](std::string_view piece) { gz->append(piece); return true; },
-                            kMaxExportEvents, error);
+  return ExportStoreRangeTo(
+      store, t0, t1, tracks,
+      [gz](std::string_view piece) {
+        gz->append(piece);
+        return true;
+      },
+      kMaxExportEvents, error);
 }
 
 bool ExportStoreRangeStream(const TraceStore& store, uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,

@@ -124,12 +124,12 @@ class ChromeTraceWriter {
 
   uint64_t events_written() const { return written_; }
   uint64_t events_skipped() const { return skipped_; }  // kinds with no Chrome form.
-  uint64_t flows_written() const { return flows_; }      // ac2g flow events (not in events_written).
+  uint64_t flows_written() const { return flows_; }     // ac2g flow events (not in events_written).
 
  private:
   void Define(const Event& d);
   void WriteEvent(const Event& e);
-  void Emit(std::string_view json);  // one element of traceEvents.
+  void Emit(std::string_view json);                                    // one element of traceEvents.
   bool Start(bool gzip, const std::string& what, std::string* error);  // after Open / OpenString.
   void BeginEvents();  // the members kept so far, then "traceEvents": [.
   void WriteProcessNames();
@@ -140,19 +140,19 @@ class ChromeTraceWriter {
   std::string Track(TrackId id) const;  // "\"pid\":P,\"tid\":T"
 
   std::FILE* file_ = nullptr;
-  std::string path_, temp_path_;  // Open()'s, and the file written until Close().
+  std::string path_, temp_path_;                // Open()'s, and the file written until Close().
   std::function<bool(std::string_view)> sink_;  // OpenString's / OpenSink's, instead of file_.
   bool gzip_ = false;
   struct Deflater;
   std::unique_ptr<Deflater> deflater_;
   std::string buf_;  // JSON text not yet written.
   bool first_ = true;
-  std::vector<std::string_view> names_;  // by NameId.
-  std::vector<TrackInfo> tracks_;        // by TrackId.
+  std::vector<std::string_view> names_;               // by NameId.
+  std::vector<TrackInfo> tracks_;                     // by TrackId.
   std::unordered_map<NameId, uint32_t> op_external_;  // op name -> its last External id.
   uint32_t next_external_id_ = 0x80000000u;           // for ops that had none.
-  std::vector<Event> gpus_;  // kDeviceInfo, written as "deviceProperties" at the end.
-  int64_t base_time_ns_ = 0;  // 0: none.
+  std::vector<Event> gpus_;                           // kDeviceInfo, written as "deviceProperties" at the end.
+  int64_t base_time_ns_ = 0;                          // 0: none.
   std::string distributed_;
   bool keep_original_ = false;
   bool launch_flows_ = false;
@@ -170,7 +170,7 @@ class ChromeTraceWriter {
     uint64_t ts;
   };
   std::vector<ProcessName> process_names_;
-  std::string minified_;  // scratch for WriteKept.
+  std::string minified_;          // scratch for WriteKept.
   uint64_t min_ts_ = UINT64_MAX;  // of the events written (for metadata events' ts).
   uint64_t written_ = 0, skipped_ = 0, flows_ = 0;
 };

@@ -1,16 +1,16 @@
 #include "import/chrome_trace.h"
 
+#include <simdjson.h>
 #include <boost/unordered/unordered_flat_map.hpp>
 #include <boost/unordered/unordered_flat_set.hpp>
-#include <simdjson.h>
 
 #include <charconv>
 #include <string_view>
 #include <unordered_map>
 
 #include "import/decimal.h"
-#include "stream/alloc_annotation.h"
 #include "import/json_splitter.h"
+#include "stream/alloc_annotation.h"
 
 namespace liveprof {
 namespace {
@@ -18,7 +18,8 @@ namespace {
 namespace od = simdjson::ondemand;
 
 std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -54,8 +55,7 @@ std::string_view Text(od::value v, bool* bad) {
       if (v.is_null().get(is_null) || !is_null) *bad = true;
       return {};
     }
-    default:
-      return {};
+    default: return {};
   }
 }
 
@@ -84,7 +84,7 @@ uint32_t Id32(std::string_view text) {
 }
 
 // What liveprof makes of a ph X category.
-enum class Cat : uint8_t { kOp, kAnnotation, kRuntime, kDriver, kKernel, kMemcpy, kMemset, kStep, kInput, kOther, kDrop };
+enum class Cat { kOp, kAnnotation, kRuntime, kDriver, kKernel, kMemcpy, kMemset, kStep, kInput, kOther, kDrop };
 Cat Classify(std::string_view cat) {
   // liveprof's own (chrome_export.h): kinds with no Kineto form.
   if (cat == "liveprof_step") return Cat::kStep;
@@ -112,7 +112,8 @@ struct Fields {
   // args
   std::string_view external_id, correlation, device, stream, bytes, addr, device_type, device_id;
   std::string_view regs, shared, occupancy, blocks_per_sm, warps_per_sm, m_name, step_num, stage;
-  std::string_view allocator, op_name, alloc_op, region, data_type, shape, requested;  // liveprof's own (chrome_export.h).
+  std::string_view allocator, op_name, alloc_op, region, data_type, shape,
+      requested;  // liveprof's own (chrome_export.h).
   uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   bool has_grid = false, has_block = false;
   std::vector<std::pair<std::string_view, double>> counters;
@@ -250,16 +251,21 @@ struct ChromeTraceImporter::Parser {
       case 'c': return k == "correlation" ? &f.correlation : nullptr;
       case 'd': return k == "device" ? &f.device : nullptr;
       case 's':
-        return k == "stream" ? &f.stream : k == "shared memory" ? &f.shared : k == "step_num" ? &f.step_num
-               : k == "stage" ? &f.stage : nullptr;
+        return k == "stream"          ? &f.stream
+               : k == "shared memory" ? &f.shared
+               : k == "step_num"      ? &f.step_num
+               : k == "stage"         ? &f.stage
+                                      : nullptr;
       case 'b': return k == "bytes" ? &f.bytes : k == "blocks per SM" ? &f.blocks_per_sm : nullptr;
       case 'w': return k == "warps per SM" ? &f.warps_per_sm : nullptr;
       case 'B': return k == "Bytes" ? &f.bytes : nullptr;
       case 'A': return k == "Addr" ? &f.addr : k == "Allocator" ? &f.allocator : nullptr;
       case 'f': return k == "framework op" ? &f.op_name : nullptr;
       case 'D':
-        return k == "Device Type" ? &f.device_type : k == "Device Id" ? &f.device_id : k == "Data Type" ? &f.data_type
-                                                                                                          : nullptr;
+        return k == "Device Type" ? &f.device_type
+               : k == "Device Id" ? &f.device_id
+               : k == "Data Type" ? &f.data_type
+                                  : nullptr;
       case 'O': return k == "Op" ? &f.alloc_op : nullptr;
       case 'R': return k == "Region" ? &f.region : k == "Requested Bytes" ? &f.requested : nullptr;
       case 'S': return k == "Shape" ? &f.shape : nullptr;
@@ -440,8 +446,8 @@ struct ChromeTraceImporter::Parser {
     const Cat c = Classify(f.cat);
     // By category: runtime calls and ops may carry a "stream" arg too (ROCm's
     // hipLaunchKernel, Triton's ops) and stay on the host.
-    const bool gpu = c == Cat::kKernel || c == Cat::kMemcpy || c == Cat::kMemset ||
-                     (c == Cat::kOther && !f.stream.empty());
+    const bool gpu =
+        c == Cat::kKernel || c == Cat::kMemcpy || c == Cat::kMemset || (c == Cat::kOther && !f.stream.empty());
     if (c == Cat::kDrop) return Drop("category " + std::string(f.cat) + " (not analysed)");
     if (gpu) {
       if (keep) Remember(gpu_pids, f.pid);
@@ -451,17 +457,22 @@ struct ChromeTraceImporter::Parser {
       switch (c) {
         case Cat::kKernel: {
           e.kind = EventKind::kKernel;
-          std::string d = "regs:" + std::string(f.regs.empty() ? "0" : f.regs) + " static_shared:" +
-                          std::string(f.shared.empty() ? "0" : f.shared) + " dynamic_shared:0";
-          if (f.has_grid) d += " grid:" + std::to_string(f.grid[0]) + "," + std::to_string(f.grid[1]) + "," + std::to_string(f.grid[2]);
-          if (f.has_block) d += " block:" + std::to_string(f.block[0]) + "," + std::to_string(f.block[1]) + "," + std::to_string(f.block[2]);
+          std::string d = "regs:" + std::string(f.regs.empty() ? "0" : f.regs) +
+                          " static_shared:" + std::string(f.shared.empty() ? "0" : f.shared) + " dynamic_shared:0";
+          if (f.has_grid)
+            d += " grid:" + std::to_string(f.grid[0]) + "," + std::to_string(f.grid[1]) + "," +
+                 std::to_string(f.grid[2]);
+          if (f.has_block)
+            d += " block:" + std::to_string(f.block[0]) + "," + std::to_string(f.block[1]) + "," +
+                 std::to_string(f.block[2]);
           if (!f.occupancy.empty()) d += " occ_pct:" + std::string(f.occupancy);
           if (!f.blocks_per_sm.empty()) d += " blocks_per_sm:" + std::string(f.blocks_per_sm);
           if (!f.warps_per_sm.empty()) d += " warps_per_sm:" + std::string(f.warps_per_sm);
           e.payload.kernel.details = names->Intern(d);
           if (!f.external_id.empty()) {
             e.payload.kernel.op = OpOf(U64(f.external_id));
-            if (e.payload.kernel.op == 0) AddCount(report->caveats, "kernel whose op is not before it (no kernel-op link)");
+            if (e.payload.kernel.op == 0)
+              AddCount(report->caveats, "kernel whose op is not before it (no kernel-op link)");
           } else if (!f.op_name.empty()) {
             e.payload.kernel.op = names->Intern(f.op_name);
           }
@@ -475,8 +486,7 @@ struct ChromeTraceImporter::Parser {
           e.kind = EventKind::kMemset;
           e.payload.copy.bytes = U64(f.bytes);
           break;
-        default:
-          return Drop("other spans on GPU streams");
+        default: return Drop("other spans on GPU streams");
       }
       return Emit(e);
     }
@@ -502,9 +512,7 @@ struct ChromeTraceImporter::Parser {
         e.kind = EventKind::kInputSpan;
         e.sub = static_cast<uint8_t>(U64(f.stage));
         break;
-      default:
-        e.kind = EventKind::kHostSpan;
-        break;
+      default: e.kind = EventKind::kHostSpan; break;
     }
     Emit(e);
   }
@@ -659,8 +667,8 @@ bool ChromeTraceImporter::Run(const std::function<bool(std::string_view*)>& next
   if (ok && report->trace_events > 0) {
     const auto it = report->dropped.find("not an object");
     if (it != report->dropped.end() && it->second == report->trace_events) {
-      *error = "not a Chrome trace: none of its " + std::to_string(report->trace_events) +
-               " trace events is a JSON object";
+      *error =
+          "not a Chrome trace: none of its " + std::to_string(report->trace_events) + " trace events is a JSON object";
       return false;
     }
     const auto no_phase = report->phases.find("");

@@ -62,16 +62,16 @@
 namespace liveprof {
 
 struct ImportReport {
-  uint64_t bytes = 0;          // uncompressed JSON bytes read.
-  uint64_t trace_events = 0;   // elements of traceEvents.
-  uint64_t events_out = 0;     // liveprof events made.
+  uint64_t bytes = 0;                                       // uncompressed JSON bytes read.
+  uint64_t trace_events = 0;                                // elements of traceEvents.
+  uint64_t events_out = 0;                                  // liveprof events made.
   std::map<std::string, uint64_t, std::less<>> dropped;     // reason -> count.
   std::map<std::string, uint64_t, std::less<>> caveats;     // kept, but: what -> count.
   std::map<std::string, uint64_t, std::less<>> phases;      // ph -> count.
   std::map<std::string, uint64_t, std::less<>> categories;  // cat -> count (ph X).
-  int64_t base_time_ns = 0;    // baseTimeNanoseconds, when given.
+  int64_t base_time_ns = 0;                                 // baseTimeNanoseconds, when given.
   bool has_base_time = false;
-  std::string schema;          // schemaVersion, as written.
+  std::string schema;  // schemaVersion, as written.
   // Kineto's "distributedInfo" (the rank in its job), as written (JSON
   // text, "" without), and the numbers read from it (-1 without).
   std::string distributed;

@@ -25,8 +25,7 @@ bool ChromeTraceImporter::ImportFile(const std::string& path, const Sink& sink, 
   auto next = [&](std::string_view* c) {
     if (progress) {
       progress({reader.file_bytes_read(), size_error ? 0 : static_cast<uint64_t>(size), reader.bytes_out(),
-                report->events_out,
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
+                report->events_out, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
     }
     return read_ok = reader.Next(c);
   };
@@ -42,11 +41,13 @@ bool ChromeTraceImporter::ImportFile(const std::string& path, const Sink& sink, 
 bool ChromeTraceImporter::ImportText(std::string_view text, const Sink& sink, ImportReport* report,
                                      std::string* error) {
   bool given = false;
-  return Run([&](std::string_view* c) {
-    *c = given ? std::string_view() : text;
-    given = true;
-    return true;
-  }, sink, report, error);
+  return Run(
+      [&](std::string_view* c) {
+        *c = given ? std::string_view() : text;
+        given = true;
+        return true;
+      },
+      sink, report, error);
 }
 
 }  // namespace liveprof

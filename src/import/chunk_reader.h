@@ -14,9 +14,9 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace liveprof {
@@ -67,11 +67,11 @@ class ChunkReader {
   // gzip: the queue between the inflating thread and Next().
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::string> full_;    // inflated, in order.
-  std::vector<std::string> free_;   // buffers to reuse.
-  std::string current_;             // the chunk Next() handed out last.
-  bool inflate_done_ = false;       // the thread has queued its last chunk.
-  bool stop_ = false;               // the reader is going away.
+  std::deque<std::string> full_;   // inflated, in order.
+  std::vector<std::string> free_;  // buffers to reuse.
+  std::string current_;            // the chunk Next() handed out last.
+  bool inflate_done_ = false;      // the thread has queued its last chunk.
+  bool stop_ = false;              // the reader is going away.
   std::string inflate_error_;
   std::thread thread_;
 };

@@ -10,9 +10,9 @@ std::optional<int64_t> MicrosTextToNs(std::string_view text) {
   if (negative) ++i;
   // The significant digits as one integer, and the power of ten it is off by.
   uint64_t mantissa = 0;
-  int digits = 0;         // significant digits kept (at most 19).
-  int exponent = 0;       // value = mantissa * 10^exponent µs.
-  int round_digit = 0;    // the first digit dropped past the 19th.
+  int digits = 0;       // significant digits kept (at most 19).
+  int exponent = 0;     // value = mantissa * 10^exponent µs.
+  int round_digit = 0;  // the first digit dropped past the 19th.
   bool any = false;
   bool dropped = false;
   auto digit = [&](char c, bool fraction) {

@@ -149,8 +149,7 @@ bool TraceJsonSplitter::Feed(std::string_view data) {
   while (i < data.size()) {
     const char c = data[i];
     switch (state_) {
-      case State::kFailed:
-        return false;
+      case State::kFailed: return false;
       case State::kBegin:
         if (IsSpace(c) || (offset_ + i < 3 && IsBomByte(c))) {
           ++i;
@@ -287,12 +286,9 @@ bool TraceJsonSplitter::Feed(std::string_view data) {
 bool TraceJsonSplitter::Finish() {
   const std::string where = "the text ends at byte " + std::to_string(offset_);
   switch (state_) {
-    case State::kFailed:
-      return false;
-    case State::kDone:
-      break;
-    case State::kBegin:
-      return Fail("empty: no JSON text");
+    case State::kFailed: return false;
+    case State::kDone: break;
+    case State::kBegin: return Fail("empty: no JSON text");
     case State::kEvents:
       if (!FlushBatch()) return false;
       if (bare_array_) break;  // the JSON Array Format may leave out its ']'.
@@ -303,8 +299,7 @@ bool TraceJsonSplitter::Finish() {
       return Fail(where + " inside trace event #" + std::to_string(events_ + 1) + " (truncated? " +
                   std::to_string(events_) + " events kept)");
     default:
-      return Fail(where + " inside the top-level object (truncated? " + std::to_string(events_) +
-                  " events kept)");
+      return Fail(where + " inside the top-level object (truncated? " + std::to_string(events_) + " events kept)");
   }
   if (!saw_events_) return Fail("no \"traceEvents\" member: not a Chrome trace");
   return true;

@@ -51,13 +51,22 @@ class TraceJsonSplitter {
   bool Finish();
 
   const std::string& error() const { return error_; }
-  uint64_t bytes() const { return offset_; }       // bytes scanned.
-  uint64_t events() const { return events_; }      // elements handed over.
+  uint64_t bytes() const { return offset_; }   // bytes scanned.
+  uint64_t events() const { return events_; }  // elements handed over.
   bool saw_trace_events() const { return saw_events_; }
 
  private:
   enum class State : uint8_t {
-    kBegin, kKey, kKeyString, kColon, kValue, kMember, kEvents, kEvent, kDone, kFailed,
+    kBegin,
+    kKey,
+    kKeyString,
+    kColon,
+    kValue,
+    kMember,
+    kEvents,
+    kEvent,
+    kDone,
+    kFailed,
   };
   bool Fail(std::string what);
   bool FlushBatch();
@@ -84,7 +93,7 @@ class TraceJsonSplitter {
   std::string member_;
   std::string batch_;
   size_t batch_count_ = 0;
-  size_t batch_mark_ = 0;  // batch_'s size before the event being scanned.
+  size_t batch_mark_ = 0;     // batch_'s size before the event being scanned.
   uint64_t event_begin_ = 0;  // the byte where the event being scanned begins.
   uint64_t offset_ = 0;
   uint64_t events_ = 0;

@@ -42,8 +42,7 @@ bool TraceReplay::Load(const std::string& path, std::string* error, ProgressLine
   for (const Event& d : definitions) {
     if (d.kind == EventKind::kNameDef) {
       if (d.name >= name_of.size()) name_of.resize(d.name + 1, 0);
-      name_of[d.name] = stream_.names().Intern(
-          std::string_view(d.payload.name_def.data, d.payload.name_def.size));
+      name_of[d.name] = stream_.names().Intern(std::string_view(d.payload.name_def.data, d.payload.name_def.size));
     }
   }
   auto name = [&](NameId id) { return id < name_of.size() ? name_of[id] : NameId{0}; };
@@ -159,15 +158,17 @@ void TraceReplay::Run() {
   const uint64_t start_ns = HostNowNs();
   const auto wall_start = Wall::now();
   uint64_t shift = start_ns;  // where the trace's first instant lands, this loop.
-  Advance(start_ns - 1);  // nothing is written yet.
+  Advance(start_ns - 1);      // nothing is written yet.
   while (!stop_.load(std::memory_order_relaxed)) {
     const uint64_t loop_start = shift;  // the trace's first instant, this loop.
     // Correlation ids are unique in a run: a loop that reused the last one's
     // would join its kernels to the last loop's launches.
-    const uint32_t corr_shift = static_cast<uint32_t>(loops_.load(std::memory_order_relaxed) * (uint64_t{max_corr_} + 1));
+    const uint32_t corr_shift =
+        static_cast<uint32_t>(loops_.load(std::memory_order_relaxed) * (uint64_t{max_corr_} + 1));
     // And its own step numbers, after the last loop's.
-    const int64_t step_shift =
-        max_step_ >= min_step_ ? static_cast<int64_t>(loops_.load(std::memory_order_relaxed)) * (max_step_ - min_step_ + 1) : 0;
+    const int64_t step_shift = max_step_ >= min_step_ ? static_cast<int64_t>(loops_.load(std::memory_order_relaxed)) *
+                                                            (max_step_ - min_step_ + 1)
+                                                      : 0;
     size_t next = 0;
     while (next < events_.size() && !stop_.load(std::memory_order_relaxed)) {
       uint64_t position;  // the replay's time, in the moved trace.

@@ -6,8 +6,8 @@
 //
 // Time: the trace is moved to start at the host time of Start() (each loop
 // one millisecond after the previous one ended, with its correlation ids
-// moved past the previous loop's); durations and gaps stay the trace's, so every analysis reads as it would on the original run. The
-// stream runs on the replay's clock (Clock(), to be the drain loop's clock:
+// moved past the previous loop's); durations and gaps stay the trace's, so every analysis reads as it would on the
+// original run. The stream runs on the replay's clock (Clock(), to be the drain loop's clock:
 // DrainLoop::Options::clock): the replay's position in the moved trace,
 // which it also declares as the ring's progress. Windows, the reorder buffer
 // and alerts therefore keep the trace's time at any speed, and no event can

@@ -18,8 +18,7 @@ bool ImportWhole(TraceFileImporter& importer, const std::string& path, std::vect
         events->insert(events->end(), batch.begin(), batch.end());
       },
       report, error,
-      progress ? ImportProgressFn([progress](const ImportProgress& p) { progress->Update(p); })
-               : ImportProgressFn());
+      progress ? ImportProgressFn([progress](const ImportProgress& p) { progress->Update(p); }) : ImportProgressFn());
   if (!ok && progress) progress->Clear();
   // Kineto's timestamps count from baseTimeNanoseconds (written after the
   // events): with it, the events are on the wall clock, as other ranks' are.
@@ -71,7 +70,7 @@ bool AnalyzeTrace(const std::string& path, const AnalysesOptions& options, const
   };
   for (const Event& e : events) {
     if (!IsDeviceKind(e.kind) || e.dur > kMaxEventDurationNs) continue;
-    const GpuWork work = IsMemcpyKind(e.kind)   ? GpuWork::kMemcpy
+    const GpuWork work = IsMemcpyKind(e.kind)    ? GpuWork::kMemcpy
                          : is_collective(e.name) ? GpuWork::kCommunication
                                                  : GpuWork::kCompute;
     by_device[e.device].push_back({e.ts, e.end(), work});

@@ -14,8 +14,8 @@
 
 #include "aggregators/analyses.h"
 #include "aggregators/steps/gpu_timeline.h"
-#include "import/trace_file.h"
 #include "import/progress.h"
+#include "import/trace_file.h"
 
 namespace liveprof {
 

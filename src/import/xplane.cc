@@ -11,9 +11,9 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <iterator>
-#include <filesystem>
 #include <optional>
 #include <unordered_map>
 
@@ -32,23 +32,57 @@ using xplane::XStat;
 
 // The stats the importer reads (xplane_schema.cc's names).
 enum class Stat : uint8_t {
-  kOther, kCorrelationId, kKernelDetails, kMemcpyDetails, kTfOp, kLevel0, kGroupId, kStepName, kStepNum,
-  kIterNum, kRoot, kAllocatorName, kAddr, kAllocationBytes, kRequestedBytes, kName,
-  kRegionType, kDataType, kTensorShape,
+  kOther,
+  kCorrelationId,
+  kKernelDetails,
+  kMemcpyDetails,
+  kTfOp,
+  kLevel0,
+  kGroupId,
+  kStepName,
+  kStepNum,
+  kIterNum,
+  kRoot,
+  kAllocatorName,
+  kAddr,
+  kAllocationBytes,
+  kRequestedBytes,
+  kName,
+  kRegionType,
+  kDataType,
+  kTensorShape,
   // device plane stats
-  kCcMajor, kCcMinor, kCoreCount, kMemorySize, kVendor,
+  kCcMajor,
+  kCcMinor,
+  kCoreCount,
+  kMemorySize,
+  kVendor,
 };
 Stat StatOf(std::string_view name) {
   static const std::unordered_map<std::string_view, Stat> kStats = {
-      {"correlation_id", Stat::kCorrelationId}, {"kernel_details", Stat::kKernelDetails},
-      {"memcpy_details", Stat::kMemcpyDetails}, {"tf_op", Stat::kTfOp}, {"level 0", Stat::kLevel0},
-      {"group_id", Stat::kGroupId}, {"step_name", Stat::kStepName}, {"step_num", Stat::kStepNum},
-      {"iter_num", Stat::kIterNum}, {"_r", Stat::kRoot}, {"allocator_name", Stat::kAllocatorName},
-      {"addr", Stat::kAddr}, {"allocation_bytes", Stat::kAllocationBytes},
-      {"requested_bytes", Stat::kRequestedBytes}, {"compute_cap_major", Stat::kCcMajor},
-      {"compute_cap_minor", Stat::kCcMinor}, {"core_count", Stat::kCoreCount}, {"memory_size", Stat::kMemorySize},
-      {"device_vendor", Stat::kVendor}, {"name", Stat::kName}, {"region_type", Stat::kRegionType},
-      {"data_type", Stat::kDataType}, {"tensor_shape", Stat::kTensorShape},
+      {"correlation_id", Stat::kCorrelationId},
+      {"kernel_details", Stat::kKernelDetails},
+      {"memcpy_details", Stat::kMemcpyDetails},
+      {"tf_op", Stat::kTfOp},
+      {"level 0", Stat::kLevel0},
+      {"group_id", Stat::kGroupId},
+      {"step_name", Stat::kStepName},
+      {"step_num", Stat::kStepNum},
+      {"iter_num", Stat::kIterNum},
+      {"_r", Stat::kRoot},
+      {"allocator_name", Stat::kAllocatorName},
+      {"addr", Stat::kAddr},
+      {"allocation_bytes", Stat::kAllocationBytes},
+      {"requested_bytes", Stat::kRequestedBytes},
+      {"compute_cap_major", Stat::kCcMajor},
+      {"compute_cap_minor", Stat::kCcMinor},
+      {"core_count", Stat::kCoreCount},
+      {"memory_size", Stat::kMemorySize},
+      {"device_vendor", Stat::kVendor},
+      {"name", Stat::kName},
+      {"region_type", Stat::kRegionType},
+      {"data_type", Stat::kDataType},
+      {"tensor_shape", Stat::kTensorShape},
   };
   const auto it = kStats.find(name);
   return it == kStats.end() ? Stat::kOther : it->second;
@@ -57,8 +91,17 @@ Stat StatOf(std::string_view name) {
 // The lines xprof derives on device planes from the others: not activity.
 bool IsDerivedLine(const XLine& line) {
   static const std::string_view kDerived[] = {
-      "Steps", "XLA Modules", "XLA Ops", "Async XLA Ops", "TensorFlow Ops", "Framework Ops",
-      "TensorFlow Name Scope", "Framework Name Scope", "Source code", "Launch Stats", "XLA TraceMe",
+      "Steps",
+      "XLA Modules",
+      "XLA Ops",
+      "Async XLA Ops",
+      "TensorFlow Ops",
+      "Framework Ops",
+      "TensorFlow Name Scope",
+      "Framework Name Scope",
+      "Source code",
+      "Launch Stats",
+      "XLA TraceMe",
   };
   for (const std::string_view d : kDerived) {
     if (line.name() == d) return true;
@@ -93,9 +136,9 @@ uint64_t CopyBytes(std::string_view details) {
 // (DataTypeString: "float", "int32", "bfloat16", ..., "INVALID" for 0).
 std::string_view TfDataTypeName(uint64_t type) {
   static constexpr std::string_view kNames[] = {
-      "INVALID", "float",  "double", "int32",  "uint8",      "int16",  "int8",     "string",
-      "complex64", "int64", "bool",  "qint8",  "quint8",     "qint32", "bfloat16", "qint16",
-      "quint16", "uint16", "complex128", "half", "resource", "variant", "uint32",  "uint64",
+      "INVALID",   "float",  "double",     "int32", "uint8",    "int16",   "int8",     "string",
+      "complex64", "int64",  "bool",       "qint8", "quint8",   "qint32",  "bfloat16", "qint16",
+      "quint16",   "uint16", "complex128", "half",  "resource", "variant", "uint32",   "uint64",
   };
   return type < std::size(kNames) ? kNames[type] : "unknown";
 }
@@ -246,8 +289,8 @@ class Converter {
   // An XEvent's time, name (its metadata's, interned once per plane) and
   // stats (its metadata's, then its own) on `track`; false, counted, when
   // it has no time.
-  bool Read(const XPlane& plane, const PlaneStats& stats, const XLine& line, const XEvent& x, TrackId track,
-            Event* e, Stats* s) {
+  bool Read(const XPlane& plane, const PlaneStats& stats, const XLine& line, const XEvent& x, TrackId track, Event* e,
+            Stats* s) {
     const auto times = Times(line, x);
     if (!times) {
       AddCount(report_->dropped, "events without a usable time (aggregated, before 0 or out of range)");
@@ -295,8 +338,8 @@ class Converter {
           e.kind = EventKind::kInputSpan;
         } else {
           const OpCategory c = ParseTfOpName(name).category;
-          e.kind = c == OpCategory::kTensorFlow || c == OpCategory::kJax ? EventKind::kFrameworkOp
-                                                                         : EventKind::kHostSpan;
+          e.kind =
+              c == OpCategory::kTensorFlow || c == OpCategory::kJax ? EventKind::kFrameworkOp : EventKind::kHostSpan;
         }
         Emit(e);
       }
@@ -310,12 +353,13 @@ class Converter {
   // is its allocation's: xprof copies it from there too (docs/semantics-tf.md §8.3).
   void Memory(Event& e, const Stats& s, bool alloc) {
     const std::optional<uint64_t> bytes = s.allocation_bytes ? s.allocation_bytes : s.requested_bytes;
-    if (!bytes || s.allocator.empty()) return AddCount(report_->dropped, "memory events without allocator_name or bytes");
+    if (!bytes || s.allocator.empty())
+      return AddCount(report_->dropped, "memory events without allocator_name or bytes");
     uint8_t device = 0;
     // "GPU_0_bfc" (or "gpu_0_bfc") is device 0's; "gpu_host_bfc" is the
     // host's pinned memory that TF keeps for copies.
-    const bool gpu = (s.allocator.starts_with("GPU_") || s.allocator.starts_with("gpu_")) &&
-                     s.allocator.size() > 4 && s.allocator[4] >= '0' && s.allocator[4] <= '9';
+    const bool gpu = (s.allocator.starts_with("GPU_") || s.allocator.starts_with("gpu_")) && s.allocator.size() > 4 &&
+                     s.allocator[4] >= '0' && s.allocator[4] <= '9';
     const bool pinned = !gpu && s.allocator == "gpu_host_bfc";
     if (gpu) {
       unsigned d = 0;
@@ -363,12 +407,12 @@ class Converter {
       if (IsDerivedLine(line)) {
         if (line.events_size() > 0) {
           AddCount(report_->dropped, "events of derived line " + line.name() + " (the other lines hold them)",
-                static_cast<uint64_t>(line.events_size()));
+                   static_cast<uint64_t>(line.events_size()));
         }
         continue;
       }
-      const TrackId track = Track(TrackType::kGpuStream, device, line.id(),
-                                  "GPU " + std::to_string(device) + " " + line.name());
+      const TrackId track =
+          Track(TrackType::kGpuStream, device, line.id(), "GPU " + std::to_string(device) + " " + line.name());
       for (const XEvent& x : line.events()) Device(plane, stats, line, x, track, device);
     }
     if (had_steps && !steps_from_device_) {
@@ -565,8 +609,8 @@ bool ImportXPlaneBytes(std::string_view bytes, NameTable* names, const ChromeTra
     return false;
   }
   pb::io::ArrayInputStream input(bytes.data(), static_cast<int>(bytes.size()));
-  return ImportXSpace(&input, "XSpace bytes", names, sink, report, error, [] { return std::nullopt; },
-                      [](uint64_t) {});
+  return ImportXSpace(
+      &input, "XSpace bytes", names, sink, report, error, [] { return std::nullopt; }, [](uint64_t) {});
 }
 
 }  // namespace liveprof

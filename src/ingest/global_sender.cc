@@ -81,8 +81,8 @@ bool ConnectGlobalStream(const SenderOptions& options, std::string* error) {
     return false;
   }
   if (g_sender != nullptr) {
-    *error = "connecting to " + options.address + ": this process already sends to a server (" +
-             g_sender->address() + "); disconnect first";
+    *error = "connecting to " + options.address + ": this process already sends to a server (" + g_sender->address() +
+             "); disconnect first";
     return false;
   }
   static bool at_fork = pthread_atfork(PrepareFork, AfterForkInParent, AfterForkInChild) == 0;

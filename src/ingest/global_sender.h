@@ -31,9 +31,9 @@ struct SenderOptions {
   // that process's pid; shown by the server as "<its label> · <helper>".
   std::string helper;
   uint64_t helper_of = 0;
-  uint64_t flush_period_ns = 10'000'000;         // a batch at least this often.
-  uint64_t reconnect_period_ns = 500'000'000;    // between attempts.
-  size_t max_unacked_bytes = size_t{64} << 20;   // kept for a resend.
+  uint64_t flush_period_ns = 10'000'000;        // a batch at least this often.
+  uint64_t reconnect_period_ns = 500'000'000;   // between attempts.
+  size_t max_unacked_bytes = size_t{64} << 20;  // kept for a resend.
 };
 
 struct SenderStatus {
@@ -51,13 +51,13 @@ struct SenderStatus {
   uint64_t events_dropped_unacked = 0;  // lost: batches dropped unacknowledged (max_unacked_bytes).
   uint64_t events_unsent_at_stop = 0;   // lost: not acknowledged when the sender stopped.
   uint64_t events_lost() const { return events_ring_dropped + events_dropped_unacked + events_unsent_at_stop; }
-  uint64_t events_pending() const {     // recorded, neither delivered nor lost yet.
+  uint64_t events_pending() const {  // recorded, neither delivered nor lost yet.
     const uint64_t settled = events_delivered + events_lost();
     return events_recorded > settled ? events_recorded - settled : 0;
   }
-  uint64_t connects = 0;         // successful connections (1 + reconnects).
-  uint64_t events_refused = 0;   // events the server refused (IngestAck.refused), summed.
-  std::string last_error;        // the latest failure, or empty.
+  uint64_t connects = 0;        // successful connections (1 + reconnects).
+  uint64_t events_refused = 0;  // events the server refused (IngestAck.refused), summed.
+  std::string last_error;       // the latest failure, or empty.
 };
 
 // Starts the sender for GlobalStream() (once per process: a second call

@@ -19,7 +19,7 @@ namespace {
 // A source's ring: read while at most half full, so a whole batch of the
 // largest a sender sends (65,536 events) always fits in the other half.
 constexpr size_t kDefaultRingEvents = size_t{1} << 18;  // 12 MiB.
-constexpr uint64_t kProgressSlackNs = 50'000'000;  // a sender's declared progress, held back this much more.
+constexpr uint64_t kProgressSlackNs = 50'000'000;       // a sender's declared progress, held back this much more.
 constexpr size_t kMaxSessions = 1024;
 constexpr size_t kMaxStatuses = 1024;
 
@@ -72,7 +72,7 @@ void IngestWorkers::Remember(const std::string& session, uint64_t seq) {
 }
 
 IngestConnection::IngestConnection(Stream& stream, IngestWorkers& workers, const Options& options, uint64_t id,
-                           std::string endpoint, uint64_t now_ns)
+                                   std::string endpoint, uint64_t now_ns)
     : stream_(stream), workers_(workers), options_(options), decoder_(stream) {
   connected_ns_ = last_byte_ns_ = now_ns;
   status_.id = id;
@@ -120,8 +120,13 @@ bool IngestConnection::TakeFrames(std::string* reason) {
     if (const auto& cost = decoder_.batch_cost()) TakeSelfCost(&status_.cost, *cost);
     if (const auto& st = decoder_.state()) {
       IngestServer::CaptureState& cs = status_.capture;
-      cs = IngestServer::CaptureState{true, st->control_id, st->host_level, st->python_scopes, st->gpu,
-                                      st->gpu_available, 0,
+      cs = IngestServer::CaptureState{true,
+                                      st->control_id,
+                                      st->host_level,
+                                      st->python_scopes,
+                                      st->gpu,
+                                      st->gpu_available,
+                                      0,
                                       st->gpu_available && st->gpu_level != 0 ? st->gpu_level - 1 : -1};
       if (st->until_ns != 0) {
         const __int128 until = static_cast<__int128>(st->until_ns) + decoder_.clock_offset_ns();
@@ -340,7 +345,8 @@ void SayClosed(const IngestServer::SourceStatus& s) {
   const uint64_t now = HostNowNs() / 1'000'000'000;
   if (now != second) {
     if (unsaid > 0) {
-      std::fprintf(stderr, "liveprof: ingest: %llu more sources closed (each one's reason: /api/status, server.ingest)\n",
+      std::fprintf(stderr,
+                   "liveprof: ingest: %llu more sources closed (each one's reason: /api/status, server.ingest)\n",
                    static_cast<unsigned long long>(unsaid));
     }
     second = now;
@@ -406,14 +412,12 @@ std::vector<IngestServer::RefusedCount> IngestStatuses::RefusedTotals() const {
   for (const IngestServer::SourceStatus& s : status_) {
     for (const IngestRefusal& r : s.refused) AddRefused(&totals, "ingest " + s.label, r);
   }
-  std::sort(totals.begin(), totals.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.source, a.reason) < std::tie(b.source, b.reason);
-  });
+  std::sort(totals.begin(), totals.end(),
+            [](const auto& a, const auto& b) { return std::tie(a.source, a.reason) < std::tie(b.source, b.reason); });
   return totals;
 }
 
-bool IngestStatuses::CheckCapture(uint64_t id, const IngestServer::CaptureRequest& request,
-                                  std::string* error) const {
+bool IngestStatuses::CheckCapture(uint64_t id, const IngestServer::CaptureRequest& request, std::string* error) const {
   if (request.host_level < 0 || request.host_level > 3) {  // (host_api.h: kHostLevelVerbose)
     *error = "host_level " + std::to_string(request.host_level) + ": 1 (critical), 2 (detailed) or 3 (verbose)";
     return false;
@@ -430,7 +434,9 @@ bool IngestStatuses::CheckCapture(uint64_t id, const IngestServer::CaptureReques
   const auto s = std::find_if(status_.begin(), status_.end(), [&](const auto& o) { return o.id == id; });
   if (s == status_.end() || !s->connected || s->worker == 0) {
     *error = "source " + std::to_string(id) +
-             (s == status_.end() ? " is unknown" : !s->connected ? " is closed" : " has not said hello yet");
+             (s == status_.end() ? " is unknown"
+              : !s->connected    ? " is closed"
+                                 : " has not said hello yet");
     return false;
   }
   // (not said yet, or an older sender: none)

@@ -58,7 +58,7 @@ class IngestConnection {
   using SourceStatus = IngestServer::SourceStatus;
 
   IngestConnection(Stream& stream, IngestWorkers& workers, const Options& options, uint64_t id, std::string endpoint,
-               uint64_t now_ns);
+                   uint64_t now_ns);
 
   // Bytes are read into it (Reserve, Commit) by the server.
   FrameSplitter& splitter() { return splitter_; }
@@ -132,16 +132,16 @@ class IngestConnection {
   uint64_t answered_ns_ = 0;  // the last pong (or the hello): liveness.
   uint64_t last_batch_ns_ = 0;
   uint64_t batches_seen_ = 0;
-  std::string session_;         // host, pid, session: IngestWorkers' key.
-  uint32_t control_id_ = 0;     // the last IngestControl's.
-  uint32_t ping_id_ = 0;        // the ping in flight,
-  uint64_t ping_sent_ns_ = 0;   // and our clock in it.
+  std::string session_;        // host, pid, session: IngestWorkers' key.
+  uint32_t control_id_ = 0;    // the last IngestControl's.
+  uint32_t ping_id_ = 0;       // the ping in flight,
+  uint64_t ping_sent_ns_ = 0;  // and our clock in it.
   // A sender on this host reads the same clock (CLOCK_MONOTONIC): its
   // offset is 0, not estimated (an estimate that improves moves a
   // sender's later events against its earlier ones, and two contiguous
   // steps could swap).
   bool same_clock_ = false;
-  uint64_t declared_ns_ = 0;    // the ring's declared progress (DeclareProgress).
+  uint64_t declared_ns_ = 0;  // the ring's declared progress (DeclareProgress).
   // Refused events of the batches since the last ack (IngestAck.refused_*):
   // how many, the first of them (its batch, reason and message), and the
   // last batch with any (they go with the ack that covers it).

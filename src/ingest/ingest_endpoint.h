@@ -12,8 +12,8 @@ namespace liveprof {
 // "unix:/run/liveprof.sock" or "tcp:127.0.0.1:7777" (port 0: any free one).
 struct IngestEndpoint {
   bool tcp = false;
-  std::string path;       // unix
-  std::string host;       // tcp: a loopback address (127.x.x.x); others need the web token (later).
+  std::string path;  // unix
+  std::string host;  // tcp: a loopback address (127.x.x.x); others need the web token (later).
   uint16_t port = 0;
   std::string ToString() const;
 };

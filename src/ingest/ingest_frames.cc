@@ -104,9 +104,7 @@ constexpr std::string_view kUndefinedKernelName = "undefined_kernel_name";
 constexpr std::string_view kUndefinedTrack = "undefined_track";
 
 // An allocation whose corr is a name (event.h, kFlagAllocAnnotation).
-bool AnnotatedAlloc(const Event& e) {
-  return e.kind == EventKind::kAlloc && (e.flags & kFlagAllocAnnotation) != 0;
-}
+bool AnnotatedAlloc(const Event& e) { return e.kind == EventKind::kAlloc && (e.flags & kFlagAllocAnnotation) != 0; }
 
 // What was wrong with event `i` of a batch, refused for `reason`.
 std::string RefusalMessage(std::string_view reason, uint32_t i, const Event& e) {
@@ -160,7 +158,8 @@ void IngestDecoder::Refuse(const std::string& where, std::string_view reason, ui
     batch_refused_.reason = reason;
     batch_refused_.message = RefusalMessage(reason, i, e);
   }
-  auto it = std::find_if(refusals_.begin(), refusals_.end(), [&](const IngestRefusal& r) { return r.reason == reason; });
+  auto it =
+      std::find_if(refusals_.begin(), refusals_.end(), [&](const IngestRefusal& r) { return r.reason == reason; });
   if (it == refusals_.end()) {
     refusals_.push_back({std::string(reason), 0, where + ": " + RefusalMessage(reason, i, e)});
     it = refusals_.end() - 1;
@@ -199,8 +198,8 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
   if (f->body_type() == wire::Body::IngestState) {
     if (!has_hello_) return Fail(where, "a state before the hello");
     const wire::IngestState& st = *f->body_as_IngestState();
-    state_ = State{st.control_id(), st.host_level(), st.python_scopes(), st.gpu(), st.gpu_available(), st.until_ns(),
-                   st.gpu_level()};
+    state_ = State{st.control_id(),    st.host_level(), st.python_scopes(), st.gpu(),
+                   st.gpu_available(), st.until_ns(),   st.gpu_level()};
     return true;
   }
   if (f->body_type() == wire::Body::IngestHello) {
@@ -224,8 +223,9 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
     // A helper (a DataLoader worker) is named after the process it serves:
     // "rank 0 · loader 1", "host:1234 · loader 1" (the same rows for each
     // epoch's new workers).
-    const uint64_t pid = h.helper() != nullptr && h.helper()->size() > 0 && h.helper_of() != 0 ? h.helper_of() : h.pid();
-    source_.label = h.rank() >= 0      ? "rank " + std::to_string(h.rank())
+    const uint64_t pid =
+        h.helper() != nullptr && h.helper()->size() > 0 && h.helper_of() != 0 ? h.helper_of() : h.pid();
+    source_.label = h.rank() >= 0          ? "rank " + std::to_string(h.rank())
                     : source_.host.empty() ? "pid " + std::to_string(pid)
                                            : source_.host + ":" + std::to_string(pid);
     if (h.helper() != nullptr && h.helper()->size() > 0) {
@@ -320,8 +320,7 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
       refused = kTimeOverflow;
     } else if (!defined(e.name) || (AnnotatedAlloc(e) && !defined(e.corr))) {
       refused = kUndefinedName;
-    } else if (e.kind == EventKind::kKernel &&
-               (!defined(e.payload.kernel.details) || !defined(e.payload.kernel.op))) {
+    } else if (e.kind == EventKind::kKernel && (!defined(e.payload.kernel.details) || !defined(e.payload.kernel.op))) {
       refused = kUndefinedKernelName;
     } else if (e.kind != EventKind::kDeviceInfo && !track_defined(e.track)) {
       refused = kUndefinedTrack;
@@ -367,7 +366,7 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
       e.payload.kernel.op = ours(e.payload.kernel.op);
     }
     e.track = e.kind == EventKind::kDeviceInfo ? 0 : tracks_.at(e.track);  // (a description: on no row)
-    e.flags &= static_cast<uint8_t>(~kFlagLate);  // the server's to say.
+    e.flags &= static_cast<uint8_t>(~kFlagLate);                           // the server's to say.
     using Wide = __int128;
     const Wide begin_s = static_cast<Wide>(e.ts) + OffsetAt(e.ts);
     const Wide end = static_cast<Wide>(e.ts) + e.dur;

@@ -46,7 +46,7 @@ inline constexpr uint32_t kMaxIngestFrameBytes = 16u << 20;
 // Per connection (a server-wide budget across connections is still to come).
 inline constexpr uint32_t kMaxIngestNames = 1u << 20;
 inline constexpr uint32_t kMaxIngestTracks = 4096;
-inline constexpr uint32_t kMaxIngestLabelBytes = 256;  // a hello's host, program.
+inline constexpr uint32_t kMaxIngestLabelBytes = 256;    // a hello's host, program.
 inline constexpr uint32_t kMaxIngestCostThreads = 1024;  // an IngestCost's threads.
 
 class FrameSplitter {
@@ -88,10 +88,10 @@ class FrameSplitter {
   // next one).
   static constexpr size_t kLead = 4;
   std::unique_ptr<uint64_t[]> words_;
-  size_t capacity_ = 0;       // bytes.
-  size_t size_ = kLead;       // bytes held (the first kLead are padding).
-  size_t pos_ = kLead;        // the next frame's size prefix.
-  uint64_t stream_pos_ = 0;   // the stream offset of pos_.
+  size_t capacity_ = 0;      // bytes.
+  size_t size_ = kLead;      // bytes held (the first kLead are padding).
+  size_t pos_ = kLead;       // the next frame's size prefix.
+  uint64_t stream_pos_ = 0;  // the stream offset of pos_.
   uint64_t frames_ = 0;
   uint64_t frame_begin_ = 0, frame_end_ = 0;
   std::string error_;
@@ -219,8 +219,8 @@ class IngestDecoder {
   // The offset a sender time `ts` takes.
   int64_t OffsetAt(uint64_t ts) const {
     if (ts >= offsets_.back().from) return offsets_.back().offset;
-    const auto it = std::upper_bound(offsets_.begin(), offsets_.end(), ts,
-                                     [](uint64_t t, const Offset& o) { return t < o.from; });
+    const auto it =
+        std::upper_bound(offsets_.begin(), offsets_.end(), ts, [](uint64_t t, const Offset& o) { return t < o.from; });
     return it == offsets_.begin() ? offsets_.front().offset : (it - 1)->offset;
   }
 

@@ -20,11 +20,11 @@
 #include <utility>
 #include <vector>
 
+#include "ingest/ingest_endpoint.h"
+#include "ingest/ingest_frames.h"
+#include "ingest/ingest_wire.h"
 #include "producers/gpu_activity.h"
 #include "producers/host_api.h"
-#include "ingest/ingest_frames.h"
-#include "ingest/ingest_endpoint.h"
-#include "ingest/ingest_wire.h"
 #include "stream/clock.h"
 #include "stream/drain_loop.h"
 #include "stream/wire_event.h"
@@ -32,9 +32,9 @@
 namespace liveprof {
 namespace {
 
-constexpr size_t kMaxBatchEvents = 65536;     // 3 MiB of events a frame, well under 16 MiB.
-constexpr size_t kMaxDefinitionBytes = 4 << 20;  // a definitions-only batch (seq 0), about.
-constexpr size_t kOutLowWater = 1 << 20;      // serialize more batches below this.
+constexpr size_t kMaxBatchEvents = 65536;               // 3 MiB of events a frame, well under 16 MiB.
+constexpr size_t kMaxDefinitionBytes = 4 << 20;         // a definitions-only batch (seq 0), about.
+constexpr size_t kOutLowWater = 1 << 20;                // serialize more batches below this.
 constexpr uint64_t kIdleProgressPeriodNs = 50'000'000;  // a batch of progress alone, at most this often.
 constexpr uint64_t kCostPeriodNs = 1'000'000'000;       // liveprof's own cost read, at most this often.
 
@@ -257,9 +257,8 @@ void IngestSender::FillOut() {
               names.push_back(wire::CreateNameDef(
                   fbb, d.name, fbb.CreateString(data ? data : "", data ? d.payload.name_def.size : 0)));
             } else if (d.kind == EventKind::kTrackDef) {
-              tracks.push_back(wire::CreateTrackDef(fbb, d.track, d.name,
-                                                    static_cast<uint8_t>(d.payload.track_def.type),
-                                                    d.payload.track_def.os_tid));
+              tracks.push_back(wire::CreateTrackDef(
+                  fbb, d.track, d.name, static_cast<uint8_t>(d.payload.track_def.type), d.payload.track_def.os_tid));
             }
           }
           // The wire's Event is liveprof::Event byte for byte (wire_event.h): copied whole.
@@ -273,8 +272,7 @@ void IngestSender::FillOut() {
               threads.push_back(wire::CreateIngestThreadCpuDirect(fbb, t.tid, t.name.c_str(), t.cpu_ns));
             }
             cost = wire::CreateIngestCost(fbb, p.cost.at_ns, p.cost.rss_bytes, fbb.CreateVector(threads),
-                                          p.cost.hook_ns, p.cost.hook_calls, p.cost.steps,
-                                          p.cost.cupti_overhead_ns);
+                                          p.cost.hook_ns, p.cost.hook_calls, p.cost.steps, p.cost.cupti_overhead_ns);
           }
           return wire::CreateIngestBatch(fbb, p.seq, fbb.CreateVector(names), fbb.CreateVector(tracks), events,
                                          p.dropped, p.progress_ns, cost)

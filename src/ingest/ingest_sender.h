@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "base/self_cost.h"
+#include "ingest/global_sender.h"
 #include "ingest/ingest_endpoint.h"
 #include "ingest/ingest_frames.h"
-#include "ingest/global_sender.h"
 #include "producers/gpu_activity.h"
 #include "stream/clock.h"
 #include "stream/drain_loop.h"
@@ -80,7 +80,7 @@ class IngestSender {
     uint64_t seq = 0;
     std::vector<Event> definitions;  // kNameDef / kTrackDef of the drain rounds it covers.
     std::vector<Event> events;
-    uint64_t dropped = 0;  // events the rings dropped meanwhile.
+    uint64_t dropped = 0;      // events the rings dropped meanwhile.
     uint64_t progress_ns = 0;  // IngestBatch.progress_ns: DrainLoop::complete_through_ns().
     SelfCostSample cost;       // IngestBatch.cost; at_ns 0: none.
   };
@@ -132,13 +132,13 @@ class IngestSender {
   std::deque<Pending> unacked_;  // sealed, oldest first; sent or not.
   size_t unacked_events_ = 0;
   uint64_t next_seq_ = 1;
-  uint64_t next_send_seq_ = 1;  // the oldest batch not yet written on this connection.
+  uint64_t next_send_seq_ = 1;     // the oldest batch not yet written on this connection.
   uint64_t last_written_seq_ = 0;  // on any connection: a batch at or below was sent before.
   uint64_t last_dropped_total_ = 0;
   uint64_t carried_dropped_ = 0;  // events of batches dropped unacknowledged.
   uint64_t last_seal_ns_ = 0;
-  uint64_t next_cost_ns_ = 0;  // the next read of liveprof's own cost (/proc/self), once a second,
-  bool cost_read_at_stop_ = false;  // and the last, at the stop.
+  uint64_t next_cost_ns_ = 0;        // the next read of liveprof's own cost (/proc/self), once a second,
+  bool cost_read_at_stop_ = false;   // and the last, at the stop.
   uint64_t sealed_progress_ns_ = 0;  // the last batch's progress_ns,
   uint64_t last_batch_ns_ = 0;       // and when it was sealed.
   int fd_ = -1;
@@ -156,8 +156,8 @@ class IngestSender {
   struct Settings {
     int level;
     bool python;
-    bool gpu_turned;  // a control turned the GPU producer (gpu_activity.h),
-    bool gpu;         // which was on or off before;
+    bool gpu_turned;        // a control turned the GPU producer (gpu_activity.h),
+    bool gpu;               // which was on or off before;
     bool gpu_level_turned;  // a control switched its level,
     CuptiLevel gpu_level;   // which was this before.
   };

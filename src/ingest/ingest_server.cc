@@ -41,8 +41,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cassert>
 #include <atomic>
+#include <cassert>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -74,11 +74,11 @@ using local = net::local::stream_protocol;
 using error_code = boost::system::error_code;
 
 constexpr size_t kReadBytes = 64 * 1024;
-constexpr size_t kPassBytes = 1 << 20;  // read from one connection before the others' turn.
+constexpr size_t kPassBytes = 1 << 20;             // read from one connection before the others' turn.
 constexpr uint64_t kIdleSourceNs = 2'000'000'000;  // no batch this long: it gives way at the source cap.
-constexpr size_t kTrimAfterBytes = 1 << 20;  // a buffer this large, released: memory back to the system.
-constexpr size_t kMaxOutBytes = 1 << 20;  // acks and pings a sender has not read: it is not reading.
-constexpr auto kTickPeriod = std::chrono::milliseconds(10);      // pings, stall and hello timeouts.
+constexpr size_t kTrimAfterBytes = 1 << 20;        // a buffer this large, released: memory back to the system.
+constexpr size_t kMaxOutBytes = 1 << 20;           // acks and pings a sender has not read: it is not reading.
+constexpr auto kTickPeriod = std::chrono::milliseconds(10);       // pings, stall and hello timeouts.
 constexpr auto kPausedLookPeriod = std::chrono::milliseconds(2);  // a source held back: its ring again.
 constexpr auto kAcceptRest = std::chrono::milliseconds(100);      // out of descriptors.
 
@@ -148,10 +148,10 @@ struct IngestServer::Impl {
   IngestWorkers workers_;  // the thread's.
   std::atomic<bool> stop_{false};
   std::thread thread_;
-  IngestStatuses statuses_;  // any thread's.
-  mutable std::mutex mu_;  // guards controls_ and post_to_.
+  IngestStatuses statuses_;                                    // any thread's.
+  mutable std::mutex mu_;                                      // guards controls_ and post_to_.
   std::vector<std::pair<uint64_t, CaptureRequest>> controls_;  // for the thread to send.
-  net::io_context* post_to_ = nullptr;  // while running: where Capture() posts.
+  net::io_context* post_to_ = nullptr;                         // while running: where Capture() posts.
 };
 
 namespace {
@@ -185,8 +185,8 @@ struct IngestServer::Impl::Connection : std::enable_shared_from_this<Connection>
   Socket socket;
   std::string peer;  // PeerOf: the per-peer cap's key (empty: none).
   bool open = true;
-  bool reading = false;   // an async_read_some in flight (into the splitter's buffer).
-  bool paused = false;    // its ring half full: not read; the 2 ms look resumes it.
+  bool reading = false;  // an async_read_some in flight (into the splitter's buffer).
+  bool paused = false;   // its ring half full: not read; the 2 ms look resumes it.
   IngestConnection source;
   std::string sending;  // what an async_write_some has in flight (never touched meanwhile).
   size_t unsent() const { return source.out().size() + sending.size(); }
@@ -261,7 +261,7 @@ bool IngestServer::Impl::Start(std::vector<IngestEndpoint>* bound, std::string* 
       struct stat st;
       if (lstat(e.path.c_str(), &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) return fail(e, "exists and is not a socket");
-        {  // (the probe goes before fail() can drop the io_context)
+        {                              // (the probe goes before fail() can drop the io_context)
           local::socket probe(*ioc_);  // (close-on-exec, as every descriptor here)
           const int pfd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
           if (pfd < 0) return fail(e, std::string("socket: ") + std::strerror(errno));
@@ -342,8 +342,9 @@ void IngestServer::Impl::Shutdown() {
 }
 
 void IngestServer::Impl::WaitAccept(Listener& l) {
-  std::visit([&](auto& a) { a.async_wait(net::socket_base::wait_read, [this, &l](const error_code& ec) { Accept(l, ec); }); },
-             l.acceptor);
+  std::visit(
+      [&](auto& a) { a.async_wait(net::socket_base::wait_read, [this, &l](const error_code& ec) { Accept(l, ec); }); },
+      l.acceptor);
 }
 
 void IngestServer::Impl::Accept(Listener& l, const error_code& ec) {
@@ -437,8 +438,8 @@ void IngestServer::Impl::StartRead(Connection& c) {
   char* into = c.source.splitter().Reserve(kReadBytes);
   std::visit(
       [&](auto& s) {
-        s.async_read_some(net::buffer(into, kReadBytes),
-                          [this, self = c.shared_from_this()](const error_code& ec, size_t n) { OnRead(*self, ec, n); });
+        s.async_read_some(net::buffer(into, kReadBytes), [this, self = c.shared_from_this()](
+                                                             const error_code& ec, size_t n) { OnRead(*self, ec, n); });
       },
       c.socket);
 }

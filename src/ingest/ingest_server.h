@@ -56,7 +56,7 @@ class IngestServer {
     // A source that answers no ping this long (while it is read) is closed:
     // an idle connection holds no place that a real sender needs.
     uint64_t pong_timeout_ns = 5'000'000'000;
-    size_t max_sources = 256;              // connections at once; more are refused.
+    size_t max_sources = 256;  // connections at once; more are refused.
     // Connections at once from one peer: a process on a unix socket (its
     // pid, SO_PEERCRED), an address on TCP; more from it are refused. A
     // loopback TCP peer is any local process (they cannot be told apart):
@@ -81,30 +81,30 @@ class IngestServer {
     int gpu_level = -1;     // the GPU producer's: 0 default, 1 full; -1: none (or not said).
   };
   struct CaptureRequest {
-    int host_level = 0;     // 1 or 2; 0: unchanged.
-    int python_scopes = -1; // 0 off, 1 on, -1 unchanged.
-    int gpu = -1;           // 0 off, 1 on, -1 unchanged.
+    int host_level = 0;        // 1 or 2; 0: unchanged.
+    int python_scopes = -1;    // 0 off, 1 on, -1 unchanged.
+    int gpu = -1;              // 0 off, 1 on, -1 unchanged.
     uint64_t duration_ns = 0;  // 0: until the next request.
-    int gpu_level = -1;     // the GPU producer's capture level: 0 default, 1 full, -1 unchanged.
+    int gpu_level = -1;        // the GPU producer's capture level: 0 default, 1 full, -1 unchanged.
   };
 
   struct SourceStatus {
-    uint64_t id = 0;  // from 1, in order of connection.
+    uint64_t id = 0;      // from 1, in order of connection.
     uint32_t worker = 0;  // the worker (TrackInfo::process) once its hello came; 0 before.
     std::string endpoint, label, host, program;
     std::string peer;  // who connected, as the kernel says: "pid 1234, uid 1000"; a TCP address; empty: loopback TCP.
     uint64_t pid = 0;
     int32_t rank = -1;
     bool connected = false;
-    std::string closed_reason;  // empty while connected; else how it ended ("closed by the sender").
+    std::string closed_reason;    // empty while connected; else how it ended ("closed by the sender").
     bool closed_cleanly = false;  // the sender closed it, with no frame cut short.
     uint64_t frames = 0, batches = 0, events = 0, lost_batches = 0, sender_dropped = 0, ring_dropped = 0;
     uint64_t duplicate_batches = 0;  // sent again after a reconnect: skipped.
     // The last batch acknowledged (its events handled: docs/ingest.md), and
     // the batches taken since, waiting for the pipeline.
     uint64_t acked_seq = 0, unacked_batches = 0;
-    uint64_t future_dropped = 0;     // events past max_future_ns.
-    uint64_t refused_events = 0;     // malformed events refused alone (the rest was taken),
+    uint64_t future_dropped = 0;         // events past max_future_ns.
+    uint64_t refused_events = 0;         // malformed events refused alone (the rest was taken),
     std::vector<IngestRefusal> refused;  // by reason, each with its first one's message.
     CaptureState capture;
     int64_t clock_offset_ns = 0;

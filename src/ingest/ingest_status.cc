@@ -62,8 +62,7 @@ std::string IngestSourcesJson(const std::vector<IngestServer::SourceStatus>& sou
         w.String(s.capture.gpu_level == 1 ? "full" : "default");
       }
       w.KV("until_ns", s.capture.until_ns);
-      w.KV("seconds_left",
-           s.capture.until_ns > now_ns ? static_cast<double>(s.capture.until_ns - now_ns) / 1e9 : 0.0);
+      w.KV("seconds_left", s.capture.until_ns > now_ns ? static_cast<double>(s.capture.until_ns - now_ns) / 1e9 : 0.0);
       w.EndObject();
     }
     w.Key("cost");  // liveprof's own cost in its process (IngestBatch.cost); null: none said.

@@ -39,8 +39,7 @@ StepTimeQuantiles ComputeStepTimeQuantiles(std::span<const StepBreakdownRow> row
 MetricsInput CollectMetrics(Analyses& analyses, const Stream& stream) {
   MetricsInput in;
   in.version = LIVEPROF_VERSION;
-  const StepBreakdownSnapshot steps =
-      analyses.breakdown().Snapshot(WindowSel{.last_steps = kMetricsWindowSteps});
+  const StepBreakdownSnapshot steps = analyses.breakdown().Snapshot(WindowSel{.last_steps = kMetricsWindowSteps});
   in.window = steps.window;
   in.step_time = ComputeStepTimeQuantiles(steps.rows);
   if (in.window.step_ns_sum > 0) {
@@ -50,8 +49,7 @@ MetricsInput CollectMetrics(Analyses& analyses, const Stream& stream) {
     }
     in.input_ratio = in.bucket_ratio[static_cast<size_t>(Bucket::kInput)];
     // As the input pipeline analyzer classifies the same window (docs/semantics-tf.md §3.3).
-    in.input_bound =
-        ClassifyInputBound(in.window.pct(Bucket::kInput), in.window.pct(Bucket::kAllOthers));
+    in.input_bound = ClassifyInputBound(in.window.pct(Bucket::kInput), in.window.pct(Bucket::kAllOthers));
   }
   in.self_threads = analyses.self_cost().threads;
   in.self_rss_bytes = analyses.self_cost().rss_bytes;
@@ -65,8 +63,8 @@ MetricsInput CollectMetrics(Analyses& analyses, const Stream& stream) {
   }
   const AlertsSnapshot alerts = analyses.alerts().Snapshot();
   for (const AlertRuleStatus& s : alerts.rules) {
-    in.alerts.push_back({s.rule.name, s.rule.severity,
-                         s.state == AlertState::kFiring || s.state == AlertState::kResolving});
+    in.alerts.push_back(
+        {s.rule.name, s.rule.severity, s.state == AlertState::kFiring || s.state == AlertState::kResolving});
   }
   return in;
 }

@@ -13,8 +13,8 @@
 
 #include "aggregators/alerts/alerts.h"
 #include "aggregators/analyses.h"
-#include "aggregators/tf/input_pipeline.h"
 #include "aggregators/steps/step_breakdown.h"
+#include "aggregators/tf/input_pipeline.h"
 #include "stream/stream.h"
 
 namespace liveprof {
@@ -64,9 +64,9 @@ struct MetricsInput {
   // The last kMetricsWindowSteps steps. Its families are left out when
   // window.steps == 0.
   StepWindow window;
-  StepTimeQuantiles step_time;                // of the window's step times.
+  StepTimeQuantiles step_time;                      // of the window's step times.
   std::array<double, kBucketCount> bucket_ratio{};  // Σ bucket / Σ step time, 0..1.
-  double input_ratio = 0;                     // Σ input / Σ step time, 0..1.
+  double input_ratio = 0;                           // Σ input / Σ step time, 0..1.
   InputBound input_bound = InputBound::kUnknown;
   uint64_t steps_closed = 0;
   uint64_t events_consumed = 0;

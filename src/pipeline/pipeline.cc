@@ -123,8 +123,8 @@ void Pipeline::OnBatch(const Batch& b) {
 
 void Pipeline::ScheduleNextPublish(uint64_t now_ns) {
   // The next tick on the period's grid; a late round does not shift it.
-  const uint64_t period = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(options_.publish_period).count());
+  const uint64_t period =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(options_.publish_period).count());
   if (now_ns >= next_publish_ns_) next_publish_ns_ += period * ((now_ns - next_publish_ns_) / period + 1);
 }
 
@@ -158,7 +158,8 @@ void Pipeline::Publish(uint64_t now_ns) {
     alert_events_.insert(alert_events_.end(), alerts.begin(), alerts.end());
     // (bounded: the analyses keep at most pod.max_new_steps between two
     // publications, and so does this between two takers' calls)
-    const size_t room = options_.analyses.pod.max_new_steps - std::min(options_.analyses.pod.max_new_steps, pod_steps_.size());
+    const size_t room =
+        options_.analyses.pod.max_new_steps - std::min(options_.analyses.pod.max_new_steps, pod_steps_.size());
     if (pod_steps.size() > room) {
       pod_steps_dropped_ += pod_steps.size() - room;
       pod_steps.resize(room);

@@ -37,8 +37,8 @@ namespace liveprof {
 
 // One publication: immutable once handed out.
 struct PipelineSnapshot {
-  RenderedViews views;   // views.seq: 1, 2, 3... one per publication.
-  MetricsInput metrics;  // what /metrics renders.
+  RenderedViews views;        // views.seq: 1, 2, 3... one per publication.
+  MetricsInput metrics;       // what /metrics renders.
   uint64_t watermark_ns = 0;  // = views.watermark_ns: what the views reflect.
   uint64_t published_ns = 0;  // host clock when it was made.
   uint64_t render_ns = 0;     // what rendering it cost the pipeline thread.
@@ -79,7 +79,7 @@ class Pipeline {
       return o;
     }();
     std::chrono::milliseconds publish_period{100};
-    RenderOptions render;  // what each publication renders.
+    RenderOptions render;                       // what each publication renders.
     size_t max_chunk_events = size_t{1} << 21;  // 2 Mi a period: 21 M events/s at 10 Hz.
     // Every event also goes to a TraceStore (the trace viewer, exports) of
     // this byte budget; 0: no store. Or to this one, if set (a run
@@ -138,7 +138,7 @@ class Pipeline {
 
   Stream& stream_;
   Options options_;
-  Analyses analyses_;  // pipeline thread only.
+  Analyses analyses_;                        // pipeline thread only.
   std::shared_ptr<TraceStore> trace_store_;  // appended on the pipeline thread.
   DrainLoop drain_;
   SnapshotSink snapshot_sink_;

@@ -74,8 +74,7 @@ std::string ProbeDriver(const std::string& library, std::vector<CudaDevice>* dev
   decltype(&cuGetErrorName) error_name = nullptr;
   if (!Symbol(lib, "cuInit", &init) || !Symbol(lib, "cuDeviceGetCount", &get_count) ||
       !Symbol(lib, "cuDeviceGet", &get_device) || !Symbol(lib, "cuDeviceGetName", &get_name) ||
-      !Symbol(lib, "cuDeviceGetAttribute", &get_attribute) ||
-      !Symbol(lib, "cuDeviceTotalMem_v2", &total_mem)) {
+      !Symbol(lib, "cuDeviceGetAttribute", &get_attribute) || !Symbol(lib, "cuDeviceTotalMem_v2", &total_mem)) {
     return library + " lacks a device query entry point (driver too old?)";
   }
   Symbol(lib, "cuGetErrorName", &error_name);
@@ -166,8 +165,7 @@ void CUPTIAPI OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_reco
   g_in_callback.fetch_sub(1);
 }
 
-void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream, uint8_t* buffer, size_t,
-                                size_t valid) {
+void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
   g_in_callback.fetch_add(1);
   if (BufferPool* pool = g_pool.load()) {
     // Recorded as CUPTI filled it, before it is parsed and given back.

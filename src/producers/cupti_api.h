@@ -47,7 +47,7 @@ struct CuptiApi {
   decltype(&cuptiGetCallbackName) callback_name = nullptr;
   decltype(&cuptiActivityPushExternalCorrelationId) push_external = nullptr;
   decltype(&cuptiActivityPopExternalCorrelationId) pop_external = nullptr;
-  decltype(&cuptiActivityGetNextRecord) next_record = nullptr;  // for a recording's names.
+  decltype(&cuptiActivityGetNextRecord) next_record = nullptr;            // for a recording's names.
   decltype(&cuptiActivityEnableRuntimeApi) enable_runtime_api = nullptr;  // CUPTI 12.5+.
   decltype(&cuptiActivityEnableDriverApi) enable_driver_api = nullptr;
 
@@ -91,8 +91,8 @@ struct BufferPool {
     // When CUPTI asked for it (host ns; written as it is handed out): every
     // record CUPTI puts in it is written after that.
     std::atomic<uint64_t> requested_ns{0};
-    size_t valid = 0;   // written before state becomes kCompleted (release).
-    uint64_t seq = 0;   // completion order.
+    size_t valid = 0;  // written before state becomes kCompleted (release).
+    uint64_t seq = 0;  // completion order.
   };
   std::array<Slot, CuptiSource::kBufferCount> slots;
   std::atomic<uint64_t> next_seq{0};
@@ -103,8 +103,7 @@ struct BufferPool {
 
   bool Allocate() {
     for (Slot& s : slots) {
-      s.data = static_cast<uint8_t*>(
-          std::aligned_alloc(ACTIVITY_RECORD_ALIGNMENT, CuptiSource::kBufferBytes));
+      s.data = static_cast<uint8_t*>(std::aligned_alloc(ACTIVITY_RECORD_ALIGNMENT, CuptiSource::kBufferBytes));
       if (s.data == nullptr) return false;
     }
     return true;
@@ -114,9 +113,7 @@ struct BufferPool {
   }
   bool AllFree() const {
     return std::all_of(slots.begin(), slots.end(),
-                       [](const Slot& s) {
-                         return s.state.load(std::memory_order_acquire) == kFree;
-                       });
+                       [](const Slot& s) { return s.state.load(std::memory_order_acquire) == kFree; });
   }
   // The ring's drop count includes CUPTI's: the source's drops are shown with
   // every other producer's (set once the ring exists).

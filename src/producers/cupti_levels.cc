@@ -27,10 +27,8 @@ bool ParseCuptiLevel(std::string_view text, CuptiLevel* level) {
 std::vector<CuptiKindName> CuptiLevelKinds(CuptiLevel level, bool driver_api, bool nvtx) {
   const bool full = level == CuptiLevel::kFull;
   std::vector<CuptiKindName> kinds = {
-      {CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY"},
-      {CUPTI_ACTIVITY_KIND_MEMCPY2, "MEMCPY2"},
-      {CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET"},
-      {CUPTI_ACTIVITY_KIND_MEMORY2, "MEMORY2"},
+      {CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY"},           {CUPTI_ACTIVITY_KIND_MEMCPY2, "MEMCPY2"},
+      {CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET"},           {CUPTI_ACTIVITY_KIND_MEMORY2, "MEMORY2"},
       {CUPTI_ACTIVITY_KIND_MEMORY_POOL, "MEMORY_POOL"},
   };
   if (full) kinds.push_back({CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION"});
@@ -46,8 +44,8 @@ std::vector<CuptiKindName> CuptiLevelKinds(CuptiLevel level, bool driver_api, bo
 }
 
 bool DefaultLevelApi(std::string_view name) {
-  static constexpr std::string_view kKept[] = {"Launch",    "Memcpy", "Memset",     "Malloc",
-                                               "MemAlloc",  "Free",   "HostAlloc",  "Synchronize"};
+  static constexpr std::string_view kKept[] = {"Launch",   "Memcpy", "Memset",    "Malloc",
+                                               "MemAlloc", "Free",   "HostAlloc", "Synchronize"};
   for (std::string_view part : kKept) {
     if (name.find(part) != std::string_view::npos) return true;
   }
@@ -57,8 +55,7 @@ bool DefaultLevelApi(std::string_view name) {
 CuptiApiFilter BuildDefaultApiFilter(CuptiCallbackNameFn name_fn) {
   CuptiApiFilter filter;
   if (name_fn == nullptr) return filter;
-  auto scan = [name_fn](CUpti_CallbackDomain domain, uint32_t size, std::vector<uint32_t>* off,
-                        uint32_t* kept) {
+  auto scan = [name_fn](CUpti_CallbackDomain domain, uint32_t size, std::vector<uint32_t>* off, uint32_t* kept) {
     for (uint32_t cbid = 1; cbid < size + kCbidScanSlack; ++cbid) {
       const char* name = nullptr;
       if (name_fn(domain, cbid, &name) != CUPTI_SUCCESS || name == nullptr) continue;
@@ -69,20 +66,16 @@ CuptiApiFilter BuildDefaultApiFilter(CuptiCallbackNameFn name_fn) {
       }
     }
   };
-  scan(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE, &filter.runtime_off,
-       &filter.runtime_kept);
-  scan(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE, &filter.driver_off,
-       &filter.driver_kept);
+  scan(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE, &filter.runtime_off, &filter.runtime_kept);
+  scan(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE, &filter.driver_off, &filter.driver_kept);
   return filter;
 }
 
-CuptiLevel ChooseCuptiLevel(const std::optional<CuptiLevel>& option, const char* env,
-                            std::string* note) {
+CuptiLevel ChooseCuptiLevel(const std::optional<CuptiLevel>& option, const char* env, std::string* note) {
   if (option) return *option;
   CuptiLevel level = CuptiLevel::kDefault;
   if (env != nullptr && *env != '\0' && !ParseCuptiLevel(env, &level)) {
-    *note = std::string(" LIVEPROF_CUPTI_LEVEL=") + env +
-            " is not a level (default, full): default used.";
+    *note = std::string(" LIVEPROF_CUPTI_LEVEL=") + env + " is not a level (default, full): default used.";
   }
   return level;
 }
@@ -91,14 +84,13 @@ std::string CuptiLevelMessage(CuptiLevel level, bool filtered, const CuptiApiFil
   const std::string m = std::string(" Level ") + CuptiLevelName(level);
   if (level == CuptiLevel::kFull) return m + ": every kind, every API call.";
   if (!filtered) {
-    return m + ", but this CUPTI cannot record single API calls (no cuptiGetCallbackName or "
-               "cuptiActivityEnableRuntimeApi/DriverApi): every API call is recorded.";
+    return m +
+           ", but this CUPTI cannot record single API calls (no cuptiGetCallbackName or "
+           "cuptiActivityEnableRuntimeApi/DriverApi): every API call is recorded.";
   }
-  auto of = [](uint32_t kept, size_t off) {
-    return std::to_string(kept) + " of " + std::to_string(kept + off);
-  };
-  return m + ": API calls recorded: runtime " + of(filter.runtime_kept, filter.runtime_off.size()) +
-         ", driver " + of(filter.driver_kept, filter.driver_off.size()) +
+  auto of = [](uint32_t kept, size_t off) { return std::to_string(kept) + " of " + std::to_string(kept + off); };
+  return m + ": API calls recorded: runtime " + of(filter.runtime_kept, filter.runtime_off.size()) + ", driver " +
+         of(filter.driver_kept, filter.driver_off.size()) +
          " (launch, copy, memset, alloc, free, synchronize; LIVEPROF_CUPTI_LEVEL=full records "
          "every call).";
 }
@@ -108,19 +100,14 @@ std::string CuptiLevelMessage(CuptiLevel level, bool filtered, const CuptiApiFil
 namespace liveprof {
 namespace {
 
-bool IsApiKind(CUpti_ActivityKind k) {
-  return k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER;
-}
+bool IsApiKind(CUpti_ActivityKind k) { return k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER; }
 
 // Kept on while the activity is off (CuptiKindSet).
-bool StaysOn(CUpti_ActivityKind k) {
-  return k == CUPTI_ACTIVITY_KIND_MEMORY2 || k == CUPTI_ACTIVITY_KIND_MEMORY_POOL;
-}
+bool StaysOn(CUpti_ActivityKind k) { return k == CUPTI_ACTIVITY_KIND_MEMORY2 || k == CUPTI_ACTIVITY_KIND_MEMORY_POOL; }
 
 }  // namespace
 
-CuptiKindSet::CuptiKindSet(const Api& api, bool driver_api, bool nvtx, CuptiCallbackNameFn name_fn)
-    : api_(api) {
+CuptiKindSet::CuptiKindSet(const Api& api, bool driver_api, bool nvtx, CuptiCallbackNameFn name_fn) : api_(api) {
   entries_.push_back({CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL", false});
   const std::vector<CuptiKindName> base = CuptiLevelKinds(CuptiLevel::kDefault, driver_api, nvtx);
   for (const CuptiKindName& k : CuptiLevelKinds(CuptiLevel::kFull, driver_api, nvtx)) {
@@ -136,8 +123,7 @@ CuptiKindSet::CuptiKindSet(const Api& api, bool driver_api, bool nvtx, CuptiCall
 
 CUptiResult CuptiKindSet::EnableKernels() { return Enable(entries_[0]); }
 
-std::string CuptiKindSet::EnableLevel(CuptiLevel level,
-                                      const std::function<std::string(CUptiResult)>& result_name) {
+std::string CuptiKindSet::EnableLevel(CuptiLevel level, const std::function<std::string(CUptiResult)>& result_name) {
   level_ = level;
   std::string refused;
   for (Entry& e : entries_) {
@@ -183,8 +169,7 @@ CUptiResult CuptiKindSet::Resume() {
 }
 
 bool CuptiKindSet::Wanted(const Entry& e) const {
-  return !suspended_ && !e.refused && (active_ || StaysOn(e.kind)) &&
-         (!e.full_only || level_ == CuptiLevel::kFull);
+  return !suspended_ && !e.refused && (active_ || StaysOn(e.kind)) && (!e.full_only || level_ == CuptiLevel::kFull);
 }
 
 CUptiResult CuptiKindSet::Enable(Entry& e) {

@@ -80,8 +80,7 @@ CuptiApiFilter BuildDefaultApiFilter(CuptiCallbackNameFn name_fn);
 // value; null or empty: unset), else kDefault. A value that is not a level
 // is ignored and said in *note (" LIVEPROF_CUPTI_LEVEL=x is not a level
 // (default, full): default used.").
-CuptiLevel ChooseCuptiLevel(const std::optional<CuptiLevel>& option, const char* env,
-                            std::string* note);
+CuptiLevel ChooseCuptiLevel(const std::optional<CuptiLevel>& option, const char* env, std::string* note);
 
 // What `level` records, for CuptiSource::message(): " Level default: API
 // calls recorded: runtime 18 of 480, driver 40 of 790 (...)."; `filtered`:
@@ -124,8 +123,7 @@ class CuptiKindSet {
   CUptiResult EnableKernels();
   // Then `level`'s other kinds (activity on); returns those CUPTI refused,
   // "SYNCHRONIZATION (<result_name(r)>), ..." ("" when none).
-  std::string EnableLevel(CuptiLevel level,
-                          const std::function<std::string(CUptiResult)>& result_name);
+  std::string EnableLevel(CuptiLevel level, const std::function<std::string(CUptiResult)>& result_name);
   // Turns every kind but the memory ones off, or on again.
   void SetActivity(bool on);
   // Switches the level (kinds and API calls, as above).
@@ -154,10 +152,10 @@ class CuptiKindSet {
   struct Entry {
     CUpti_ActivityKind kind;
     const char* name;
-    bool full_only;       // not in the default level.
-    bool on = false;      // in CUPTI now.
-    bool refused = false; // at Start(): never tried again.
-    bool filtered = false;  // RUNTIME / DRIVER: the filter's ids are off now.
+    bool full_only;                    // not in the default level.
+    bool on = false;                   // in CUPTI now.
+    bool refused = false;              // at Start(): never tried again.
+    bool filtered = false;             // RUNTIME / DRIVER: the filter's ids are off now.
     CUptiResult last = CUPTI_SUCCESS;  // its last enable's result.
   };
 

@@ -22,33 +22,60 @@ struct BuiltinApi {
   uint32_t cbid;
   const char* name;
 };
-#define LIVEPROF_RT(fn, ver) {false, CUPTI_RUNTIME_TRACE_CBID_##fn##_##ver, #fn}
-#define LIVEPROF_DRV(fn) {true, CUPTI_DRIVER_TRACE_CBID_##fn, #fn}
+#define LIVEPROF_RT(fn, ver) \
+  { false, CUPTI_RUNTIME_TRACE_CBID_##fn##_##ver, #fn }
+#define LIVEPROF_DRV(fn) \
+  { true, CUPTI_DRIVER_TRACE_CBID_##fn, #fn }
 constexpr BuiltinApi kBuiltinApis[] = {
-    LIVEPROF_RT(cudaLaunchKernel, v7000), LIVEPROF_RT(cudaLaunchKernel_ptsz, v7000),
-    LIVEPROF_RT(cudaLaunchKernelExC, v11060), LIVEPROF_RT(cudaLaunchCooperativeKernel, v9000),
-    LIVEPROF_RT(cudaGraphLaunch, v10000), LIVEPROF_RT(cudaGraphLaunch_ptsz, v10000),
-    LIVEPROF_RT(cudaMemcpy, v3020), LIVEPROF_RT(cudaMemcpyAsync, v3020),
-    LIVEPROF_RT(cudaMemcpyAsync_ptsz, v7000), LIVEPROF_RT(cudaMemcpy2DAsync, v3020),
-    LIVEPROF_RT(cudaMemset, v3020), LIVEPROF_RT(cudaMemsetAsync, v3020),
-    LIVEPROF_RT(cudaMemsetAsync_ptsz, v7000), LIVEPROF_RT(cudaMalloc, v3020),
-    LIVEPROF_RT(cudaFree, v3020), LIVEPROF_RT(cudaMallocAsync, v11020),
-    LIVEPROF_RT(cudaFreeAsync, v11020), LIVEPROF_RT(cudaMallocHost, v3020),
-    LIVEPROF_RT(cudaFreeHost, v3020), LIVEPROF_RT(cudaHostAlloc, v3020),
-    LIVEPROF_RT(cudaMallocManaged, v6000), LIVEPROF_RT(cudaStreamSynchronize, v3020),
-    LIVEPROF_RT(cudaStreamSynchronize_ptsz, v7000), LIVEPROF_RT(cudaEventSynchronize, v3020),
-    LIVEPROF_RT(cudaDeviceSynchronize, v3020), LIVEPROF_RT(cudaEventRecord, v3020),
-    LIVEPROF_RT(cudaStreamWaitEvent, v3020), LIVEPROF_DRV(cuLaunchKernel),
-    LIVEPROF_DRV(cuLaunchKernel_ptsz), LIVEPROF_DRV(cuLaunchKernelEx),
-    LIVEPROF_DRV(cuLaunchKernelEx_ptsz), LIVEPROF_DRV(cuLaunchCooperativeKernel),
-    LIVEPROF_DRV(cuGraphLaunch), LIVEPROF_DRV(cuGraphLaunch_ptsz),
-    LIVEPROF_DRV(cuMemcpyHtoD_v2), LIVEPROF_DRV(cuMemcpyDtoH_v2),
-    LIVEPROF_DRV(cuMemcpyHtoDAsync_v2), LIVEPROF_DRV(cuMemcpyDtoHAsync_v2),
-    LIVEPROF_DRV(cuMemcpyAsync), LIVEPROF_DRV(cuMemcpyAsync_ptsz),
-    LIVEPROF_DRV(cuMemsetD8Async), LIVEPROF_DRV(cuMemAlloc_v2), LIVEPROF_DRV(cuMemFree_v2),
-    LIVEPROF_DRV(cuMemAllocAsync), LIVEPROF_DRV(cuMemFreeAsync),
-    LIVEPROF_DRV(cuMemAllocManaged), LIVEPROF_DRV(cuStreamSynchronize),
-    LIVEPROF_DRV(cuStreamSynchronize_ptsz), LIVEPROF_DRV(cuEventSynchronize),
+    LIVEPROF_RT(cudaLaunchKernel, v7000),
+    LIVEPROF_RT(cudaLaunchKernel_ptsz, v7000),
+    LIVEPROF_RT(cudaLaunchKernelExC, v11060),
+    LIVEPROF_RT(cudaLaunchCooperativeKernel, v9000),
+    LIVEPROF_RT(cudaGraphLaunch, v10000),
+    LIVEPROF_RT(cudaGraphLaunch_ptsz, v10000),
+    LIVEPROF_RT(cudaMemcpy, v3020),
+    LIVEPROF_RT(cudaMemcpyAsync, v3020),
+    LIVEPROF_RT(cudaMemcpyAsync_ptsz, v7000),
+    LIVEPROF_RT(cudaMemcpy2DAsync, v3020),
+    LIVEPROF_RT(cudaMemset, v3020),
+    LIVEPROF_RT(cudaMemsetAsync, v3020),
+    LIVEPROF_RT(cudaMemsetAsync_ptsz, v7000),
+    LIVEPROF_RT(cudaMalloc, v3020),
+    LIVEPROF_RT(cudaFree, v3020),
+    LIVEPROF_RT(cudaMallocAsync, v11020),
+    LIVEPROF_RT(cudaFreeAsync, v11020),
+    LIVEPROF_RT(cudaMallocHost, v3020),
+    LIVEPROF_RT(cudaFreeHost, v3020),
+    LIVEPROF_RT(cudaHostAlloc, v3020),
+    LIVEPROF_RT(cudaMallocManaged, v6000),
+    LIVEPROF_RT(cudaStreamSynchronize, v3020),
+    LIVEPROF_RT(cudaStreamSynchronize_ptsz, v7000),
+    LIVEPROF_RT(cudaEventSynchronize, v3020),
+    LIVEPROF_RT(cudaDeviceSynchronize, v3020),
+    LIVEPROF_RT(cudaEventRecord, v3020),
+    LIVEPROF_RT(cudaStreamWaitEvent, v3020),
+    LIVEPROF_DRV(cuLaunchKernel),
+    LIVEPROF_DRV(cuLaunchKernel_ptsz),
+    LIVEPROF_DRV(cuLaunchKernelEx),
+    LIVEPROF_DRV(cuLaunchKernelEx_ptsz),
+    LIVEPROF_DRV(cuLaunchCooperativeKernel),
+    LIVEPROF_DRV(cuGraphLaunch),
+    LIVEPROF_DRV(cuGraphLaunch_ptsz),
+    LIVEPROF_DRV(cuMemcpyHtoD_v2),
+    LIVEPROF_DRV(cuMemcpyDtoH_v2),
+    LIVEPROF_DRV(cuMemcpyHtoDAsync_v2),
+    LIVEPROF_DRV(cuMemcpyDtoHAsync_v2),
+    LIVEPROF_DRV(cuMemcpyAsync),
+    LIVEPROF_DRV(cuMemcpyAsync_ptsz),
+    LIVEPROF_DRV(cuMemsetD8Async),
+    LIVEPROF_DRV(cuMemAlloc_v2),
+    LIVEPROF_DRV(cuMemFree_v2),
+    LIVEPROF_DRV(cuMemAllocAsync),
+    LIVEPROF_DRV(cuMemFreeAsync),
+    LIVEPROF_DRV(cuMemAllocManaged),
+    LIVEPROF_DRV(cuStreamSynchronize),
+    LIVEPROF_DRV(cuStreamSynchronize_ptsz),
+    LIVEPROF_DRV(cuEventSynchronize),
     LIVEPROF_DRV(cuCtxSynchronize),
 };
 #undef LIVEPROF_RT
@@ -80,10 +107,8 @@ const char* OverheadName(uint32_t kind) {
     case CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH: return "CUPTI overhead: buffer flush";
     case CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION: return "CUPTI overhead: instrumentation";
     case CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE: return "CUPTI overhead: resource";
-    case CUPTI_ACTIVITY_OVERHEAD_RUNTIME_TRIGGERED_MODULE_LOADING:
-      return "CUPTI overhead: module loading";
-    case CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING:
-      return "CUPTI overhead: lazy function loading";
+    case CUPTI_ACTIVITY_OVERHEAD_RUNTIME_TRIGGERED_MODULE_LOADING: return "CUPTI overhead: module loading";
+    case CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING: return "CUPTI overhead: lazy function loading";
     case CUPTI_ACTIVITY_OVERHEAD_COMMAND_BUFFER_FULL: return "CUPTI overhead: command buffer full";
     case CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST: return "CUPTI overhead: buffer request";
     case CUPTI_ACTIVITY_OVERHEAD_UVM_ACTIVITY_INIT: return "CUPTI overhead: UVM init";

@@ -66,13 +66,13 @@ bool ParseCuptiRecording(std::string_view bytes, CuptiRecording* out, std::strin
     uint64_t valid_size = 0;
     uint32_t stream_id = 0;
     if (!in.Read(&valid_size)) {
-      return fail(at, "buffer " + std::to_string(index) + ": the file ends inside its header (truncated: " +
-                          std::to_string(bytes.size()) + " bytes)");
+      return fail(at, "buffer " + std::to_string(index) +
+                          ": the file ends inside its header (truncated: " + std::to_string(bytes.size()) + " bytes)");
     }
     if (valid_size == 0) break;
     if (!in.Read(&stream_id) || !in.Read(&reserved)) {
-      return fail(at, "buffer " + std::to_string(index) + ": the file ends inside its header (truncated: " +
-                          std::to_string(bytes.size()) + " bytes)");
+      return fail(at, "buffer " + std::to_string(index) +
+                          ": the file ends inside its header (truncated: " + std::to_string(bytes.size()) + " bytes)");
     }
     if (valid_size > kMaxBufferBytes || valid_size > in.left()) {
       return fail(at, "buffer " + std::to_string(index) + ": valid_size " + std::to_string(valid_size) +
@@ -91,8 +91,8 @@ bool ParseCuptiRecording(std::string_view bytes, CuptiRecording* out, std::strin
   uint32_t n_pairs = 0;
   if (!in.Read(&n_pairs)) return fail(in.offset(), "the clock pairs' count is missing (truncated)");
   if (uint64_t{n_pairs} * 16 > in.left()) {
-    return fail(in.offset(), std::to_string(n_pairs) + " clock pairs do not fit in the " +
-                                 std::to_string(in.left()) + " bytes left (truncated or corrupt)");
+    return fail(in.offset(), std::to_string(n_pairs) + " clock pairs do not fit in the " + std::to_string(in.left()) +
+                                 " bytes left (truncated or corrupt)");
   }
   out->clock_pairs.reserve(n_pairs);
   for (uint32_t i = 0; i < n_pairs; ++i) {
@@ -106,8 +106,8 @@ bool ParseCuptiRecording(std::string_view bytes, CuptiRecording* out, std::strin
   const size_t names_at = in.offset();
   const size_t trailing = in.left();
   if (!in.Take(kCuptiRecordingNamesMagic.size()).starts_with(kCuptiRecordingNamesMagic)) {
-    return fail(names_at, std::to_string(trailing) +
-                              " bytes after the clock pairs that are not a names section (\"LPNAMES1\")");
+    return fail(names_at,
+                std::to_string(trailing) + " bytes after the clock pairs that are not a names section (\"LPNAMES1\")");
   }
   uint32_t n_names = 0;
   if (!in.Read(&out->op_external_kind) || !in.Read(&n_names)) {
@@ -184,8 +184,8 @@ CuptiRecordParser::Options RecordedCupti::parser_options() {
   o.recorded_kernel_names = &recording_.kernel_names;
   o.owns_overhead_data = false;  // (a pointer of the recording process)
   o.op_external_kind = options_.op_external_kind != 0 ? options_.op_external_kind
-                       : recording_.has_names        ? recording_.op_external_kind
-                                                     : 0;  // (kind 0 is INVALID: no record has it)
+                       : recording_.has_names         ? recording_.op_external_kind
+                                                      : 0;  // (kind 0 is INVALID: no record has it)
   o.op_name = [this](uint64_t id) { return OpName(id); };
   return o;
 }
@@ -357,9 +357,8 @@ bool CuptiRecordingWriter::Close(std::string* error) {
     const uint8_t head[4] = {what, 0, 0, 0};
     const uint32_t length = static_cast<uint32_t>(text.size());
     static constexpr char kZeros[8] = {};
-    ok = ok && WriteLocked(head, sizeof head) && WriteLocked(&length, sizeof length) &&
-         WriteLocked(&key, sizeof key) && WriteLocked(text.data(), text.size()) &&
-         WriteLocked(kZeros, Padded8(text.size()) - text.size());
+    ok = ok && WriteLocked(head, sizeof head) && WriteLocked(&length, sizeof length) && WriteLocked(&key, sizeof key) &&
+         WriteLocked(text.data(), text.size()) && WriteLocked(kZeros, Padded8(text.size()) - text.size());
   };
   for (const auto& [key, text] : kernel_names_) write_name(kNameKernel, key, text);
   for (const auto& [key, text] : op_names_) write_name(kNameOp, key, text);

@@ -70,11 +70,11 @@ struct CuptiRecording {
   uint32_t cupti_version = 0;
   std::vector<Buffer> buffers;
   std::vector<std::pair<uint64_t, uint64_t>> clock_pairs;  // (CUPTI ns, host ns).
-  bool has_names = false;  // the file had the LPNAMES1 section.
+  bool has_names = false;                                  // the file had the LPNAMES1 section.
   uint32_t op_external_kind = 0;
   std::unordered_map<uint64_t, std::string> kernel_names;  // pointer -> name.
   std::unordered_map<uint64_t, std::string> op_names;      // external id -> name.
-  uint64_t bytes = 0;  // uncompressed size read.
+  uint64_t bytes = 0;                                      // uncompressed size read.
 };
 
 // True if `head` (a file's first bytes, gzip already undone) starts a
@@ -107,8 +107,7 @@ class RecordedCupti {
     std::function<std::string(uint64_t id)> op_name;
   };
   RecordedCupti(const CuptiRecording& recording, NameTable& names, Options options);
-  RecordedCupti(const CuptiRecording& recording, NameTable& names)
-      : RecordedCupti(recording, names, Options()) {}
+  RecordedCupti(const CuptiRecording& recording, NameTable& names) : RecordedCupti(recording, names, Options()) {}
 
   // Options for a parser of this recording's buffers.
   CuptiRecordParser::Options parser_options();

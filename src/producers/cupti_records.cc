@@ -4,9 +4,9 @@
 #include <cupti_version.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
-#include <cstddef>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -47,8 +47,7 @@ inline uint32_t RawAt(const void* record, size_t offset, size_t size) {
   std::memcpy(&v, static_cast<const uint8_t*>(record) + offset, size < sizeof v ? size : sizeof v);
   return v;
 }
-#define LIVEPROF_RAW(r, field) \
-  RawAt(&(r), offsetof(std::remove_cvref_t<decltype(r)>, field), sizeof((r).field))
+#define LIVEPROF_RAW(r, field) RawAt(&(r), offsetof(std::remove_cvref_t<decltype(r)>, field), sizeof((r).field))
 
 // Size of a record of `kind` that we read but turn into no event; 0 if this
 // build does not know the kind.
@@ -85,11 +84,9 @@ uint32_t ToMemoryKind(uint32_t cupti_kind) {
     case CUPTI_ACTIVITY_MEMORY_KIND_PINNED: return static_cast<uint32_t>(MemoryKind::kPinned);
     case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
     case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY:
-    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC:
-      return static_cast<uint32_t>(MemoryKind::kDevice);
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC: return static_cast<uint32_t>(MemoryKind::kDevice);
     case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
-    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC:
-      return static_cast<uint32_t>(MemoryKind::kManaged);
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC: return static_cast<uint32_t>(MemoryKind::kManaged);
     default: return static_cast<uint32_t>(MemoryKind::kUnknown);
   }
 }
@@ -110,9 +107,7 @@ EventKind CopyKind(uint32_t copy_kind) {
   }
 }
 
-uint8_t DeviceOrdinal(uint32_t device) {
-  return static_cast<uint8_t>(std::min<uint32_t>(device, 255));
-}
+uint8_t DeviceOrdinal(uint32_t device) { return static_cast<uint8_t>(std::min<uint32_t>(device, 255)); }
 
 uint32_t NonNegative(int32_t v) { return v < 0 ? 0u : static_cast<uint32_t>(v); }
 uint64_t Pack(uint32_t lo, uint32_t hi) { return uint64_t{lo} | uint64_t{hi} << 32; }
@@ -187,8 +182,7 @@ void CuptiRecordParser::Convert(const KernelRec& r, SpscRing& out) {
   const DetailsKey key{{Pack(r.registersPerThread, NonNegative(r.staticSharedMemory)),
                         Pack(NonNegative(r.dynamicSharedMemory), NonNegative(r.gridX)),
                         Pack(NonNegative(r.gridY), NonNegative(r.gridZ)),
-                        Pack(NonNegative(r.blockX), NonNegative(r.blockY)),
-                        NonNegative(r.blockZ)}};
+                        Pack(NonNegative(r.blockX), NonNegative(r.blockY)), NonNegative(r.blockZ)}};
   const NameId name = KernelName(r.name);
   const TrackId track = StreamTrack(r.deviceId, r.streamId);
   const NameId details = Details(key);
@@ -210,10 +204,9 @@ void CuptiRecordParser::Convert(const KernelRec& r, SpscRing& out) {
   Publish(out, *e);
 }
 
-void CuptiRecordParser::CopyEvent(EventKind kind, uint64_t start, uint64_t end, uint32_t device,
-                                  uint32_t stream, uint32_t corr, uint32_t graph_id,
-                                  uint64_t bytes, uint32_t src_kind, uint32_t dst_kind,
-                                  SpscRing& out) {
+void CuptiRecordParser::CopyEvent(EventKind kind, uint64_t start, uint64_t end, uint32_t device, uint32_t stream,
+                                  uint32_t corr, uint32_t graph_id, uint64_t bytes, uint32_t src_kind,
+                                  uint32_t dst_kind, SpscRing& out) {
   if (!Timed(start, end)) return;
   const TrackId track = StreamTrack(device, stream);
   Event* e = Reserve(out);
@@ -235,20 +228,20 @@ void CuptiRecordParser::CopyEvent(EventKind kind, uint64_t start, uint64_t end, 
 
 template <>
 void CuptiRecordParser::Convert(const MemcpyRec& r, SpscRing& out) {
-  CopyEvent(CopyKind(r.copyKind), r.start, r.end, r.deviceId, r.streamId, r.correlationId,
-            r.graphId, r.bytes, ToMemoryKind(r.srcKind), ToMemoryKind(r.dstKind), out);
+  CopyEvent(CopyKind(r.copyKind), r.start, r.end, r.deviceId, r.streamId, r.correlationId, r.graphId, r.bytes,
+            ToMemoryKind(r.srcKind), ToMemoryKind(r.dstKind), out);
 }
 
 template <>
 void CuptiRecordParser::Convert(const PeerCopyRec& r, SpscRing& out) {
-  CopyEvent(EventKind::kMemcpyPtoP, r.start, r.end, r.deviceId, r.streamId, r.correlationId,
-            r.graphId, r.bytes, ToMemoryKind(r.srcKind), ToMemoryKind(r.dstKind), out);
+  CopyEvent(EventKind::kMemcpyPtoP, r.start, r.end, r.deviceId, r.streamId, r.correlationId, r.graphId, r.bytes,
+            ToMemoryKind(r.srcKind), ToMemoryKind(r.dstKind), out);
 }
 
 template <>
 void CuptiRecordParser::Convert(const MemsetRec& r, SpscRing& out) {
-  CopyEvent(EventKind::kMemset, r.start, r.end, r.deviceId, r.streamId, r.correlationId,
-            r.graphId, r.bytes, 0, ToMemoryKind(LIVEPROF_RAW(r, memoryKind)), out);
+  CopyEvent(EventKind::kMemset, r.start, r.end, r.deviceId, r.streamId, r.correlationId, r.graphId, r.bytes, 0,
+            ToMemoryKind(LIVEPROF_RAW(r, memoryKind)), out);
 }
 
 template <>
@@ -266,8 +259,8 @@ void CuptiRecordParser::Convert(const MemoryRec& r, SpscRing& out) {
   }
   const bool async = r.isAsync != 0;
   const uint32_t stream = r.streamId;
-  const TrackId track = async && stream != CUPTI_INVALID_STREAM_ID ? StreamTrack(r.deviceId, stream)
-                                                                   : AllocationTrack(r.deviceId);
+  const TrackId track =
+      async && stream != CUPTI_INVALID_STREAM_ID ? StreamTrack(r.deviceId, stream) : AllocationTrack(r.deviceId);
   Event* e = Reserve(out);
   if (e == nullptr) return;
   e->ts = ToHost(timestamp);
@@ -354,8 +347,8 @@ void CuptiRecordParser::Convert(const ExternalRec& r, SpscRing&) {
 }
 
 // A host-side event that is not a CUPTI hot path (markers, overheads).
-void CuptiRecordParser::HostEvent(EventKind kind, uint64_t ts, uint64_t dur, NameId name,
-                                  TrackId track, uint32_t corr, SpscRing& out) {
+void CuptiRecordParser::HostEvent(EventKind kind, uint64_t ts, uint64_t dur, NameId name, TrackId track, uint32_t corr,
+                                  SpscRing& out) {
   Event* e = Reserve(out);
   if (e == nullptr) return;
   *e = Event{};
@@ -389,8 +382,8 @@ void CuptiRecordParser::Convert(const MarkerRec& r, SpscRing& out) {
     }
     const char* name = r.name;
     const NameId name_id = options_.recorded ? recorded_marker_name_
-                           : name != nullptr  ? stream_.names().Intern(name)
-                                              : 0;
+                           : name != nullptr ? stream_.names().Intern(name)
+                                             : 0;
     open_markers_[id] = OpenMarker{host, name_id, track};
   } else if ((flags & CUPTI_ACTIVITY_FLAG_MARKER_END) != 0) {
     auto it = open_markers_.find(id);
@@ -408,8 +401,8 @@ void CuptiRecordParser::Convert(const MarkerRec& r, SpscRing& out) {
   } else if ((flags & CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS) != 0) {
     const char* name = r.name;
     const NameId name_id = options_.recorded ? recorded_marker_name_
-                           : name != nullptr  ? stream_.names().Intern(name)
-                                              : 0;
+                           : name != nullptr ? stream_.names().Intern(name)
+                                             : 0;
     HostEvent(EventKind::kInstant, host, 0, name_id, track, 0, out);
   } else {
     ++stats_.ignored;  // sync-object markers (acquire / release).
@@ -433,20 +426,21 @@ void CuptiRecordParser::Convert(const OverheadRec& r, SpscRing& out) {
   if (!Timed(start, end)) return;
   const NameId name = stream_.names().Intern(OverheadName(what));
   const uint64_t ts = ToHost(start);
-  HostEvent(EventKind::kHostSpan, ts, EndToHost(start, end, ts), name,
-            ThreadTrack(r.objectId.pt.threadId), r.correlationId, out);
+  HostEvent(EventKind::kHostSpan, ts, EndToHost(start, end, ts), name, ThreadTrack(r.objectId.pt.threadId),
+            r.correlationId, out);
 }
 
 // ---------------------------------------------------------------------------
 // Caches.
 
 NameId CuptiRecordParser::KernelName(const char* name) {
-  if (name == nullptr) [[unlikely]] return stream_.names().Intern(name);
+  if (name == nullptr) [[unlikely]]
+    return stream_.names().Intern(name);
   const size_t hash = Hashed(reinterpret_cast<uintptr_t>(name));
   NameSlot& s = names_.Find(hash, [name](const NameSlot& slot) { return slot.key == name; });
-  if (s.hash != 0) [[likely]] return s.id;
-  const NameId id =
-      options_.recorded ? RecordedKernelName(name) : stream_.names().Intern(DemangledKernelName(name));
+  if (s.hash != 0) [[likely]]
+    return s.id;
+  const NameId id = options_.recorded ? RecordedKernelName(name) : stream_.names().Intern(DemangledKernelName(name));
   s = NameSlot{hash, name, id};
   names_.Added();
   return id;
@@ -474,12 +468,12 @@ NameId CuptiRecordParser::Details(const DetailsKey& key) {
                      key.w[4] * 0x27d4eb2f165667c5ull;
   const size_t hash = Hashed(h);
   DetailsSlot& s = details_.Find(hash, [&key](const DetailsSlot& slot) { return slot.key == key; });
-  if (s.hash != 0) [[likely]] return s.id;
+  if (s.hash != 0) [[likely]]
+    return s.id;
   char text[192];
-  std::snprintf(text, sizeof text,
-                "regs:%u static_shared:%u dynamic_shared:%u grid:%u,%u,%u block:%u,%u,%u",
-                Lo(key.w[0]), Hi(key.w[0]), Lo(key.w[1]), Hi(key.w[1]), Lo(key.w[2]), Hi(key.w[2]),
-                Lo(key.w[3]), Hi(key.w[3]), Lo(key.w[4]));
+  std::snprintf(text, sizeof text, "regs:%u static_shared:%u dynamic_shared:%u grid:%u,%u,%u block:%u,%u,%u",
+                Lo(key.w[0]), Hi(key.w[0]), Lo(key.w[1]), Hi(key.w[1]), Lo(key.w[2]), Hi(key.w[2]), Lo(key.w[3]),
+                Hi(key.w[3]), Lo(key.w[4]));
   const NameId id = stream_.names().Intern(std::string_view(text));
   s = DetailsSlot{hash, key, id};
   details_.Added();
@@ -487,9 +481,11 @@ NameId CuptiRecordParser::Details(const DetailsKey& key) {
 }
 
 NameId CuptiRecordParser::ApiName(bool driver, uint32_t cbid) {
-  if (cbid >= kMaxCachedCbid) [[unlikely]] return InternApiName(driver, cbid);
+  if (cbid >= kMaxCachedCbid) [[unlikely]]
+    return InternApiName(driver, cbid);
   NameId& id = (driver ? driver_names_ : runtime_names_)[cbid];
-  if (id == 0) [[unlikely]] id = InternApiName(driver, cbid);
+  if (id == 0) [[unlikely]]
+    id = InternApiName(driver, cbid);
   return id;
 }
 
@@ -517,7 +513,8 @@ TrackId CuptiRecordParser::ProcessMarkerTrack() { return Track(kMarkerTrackKey);
 TrackId CuptiRecordParser::Track(uint64_t key) {
   const size_t hash = Hashed(key);
   TrackSlot& s = tracks_.Find(hash, [key](const TrackSlot& slot) { return slot.key == key; });
-  if (s.hash != 0) [[likely]] return s.id;
+  if (s.hash != 0) [[likely]]
+    return s.id;
   const TrackId id = AddTrackSlow(key);
   s = TrackSlot{hash, key, id};
   tracks_.Added();
@@ -530,15 +527,13 @@ TrackId CuptiRecordParser::AddTrackSlow(uint64_t key) {
   if ((key & kGpuTrackBit) != 0) {
     const uint32_t device = static_cast<uint32_t>((key & ~kGpuTrackBit) >> 32);
     const std::string name = "GPU " + std::to_string(device) + " stream " + std::to_string(id);
-    return stream_.AddTrack(
-        TrackInfo{names.Intern(name), TrackType::kGpuStream, id, DeviceOrdinal(device)});
+    return stream_.AddTrack(TrackInfo{names.Intern(name), TrackType::kGpuStream, id, DeviceOrdinal(device)});
   }
   if ((key & kAllocationTrackBit) != 0) {
     // Instants, not a counter (a counter row folds its events' values);
     // os_id: no thread has it.
     const std::string name = "GPU " + std::to_string(id) + " allocations";
-    return stream_.AddTrack(
-        TrackInfo{names.Intern(name), TrackType::kHostThread, kNoThreadId, DeviceOrdinal(id)});
+    return stream_.AddTrack(TrackInfo{names.Intern(name), TrackType::kHostThread, kNoThreadId, DeviceOrdinal(id)});
   }
   if ((key & kPoolTrackBit) != 0) {
     const std::string name = "GPU " + std::to_string(id) + " memory pool";
@@ -559,15 +554,13 @@ TrackId CuptiRecordParser::AddTrackSlow(uint64_t key) {
   }
   char name[48];
   std::snprintf(name, sizeof name, "CUDA API thread 0x%x", id);
-  return stream_.AddTrack(
-      TrackInfo{names.Intern(std::string_view(name)), TrackType::kHostThread, id, 0});
+  return stream_.AddTrack(TrackInfo{names.Intern(std::string_view(name)), TrackType::kHostThread, id, 0});
 }
 
 // ---------------------------------------------------------------------------
 // The walk.
 
-CuptiRecordParser::Result CuptiRecordParser::Parse(const uint8_t* buffer, size_t valid_size,
-                                                   SpscRing& out) {
+CuptiRecordParser::Result CuptiRecordParser::Parse(const uint8_t* buffer, size_t valid_size, SpscRing& out) {
   result_ = Result{};
   anchored_ = false;
   slope_ = clock_->slope();

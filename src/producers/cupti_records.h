@@ -160,11 +160,11 @@ class CuptiRecordParser {
   };
 
   struct Result {
-    size_t records = 0;      // records read (converted, counted or skipped).
-    size_t events = 0;       // events published to the ring.
-    size_t ring_full = 0;    // events lost because the ring was full.
-    bool complete = true;    // false: the walk stopped early (diagnostic counted).
-    uint64_t max_end = 0;    // host ns: the latest end of an event written (recordings only).
+    size_t records = 0;    // records read (converted, counted or skipped).
+    size_t events = 0;     // events published to the ring.
+    size_t ring_full = 0;  // events lost because the ring was full.
+    bool complete = true;  // false: the walk stopped early (diagnostic counted).
+    uint64_t max_end = 0;  // host ns: the latest end of an event written (recordings only).
   };
 
   struct Stats {
@@ -173,7 +173,7 @@ class CuptiRecordParser {
     uint64_t records = 0;
     uint64_t events = 0;
     uint64_t ring_full = 0;
-    uint64_t ignored = 0;  // known kinds with no event (device, context, sync...).
+    uint64_t ignored = 0;                        // known kinds with no event (device, context, sync...).
     std::array<uint64_t, kKindSlots> by_kind{};  // index = CUpti_ActivityKind.
     // OVERHEAD records of CUPTI's own work (IsCuptiOwnOverhead: not CUDA's
     // lazy loading or JIT), whatever object they charge, and their time (end
@@ -296,9 +296,8 @@ class CuptiRecordParser {
   // .cc, the only place that sees the CUPTI headers.
   template <typename Rec>
   void Convert(const Rec& r, SpscRing& out);
-  void CopyEvent(EventKind kind, uint64_t start, uint64_t end, uint32_t device,
-                 uint32_t stream, uint32_t corr, uint32_t graph_id, uint64_t bytes,
-                 uint32_t src_kind, uint32_t dst_kind, SpscRing& out);
+  void CopyEvent(EventKind kind, uint64_t start, uint64_t end, uint32_t device, uint32_t stream, uint32_t corr,
+                 uint32_t graph_id, uint64_t bytes, uint32_t src_kind, uint32_t dst_kind, SpscRing& out);
 
   NameId KernelName(const char* name);
   NameId Details(const DetailsKey& key);
@@ -321,7 +320,8 @@ class CuptiRecordParser {
   // Inline on every record; a recording's clock map and the first reading's
   // anchor out of line.
   uint64_t ToHost(uint64_t t) {
-    if (options_.recorded || !anchored_) [[unlikely]] return ToHostSlow(t);
+    if (options_.recorded || !anchored_) [[unlikely]]
+      return ToHostSlow(t);
     const double d = static_cast<double>(static_cast<int64_t>(t - base_other_));
     return base_host_ + static_cast<uint64_t>(RoundNs(d * slope_));
   }
@@ -330,22 +330,23 @@ class CuptiRecordParser {
     Anchor(t);
     return ToHost(t);
   }
-  uint64_t DurationToHost(uint64_t d) const {
-    return static_cast<uint64_t>(RoundNs(static_cast<double>(d) * slope_));
-  }
+  uint64_t DurationToHost(uint64_t d) const { return static_cast<uint64_t>(RoundNs(static_cast<double>(d) * slope_)); }
   // A span's duration on the host clock, its begin mapped to `ts`. A
   // recording maps its end through the clock map too (its pairs span the
   // whole run: each reading lands between the two pairs around it), a live
   // buffer by the current slope.
   uint64_t EndToHost(uint64_t start, uint64_t end, uint64_t ts) const {
-    if (!options_.recorded) [[likely]] return DurationToHost(end - start);
+    if (!options_.recorded) [[likely]]
+      return DurationToHost(end - start);
     const uint64_t host_end = clock_->ToHost(end);
     return host_end > ts ? host_end - ts : 0;
   }
   // Saturating: a corrupt record's times may be anywhere in 2^64.
   static int64_t RoundNs(double v) {
-    if (v >= 9.2e18) [[unlikely]] return INT64_MAX;
-    if (v <= -9.2e18) [[unlikely]] return INT64_MIN;
+    if (v >= 9.2e18) [[unlikely]]
+      return INT64_MAX;
+    if (v <= -9.2e18) [[unlikely]]
+      return INT64_MIN;
     return static_cast<int64_t>(v < 0 ? v - 0.5 : v + 0.5);
   }
   void Anchor(uint64_t t) {
@@ -363,19 +364,17 @@ class CuptiRecordParser {
     }
     // The slots a few events on, for writing (a prefetch never faults, so
     // past the ring's end is harmless; integer math keeps it defined).
-    __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(slot) +
-                                                     8 * sizeof(Event)),
-                       1);
+    __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(slot) + 8 * sizeof(Event)), 1);
     return slot;
   }
   void Publish(SpscRing& out, const Event& e) {
     out.Publish();
     ++result_.events;
     // (a recording's player paces by it; live buffers skip the cost)
-    if (options_.recorded) [[unlikely]] result_.max_end = std::max(result_.max_end, e.ts + e.dur);
+    if (options_.recorded) [[unlikely]]
+      result_.max_end = std::max(result_.max_end, e.ts + e.dur);
   }
-  void HostEvent(EventKind kind, uint64_t ts, uint64_t dur, NameId name, TrackId track,
-                 uint32_t corr, SpscRing& out);
+  void HostEvent(EventKind kind, uint64_t ts, uint64_t dur, NameId name, TrackId track, uint32_t corr, SpscRing& out);
 
   Stream& stream_;
   Options options_;
@@ -395,7 +394,7 @@ class CuptiRecordParser {
   std::vector<NameId> runtime_names_;  // by cbid; 0: not yet asked.
   std::vector<NameId> driver_names_;
   std::unordered_map<uint32_t, OpenMarker> open_markers_;  // by marker id.
-  std::array<NameId, kEventKindCount> kind_names_{};  // "MemcpyHtoD", "Memset"...
+  std::array<NameId, kEventKindCount> kind_names_{};       // "MemcpyHtoD", "Memset"...
   NameId cuda_alloc_name_ = 0;
   NameId cuda_async_alloc_name_ = 0;
   NameId pool_counter_name_ = 0;

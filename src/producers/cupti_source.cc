@@ -57,18 +57,18 @@ bool IsCuptiPrivilegeError(int result) {
          result == CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES;
 }
 
-std::string CuptiEnableFailureMessage(int result, const std::string& result_name,
-                                      const std::string& driver) {
+std::string CuptiEnableFailureMessage(int result, const std::string& result_name, const std::string& driver) {
   if (IsCuptiPrivilegeError(result)) {
     return "CUPTI refused activity tracing: " + result_name +
            ". Activity tracing (kernels, copies, API calls) needs no privilege; only GPU "
            "performance counters do (root, or the driver option "
            "NVreg_RestrictProfilingToAdminUsers=0), and liveprof does not use them. Something "
            "restricts this process: a container or a virtualized GPU that forbids profiling. "
-           "Driver: " + driver + ". " + kHostOnly;
+           "Driver: " +
+           driver + ". " + kHostOnly;
   }
-  return "CUPTI loaded but activity tracing unavailable (no CUDA driver/GPU?): " + result_name +
-         ". Driver: " + driver + ". " + kHostOnly;
+  return "CUPTI loaded but activity tracing unavailable (no CUDA driver/GPU?): " + result_name + ". Driver: " + driver +
+         ". " + kHostOnly;
 }
 
 // ---------------------------------------------------------------------------
@@ -88,7 +88,7 @@ struct CuptiSource::Impl {
   std::thread thread;
   std::mutex mu;
   std::condition_variable cv;
-  bool stop = false;  // guarded by mu.
+  bool stop = false;         // guarded by mu.
   std::string probe_driver;  // the driver library to ask at the first wake ("": asked at Start).
   SourceCounters counters;
   std::unique_ptr<CuptiSourceRecorder> recorder;  // null: no recording.
@@ -98,14 +98,14 @@ struct CuptiSource::Impl {
   // Regain(), the capture switch's turns (taken under the switch's own
   // lock: that one first, always).
   mutable std::mutex cupti_mu;
-  bool aside = false;                 // guarded by cupti_mu; mirrored in *aside_flag.
+  bool aside = false;                       // guarded by cupti_mu; mirrored in *aside_flag.
   std::atomic<bool>* aside_flag = nullptr;  // CuptiSource::aside_ (PushOp, aside()).
-  bool os_thread_ids = false;         // CUPTI took SYSTEM thread ids at Start().
-  std::vector<Handoff> handoffs;      // guarded by cupti_mu; the newest kMaxHandoffs.
-  TrackId marker_track = 0;           // "GPU tracer", at the first handoff.
-  std::string not_regained;           // the last refusal said ("": none), said once.
-  bool retry = false;                 // a Regain() was refused: the flush thread tries again.
-  uint32_t wakes = 0;                 // the flush thread's, for retry's pace.
+  bool os_thread_ids = false;               // CUPTI took SYSTEM thread ids at Start().
+  std::vector<Handoff> handoffs;            // guarded by cupti_mu; the newest kMaxHandoffs.
+  TrackId marker_track = 0;                 // "GPU tracer", at the first handoff.
+  std::string not_regained;                 // the last refusal said ("": none), said once.
+  bool retry = false;                       // a Regain() was refused: the flush thread tries again.
+  uint32_t wakes = 0;                       // the flush thread's, for retry's pace.
 
   explicit Impl(Stream& s) : stream(s) {}
 
@@ -120,8 +120,8 @@ struct CuptiSource::Impl {
     if (handoffs.size() == kMaxHandoffs) handoffs.erase(handoffs.begin());
     handoffs.push_back({kind, now, what});
     if (marker_track == 0) {
-      marker_track = stream.AddTrack(TrackInfo{stream.names().Intern("GPU tracer (liveprof)"),
-                                               TrackType::kHostThread, 0, 0});
+      marker_track =
+          stream.AddTrack(TrackInfo{stream.names().Intern("GPU tracer (liveprof)"), TrackType::kHostThread, 0, 0});
     }
     Event* e = ring->queue->TryReserve();
     if (e == nullptr) return;  // (a full ring: counted as the ring's drop)
@@ -143,8 +143,7 @@ struct CuptiSource::Impl {
       api.set_attribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &size, &per_thread);
     }
     if (os_thread_ids) api.set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
-    if (const CUptiResult r = api.register_callbacks(OnBufferRequested, OnBufferCompleted);
-        r != CUPTI_SUCCESS) {
+    if (const CUptiResult r = api.register_callbacks(OnBufferRequested, OnBufferCompleted); r != CUPTI_SUCCESS) {
       *why = "cuptiActivityRegisterCallbacks: " + api.ResultName(r);
       return false;
     }
@@ -376,8 +375,7 @@ struct CuptiSource::Impl {
   }
 };
 
-CuptiSource::CuptiSource(Stream& stream, Options options)
-    : stream_(stream), options_(std::move(options)) {}
+CuptiSource::CuptiSource(Stream& stream, Options options) : stream_(stream), options_(std::move(options)) {}
 
 CuptiSource::~CuptiSource() { Stop(); }
 
@@ -404,8 +402,8 @@ bool CuptiSource::Start() {
   auto impl = std::make_unique<Impl>(stream_);
   std::string error;
   if (!LoadCupti(options_.cupti_library, &impl->api, &error)) {
-    driver_message_ = options_.probe_driver_at_start ? ProbeDriver(options_.cuda_library, &devices_)
-                                                     : "not asked (inside cuInit)";
+    driver_message_ =
+        options_.probe_driver_at_start ? ProbeDriver(options_.cuda_library, &devices_) : "not asked (inside cuInit)";
     return fail(Status::kNoLibrary, "CUPTI not available (" + error + "); " + kHostOnly);
   }
   impl_ = std::move(impl);
@@ -439,33 +437,31 @@ bool CuptiSource::Start() {
       (start_aside ? api.get_thread_id_type != nullptr && api.get_thread_id_type(&id_type) == CUPTI_SUCCESS
                    : api.set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) == CUPTI_SUCCESS);
   im.os_thread_ids = os_thread_ids;
-  if (const CUptiResult r =
-          start_aside ? CUPTI_SUCCESS : api.register_callbacks(OnBufferRequested, OnBufferCompleted);
+  if (const CUptiResult r = start_aside ? CUPTI_SUCCESS : api.register_callbacks(OnBufferRequested, OnBufferCompleted);
       r != CUPTI_SUCCESS) {
-    return fail(Status::kFailed, "cuptiActivityRegisterCallbacks failed: " + api.ResultName(r) +
-                                     "; " + kHostOnly);
+    return fail(Status::kFailed, "cuptiActivityRegisterCallbacks failed: " + api.ResultName(r) + "; " + kHostOnly);
   }
   im.kinds = std::make_unique<CuptiKindSet>(
-      CuptiKindSet::Api{api.enable, api.disable, api.enable_runtime_api, api.enable_driver_api},
-      options_.driver_api, options_.nvtx, api.callback_name);
+      CuptiKindSet::Api{api.enable, api.disable, api.enable_runtime_api, api.enable_driver_api}, options_.driver_api,
+      options_.nvtx, api.callback_name);
   if (start_aside) im.kinds->Suspend(/*cupti_knows=*/false);
   const uint64_t enabled_ns = HostNowNs();  // nothing CUPTI records ends before this.
   if (const CUptiResult r = start_aside ? CUPTI_SUCCESS : im.kinds->EnableKernels(); r != CUPTI_SUCCESS) {
-    driver_message_ = options_.probe_driver_at_start ? ProbeDriver(options_.cuda_library, &devices_)
-                                                     : "not asked (inside cuInit)";
+    driver_message_ =
+        options_.probe_driver_at_start ? ProbeDriver(options_.cuda_library, &devices_) : "not asked (inside cuInit)";
     return fail(IsCuptiPrivilegeError(r) ? Status::kNoPrivileges : Status::kUnavailable,
                 CuptiEnableFailureMessage(r, api.ResultName(r), driver_message_));
   }
   std::string level_note;
-  const CuptiLevel level =
-      ChooseCuptiLevel(options_.level, std::getenv("LIVEPROF_CUPTI_LEVEL"), &level_note);
+  const CuptiLevel level = ChooseCuptiLevel(options_.level, std::getenv("LIVEPROF_CUPTI_LEVEL"), &level_note);
   level_.store(level);
-  const std::string not_enabled =
-      im.kinds->EnableLevel(level, [&api](CUptiResult r) { return api.ResultName(r); });
+  const std::string not_enabled = im.kinds->EnableLevel(level, [&api](CUptiResult r) { return api.ResultName(r); });
 
   std::string ring_error;
-  im.ring = stream_.AddRing({.name = "cupti", .domain = TimeDomain::kHostNs,
-                             .capacity = options_.ring_capacity, .track = 0,
+  im.ring = stream_.AddRing({.name = "cupti",
+                             .domain = TimeDomain::kHostNs,
+                             .capacity = options_.ring_capacity,
+                             .track = 0,
                              .progress = RingProgress::kDeclared},
                             &ring_error);
   if (im.ring == nullptr) {
@@ -504,10 +500,9 @@ bool CuptiSource::Start() {
 
   uint32_t version = 0;
   if (api.version != nullptr) api.version(&version);
-  message_ = "CUPTI " + std::to_string(version) + " tracing GPU activity (" +
-             std::to_string(kBufferCount) + " x " + std::to_string(kBufferBytes >> 20) +
-             " MiB buffers, flushed every " + std::to_string(kFlushPeriod.count()) +
-             " ms). Driver: " + driver_message_ + ".";
+  message_ = "CUPTI " + std::to_string(version) + " tracing GPU activity (" + std::to_string(kBufferCount) + " x " +
+             std::to_string(kBufferBytes >> 20) + " MiB buffers, flushed every " +
+             std::to_string(kFlushPeriod.count()) + " ms). Driver: " + driver_message_ + ".";
   message_ += CuptiLevelMessage(level, im.kinds->filtered(), im.kinds->filter()) + level_note;
   if (!not_enabled.empty()) message_ += " Not enabled: " + not_enabled + ".";
   if (!os_thread_ids) {
@@ -515,8 +510,7 @@ bool CuptiSource::Start() {
   }
   if (!record_path_.empty()) {
     message_ += " Recording to " + record_path_ +
-                (api.next_record == nullptr ? " (without kernel names: no cuptiActivityGetNextRecord)."
-                                            : ".");
+                (api.next_record == nullptr ? " (without kernel names: no cuptiActivityGetNextRecord)." : ".");
   }
   if (start_aside) {
     message_ += " Aside while " + options_.start_aside_for + " traces (it started first): tracing from its end.";
@@ -562,9 +556,7 @@ void CuptiSource::Stop() {
   g_source_running.store(false);
 }
 
-uint64_t CuptiSource::dropped() const {
-  return impl_ ? impl_->counters.dropped.load(std::memory_order_relaxed) : 0;
-}
+uint64_t CuptiSource::dropped() const { return impl_ ? impl_->counters.dropped.load(std::memory_order_relaxed) : 0; }
 
 uint64_t CuptiSource::refused_buffers() const {
   return impl_ ? impl_->counters.refused.load(std::memory_order_relaxed) : 0;

@@ -148,14 +148,14 @@ class CuptiSource {
   static constexpr std::chrono::milliseconds kFlushPeriod{150};
 
   enum class Status : uint8_t {
-    kIdle = 0,        // not started.
+    kIdle = 0,  // not started.
     kRunning = 1,
-    kStopped = 2,     // ran, then stopped.
-    kNoLibrary = 3,   // libcupti.so.13 (or an entry point) missing.
-    kUnavailable = 4, // CUPTI loaded, activity tracing refused (no driver/GPU...).
+    kStopped = 2,      // ran, then stopped.
+    kNoLibrary = 3,    // libcupti.so.13 (or an entry point) missing.
+    kUnavailable = 4,  // CUPTI loaded, activity tracing refused (no driver/GPU...).
     kNoPrivileges = 5,
-    kBusy = 6,        // another CuptiSource is running in this process.
-    kFailed = 7,      // no memory for the pool, no ring...
+    kBusy = 6,    // another CuptiSource is running in this process.
+    kFailed = 7,  // no memory for the pool, no ring...
   };
 
   struct Options {
@@ -187,7 +187,7 @@ class CuptiSource {
   // A handoff of CUPTI between this source and another client.
   struct Handoff {
     enum class Kind : uint8_t {
-      kYielded,      // `what`: the other client.
+      kYielded,  // `what`: the other client.
       kRegained,
       kNotRegained,  // `what`: why (CUPTI refused the callbacks or CONCURRENT_KERNEL).
       kFinalized,    // CUPTI was finalized under the running source.
@@ -275,8 +275,7 @@ class CuptiSource {
 // The message Start() gives when cuptiActivityEnable fails with CUPTI result
 // `result` (`result_name`: cuptiGetResultString's text); `driver` is what
 // the driver probe found. Pure; exposed for tests.
-std::string CuptiEnableFailureMessage(int result, const std::string& result_name,
-                                      const std::string& driver);
+std::string CuptiEnableFailureMessage(int result, const std::string& result_name, const std::string& driver);
 // True if `result` is CUPTI_ERROR_INSUFFICIENT_PRIVILEGES (or its
 // virtualized-device variant).
 bool IsCuptiPrivilegeError(int result);

@@ -4,8 +4,8 @@
 
 namespace liveprof {
 
-bool CuptiSourceRecorder::Open(const std::string& path, uint32_t cupti_version,
-                               uint32_t op_external_kind, std::string* error) {
+bool CuptiSourceRecorder::Open(const std::string& path, uint32_t cupti_version, uint32_t op_external_kind,
+                               std::string* error) {
   if (!writer_.Open(path, cupti_version, error)) return false;
   path_ = path;
   writer_.SetOpExternalKind(op_external_kind);
@@ -19,8 +19,7 @@ void CuptiSourceRecorder::AddBuffer(uint8_t* buffer, size_t valid, uint32_t stre
     std::vector<const char*> names;
     CUpti_Activity* record = nullptr;
     while (next_record_(buffer, valid, &record) == CUPTI_SUCCESS) {
-      if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
-          record->kind != CUPTI_ACTIVITY_KIND_KERNEL) {
+      if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL) {
         continue;
       }
       const char* name = reinterpret_cast<const CUpti_ActivityKernel10*>(record)->name;
@@ -37,9 +36,7 @@ void CuptiSourceRecorder::AddBuffer(uint8_t* buffer, size_t valid, uint32_t stre
   writer_.AddBuffer(buffer, valid, stream_id);
 }
 
-void CuptiSourceRecorder::AddClockPair(uint64_t cupti_ns, uint64_t host_ns) {
-  writer_.AddClockPair(cupti_ns, host_ns);
-}
+void CuptiSourceRecorder::AddClockPair(uint64_t cupti_ns, uint64_t host_ns) { writer_.AddClockPair(cupti_ns, host_ns); }
 
 void CuptiSourceRecorder::AddOp(uint64_t id, std::string_view name) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -54,8 +51,7 @@ size_t CuptiSourceRecorder::kernel_names() const {
 std::string CuptiSourceRecorder::Close() {
   std::string error;
   const bool ok = writer_.Close(&error);
-  std::string line = "liveprof: CUPTI recording: " + std::to_string(writer_.buffers_written()) +
-                     " buffers to " + path_;
+  std::string line = "liveprof: CUPTI recording: " + std::to_string(writer_.buffers_written()) + " buffers to " + path_;
   if (!ok) line += " (" + (error.empty() ? std::string("a write failed") : error) + ")";
   return line;
 }

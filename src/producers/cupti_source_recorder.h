@@ -49,8 +49,7 @@ class CuptiSourceRecorder {
 
   // Creates `path` and writes the header; `op_external_kind` is the kind the
   // source pushes ops under. False with *error.
-  bool Open(const std::string& path, uint32_t cupti_version, uint32_t op_external_kind,
-            std::string* error);
+  bool Open(const std::string& path, uint32_t cupti_version, uint32_t op_external_kind, std::string* error);
 
   // A buffer CUPTI completed (`valid` bytes of records): its new kernel
   // names, then its bytes. Before the buffer is parsed or given back.

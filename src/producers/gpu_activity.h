@@ -26,9 +26,9 @@ enum class CuptiLevel : uint8_t {
 
 // How a GPU producer is turned; each function returns once done.
 struct GpuActivitySwitch {
-  std::function<void(bool on)> apply;              // activity on or off.
-  std::function<void(CuptiLevel level)> set_level; // its capture level.
-  CuptiLevel level = CuptiLevel::kDefault;         // the level it starts at.
+  std::function<void(bool on)> apply;               // activity on or off.
+  std::function<void(CuptiLevel level)> set_level;  // its capture level.
+  CuptiLevel level = CuptiLevel::kDefault;          // the level it starts at.
 };
 
 // The producer starts on, at `gpu.level`. Replaces a switch installed

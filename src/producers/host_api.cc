@@ -79,7 +79,8 @@ size_t CapacityFromEnv(size_t fallback) {
   if (end == s || *end != '\0') {
     std::fprintf(stderr,
                  "liveprof: LIVEPROF_RING_CAPACITY='%s' is not a number of events; "
-                 "using %zu\n", s, fallback);
+                 "using %zu\n",
+                 s, fallback);
     return fallback;
   }
   return static_cast<size_t>(v);  // 0 or too large is refused, and said, by AddRing.
@@ -99,19 +100,21 @@ SpscRing* CreateThreadRing() {
   }
   const long tid = syscall(SYS_gettid);
   const std::string name = ThreadName(tid);
-  const TrackId track = stream.AddTrack(
-      TrackInfo{stream.names().Intern(name), TrackType::kHostThread, static_cast<uint64_t>(tid), 0});
+  const TrackId track =
+      stream.AddTrack(TrackInfo{stream.names().Intern(name), TrackType::kHostThread, static_cast<uint64_t>(tid), 0});
   std::string error;
-  std::shared_ptr<Ring> ring = stream.AddRing(
-      {.name = name, .domain = TimeDomain::kTscTicks, .capacity = 0, .track = track,
-       .progress = RingProgress::kWritesAtEnd},  // a span is written as it ends.
-      &error);
+  std::shared_ptr<Ring> ring =
+      stream.AddRing({.name = name,
+                      .domain = TimeDomain::kTscTicks,
+                      .capacity = 0,
+                      .track = track,
+                      .progress = RingProgress::kWritesAtEnd},  // a span is written as it ends.
+                     &error);
   ThreadState& st = t_state;
   if (ring == nullptr) {
     st.failed = true;
     stream.diagnostics().Add(Diag::no_ring_dropped);
-    std::fprintf(stderr, "liveprof: %s; this thread's events are dropped and counted\n",
-                 error.c_str());
+    std::fprintf(stderr, "liveprof: %s; this thread's events are dropped and counted\n", error.c_str());
     return nullptr;
   }
   st.ring = ring;
@@ -202,12 +205,12 @@ bool CreateGlobalStream() {
 Stream& GlobalStream() {
   Stream* s = internal::g_stream.load(std::memory_order_acquire);
   if (s != nullptr) return *s;
-  // LIVEPROF_SERVER connects once the stream exists, outside the lock (the
-  // sender uses the stream), when the ingest client is linked in.
+    // LIVEPROF_SERVER connects once the stream exists, outside the lock (the
+    // sender uses the stream), when the ingest client is linked in.
 #ifndef LIVEPROF_DISABLE_TRACING
   if (CreateGlobalStream() && liveprof_ingest_on_global_stream != nullptr) liveprof_ingest_on_global_stream();
 #else
-  CreateGlobalStream();  // (nothing is recorded: nothing to send)
+  CreateGlobalStream();             // (nothing is recorded: nothing to send)
 #endif
   return *internal::g_stream.load(std::memory_order_acquire);
 }
@@ -240,9 +243,7 @@ int HostTraceLevel() {
   return internal::g_level.load(std::memory_order_relaxed);
 }
 
-void SetPythonScopesEnabled(bool enabled) {
-  internal::g_python_scopes.store(enabled, std::memory_order_relaxed);
-}
+void SetPythonScopesEnabled(bool enabled) { internal::g_python_scopes.store(enabled, std::memory_order_relaxed); }
 
 bool PythonScopesEnabled() { return internal::g_python_scopes.load(std::memory_order_relaxed); }
 
@@ -320,8 +321,8 @@ void StepBegin(int64_t step_num, NameId name) {
   const uint64_t now = internal::Now();
   if (st.step_open) {
     CountStep();
-    internal::Record(EventKind::kStepMarker, st.step_name, st.step_begin, now - st.step_begin, 0,
-                     0, static_cast<uint64_t>(st.step_num), 0);
+    internal::Record(EventKind::kStepMarker, st.step_name, st.step_begin, now - st.step_begin, 0, 0,
+                     static_cast<uint64_t>(st.step_num), 0);
   }
   st.step_open = true;
   st.step_num = step_num;

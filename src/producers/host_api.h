@@ -69,8 +69,7 @@ void SetHostTraceLevel(int level);  // clamped to [1, 3].
 int HostTraceLevel();
 // The level at which a span of `kind` is recorded.
 constexpr int HostLevelOf(EventKind kind) {
-  return kind == EventKind::kHostSpan || kind == EventKind::kFrameworkOp ||
-                 kind == EventKind::kRuntimeApi
+  return kind == EventKind::kHostSpan || kind == EventKind::kFrameworkOp || kind == EventKind::kRuntimeApi
              ? kHostLevelDetailed
              : kHostLevelCritical;
 }
@@ -108,9 +107,9 @@ void StepEnd(int64_t step_num);
 // as it parses them, and read with the hooks': the server shows it per step
 // beside theirs.
 struct HookTotals {
-  uint64_t ns = 0;     // the hook bodies' time, on the host clock (ticks mapped at the reading).
-  uint64_t calls = 0;  // hook bodies measured.
-  uint64_t steps = 0;  // training steps marked.
+  uint64_t ns = 0;                 // the hook bodies' time, on the host clock (ticks mapped at the reading).
+  uint64_t calls = 0;              // hook bodies measured.
+  uint64_t steps = 0;              // training steps marked.
   uint64_t cupti_overhead_ns = 0;  // CUPTI's OVERHEAD records of its own work, so far.
 };
 void AddHookTime(uint64_t ticks);
@@ -177,8 +176,8 @@ inline Event* Reserve() {
 }
 inline void Publish() { t_slot.queue->Publish(); }
 
-inline void Record(EventKind kind, NameId name, uint64_t ts, uint64_t dur, uint32_t corr,
-                   uint8_t sub, uint64_t p0, uint64_t p1) {
+inline void Record(EventKind kind, NameId name, uint64_t ts, uint64_t dur, uint32_t corr, uint8_t sub, uint64_t p0,
+                   uint64_t p1) {
   Event* e = Reserve();
   if (e == nullptr) return;
   e->ts = ts;
@@ -240,8 +239,7 @@ class StepScope {
   ~StepScope() {
     if (begin_ != 0) {
       const uint64_t end = internal::Now();
-      internal::Record(EventKind::kStepMarker, name_, begin_, end - begin_, 0, 0,
-                       static_cast<uint64_t>(step_), 0);
+      internal::Record(EventKind::kStepMarker, name_, begin_, end - begin_, 0, 0, static_cast<uint64_t>(step_), 0);
     }
     CountStep();
   }
@@ -269,20 +267,16 @@ inline void RecordCounter(NameId name, double value) {
   }
 }
 // An allocation of `bytes` at `address` by allocator `name`.
-inline void RecordAlloc(NameId allocator, uint64_t address, uint64_t bytes,
-                        MemoryKind kind = MemoryKind::kHost) {
+inline void RecordAlloc(NameId allocator, uint64_t address, uint64_t bytes, MemoryKind kind = MemoryKind::kHost) {
   if (internal::Enabled()) {
-    internal::Record(EventKind::kAlloc, allocator, internal::Now(), 0, 0,
-                     static_cast<uint8_t>(kind), address, bytes);
+    internal::Record(EventKind::kAlloc, allocator, internal::Now(), 0, 0, static_cast<uint8_t>(kind), address, bytes);
   }
 }
 // A free of `address` (bytes may be 0 if unknown; the memory aggregator
 // remembers the size from the allocation).
-inline void RecordFree(NameId allocator, uint64_t address, uint64_t bytes = 0,
-                       MemoryKind kind = MemoryKind::kHost) {
+inline void RecordFree(NameId allocator, uint64_t address, uint64_t bytes = 0, MemoryKind kind = MemoryKind::kHost) {
   if (internal::Enabled()) {
-    internal::Record(EventKind::kFree, allocator, internal::Now(), 0, 0,
-                     static_cast<uint8_t>(kind), address, bytes);
+    internal::Record(EventKind::kFree, allocator, internal::Now(), 0, 0, static_cast<uint8_t>(kind), address, bytes);
   }
 }
 // Addresses for LIVEPROF_ALLOC / LIVEPROF_FREE: a pointer or an integer.
@@ -292,8 +286,7 @@ inline uint64_t AddressOf(uint64_t a) { return a; }
 // One end of a flow arrow (launch -> kernel, producer -> consumer).
 inline void RecordFlow(NameId name, uint32_t flow_id, FlowPhase phase) {
   if (internal::Enabled()) {
-    internal::Record(EventKind::kFlow, name, internal::Now(), 0, flow_id,
-                     static_cast<uint8_t>(phase), 0, 0);
+    internal::Record(EventKind::kFlow, name, internal::Now(), 0, flow_id, static_cast<uint8_t>(phase), 0, 0);
   }
 }
 
@@ -301,10 +294,10 @@ inline void RecordFlow(NameId name, uint32_t flow_id, FlowPhase phase) {
 
 #define LIVEPROF_CONCAT_INNER(a, b) a##b
 #define LIVEPROF_CONCAT(a, b) LIVEPROF_CONCAT_INNER(a, b)
-#define LIVEPROF_NAME_ID(literal)                                                   \
-  [] {                                                                              \
-    static const ::liveprof::NameId id = ::liveprof::InternName("" literal);        \
-    return id;                                                                      \
+#define LIVEPROF_NAME_ID(literal)                                            \
+  [] {                                                                       \
+    static const ::liveprof::NameId id = ::liveprof::InternName("" literal); \
+    return id;                                                               \
   }()
 
 #ifdef LIVEPROF_DISABLE_TRACING
@@ -317,25 +310,21 @@ inline void RecordFlow(NameId name, uint32_t flow_id, FlowPhase phase) {
 #define LIVEPROF_ALLOC(allocator, address, bytes) ((void)sizeof(address), (void)sizeof(bytes))
 #define LIVEPROF_FREE(allocator, address, bytes) ((void)sizeof(address), (void)sizeof(bytes))
 #else
-#define LIVEPROF_SCOPE_KIND(name, kind)                                    \
-  ::liveprof::Scope LIVEPROF_CONCAT(liveprof_scope_, __LINE__)(            \
+#define LIVEPROF_SCOPE_KIND(name, kind)                         \
+  ::liveprof::Scope LIVEPROF_CONCAT(liveprof_scope_, __LINE__)( \
       ::liveprof::TracingEnabled() ? LIVEPROF_NAME_ID(name) : 0, kind)
 #define LIVEPROF_SCOPE(name) LIVEPROF_SCOPE_KIND(name, ::liveprof::EventKind::kHostSpan)
 #define LIVEPROF_OP(name) LIVEPROF_SCOPE_KIND(name, ::liveprof::EventKind::kFrameworkOp)
 #define LIVEPROF_INPUT(name) LIVEPROF_SCOPE_KIND(name, ::liveprof::EventKind::kInputSpan)
-#define LIVEPROF_STEP(step_num)                                             \
-  ::liveprof::StepScope LIVEPROF_CONCAT(liveprof_step_, __LINE__)(         \
+#define LIVEPROF_STEP(step_num)                                    \
+  ::liveprof::StepScope LIVEPROF_CONCAT(liveprof_step_, __LINE__)( \
       (step_num), ::liveprof::TracingEnabled() ? LIVEPROF_NAME_ID("train") : 0)
 #define LIVEPROF_INSTANT(name) ::liveprof::RecordInstant(LIVEPROF_NAME_ID(name))
-#define LIVEPROF_COUNTER(name, value) \
-  ::liveprof::RecordCounter(LIVEPROF_NAME_ID(name), static_cast<double>(value))
-#define LIVEPROF_ALLOC(allocator, address, bytes)                                \
-  ::liveprof::RecordAlloc(LIVEPROF_NAME_ID(allocator), ::liveprof::AddressOf(address), \
-                          static_cast<uint64_t>(bytes))
-#define LIVEPROF_FREE(allocator, address, bytes)                                \
-  ::liveprof::RecordFree(LIVEPROF_NAME_ID(allocator), ::liveprof::AddressOf(address), \
-                         static_cast<uint64_t>(bytes))
+#define LIVEPROF_COUNTER(name, value) ::liveprof::RecordCounter(LIVEPROF_NAME_ID(name), static_cast<double>(value))
+#define LIVEPROF_ALLOC(allocator, address, bytes) \
+  ::liveprof::RecordAlloc(LIVEPROF_NAME_ID(allocator), ::liveprof::AddressOf(address), static_cast<uint64_t>(bytes))
+#define LIVEPROF_FREE(allocator, address, bytes) \
+  ::liveprof::RecordFree(LIVEPROF_NAME_ID(allocator), ::liveprof::AddressOf(address), static_cast<uint64_t>(bytes))
 #endif
 
 #endif  // LIVEPROF_PRODUCERS_HOST_API_H_
-

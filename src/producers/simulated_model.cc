@@ -10,21 +10,21 @@ namespace liveprof {
 namespace {
 
 // Launch costs and latencies of a recent GPU, in ns.
-constexpr uint64_t kLaunchApiNs = 6'000;        // cudaLaunchKernel on the host.
-constexpr uint64_t kTinyLaunchApiNs = 20'000;   // the launch-bound loop's launches
-                                                // (Python dispatch included).
-constexpr uint64_t kLaunchLatencyNs = 3'000;    // API end to kernel start, at best.
-constexpr uint64_t kHostGapNs = 1'000;          // between two calls on the host.
-constexpr uint64_t kH2dBytesPerNs = 25;         // pinned copies, PCIe 4: 25 GB/s.
+constexpr uint64_t kLaunchApiNs = 6'000;       // cudaLaunchKernel on the host.
+constexpr uint64_t kTinyLaunchApiNs = 20'000;  // the launch-bound loop's launches
+                                               // (Python dispatch included).
+constexpr uint64_t kLaunchLatencyNs = 3'000;   // API end to kernel start, at best.
+constexpr uint64_t kHostGapNs = 1'000;         // between two calls on the host.
+constexpr uint64_t kH2dBytesPerNs = 25;        // pinned copies, PCIe 4: 25 GB/s.
 
 // What one scenario changes in a step.
 struct Params {
-  uint64_t input_ns;      // the training thread waits this long for the batch.
+  uint64_t input_ns;  // the training thread waits this long for the batch.
   uint32_t ops;
   uint32_t kernels_per_op;
-  uint64_t kernel_ns;     // mean kernel duration.
-  uint64_t launch_ns;     // host cost of each launch.
-  bool leak;              // memory growth.
+  uint64_t kernel_ns;  // mean kernel duration.
+  uint64_t launch_ns;  // host cost of each launch.
+  bool leak;           // memory growth.
 };
 
 Params ParamsFor(Scenario s, const SimulatedModelOptions& o) {
@@ -38,10 +38,8 @@ Params ParamsFor(Scenario s, const SimulatedModelOptions& o) {
     case Scenario::kLaunchBound:
       // Twelve 4 us kernels an op, each behind a 20 us launch.
       return {o.step_ns / 200, ops, 12, 4'000, kTinyLaunchApiNs, false};
-    case Scenario::kMemoryGrowth:
-      return {o.step_ns / 100, ops, kpo, kernel_ns, kLaunchApiNs, true};
-    case Scenario::kBalanced:
-      break;
+    case Scenario::kMemoryGrowth: return {o.step_ns / 100, ops, kpo, kernel_ns, kLaunchApiNs, true};
+    case Scenario::kBalanced: break;
   }
   return {o.step_ns / 100, ops, kpo, kernel_ns, kLaunchApiNs, false};
 }
@@ -90,14 +88,12 @@ struct LayerKind {
 constexpr LayerKind kLayers[] = {
     {"Conv2D", "volta_scudnn_128x64_relu_interior_nn_v1",
      "regs:128 static_shared:0 dynamic_shared:49152 grid:196,1,1 block:256,1,1", false},
-    {"BiasAdd", "elementwise_kernel_bias_add",
-     "regs:16 static_shared:0 dynamic_shared:0 grid:4096,1,1 block:256,1,1", false},
-    {"Relu", "elementwise_kernel_relu",
-     "regs:16 static_shared:0 dynamic_shared:0 grid:4096,1,1 block:256,1,1", false},
+    {"BiasAdd", "elementwise_kernel_bias_add", "regs:16 static_shared:0 dynamic_shared:0 grid:4096,1,1 block:256,1,1",
+     false},
+    {"Relu", "elementwise_kernel_relu", "regs:16 static_shared:0 dynamic_shared:0 grid:4096,1,1 block:256,1,1", false},
     {"MatMul", "volta_h884gemm_128x128_ldg8_nn",
      "regs:232 static_shared:0 dynamic_shared:65536 grid:64,8,1 block:256,1,1", true},
-    {"Mean", "reduce_1Block_kernel",
-     "regs:32 static_shared:2048 dynamic_shared:0 grid:1,1,1 block:512,1,1", false},
+    {"Mean", "reduce_1Block_kernel", "regs:32 static_shared:2048 dynamic_shared:0 grid:1,1,1 block:512,1,1", false},
 };
 constexpr uint32_t kLayerKinds = sizeof(kLayers) / sizeof(kLayers[0]);
 
@@ -116,8 +112,7 @@ std::string_view ScenarioName(Scenario s) {
 std::optional<Scenario> ParseScenario(std::string_view name) {
   std::string n(name);
   std::replace(n.begin(), n.end(), '-', '_');
-  for (Scenario s : {Scenario::kBalanced, Scenario::kInputBound, Scenario::kLaunchBound,
-                     Scenario::kMemoryGrowth}) {
+  for (Scenario s : {Scenario::kBalanced, Scenario::kInputBound, Scenario::kLaunchBound, Scenario::kMemoryGrowth}) {
     if (ScenarioName(s) == n) return s;
   }
   return std::nullopt;
@@ -153,10 +148,9 @@ NameId SimulatedModel::OpName(uint32_t layer, bool backward) {
   if (id == 0) {
     const std::string type = kLayers[layer % kLayerKinds].op_type;
     // TF style "scope/name:Type", so the TF-stats table groups by type.
-    id = names_->Intern(backward ? "gradients/model/layer_" + std::to_string(layer) + "/" + type +
-                                       "_grad:" + type + "Grad"
-                                 : "model/layer_" + std::to_string(layer) + "/" + type + ":" +
-                                       type);
+    id = names_->Intern(backward
+                            ? "gradients/model/layer_" + std::to_string(layer) + "/" + type + "_grad:" + type + "Grad"
+                            : "model/layer_" + std::to_string(layer) + "/" + type + ":" + type);
   }
   return id;
 }
@@ -236,19 +230,16 @@ SimulatedStep SimulatedModel::Next(uint64_t start_ns) {
   uint64_t t = start_ns;
   host(EventKind::kInputSpan, ids_[kIteratorGetNext], t, p.input_ns, options_.main_track).sub =
       static_cast<uint8_t>(InputStage::kWait);
-  host(EventKind::kInputSpan, ids_[kFileRead], t + p.input_ns / 20, p.input_ns * 3 / 10,
-       options_.loader_track)
-      .sub = static_cast<uint8_t>(InputStage::kRead);
-  host(EventKind::kInputSpan, ids_[kDecode], t + p.input_ns * 7 / 20, p.input_ns * 11 / 20,
-       options_.loader_track)
-      .sub = static_cast<uint8_t>(InputStage::kPreprocess);
+  host(EventKind::kInputSpan, ids_[kFileRead], t + p.input_ns / 20, p.input_ns * 3 / 10, options_.loader_track).sub =
+      static_cast<uint8_t>(InputStage::kRead);
+  host(EventKind::kInputSpan, ids_[kDecode], t + p.input_ns * 7 / 20, p.input_ns * 11 / 20, options_.loader_track).sub =
+      static_cast<uint8_t>(InputStage::kPreprocess);
   t += p.input_ns;
 
   // The batch goes to the device.
   const uint32_t copy_corr = next_corr_++;
   host(EventKind::kRuntimeApi, ids_[kMemcpyApi], t, 8'000, options_.main_track).corr = copy_corr;
-  Event& h2d = device(EventKind::kMemcpyHtoD, 0, t + 8'000,
-                      options_.batch_bytes / kH2dBytesPerNs, 0, copy_corr);
+  Event& h2d = device(EventKind::kMemcpyHtoD, 0, t + 8'000, options_.batch_bytes / kH2dBytesPerNs, 0, copy_corr);
   h2d.payload.copy = {options_.batch_bytes, static_cast<uint32_t>(MemoryKind::kPinned),
                       static_cast<uint32_t>(MemoryKind::kDevice)};
   t += 8'000 + kHostGapNs;
@@ -275,15 +266,14 @@ SimulatedStep SimulatedModel::Next(uint64_t start_ns) {
     if (backward && j == forward) {  // zero the gradient buffers first.
       const uint32_t c = next_corr_++;
       host(EventKind::kRuntimeApi, ids_[kMemsetApi], t, 4'000, options_.main_track).corr = c;
-      device(EventKind::kMemset, ids_[kMemsetName], t + 4'000, 2'000, stream, c)
-          .payload.copy.bytes = 4 << 20;
+      device(EventKind::kMemset, ids_[kMemsetName], t + 4'000, 2'000, stream, c).payload.copy.bytes = 4 << 20;
       t += 4'000 + kHostGapNs;
     }
     for (uint32_t n = 0; n < p.kernels_per_op; ++n) {
       const uint32_t c = next_corr_++;
       host(EventKind::kRuntimeApi, ids_[kLaunchApi], t, p.launch_ns, options_.main_track).corr = c;
-      Event& ke = device(EventKind::kKernel, ids_[kNameCount + 3 * k + (backward ? 2 : 0)],
-                         t + p.launch_ns, jitter(p.kernel_ns), stream, c);
+      Event& ke = device(EventKind::kKernel, ids_[kNameCount + 3 * k + (backward ? 2 : 0)], t + p.launch_ns,
+                         jitter(p.kernel_ns), stream, c);
       ke.payload.kernel.details = ids_[kNameCount + 3 * k + 1];
       ke.payload.kernel.op = op;
       if (kind.half) ke.flags |= kFlag16Bit;
@@ -318,18 +308,16 @@ SimulatedStep SimulatedModel::Next(uint64_t start_ns) {
     leaked_.push_back(next_address_);
     next_address_ += leak_bytes;
   }
-  if (!leaked_.empty() &&
-      (!p.leak || leaked_.size() * leak_bytes > options_.memory_capacity * 9 / 10)) {
+  if (!leaked_.empty() && (!p.leak || leaked_.size() * leak_bytes > options_.memory_capacity * 9 / 10)) {
     for (const uint64_t address : leaked_) memory(EventKind::kFree, t, address, leak_bytes);
     leaked_.clear();
   }
 
   // The loop waits for the device (loss.item()), then the step ends.
   const uint64_t sync_end = std::max(t, device_end) + 2'000;
-  host(EventKind::kRuntimeApi, ids_[kSyncApi], t, sync_end - t, options_.main_track).corr =
-      next_corr_++;
-  Event& marker = host(EventKind::kStepMarker, ids_[kTrainStep], start_ns,
-                       sync_end + 1'000 - start_ns, options_.main_track);
+  host(EventKind::kRuntimeApi, ids_[kSyncApi], t, sync_end - t, options_.main_track).corr = next_corr_++;
+  Event& marker =
+      host(EventKind::kStepMarker, ids_[kTrainStep], start_ns, sync_end + 1'000 - start_ns, options_.main_track);
   marker.payload.step.step_num = static_cast<int64_t>(index);
   out.end_ns = marker.end() + 20'000;  // a little host work between steps.
   if (leaked_.empty() && next_address_ > (uint64_t{1} << 46)) next_address_ = 0x7f0000000000;

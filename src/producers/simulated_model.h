@@ -67,8 +67,8 @@ struct SimulatedModelOptions {
                                   // input wait comes on top of it.
   uint32_t ops_per_step = 48;     // framework ops (forward + backward + update).
   uint32_t kernels_per_op = 3;
-  uint64_t batch_bytes = 64ull << 20;       // H2D copy per step.
-  uint64_t memory_capacity = 40ull << 30;   // the simulated GPU's memory.
+  uint64_t batch_bytes = 64ull << 20;      // H2D copy per step.
+  uint64_t memory_capacity = 40ull << 30;  // the simulated GPU's memory.
   uint8_t device = 0;
   // Tracks the caller registered: the training thread, the data loader, and
   // one per GPU stream (streams of them).

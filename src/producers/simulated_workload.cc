@@ -14,12 +14,9 @@ SimulatedWorkload::SimulatedWorkload(Stream& stream, SimulatedWorkloadOptions op
 
 SimulatedWorkload::~SimulatedWorkload() { Stop(); }
 
-SimulatedModel SimulatedWorkload::MakeModel(const Lane& lane) {
-  return SimulatedModel(lane.model, &stream_.names());
-}
+SimulatedModel SimulatedWorkload::MakeModel(const Lane& lane) { return SimulatedModel(lane.model, &stream_.names()); }
 
-bool SimulatedWorkload::AddLane(uint32_t process, const std::string& label,
-                                SimulatedModelOptions m) {
+bool SimulatedWorkload::AddLane(uint32_t process, const std::string& label, SimulatedModelOptions m) {
   NameTable& names = stream_.names();
   // Process 0 keeps the names of a single-process run; a rank's are prefixed.
   const std::string prefix = process == 0 ? "sim: " : label + ": ";
@@ -28,15 +25,12 @@ bool SimulatedWorkload::AddLane(uint32_t process, const std::string& label,
     stream_.AddTrack({names.Intern(label), TrackType::kProcess, 1000 + process, 0, process});
   }
   m.streams = std::clamp<uint32_t>(m.streams, 1, 3);
-  m.main_track = stream_.AddTrack(
-      {names.Intern(prefix + "training thread"), TrackType::kHostThread, 1, 0, process});
-  m.loader_track = stream_.AddTrack(
-      {names.Intern(prefix + "data loader"), TrackType::kHostThread, 2, 0, process});
+  m.main_track = stream_.AddTrack({names.Intern(prefix + "training thread"), TrackType::kHostThread, 1, 0, process});
+  m.loader_track = stream_.AddTrack({names.Intern(prefix + "data loader"), TrackType::kHostThread, 2, 0, process});
   for (uint32_t s = 0; s < m.streams; ++s) {
-    const std::string name = (process == 0 ? "" : prefix) + "GPU " + std::to_string(m.device) +
-                             " stream " + std::to_string(7 + s);
-    m.stream_tracks[s] =
-        stream_.AddTrack({names.Intern(name), TrackType::kGpuStream, 7 + s, m.device, process});
+    const std::string name =
+        (process == 0 ? "" : prefix) + "GPU " + std::to_string(m.device) + " stream " + std::to_string(7 + s);
+    m.stream_tracks[s] = stream_.AddTrack({names.Intern(name), TrackType::kGpuStream, 7 + s, m.device, process});
   }
   auto lane = std::make_unique<Lane>();
   lane->model = std::move(m);
@@ -50,13 +44,11 @@ bool SimulatedWorkload::AddLane(uint32_t process, const std::string& label,
   // drops in bursts: bench/RESULTS.md, "Soak"). A real thread's ring is the
   // stream's default, or LIVEPROF_RING_CAPACITY. At most 262,144 events
   // (12 MiB) a ring: each of --workers' ranks has two, each at the rate.
-  const size_t capacity =
-      std::max(stream_.options().ring_capacity,
-               std::min(static_cast<size_t>(options_.events_per_second / 4), size_t{1} << 18));
+  const size_t capacity = std::max(stream_.options().ring_capacity,
+                                   std::min(static_cast<size_t>(options_.events_per_second / 4), size_t{1} << 18));
   lane->host_ring = stream_.AddRing({ring_prefix + "host", TimeDomain::kHostNs, capacity, lane->model.main_track,
                                      options_.paced ? RingProgress::kWritesAtEnd : RingProgress::kUnknown});
-  lane->device_ring = stream_.AddRing({ring_prefix + "gpu", TimeDomain::kHostNs, capacity,
-                                       lane->model.stream_tracks[0],
+  lane->device_ring = stream_.AddRing({ring_prefix + "gpu", TimeDomain::kHostNs, capacity, lane->model.stream_tracks[0],
                                        options_.paced ? RingProgress::kDeclared : RingProgress::kUnknown});
   const bool ok = lane->host_ring != nullptr && lane->device_ring != nullptr;
   lanes_.push_back(std::move(lane));
@@ -74,8 +66,7 @@ void SimulatedWorkload::Start() {
       SimulatedModelOptions m = options_.model;
       m.seed = options_.model.seed + rank;
       if (static_cast<int64_t>(rank) == options_.straggler) {
-        m.step_ns = static_cast<uint64_t>(static_cast<double>(m.step_ns) *
-                                          std::max(1.0, options_.straggler_factor));
+        m.step_ns = static_cast<uint64_t>(static_cast<double>(m.step_ns) * std::max(1.0, options_.straggler_factor));
       }
       if (!AddLane(rank + 1, "rank " + std::to_string(rank), std::move(m))) return;
     }
@@ -158,8 +149,7 @@ namespace {
 
 // Paced: sleeps until the host clock reaches `ns` (or a stop), in slices.
 void SleepUntil(uint64_t ns, const std::atomic<bool>& stop) {
-  for (uint64_t now = HostNowNs(); now < ns && !stop.load(std::memory_order_relaxed);
-       now = HostNowNs()) {
+  for (uint64_t now = HostNowNs(); now < ns && !stop.load(std::memory_order_relaxed); now = HostNowNs()) {
     std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(ns - now, 2'000'000)));
   }
 }

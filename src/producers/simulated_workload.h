@@ -45,11 +45,11 @@
 namespace liveprof {
 
 struct SimulatedWorkloadOptions {
-  SimulatedModelOptions model;     // its tracks are registered by the workload.
-  uint64_t steps = 0;              // 0: until Stop().
-  double events_per_second = 0;    // 0: the model's own rate; else 1e4..5e6.
+  SimulatedModelOptions model;   // its tracks are registered by the workload.
+  uint64_t steps = 0;            // 0: until Stop().
+  double events_per_second = 0;  // 0: the model's own rate; else 1e4..5e6.
   bool paced = true;
-  uint64_t start_ns = 0;           // unpaced: the first step's begin (0: now).
+  uint64_t start_ns = 0;                   // unpaced: the first step's begin (0: now).
   uint64_t flush_period_ns = 100'000'000;  // paced: device batches.
   // Paced: device events are written only this long after they end, the
   // progress declared as far behind (CUPTI, while the GPU runs behind the

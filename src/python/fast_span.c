@@ -28,10 +28,10 @@ typedef uint64_t (*HookEndFn)(uint64_t since);
 static BeginFn g_scope_begin;
 static InputBeginFn g_input_begin;
 static EndFn g_span_end;
-static HookEndFn g_hook_end; /* NULL: init() was given none */
-static PyObject* g_names;      /* dict str -> int: _native's name cache */
-static PyObject* g_name_slow;  /* _native._name_id_slow(name) -> int: interns and caches */
-static PyObject* g_name_text;  /* _native._name_text(id) -> str: for repr */
+static HookEndFn g_hook_end;  /* NULL: init() was given none */
+static PyObject* g_names;     /* dict str -> int: _native's name cache */
+static PyObject* g_name_slow; /* _native._name_id_slow(name) -> int: interns and caches */
+static PyObject* g_name_text; /* _native._name_text(id) -> str: for repr */
 static PyTypeObject* g_span_type;
 
 static int Ready(void) {
@@ -41,10 +41,9 @@ static int Ready(void) {
 }
 
 typedef struct {
-  PyObject_HEAD
-  int64_t handle; /* -1: not entered; 0: entered, not recording; else the library's handle */
+  PyObject_HEAD int64_t handle; /* -1: not entered; 0: entered, not recording; else the library's handle */
   uint32_t name;
-  int32_t stage;  /* -1: a scope; else an input span of this stage */
+  int32_t stage; /* -1: a scope; else an input span of this stage */
 } Span;
 
 static PyObject* SpanEnter(PyObject* self, PyObject* unused) {
@@ -199,9 +198,15 @@ static PyMethodDef kFunctions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_fast",
-                                     "liveprof's span object in C (optional; docs/python.md).", -1, kFunctions,
-                                     NULL, NULL, NULL, NULL};
+static struct PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
+                                     "_fast",
+                                     "liveprof's span object in C (optional; docs/python.md).",
+                                     -1,
+                                     kFunctions,
+                                     NULL,
+                                     NULL,
+                                     NULL,
+                                     NULL};
 
 PyMODINIT_FUNC PyInit__fast(void) {
   PyObject* m = PyModule_Create(&kModule);

@@ -37,7 +37,8 @@ namespace liveprof {
 template <typename T>
 class BlockDeque {
  public:
-  static constexpr int kShift = static_cast<int>(std::bit_width(std::max<size_t>(1, (size_t{64} << 10) / sizeof(T)))) - 1;
+  static constexpr int kShift =
+      static_cast<int>(std::bit_width(std::max<size_t>(1, (size_t{64} << 10) / sizeof(T)))) - 1;
   static constexpr int kFirstShift =
       std::min(kShift, static_cast<int>(std::bit_width(std::max<size_t>(1, 256 / sizeof(T)))) - 1);
   static constexpr uint64_t kBlock = uint64_t{1} << kShift;
@@ -107,7 +108,8 @@ class BlockDeque {
 
  private:
   static size_t BlockOf(uint64_t p) {
-    return p < kBlock ? static_cast<size_t>(std::bit_width(p >> kFirstShift)) : kSmall + static_cast<size_t>(p >> kShift);
+    return p < kBlock ? static_cast<size_t>(std::bit_width(p >> kFirstShift))
+                      : kSmall + static_cast<size_t>(p >> kShift);
   }
   static uint64_t Capacity(size_t b) { return b == 0 ? kFirst : b <= kSmall ? kFirst << (b - 1) : kBlock; }
   T& At(uint64_t p) const {

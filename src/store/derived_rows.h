@@ -115,18 +115,18 @@ class DerivedRows {
   void Counter(const Event& e, std::vector<Event>* out);
   void TakeSteps(std::vector<Event>* out);  // steps_'s, onto their rows.
 
-  std::vector<uint8_t> devices_;                    // GPUs seen, in order.
+  std::vector<uint8_t> devices_;  // GPUs seen, in order.
   std::array<bool, kDevices> seen_{};
   std::array<std::optional<OpenOp>, kDevices> open_{};
   std::array<uint64_t, kDevices> in_use_{};                            // bytes, per device.
   std::array<std::unordered_map<uint64_t, uint64_t>, kDevices> live_;  // address -> bytes.
-  std::vector<bool> step_names_;                   // by NameId: a ProfilerStep#N.
-  bool markers_ = false;                           // a step marker seen: the steps are the markers.
+  std::vector<bool> step_names_;                                       // by NameId: a ProfilerStep#N.
+  bool markers_ = false;                                               // a step marker seen: the steps are the markers.
   DeviceSteps steps_;
-  std::vector<Event> made_steps_;                  // steps_'s, reused.
-  std::vector<bool> counter_typed_;                // by TrackId: a counter-typed track.
+  std::vector<Event> made_steps_;                      // steps_'s, reused.
+  std::vector<bool> counter_typed_;                    // by TrackId: a counter-typed track.
   std::unordered_map<NameId, uint32_t> counter_slot_;  // counter name -> its row's slot.
-  std::vector<NameId> counter_names_;              // by slot.
+  std::vector<NameId> counter_names_;                  // by slot.
 };
 
 }  // namespace liveprof

@@ -104,7 +104,7 @@ DeviceSteps::Placed DeviceSteps::Place(Process& p, Waiting w, Step** step) const
     }
     if (w.at >= p.newest_end) return Placed::kWaits;  // its step has not ended yet.
     if (w.at < p.closed_end) return Placed::kLost;    // (or in a gap before it: rare)
-    w.by_time = true;  // launched between steps: by time, as the step assembler.
+    w.by_time = true;                                 // launched between steps: by time, as the step assembler.
     w.at = w.begin;
   }
   if (w.at >= p.newest_begin) return Placed::kWaits;  // the newest step's, unless another begins first.

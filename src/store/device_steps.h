@@ -71,7 +71,7 @@ class LaunchTable {
   // folded in for ids that differ only there.
   static size_t Hash(uint32_t corr) { return corr ^ (corr >> 20); }
   void Rebuild(size_t capacity, uint64_t keep_from);  // the entries from keep_from on.
-  std::vector<Slot> slots_;  // empty, or a power of two.
+  std::vector<Slot> slots_;                           // empty, or a power of two.
   size_t size_ = 0;
   uint64_t min_begin_ = UINT64_MAX;
 };
@@ -129,12 +129,12 @@ class DeviceSteps {
   struct Process {
     std::deque<Step> open;  // by begin, the oldest first.
     uint64_t next_seq = 0;
-    bool any = false;             // a host step seen.
-    uint64_t newest_begin = 0;    // the newest host step's.
+    bool any = false;           // a host step seen.
+    uint64_t newest_begin = 0;  // the newest host step's.
     uint64_t newest_end = 0;
-    uint64_t closed_end = 0;      // the host end of the newest step made.
-    uint64_t newest_work_seq = 0; // (+1; 0: no work placed yet)
-    LaunchTable launches;  // corr -> its begin.
+    uint64_t closed_end = 0;       // the host end of the newest step made.
+    uint64_t newest_work_seq = 0;  // (+1; 0: no work placed yet)
+    LaunchTable launches;          // corr -> its begin.
     size_t prune_at = 4096;
     std::vector<Waiting> waiting;  // in arrival order.
   };

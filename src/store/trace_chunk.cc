@@ -56,12 +56,12 @@ inline bool Varint(const char*& p, const char* lim, uint64_t* v) {
 
 // DecodeChunk; checked, each column stops at `lim` (a read past it: false).
 template <bool kChecked>
-bool Decode(const ChunkView& v, const std::array<const char*, kChunkColumns>& lim, std::vector<Event>* out,
-            uint32_t n, bool times_only) {
+bool Decode(const ChunkView& v, const std::array<const char*, kChunkColumns>& lim, std::vector<Event>* out, uint32_t n,
+            bool times_only) {
   n = std::min(n, v.count);
   out->resize(n);
-  const char *pe = v.col[kEnds], *pd = v.col[kDurs], *pn = v.col[kNames], *pk = v.col[kKinds],
-             *pc = v.col[kCorrs], *pp = v.col[kPayload];
+  const char *pe = v.col[kEnds], *pd = v.col[kDurs], *pn = v.col[kNames], *pk = v.col[kKinds], *pc = v.col[kCorrs],
+             *pp = v.col[kPayload];
   uint64_t end = 0, x = 0;
   uint32_t corr = 0;
   // (times only: the other columns are not read)
@@ -142,7 +142,8 @@ void ChunkBuilder::Put(const Event& e) {
       ZigZag(static_cast<int64_t>(end - last_end_)),
       e.dur,
       e.name,
-      uint64_t{e.sub} | uint64_t{e.flags} << 8 | uint64_t{e.device} << 16 | uint64_t{static_cast<uint8_t>(e.kind)} << 24,
+      uint64_t{e.sub} | uint64_t{e.flags} << 8 | uint64_t{e.device} << 16 |
+          uint64_t{static_cast<uint8_t>(e.kind)} << 24,
       ZigZag(static_cast<int64_t>(e.corr) - static_cast<int64_t>(last_corr_)),
       e.payload.raw[0]};
   last_end_ = end;

@@ -69,9 +69,7 @@ class ChunkBuilder {
   size_t bytes() const;  // as built (every entry).
   // Column c's bytes as built (every entry: no column is uniform), for the
   // run folder's records of an open chunk (trace_store_disk.cc).
-  std::string_view column(int c) const {
-    return {reinterpret_cast<const char*>(buf_.data() + kStart[c]), len_[c]};
-  }
+  std::string_view column(int c) const { return {reinterpret_cast<const char*>(buf_.data() + kStart[c]), len_[c]}; }
   // Sealing: the columns that are one entry repeated (a bit each), the bytes
   // they take sealed so, and the columns back to back into `out` (that many
   // bytes) with their ends.
@@ -95,8 +93,8 @@ class ChunkBuilder {
   std::array<uint64_t, kChunkColumns> first_{};      // the value it was written from
   uint64_t first_payload_ = 0;                       // (and the payload's second word,
   int first_form_ = 0;                               // and how its kind writes it).
-  uint8_t same_ = (1 << kChunkColumns) - 1;  // columns whose entries so far all equal the first.
-  uint64_t last_end_ = 0;  // the encoder's state: deltas from these.
+  uint8_t same_ = (1 << kChunkColumns) - 1;          // columns whose entries so far all equal the first.
+  uint64_t last_end_ = 0;                            // the encoder's state: deltas from these.
   uint32_t last_corr_ = 0;
   uint32_t count_ = 0;
   bool counters_ = false;

@@ -26,10 +26,10 @@
 #ifndef LIVEPROF_STORE_TRACE_MIPMAP_H_
 #define LIVEPROF_STORE_TRACE_MIPMAP_H_
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -70,8 +70,8 @@ struct MipBucket {
 
 class TraceMipmap {
  public:
-  static constexpr int kMinLevel = 10;  // 1 us: finer grids walk the chunks.
-  static constexpr int kMaxLevel = 63;  // a query's grid goes no coarser.
+  static constexpr int kMinLevel = 10;              // 1 us: finer grids walk the chunks.
+  static constexpr int kMaxLevel = 63;              // a query's grid goes no coarser.
   static constexpr uint64_t kEventsPerBucket = 64;  // at least, on average, at the finest level.
 
   bool ready() const { return min_level_ > 0; }
@@ -93,7 +93,9 @@ class TraceMipmap {
   // Events whose starts all fall in one bucket of the finest level and are
   // all shorter than it, folded (a whole chunk); false when they do not.
   bool AddWhole(uint64_t min_start, uint64_t max_start, uint64_t max_dur, const MipBucket& b) {
-    if ((min_start >> min_level_) != (max_start >> min_level_) || static_cast<int>(std::bit_width(max_dur)) > min_level_) return false;
+    if ((min_start >> min_level_) != (max_start >> min_level_) ||
+        static_cast<int>(std::bit_width(max_dur)) > min_level_)
+      return false;
     Put(0, min_start >> min_level_, b);
     return true;
   }
@@ -144,7 +146,7 @@ class TraceMipmap {
 
   int min_level_ = 0;
   uint64_t valid_from_ = 0;
-  uint64_t events_ = 0;  // ever added.
+  uint64_t events_ = 0;        // ever added.
   std::vector<Level> levels_;  // levels_[i]: level min_level_ + i.
 };
 

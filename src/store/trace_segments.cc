@@ -58,8 +58,7 @@ std::string Errno() { return std::strerror(errno); }
 
 }  // namespace
 
-SegmentLog::SegmentLog(std::string dir, uint64_t segment_bytes)
-    : dir_(std::move(dir)), segment_bytes_(segment_bytes) {}
+SegmentLog::SegmentLog(std::string dir, uint64_t segment_bytes) : dir_(std::move(dir)), segment_bytes_(segment_bytes) {}
 
 SegmentLog::~SegmentLog() {
   for (auto& [number, s] : segments_) {
@@ -77,8 +76,7 @@ void SegmentLog::Fail(const std::string& what) {
   if (!failed_) {
     error_ = what;
     // Said once on the console too (not only in /api/trace's spill_error).
-    std::fprintf(stderr, "liveprof: the trace folder takes no more events: %s (the live views go on)\n",
-                 what.c_str());
+    std::fprintf(stderr, "liveprof: the trace folder takes no more events: %s (the live views go on)\n", what.c_str());
   }
   failed_ = true;
   pending_.clear();
@@ -247,9 +245,9 @@ bool SegmentLog::Open(const RecordFn& fn, std::vector<std::string>* problems, st
       if (!data.empty()) problems->push_back(path + ": cut short in its header: the run stopped as it began it");
       continue;
     }
-    if (const uint32_t version = GetU32(data.data() + 8);
-        std::memcmp(data.data(), kMagic, 8) != 0 || version < kOldestVersion || version > kVersion ||
-        GetU32(data.data() + 12) != number) {
+    if (const uint32_t version = GetU32(data.data() + 8); std::memcmp(data.data(), kMagic, 8) != 0 ||
+                                                          version < kOldestVersion || version > kVersion ||
+                                                          GetU32(data.data() + 12) != number) {
       problems->push_back(path + ": not liveprof segment " + std::to_string(number) + " of format version " +
                           std::to_string(kOldestVersion) + " to " + std::to_string(kVersion));
       continue;

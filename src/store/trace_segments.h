@@ -83,7 +83,7 @@ class SegmentLog {
 
  private:
   struct Segment {
-    int fd = -1;  // -1: opened per read (an old segment).
+    int fd = -1;         // -1: opened per read (an old segment).
     uint64_t bytes = 0;  // written (and, for the current one, durable).
   };
   static constexpr size_t kOpenFds = 32;  // the newest segments' fds stay open.

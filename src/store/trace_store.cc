@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstring>
-#include <chrono>
 #include <mutex>
 #include <thread>
 
@@ -78,7 +78,7 @@ void TraceStore::Append(std::span<const Event> definitions, std::span<const Even
     } else if (d.kind == EventKind::kTrackDef && d.track < DerivedRows::kFirstDerivedTrack) {
       if (d.track >= track_info_.size()) track_info_.resize(size_t{d.track} + 1);
       track_info_[d.track] = TrackInfo{d.name, d.payload.track_def.type, d.payload.track_def.os_tid, d.device,
-                                     d.payload.track_def.process};
+                                       d.payload.track_def.process};
       derived_.Define(d.track, track_info_[d.track]);
       if (logging) WriteTrack(d.track);
     }
@@ -130,7 +130,7 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQueryRes
   // (not in the mipmap yet) everywhere.
   uint64_t fold_end = t1;
   if (t.mip.ready() && k >= t.mip.min_level()) {
-    const uint64_t from = t.mip.valid_from();  // the store freed what started before.
+    const uint64_t from = t.mip.valid_from();                     // the store freed what started before.
     const uint64_t edge = from == 0 ? 0 : ((from - 1) >> k) + 1;  // the first pixel edge at or after it.
     fold_end = edge <= (t0 >> k) ? t0 : edge >= (t0 >> k) + grid.width_px ? t1 : edge << k;
   }
@@ -163,12 +163,13 @@ void TraceStore::QueryTrack(const TrackStore& t, TrackId id, const TraceQueryRes
     const bool has_open = open_j != UINT64_MAX && (open_j >> (kFanoutBits * level)) == j;
     const bool need_wide = wide(n.max_dur);
     if (!need_wide && !has_open && (n.min_start >= fold_end || n.max_start < t0)) return;  // nothing of it drawn here.
-    if (!need_wide && !has_open && n.min_start >= t0 && n.max_start < fold_end && px_of(n.min_start) == px_of(n.max_start)) {
+    if (!need_wide && !has_open && n.min_start >= t0 && n.max_start < fold_end &&
+        px_of(n.min_start) == px_of(n.max_start)) {
       // All its starts in one pixel, all narrow: folded whole (its last
       // event's sequence: the walk goes in arrival order).
       const uint64_t last_chunk = std::min((j + 1) << (kFanoutBits * level), t.end()) - 1;
-      folds.Add(px_of(n.min_start),
-          {n.sum_dur, n.max_dur, (last_chunk + 1) * kChunkEvents - 1, n.count, n.longest, n.max_value, n.last_value});
+      folds.Add(px_of(n.min_start), {n.sum_dur, n.max_dur, (last_chunk + 1) * kChunkEvents - 1, n.count, n.longest,
+                                     n.max_value, n.last_value});
       return;
     }
     if (level > 0) {
@@ -283,7 +284,7 @@ void TraceStore::HeldBefore(const TrackStore& t, uint64_t t0, TraceQueryResult::
   thread_local std::vector<Event> decoded;
   thread_local std::string scratch;
   auto visit = [&](auto&& self, size_t level, uint64_t j) -> void {
-    LetWriterIn(lock);  // as QueryTrack's walk: node by node, a chunk at most.
+    LetWriterIn(lock);                     // as QueryTrack's walk: node by node, a chunk at most.
     if (j < t.levels[level].base) return;  // freed meanwhile.
     const Node n = t.levels[level].at(j);
     if (n.count == 0 || n.min_start >= t0 || (out->held && n.max_start <= out->held_ts)) return;
@@ -386,7 +387,8 @@ bool TraceStore::ForEachWhile(uint64_t t0, uint64_t t1, const std::vector<TrackI
     if (!fn(kNoEventId, d)) return false;
   }
   for (TrackId id = 0; id < track_count; ++id) {
-    if (DerivedRows::IsDerived(id) || (!tracks.empty() && std::find(tracks.begin(), tracks.end(), id) == tracks.end())) {
+    if (DerivedRows::IsDerived(id) ||
+        (!tracks.empty() && std::find(tracks.begin(), tracks.end(), id) == tracks.end())) {
       continue;  // the derived rows are the store's own view: never exported.
     }
     for (uint64_t j = 0;; ++j) {

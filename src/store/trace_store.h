@@ -75,8 +75,8 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -160,7 +160,7 @@ struct TraceQueryResult {
   std::vector<Track> tracks;
   std::vector<Flow> flows;
   std::vector<FlowEnd> flow_ends;  // by id.
-  uint64_t events_visited = 0;  // decoded one by one (the rest folded by node).
+  uint64_t events_visited = 0;     // decoded one by one (the rest folded by node).
 };
 
 // Sets each slice's depth (sorting them by start, the longer first): the
@@ -243,7 +243,7 @@ class TraceStore {
     };
     std::vector<Name> names;  // by total, the longest first.
     uint64_t events = 0;
-    uint32_t tracks = 0;      // rows with an event in it.
+    uint32_t tracks = 0;  // rows with an event in it.
     bool truncated = false;
   };
   AreaSums SumArea(uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks, uint64_t max_events) const;
@@ -273,14 +273,14 @@ class TraceStore {
     uint64_t chunks = 0;
     uint64_t bytes = 0;  // columns, summaries, index and mipmaps (not the name strings).
     uint64_t first_ns = 0, last_ns = 0;
-    uint64_t dropped_events = 0;  // freed by the retention rule, oldest first.
+    uint64_t dropped_events = 0;    // freed by the retention rule, oldest first.
     uint64_t dropped_until_ns = 0;  // the latest end among them.
     uint64_t unstored_events = 0;   // on track ids >= DerivedRows::kFirstDerivedTrack.
     uint64_t disk_bytes = 0;        // the run folder's segments.
     uint64_t segments = 0;
-    uint64_t spilled_chunks = 0;    // sealed chunks only on disk now.
-    uint64_t read_errors = 0;       // chunks that failed to read back (skipped).
-    std::string spill_error;        // why the run folder stopped taking chunks, if it did.
+    uint64_t spilled_chunks = 0;  // sealed chunks only on disk now.
+    uint64_t read_errors = 0;     // chunks that failed to read back (skipped).
+    std::string spill_error;      // why the run folder stopped taking chunks, if it did.
   };
   Stats stats() const;
 
@@ -318,7 +318,7 @@ class TraceStore {
 
   // trace_store_disk.cc:
   void Seal(TrackStore& t, TrackId id);  // its open chunk, to RAM and to the run folder.
-  void Retain();                          // the memory and disk budgets.
+  void Retain();                         // the memory and disk budgets.
   ChunkView View(const TrackStore& t, uint64_t j, std::string* scratch) const;  // from RAM or disk.
   void WriteName(NameId id);
   void WriteTrack(TrackId id);
@@ -333,10 +333,10 @@ class TraceStore {
   Options options_;
   mutable std::shared_mutex mu_;
   mutable std::atomic<uint32_t> writers_waiting_{0};  // Appends waiting for mu_.
-  std::deque<TrackId> resident_;  // the track of each sealed chunk in RAM, in sealing order.
-  uint64_t resident_bytes_ = 0;   // their columns.
-  std::unique_ptr<SegmentLog> log_;  // the run folder, if any.
-  bool read_only_ = false;           // a run read back (Open).
+  std::deque<TrackId> resident_;                      // the track of each sealed chunk in RAM, in sealing order.
+  uint64_t resident_bytes_ = 0;                       // their columns.
+  std::unique_ptr<SegmentLog> log_;                   // the run folder, if any.
+  bool read_only_ = false;                            // a run read back (Open).
   struct SegmentChunks {
     uint32_t number = 0;
     std::vector<TrackId> tracks;  // of its chunks, in order.
@@ -353,7 +353,7 @@ class TraceStore {
   std::vector<std::string_view> names_;              // by NameId, into name_text_.
   uint64_t events_ = 0;
   std::vector<Event> device_info_;  // kDeviceInfo events, kept whole.
-  uint64_t unstored_events_ = 0;  // on a track id the derived rows reserve.
+  uint64_t unstored_events_ = 0;    // on a track id the derived rows reserve.
   DerivedRows derived_;
   std::vector<Event> derived_events_;  // reused per batch.
   std::vector<TrackId> touched_;       // the tracks an Append added to.

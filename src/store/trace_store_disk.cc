@@ -127,12 +127,12 @@ void TraceStore::Seal(TrackStore& t, TrackId id) {
   const Node& n = t.levels[0].at(j);
   char head[kChunkHead];
   Writer w(head);
-  w << id << j << c.count << c.uniform << c.counters << c.name_bits << n.min_start << n.max_start << c.corrs.Packed() << n.max_end << n.max_dur
-    << n.sum_dur << n.longest << n.max_value << n.last_value;
+  w << id << j << c.count << c.uniform << c.counters << c.name_bits << n.min_start << n.max_start << c.corrs.Packed()
+    << n.max_end << n.max_dur << n.sum_dur << n.longest << n.max_value << n.last_value;
   for (const uint16_t end : c.ends) w << end;
   if (log_->Full(kChunkHead + c.ends.back())) {
     log_->Rotate();
-    WriteDefinitions();  // each segment names what its chunks use,
+    WriteDefinitions();     // each segment names what its chunks use,
     restate_tails_ = true;  // and holds the open chunks whole (the older may go).
   }
   c.disk = log_->Add(Record::kChunk, {head, kChunkHead}, {c.data.get(), c.ends.back()});
@@ -160,7 +160,8 @@ void TraceStore::WriteTail(TrackStore& t, TrackId id) {
   if (!t.building || t.open.count() <= t.logged) return;
   char head[kTailHead];
   Writer w(head);
-  w << id << (t.end() - 1) << t.logged << static_cast<uint16_t>(t.open.count()) << static_cast<uint8_t>(t.open.counters());
+  w << id << (t.end() - 1) << t.logged << static_cast<uint16_t>(t.open.count())
+    << static_cast<uint8_t>(t.open.counters());
   tail_bytes_.clear();
   for (int c = 0; c < kChunkColumns; ++c) {
     const std::string_view col = t.open.column(c);
@@ -236,7 +237,8 @@ ChunkView TraceStore::View(const TrackStore& t, uint64_t j, std::string* scratch
     TrackId track = 0;
     uint64_t index = 0;
     Reader(body.data()) >> track >> index;
-    if (index == j && &t == FindTrack(track)) return ViewOf(body.data() + kChunkHead, c.ends, c.count, c.uniform, c.counters);
+    if (index == j && &t == FindTrack(track))
+      return ViewOf(body.data() + kChunkHead, c.ends, c.count, c.uniform, c.counters);
   }
   read_errors_.fetch_add(1, std::memory_order_relaxed);
   return ChunkView{};
@@ -276,7 +278,8 @@ bool TraceStore::Open(std::string* error) {
       info.type = static_cast<TrackType>(kind);
       if (id >= DerivedRows::kFirstDerivedTrack) return problem(pos, "track id " + std::to_string(id) + " reserved");
       if (kind > static_cast<uint8_t>(TrackType::kProcess)) {  // one this build does not know: a plain row.
-        problem(pos, "track " + std::to_string(id) + ": type " + std::to_string(kind) + " unknown, shown as a host thread");
+        problem(pos,
+                "track " + std::to_string(id) + ": type " + std::to_string(kind) + " unknown, shown as a host thread");
         info.type = TrackType::kHostThread;
       }
       if (id >= track_info_.size()) track_info_.resize(size_t{id} + 1);
@@ -294,8 +297,8 @@ bool TraceStore::Open(std::string* error) {
       Reader r(body.data());
       uint8_t counters = 0;
       uint64_t corr_span = 0;
-      r >> id >> j >> c.count >> c.uniform >> counters >> c.name_bits >> n.min_start >> n.max_start >> corr_span >> n.max_end >>
-          n.max_dur >> n.sum_dur >> n.longest >> n.max_value >> n.last_value;
+      r >> id >> j >> c.count >> c.uniform >> counters >> c.name_bits >> n.min_start >> n.max_start >> corr_span >>
+          n.max_end >> n.max_dur >> n.sum_dur >> n.longest >> n.max_value >> n.last_value;
       c.corrs = CorrRange::Unpacked(corr_span);
       for (uint16_t& end : c.ends) r >> end;
       n.count = c.count;
@@ -303,8 +306,8 @@ bool TraceStore::Open(std::string* error) {
       c.disk = pos;
       const bool ends_ok = std::is_sorted(c.ends.begin(), c.ends.end()) && kChunkHead + c.ends.back() == body.size();
       if (c.count == 0 || c.count > kChunkEvents || !ends_ok ||
-          !CheckChunk(body.data() + kChunkHead, c.ends, c.count, c.uniform) || c.uniform >= (1 << kChunkColumns) || counters > 1 || id >= DerivedRows::kEndDerivedTrack ||
-          j >= (uint64_t{1} << 34)) {
+          !CheckChunk(body.data() + kChunkHead, c.ends, c.count, c.uniform) || c.uniform >= (1 << kChunkColumns) ||
+          counters > 1 || id >= DerivedRows::kEndDerivedTrack || j >= (uint64_t{1} << 34)) {
         return problem(pos, "a chunk record that does not hold together");
       }
       TrackStore& t = Track(id);
@@ -389,8 +392,8 @@ bool TraceStore::Open(std::string* error) {
     c.count = tail.count;
     c.counters = tail.counters;
     if (!CheckChunk(c.data.get(), c.ends, c.count, 0)) {
-      problem(tail.pos, "the tail of chunk " + std::to_string(j) + " of track " + std::to_string(id) +
-                            " does not decode");
+      problem(tail.pos,
+              "the tail of chunk " + std::to_string(j) + " of track " + std::to_string(id) + " does not decode");
       continue;
     }
     const ChunkView v = ViewOf(c.data.get(), c.ends, c.count, 0, c.counters);

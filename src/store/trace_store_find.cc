@@ -17,9 +17,7 @@ namespace liveprof {
 namespace {
 
 // (ts, id) < (ts2, id2): the order search steps through.
-bool Before(uint64_t ts, StoredEventId id, uint64_t ts2, StoredEventId id2) {
-  return ts != ts2 ? ts < ts2 : id < id2;
-}
+bool Before(uint64_t ts, StoredEventId id, uint64_t ts2, StoredEventId id2) { return ts != ts2 ? ts < ts2 : id < id2; }
 
 bool Wanted(const std::vector<TrackId>& tracks, TrackId id) {
   return tracks.empty() || std::find(tracks.begin(), tracks.end(), id) != tracks.end();
@@ -31,7 +29,8 @@ uint64_t TraceStore::MatchingNames(std::string_view text, std::vector<bool>* mat
   match->assign(names_.size(), false);
   uint64_t bits = 0;
   for (NameId n = 0; n < names_.size(); ++n) {
-    if (!text.empty() && names_[n].find(text) != std::string_view::npos) (*match)[n] = true, bits |= uint64_t{1} << (n & 63);
+    if (!text.empty() && names_[n].find(text) != std::string_view::npos)
+      (*match)[n] = true, bits |= uint64_t{1} << (n & 63);
   }
   return bits;
 }
@@ -50,7 +49,7 @@ void TraceStore::ForEachMatch(std::string_view text, const std::vector<TrackId>&
     if (!tracks_[id] || !Wanted(tracks, id) || DerivedRows::IsCounterRow(id)) continue;
     const TrackStore& t = *tracks_[id];
     for (uint64_t j = t.base(); j < t.levels[0].end(); ++j) {
-      LetWriterIn(lock);  // chunk by chunk, as Query.
+      LetWriterIn(lock);               // chunk by chunk, as Query.
       if (j < t.base()) j = t.base();  // freed meanwhile.
       if (j >= t.levels[0].end()) break;
       if ((t.chunk(j).name_bits & bits) == 0 || !want_chunk(t.levels[0].at(j))) continue;
@@ -79,7 +78,8 @@ std::optional<std::pair<StoredEventId, Event>> TraceStore::Search(std::string_vi
       },
       [&](StoredEventId id, Event& e) {
         if (forward ? !Before(from, at, e.ts, id) : !Before(e.ts, id, from, at)) return;
-        if (!best || (forward ? Before(e.ts, id, best->second.ts, best->first) : Before(best->second.ts, best->first, e.ts, id))) {
+        if (!best || (forward ? Before(e.ts, id, best->second.ts, best->first)
+                              : Before(best->second.ts, best->first, e.ts, id))) {
           best.emplace(id, e);
         }
       });
@@ -240,8 +240,10 @@ void TraceStore::FindFlows(TraceQueryResult* r) const {
   const uint64_t launch_kind = uint64_t{1} << (static_cast<int>(EventKind::kRuntimeApi) & 63);
   // The windows to look in, merged: [ts - reach, ts] for launches, [ts, ts + reach] for work.
   std::vector<std::pair<uint64_t, uint64_t>> windows;
-  for (const auto& [corr, ts] : want_launch) windows.emplace_back(ts - std::min(ts, TraceQueryResult::kFlowReachNs), ts);
-  for (const auto& [corr, ts] : want_work) windows.emplace_back(ts, ts + std::min(UINT64_MAX - ts, TraceQueryResult::kFlowReachNs));
+  for (const auto& [corr, ts] : want_launch)
+    windows.emplace_back(ts - std::min(ts, TraceQueryResult::kFlowReachNs), ts);
+  for (const auto& [corr, ts] : want_work)
+    windows.emplace_back(ts, ts + std::min(UINT64_MAX - ts, TraceQueryResult::kFlowReachNs));
   std::sort(windows.begin(), windows.end());
   std::vector<std::pair<uint64_t, uint64_t>> merged;
   for (const auto& w : windows) {

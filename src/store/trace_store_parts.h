@@ -168,17 +168,17 @@ struct TraceStore::TrackStore {
 
   BlockDeque<Chunk> chunks;
   std::vector<Level> levels{1};
-  TraceMipmap mip;        // the sealed chunks' events by time (trace_mipmap.h).
-  ChunkBuilder open;      // the last chunk's events while it is open.
-  bool building = false;  // the last chunk is open: these are its shell and summary
+  TraceMipmap mip;              // the sealed chunks' events by time (trace_mipmap.h).
+  ChunkBuilder open;            // the last chunk's events while it is open.
+  bool building = false;        // the last chunk is open: these are its shell and summary
   Chunk* open_chunk = nullptr;  // (a deque keeps its elements in place, and
   Node* open_node = nullptr;    // `levels` never reallocates: see the constructor)
 
   TrackStore() { levels.reserve(kMaxLevels); }
-  uint64_t events = 0;    // ever appended: the next event's index.
+  uint64_t events = 0;               // ever appended: the next event's index.
   uint64_t dirty_from = UINT64_MAX;  // the first chunk changed since the last Reindex.
   uint64_t resident_from = 0;        // the next chunk the memory budget lets go.
-  uint64_t kinds = 0;  // a bit per EventKind (mod 64) it holds; all for a run read back.
+  uint64_t kinds = 0;                // a bit per EventKind (mod 64) it holds; all for a run read back.
   // The open chunk's events and column bytes already in the run folder
   // (tail records: TraceStore::WriteTail); 0 once it is sealed.
   uint16_t logged = 0;

@@ -77,7 +77,8 @@ class ClockMap {
       return static_cast<uint64_t>(std::llround(static_cast<double>(other) * slope_));
     }
     const Segment* s = &segments_.back();
-    if (other < s->other) [[unlikely]] s = &SegmentOf(other);
+    if (other < s->other) [[unlikely]]
+      s = &SegmentOf(other);
     const double d = static_cast<double>(static_cast<int64_t>(other - s->other));
     return s->host + static_cast<uint64_t>(std::llround(d * s->slope));
   }

@@ -8,7 +8,7 @@
 namespace liveprof {
 
 namespace {
-constexpr uint64_t kPairPeriodNs = 100'000'000;      // a TSC/host pair every 100 ms.
+constexpr uint64_t kPairPeriodNs = 100'000'000;        // a TSC/host pair every 100 ms.
 constexpr uint64_t kInitialCalibrationNs = 1'000'000;  // first two pairs 1 ms apart.
 }  // namespace
 
@@ -270,8 +270,7 @@ bool DrainLoop::Deliver(uint64_t now_ns) {
   const uint64_t before = reorder_.watermark();
   const ReorderBuffer::Released r = reorder_.Release(now_ns);
   const bool heartbeat_due =
-      now_ns - last_delivery_ns_ >=
-      static_cast<uint64_t>(std::chrono::nanoseconds(options_.heartbeat).count());
+      now_ns - last_delivery_ns_ >= static_cast<uint64_t>(std::chrono::nanoseconds(options_.heartbeat).count());
   if (definitions_.empty() && r.events.empty() && r.late.empty() &&
       !(heartbeat_due && reorder_.watermark() != before)) {
     return false;

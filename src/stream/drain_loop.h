@@ -177,9 +177,9 @@ class DrainLoop {
   std::condition_variable handoff_cv_;
   std::deque<std::unique_ptr<Handoff>> handoff_;
   std::vector<std::unique_ptr<Handoff>> handoff_free_;  // reused: no allocation a round.
-  size_t handoff_in_flight_ = 0;  // queued, or being consumed.
-  bool drain_done_ = false;       // the drain thread's last batch is queued.
-  std::atomic<uint64_t> handoff_queued_{0};  // events queued (not yet taken).
+  size_t handoff_in_flight_ = 0;                        // queued, or being consumed.
+  bool drain_done_ = false;                             // the drain thread's last batch is queued.
+  std::atomic<uint64_t> handoff_queued_{0};             // events queued (not yet taken).
   std::atomic<uint64_t> handoff_max_queued_{0};
   std::thread consumer_thread_;
   bool handing_off_ = false;  // set before the threads start, cleared after they end.

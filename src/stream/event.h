@@ -30,8 +30,8 @@ using TrackId = uint32_t;
 enum class EventKind : uint8_t {
   kInvalid = 0,
   // Stream bookkeeping.
-  kNameDef = 1,   // name = the id; payload.name_def = the string.
-  kTrackDef = 2,  // track = the id; name = its display name; payload.track_def.
+  kNameDef = 1,     // name = the id; payload.name_def = the string.
+  kTrackDef = 2,    // track = the id; name = its display name; payload.track_def.
   kDeviceInfo = 3,  // device = ordinal; name = device name; payload.device_info.
   // Host spans (complete: ts + dur).
   kHostSpan = 10,     // a user scope (LIVEPROF_SCOPE).
@@ -42,14 +42,14 @@ enum class EventKind : uint8_t {
                       // corr = the CUPTI correlation id its device work carries;
                       // sub = ApiLayer.
   // Device activity (complete).
-  kKernel = 20,        // corr = launch correlation id; payload.kernel.
-  kMemcpyHtoD = 21,    // payload.copy, for every copy kind below.
+  kKernel = 20,      // corr = launch correlation id; payload.kernel.
+  kMemcpyHtoD = 21,  // payload.copy, for every copy kind below.
   kMemcpyDtoH = 22,
   kMemcpyDtoD = 23,
   kMemcpyHtoH = 24,
-  kMemcpyPtoP = 25,    // peer to peer, between two devices.
-  kMemcpyOther = 26,   // a copy whose direction the producer did not know.
-  kMemset = 27,        // payload.copy.bytes.
+  kMemcpyPtoP = 25,   // peer to peer, between two devices.
+  kMemcpyOther = 26,  // a copy whose direction the producer did not know.
+  kMemset = 27,       // payload.copy.bytes.
   // Memory (instant).
   kAlloc = 30,  // payload.memory; name = allocator; sub = MemoryKind; corr: see
                 //   kFlagAllocAnnotation.
@@ -118,9 +118,9 @@ inline constexpr std::string_view kHelperLabelSeparator = " · ";
 
 // Bits in Event::flags.
 inline constexpr uint8_t kFlagNone = 0;
-inline constexpr uint8_t kFlag16Bit = 1 << 0;   // kernel runs 16-bit math.
-inline constexpr uint8_t kFlagLate = 1 << 1;    // arrived after the reorder window.
-inline constexpr uint8_t kFlagGraph = 1 << 2;   // device work launched from a CUDA Graph.
+inline constexpr uint8_t kFlag16Bit = 1 << 0;  // kernel runs 16-bit math.
+inline constexpr uint8_t kFlagLate = 1 << 1;   // arrived after the reorder window.
+inline constexpr uint8_t kFlagGraph = 1 << 2;  // device work launched from a CUDA Graph.
 // A ProfilerStep#N span numbered N + payload.step.step_num: a replay's later
 // loop numbers its steps on from the last loop's (replay.h).
 inline constexpr uint8_t kFlagStepShift = 1 << 3;
@@ -164,7 +164,7 @@ struct Event {
     struct {
       uint64_t memory_bytes;  // global memory capacity.
       uint32_t sm_count;
-      uint8_t cc_major;       // compute capability.
+      uint8_t cc_major;  // compute capability.
       uint8_t cc_minor;
       uint16_t reserved;
     } device_info;
@@ -201,18 +201,12 @@ static_assert(std::is_trivially_copyable_v<Event>, "Event crosses rings by memcp
 static_assert(alignof(Event) == 8);
 
 // True for activity that runs on a GPU (kernels, copies, memsets).
-constexpr bool IsDeviceKind(EventKind k) {
-  return k >= EventKind::kKernel && k <= EventKind::kMemset;
-}
+constexpr bool IsDeviceKind(EventKind k) { return k >= EventKind::kKernel && k <= EventKind::kMemset; }
 
 // True for spans that run on a host thread.
-constexpr bool IsHostSpanKind(EventKind k) {
-  return k >= EventKind::kHostSpan && k <= EventKind::kRuntimeApi;
-}
+constexpr bool IsHostSpanKind(EventKind k) { return k >= EventKind::kHostSpan && k <= EventKind::kRuntimeApi; }
 
-constexpr bool IsMemcpyKind(EventKind k) {
-  return k >= EventKind::kMemcpyHtoD && k <= EventKind::kMemcpyOther;
-}
+constexpr bool IsMemcpyKind(EventKind k) { return k >= EventKind::kMemcpyHtoD && k <= EventKind::kMemcpyOther; }
 
 // True for kinds that carry a duration (spans, kernels, copies).
 constexpr bool IsSpanKind(EventKind k) {
@@ -229,10 +223,8 @@ constexpr bool IsSpanKind(EventKind k) {
     case EventKind::kMemcpyHtoH:
     case EventKind::kMemcpyPtoP:
     case EventKind::kMemcpyOther:
-    case EventKind::kMemset:
-      return true;
-    default:
-      return false;
+    case EventKind::kMemset: return true;
+    default: return false;
   }
 }
 

@@ -26,8 +26,8 @@ namespace liveprof {
 
 class NameTable {
  public:
-  static constexpr size_t kMaxNameBytes = 4096;   // longer names are cut and counted.
-  static constexpr uint32_t kMaxNames = 1u << 22; // 4 Mi distinct names.
+  static constexpr size_t kMaxNameBytes = 4096;    // longer names are cut and counted.
+  static constexpr uint32_t kMaxNames = 1u << 22;  // 4 Mi distinct names.
 
   // Reserved ids, interned at construction.
   static constexpr NameId kEmptyId = 0;      // ""
@@ -87,7 +87,7 @@ class NameTable {
   std::mutex append_mu_;  // guards next_, the arena and block allocation.
   uint32_t next_ = 0;
   std::vector<std::unique_ptr<char[]>> arena_;  // every string's storage.
-  char* chunk_ = nullptr;                        // the chunk small strings go to.
+  char* chunk_ = nullptr;                       // the chunk small strings go to.
   size_t chunk_used_ = 0;
 };
 

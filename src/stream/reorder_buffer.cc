@@ -4,8 +4,7 @@
 
 namespace liveprof {
 
-ReorderBuffer::ReorderBuffer(Options options, Diagnostics* diag)
-    : options_(options), diag_(diag) {
+ReorderBuffer::ReorderBuffer(Options options, Diagnostics* diag) : options_(options), diag_(diag) {
   if (options_.max_pending == 0) options_.max_pending = 1;
 }
 
@@ -81,8 +80,8 @@ void ReorderBuffer::SetProgress(uint32_t source, uint64_t progress_ns) {
 ReorderBuffer::Released ReorderBuffer::Release(uint64_t now_ns) {
   const uint64_t window_cutoff = now_ns > options_.window_ns ? now_ns - options_.window_ns : 0;
   // (Never a shorter wait than a silent source gets.)
-  const uint64_t wait_floor = std::min(
-      window_cutoff, now_ns > options_.declared_max_wait_ns ? now_ns - options_.declared_max_wait_ns : 0);
+  const uint64_t wait_floor =
+      std::min(window_cutoff, now_ns > options_.declared_max_wait_ns ? now_ns - options_.declared_max_wait_ns : 0);
   // How far each open source lets the release go; the least of them. With
   // no open source, nothing is known: the window decides.
   uint64_t cutoff = ~uint64_t{0};
@@ -100,9 +99,7 @@ ReorderBuffer::Released ReorderBuffer::Release(uint64_t now_ns) {
   return ReleaseUpTo(cutoff, /*force_to_cap=*/true);
 }
 
-ReorderBuffer::Released ReorderBuffer::Flush() {
-  return ReleaseUpTo(~uint64_t{0}, /*force_to_cap=*/false);
-}
+ReorderBuffer::Released ReorderBuffer::Flush() { return ReleaseUpTo(~uint64_t{0}, /*force_to_cap=*/false); }
 
 void ReorderBuffer::CloseSource(uint32_t source) {
   for (Queue& q : queues_) {
@@ -116,8 +113,7 @@ ReorderBuffer::Released ReorderBuffer::ReleaseUpTo(uint64_t cutoff, bool force_t
   Compact();
 
   // Every queue is sorted (Push keeps it so): each is a run.
-  const size_t excess =
-      force_to_cap && pending_ > options_.max_pending ? pending_ - options_.max_pending : 0;
+  const size_t excess = force_to_cap && pending_ > options_.max_pending ? pending_ - options_.max_pending : 0;
   uint64_t limit = cutoff;
   if (excess > 0) limit = ForcedLimit(cutoff, excess);
   backlog_ = false;
@@ -133,8 +129,8 @@ ReorderBuffer::Released ReorderBuffer::ReleaseUpTo(uint64_t cutoff, bool force_t
   uint64_t max_end = 0;
   for (Queue& q : queues_) {
     const auto begin = q.events.begin() + static_cast<ptrdiff_t>(q.head);
-    const auto end = std::upper_bound(begin, q.events.end(), limit,
-                                      [](uint64_t t, const Event& e) { return t < e.end(); });
+    const auto end =
+        std::upper_bound(begin, q.events.end(), limit, [](uint64_t t, const Event& e) { return t < e.end(); });
     const size_t n = static_cast<size_t>(end - begin);
     if (n == 0) continue;
     runs_.push_back({&*begin, n});
@@ -238,8 +234,7 @@ size_t ReorderBuffer::CountEndingBy(uint64_t t) const {
   for (const Queue& q : queues_) {
     const auto begin = q.events.begin() + static_cast<ptrdiff_t>(q.head);
     n += static_cast<size_t>(
-        std::upper_bound(begin, q.events.end(), t, [](uint64_t v, const Event& e) { return v < e.end(); }) -
-        begin);
+        std::upper_bound(begin, q.events.end(), t, [](uint64_t v, const Event& e) { return v < e.end(); }) - begin);
   }
   return n;
 }

@@ -137,7 +137,7 @@ class ReorderBuffer {
   Diagnostics* diag_;
   std::vector<Queue> queues_;
   std::vector<Event> late_;
-  size_t late_released_ = 0;  // late_ entries handed out by the last release.
+  size_t late_released_ = 0;                  // late_ entries handed out by the last release.
   std::vector<std::span<const Event>> runs_;  // scratch of ReleaseUpTo.
   std::vector<Event> merged_;                 // merge output.
   size_t pending_ = 0;

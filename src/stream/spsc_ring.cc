@@ -21,8 +21,8 @@ std::unique_ptr<SpscRing> SpscRing::Create(size_t capacity, std::string* error) 
   // OS maps pages as the ring first wraps over them.
   Event* raw = static_cast<Event*>(::operator new[](rounded * sizeof(Event), std::nothrow));
   if (raw == nullptr) {
-    return fail("could not allocate " + std::to_string(rounded * sizeof(Event)) +
-                " bytes for a ring of " + std::to_string(rounded) + " events");
+    return fail("could not allocate " + std::to_string(rounded * sizeof(Event)) + " bytes for a ring of " +
+                std::to_string(rounded) + " events");
   }
   return std::unique_ptr<SpscRing>(new SpscRing(Slots(raw), rounded));
 }

@@ -55,9 +55,7 @@ class SpscRing {
   }
 
   // Producer thread only. Makes the slot from the last TryReserve() visible.
-  void Publish() {
-    head_.store(head_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-  }
+  void Publish() { head_.store(head_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
 
   // Producer thread only. Copy-in convenience: reserve, copy, publish.
   bool TryPush(const Event& e) {
@@ -108,8 +106,7 @@ class SpscRing {
   // Consumer thread. Events drained so far.
   uint64_t drained() const { return tail_.load(std::memory_order_relaxed); }
   uint64_t dropped() const {
-    return dropped_.load(std::memory_order_relaxed) +
-           source_dropped_.load(std::memory_order_relaxed);
+    return dropped_.load(std::memory_order_relaxed) + source_dropped_.load(std::memory_order_relaxed);
   }
   // Any thread. Adds events the producer's own source lost before they could
   // reach the ring (CUPTI's dropped records), so that they count as this
@@ -117,8 +114,7 @@ class SpscRing {
   void AddSourceDropped(uint64_t n) { source_dropped_.fetch_add(n, std::memory_order_relaxed); }
   // Any thread. Events published and not yet drained (approximate).
   size_t size() const {
-    return static_cast<size_t>(head_.load(std::memory_order_relaxed) -
-                               tail_.load(std::memory_order_relaxed));
+    return static_cast<size_t>(head_.load(std::memory_order_relaxed) - tail_.load(std::memory_order_relaxed));
   }
   size_t capacity() const { return capacity_; }
 
@@ -128,8 +124,7 @@ class SpscRing {
   };
   using Slots = std::unique_ptr<Event[], RawDelete>;
 
-  SpscRing(Slots slots, size_t capacity)
-      : slots_(std::move(slots)), capacity_(capacity), mask_(capacity - 1) {}
+  SpscRing(Slots slots, size_t capacity) : slots_(std::move(slots)), capacity_(capacity), mask_(capacity - 1) {}
 
   const Slots slots_;
   const size_t capacity_;

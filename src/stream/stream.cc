@@ -54,8 +54,7 @@ void Stream::CopyRings(std::vector<std::shared_ptr<Ring>>* out) const {
 
 void Stream::RemoveRing(const Ring* ring) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = std::find_if(rings_.begin(), rings_.end(),
-                         [&](const std::shared_ptr<Ring>& r) { return r.get() == ring; });
+  auto it = std::find_if(rings_.begin(), rings_.end(), [&](const std::shared_ptr<Ring>& r) { return r.get() == ring; });
   if (it == rings_.end()) return;
   retired_published_ += (*it)->queue->published();
   retired_dropped_ += (*it)->queue->dropped();
@@ -68,8 +67,8 @@ std::vector<Stream::RingStats> Stream::Stats() const {
   std::vector<RingStats> out;
   out.reserve(rings_.size());
   for (const auto& r : rings_) {
-    out.push_back({r->name, r->serial, r->track, r->queue->published(), r->queue->dropped(),
-                   r->queue->capacity(), r->closed.load(std::memory_order_relaxed)});
+    out.push_back({r->name, r->serial, r->track, r->queue->published(), r->queue->dropped(), r->queue->capacity(),
+                   r->closed.load(std::memory_order_relaxed)});
   }
   return out;
 }

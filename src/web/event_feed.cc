@@ -156,9 +156,8 @@ std::string EventFeed::Encode(std::span<const Event> events, const NameDirectory
   const auto name_defs = defs.BuildNames(fbb);
   const auto track_defs = defs.BuildTracks(fbb);
   const auto event_vec = fbb.CreateVectorOfStructs(out.data(), out.size());
-  const auto frame =
-      wire::CreateEventFrame(fbb, chunk_seq, watermark_ns, event_vec, name_defs, track_defs,
-                             dropped_since_frame_, dropped_total_, filter_.max_events_per_second);
+  const auto frame = wire::CreateEventFrame(fbb, chunk_seq, watermark_ns, event_vec, name_defs, track_defs,
+                                            dropped_since_frame_, dropped_total_, filter_.max_events_per_second);
   wire::FinishFrameBuffer(fbb, wire::CreateFrame(fbb, kFrameVersion, wire::Body::EventFrame, frame.Union()));
   events_sent_ += out.size();
   dropped_since_frame_ = 0;

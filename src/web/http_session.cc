@@ -2,8 +2,8 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -85,9 +85,8 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession>, publ
   }
 
   void OnRead(beast::error_code ec) {
-    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
-        ec == net::error::operation_aborted || ec == net::error::connection_reset ||
-        ec == net::error::eof) {
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted ||
+        ec == net::error::connection_reset || ec == net::error::eof) {
       return Shutdown();
     }
     if (ec) {
@@ -102,10 +101,11 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession>, publ
     const RequestTarget target = ParseRequestTarget(req.target());
 
     if (NeedsToken(target.path) && !TokenAccepted(state_->options().token, req[http::field::authorization], target,
-                       req[http::field::sec_websocket_protocol])) {
-      return SendReply(ErrorReply(401, "this server needs its token: 'Authorization: Bearer <token>', "
-                                       "?token=<token> or the WebSocket subprotocol "
-                                       "liveprof.token.<token>"),
+                                                  req[http::field::sec_websocket_protocol])) {
+      return SendReply(ErrorReply(401,
+                                  "this server needs its token: 'Authorization: Bearer <token>', "
+                                  "?token=<token> or the WebSocket subprotocol "
+                                  "liveprof.token.<token>"),
                        version);
     }
     if (!HostAllowed(req[http::field::host], !state_->options().token.empty())) {
@@ -119,10 +119,8 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession>, publ
     if (req.method() == http::verb::post && target.path == "/api/capture") {
       // A change, not a read: a page of another origin may not make it.
       const std::string_view origin = req[http::field::origin];
-      if (!origin.empty() &&
-          !OriginAllowed(origin, req[http::field::host], state_->options().allowed_origins)) {
-        return SendReply(ErrorReply(403, "Origin '" + std::string(origin) + "' may not POST /api/capture"),
-                         version);
+      if (!origin.empty() && !OriginAllowed(origin, req[http::field::host], state_->options().allowed_origins)) {
+        return SendReply(ErrorReply(403, "Origin '" + std::string(origin) + "' may not POST /api/capture"), version);
       }
       return SendReply(CaptureReply(std::string(req.target())), version);
     }
@@ -138,21 +136,19 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession>, publ
   void Upgrade(const RequestTarget& target) {
     Request& req = parser_->get();
     if (target.path != "/ws") {
-      return SendReply(ErrorReply(404, "WebSocket upgrades are served on /ws only, not " + target.path),
-                       req.version());
+      return SendReply(ErrorReply(404, "WebSocket upgrades are served on /ws only, not " + target.path), req.version());
     }
     const std::string host(req[http::field::host]);
     const std::string origin(req[http::field::origin]);
     if (!OriginAllowed(origin, host, state_->options().allowed_origins)) {
-      return SendReply(ErrorReply(403, "Origin '" + origin + "' may not open /ws on " + host +
-                                           " (allow it with --allow-origin)"),
-                       req.version());
+      return SendReply(
+          ErrorReply(403, "Origin '" + origin + "' may not open /ws on " + host + " (allow it with --allow-origin)"),
+          req.version());
     }
     std::string subprotocol = ChooseSubprotocol(req[http::field::sec_websocket_protocol]);
     handed_over_ = true;  // the WebSocket session releases the address now.
     stream_.expires_never();
-    RunWebsocketSession(stream_.release_socket(), state_, address_, parser_->release(),
-                        std::move(subprotocol));
+    RunWebsocketSession(stream_.release_socket(), state_, address_, parser_->release(), std::move(subprotocol));
   }
 
   Reply CaptureReply(const std::string& target) {
@@ -161,8 +157,9 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession>, publ
     if (!state_->options().capture) return ErrorReply(501, "this server takes no ingest (serve --ingest)");
     const std::string error = state_->options().capture(route.capture);
     if (!error.empty()) return ErrorReply(409, error);
-    return Reply{200, "application/json", "{\"type\":\"capture\",\"v\":1,\"source\":" +
-                                             std::to_string(route.capture.source) + ",\"sent\":true}"};
+    return Reply{
+        200, "application/json",
+        "{\"type\":\"capture\",\"v\":1,\"source\":" + std::to_string(route.capture.source) + ",\"sent\":true}"};
   }
 
   void Serve(const std::string& target, unsigned version) {
@@ -194,8 +191,7 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession>, publ
       case Route::Kind::kFleet: return ServeFleet(target, version);
       case Route::Kind::kCapture:
         return SendReply(ErrorReply(405, "/api/capture changes what a source records: POST it"), version);
-      case Route::Kind::kView:
-        break;
+      case Route::Kind::kView: break;
     }
     if (!NeedsRender(route)) {
       if (!latest) return SendReply(NotYet(), version);
@@ -205,14 +201,14 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession>, publ
     // the answer comes back to this thread.
     auto self = shared_from_this();
     auto executor = stream_.get_executor();
-    state_->pipeline().Request(
-        RenderOptionsFor(route, state_->pipeline_render()),
-        [self, executor, route, version](std::shared_ptr<const RenderedViews> views) {
-          net::post(executor, [self, route, version, views] {
-            if (!views) return self->SendReply(ErrorReply(503, "the pipeline has stopped"), version);
-            self->SendReply(ViewReply(route, *views, self->ServerJson(route)), version);
-          });
-        });
+    state_->pipeline().Request(RenderOptionsFor(route, state_->pipeline_render()),
+                               [self, executor, route, version](std::shared_ptr<const RenderedViews> views) {
+                                 net::post(executor, [self, route, version, views] {
+                                   if (!views)
+                                     return self->SendReply(ErrorReply(503, "the pipeline has stopped"), version);
+                                   self->SendReply(ViewReply(route, *views, self->ServerJson(route)), version);
+                                 });
+                               });
   }
 
   // A trace path: the store is queried on the query pool (a full-range
@@ -243,8 +239,9 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession>, publ
   // waits on another host).
   void ServeFleet(const std::string& target, unsigned version) {
     if (!state_->options().fleet) {
-      return SendReply(ErrorReply(404, "no fleet here: liveprof fleet serves /api/fleet, an agent "
-                                       "(serve --publish) /api/fleet/agent"),
+      return SendReply(ErrorReply(404,
+                                  "no fleet here: liveprof fleet serves /api/fleet, an agent "
+                                  "(serve --publish) /api/fleet/agent"),
                        version);
     }
     auto self = shared_from_this();
@@ -366,9 +363,8 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession>, publ
       return Shutdown();
     }
     stream_.expires_after(state_->options().http_timeout);
-    net::async_write(stream_, http::make_chunk_last(), [self = shared_from_this()](beast::error_code ec, size_t) {
-      self->AfterWrite(ec);
-    });
+    net::async_write(stream_, http::make_chunk_last(),
+                     [self = shared_from_this()](beast::error_code ec, size_t) { self->AfterWrite(ec); });
   }
 
   // The server's counters, for the status view only (they take percentiles).
@@ -376,9 +372,7 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession>, publ
     return route.topic == Topic::kStatus ? ServerStatsJson(state_->stats()) : std::string();
   }
 
-  static Reply NotYet() {
-    return ErrorReply(503, "no snapshot has been published yet: retry in a moment");
-  }
+  static Reply NotYet() { return ErrorReply(503, "no snapshot has been published yet: retry in a moment"); }
 
   void ServeFile(const std::string& target, unsigned version) {
     const std::filesystem::path& root = state_->options().static_dir;

@@ -15,8 +15,7 @@
 namespace liveprof {
 
 // Serves `socket`, admitted for `address` (the session releases it).
-void RunHttpSession(boost::asio::ip::tcp::socket socket, std::shared_ptr<SharedState> state,
-                    std::string address);
+void RunHttpSession(boost::asio::ip::tcp::socket socket, std::shared_ptr<SharedState> state, std::string address);
 
 }  // namespace liveprof
 

@@ -35,8 +35,7 @@ namespace {
 // Sent to a connection over a cap, then the connection is closed.
 const std::string& TooManyConnections() {
   static const std::string response = [] {
-    const std::string body =
-        "too many connections from this address or in all (liveprof's caps); retry later\n";
+    const std::string body = "too many connections from this address or in all (liveprof's caps); retry later\n";
     return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
            "Connection: close\r\nRetry-After: 5\r\nContent-Length: " +
            std::to_string(body.size()) + "\r\n\r\n" + body;
@@ -52,8 +51,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
   bool Open(const tcp::endpoint& endpoint, std::string* error) {
     error_code ec;
     auto fail = [&](const char* what) {
-      *error = std::string(what) + " " + endpoint.address().to_string() + ":" +
-               std::to_string(endpoint.port()) + ": " + ec.message();
+      *error = std::string(what) + " " + endpoint.address().to_string() + ":" + std::to_string(endpoint.port()) + ": " +
+               ec.message();
       return false;
     };
     acceptor_.open(endpoint.protocol(), ec);
@@ -99,12 +98,11 @@ class Listener : public std::enable_shared_from_this<Listener> {
         RunHttpSession(std::move(socket), state_, std::move(address));
       } else {
         auto s = std::make_shared<tcp::socket>(std::move(socket));
-        net::async_write(*s, net::buffer(TooManyConnections()),
-                         [s](error_code, size_t) {
-                           error_code ignored;
-                           s->shutdown(tcp::socket::shutdown_both, ignored);
-                           s->close(ignored);
-                         });
+        net::async_write(*s, net::buffer(TooManyConnections()), [s](error_code, size_t) {
+          error_code ignored;
+          s->shutdown(tcp::socket::shutdown_both, ignored);
+          s->close(ignored);
+        });
       }
     }
     // Accept errors (EMFILE...) must not stop the server: go on.
@@ -156,8 +154,9 @@ class Server::Impl {
     // full-range query or a long export never delays another session.
     // Each pool thread names itself at its first job (Asio starts them
     // unnamed): the Sources page and /metrics list liveprof's threads by name.
-    state_->set_workers([this](SharedState::Job job) { net::post(queries_, Named("liveprof query", std::move(job))); },
-                        [this](SharedState::Job job) { net::post(exports_, Named("liveprof export", std::move(job))); });
+    state_->set_workers(
+        [this](SharedState::Job job) { net::post(queries_, Named("liveprof query", std::move(job))); },
+        [this](SharedState::Job job) { net::post(exports_, Named("liveprof export", std::move(job))); });
   }
   ~Impl() { Stop(); }
 

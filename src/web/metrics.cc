@@ -30,11 +30,8 @@ std::vector<std::pair<std::string, double>> CpuSecondsByName(const std::vector<T
 
 // The input_bound state set's label values, every InputBound once.
 constexpr std::pair<InputBound, std::string_view> kInputBoundLabels[] = {
-    {InputBound::kHighly, "highly"},
-    {InputBound::kModerately, "moderately"},
-    {InputBound::kPotentially, "potentially"},
-    {InputBound::kNot, "not"},
-    {InputBound::kUnknown, "unknown"},
+    {InputBound::kHighly, "highly"}, {InputBound::kModerately, "moderately"}, {InputBound::kPotentially, "potentially"},
+    {InputBound::kNot, "not"},       {InputBound::kUnknown, "unknown"},
 };
 
 using Writer = PrometheusText;
@@ -51,8 +48,7 @@ std::string RenderPrometheus(const MetricsInput& in) {
 
   w.Counter("liveprof_events_consumed_total", "Events the analyses consumed.", in.events_consumed);
   w.Counter("liveprof_events_published_total",
-            "Events the producers wrote into their rings, every ring since the start.",
-            in.events_published);
+            "Events the producers wrote into their rings, every ring since the start.", in.events_published);
   w.Counter("liveprof_events_dropped_total",
             "Events lost before analysis: full rings, records the source dropped, threads with "
             "no ring.",
@@ -127,16 +123,14 @@ std::string RenderPrometheus(const MetricsInput& in) {
     }
   }
 
-  w.Counter("liveprof_late_events_total",
-            "Events that arrived after the reorder window had passed their time.", in.late_events);
+  w.Counter("liveprof_late_events_total", "Events that arrived after the reorder window had passed their time.",
+            in.late_events);
   w.Counter("liveprof_steps_closed_total", "Training steps completed.", in.steps_closed);
 
   if (in.window.steps > 0) {
-    w.Gauge("liveprof_window_steps",
-            "Steps in the window the step gauges describe (the last 20 steps).",
+    w.Gauge("liveprof_window_steps", "Steps in the window the step gauges describe (the last 20 steps).",
             static_cast<double>(in.window.steps));
-    w.Family("liveprof_step_time_seconds", "gauge",
-             "Step time at a percentile (nearest rank) over the last 20 steps.");
+    w.Family("liveprof_step_time_seconds", "gauge", "Step time at a percentile (nearest rank) over the last 20 steps.");
     w.Sample("liveprof_step_time_seconds", {{"percentile", "50"}}, in.step_time.p50);
     w.Sample("liveprof_step_time_seconds", {{"percentile", "90"}}, in.step_time.p90);
     w.Sample("liveprof_step_time_seconds", {{"percentile", "99"}}, in.step_time.p99);
@@ -144,8 +138,7 @@ std::string RenderPrometheus(const MetricsInput& in) {
              "Share of the step time in each step-time breakdown category over the last 20 "
              "steps (ratio of sums).");
     for (size_t b = 0; b < kBucketCount; ++b) {
-      w.Sample("liveprof_step_time_ratio", {{"category", BucketKey(static_cast<Bucket>(b))}},
-               in.bucket_ratio[b]);
+      w.Sample("liveprof_step_time_ratio", {{"category", BucketKey(static_cast<Bucket>(b))}}, in.bucket_ratio[b]);
     }
     w.Gauge("liveprof_input_ratio",
             "Share of the step time spent waiting for input over the last 20 steps (ratio of "
@@ -155,16 +148,13 @@ std::string RenderPrometheus(const MetricsInput& in) {
   w.Family("liveprof_input_bound", "gauge",
            "The input pipeline classification of the last 20 steps: 1 for the current one.");
   for (const auto& [bound, label] : kInputBoundLabels) {
-    w.Sample("liveprof_input_bound", {{"classification", label}},
-             uint64_t{in.input_bound == bound ? 1u : 0u});
+    w.Sample("liveprof_input_bound", {{"classification", label}}, uint64_t{in.input_bound == bound ? 1u : 0u});
   }
 
   if (!in.alerts.empty()) {
-    w.Family("liveprof_alert_firing", "gauge",
-             "liveprof's own alert rules: 1 while the rule is firing, else 0.");
+    w.Family("liveprof_alert_firing", "gauge", "liveprof's own alert rules: 1 while the rule is firing, else 0.");
     for (const MetricsAlert& a : in.alerts) {
-      w.Sample("liveprof_alert_firing",
-               {{"rule", a.rule}, {"severity", AlertSeverityName(a.severity)}},
+      w.Sample("liveprof_alert_firing", {{"rule", a.rule}, {"severity", AlertSeverityName(a.severity)}},
                uint64_t{a.firing ? 1u : 0u});
     }
   }

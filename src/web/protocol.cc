@@ -122,9 +122,7 @@ const std::string& KnownKinds() {
   return known;
 }
 
-DecodeError Error(std::string code, std::string message) {
-  return DecodeError{std::move(code), std::move(message)};
-}
+DecodeError Error(std::string code, std::string message) { return DecodeError{std::move(code), std::move(message)}; }
 
 std::string TypeName(const json& j) {
   if (j.is_number()) return "number";
@@ -160,8 +158,8 @@ std::optional<DecodeError> CheckKeys(const json& object, std::string_view where,
                                      std::span<const std::string_view> known) {
   for (const auto& item : object.items()) {
     if (std::find(known.begin(), known.end(), item.key()) == known.end()) {
-      return Error("bad_message", std::string(where) + ": unknown key " + Quote(item.key()) +
-                                      " (known: " + JoinNames(known) + ")");
+      return Error("bad_message",
+                   std::string(where) + ": unknown key " + Quote(item.key()) + " (known: " + JoinNames(known) + ")");
     }
   }
   return std::nullopt;
@@ -190,8 +188,7 @@ std::optional<DecodeError> DecodeTopics(const json& j, TopicSet* topics) {
     const std::string& name = t.get_ref<const std::string&>();
     const std::optional<Topic> topic = ParseTopic(name);
     if (!topic) {
-      return Error("unknown_topic",
-                   where + ": unknown topic " + Quote(name) + " (known: " + KnownTopics() + ")");
+      return Error("unknown_topic", where + ": unknown topic " + Quote(name) + " (known: " + KnownTopics() + ")");
     }
     topics->set(static_cast<size_t>(*topic));
   }
@@ -211,8 +208,7 @@ std::optional<DecodeError> DecodeKinds(const json& j, EventFilter* filter) {
     const std::string& name = k.get_ref<const std::string&>();
     const std::optional<EventKind> kind = ParseEventKindName(name);
     if (!kind) {
-      return Error("unknown_kind",
-                   where + ": unknown kind " + Quote(name) + " (known: " + KnownKinds() + ")");
+      return Error("unknown_kind", where + ": unknown kind " + Quote(name) + " (known: " + KnownKinds() + ")");
     }
     if (!IsStreamedKind(*kind)) {
       return Error("unknown_kind", where + ": kind " + Quote(name) +
@@ -251,8 +247,7 @@ std::optional<DecodeError> DecodeTracks(const json& j, EventFilter* filter) {
 
 std::optional<DecodeError> DecodeFilter(const json& j, EventFilter* filter) {
   if (!j.is_object()) return Error("bad_message", "filters: expected an object, got " + TypeName(j));
-  static constexpr std::array<std::string_view, 4> kKeys = {"kinds", "tracks", "name_prefix",
-                                                            "max_events_per_second"};
+  static constexpr std::array<std::string_view, 4> kKeys = {"kinds", "tracks", "name_prefix", "max_events_per_second"};
   if (auto e = CheckKeys(j, "filters", kKeys)) return e;
   if (auto it = j.find("kinds"); it != j.end()) {
     if (auto e = DecodeKinds(*it, filter)) return e;
@@ -266,8 +261,8 @@ std::optional<DecodeError> DecodeFilter(const json& j, EventFilter* filter) {
     }
     const std::string& prefix = it->get_ref<const std::string&>();
     if (prefix.size() > kMaxNamePrefixBytes) {
-      return Error("too_large", "filters.name_prefix: " + std::to_string(prefix.size()) +
-                                    " bytes, over the limit of " + std::to_string(kMaxNamePrefixBytes));
+      return Error("too_large", "filters.name_prefix: " + std::to_string(prefix.size()) + " bytes, over the limit of " +
+                                    std::to_string(kMaxNamePrefixBytes));
     }
     filter->name_prefix = prefix;
   }
@@ -280,8 +275,7 @@ std::optional<DecodeError> DecodeFilter(const json& j, EventFilter* filter) {
     const bool in_range =
         it->is_number_unsigned() && it->get<uint64_t>() >= 1 && it->get<uint64_t>() <= kMaxEventsPerSecondCap;
     if (!in_range) {
-      return Error("bad_message",
-                   "filters.max_events_per_second: " + it->dump() + " is out of range " + range);
+      return Error("bad_message", "filters.max_events_per_second: " + it->dump() + " is out of range " + range);
     }
     filter->max_events_per_second = static_cast<uint32_t>(it->get<uint64_t>());
   }
@@ -291,14 +285,13 @@ std::optional<DecodeError> DecodeFilter(const json& j, EventFilter* filter) {
 // The unsigned integer at `key` of `root`, within [lo, hi]; nullopt when the
 // key is absent. `what` says what the value is, for the error.
 std::variant<std::optional<uint64_t>, DecodeError> OptionalUnsigned(const json& root, const std::string& key,
-                                                                    uint64_t lo, uint64_t hi,
-                                                                    std::string_view what) {
+                                                                    uint64_t lo, uint64_t hi, std::string_view what) {
   const auto it = root.find(key);
   if (it == root.end()) return std::optional<uint64_t>();
   const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
   if (!it->is_number_integer()) {
-    return Error("bad_message", key + ": expected " + std::string(what) + " (an integer " + range + "), got " +
-                                    Describe(*it));
+    return Error("bad_message",
+                 key + ": expected " + std::string(what) + " (an integer " + range + "), got " + Describe(*it));
   }
   if (!it->is_number_unsigned() || it->get<uint64_t>() < lo || it->get<uint64_t>() > hi) {
     return Error("bad_message", key + ": " + it->dump() + " is out of range " + range);
@@ -334,8 +327,8 @@ std::variant<ControlMessage, DecodeError> DecodeTrace(const json& root) {
   if (DecodeError* e = std::get_if<DecodeError>(&t1)) return fail(*e);
   r.t1 = std::get<0>(t1);
   if (r.t0 && r.t1 && *r.t1 <= *r.t0) {
-    return fail(Error("bad_message", "t1: " + std::to_string(*r.t1) + " is not after t0 (" +
-                                         std::to_string(*r.t0) + ")"));
+    return fail(
+        Error("bad_message", "t1: " + std::to_string(*r.t1) + " is not after t0 (" + std::to_string(*r.t0) + ")"));
   }
   auto width = OptionalUnsigned(root, "width", 1, kMaxTraceWidthPx, "a width in pixels");
   if (DecodeError* e = std::get_if<DecodeError>(&width)) return fail(*e);
@@ -509,14 +502,12 @@ std::variant<ControlMessage, DecodeError> DecodeControlMessage(std::string_view 
     const json root = json::parse(text.begin(), text.end());
     return DecodeParsed(root);
   } catch (const json::parse_error& e) {
-    return Error("bad_json",
-                 "bad JSON at byte " + std::to_string(e.byte) + ": " + ParseErrorDetail(e.what()));
+    return Error("bad_json", "bad JSON at byte " + std::to_string(e.byte) + ": " + ParseErrorDetail(e.what()));
   } catch (const json::exception& e) {
     // A number out of double's range, and whatever else the parser refuses.
     return Error("bad_json", "bad JSON: " + ParseErrorDetail(e.what()));
   } catch (const std::exception& e) {
-    return Error("bad_message",
-                 std::string("the message could not be decoded: ") + SanitizeUtf8(e.what(), 256));
+    return Error("bad_message", std::string("the message could not be decoded: ") + SanitizeUtf8(e.what(), 256));
   }
 }
 

@@ -68,7 +68,7 @@ enum class Topic : uint8_t {
 #define LIVEPROF_TOPIC_ENUMERATOR(name, id, ...) id,
   LIVEPROF_VIEWS(LIVEPROF_TOPIC_ENUMERATOR)
 #undef LIVEPROF_TOPIC_ENUMERATOR
-  kEvents,
+      kEvents,
 };
 inline constexpr size_t kTopicCount = kViewCount + 1;
 using TopicSet = std::bitset<kTopicCount>;

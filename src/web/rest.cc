@@ -216,15 +216,15 @@ Route RouteRequest(std::string_view raw_target, uint32_t published_last_steps) {
         if (value == "json") continue;
         if (value != "csv") return Error(400, "format='" + value + "': expected json or csv");
         if (found->csv.empty()) {
-          return Error(400, "format=csv: " + std::string(found->rest_path) + " has no table; csv is offered on " +
-                                CsvViews());
+          return Error(
+              400, "format=csv: " + std::string(found->rest_path) + " has no table; csv is offered on " + CsvViews());
         }
         r.csv = true;
       } else if (key == "last" && found->steps_window) {
         const std::optional<uint64_t> n = WholeNumber(value, 1, kMaxLastSteps);
         if (!n) {
-          return Error(400, "last='" + value + "': expected a whole number of steps in 1.." +
-                                std::to_string(kMaxLastSteps));
+          return Error(400,
+                       "last='" + value + "': expected a whole number of steps in 1.." + std::to_string(kMaxLastSteps));
         }
         r.last_steps = *n == published_last_steps ? 0 : static_cast<uint32_t>(*n);
       } else if (key == "last_s" && found->time_window) {
@@ -257,9 +257,8 @@ bool NeedsToken(std::string_view path) {
 }
 
 bool NeedsRender(const Route& route) {
-  return route.kind == Route::Kind::kView &&
-         (route.csv || route.last_steps != 0 || route.last_ns != 0 || route.exclude_idle ||
-          OnRequestView(route) != nullptr);
+  return route.kind == Route::Kind::kView && (route.csv || route.last_steps != 0 || route.last_ns != 0 ||
+                                              route.exclude_idle || OnRequestView(route) != nullptr);
 }
 
 RenderOptions RenderOptionsFor(const Route& route, const RenderOptions& published) {
@@ -318,8 +317,8 @@ Reply IndexReply(bool fleet_view) {
     w.KV("csv", !v.csv.empty());
     w.EndObject();
   }
-  for (const char* path : {"/api/trace", "/api/trace/event", "/api/trace/search", "/api/trace/area", "/api/export",
-                           "/metrics"}) {
+  for (const char* path :
+       {"/api/trace", "/api/trace/event", "/api/trace/search", "/api/trace/area", "/api/export", "/metrics"}) {
     w.BeginObject();
     w.KV("path", path);
     w.KV("csv", false);
@@ -383,8 +382,8 @@ std::string ServerStatsJson(const ServerStats& s) {
   return out;
 }
 
-bool TokenAccepted(std::string_view token, std::string_view authorization,
-                   const RequestTarget& target, std::string_view ws_protocols) {
+bool TokenAccepted(std::string_view token, std::string_view authorization, const RequestTarget& target,
+                   std::string_view ws_protocols) {
   if (token.empty()) return true;
   bool ok = false;
   constexpr std::string_view kBearer = "Bearer ";
@@ -400,8 +399,7 @@ bool TokenAccepted(std::string_view token, std::string_view authorization,
   return ok;
 }
 
-bool OriginAllowed(std::string_view origin, std::string_view host,
-                   const std::vector<std::string>& allowed) {
+bool OriginAllowed(std::string_view origin, std::string_view host, const std::vector<std::string>& allowed) {
   if (origin.empty()) return true;
   for (const std::string& a : allowed) {
     if (a == "*" || a == origin) return true;
@@ -429,8 +427,7 @@ bool HostAllowed(std::string_view host, bool has_token) {
   }
   for (std::string_view ok : {"localhost", "127.0.0.1", "[::1]"}) {
     if (name.size() == ok.size() &&
-        std::equal(name.begin(), name.end(), ok.begin(),
-                   [](char a, char b) { return (a | 0x20) == (b | 0x20); })) {
+        std::equal(name.begin(), name.end(), ok.begin(), [](char a, char b) { return (a | 0x20) == (b | 0x20); })) {
       return true;
     }
   }

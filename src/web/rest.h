@@ -65,8 +65,8 @@ struct Route {
   Kind kind = Kind::kStatic;
   Topic topic = Topic::kOverview;
   bool csv = false;
-  uint32_t last_steps = 0;  // ?last=N; 0: the published window.
-  uint64_t last_ns = 0;     // ?last_s=T; 0: the published window (tables since start).
+  uint32_t last_steps = 0;    // ?last=N; 0: the published window.
+  uint64_t last_ns = 0;       // ?last_s=T; 0: the published window (tables since start).
   bool exclude_idle = false;  // ?include_idle=false (tf_stats).
   CaptureQuery capture;
   int status = 200;
@@ -103,8 +103,8 @@ std::string ServerStatsJson(const ServerStats& stats);
 // <token>"), the `token` query parameter, or a `liveprof.token.<token>` entry
 // of `ws_protocols` (Sec-WebSocket-Protocol, comma separated). The compare
 // takes the same time whatever matches. Always true for an empty `token`.
-bool TokenAccepted(std::string_view token, std::string_view authorization,
-                   const RequestTarget& target, std::string_view ws_protocols);
+bool TokenAccepted(std::string_view token, std::string_view authorization, const RequestTarget& target,
+                   std::string_view ws_protocols);
 
 // True when a request for `path` (decoded) needs the token: /api, /metrics
 // and /ws, everything that carries profiling data. The dashboard's static
@@ -115,8 +115,7 @@ bool NeedsToken(std::string_view path);
 // True when a WebSocket upgrade from `origin` may proceed: no Origin header
 // (not a browser), the server's own origin (http(s)://<host>), or one of
 // `allowed` ("*" allows any).
-bool OriginAllowed(std::string_view origin, std::string_view host,
-                   const std::vector<std::string>& allowed);
+bool OriginAllowed(std::string_view origin, std::string_view host, const std::vector<std::string>& allowed);
 
 // True when a request's Host header may be answered. Without a token the
 // server answers only to loopback names (localhost, 127.0.0.1, [::1], any

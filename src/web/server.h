@@ -35,9 +35,9 @@ namespace liveprof {
 // set by the application (the writer, ExportStoreRangeStream, lives in
 // src/import, which the web layer does not include).
 using TraceExportSink = std::function<bool(std::string_view piece)>;
-using TraceExportFn = std::function<bool(const TraceStore& store, uint64_t t0, uint64_t t1,
-                                         const std::vector<TrackId>& tracks, const TraceExportSink& sink,
-                                         std::string* error)>;
+using TraceExportFn =
+    std::function<bool(const TraceStore& store, uint64_t t0, uint64_t t1, const std::vector<TrackId>& tracks,
+                       const TraceExportSink& sink, std::string* error)>;
 
 // POST /api/capture?source=ID&host_level=1|2&python_scopes=0|1&gpu=0|1&gpu_level=default|full&seconds=S:
 // what to turn on or off in one ingest source, for S seconds (0 or none:
@@ -79,8 +79,8 @@ struct ServerOptions {
   // closes its WebSocket with 1009.)
   // Control messages that fail to decode before the connection is closed.
   uint32_t max_bad_messages = 16;
-  uint32_t frame_hz = 10;  // said in the hello: the pipeline's publish rate.
-  std::string version;     // liveprof's version, in the hello and Server header.
+  uint32_t frame_hz = 10;      // said in the hello: the pipeline's publish rate.
+  std::string version;         // liveprof's version, in the hello and Server header.
   TraceExportFn export_trace;  // /api/export; empty: 501.
   // /api/status's "ingest": a JSON array of the ingest sources (liveprof
   // serve --ingest); empty: no key. Called on the web thread.
@@ -123,8 +123,8 @@ struct ServerStats {
   uint64_t websocket_sessions = 0;   // open now.
   uint64_t view_frames_sent = 0;
   uint64_t event_frames_sent = 0;
-  uint64_t trace_tiles_sent = 0;  // binary tiles answering WebSocket trace requests.
-  uint64_t view_frames_replaced = 0;  // a newer snapshot took a pending one's place.
+  uint64_t trace_tiles_sent = 0;         // binary tiles answering WebSocket trace requests.
+  uint64_t view_frames_replaced = 0;     // a newer snapshot took a pending one's place.
   uint64_t sessions_closed_blocked = 0;  // past the send deadline.
   uint64_t bad_messages = 0;
   // From an event's end to the completed write of the first view frame that

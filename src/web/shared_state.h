@@ -80,9 +80,8 @@ class LatencyRecorder {
 
 // The server's counters, written on the web thread, read from any.
 struct ServerCounters {
-  std::atomic<uint64_t> connections_accepted{0}, connections_refused{0}, connections_evicted{0},
-      connections_open{0}, websocket_sessions{0},
-      view_frames_sent{0}, event_frames_sent{0}, trace_tiles_sent{0}, view_frames_replaced{0},
+  std::atomic<uint64_t> connections_accepted{0}, connections_refused{0}, connections_evicted{0}, connections_open{0},
+      websocket_sessions{0}, view_frames_sent{0}, event_frames_sent{0}, trace_tiles_sent{0}, view_frames_replaced{0},
       sessions_closed_blocked{0}, bad_messages{0};
 };
 

@@ -244,7 +244,8 @@ Reply OneEvent(const RequestTarget& target, const TraceStore& store) {
   const auto id = id_text ? WholeNumber(*id_text) : std::nullopt;
   if (!id) return ErrorReply(400, "id: expected an event id (a whole number, from /api/trace)");
   for (const auto& [key, value] : target.query) {
-    if (key != "id" && key != "token") return ErrorReply(400, "unknown query parameter '" + key + "' for " + target.path);
+    if (key != "id" && key != "token")
+      return ErrorReply(400, "unknown query parameter '" + key + "' for " + target.path);
   }
   const std::optional<Event> e = store.Get(*id);
   if (!e) return ErrorReply(404, "no event " + std::to_string(*id) + " (unknown, or freed by the retention rule)");
@@ -322,10 +323,13 @@ Reply Export(const RequestTarget& target, const TraceStore& store, const TraceEx
   if (Reply* error = std::get_if<Reply>(&checked)) return std::move(*error);
   const ExportRequest& e = std::get<ExportRequest>(checked);
   std::string gz, error;
-  const bool ok = export_fn(store, e.t0, e.t1, e.tracks, [&gz](std::string_view piece) {
-    gz.append(piece);
-    return true;
-  }, &error);
+  const bool ok = export_fn(
+      store, e.t0, e.t1, e.tracks,
+      [&gz](std::string_view piece) {
+        gz.append(piece);
+        return true;
+      },
+      &error);
   if (!ok) return ErrorReply(500, "export failed: " + error);
   return Reply{200, "application/gzip", std::move(gz)};
 }
@@ -343,8 +347,8 @@ std::variant<Reply, ExportRequest> CheckExport(const RequestTarget& target, cons
 }
 
 bool IsTracePath(std::string_view path) {
-  return path == "/api/trace" || path == "/api/trace/event" || path == "/api/trace/search" || path == "/api/trace/area" ||
-         path == "/api/export";
+  return path == "/api/trace" || path == "/api/trace/event" || path == "/api/trace/search" ||
+         path == "/api/trace/area" || path == "/api/export";
 }
 
 Reply TraceReply(const RequestTarget& target, const TraceStore* store, const TraceExportFn& export_fn) {

@@ -34,9 +34,9 @@ TileTrackInfo TileTracks::Describe(TrackId track) const {
   TileTrackInfo out;
   if (DerivedRows::IsDerived(track) && !DerivedRows::IsCounterRow(track)) {
     // A GPU's rows have no definition of their own: named as xprof names them.
-    static constexpr std::pair<TileTrackType, const char*> kRows[] = {
-        {TileTrackType::kSteps, "Steps"}, {TileTrackType::kFrameworkOps, "Framework ops"},
-        {TileTrackType::kMemory, "Memory in use"}};
+    static constexpr std::pair<TileTrackType, const char*> kRows[] = {{TileTrackType::kSteps, "Steps"},
+                                                                      {TileTrackType::kFrameworkOps, "Framework ops"},
+                                                                      {TileTrackType::kMemory, "Memory in use"}};
     const auto& row = kRows[static_cast<size_t>(DerivedRows::RowOf(track))];
     out.type = row.first;
     out.name = row.second;
@@ -99,8 +99,8 @@ Offset<wire::TileTrack> BuildTrack(FlatBufferBuilder& fbb, const TraceQueryResul
   const auto summary_vec = fbb.CreateVectorOfStructs(summaries.data(), summaries.size());
   const auto value_vec = info.counter() ? fbb.CreateVectorOfStructs(values.data(), values.size()) : 0;
   const wire::TileHeld held(t.held_ts, t.held_value);
-  return wire::CreateTileTrack(fbb, t.track, static_cast<wire::TileTrackType>(info.type), name, info.device,
-                               info.os_id, slice_vec, summary_vec, value_vec, t.held ? &held : nullptr);
+  return wire::CreateTileTrack(fbb, t.track, static_cast<wire::TileTrackType>(info.type), name, info.device, info.os_id,
+                               slice_vec, summary_vec, value_vec, t.held ? &held : nullptr);
 }
 
 }  // namespace

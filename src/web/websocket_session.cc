@@ -113,9 +113,7 @@ class WebsocketSession : public FeedSession, public std::enable_shared_from_this
   }
 
   void DoRead() {
-    ws_.async_read(buffer_, [self = shared_from_this()](beast::error_code ec, size_t) {
-      self->OnRead(ec);
-    });
+    ws_.async_read(buffer_, [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
@@ -124,8 +122,9 @@ class WebsocketSession : public FeedSession, public std::enable_shared_from_this
     if (ec) return;
     if (!ws_.got_text()) {
       buffer_.consume(buffer_.size());
-      return BadMessage(DecodeError{"bad_message", "binary messages are not accepted: send JSON text "
-                                                   "control messages (docs/protocol.md)"});
+      return BadMessage(DecodeError{"bad_message",
+                                    "binary messages are not accepted: send JSON text "
+                                    "control messages (docs/protocol.md)"});
     }
     const std::string text = beast::buffers_to_string(buffer_.data());
     buffer_.consume(buffer_.size());
@@ -267,9 +266,7 @@ class WebsocketSession : public FeedSession, public std::enable_shared_from_this
     writing_ = true;
     write_started_ns_ = HostNowNs();
     ws_.text(text);
-    ws_.async_write(buffer, [self = shared_from_this()](beast::error_code ec, size_t) {
-      self->OnWrite(ec);
-    });
+    ws_.async_write(buffer, [self = shared_from_this()](beast::error_code ec, size_t) { self->OnWrite(ec); });
   }
 
   void OnWrite(beast::error_code ec) {

@@ -29,10 +29,8 @@ namespace liveprof {
 // Accepts the (already checked) upgrade `request` on `socket`, answering
 // with `subprotocol` when not empty, and runs the session. The session
 // releases `address`'s connection count when it ends.
-void RunWebsocketSession(boost::asio::ip::tcp::socket socket, std::shared_ptr<SharedState> state,
-                         std::string address,
-                         boost::beast::http::request<boost::beast::http::string_body> request,
-                         std::string subprotocol);
+void RunWebsocketSession(boost::asio::ip::tcp::socket socket, std::shared_ptr<SharedState> state, std::string address,
+                         boost::beast::http::request<boost::beast::http::string_body> request, std::string subprotocol);
 
 }  // namespace liveprof
 

@@ -28,8 +28,7 @@ constexpr int64_t kStep0 = 100;
 // Test double of MetricSource: a table of (metric, window) -> value.
 class FakeSource : public MetricSource {
  public:
-  void Set(std::string_view metric, const WindowSpec& w, double value, int64_t first_step = 1,
-           int64_t last_step = 20) {
+  void Set(std::string_view metric, const WindowSpec& w, double value, int64_t first_step = 1, int64_t last_step = 20) {
     for (Entry& e : entries_) {
       if (e.metric == metric && e.window == w) {
         e.value = MetricValue{value, first_step, last_step, 1};
@@ -65,8 +64,8 @@ class FakeSource : public MetricSource {
   mutable int calls_ = 0;
 };
 
-AlertRule Rule(std::string name, std::string metric, AlertComparison cmp, double threshold,
-               WindowSpec window, uint32_t fire_after = 1, uint32_t resolve_after = 1) {
+AlertRule Rule(std::string name, std::string metric, AlertComparison cmp, double threshold, WindowSpec window,
+               uint32_t fire_after = 1, uint32_t resolve_after = 1) {
   AlertRule r;
   r.name = std::move(name);
   r.metric = std::move(metric);
@@ -86,9 +85,7 @@ const AlertRuleStatus& StatusOf(const AlertsSnapshot& s, std::string_view name) 
   return s.rules.front();
 }
 
-AlertState StateOf(const AlertEngine& engine, std::string_view name) {
-  return StatusOf(engine.Snapshot(), name).state;
-}
+AlertState StateOf(const AlertEngine& engine, std::string_view name) { return StatusOf(engine.Snapshot(), name).state; }
 
 std::string ReadFile(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -108,9 +105,8 @@ std::string ParseError(std::string_view json) {
 std::string OneRule(std::string_view body) {
   return std::string(R"({"version":1,"rules":[{)") + std::string(body) + "}]}";
 }
-constexpr std::string_view kGoodBody =
-    R"("name":"x","metric":"input_pct","comparison":">=","threshold":5,)"
-    R"("window":{"steps":20},"severity":"warning")";
+constexpr std::string_view kGoodBody = R"("name":"x","metric":"input_pct","comparison":">=","threshold":5,)"
+                                       R"("window":{"steps":20},"severity":"warning")";
 
 }  // namespace
 
@@ -233,10 +229,10 @@ TEST_CASE("alerts: >, <= and < at their boundaries") {
     bool breaches;
   };
   const Case cases[] = {
-      {AlertComparison::kGreater, 0, false},      {AlertComparison::kGreater, 1, true},
-      {AlertComparison::kGreater, 0.001, true},   {AlertComparison::kLessEqual, 10, true},
+      {AlertComparison::kGreater, 0, false},       {AlertComparison::kGreater, 1, true},
+      {AlertComparison::kGreater, 0.001, true},    {AlertComparison::kLessEqual, 10, true},
       {AlertComparison::kLessEqual, 10.01, false}, {AlertComparison::kLess, 10, false},
-      {AlertComparison::kLess, 9.99, true},       {AlertComparison::kGreaterEqual, 10, true},
+      {AlertComparison::kLess, 9.99, true},        {AlertComparison::kGreaterEqual, 10, true},
   };
   for (const Case& c : cases) {
     CAPTURE(AlertComparisonText(c.cmp));
@@ -265,11 +261,11 @@ TEST_CASE("alerts: baseline regression is 100 x (recent / baseline - 1)") {
     bool fires;  // >= 20.
   };
   const Case cases[] = {
-      {120, 100, 20, true},       // 100 × (120/100 − 1) = 20, exactly the threshold.
+      {120, 100, 20, true},         // 100 × (120/100 − 1) = 20, exactly the threshold.
       {119.99, 100, 19.99, false},  // 100 × 0.1999 = 19.99 (to rounding).
-      {150, 100, 50, true},       // 100 × 0.5.
-      {75, 100, -25, false},      // faster: 100 × (0.75 − 1).
-      {12.5, 10, 25, true},       // 100 × (1.25 − 1).
+      {150, 100, 50, true},         // 100 × 0.5.
+      {75, 100, -25, false},        // faster: 100 × (0.75 − 1).
+      {12.5, 10, 25, true},         // 100 × (1.25 − 1).
   };
   for (const Case& c : cases) {
     CAPTURE(c.recent_ms);
@@ -365,8 +361,7 @@ TEST_CASE("alerts: a regression needs a stable baseline and 5 steps in a row, no
 
 TEST_CASE("alerts: a resolved event says what cleared, in the value's unit") {
   const std::vector<AlertRule> d = DefaultAlertRules();
-  CHECK(RenderResolvedSummary(d[0], 2.56) ==
-        "input_bound_high resolved: input_pct 2.56% < 20% over the last 20 steps");
+  CHECK(RenderResolvedSummary(d[0], 2.56) == "input_bound_high resolved: input_pct 2.56% < 20% over the last 20 steps");
   AlertRule stalled;
   for (const AlertRule& r : d) {
     if (r.name == "training_stalled") stalled = r;
@@ -386,8 +381,7 @@ TEST_CASE("alerts: a resolved event says what cleared, in the value's unit") {
 
 TEST_CASE("alerts: a missing metric keeps the state and the counts") {
   const WindowSpec w = WindowSpec::Duration(10 * kSecond);
-  AlertEngine engine(
-      {Rule("r", "seconds_since_last_step", AlertComparison::kGreaterEqual, 60, w, 2, 2)});
+  AlertEngine engine({Rule("r", "seconds_since_last_step", AlertComparison::kGreaterEqual, 60, w, 2, 2)});
   FakeSource src;
   uint64_t now = kT0;
   auto eval = [&] {
@@ -449,12 +443,10 @@ TEST_CASE("alerts: SetRules keeps, resets and resolves as specified") {
   const WindowSpec w = WindowSpec::Steps(20);
   const WindowSpec secs = WindowSpec::Duration(10 * kSecond);
   AlertRule keep = Rule("keep", "input_pct", AlertComparison::kGreaterEqual, 20, w);
-  AlertRule keep_pending = Rule("keep_pending", "input_pct", AlertComparison::kGreaterEqual, 20,
-                                w, 3);
+  AlertRule keep_pending = Rule("keep_pending", "input_pct", AlertComparison::kGreaterEqual, 20, w, 3);
   AlertRule change = Rule("change", "kernel_launch_pct", AlertComparison::kGreaterEqual, 15, w);
   AlertRule removed = Rule("removed", "memory_used_pct", AlertComparison::kGreaterEqual, 90, secs);
-  AlertRule removed_pending =
-      Rule("removed_pending", "memory_used_pct", AlertComparison::kGreaterEqual, 90, secs, 5);
+  AlertRule removed_pending = Rule("removed_pending", "memory_used_pct", AlertComparison::kGreaterEqual, 90, secs, 5);
   AlertEngine engine({keep, keep_pending, change, removed, removed_pending});
   FakeSource src;
   src.Set("input_pct", w, 30, 81, 100);
@@ -544,8 +536,7 @@ TEST_CASE("alerts: summaries and window texts") {
         "for input (threshold 20%)");
   CHECK(RenderAlertSummary(DefaultAlertRules()[5], 3) ==
         "3 events dropped in the last 10 s: the analyses are missing data");
-  AlertRule plain = Rule("p", "late_events", AlertComparison::kGreater, 0.5,
-                         WindowSpec::Duration(kSecond / 2));
+  AlertRule plain = Rule("p", "late_events", AlertComparison::kGreater, 0.5, WindowSpec::Duration(kSecond / 2));
   CHECK(RenderAlertSummary(plain, 7) == "p: late_events 7 > 0.5 over the last 500 ms");
   plain.summary = "{value} {unknown} {window";
   CHECK(RenderAlertSummary(plain, -0.001) == "0 {unknown} {window");
@@ -560,26 +551,22 @@ TEST_CASE("alerts: parse errors name what and where") {
   CHECK(ParseError(R"({"version":1,})") ==
         "invalid JSON at byte 13 (line 1, column 14): syntax error while parsing object key - "
         "unexpected '}'; expected string literal");
-  CHECK(ParseError("{\"version\":1,\n\"rules\":[1 2]}").starts_with(
-      "invalid JSON at byte 25 (line 2, column 12): "));
+  CHECK(ParseError("{\"version\":1,\n\"rules\":[1 2]}").starts_with("invalid JSON at byte 25 (line 2, column 12): "));
   CHECK(ParseError("").starts_with("invalid JSON at byte 0 (line 1, column 1): "));
   // Wrong type.
-  CHECK(ParseError(OneRule(
-            R"("name":"input_bound_high","metric":"input_pct","comparison":">=",)"
-            R"("threshold":"20","window":{"steps":20},"severity":"critical")")) ==
+  CHECK(ParseError(OneRule(R"("name":"input_bound_high","metric":"input_pct","comparison":">=",)"
+                           R"("threshold":"20","window":{"steps":20},"severity":"critical")")) ==
         "rules[0] 'input_bound_high': 'threshold' must be a number");
   // Unknown field (a typo must not silently drop the threshold).
   CHECK(ParseError(OneRule(std::string(kGoodBody) + R"(,"treshold":7)")) ==
         "rules[0] 'x': unknown field 'treshold' (known fields: name, metric, comparison, "
         "threshold, window, baseline, fire_after, resolve_after, severity, summary)");
-  CHECK(ParseError(OneRule(
-            R"("name":"x","metric":"input_pct","comparison":">=","threshold":5,)"
-            R"("window":{"steps":20,"offset_steps":3},"severity":"warning")")) ==
+  CHECK(ParseError(OneRule(R"("name":"x","metric":"input_pct","comparison":">=","threshold":5,)"
+                           R"("window":{"steps":20,"offset_steps":3},"severity":"warning")")) ==
         "rules[0] 'x': unknown field 'window.offset_steps' (known fields: steps, seconds)");
   // Unknown metric, listing the known ones.
-  CHECK(ParseError(OneRule(
-            R"("name":"x","metric":"input_percent","comparison":">=","threshold":5,)"
-            R"("window":{"steps":20},"severity":"warning")")) ==
+  CHECK(ParseError(OneRule(R"("name":"x","metric":"input_percent","comparison":">=","threshold":5,)"
+                           R"("window":{"steps":20},"severity":"warning")")) ==
         "rules[0] 'x': unknown metric 'input_percent' (known metrics: input_pct, "
         "kernel_launch_pct, all_others_pct, device_collectives_pct, step_time_ms_median, "
         "step_time_ms_mean, memory_used_pct, dropped_events, late_events, "
@@ -589,14 +576,11 @@ TEST_CASE("alerts: parse errors name what and where") {
   CHECK(ParseError(R"({"version":1,"rules":[)" + good + "," + good + "]}") ==
         "rules[1] 'x': duplicate rule name (first used by rules[0])");
   // A key given twice inside one rule.
-  CHECK(ParseError(OneRule(std::string(kGoodBody) + R"(,"threshold":6)")) ==
-        "rules[0] 'x': duplicate key 'threshold'");
-  CHECK(ParseError(OneRule(
-            R"("name":"x","metric":"input_pct","comparison":">=","threshold":5,)"
-            R"("window":{"steps":20,"steps":30},"severity":"warning")")) ==
+  CHECK(ParseError(OneRule(std::string(kGoodBody) + R"(,"threshold":6)")) == "rules[0] 'x': duplicate key 'threshold'");
+  CHECK(ParseError(OneRule(R"("name":"x","metric":"input_pct","comparison":">=","threshold":5,)"
+                           R"("window":{"steps":20,"steps":30},"severity":"warning")")) ==
         "rules[0] 'x': duplicate key 'window.steps'");
-  CHECK(ParseError(R"({"version":1,"version":1,"rules":[]})") ==
-        "top level: duplicate key 'version'");
+  CHECK(ParseError(R"({"version":1,"version":1,"rules":[]})") == "top level: duplicate key 'version'");
   // Two "rules" keys, the kept (last) one shorter than the duplicate's index.
   CHECK(ParseError(R"({"version":1,"rules":[{},{"a":1,"a":2}],"rules":[]})") ==
         "rules[1]: duplicate key 'a'\ntop level: duplicate key 'rules'");
@@ -605,8 +589,7 @@ TEST_CASE("alerts: parse errors name what and where") {
   CHECK(ParseError(R"({"rules":[]})") == "'version' is missing (this build reads version 1)");
   CHECK(ParseError(R"({"version":1,"rule":[]})") ==
         "unknown top-level field 'rule' (known fields: version, rules)\n'rules' is missing");
-  CHECK(ParseError(R"([1])") ==
-        "the top level must be an object: {\"version\": 1, \"rules\": [...]}");
+  CHECK(ParseError(R"([1])") == "the top level must be an object: {\"version\": 1, \"rules\": [...]}");
   CHECK(ParseError(R"({"version":1,"rules":[7]})") == "rules[0]: must be an object");
   CHECK(ParseError(OneRule(R"("metric":"input_pct","comparison":"=>","threshold":5,)"
                            R"("window":{"steps":0},"severity":"fatal","fire_after":0)")) ==
@@ -620,9 +603,8 @@ TEST_CASE("alerts: parse errors name what and where") {
         "{threshold}, {window}, {worker})");
   CHECK(ParseError(OneRule(std::string(kGoodBody) + R"(,"baseline":{"steps":100})")) ==
         "rules[0] 'x': 'baseline.offset_steps' is missing");
-  CHECK(ParseError(OneRule(
-            R"("name":"bad name","metric":"input_pct","comparison":">=","threshold":5,)"
-            R"("window":{"seconds":0},"severity":"warning","resolve_after":1.5)")) ==
+  CHECK(ParseError(OneRule(R"("name":"bad name","metric":"input_pct","comparison":">=","threshold":5,)"
+                           R"("window":{"seconds":0},"severity":"warning","resolve_after":1.5)")) ==
         "rules[0] 'bad name': 'name' must be a string of 1 to 128 characters from A-Z a-z 0-9 "
         "_ . : -\n"
         "rules[0] 'bad name': 'window.seconds' must be a number of seconds above 0 and at most "
@@ -663,8 +645,7 @@ TEST_CASE("alerts: mangled rules files give errors, never a crash") {
 TEST_CASE("alerts: a valid file parses, omitted counts default to 1") {
   std::vector<AlertRule> rules;
   std::string error = "stale";
-  REQUIRE(ParseAlertRules(OneRule(std::string(kGoodBody) + R"(,"summary":"{value} over {window}")"),
-                          &rules, &error));
+  REQUIRE(ParseAlertRules(OneRule(std::string(kGoodBody) + R"(,"summary":"{value} over {window}")"), &rules, &error));
   CHECK(error.empty());
   REQUIRE(rules.size() == 1);
   CHECK(rules[0].name == "x");
@@ -674,10 +655,9 @@ TEST_CASE("alerts: a valid file parses, omitted counts default to 1") {
   CHECK_FALSE(rules[0].baseline.has_value());
   REQUIRE(ParseAlertRules(R"({"version":1,"rules":[]})", &rules, &error));
   CHECK(rules.empty());
-  REQUIRE(ParseAlertRules(
-      OneRule(R"("name":"m","metric":"memory_used_pct","comparison":"<","threshold":-1.5e1,)"
-              R"("window":{"seconds":0.25},"severity":"info")"),
-      &rules, &error));
+  REQUIRE(ParseAlertRules(OneRule(R"("name":"m","metric":"memory_used_pct","comparison":"<","threshold":-1.5e1,)"
+                                  R"("window":{"seconds":0.25},"severity":"info")"),
+                          &rules, &error));
   CHECK(rules[0].window == WindowSpec::Duration(kSecond / 4));
   CHECK(rules[0].threshold == -15);
   CHECK(rules[0].comparison == AlertComparison::kLess);
@@ -686,8 +666,8 @@ TEST_CASE("alerts: a valid file parses, omitted counts default to 1") {
 
 TEST_CASE("alerts: deploy/alerts/default_rules.json equals the built-in defaults") {
   // The file sits two directories above this test's source.
-  const std::filesystem::path file = std::filesystem::path(__FILE__).parent_path() / ".." /
-                                     ".." / "deploy" / "alerts" / "default_rules.json";
+  const std::filesystem::path file =
+      std::filesystem::path(__FILE__).parent_path() / ".." / ".." / "deploy" / "alerts" / "default_rules.json";
   const std::string text = ReadFile(file);
   REQUIRE_MESSAGE(!text.empty(), "cannot read " << file);
   std::vector<AlertRule> rules;
@@ -775,8 +755,9 @@ TEST_CASE("alerts: WriteJson is valid JSON with the expected fields, CSV has one
   CHECK(j["last_evaluated_step"] == 200);
 
   const std::string csv = s.ToCsv();
-  CHECK(csv.starts_with("ts_ns,rule,metric,severity,state,value,comparison,threshold,window,"
-                        "first_step,last_step,summary\n"));
+  CHECK(
+      csv.starts_with("ts_ns,rule,metric,severity,state,value,comparison,threshold,window,"
+                      "first_step,last_step,summary\n"));
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 3);
   CHECK(csv.find("1000000000000,events_dropped,dropped_events,critical,firing,3,>,0,"
                  "last 10 s,-1,-1,3 events dropped in the last 10 s: the analyses are missing "
@@ -796,10 +777,10 @@ TEST_CASE("alerts: incremental equals batch equals a naive reference on random r
     const int rule_count = uniform(1, 5);
     for (int i = 0; i < rule_count; ++i) {
       const auto cmp = static_cast<AlertComparison>(uniform(0, 3));
-      const WindowSpec w = uniform(0, 1) ? WindowSpec::Steps(uniform(1, 50))
-                                         : WindowSpec::Duration(uniform(1, 30) * kSecond);
-      AlertRule r = Rule("rule" + std::to_string(i), std::string(metrics[i].name), cmp,
-                         uniform(-2, 2) * 10.0, w, uniform(1, 4), uniform(1, 4));
+      const WindowSpec w =
+          uniform(0, 1) ? WindowSpec::Steps(uniform(1, 50)) : WindowSpec::Duration(uniform(1, 30) * kSecond);
+      AlertRule r = Rule("rule" + std::to_string(i), std::string(metrics[i].name), cmp, uniform(-2, 2) * 10.0, w,
+                         uniform(1, 4), uniform(1, 4));
       r.summary = uniform(0, 1) ? "" : "{value} vs {threshold} over {window}";
       rules.push_back(r);
     }
@@ -909,9 +890,8 @@ TEST_CASE("alerts: incremental equals batch equals a naive reference on random r
           firing = false;
           ref_events.push_back({obs[j].t, r, false, obs[j].value});
         }
-        const AlertState now_state =
-            firing ? (obs[j].breach ? AlertState::kFiring : AlertState::kResolving)
-                   : (obs[j].breach ? AlertState::kPending : AlertState::kOk);
+        const AlertState now_state = firing ? (obs[j].breach ? AlertState::kFiring : AlertState::kResolving)
+                                            : (obs[j].breach ? AlertState::kPending : AlertState::kOk);
         if (now_state != state) since = now_at(obs[j].t);
         state = now_state;
       }

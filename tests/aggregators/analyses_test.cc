@@ -8,9 +8,9 @@
 #include <string>
 
 #include "aggregators/analyses.h"
-#include "stream/stream.h"
 #include "doctest/doctest.h"
 #include "event_builder.h"
+#include "stream/stream.h"
 #include "synthetic_workload.h"
 
 namespace liveprof::analyses_test {
@@ -349,8 +349,9 @@ TEST_CASE("analyses: a worker's DataLoader workers are in its input tables, not 
     AnalysesOptions options;
     options.pod.max_workers = 2;  // (host:10 and host:99: a loader that took a slot would leave the rank none)
     Analyses a(options, &diag);
-    const std::string names[] = {"", "host:10", "host:10 · loader 0", "host:99 · loader 0", "train", "wait",
-                                 "DataLoader fetch#Images", "op", "host:99"};
+    const std::string names[] = {"",       "host:10", "host:10 · loader 0",      "host:99 · loader 0",
+                                 "train",  "wait",    "DataLoader fetch#Images", "op",
+                                 "host:99"};
     std::vector<Event> defs;
     for (NameId n = 1; n < 9; ++n) defs.push_back(NameDefEvent(n, names[n]));
     std::vector<Event> processes = {TrackDefEvent(1, TrackInfo{1, TrackType::kProcess, 10, 0, 1}),
@@ -430,9 +431,14 @@ TEST_CASE("analyses: a worker's DataLoader workers are in its input tables, not 
 RenderedViews TwoWorkerJob(uint64_t fetch_ms) {
   Diagnostics diag;
   Analyses a(AnalysesOptions{}, &diag);
-  const std::string names[] = {"", "host:10", "host:10 · loader 0", "host:10 · loader 1", "train",
+  const std::string names[] = {"",
+                               "host:10",
+                               "host:10 · loader 0",
+                               "host:10 · loader 1",
+                               "train",
                                "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
-                               "DataLoader fetch#Images", "aten::conv2d"};
+                               "DataLoader fetch#Images",
+                               "aten::conv2d"};
   std::vector<Event> defs;
   for (NameId n = 1; n < 8; ++n) defs.push_back(NameDefEvent(n, names[n]));
   for (uint32_t p = 1; p <= 3; ++p) {

@@ -27,8 +27,8 @@ enum : NameId { kForward = 1, kAttention, kStep3, kStep4, kLoss, kGemm, kApi, kN
 
 Catalog MakeCatalog() {
   Catalog c;
-  const char* names[] = {"", "forward", "attention", "ProfilerStep#3", "ProfilerStep#4", "loss", "gemm",
-                         "cudaLaunchKernel"};
+  const char* names[] = {"",     "forward", "attention",       "ProfilerStep#3", "ProfilerStep#4",
+                         "loss", "gemm",    "cudaLaunchKernel"};
   for (NameId i = 0; i < kNameCount; ++i) c.DefineName(i, names[i]);
   return c;
 }
@@ -100,13 +100,13 @@ TEST_CASE("annotations: late annotations claim nothing, a claim stops at the ann
   late.flags = kFlagLate;
   Event late_launch = test::Launch(60, 5, 3, kApi, 1);
   late_launch.flags = kFlagLate;
-  stats.Consume(std::vector<Event>{
-      test::Launch(10, 5, 1, kApi, 1), test::Kernel(20, 5, kGemm, 1),
-      test::Launch(300, 5, 2, kApi, 1), test::Kernel(310, 7, kGemm, 2),
-      late,                              // holds launch 1, but late: claims nothing.
-      late_launch, test::Kernel(70, 3, kGemm, 3),  // inserted in time order, before launch 2.
-      test::Span(0, 100, kForward, 1),   // out of order: launches 1 and 3, not 2 (after its end).
-      test::Span(250, 100, kLoss, 1)});  // launch 2.
+  stats.Consume(
+      std::vector<Event>{test::Launch(10, 5, 1, kApi, 1), test::Kernel(20, 5, kGemm, 1),
+                         test::Launch(300, 5, 2, kApi, 1), test::Kernel(310, 7, kGemm, 2),
+                         late,                                        // holds launch 1, but late: claims nothing.
+                         late_launch, test::Kernel(70, 3, kGemm, 3),  // inserted in time order, before launch 2.
+                         test::Span(0, 100, kForward, 1),   // out of order: launches 1 and 3, not 2 (after its end).
+                         test::Span(250, 100, kLoss, 1)});  // launch 2.
   const auto rows = Rows(stats.Snapshot());
   CHECK(rows.at("attention").count == 1);
   CHECK(rows.at("attention").kernels == 0);
@@ -123,10 +123,10 @@ TEST_CASE("annotations: past the name cap and the launch memory, counted") {
   o.max_rows = 1;
   o.max_launches = 2;
   AnnotationStats stats(&catalog, o);
-  stats.Consume(std::vector<Event>{
-      test::Launch(10, 5, 1, kApi, 1), test::Kernel(20, 5, kGemm, 1), test::Launch(30, 5, 2, kApi, 1),
-      test::Launch(40, 5, 3, kApi, 1),  // corr 1 forgotten, with its waiting kernel.
-      test::Span(0, 50, kForward, 1), test::Span(0, 60, kAttention, 1)});
+  stats.Consume(std::vector<Event>{test::Launch(10, 5, 1, kApi, 1), test::Kernel(20, 5, kGemm, 1),
+                                   test::Launch(30, 5, 2, kApi, 1),
+                                   test::Launch(40, 5, 3, kApi, 1),  // corr 1 forgotten, with its waiting kernel.
+                                   test::Span(0, 50, kForward, 1), test::Span(0, 60, kAttention, 1)});
   const AnnotationStatsSnapshot s = stats.Snapshot();
   REQUIRE(s.rows.size() == 1);
   CHECK(s.rows[0].name == "forward");
@@ -179,9 +179,8 @@ TEST_CASE("annotations: random nested streams equal a brute-force innermost-anno
         }
         for (int k = 0; k < 6; ++k) {
           const uint64_t lt = at + 1 + 2 * (rng() % ((len + 60) / 2));
-          if (std::any_of(launches.begin(), launches.end(), [&](const Event& l) {
-                return l.track == t && lt < l.ts + 3 && l.ts < lt + 3;
-              })) {
+          if (std::any_of(launches.begin(), launches.end(),
+                          [&](const Event& l) { return l.track == t && lt < l.ts + 3 && l.ts < lt + 3; })) {
             continue;
           }
           launches.push_back(test::Launch(lt, 2, ++corr, kApi, t));
@@ -197,7 +196,8 @@ TEST_CASE("annotations: random nested streams equal a brute-force innermost-anno
       const Event& l = launches[k.corr - 1];
       const Event* best = nullptr;
       for (const Event& s : spans) {
-        if (s.track == l.track && s.ts <= l.ts && l.ts + l.dur <= s.ts + s.dur && (!best || s.dur < best->dur)) best = &s;
+        if (s.track == l.track && s.ts <= l.ts && l.ts + l.dur <= s.ts + s.dur && (!best || s.dur < best->dur))
+          best = &s;
       }
       if (best == nullptr) {
         ++want_unattributed;

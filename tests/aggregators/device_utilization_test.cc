@@ -63,11 +63,11 @@ TEST_CASE("device utilization: copies and memsets count as busy, not as kernel b
   catalog.Consume(std::span(&info, 1));
   DeviceUtilization util(&catalog, nullptr);
   const std::vector<Event> events = {
-      KernelOn(0, 100),                                      // device 0
-      CopyOn(EventKind::kMemcpyHtoD, 100, 300),              // touches the kernel.
-      CopyOn(EventKind::kMemcpyDtoH, 250, 350),              // overlaps the copy.
+      KernelOn(0, 100),                          // device 0
+      CopyOn(EventKind::kMemcpyHtoD, 100, 300),  // touches the kernel.
+      CopyOn(EventKind::kMemcpyDtoH, 250, 350),  // overlaps the copy.
       CopyOn(EventKind::kMemset, 400, 500),
-      KernelOn(1000, 1100, kStreamA, /*device=*/1),          // device 1
+      KernelOn(1000, 1100, kStreamA, /*device=*/1),  // device 1
       CopyOn(EventKind::kMemcpyPtoP, 1050, 1200, /*device=*/1),
       test::Op(0, 5000, 3),  // a host op: ignored.
   };
@@ -76,7 +76,7 @@ TEST_CASE("device utilization: copies and memsets count as busy, not as kernel b
   REQUIRE(s.devices.size() == 2);
   const auto* d0 = s.Find(0);
   REQUIRE(d0 != nullptr);
-  CHECK(d0->busy_ns == 450);        // [0,350) + [400,500) = 350 + 100.
+  CHECK(d0->busy_ns == 450);  // [0,350) + [400,500) = 350 + 100.
   CHECK(d0->kernel_busy_ns == 100);
   CHECK(d0->span_ns == 500);
   CHECK(d0->utilization_pct == 90.0);         // 450 / 500.
@@ -105,8 +105,7 @@ TEST_CASE("device utilization: copies and memsets count as busy, not as kernel b
 TEST_CASE("device utilization: late intervals merge anywhere") {
   Diagnostics diag;
   DeviceUtilization util(nullptr, &diag);
-  const std::vector<Event> in_order = {KernelOn(0, 100), KernelOn(200, 300), KernelOn(400, 500),
-                                       KernelOn(600, 700)};
+  const std::vector<Event> in_order = {KernelOn(0, 100), KernelOn(200, 300), KernelOn(400, 500), KernelOn(600, 700)};
   util.Consume(in_order);
   CHECK(util.Snapshot().devices[0].busy_ns == 400);
   // Bridges the first two: [0,300) + [400,500) + [600,700) = 500.
@@ -193,8 +192,7 @@ TEST_CASE("device utilization: windows split intervals at bucket boundaries") {
 TEST_CASE("device utilization: intervals reaching behind the kept history") {
   constexpr uint64_t kBucket = 100;
   Diagnostics diag;
-  DeviceUtilization util(nullptr, &diag,
-                         {.bucket_ns = kBucket, .max_buckets = 100, .history_ns = kBucket});
+  DeviceUtilization util(nullptr, &diag, {.bucket_ns = kBucket, .max_buckets = 100, .history_ns = kBucket});
   // [0,10); then [1000,1010) moves the newest bucket to 10 and the floor to
   // bucket 9's start (900): [0,10) is dropped from the interval list.
   std::vector<Event> events = {KernelOn(0, 10), KernelOn(1000, 1010)};
@@ -211,8 +209,7 @@ TEST_CASE("device utilization: intervals reaching behind the kept history") {
   CHECK(diag.Get(Diag::device_interval_beyond_history) == 1);
 
   // Partly covered bucket behind the floor: the estimate is the lower bound.
-  DeviceUtilization util2(nullptr, &diag,
-                          {.bucket_ns = kBucket, .max_buckets = 100, .history_ns = kBucket});
+  DeviceUtilization util2(nullptr, &diag, {.bucket_ns = kBucket, .max_buckets = 100, .history_ns = kBucket});
   util2.Consume(events);
   // True union of [0,10), [50,1030), [1000,1010) = 10 + 980 = 990. Bucket 0
   // gets max(0, 50 - 10) = 40 (it had 10 at [0,10), unknown where): total
@@ -325,17 +322,14 @@ void CheckNaive(const DeviceUtilizationSnapshot& s, const std::map<uint8_t, Naiv
 }  // namespace
 
 TEST_CASE("device utilization: incremental equals batch equals naive on random streams") {
-  constexpr EventKind kKinds[] = {EventKind::kKernel,     EventKind::kKernel,
-                                  EventKind::kKernel,     EventKind::kMemcpyHtoD,
-                                  EventKind::kMemcpyDtoH, EventKind::kMemset};
+  constexpr EventKind kKinds[] = {EventKind::kKernel,     EventKind::kKernel,     EventKind::kKernel,
+                                  EventKind::kMemcpyHtoD, EventKind::kMemcpyDtoH, EventKind::kMemset};
   for (uint32_t seed : {1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u}) {
     CAPTURE(seed);
     std::mt19937 rng(seed);
     constexpr uint64_t kBucket = 1000;
     DeviceUtilization::Options options{
-        .bucket_ns = kBucket,
-        .max_buckets = seed % 2 ? size_t{6} : size_t{1000},
-        .history_ns = 20 * kBucket};
+        .bucket_ns = kBucket, .max_buckets = seed % 2 ? size_t{6} : size_t{1000}, .history_ns = 20 * kBucket};
     // Intervals on 3 devices, several streams each, delivered in end order.
     std::vector<Event> events;
     const int n = 100 + static_cast<int>(rng() % 2000);
@@ -347,8 +341,7 @@ TEST_CASE("device utilization: incremental equals batch equals naive on random s
       e.device = static_cast<uint8_t>(rng() % 3);
       events.push_back(e);
     }
-    std::stable_sort(events.begin(), events.end(),
-                     [](const Event& a, const Event& b) { return a.end() < b.end(); });
+    std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.end() < b.end(); });
     // Late ones: moved up to 40 places later in the stream and flagged.
     for (int i = 0; i < n / 15; ++i) {
       const size_t from = rng() % events.size();
@@ -359,8 +352,7 @@ TEST_CASE("device utilization: incremental equals batch equals naive on random s
       events.insert(events.begin() + static_cast<ptrdiff_t>(to), e);
     }
     // Host events in between: ignored.
-    events.insert(events.begin() + static_cast<ptrdiff_t>(rng() % events.size()),
-                  test::Op(0, 10, 2));
+    events.insert(events.begin() + static_cast<ptrdiff_t>(rng() % events.size()), test::Op(0, 10, 2));
 
     Diagnostics diag;
     DeviceUtilization batch(nullptr, &diag, options);

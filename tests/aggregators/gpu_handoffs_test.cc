@@ -49,16 +49,12 @@ TEST_CASE("gpu handoffs: per process, torch.profiler's windows from the tracer's
   // Rank 0: a window of 2 s, then one not regained at first; rank 1: a
   // cuptiFinalize seen, regained; then a window still open.
   h.Consume(std::vector<Event>{
-      test::Span(kT0, 10, 0, kRank0Tracer),
-      test::Instant(kT0 + 1 * kSecond, kTo, kRank0Tracer),
+      test::Span(kT0, 10, 0, kRank0Tracer), test::Instant(kT0 + 1 * kSecond, kTo, kRank0Tracer),
       test::Instant(kT0 + 1 * kSecond + 1, kTo, kRank0Tracer),  // (a second "to": the same window)
-      test::Instant(kT0 + 3 * kSecond, kBack, kRank0Tracer),
-      test::Instant(kT0 + 4 * kSecond, kFinalized, kRank1Tracer),
+      test::Instant(kT0 + 3 * kSecond, kBack, kRank0Tracer), test::Instant(kT0 + 4 * kSecond, kFinalized, kRank1Tracer),
       test::Instant(kT0 + 4 * kSecond + 500'000'000, kBack, kRank1Tracer),
-      test::Instant(kT0 + 5 * kSecond, kTo, kRank0Tracer),
-      test::Instant(kT0 + 6 * kSecond, kNotRegained, kRank0Tracer),
-      test::Instant(kT0 + 6 * kSecond, kOther, kRank0Tracer),
-      test::Instant(kT0 + 7 * kSecond, kBack, kRank0Tracer),
+      test::Instant(kT0 + 5 * kSecond, kTo, kRank0Tracer), test::Instant(kT0 + 6 * kSecond, kNotRegained, kRank0Tracer),
+      test::Instant(kT0 + 6 * kSecond, kOther, kRank0Tracer), test::Instant(kT0 + 7 * kSecond, kBack, kRank0Tracer),
       test::Instant(kT0 + 8 * kSecond, kTo, kRank1Tracer),
       test::Instant(kT0 + 9 * kSecond, kBack, kRank0Tracer),  // (rank 0 has none open: nothing)
   });

@@ -54,7 +54,7 @@ TEST_CASE("gpu timeline: a hand-made window, both ways") {
   CHECK(t.exposed_comm_ns == 20);  // 50-70.
   CHECK(t.memcpy_ns == 30);
   CHECK(t.exposed_memcpy_ns == 20);  // 70-90.
-  CHECK(t.busy_ns == 85);  // 10-90 and 95-100.
+  CHECK(t.busy_ns == 85);            // 10-90 and 95-100.
   CHECK(t.idle_ns == 15);
   CheckSame(t, Sorted(v, 0, 100));
 }

@@ -70,8 +70,8 @@ TEST_CASE("input pipeline: host-side breakdown and input-op table by hand") {
   const InputPipelineSnapshot s = AnalyzeInputPipeline(w, ops);
   // non_enqueue = 100 × (1 − 0.2) / 0.2 = 400 µs; total input = 300 + 600 + 100 = 1000.
   CHECK(s.enqueue_us == doctest::Approx(100));
-  CHECK(s.demanded_read_us == doctest::Approx(120));   // 400 × 300 / 1000
-  CHECK(s.preprocessing_us == doctest::Approx(280));   // 400 × 700 / 1000
+  CHECK(s.demanded_read_us == doctest::Approx(120));  // 400 × 300 / 1000
+  CHECK(s.preprocessing_us == doctest::Approx(280));  // 400 × 700 / 1000
   CHECK(s.advanced_read_us == doctest::Approx(0));
   CHECK(s.unclassified_us == doctest::Approx(0));
   CHECK(s.input_ops_seen);
@@ -149,8 +149,8 @@ TEST_CASE("input pipeline: a PyTorch DataLoader's waits and fetches make PyTorch
   w.bucket_ns[static_cast<size_t>(Bucket::kInput)] = 1'500'000;
   // liveprof run's records: the loop's waits (one nested in a wrapper's, 200
   // µs of it), and the workers' fetches (stage preprocess).
-  InputOpRecord wait{"enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", InputStage::kWait, 3,
-                     1'400'000, 1'000'000};
+  InputOpRecord wait{"enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", InputStage::kWait, 3, 1'400'000,
+                     1'000'000};
   wait.nested_wait_ns = 200'000;
   wait.nested_waits = 1;
   const std::vector<InputOpRecord> ops = {
@@ -162,8 +162,9 @@ TEST_CASE("input pipeline: a PyTorch DataLoader's waits and fetches make PyTorch
   CHECK(s.waits == 2);                       // 3 - 1 nested: 2 batches.
   CHECK_FALSE(s.single_process_loader);
   CHECK(s.input_ops_seen);
-  CHECK(s.source_statement == "The input is a PyTorch DataLoader. The training loop waited 1.2 ms in 2 batches for it; "
-                              "below, what its loading was spent on.");
+  CHECK(s.source_statement ==
+        "The input is a PyTorch DataLoader. The training loop waited 1.2 ms in 2 batches for it; "
+        "below, what its loading was spent on.");
   CHECK(s.next_step == "Look at the host-side breakdown of input time below.");
   // No device in the window (a CPU job): host advice, nothing about a GPU.
   REQUIRE(s.recommendations.size() == 4);
@@ -209,8 +210,8 @@ TEST_CASE("input pipeline: tf.data names map to the legacy categories") {
 
 TEST_CASE("input pipeline: a DataLoader's workers, busy or idle, pick the advice") {
   // 25 % of each step waits for a batch; two workers over a 1 s window.
-  const InputOpRecord wait{"enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", InputStage::kWait,
-                           10, 2'500, 2'500};
+  const InputOpRecord wait{"enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", InputStage::kWait, 10,
+                           2'500, 2'500};
   const InputOpRecord fetch{"DataLoader fetch#Images", InputStage::kPreprocess, 10, 5'000, 5'000};
   const std::vector<InputOpRecord> ops = {wait, fetch};
   auto workers = [](uint64_t fetch_ns) {

@@ -20,10 +20,10 @@ namespace liveprof::kernel_stats_test {
 namespace {
 
 // Name ids used by the hand-computed tests.
-constexpr NameId kH884 = 1;      // "volta_h884gemm_128x64" (TensorCore).
+constexpr NameId kH884 = 1;  // "volta_h884gemm_128x64" (TensorCore).
 constexpr NameId kElementwise = 2;
-constexpr NameId kSgemm = 3;     // "sgemm_largek" (no TensorCore).
-constexpr NameId kS1688 = 4;     // "turing_fp16_s1688cudnn_fp16" (TensorCore).
+constexpr NameId kSgemm = 3;      // "sgemm_largek" (no TensorCore).
+constexpr NameId kS1688 = 4;      // "turing_fp16_s1688cudnn_fp16" (TensorCore).
 constexpr NameId kOpMatMul = 10;  // "model/dense/MatMul" (eligible by name).
 constexpr NameId kOpRelu = 11;    // "model/dense/Relu".
 constexpr NameId kOpCustom = 12;  // "model/custom_op" (not eligible by name).
@@ -52,8 +52,7 @@ Catalog HandCatalog() {
   return c;
 }
 
-const KernelStatsRow* FindRow(const KernelStatsSnapshot& s, std::string_view kernel,
-                              std::string_view op) {
+const KernelStatsRow* FindRow(const KernelStatsSnapshot& s, std::string_view kernel, std::string_view op) {
   for (const KernelStatsRow& r : s.rows) {
     if (r.kernel_name == kernel && r.op_name == op) return &r;
   }
@@ -64,8 +63,8 @@ const KernelStatsRow* FindRow(const KernelStatsSnapshot& s, std::string_view ker
 
 TEST_CASE("kernel stats: details parsing") {
   SUBCASE("every field") {
-    const KernelDetails d = ParseKernelDetails(
-        "regs:64 static_shared:1024 dynamic_shared:2048 grid:10,2,3 block:128,4,1 occ_pct:62.5");
+    const KernelDetails d =
+        ParseKernelDetails("regs:64 static_shared:1024 dynamic_shared:2048 grid:10,2,3 block:128,4,1 occ_pct:62.5");
     CHECK(d.registers_per_thread == 64);
     CHECK(d.static_shared_bytes == 1024);
     CHECK(d.dynamic_shared_bytes == 2048);
@@ -94,8 +93,8 @@ TEST_CASE("kernel stats: details parsing") {
         "regs static_shared:abc dynamic_shared:-5 grid:1,2 block:4,x,1 occ_pct:nan "
         "a:b:c regs:1:2 unknown:7 :9 grid:3,4,5,6 static_shared:99999999999");
     CHECK(d.registers_per_thread == 0);
-    CHECK(d.static_shared_bytes == 0);  // not a number; out of uint32 range.
-    CHECK(d.dynamic_shared_bytes == 0);  // negative.
+    CHECK(d.static_shared_bytes == 0);                  // not a number; out of uint32 range.
+    CHECK(d.dynamic_shared_bytes == 0);                 // negative.
     CHECK(d.grid == std::array<uint32_t, 3>{1, 1, 1});  // 2 and 4 parts.
     CHECK(d.block == std::array<uint32_t, 3>{1, 1, 1});
     CHECK(d.occupancy_pct == 0);  // not finite.
@@ -109,11 +108,10 @@ TEST_CASE("kernel stats: details parsing") {
 
 TEST_CASE("kernel stats: TensorCore patterns and op eligibility") {
   for (const char* name :
-       {"volta_h884gemm_128x64", "turing_fp16_s1688cudnn_fp16", "ampere_16816gemm",
-        "xmma_gemm_f16f16", "sm80_xmma_implicit_gemm", "hmma_kernel", "i8816_x", "i16832_y",
-        "c1688_z", "h1688_w", "s884_v", "conv1x1_u", "conv2d_c1_k1_t", "dgrad_1x1_stride_2x2_s",
-        "direct_group_r", "first_layer_wgrad_kernel_q", "xmma_sparse_conv_p",
-        "xmma_sparse_gemm_o", "xmma_warp_specialized_implicit_gemm_n"}) {
+       {"volta_h884gemm_128x64", "turing_fp16_s1688cudnn_fp16", "ampere_16816gemm", "xmma_gemm_f16f16",
+        "sm80_xmma_implicit_gemm", "hmma_kernel", "i8816_x", "i16832_y", "c1688_z", "h1688_w", "s884_v", "conv1x1_u",
+        "conv2d_c1_k1_t", "dgrad_1x1_stride_2x2_s", "direct_group_r", "first_layer_wgrad_kernel_q",
+        "xmma_sparse_conv_p", "xmma_sparse_gemm_o", "xmma_warp_specialized_implicit_gemm_n"}) {
     CAPTURE(name);
     CHECK(KernelUsesTensorCore(name));
   }
@@ -131,16 +129,14 @@ TEST_CASE("kernel stats: TensorCore patterns and op eligibility") {
     CHECK_FALSE(KernelUsesTensorCore(name));
   }
   for (const char* op :
-       {"model/conv/Conv2D", "a/Conv2DBackpropFilter", "a/Conv2DBackpropInput", "b/Conv3D",
-        "c/DepthwiseConv2dNative", "c/DepthwiseConv2dNativeBackpropFilter",
-        "c/DepthwiseConv2dNativeBackpropInput", "model/dense/MatMul", "d/_FusedMatMul",
-        "e/CudnnRNN", "f/BatchMatMulV2", "g/CudnnRNNV3", "h/CudnnRNNForward_x",
+       {"model/conv/Conv2D", "a/Conv2DBackpropFilter", "a/Conv2DBackpropInput", "b/Conv3D", "c/DepthwiseConv2dNative",
+        "c/DepthwiseConv2dNativeBackpropFilter", "c/DepthwiseConv2dNativeBackpropInput", "model/dense/MatMul",
+        "d/_FusedMatMul", "e/CudnnRNN", "f/BatchMatMulV2", "g/CudnnRNNV3", "h/CudnnRNNForward_x",
         "i/CudnnRNNBackpropV3", "j/XlaDot", "j/XlaDotV2", "FusedConv2D"}) {
     CAPTURE(op);
     CHECK(IsOpTensorCoreEligible(op));
   }
-  for (const char* op : {"model/dense/Relu", "MatMul", "model/MatMulX", "Conv2DX",
-                         "e/CudnnRNNX", "", "xladot"}) {
+  for (const char* op : {"model/dense/Relu", "MatMul", "model/MatMulX", "Conv2DX", "e/CudnnRNNX", "", "xladot"}) {
     CAPTURE(op);
     CHECK_FALSE(IsOpTensorCoreEligible(op));
   }
@@ -267,12 +263,11 @@ TEST_CASE("kernel stats: hand-computed rows, roll-up per op, JSON and CSV") {
   CHECK(j["histograms"].size() == 4);  // distinct kernel names of the rows.
 
   const std::string csv = s.ToCsv();
-  CHECK(csv.rfind(
-            "rank,kernel_name,registers_per_thread,shared_mem_bytes,block,grid,occupancy_pct,"
-            "op_tc_eligible,kernel_uses_tc,op_name,occurrences,total_us,avg_us,min_us,max_us\n"
-            "1,volta_h884gemm_128x64,64,3072,\"128,1,1\",\"10,1,1\",50,true,true,"
-            "model/dense/MatMul,3,6.001,2,1,3\n",
-            0) == 0);
+  CHECK(csv.rfind("rank,kernel_name,registers_per_thread,shared_mem_bytes,block,grid,occupancy_pct,"
+                  "op_tc_eligible,kernel_uses_tc,op_name,occurrences,total_us,avg_us,min_us,max_us\n"
+                  "1,volta_h884gemm_128x64,64,3072,\"128,1,1\",\"10,1,1\",50,true,true,"
+                  "model/dense/MatMul,3,6.001,2,1,3\n",
+                  0) == 0);
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 7);
 }
 
@@ -282,8 +277,7 @@ TEST_CASE("kernel stats: rows with equal keys merge, occupancy is not part of th
   catalog.DefineName(2, "regs:8 grid:2,1,1 occ_pct:25");
   catalog.DefineName(3, "grid:2,1,1 regs:8 occ_pct:75");  // same key, other order/occupancy.
   KernelStats stats(&catalog, nullptr);
-  const std::vector<Event> events = {KernelAt(kT0 + 100, 100, 1, 0, 2),
-                                     KernelAt(kT0 + 200, 50, 1, 0, 3)};
+  const std::vector<Event> events = {KernelAt(kT0 + 100, 100, 1, 0, 2), KernelAt(kT0 + 200, 50, 1, 0, 3)};
   stats.Consume(events);
   const auto s = stats.Snapshot();
   REQUIRE(s.rows.size() == 1);
@@ -467,9 +461,8 @@ TEST_CASE("kernel stats: windows, ring overflow and a late kernel") {
   constexpr uint64_t kBucket = 1000;
   KernelStats stats(&catalog, nullptr, {.bucket_ns = kBucket, .max_buckets = 3});
   // Buckets by end: 0 -> a 100; 1 -> a 200; 3 -> b 50; 4 -> a 300, b 60.
-  std::vector<Event> events = {KernelAt(500, 100, 1), KernelAt(1500, 200, 1),
-                               KernelAt(3500, 50, 2), KernelAt(4200, 300, 1),
-                               KernelAt(4900, 60, 2)};
+  std::vector<Event> events = {KernelAt(500, 100, 1), KernelAt(1500, 200, 1), KernelAt(3500, 50, 2),
+                               KernelAt(4200, 300, 1), KernelAt(4900, 60, 2)};
   stats.Consume(events);
   // Ring of 3 holds buckets 2..4; 0 and 1 merged into "older".
   const auto all = stats.Snapshot();
@@ -480,7 +473,7 @@ TEST_CASE("kernel stats: windows, ring overflow and a late kernel") {
   auto w = stats.Snapshot(q);
   CHECK(w.kernel_count == 3);
   CHECK(w.kernel_ns == 410);  // 50 + 300 + 60.
-  q.window_ns = 500;  // 4400 -> bucket 4 only.
+  q.window_ns = 500;          // 4400 -> bucket 4 only.
   w = stats.Snapshot(q);
   CHECK(w.kernel_count == 2);
   CHECK(w.kernel_ns == 360);
@@ -502,7 +495,7 @@ TEST_CASE("kernel stats: windows, ring overflow and a late kernel") {
   late.flags = kFlagLate;
   stats.Consume(std::span(&late, 1));
   CHECK(stats.Snapshot(q).kernel_ns == 450);
-  CHECK(stats.Snapshot().kernel_ns == 755);  // 710 + 40 + 5.
+  CHECK(stats.Snapshot().kernel_ns == 755);     // 710 + 40 + 5.
   CHECK(stats.Snapshot().rows[1].min_ns == 5);  // "b": 50, 60, 40, 5.
 }
 
@@ -513,10 +506,10 @@ TEST_CASE("kernel stats: bad durations are counted, never a crash") {
   KernelStats stats(&catalog, &diag);
   std::vector<Event> events = {
       test::Kernel(100, (uint64_t{1} << 62) + 1, 1),  // absurd duration.
-      test::Kernel(UINT64_MAX - 10, 100, 1),            // end overflows.
-      test::Kernel(100, 0, 1),                          // zero: skipped, not counted.
-      test::Kernel(100, uint64_t{1} << 62, 1),          // the largest allowed.
-      test::Kernel(200, 10, 4'000'000'000u),            // a name id far beyond the dense range.
+      test::Kernel(UINT64_MAX - 10, 100, 1),          // end overflows.
+      test::Kernel(100, 0, 1),                        // zero: skipped, not counted.
+      test::Kernel(100, uint64_t{1} << 62, 1),        // the largest allowed.
+      test::Kernel(200, 10, 4'000'000'000u),          // a name id far beyond the dense range.
       test::Kernel(300, 10, 1, 0, 100, /*op=*/3'000'000'000u, /*details=*/4'100'000'000u),
   };
   stats.Consume(events);
@@ -544,7 +537,7 @@ struct RandomSetup {
 
 RandomSetup MakeSetup() {
   RandomSetup r;
-  const char* kernel_names[] = {"volta_h884gemm", "sgemm_64", "elementwise", "reduce",
+  const char* kernel_names[] = {"volta_h884gemm",   "sgemm_64",    "elementwise", "reduce",
                                 "ampere_16816gemm", "copy_kernel", "xmma_gemm_a", "softmax"};
   NameId id = 1;
   for (const char* n : kernel_names) {
@@ -553,8 +546,7 @@ RandomSetup MakeSetup() {
   }
   const char* details[] = {"", "regs:32 grid:8,1,1 block:128,1,1 occ_pct:50",
                            "grid:8,1,1 block:128,1,1 regs:32 occ_pct:25",  // same key as above.
-                           "regs:64 static_shared:512 dynamic_shared:256 grid:4,4,1",
-                           "regs:16 bogus block:1,2"};
+                           "regs:64 static_shared:512 dynamic_shared:256 grid:4,4,1", "regs:16 bogus block:1,2"};
   r.details.push_back(0);
   for (const char* d : details) {
     r.catalog.DefineName(id, d);
@@ -576,8 +568,8 @@ struct NaiveRow {
   double occ = 0;
   std::vector<uint64_t> durations;
 };
-using NaiveKey = std::tuple<std::string, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t,
-                            uint32_t, uint32_t, uint32_t, uint32_t, bool, bool, std::string>;
+using NaiveKey = std::tuple<std::string, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t,
+                            uint32_t, bool, bool, std::string>;
 
 // Independent bin bounds: largest power of two at most v, width = p / 8.
 std::pair<uint64_t, uint64_t> NaiveBin(uint64_t v) {
@@ -590,7 +582,7 @@ std::pair<uint64_t, uint64_t> NaiveBin(uint64_t v) {
 }
 
 struct NaiveResult {
-  std::vector<std::pair<NaiveKey, NaiveRow>> rows;  // table order.
+  std::vector<std::pair<NaiveKey, NaiveRow>> rows;           // table order.
   std::map<std::string, std::pair<uint64_t, uint64_t>> ops;  // total, tc.
   uint64_t count = 0, total = 0;
 };
@@ -606,9 +598,9 @@ NaiveResult Naive(const Catalog& c, const std::vector<Event>& events, uint64_t m
     const KernelDetails d = ParseKernelDetails(c.Name(e.payload.kernel.details));
     const bool tc = KernelUsesTensorCore(kernel);
     const bool eligible = e.payload.kernel.op != 0 && (tc || IsOpTensorCoreEligible(op));
-    NaiveRow& r = rows[NaiveKey{kernel, d.grid[0], d.grid[1], d.grid[2], d.block[0], d.block[1],
-                                d.block[2], d.registers_per_thread, d.static_shared_bytes,
-                                d.dynamic_shared_bytes, tc, eligible, op}];
+    NaiveRow& r =
+        rows[NaiveKey{kernel, d.grid[0], d.grid[1], d.grid[2], d.block[0], d.block[1], d.block[2],
+                      d.registers_per_thread, d.static_shared_bytes, d.dynamic_shared_bytes, tc, eligible, op}];
     ++r.count;
     r.total += e.dur;
     r.min = std::min(r.min, e.dur);
@@ -667,8 +659,7 @@ void CheckAgainstNaive(const KernelStatsSnapshot& s, const NaiveResult& n, size_
     const KernelStatsRow& r = s.rows[i];
     CAPTURE(i);
     CHECK(r.kernel_name == std::get<0>(key));
-    CHECK(r.details.grid == std::array<uint32_t, 3>{std::get<1>(key), std::get<2>(key),
-                                                    std::get<3>(key)});
+    CHECK(r.details.grid == std::array<uint32_t, 3>{std::get<1>(key), std::get<2>(key), std::get<3>(key)});
     CHECK(r.details.registers_per_thread == std::get<7>(key));
     CHECK(r.kernel_uses_tc == std::get<10>(key));
     CHECK(r.op_tc_eligible == std::get<11>(key));
@@ -769,8 +760,7 @@ TEST_CASE("kernel stats: incremental equals batch equals naive on random streams
       if (e.kind == EventKind::kKernel && e.dur > 0) newest = std::max(newest, e.end());
     }
     q.window_ns = 2 * kBucket + rng() % kBucket;
-    const uint64_t min_end =
-        q.window_ns >= newest ? 0 : (newest - q.window_ns) / kBucket * kBucket;
+    const uint64_t min_end = q.window_ns >= newest ? 0 : (newest - q.window_ns) / kBucket * kBucket;
     const auto wa = batch.Snapshot(q);
     CheckSame(wa, incremental.Snapshot(q));
     CheckAgainstNaive(wa, Naive(setup.catalog, events, min_end), q.top_n);

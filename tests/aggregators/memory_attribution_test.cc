@@ -17,11 +17,11 @@
 namespace liveprof::memory_attribution_test {
 namespace {
 
-constexpr NameId kAlloc = 1;     // "cuda_caching"
-constexpr NameId kForward = 2;   // "forward" (a user scope)
-constexpr NameId kConv = 3;      // "aten::conv"
-constexpr NameId kEmpty = 4;     // "aten::empty"
-constexpr NameId kStep = 5;      // "ProfilerStep#7"
+constexpr NameId kAlloc = 1;    // "cuda_caching"
+constexpr NameId kForward = 2;  // "forward" (a user scope)
+constexpr NameId kConv = 3;     // "aten::conv"
+constexpr NameId kEmpty = 4;    // "aten::empty"
+constexpr NameId kStep = 5;     // "ProfilerStep#7"
 constexpr TrackId kMain = 1;
 constexpr TrackId kOther = 2;
 using Row = MemoryStateSnapshot::BreakdownRow;
@@ -52,8 +52,7 @@ Event FreeOn(TrackId track, uint64_t ts, uint64_t address) {
 // Events in completion order, as the stream delivers them (instants at
 // their ts, spans at their end; on ties the earlier in the list first).
 std::vector<Event> Delivered(std::vector<Event> events) {
-  std::stable_sort(events.begin(), events.end(),
-                   [](const Event& a, const Event& b) { return a.end() < b.end(); });
+  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.end() < b.end(); });
   return events;
 }
 
@@ -71,19 +70,17 @@ TEST_CASE("memory attribution: innermost span on the same thread, other threads 
   // Main thread: forward [100, 1000) holds conv [200, 500), which holds
   // empty [300, 400). Another thread allocates inside those times too.
   state.Consume(Delivered({
-      test::Span(100, 900, kForward, kMain),
-      test::Op(200, 300, kConv, kMain),
-      test::Op(300, 100, kEmpty, kMain),
-      AllocOn(kMain, 150, 0x1000, 1000),   // forward only.
-      AllocOn(kMain, 250, 0x2000, 2000),   // conv.
-      AllocOn(kMain, 350, 0x3000, 4000),   // empty (innermost).
-      AllocOn(kMain, 360, 0x4000, 4000),   // empty.
-      AllocOn(kMain, 400, 0x5000, 8000),   // conv: empty ended at 400 ([start, end)).
-      AllocOn(kOther, 310, 0x6000, 16000), // another thread: no span there.
-      AllocOn(kMain, 320, 0x7000, 500),    // empty, freed before the peak:
-      FreeOn(kMain, 330, 0x7000),          // not in the breakdown.
-      AllocOn(kMain, 600, 0x8000, 300),    // forward; the peak (all live): 35300.
-      FreeOn(kMain, 700, 0x5000),          // after the peak: still in the breakdown.
+      test::Span(100, 900, kForward, kMain), test::Op(200, 300, kConv, kMain), test::Op(300, 100, kEmpty, kMain),
+      AllocOn(kMain, 150, 0x1000, 1000),    // forward only.
+      AllocOn(kMain, 250, 0x2000, 2000),    // conv.
+      AllocOn(kMain, 350, 0x3000, 4000),    // empty (innermost).
+      AllocOn(kMain, 360, 0x4000, 4000),    // empty.
+      AllocOn(kMain, 400, 0x5000, 8000),    // conv: empty ended at 400 ([start, end)).
+      AllocOn(kOther, 310, 0x6000, 16000),  // another thread: no span there.
+      AllocOn(kMain, 320, 0x7000, 500),     // empty, freed before the peak:
+      FreeOn(kMain, 330, 0x7000),           // not in the breakdown.
+      AllocOn(kMain, 600, 0x8000, 300),     // forward; the peak (all live): 35300.
+      FreeOn(kMain, 700, 0x5000),           // after the peak: still in the breakdown.
   }));
   const auto m = Only(state);
   CHECK(m.peak_bytes == 35300);
@@ -99,10 +96,8 @@ TEST_CASE("memory attribution: innermost span on the same thread, other threads 
                                         {"aten::conv", 2000, 1, 2000},
                                         {"forward", 1000, 1, 1000},
                                         {"forward", 300, 1, 300}});
-  CHECK(m.breakdown_by_op == std::vector<OpRow>{{"", 16000, 1},
-                                                {"aten::conv", 10000, 2},
-                                                {"aten::empty", 8000, 2},
-                                                {"forward", 1300, 2}});
+  CHECK(m.breakdown_by_op ==
+        std::vector<OpRow>{{"", 16000, 1}, {"aten::conv", 10000, 2}, {"aten::empty", 8000, 2}, {"forward", 1300, 2}});
   CHECK(m.peak_unseen_allocations == 0);
 }
 
@@ -111,9 +106,8 @@ TEST_CASE("memory attribution: a span arriving after the peak, and after the fre
   MemoryState state(&catalog);
   // The op is still running at the peak: its allocations wait for it.
   state.Consume(std::vector<Event>{
-      AllocOn(kMain, 100, 0x1000, 100),
-      AllocOn(kMain, 200, 0x2000, 200),  // peak 300.
-      FreeOn(kMain, 300, 0x2000),        // freed after the peak, before its op ends.
+      AllocOn(kMain, 100, 0x1000, 100), AllocOn(kMain, 200, 0x2000, 200),  // peak 300.
+      FreeOn(kMain, 300, 0x2000),                                          // freed after the peak, before its op ends.
   });
   {
     const auto m = Only(state);
@@ -183,9 +177,7 @@ TEST_CASE("memory attribution: JSON says what is attributed, with no empty rows"
   Catalog catalog = Names();
   MemoryState state(&catalog);
   state.Consume(Delivered({
-      test::Op(0, 100, kConv, kMain),
-      AllocOn(kMain, 10, 0x1000, 64),
-      AllocOn(kOther, 20, 0x2000, 32),
+      test::Op(0, 100, kConv, kMain), AllocOn(kMain, 10, 0x1000, 64), AllocOn(kOther, 20, 0x2000, 32),
       FreeOn(kMain, 200, 0x9999),  // unknown address: counted beside, not a row.
   }));
   JsonWriter w;

@@ -25,19 +25,19 @@ constexpr uint64_t kMs = 1'000'000;
 constexpr uint64_t kSec = 1'000'000'000;
 
 // Names in every test's Catalog.
-constexpr NameId kCaching = 1;    // "cuda_caching"
-constexpr NameId kPinned = 2;     // "pinned_pool"
-constexpr NameId kUndefined = 3;  // never defined: "#3"
-constexpr NameId kCapacity = 10;  // "memory/cuda_caching/capacity_bytes"
-constexpr NameId kReserved = 11;  // "memory/cuda_caching/reserved_bytes"
-constexpr NameId kStack = 12;     // "memory/cuda_caching/stack_bytes"
+constexpr NameId kCaching = 1;          // "cuda_caching"
+constexpr NameId kPinned = 2;           // "pinned_pool"
+constexpr NameId kUndefined = 3;        // never defined: "#3"
+constexpr NameId kCapacity = 10;        // "memory/cuda_caching/capacity_bytes"
+constexpr NameId kReserved = 11;        // "memory/cuda_caching/reserved_bytes"
+constexpr NameId kStack = 12;           // "memory/cuda_caching/stack_bytes"
 constexpr NameId kPinnedReserved = 13;  // "memory/pinned_pool/reserved_bytes"
 constexpr NameId kOtherCounter = 14;    // "gpu/utilization": not a memory counter.
 constexpr NameId kBadCounter = 15;      // "memory//stack_bytes": no allocator name.
 constexpr NameId kKernelName = 20;
-constexpr NameId kOpConv = 21;   // "aten::conv"
-constexpr NameId kOpEmpty = 22;  // "aten::empty"
-constexpr NameId kStepName = 23; // "ProfilerStep#3": a step, never an op.
+constexpr NameId kOpConv = 21;    // "aten::conv"
+constexpr NameId kOpEmpty = 22;   // "aten::empty"
+constexpr NameId kStepName = 23;  // "ProfilerStep#3": a step, never an op.
 
 void DefineNames(Catalog& c) {
   c.DefineName(kCaching, "cuda_caching");
@@ -101,8 +101,8 @@ TEST_CASE("memory state: memory id scheme") {
   std::vector<std::string> ids;
   for (const auto& m : s.memories) ids.push_back(m.id);
   // Sorted by id.
-  CHECK(ids == std::vector<std::string>{"GPU:0 cuda_caching", "GPU:1 cuda_caching",
-                                        "Host #3", "Host cuda_caching", "Host pinned_pool"});
+  CHECK(ids == std::vector<std::string>{"GPU:0 cuda_caching", "GPU:1 cuda_caching", "Host #3", "Host cuda_caching",
+                                        "Host pinned_pool"});
   const auto* pinned = Find(s, "Host pinned_pool");
   REQUIRE(pinned != nullptr);
   CHECK(pinned->host);
@@ -121,11 +121,9 @@ TEST_CASE("memory state: hand-computed peak, stack/heap/free and fragmentation")
   DefineNames(catalog);
   Diagnostics diag;
   MemoryState state(&catalog, &diag);
-  constexpr uint64_t kT1 = 1 * kSec, kT2 = 2 * kSec, kT3 = 3 * kSec, kT4 = 4 * kSec,
-                     kT5 = 5 * kSec, kT6 = 6 * kSec;
+  constexpr uint64_t kT1 = 1 * kSec, kT2 = 2 * kSec, kT3 = 3 * kSec, kT4 = 4 * kSec, kT5 = 5 * kSec, kT6 = 6 * kSec;
   const std::vector<Event> events = {
-      MemCounter(0, kCapacity, 1000),
-      MemCounter(0, kReserved, 600),
+      MemCounter(0, kCapacity, 1000),       MemCounter(0, kReserved, 600),
       test::Alloc(kT1, kCaching, 0, 100),    // A [0,100)
       test::Alloc(kT2, kCaching, 150, 100),  // B [150,250)
       test::Alloc(kT3, kCaching, 250, 150),  // X [250,400)
@@ -268,8 +266,7 @@ TEST_CASE("memory state: the latest event reaching the peak wins (>=)") {
   Catalog catalog;
   DefineNames(catalog);
   MemoryState state(&catalog);
-  constexpr uint64_t kT1 = 1 * kSec, kT2 = 2 * kSec, kT3 = 3 * kSec, kT4 = 4 * kSec,
-                     kT5 = 5 * kSec;
+  constexpr uint64_t kT1 = 1 * kSec, kT2 = 2 * kSec, kT3 = 3 * kSec, kT4 = 4 * kSec, kT5 = 5 * kSec;
   state.Consume(std::vector<Event>{
       test::Alloc(kT1, kCaching, 0x10, 100),  // 100: peak.
       test::Free(kT2, kCaching, 0x10),        // 0
@@ -306,7 +303,7 @@ TEST_CASE("memory state: free of an unknown address is counted, heap unchanged")
     CHECK(m.heap_bytes == 100);
     CHECK(m.num_deallocations == 1);
     CHECK(m.live_map_incomplete);
-    CHECK(m.timeline.size() == 1);  // not a point...
+    CHECK(m.timeline.size() == 1);    // not a point...
     CHECK(m.peak_ts_ns == 1 * kSec);  // ...nor a peak candidate.
     // The 64 bytes were live at the peak (freed after it) but never seen.
     CHECK(m.breakdown == std::vector<MemoryStateSnapshot::BreakdownRow>{{"", 100, 1, 100}});
@@ -318,8 +315,7 @@ TEST_CASE("memory state: free of an unknown address is counted, heap unchanged")
   CHECK(m.peak_bytes == 300);
   // The unknown free came before this peak: nothing unseen at it (no row
   // of 0 bytes); the live map is still known to be incomplete.
-  CHECK(m.breakdown == std::vector<MemoryStateSnapshot::BreakdownRow>{{"", 200, 1, 200},
-                                                                      {"", 100, 1, 100}});
+  CHECK(m.breakdown == std::vector<MemoryStateSnapshot::BreakdownRow>{{"", 200, 1, 200}, {"", 100, 1, 100}});
   CHECK(m.peak_unseen_allocations == 0);
   CHECK(m.peak_unseen_bytes == 0);
   CHECK(m.live_map_incomplete);
@@ -371,8 +367,7 @@ namespace {
 
 // Feeds `values` as in-use levels: a stack counter set to v_i, then a
 // zero-byte alloc at ts = i ms (a point with in-use = v_i + 0).
-MemoryStateSnapshot::Memory FeedLevels(const std::vector<uint64_t>& values,
-                                       size_t max_points) {
+MemoryStateSnapshot::Memory FeedLevels(const std::vector<uint64_t>& values, size_t max_points) {
   Catalog catalog;
   DefineNames(catalog);
   MemoryStateOptions options;
@@ -415,8 +410,7 @@ TEST_CASE("memory state: timeline downsampling, exact box rule") {
   SUBCASE("exactly max_points events are all kept") {
     std::vector<uint64_t> v;
     for (uint64_t i = 0; i < 10; ++i) v.push_back(i);
-    CHECK(PointIndices(FeedLevels(v, 10)) ==
-          std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+    CHECK(PointIndices(FeedLevels(v, 10)) == std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
   }
   SUBCASE("45 events: the pyramid holds groups of 4, then the box rule") {
     // Pairs merge at 20 stored points (after event 20: 10 points of 2) and
@@ -451,12 +445,12 @@ TEST_CASE("memory state: breakdown at the peak by allocation size") {
     address += 0x10000;
     return address - 0x10000;
   };
-  for (int i = 0; i < 4; ++i) alloc(256);  // 4 × 256 = 1024
+  for (int i = 0; i < 4; ++i) alloc(256);   // 4 × 256 = 1024
   for (int i = 0; i < 2; ++i) alloc(1024);  // 2 × 1024 = 2048
-  const uint64_t big = alloc(4096);          // 1 × 4096 = 4096
+  const uint64_t big = alloc(4096);         // 1 × 4096 = 4096
   alloc(512);
-  alloc(512);                                 // 2 × 512 = 1024 (ties 256's total)
-  alloc(8);                                   // 1 × 8 = 8: cut by breakdown_rows... see below.
+  alloc(512);  // 2 × 512 = 1024 (ties 256's total)
+  alloc(8);    // 1 × 8 = 8: cut by breakdown_rows... see below.
   // Peak: 1024 + 2048 + 4096 + 1024 + 8 = 8200. Then free the 4096 block:
   // lower, so the breakdown stays the peak's.
   events.push_back(test::Free(++ts * kMs, kCaching, big));
@@ -466,9 +460,8 @@ TEST_CASE("memory state: breakdown at the peak by allocation size") {
     CHECK(m.peak_bytes == 8200);
     // Total descending, then size descending: 4096, 2048 (1024 × 2), 1024
     // (512 × 2) before 1024 (256 × 4); top 3 rows.
-    CHECK(m.breakdown == std::vector<MemoryStateSnapshot::BreakdownRow>{{"", 4096, 1, 4096},
-                                                                   {"", 1024, 2, 2048},
-                                                                   {"", 512, 2, 1024}});
+    CHECK(m.breakdown ==
+          std::vector<MemoryStateSnapshot::BreakdownRow>{{"", 4096, 1, 4096}, {"", 1024, 2, 2048}, {"", 512, 2, 1024}});
   }
   // More than 4096 histogram changes below the peak overflow the delta log;
   // the next peak copies the histogram instead: still exact.
@@ -481,9 +474,8 @@ TEST_CASE("memory state: breakdown at the peak by allocation size") {
   state.Consume(events);
   const auto m = state.Snapshot().memories.at(0);
   CHECK(m.peak_bytes == 12296);
-  CHECK(m.breakdown == std::vector<MemoryStateSnapshot::BreakdownRow>{{"", 8192, 1, 8192},
-                                                                 {"", 1024, 2, 2048},
-                                                                 {"", 512, 2, 1024}});
+  CHECK(m.breakdown ==
+        std::vector<MemoryStateSnapshot::BreakdownRow>{{"", 8192, 1, 8192}, {"", 1024, 2, 2048}, {"", 512, 2, 1024}});
 }
 
 TEST_CASE("memory state: capacity from a kDeviceInfo via the Catalog") {
@@ -492,8 +484,7 @@ TEST_CASE("memory state: capacity from a kDeviceInfo via the Catalog") {
   constexpr uint64_t kGiB16 = uint64_t{16} << 30;
   MemoryState state(&catalog);
   // The device is not described yet: capacity unknown, free 0.
-  state.Consume(std::vector<Event>{test::Alloc(1 * kSec, kCaching, 0x10, 1000,
-                                               MemoryKind::kDevice, 1)});
+  state.Consume(std::vector<Event>{test::Alloc(1 * kSec, kCaching, 0x10, 1000, MemoryKind::kDevice, 1)});
   CHECK(state.Snapshot().memories.at(0).capacity_bytes == 0);
   CHECK(state.Snapshot().memories.at(0).free_bytes == 0);
   // The pipeline feeds the Catalog first; the next batch sees the device.
@@ -527,7 +518,7 @@ TEST_CASE("memory state: counters contract") {
       // Before the allocator's first alloc: applies when it appears.
       MemCounter(1 * kSec, kReserved, 5000, 0),
       MemCounter(1 * kSec, kStack, 100, 0),
-      MemCounter(1 * kSec, kStack, 777, 1),  // device 1: not GPU:0's.
+      MemCounter(1 * kSec, kStack, 777, 1),     // device 1: not GPU:0's.
       MemCounter(1 * kSec, kOtherCounter, 99),  // not a memory counter.
       MemCounter(1 * kSec, kBadCounter, 55),    // no allocator name: ignored.
       MemCounter(1 * kSec, kPinnedReserved, 3000, 0),
@@ -552,8 +543,8 @@ TEST_CASE("memory state: counters contract") {
     CHECK(pinned->stack_bytes == 0);
   }
   state.Consume(std::vector<Event>{
-      MemCounter(3 * kSec, kStack, -5),         // negative reads as 0.
-      MemCounter(3 * kSec, kCapacity, 10000),   // capacity known: it wins over reserved.
+      MemCounter(3 * kSec, kStack, -5),        // negative reads as 0.
+      MemCounter(3 * kSec, kCapacity, 10000),  // capacity known: it wins over reserved.
   });
   const auto after = state.Snapshot();
   const auto* gpu = Find(after, "GPU:0 cuda_caching");
@@ -633,8 +624,7 @@ TEST_CASE("memory state: JSON and CSV") {
   CHECK(j["memories"][1]["reserved_bytes"].is_null());
   const std::string csv = s.ToCsv();
   CHECK(csv.starts_with("id,num_allocations,num_deallocations,capacity_bytes,reserved_bytes,"));
-  CHECK(csv.find("\nGPU:0 cuda_caching,2,1,0,1000,400,400,2000000000,0,400,600,") !=
-        std::string::npos);
+  CHECK(csv.find("\nGPU:0 cuda_caching,2,1,0,1000,400,400,2000000000,0,400,600,") != std::string::npos);
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 3);
 }
 
@@ -643,8 +633,7 @@ TEST_CASE("memory state: JSON and CSV") {
 
 namespace {
 
-double NaiveFragmentation(const std::map<uint64_t, uint64_t>& live, bool has_reserved,
-                          uint64_t reserved) {
+double NaiveFragmentation(const std::map<uint64_t, uint64_t>& live, bool has_reserved, uint64_t reserved) {
   if (live.empty()) return 0;
   const uint64_t lowest = live.begin()->first;
   uint64_t end = lowest, free = 0, largest = 0;
@@ -665,8 +654,7 @@ double NaiveFragmentation(const std::map<uint64_t, uint64_t>& live, bool has_res
 // Keeps every event; answers a snapshot by recomputing from scratch.
 class NaiveMemory {
  public:
-  NaiveMemory(const Catalog* catalog, MemoryStateOptions options)
-      : catalog_(catalog), options_(options) {}
+  NaiveMemory(const Catalog* catalog, MemoryStateOptions options) : catalog_(catalog), options_(options) {}
 
   void Consume(const std::vector<Event>& events) {
     for (const Event& e : events) {
@@ -827,8 +815,7 @@ class NaiveMemory {
       }
       snap.memories.push_back(std::move(out));
     }
-    std::sort(snap.memories.begin(), snap.memories.end(),
-              [](const auto& a, const auto& b) { return a.id < b.id; });
+    std::sort(snap.memories.begin(), snap.memories.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
     return snap;
   }
 
@@ -853,8 +840,8 @@ class NaiveMemory {
     std::map<uint64_t, uint64_t> live;
     std::vector<Sample> samples;
     std::vector<Ev> events;
-    std::vector<std::pair<uint64_t, uint64_t>> unknown_frees;  // (samples before, bytes)
-    std::map<uint64_t, uint64_t> live_ids;  // address -> index in allocs_.
+    std::vector<std::pair<uint64_t, uint64_t>> unknown_frees;       // (samples before, bytes)
+    std::map<uint64_t, uint64_t> live_ids;                          // address -> index in allocs_.
     std::map<uint64_t, std::map<uint64_t, uint64_t>> live_at_peak;  // by seq: live_ids.
     // Online state of the fragmentation rate limit.
     bool any_peak = false;
@@ -902,8 +889,7 @@ class NaiveMemory {
     const std::string name(catalog_->Name(e.name));
     for (const char* suffix : {"/capacity_bytes", "/reserved_bytes", "/stack_bytes"}) {
       const std::string sfx = suffix;
-      if (name.starts_with("memory/") && name.ends_with(sfx) &&
-          name.size() > 7 + sfx.size()) {
+      if (name.starts_with("memory/") && name.ends_with(sfx) && name.size() > 7 + sfx.size()) {
         Setting& s = settings_[{name.substr(7, name.size() - 7 - sfx.size()), e.device}];
         const auto v = static_cast<uint64_t>(std::max(0.0, e.payload.counter.value));
         if (sfx == "/capacity_bytes") s.capacity = v;
@@ -974,15 +960,13 @@ class NaiveMemory {
       m.events.push_back({bucket, 0, 1});
     }
     const Config c = ConfigOf(m);
-    Sample s{e.ts, m.samples.size(), c.stack, Heap(m.live), 0,
-             std::numeric_limits<double>::quiet_NaN(), bucket};
+    Sample s{e.ts, m.samples.size(), c.stack, Heap(m.live), 0, std::numeric_limits<double>::quiet_NaN(), bucket};
     s.free = FreeOf(c, s.heap);
     if (!m.any_peak || s.in_use() >= m.running_peak) {
       m.any_peak = true;
       m.running_peak = s.in_use();
       m.live_at_peak[s.seq] = m.live_ids;
-      if (!m.frag_done ||
-          (s.ts >= m.frag_ts && s.ts - m.frag_ts >= options_.peak_detail_interval_ns)) {
+      if (!m.frag_done || (s.ts >= m.frag_ts && s.ts - m.frag_ts >= options_.peak_detail_interval_ns)) {
         s.frag = NaiveFragmentation(m.live, c.has_reserved, c.reserved);
         m.frag_done = true;
         m.frag_ts = s.ts;
@@ -1045,8 +1029,8 @@ void CheckSame(const MemoryStateSnapshot& a, const MemoryStateSnapshot& b) {
 
 TEST_CASE("memory state: incremental equals batch equals a naive reference") {
   // How often the streams reach the paths worth checking (all must be > 0).
-  int not_lifetime_peak = 0, stale_fragmentation = 0, unattributed = 0, carried_in = 0,
-      downsampled = 0, attributed = 0, unattributed_at_peak = 0;
+  int not_lifetime_peak = 0, stale_fragmentation = 0, unattributed = 0, carried_in = 0, downsampled = 0, attributed = 0,
+      unattributed_at_peak = 0;
   for (const uint32_t seed : {1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u}) {
     INFO("seed ", seed);
     std::mt19937_64 rng(seed);
@@ -1083,8 +1067,8 @@ TEST_CASE("memory state: incremental equals batch equals a naive reference") {
       const uint64_t address = 0x10000 + (rng() % kSlots) * 0x400;  // 1 KiB slots.
       const uint32_t r = rng() % 100;
       if (r < 48) {  // alloc (at a live address now and then: reuse).
-        events.push_back(test::Alloc(ts, target.name, address, sizes[rng() % std::size(sizes)],
-                                     target.kind, target.device));
+        events.push_back(
+            test::Alloc(ts, target.name, address, sizes[rng() % std::size(sizes)], target.kind, target.device));
         events.back().track = static_cast<TrackId>(rng() % 3);
         live[t].insert(address);
       } else if (r < 90) {  // free a live address, or now and then an unknown one.
@@ -1094,27 +1078,24 @@ TEST_CASE("memory state: incremental equals batch equals a naive reference") {
           std::advance(it, static_cast<long>(rng() % live[t].size()));
           a = *it;
         }
-        events.push_back(test::Free(ts, target.name, a, rng() % 2 == 0 ? 0 : 64, target.kind,
-                                    target.device));
+        events.push_back(test::Free(ts, target.name, a, rng() % 2 == 0 ? 0 : 64, target.kind, target.device));
         live[t].erase(a);
       } else if (r < 93) {  // a span on a track around recent allocations.
         const NameId names[] = {kOpConv, kOpEmpty, kStepName, 0};
         const uint64_t back = rng() % (2 * kSec);
         const uint64_t start = ts > back ? ts - back : 0;
-        events.push_back(test::Span(start, ts - start + rng() % (500 * kMs),
-                                    names[rng() % std::size(names)], static_cast<TrackId>(rng() % 3),
+        events.push_back(test::Span(start, ts - start + rng() % (500 * kMs), names[rng() % std::size(names)],
+                                    static_cast<TrackId>(rng() % 3),
                                     rng() % 2 == 0 ? EventKind::kFrameworkOp : EventKind::kHostSpan));
       } else if (r < 96) {
-        events.push_back(MemCounter(ts, counters[rng() % std::size(counters)],
-                                    static_cast<double>(rng() % 20000),
+        events.push_back(MemCounter(ts, counters[rng() % std::size(counters)], static_cast<double>(rng() % 20000),
                                     static_cast<uint8_t>(rng() % 2)));
       } else {
         events.push_back(test::Kernel(ts, rng() % (2 * kSec), kKernelName));
       }
     }
     // Events arrive in completion order (the kernels end later).
-    std::stable_sort(events.begin(), events.end(),
-                     [](const Event& a, const Event& b) { return a.end() < b.end(); });
+    std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.end() < b.end(); });
 
     Diagnostics diag_incremental, diag_batch;
     MemoryState incremental(&catalog, &diag_incremental, options);
@@ -1137,8 +1118,7 @@ TEST_CASE("memory state: incremental equals batch equals a naive reference") {
       CheckSame(a, naive.Snapshot(window));
       for (const auto& m : a.memories) {
         not_lifetime_peak += m.has_peak && !m.breakdown_at_peak;
-        stale_fragmentation +=
-            m.peak_fragmentation_pct.has_value() && m.peak_fragmentation_ts_ns != m.peak_ts_ns;
+        stale_fragmentation += m.peak_fragmentation_pct.has_value() && m.peak_fragmentation_ts_ns != m.peak_ts_ns;
         unattributed += m.peak_unseen_allocations > 0;
         attributed += m.peak_attributed_allocations > 0;
         unattributed_at_peak += m.peak_allocations > m.peak_attributed_allocations;
@@ -1159,10 +1139,9 @@ TEST_CASE("memory state: incremental equals batch equals a naive reference") {
   CHECK(unattributed_at_peak > 0);
   CHECK(carried_in > 0);
   CHECK(downsampled > 0);
-  MESSAGE("coverage: not_lifetime_peak=", not_lifetime_peak, " stale_fragmentation=",
-          stale_fragmentation, " unattributed=", unattributed, " attributed=", attributed,
-          " unattributed_at_peak=", unattributed_at_peak, " carried_in=", carried_in,
-          " downsampled=", downsampled);
+  MESSAGE("coverage: not_lifetime_peak=", not_lifetime_peak, " stale_fragmentation=", stale_fragmentation,
+          " unattributed=", unattributed, " attributed=", attributed, " unattributed_at_peak=", unattributed_at_peak,
+          " carried_in=", carried_in, " downsampled=", downsampled);
 }
 
 }  // namespace liveprof::memory_state_test

@@ -23,15 +23,19 @@
 namespace liveprof::module_stats_test {
 namespace {
 
-enum : NameId {
-  kNet = 1, kFc1, kFc2, kFc1Backward, kFc1Memory, kFc2Memory, kOther, kBareBackward, kNameCount
-};
+enum : NameId { kNet = 1, kFc1, kFc2, kFc1Backward, kFc1Memory, kFc2Memory, kOther, kBareBackward, kNameCount };
 
 Catalog MakeCatalog() {
   Catalog c;
-  const char* names[] = {"", "nn.Module: Net", "nn.Module: Net.fc1 (Linear)", "nn.Module: Net.fc2 (Linear)",
-                         "nn.Module: Net.fc1 (Linear).backward", "nn.Module memory: Net.fc1 (Linear)",
-                         "nn.Module memory: Net.fc2 (Linear)", "a user scope", "nn.Module: .backward"};
+  const char* names[] = {"",
+                         "nn.Module: Net",
+                         "nn.Module: Net.fc1 (Linear)",
+                         "nn.Module: Net.fc2 (Linear)",
+                         "nn.Module: Net.fc1 (Linear).backward",
+                         "nn.Module memory: Net.fc1 (Linear)",
+                         "nn.Module memory: Net.fc2 (Linear)",
+                         "a user scope",
+                         "nn.Module: .backward"};
   for (NameId i = 0; i < kNameCount; ++i) c.DefineName(i, names[i]);
   return c;
 }
@@ -61,7 +65,7 @@ TEST_CASE("module stats: forward total and self, backward, memory, per module") 
   v.push_back(Counter(2000, kFc2Memory, std::nan("")));
   m.Consume(v);
   const ModuleStatsSnapshot s = m.Snapshot();
-  REQUIRE(s.rows.size() == 3);  // Net, fc1, fc2: no user scope, no empty label.
+  REQUIRE(s.rows.size() == 3);     // Net, fc1, fc2: no user scope, no empty label.
   CHECK(s.rows[0].name == "Net");  // the most time first: 200 ns.
   const ModuleRow* net = Row(s, "Net");
   const ModuleRow* fc1 = Row(s, "Net.fc1 (Linear)");

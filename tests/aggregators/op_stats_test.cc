@@ -137,12 +137,9 @@ TEST_CASE("op stats: host self time from nesting, IDLE per track, idle in or out
   // [30,35) inside C1 are ignored: they neither count nor subtract.
   // Completion order: G(20) API(35) C1(40) user(65) C2(70) P(100) Q(140).
   const std::vector<Event> events = {
-      OpAt(15, 20, kG),
-      test::Launch(30 * kUs, 5 * kUs, 7, kApi, 1),
-      OpAt(10, 40, kC1),
-      test::Span(55 * kUs, 10 * kUs, kUser, 1, EventKind::kHostSpan),
-      OpAt(50, 70, kC2),
-      OpAt(0, 100, kP),
+      OpAt(15, 20, kG),   test::Launch(30 * kUs, 5 * kUs, 7, kApi, 1),
+      OpAt(10, 40, kC1),  test::Span(55 * kUs, 10 * kUs, kUser, 1, EventKind::kHostSpan),
+      OpAt(50, 70, kC2),  OpAt(0, 100, kP),
       OpAt(130, 140, kQ),
   };
   stats.Consume(events);
@@ -216,11 +213,10 @@ TEST_CASE("op stats: host IDLE sums over tracks, input spans, known host spans c
   // Track 2: reads [0,10), [40,50). Span 50, self 20, idle 30.
   // Track 3: iterator [5,55). Span 50, self 50, idle 0.
   std::vector<Event> events = {
-      OpAt(0, 10, kA), read1, test::Span(20 * kUs, 10 * kUs, kKnownSpan, 1, EventKind::kHostSpan),
+      OpAt(0, 10, kA),      read1, test::Span(20 * kUs, 10 * kUs, kKnownSpan, 1, EventKind::kHostSpan),
       OpAt(30, 40, kTorch), read2, iter,
   };
-  std::sort(events.begin(), events.end(),
-            [](const Event& x, const Event& y) { return x.end() < y.end(); });
+  std::sort(events.begin(), events.end(), [](const Event& x, const Event& y) { return x.end() < y.end(); });
   stats.Consume(events);
   const OpStatsSnapshot s = stats.Snapshot();
   CHECK(s.host.op_ns == (30 + 20 + 50) * kUs);
@@ -319,8 +315,8 @@ TEST_CASE("op stats: top-N cut, tie order by name, cumulative percentages") {
   for (NameId id = kA; id <= kE; ++id) catalog.DefineName(id, std::string("op_") + char('a' + id - 1));
   OpStats stats(&catalog, &diag);
   // Sequential ops on track 1 (µs): c 20, b 20, a 20, e 10, d 5: op time 75, no gaps.
-  stats.Consume(std::vector<Event>{OpAt(0, 20, kC), OpAt(20, 40, kB), OpAt(40, 60, kA),
-                                   OpAt(60, 70, kE), OpAt(70, 75, kD)});
+  stats.Consume(
+      std::vector<Event>{OpAt(0, 20, kC), OpAt(20, 40, kB), OpAt(40, 60, kA), OpAt(60, 70, kE), OpAt(70, 75, kD)});
   const OpStatsSnapshot s = stats.Snapshot({.include_idle = false, .top_n = 3});
   REQUIRE(s.host.rows.size() == 3);
   CHECK(s.host.rows[0].name == "op_a");  // equal self: by name ascending.
@@ -378,12 +374,9 @@ TEST_CASE("op stats: bad durations and out-of-range ids are counted, never crash
   const uint64_t kAbsurd = (uint64_t{1} << 62) + 1;
   Event bad_input = test::Input(0, kAbsurd, 1, 1);
   stats.Consume(std::vector<Event>{
-      test::Op(0, kAbsurd, 1),
-      test::Kernel(0, uint64_t{1} << 63, 2),
-      test::Copy(EventKind::kMemcpyDtoH, 5, kAbsurd, 8),
-      bad_input,
-      test::Op(0, 10, 1u << 30),              // name far beyond any NameTable id.
-      test::Op(0, 10, 1, 0xFFFFFFF0u),        // track likewise.
+      test::Op(0, kAbsurd, 1), test::Kernel(0, uint64_t{1} << 63, 2), test::Copy(EventKind::kMemcpyDtoH, 5, kAbsurd, 8),
+      bad_input, test::Op(0, 10, 1u << 30),      // name far beyond any NameTable id.
+      test::Op(0, 10, 1, 0xFFFFFFF0u),           // track likewise.
       test::Kernel(0, 10, 2, 0, 100, 1u << 31),  // op id likewise.
   });
   CHECK(diag.Get(Diag::bad_duration) == 4);
@@ -417,9 +410,8 @@ TEST_CASE("op stats: windows over the last T seconds from buckets, late events")
   late_y.flags = kFlagLate;
   // Buckets: 0: K [0,1), X [4,5); 1: Y [12,15); 2: X [23,25); 3: K [31,31.5), Z [30,32).
   // Bucket 3 pushes bucket 0 out of the 3-bucket ring.
-  stats.Consume(std::vector<Event>{
-      test::Kernel(0, kDs, kK), op(4, 5, kX), op(12, 15, kY), op(23, 25, kX),
-      test::Kernel(31 * kDs, kDs / 2, kK), op(30, 32, kZ), late_x, late_y});
+  stats.Consume(std::vector<Event>{test::Kernel(0, kDs, kK), op(4, 5, kX), op(12, 15, kY), op(23, 25, kX),
+                                   test::Kernel(31 * kDs, kDs / 2, kK), op(30, 32, kZ), late_x, late_y});
   CHECK(diag.Get(Diag::span_misnested) == 0);
 
   // Since start: X 0.1 + 0.2 + 0.1 = 0.4 s (3), Y 0.3 + 0.1 = 0.4 s (2), Z 0.2 s.
@@ -466,14 +458,12 @@ TEST_CASE("op stats: CSV parses back, JSON is valid") {
   catalog.DefineName(2, "k");
   catalog.DefineName(3, "m/MatMul:MatMul");
   OpStats stats(&catalog, &diag);
-  stats.Consume(std::vector<Event>{test::Kernel(0, 3 * kUs, 2, 0, 100, 3), OpAt(0, 10, 1),
-                                   OpAt(12, 20, 1)});
+  stats.Consume(std::vector<Event>{test::Kernel(0, 3 * kUs, 2, 0, 100, 3), OpAt(0, 10, 1), OpAt(12, 20, 1)});
   const OpStatsSnapshot s = stats.Snapshot();
   const auto csv = ParseCsv(s.ToCsv());
   REQUIRE(csv.size() == 1 + s.device.rows.size() + s.host.rows.size());
-  CHECK(csv[0] == std::vector<std::string>{"rank", "side", "type", "name", "occurrences",
-                                           "total_us", "avg_us", "self_us", "avg_self_us",
-                                           "self_pct", "cumulative_pct"});
+  CHECK(csv[0] == std::vector<std::string>{"rank", "side", "type", "name", "occurrences", "total_us", "avg_us",
+                                           "self_us", "avg_self_us", "self_pct", "cumulative_pct"});
   for (const auto& row : csv) CHECK(row.size() == 11);
   // Device: m/MatMul 3 µs, IDLE 0. Host: the comma op 18 µs (2), IDLE 2 µs.
   CHECK(csv[1][1] == "Device");
@@ -515,15 +505,23 @@ struct NamedId {
 };
 // Framework-op names (also kernel attributions). 3 and 4 parse to one (name, type).
 constexpr NamedId kFwNames[] = {
-    {1, "layer1/MatMul:MatMul"}, {2, "layer1/MatMul_1:"}, {3, "dup/Foo:Foo"},
-    {4, "dup/Foo:"},             {5, "jit(f)/relu:relu"}, {6, "aten::conv2d"},
-    {7, "aten::add, fused"},     {8, "Iterator::Batch"},  {9, "MemcpyHToD"},
-    {10, "block/conv/Conv2D:Conv2D"}, {999, nullptr},  // never defined: "#999".
+    {1, "layer1/MatMul:MatMul"},
+    {2, "layer1/MatMul_1:"},
+    {3, "dup/Foo:Foo"},
+    {4, "dup/Foo:"},
+    {5, "jit(f)/relu:relu"},
+    {6, "aten::conv2d"},
+    {7, "aten::add, fused"},
+    {8, "Iterator::Batch"},
+    {9, "MemcpyHToD"},
+    {10, "block/conv/Conv2D:Conv2D"},
+    {999, nullptr},  // never defined: "#999".
 };
-constexpr NamedId kSpanNames[] = {{20, "scope/Add:AddV2"}, {21, "user_scope"}, {22, "train_step"},
+constexpr NamedId kSpanNames[] = {{20, "scope/Add:AddV2"},
+                                  {21, "user_scope"},
+                                  {22, "train_step"},
                                   {23, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"}};
-constexpr NamedId kInputNames[] = {
-    {30, "Iterator::Prefetch::Map"}, {31, "ReadFile"}, {32, "Decode"}};
+constexpr NamedId kInputNames[] = {{30, "Iterator::Prefetch::Map"}, {31, "ReadFile"}, {32, "Decode"}};
 constexpr NameId kApiName = 40;
 constexpr NameId kFirstKernel = 50;
 constexpr NameId kKernelCount = 6;
@@ -533,8 +531,7 @@ struct RandomStream {
   std::vector<Event> events;
 };
 
-void GenHostNode(std::mt19937& rng, TrackId track, uint64_t b, uint64_t e, int depth,
-                 std::vector<Event>* out) {
+void GenHostNode(std::mt19937& rng, TrackId track, uint64_t b, uint64_t e, int depth, std::vector<Event>* out) {
   Event ev;
   const uint32_t roll = rng() % 100;
   if (roll < 45) {
@@ -556,8 +553,8 @@ void GenHostNode(std::mt19937& rng, TrackId track, uint64_t b, uint64_t e, int d
   }
   out->push_back(ev);
   if (rng() % 20 == 0 && e > b + 1) {  // an interval that overlaps this one's end.
-    out->push_back(test::Op(b + 1 + rng() % (e - b - 1), 1 + rng() % 200,
-                            kFwNames[rng() % std::size(kFwNames)].id, track));
+    out->push_back(
+        test::Op(b + 1 + rng() % (e - b - 1), 1 + rng() % 200, kFwNames[rng() % std::size(kFwNames)].id, track));
   }
   if (depth >= 3 || e - b < 4) return;
   const int children = static_cast<int>(rng() % 4);
@@ -603,11 +600,11 @@ std::unique_ptr<RandomStream> MakeRandomStream(uint32_t seed) {
         const uint64_t dur = rng() % 800;
         if (rng() % 4 != 0) {
           static constexpr NameId kOps[] = {0, 0, 1, 3, 4, 6, 10, 999};
-          ev.push_back(test::Kernel(t, dur, kFirstKernel + rng() % kKernelCount, 0,
-                                    100 + stream, kOps[rng() % std::size(kOps)], 0, device));
+          ev.push_back(test::Kernel(t, dur, kFirstKernel + rng() % kKernelCount, 0, 100 + stream,
+                                    kOps[rng() % std::size(kOps)], 0, device));
         } else {
-          const auto kind = static_cast<EventKind>(static_cast<int>(EventKind::kMemcpyHtoD) +
-                                                   static_cast<int>(rng() % 7));
+          const auto kind =
+              static_cast<EventKind>(static_cast<int>(EventKind::kMemcpyHtoD) + static_cast<int>(rng() % 7));
           ev.push_back(test::Copy(kind, t, dur, 64, 0, 100 + stream, device));
         }
         t += dur;
@@ -724,8 +721,8 @@ struct RefRow {
   uint64_t occurrences = 0, time = 0, self = 0;
 };
 
-void CheckSide(const std::vector<RefRow>& groups_in, uint64_t op_ns, uint64_t idle_ns,
-               const OpStatsSnapshotOptions& o, const OpStatsSide& side) {
+void CheckSide(const std::vector<RefRow>& groups_in, uint64_t op_ns, uint64_t idle_ns, const OpStatsSnapshotOptions& o,
+               const OpStatsSide& side) {
   CHECK(side.op_ns == op_ns);
   CHECK(side.idle_ns == idle_ns);
   CHECK(side.total_ns == op_ns + idle_ns);
@@ -752,8 +749,8 @@ void CheckSide(const std::vector<RefRow>& groups_in, uint64_t op_ns, uint64_t id
   }
 }
 
-void CheckAgainstReference(const Catalog& catalog, const Reference& ref,
-                           const OpStatsSnapshotOptions& o, const OpStatsSnapshot& got) {
+void CheckAgainstReference(const Catalog& catalog, const Reference& ref, const OpStatsSnapshotOptions& o,
+                           const OpStatsSnapshot& got) {
   const uint64_t newest_index = ref.newest_end / kRandBucketNs;
   const uint64_t from = ref.newest_end > o.window_ns ? ref.newest_end - o.window_ns : 0;
   auto in_window = [&](uint64_t end) {

@@ -65,8 +65,7 @@ struct Shape {
   uint64_t step_ms, input_ms, launch_ms, kernel_ms;
 };
 
-void AddStep(std::vector<Event>* out, const FakeWorker& w, int64_t n, Shape s, uint32_t corr,
-             uint64_t shift_ns = 0) {
+void AddStep(std::vector<Event>* out, const FakeWorker& w, int64_t n, Shape s, uint32_t corr, uint64_t shift_ns = 0) {
   const uint64_t b = kT0 + static_cast<uint64_t>(n) * kStepSpacingNs + shift_ns;
   Event in = Input(b, s.input_ms * kMs, kInputName, w.host);
   in.sub = static_cast<uint8_t>(InputStage::kWait);
@@ -78,8 +77,7 @@ void AddStep(std::vector<Event>* out, const FakeWorker& w, int64_t n, Shape s, u
 }
 
 void SortByEnd(std::vector<Event>* events) {
-  std::stable_sort(events->begin(), events->end(),
-                   [](const Event& a, const Event& b) { return a.end() < b.end(); });
+  std::stable_sort(events->begin(), events->end(), [](const Event& a, const Event& b) { return a.end() < b.end(); });
 }
 
 // The three workers of the value tests: rank 0 at 100 ms, rank 1 at 110 ms,
@@ -138,9 +136,7 @@ const PodCell* CellOf(const PodStepRow& row, uint32_t worker) {
   return nullptr;
 }
 
-double BucketMs(const PodCell& c, Bucket b) {
-  return static_cast<double>(c.bucket_ns[static_cast<size_t>(b)]) / 1e6;
-}
+double BucketMs(const PodCell& c, Bucket b) { return static_cast<double>(c.bucket_ns[static_cast<size_t>(b)]) / 1e6; }
 
 TEST_CASE("pod view: three workers give exact medians, worst workers and per-worker means") {
   const std::vector<FakeWorker> workers = {MakeWorker(1), MakeWorker(2), MakeWorker(3)};
@@ -189,7 +185,7 @@ TEST_CASE("pod view: three workers give exact medians, worst workers and per-wor
   CHECK(r1.lag_ms == 2.5);
 
   const PodWorkerSummary& r2 = WorkerById(s, 3);
-  CHECK(r2.mean_step_ms == 145);  // (100 + 150 + 160 + 170) / 4
+  CHECK(r2.mean_step_ms == 145);                                 // (100 + 150 + 160 + 170) / 4
   CHECK(r2.mean_ms[static_cast<size_t>(Bucket::kInput)] == 55);  // (10 + 60 + 70 + 80) / 4
   CHECK(r2.input_pct == doctest::Approx(100.0 * 220 / 580));
   CHECK(r2.worst_count == 3);
@@ -476,8 +472,7 @@ void FeedStep(Analyses& a, const std::vector<FakeWorker>& workers, int64_t n, bo
   std::vector<Event> events;
   for (const FakeWorker& w : workers) {
     const bool straggles = slow && w.process == 3;
-    AddStep(&events, w, n, straggles ? Shape{150, 10, 5, 60} : Shape{100, 10, 5, 60},
-            static_cast<uint32_t>(n + 1));
+    AddStep(&events, w, n, straggles ? Shape{150, 10, 5, 60} : Shape{100, 10, 5, 60}, static_cast<uint32_t>(n + 1));
   }
   SortByEnd(&events);
   const uint64_t watermark = kT0 + static_cast<uint64_t>(n) * kStepSpacingNs + 5'000'000'000;
@@ -610,7 +605,8 @@ TEST_CASE("pod view: the JSON view model carries the values") {
   // A single-process run: one worker, "local", no straggler.
   Analyses local(AnalysesOptions{}, &diag);
   std::vector<Event> mine;
-  for (int64_t n = 0; n < 3; ++n) AddStep(&mine, FakeWorker{0, 0, 1, 2}, n, {100, 10, 5, 60}, static_cast<uint32_t>(n + 1));
+  for (int64_t n = 0; n < 3; ++n)
+    AddStep(&mine, FakeWorker{0, 0, 1, 2}, n, {100, 10, 5, 60}, static_cast<uint32_t>(n + 1));
   SortByEnd(&mine);
   local.Consume({}, mine, {}, mine.back().end(), mine.back().end());
   local.Flush(mine.back().end());

@@ -33,20 +33,20 @@ enum : NameId {
   kStep1 = 1,
   kStep2,
   kStep3,
-  kNext,        // enumerate(DataLoader)#...__next__
-  kCopy,        // aten::copy_
-  kConv,        // aten::conv2d
-  kLaunch,      // cudaLaunchKernel
-  kAllReduce,   // nccl:all_reduce
+  kNext,       // enumerate(DataLoader)#...__next__
+  kCopy,       // aten::copy_
+  kConv,       // aten::conv2d
+  kLaunch,     // cudaLaunchKernel
+  kAllReduce,  // nccl:all_reduce
   kConvKernel,
   kNcclKernel,
   kOldKernel,
-  kMm,          // aten::mm
-  kScope,       // a user scope
-  kDataPipe,    // enumerate(DataPipe)#...
-  kGloo,        // gloo:broadcast
-  kStep007,     // ProfilerStep#007
-  kStepBad,     // ProfilerStep#x
+  kMm,        // aten::mm
+  kScope,     // a user scope
+  kDataPipe,  // enumerate(DataPipe)#...
+  kGloo,      // gloo:broadcast
+  kStep007,   // ProfilerStep#007
+  kStepBad,   // ProfilerStep#x
   kNameCount,
 };
 
@@ -157,10 +157,10 @@ TEST_CASE("pytorch view: the empty-free-set quirk (section 3)") {
   const Catalog catalog = MakeCatalog();
   const std::vector<Event> events = {
       test::Op(us(0), us(100), kStep1),
-      test::Op(us(20), us(30), kCopy),                                  // [20,50)
-      test::Launch(us(25), us(5), /*corr=*/1, kLaunch),                 // [25,30)
-      test::Copy(EventKind::kMemcpyHtoD, us(40), us(10), 4096, 1),     // [40,50)
-      test::Kernel(us(0), us(100), kConvKernel, /*corr=*/0),            // [0,100), no launch
+      test::Op(us(20), us(30), kCopy),                              // [20,50)
+      test::Launch(us(25), us(5), /*corr=*/1, kLaunch),             // [25,30)
+      test::Copy(EventKind::kMemcpyHtoD, us(40), us(10), 4096, 1),  // [40,50)
+      test::Kernel(us(0), us(100), kConvKernel, /*corr=*/0),        // [0,100), no launch
   };
   const PytorchOverview o = ComputePytorchOverview(events, catalog);
   REQUIRE(o.steps.size() == 1);
@@ -252,8 +252,7 @@ TEST_CASE("pytorch view: three steps: GPU tail, straddling runtime, leftover GPU
   std::vector<Event> events = ThreeStepFixture();
   // Completion order (end ascending), as the stream delivers: the function
   // sorts by ts itself.
-  std::stable_sort(events.begin(), events.end(),
-                   [](const Event& a, const Event& b) { return a.end() < b.end(); });
+  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.end() < b.end(); });
   const PytorchOverview o = ComputePytorchOverview(events, catalog);
 
   CHECK(o.gpu_mode);
@@ -382,12 +381,9 @@ TEST_CASE("pytorch view: three steps: GPU tail, straddling runtime, leftover GPU
   CHECK(perf["children"][3]["value"] == 8);
   CHECK(perf["children"][3]["extra"] == 7.58);
   // Floats are written as Python's json.dumps writes them.
-  CHECK(json.find("{\"name\":\"Memcpy\",\"description\":\"\",\"value\":0,\"extra\":0.0}") !=
-        std::string::npos);
-  CHECK(json.find("{\"name\":\"Kernel\",\"description\":\"\",\"value\":70,\"extra\":70.71}") !=
-        std::string::npos);
-  CHECK(j["recommendations"] == "<ul><li>" + o.recommendations[0] + "</li><li>" + o.recommendations[1] +
-                                    "</li></ul>");
+  CHECK(json.find("{\"name\":\"Memcpy\",\"description\":\"\",\"value\":0,\"extra\":0.0}") != std::string::npos);
+  CHECK(json.find("{\"name\":\"Kernel\",\"description\":\"\",\"value\":70,\"extra\":70.71}") != std::string::npos);
+  CHECK(j["recommendations"] == "<ul><li>" + o.recommendations[0] + "</li><li>" + o.recommendations[1] + "</li></ul>");
   CHECK(j["gpu_metrics"]["data"][1]["value"] == "70.71 %");
   CHECK(j["environments"][1]["value"] == "GPU");
   CHECK(o.ToCsv() ==
@@ -401,8 +397,10 @@ TEST_CASE("pytorch view: steps after the last GPU step are dropped, 80% exactly 
   SUBCASE("a trailing step without device ops") {
     // Step 1 [0,100) launches 1 kernel; step 2 [100,200) launches none.
     const std::vector<Event> events = {
-        test::Op(us(0), us(100), kStep1), test::Launch(us(10), us(2), 1),
-        test::Kernel(us(20), us(10), kConvKernel, 1), test::Op(us(100), us(100), kStep2),
+        test::Op(us(0), us(100), kStep1),
+        test::Launch(us(10), us(2), 1),
+        test::Kernel(us(20), us(10), kConvKernel, 1),
+        test::Op(us(100), us(100), kStep2),
         test::Op(us(120), us(10), kMm),
     };
     const PytorchOverview o = ComputePytorchOverview(events, catalog);
@@ -474,8 +472,7 @@ TEST_CASE("pytorch view: no ProfilerStep gives the single fallback step \"0\"") 
 
 TEST_CASE("pytorch view: no ProfilerStep and no operator: no step at all") {
   const Catalog catalog = MakeCatalog();
-  const std::vector<Event> events = {test::Span(us(0), us(10), kScope),
-                                     test::Kernel(us(5), us(1), kConvKernel, 1)};
+  const std::vector<Event> events = {test::Span(us(0), us(10), kScope), test::Kernel(us(5), us(1), kConvKernel, 1)};
   const PytorchOverview o = ComputePytorchOverview(events, catalog);
   CHECK(o.steps.empty());
   CHECK(o.recommendations.empty());
@@ -493,12 +490,10 @@ TEST_CASE("pytorch view: step names, step markers, DataPipe and gloo names, CPU-
   // ProfilerStep#007 -> step "7" (a kHostSpan: UserAnnotation); a kStepMarker
   // step 8; "ProfilerStep#x" is not a step (an operator: CpuOp).
   const std::vector<Event> events = {
-      test::Span(us(0), us(100), kStep007),
-      test::Op(us(10), us(20), kDataPipe),   // DataLoader.
-      test::Op(us(40), us(10), kGloo),       // Communication.
-      test::Op(us(60), us(10), kStepBad),    // CpuOp.
-      test::Step(us(100), us(50), 8),
-      test::Op(us(110), us(10), kMm),
+      test::Span(us(0), us(100), kStep007), test::Op(us(10), us(20), kDataPipe),  // DataLoader.
+      test::Op(us(40), us(10), kGloo),                                            // Communication.
+      test::Op(us(60), us(10), kStepBad),                                         // CpuOp.
+      test::Step(us(100), us(50), 8),       test::Op(us(110), us(10), kMm),
   };
   const PytorchOverview o = ComputePytorchOverview(events, catalog);
   REQUIRE(o.steps.size() == 2);
@@ -512,8 +507,8 @@ TEST_CASE("pytorch view: step names, step markers, DataPipe and gloo names, CPU-
   CHECK(o.steps[1].value_ns[kCpuOp] == static_cast<int64_t>(us(10)));
   // No GPU activity: Communication, DataLoader, CPU Exec, Other only.
   CHECK_FALSE(o.show_gpu);
-  const std::vector<PytorchRole> columns = {PytorchRole::kCommunication, PytorchRole::kDataLoader,
-                                            PytorchRole::kCpuOp, PytorchRole::kOther};
+  const std::vector<PytorchRole> columns = {PytorchRole::kCommunication, PytorchRole::kDataLoader, PytorchRole::kCpuOp,
+                                            PytorchRole::kOther};
   CHECK(o.columns == columns);
   CHECK(o.gpus.empty());
   const nlohmann::json j = nlohmann::json::parse(Json(o));
@@ -528,9 +523,9 @@ TEST_CASE("pytorch view: device ops attach to the latest runtime seen, else the 
   // attaches to it too; R2 [120,122) (step 2) has no device op. So step 1
   // has 2 device ops and ends at 70; step 2 has none.
   const std::vector<Event> events = {
-      test::Op(us(10), us(90), kStep1),      test::Kernel(us(5), us(3), kConvKernel, 5),
-      test::Launch(us(20), us(2), 5),        test::Kernel(us(60), us(10), kConvKernel, 5),
-      test::Op(us(100), us(100), kStep2),    test::Launch(us(120), us(2), 5),
+      test::Op(us(10), us(90), kStep1),   test::Kernel(us(5), us(3), kConvKernel, 5),
+      test::Launch(us(20), us(2), 5),     test::Kernel(us(60), us(10), kConvKernel, 5),
+      test::Op(us(100), us(100), kStep2), test::Launch(us(120), us(2), 5),
   };
   const PytorchOverview o = ComputePytorchOverview(events, catalog);
   // Step 2 has no device op, so it is dropped (after the last GPU step).
@@ -560,8 +555,7 @@ TEST_CASE("pytorch view: bad durations are counted and skipped") {
   Diagnostics diag;
   PytorchView view(&catalog, &diag);
   const std::vector<Event> events = {
-      test::Op(us(0), us(100), kStep1),
-      test::Op(us(10), (uint64_t{1} << 62) + 1, kMm),
+      test::Op(us(0), us(100), kStep1), test::Op(us(10), (uint64_t{1} << 62) + 1, kMm),
       test::Kernel(uint64_t{1} << 63, us(1), kConvKernel),
       test::Instant(us(5)),  // not a kind the view uses: ignored, not counted.
   };
@@ -635,8 +629,8 @@ std::vector<Event> RandomTrace(uint64_t seed) {
     if (k <= 2) {
       ev.push_back(test::Kernel(us(ts), us(dur), kConvKernel, corr, 100, ops[g.Uniform(0, 3)], 0, device));
     } else if (k <= 4) {
-      ev.push_back(test::Copy(k == 3 ? EventKind::kMemcpyHtoD : EventKind::kMemcpyPtoP, us(ts), us(dur), 64,
-                              corr, 100, device));
+      ev.push_back(
+          test::Copy(k == 3 ? EventKind::kMemcpyHtoD : EventKind::kMemcpyPtoP, us(ts), us(dur), 64, corr, 100, device));
     } else {
       ev.push_back(test::Copy(EventKind::kMemset, us(ts), us(dur), 64, corr, 100, device));
     }
@@ -674,17 +668,24 @@ Naive NaiveOverview(const std::vector<Event>& input, const Catalog& catalog) {
     std::string step_name;
   };
   auto is_comm = [](std::string_view n) {
-    for (const char* c : {"nccl:broadcast", "nccl:reduce", "nccl:all_reduce", "nccl:all_gather",
-                          "nccl:reduce_scatter", "gloo:broadcast", "gloo:reduce", "gloo:all_reduce",
-                          "gloo:all_gather", "gloo:reduce_scatter"}) {
+    for (const char* c :
+         {"nccl:broadcast", "nccl:reduce", "nccl:all_reduce", "nccl:all_gather", "nccl:reduce_scatter",
+          "gloo:broadcast", "gloo:reduce", "gloo:all_reduce", "gloo:all_gather", "gloo:reduce_scatter"}) {
       if (n == c) return true;
     }
     return false;
   };
   std::vector<R> rs;
   for (const Event& e : input) {
-    R r{static_cast<int64_t>(e.ts / kUs), static_cast<int64_t>(e.end() / kUs), kSkip, -1, false, false,
-        e.corr, e.device, ""};
+    R r{static_cast<int64_t>(e.ts / kUs),
+        static_cast<int64_t>(e.end() / kUs),
+        kSkip,
+        -1,
+        false,
+        false,
+        e.corr,
+        e.device,
+        ""};
     const std::string name(catalog.Name(e.name));
     if (e.kind == EventKind::kKernel) {
       r.type = kDev;
@@ -895,8 +896,7 @@ void CheckAgainstNaive(const PytorchOverview& o, const Naive& n) {
       CAPTURE(r);
       CHECK(s.value_ns[r] == n.steps[k].value[r] * static_cast<int64_t>(kUs));
       const double total = static_cast<double>(n.steps[k].end - n.steps[k].start);
-      const double want =
-          total == 0 ? 0.0 : PyRound(100.0 * static_cast<double>(n.steps[k].value[r]) / total, 2);
+      const double want = total == 0 ? 0.0 : PyRound(100.0 * static_cast<double>(n.steps[k].value[r]) / total, 2);
       CHECK(s.pct[r] == want);
     }
   }
@@ -969,8 +969,7 @@ TEST_CASE("pytorch view: a bounded buffer drops the oldest steps whole") {
     events.push_back(test::Launch(t + us(15), us(2), i + 1));
     events.push_back(test::Kernel(t + us(60), us(70), kConvKernel, i + 1));
   }
-  std::stable_sort(events.begin(), events.end(),
-                   [](const Event& a, const Event& b) { return a.end() < b.end(); });
+  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.end() < b.end(); });
   PytorchViewOptions options;
   options.max_events = 40;
   PytorchView view(&catalog, nullptr, options);
@@ -987,9 +986,8 @@ TEST_CASE("pytorch view: a bounded buffer drops the oldest steps whole") {
     if (e.ts >= cut || e.end() > cut) want.push_back(e);
   }
   REQUIRE(view.buffered().size() == want.size());
-  CHECK(std::equal(want.begin(), want.end(), view.buffered().begin(), [](const Event& a, const Event& b) {
-    return a.ts == b.ts && a.kind == b.kind && a.dur == b.dur;
-  }));
+  CHECK(std::equal(want.begin(), want.end(), view.buffered().begin(),
+                   [](const Event& a, const Event& b) { return a.ts == b.ts && a.kind == b.kind && a.dur == b.dur; }));
   CHECK(view.dropped_events() == events.size() - want.size());
   const PytorchOverview o = view.Snapshot();
   CHECK(o.dropped_events == events.size() - want.size());

@@ -24,23 +24,39 @@ using test::Launch;
 using test::Op;
 
 enum : NameId {
-  kTrain = 1, kGetNext, kLaunchKernel, kMatmul, kNccl, kHalfGemm, kDenseOp, kSync, kMemcpyAsync,
-  kModelForward, kModelBackward, kNameCount
+  kTrain = 1,
+  kGetNext,
+  kLaunchKernel,
+  kMatmul,
+  kNccl,
+  kHalfGemm,
+  kDenseOp,
+  kSync,
+  kMemcpyAsync,
+  kModelForward,
+  kModelBackward,
+  kNameCount
 };
 
 Catalog MakeCatalog() {
   Catalog c;
-  const char* names[] = {"", "train", "IteratorGetNext", "cudaLaunchKernel", "matmul_kernel",
-                         "ncclAllReduceKernel", "half_gemm", "model/dense/MatMul:MatMul",
-                         "cudaStreamSynchronize", "cudaMemcpyAsync", "nn.Module.forward: Net",
+  const char* names[] = {"",
+                         "train",
+                         "IteratorGetNext",
+                         "cudaLaunchKernel",
+                         "matmul_kernel",
+                         "ncclAllReduceKernel",
+                         "half_gemm",
+                         "model/dense/MatMul:MatMul",
+                         "cudaStreamSynchronize",
+                         "cudaMemcpyAsync",
+                         "nn.Module.forward: Net",
                          "autograd.backward"};
   for (NameId i = 0; i < kNameCount; ++i) c.DefineName(i, names[i]);
   return c;
 }
 
-void SortCompletion(std::vector<Event>* v) {
-  std::stable_sort(v->begin(), v->end(), CompletionOrderLess);
-}
+void SortCompletion(std::vector<Event>* v) { std::stable_sort(v->begin(), v->end(), CompletionOrderLess); }
 
 Event Marker(uint64_t ts, uint64_t dur, int64_t n) {
   Event e = test::Step(ts, dur, n, 1);
@@ -78,8 +94,8 @@ std::vector<Event> FixtureStep() {
   return v;
 }
 
-std::vector<StepRecord> Assemble(const Catalog& c, const std::vector<Event>& events,
-                                 Diagnostics* diag, StepAssembler::Options o = {}) {
+std::vector<StepRecord> Assemble(const Catalog& c, const std::vector<Event>& events, Diagnostics* diag,
+                                 StepAssembler::Options o = {}) {
   StepAssembler a(&c, diag, o);
   a.Consume(events);
   a.Flush();
@@ -106,7 +122,7 @@ TEST_CASE("steps: events waiting longer than max_step_ns with no marker leave as
   a.Advance(1204);  // limit 204: the next ends at 205, stays.
   CHECK(a.pending_events() == 4);
   a.Consume(std::vector<Event>{test::Span(50, 100, 0, 1)});  // a late one, ending at 150.
-  a.Advance(1300);  // limit 300: it and the one ending at 205 go.
+  a.Advance(1300);                                           // limit 300: it and the one ending at 205 go.
   CHECK(a.pending_events() == 3);
   CHECK(diag.Get(Diag::events_without_step) == 3);
   a.Advance(2000);  // limit 1000: all of them.
@@ -177,8 +193,7 @@ TEST_CASE("step breakdown: every bucket by hand, host+device mode") {
   CHECK(steps[0].device_spans.size() == 5);
   CHECK(steps[0].device_by_corr == 5);
   bool ok = false;
-  const StepBreakdownRow r =
-      ComputeStepBreakdown(steps[0], BreakdownMode::kHostAndDevice, true, &ok);
+  const StepBreakdownRow r = ComputeStepBreakdown(steps[0], BreakdownMode::kHostAndDevice, true, &ok);
   CHECK(ok);
   CHECK(r.begin_ns == 0);
   CHECK(r.end_ns == 1000);
@@ -208,7 +223,7 @@ TEST_CASE("step breakdown: a CPU step with only liveprof run's model passes: the
   // own op beside them makes the step annotated again.
   const Catalog c = MakeCatalog();
   Diagnostics diag;
-  std::vector<Event> v = {Marker(0, 100, 1),         Input(0, 20, kGetNext),       Op(20, 30, kModelForward),
+  std::vector<Event> v = {Marker(0, 100, 1),          Input(0, 20, kGetNext),      Op(20, 30, kModelForward),
                           Op(50, 35, kModelBackward), Marker(100, 100, 2),         Input(100, 20, kGetNext),
                           Op(120, 30, kModelForward), Op(150, 35, kModelBackward), Op(185, 5, kDenseOp)};
   SortCompletion(&v);
@@ -236,8 +251,7 @@ TEST_CASE("step breakdown: device-only mode uses the device span") {
   Diagnostics diag;
   const auto steps = Assemble(c, FixtureStep(), &diag);
   bool ok = false;
-  const StepBreakdownRow r =
-      ComputeStepBreakdown(steps[0], BreakdownMode::kDeviceOnly, true, &ok);
+  const StepBreakdownRow r = ComputeStepBreakdown(steps[0], BreakdownMode::kDeviceOnly, true, &ok);
   CHECK(ok);
   // Span [150, 850): H2D 100, gap 100, compute32 250, compute16 100, nccl 100, D2H 50.
   CHECK(r.step_ns() == 700);
@@ -254,9 +268,9 @@ TEST_CASE("step breakdown: CPU-only steps use host compute, one without any, its
   // Step 1 has an op: its unclaimed time is All others. Steps 2 and 3 have
   // none (an unannotated job: steps and input only): what input leaves is
   // host compute, and every step keeps its row.
-  std::vector<Event> v = {Marker(0, 100, 1),   Input(0, 40, kGetNext), Op(50, 30, kDenseOp),
-                          Marker(100, 100, 2), Input(100, 100, kGetNext),
-                          Marker(200, 100, 3), Input(200, 25, kGetNext)};
+  std::vector<Event> v = {Marker(0, 100, 1),       Input(0, 40, kGetNext),    Op(50, 30, kDenseOp),
+                          Marker(100, 100, 2),     Input(100, 100, kGetNext), Marker(200, 100, 3),
+                          Input(200, 25, kGetNext)};
   SortCompletion(&v);
   StepBreakdown sb(&diag, {});
   const auto steps = Assemble(c, v, &diag);
@@ -284,10 +298,10 @@ TEST_CASE("steps: a GPU tail joins its step by correlation, stray work is counte
   std::vector<Event> v = {
       Marker(0, 100, 1),
       Launch(10, 5, 1, kLaunchKernel),
-      Kernel(20, 150, kMatmul, 1),        // runs past the host step: still step 1.
+      Kernel(20, 150, kMatmul, 1),  // runs past the host step: still step 1.
       Marker(200, 100, 2),
-      Op(150, 20, kDenseOp),              // between the steps' markers: in no step.
-      Kernel(210, 10, kMatmul, 99),       // launch never seen: by time, step 2.
+      Op(150, 20, kDenseOp),         // between the steps' markers: in no step.
+      Kernel(210, 10, kMatmul, 99),  // launch never seen: by time, step 2.
       Launch(220, 5, 2, kLaunchKernel),
       Kernel(230, 20, kMatmul, 2),
   };
@@ -315,12 +329,8 @@ TEST_CASE("steps: work launched before the first step is stepless, not launchles
   const Catalog c = MakeCatalog();
   Diagnostics diag;
   std::vector<Event> v = {
-      Launch(2, 3, 7, kLaunchKernel),
-      Kernel(6, 4, kMatmul, 7),
-      Marker(20, 100, 1),
-      Launch(30, 5, 8, kLaunchKernel),
-      Kernel(40, 10, kMatmul, 8),
-      Marker(200, 100, 2),
+      Launch(2, 3, 7, kLaunchKernel),  Kernel(6, 4, kMatmul, 7),   Marker(20, 100, 1),
+      Launch(30, 5, 8, kLaunchKernel), Kernel(40, 10, kMatmul, 8), Marker(200, 100, 2),
   };
   SortCompletion(&v);
   const auto steps = Assemble(c, v, &diag);
@@ -338,8 +348,8 @@ TEST_CASE("steps: work for a closed step is late, ProfilerStep#N and name patter
   c.DefineName(22, "train_step 9");
   Diagnostics diag;
   StepAssembler a(&c, &diag, {});
-  std::vector<Event> v = {test::Span(0, 100, 20, 1), Launch(10, 5, 1, kLaunchKernel),
-                          Kernel(20, 30, kMatmul, 1), test::Span(100, 100, 21, 1)};
+  std::vector<Event> v = {test::Span(0, 100, 20, 1), Launch(10, 5, 1, kLaunchKernel), Kernel(20, 30, kMatmul, 1),
+                          test::Span(100, 100, 21, 1)};
   SortCompletion(&v);
   a.Consume(v);
   a.Advance(200);  // step 41 has a successor and no outstanding launch: closed.
@@ -379,9 +389,8 @@ TEST_CASE("steps: a runtime and a driver record of one launch wait for one kerne
   c.DefineName(22, "cuLaunchKernel");
   Diagnostics diag;
   StepAssembler a(&c, &diag, {});
-  std::vector<Event> v = {test::Span(0, 100, 20, 1), Launch(10, 10, 7, kLaunchKernel),
-                          Launch(12, 6, 7, 22), Kernel(30, 20, kMatmul, 7),
-                          test::Span(100, 100, 21, 1)};
+  std::vector<Event> v = {test::Span(0, 100, 20, 1), Launch(10, 10, 7, kLaunchKernel), Launch(12, 6, 7, 22),
+                          Kernel(30, 20, kMatmul, 7), test::Span(100, 100, 21, 1)};
   SortCompletion(&v);
   a.Consume(v);
   a.Advance(250);  // long before the 2 s close lag.
@@ -406,9 +415,9 @@ TEST_CASE("step window: ratios of sums, σ, median, last N and last T") {
   const Catalog c = MakeCatalog();
   Diagnostics diag;
   // Three CPU-only steps of 100, 200, 400 ns; input 10, 100, 0.
-  std::vector<Event> v = {Marker(0, 100, 1),    Input(0, 10, kGetNext),    Op(10, 90, kDenseOp),
-                          Marker(100, 200, 2),  Input(100, 100, kGetNext), Op(200, 100, kDenseOp),
-                          Marker(400, 400, 3),  Op(400, 400, kDenseOp)};
+  std::vector<Event> v = {Marker(0, 100, 1),   Input(0, 10, kGetNext),    Op(10, 90, kDenseOp),
+                          Marker(100, 200, 2), Input(100, 100, kGetNext), Op(200, 100, kDenseOp),
+                          Marker(400, 400, 3), Op(400, 400, kDenseOp)};
   SortCompletion(&v);
   StepBreakdown sb(&diag, {});
   sb.Consume(Assemble(c, v, &diag));
@@ -418,7 +427,7 @@ TEST_CASE("step window: ratios of sums, σ, median, last N and last T") {
   CHECK(all.pct(Bucket::kInput) == doctest::Approx(100.0 * 110 / 700));
   CHECK(all.step_ms_median == doctest::Approx(200e-6));
   CHECK(all.step_ms.stddev() == doctest::Approx(152.7525e-6).epsilon(1e-6));  // σ of 100,200,400 ns.
-  CHECK(all.gap_ns == 100);  // 300 → 400.
+  CHECK(all.gap_ns == 100);                                                   // 300 → 400.
   const StepWindow last2 = sb.Window({.last_steps = 2});
   CHECK(last2.first_step == 2);
   CHECK(last2.pct(Bucket::kInput) == doctest::Approx(100.0 * 100 / 600));
@@ -430,15 +439,15 @@ TEST_CASE("step window: ratios of sums, σ, median, last N and last T") {
 TEST_CASE("step window: a snapshot carries at most graph_rows rows, the newest, and counts the rest") {
   const Catalog c = MakeCatalog();
   Diagnostics diag;
-  std::vector<Event> v = {Marker(0, 100, 1),   Op(0, 100, kDenseOp),   Marker(100, 200, 2),
-                          Op(100, 200, kDenseOp), Marker(400, 400, 3), Op(400, 400, kDenseOp)};
+  std::vector<Event> v = {Marker(0, 100, 1),      Op(0, 100, kDenseOp), Marker(100, 200, 2),
+                          Op(100, 200, kDenseOp), Marker(400, 400, 3),  Op(400, 400, kDenseOp)};
   SortCompletion(&v);
   StepBreakdown::Options o;
   o.graph_rows = 2;
   StepBreakdown sb(&diag, o);
   sb.Consume(Assemble(c, v, &diag));
   const StepBreakdownSnapshot all = sb.Snapshot({});
-  CHECK(all.window.steps == 3);  // the window: every step.
+  CHECK(all.window.steps == 3);   // the window: every step.
   REQUIRE(all.rows.size() == 2);  // the graph: the newest two, and says so.
   CHECK(all.rows.front().step_num == 2);
   CHECK(all.rows_left_out == 1);
@@ -483,8 +492,8 @@ Gen Generate(uint32_t seed) {
           const uint64_t kb = cursor + d + U(0, 20);
           const NameId k = U(0, 2) == 0 ? kHalfGemm : (U(0, 4) == 0 ? kNccl : kMatmul);
           if (U(0, 5) == 0) {
-            g.events.push_back(Copy(U(0, 1) ? EventKind::kMemcpyHtoD : EventKind::kMemcpyDtoH, kb,
-                                    U(1, 40), 64, id, 101));
+            g.events.push_back(
+                Copy(U(0, 1) ? EventKind::kMemcpyHtoD : EventKind::kMemcpyDtoH, kb, U(1, 40), 64, id, 101));
           } else {
             g.events.push_back(Kernel(kb, U(1, 60), k, id, 100 + U(0, 1)));
           }
@@ -500,11 +509,11 @@ Gen Generate(uint32_t seed) {
 
 // The reference: membership by brute force, then the highest type covering
 // each nanosecond of the span.
-std::vector<StepBreakdownRow> Reference(const Catalog& c, const std::vector<Event>& events,
-                                        BreakdownMode mode) {
+std::vector<StepBreakdownRow> Reference(const Catalog& c, const std::vector<Event>& events, BreakdownMode mode) {
   std::vector<Event> markers;
   std::map<uint32_t, size_t> launch_step;
-  for (const Event& e : events) if (e.kind == EventKind::kStepMarker) markers.push_back(e);
+  for (const Event& e : events)
+    if (e.kind == EventKind::kStepMarker) markers.push_back(e);
   std::sort(markers.begin(), markers.end(), [](const Event& a, const Event& b) { return a.ts < b.ts; });
   struct RefStep {
     int64_t step_num = 0;
@@ -513,7 +522,8 @@ std::vector<StepBreakdownRow> Reference(const Catalog& c, const std::vector<Even
   };
   std::vector<RefStep> steps(markers.size());
   auto host_step = [&](uint64_t ts) -> int {
-    for (size_t i = 0; i < markers.size(); ++i) if (markers[i].ts <= ts && ts < markers[i].end()) return static_cast<int>(i);
+    for (size_t i = 0; i < markers.size(); ++i)
+      if (markers[i].ts <= ts && ts < markers[i].end()) return static_cast<int>(i);
     return -1;
   };
   for (const Event& e : events) {

@@ -48,10 +48,10 @@ TEST_CASE("stream summary: incremental equals batch on random streams") {
     std::vector<Event> events;
     const int n = 1 + static_cast<int>(rng() % 2000);
     for (int i = 0; i < n; ++i) {
-      const auto kind = std::array{EventKind::kHostSpan, EventKind::kKernel, EventKind::kInstant,
-                                   EventKind::kStepMarker}[rng() % 4];
-      Event e = test::Span(rng() % 100'000, kind == EventKind::kInstant ? 0 : rng() % 1000,
-                           rng() % 17, rng() % 5, kind);
+      const auto kind =
+          std::array{EventKind::kHostSpan, EventKind::kKernel, EventKind::kInstant, EventKind::kStepMarker}[rng() % 4];
+      Event e =
+          test::Span(rng() % 100'000, kind == EventKind::kInstant ? 0 : rng() % 1000, rng() % 17, rng() % 5, kind);
       if (kind == EventKind::kStepMarker) e.payload.step.step_num = i;
       events.push_back(e);
     }

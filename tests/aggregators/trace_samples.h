@@ -28,7 +28,7 @@ inline constexpr TrackId kCounterTrack = 100;
 // Counter rows (trace_store.h): counter-typed tracks, GPUs' Memory in use.
 inline bool IsCounterRow(TrackId id) {
   return id == kCounterTrack || (DerivedRows::IsDerived(id) && (DerivedRows::RowOf(id) == DerivedRows::Row::kMemory ||
-                                                                  DerivedRows::RowOf(id) == DerivedRows::Row::kCounter));
+                                                                DerivedRows::RowOf(id) == DerivedRows::Row::kCounter));
 }
 
 // A random trace: host tracks of properly nested spans (in completion
@@ -38,7 +38,8 @@ struct Trace {
   std::vector<std::string> names;
 };
 
-inline void Nest(std::mt19937_64& rng, uint64_t begin, uint64_t end, int depth, TrackId track, std::vector<Event>* out) {
+inline void Nest(std::mt19937_64& rng, uint64_t begin, uint64_t end, int depth, TrackId track,
+                 std::vector<Event>* out) {
   uint64_t at = begin;
   while (at < end) {
     const uint64_t gap = rng() % 50;
@@ -202,9 +203,9 @@ inline TraceQueryResult BruteForce(const std::vector<Event>& events, const Trace
     for (auto& s : out.slices) {
       int depth = 0;
       for (const auto& o : out.slices) {
-        const bool contains = o.ts <= s.ts && o.ts + o.dur >= s.ts + s.dur && o.id != s.id &&
-                              (o.dur > s.dur || (o.dur == s.dur && o.ts < s.ts) ||
-                               (o.dur == s.dur && o.ts == s.ts && o.id < s.id));
+        const bool contains =
+            o.ts <= s.ts && o.ts + o.dur >= s.ts + s.dur && o.id != s.id &&
+            (o.dur > s.dur || (o.dur == s.dur && o.ts < s.ts) || (o.dur == s.dur && o.ts == s.ts && o.id < s.id));
         depth += contains;
       }
       s.depth = static_cast<uint8_t>(depth);

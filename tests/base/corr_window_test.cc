@@ -38,7 +38,7 @@ TEST_CASE("corr window: entries survive growth, find, make and erase agree with 
       ref.erase(old);
     }
   }
-  CHECK(evicted.empty());  // 20 k ids fit under the cap of 64 Ki.
+  CHECK(evicted.empty());       // 20 k ids fit under the cap of 64 Ki.
   CHECK(w.slots() == 1 << 16);  // 16, 64, ..., 16 Ki, 64 Ki: the last id needed it.
   for (uint32_t id = 1; id <= 20'000; ++id) {
     const uint64_t* v = w.Find(id);
@@ -56,7 +56,7 @@ TEST_CASE("corr window: at the cap an older id gives way, and only its own slot"
   for (uint32_t id = 1; id <= 8; ++id) *w.FindOrMake(id, &made, on_evict) = id + 100;
   CHECK(w.slots() == 8);
   CHECK(evicted.empty());
-  *w.FindOrMake(9, &made, on_evict) = 109;  // slot 1: id 1 goes.
+  *w.FindOrMake(9, &made, on_evict) = 109;   // slot 1: id 1 goes.
   *w.FindOrMake(12, &made, on_evict) = 112;  // slot 4: id 4 goes.
   REQUIRE(evicted.size() == 2);
   CHECK(evicted[0] == std::make_pair(1u, 101u));

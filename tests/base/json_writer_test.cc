@@ -33,8 +33,7 @@ TEST_CASE("json writer: nesting, commas and every value kind parse back") {
   w.Fixed(2.675, 2);
   w.EndArray();
   w.EndObject();
-  CHECK(w.str() ==
-        R"({"s":"plain","i":-42,"u":18446744073709551615,"d":0.1,"b":true,"n":null,"a":[1,{},[],2.67]})");
+  CHECK(w.str() == R"({"s":"plain","i":-42,"u":18446744073709551615,"d":0.1,"b":true,"n":null,"a":[1,{},[],2.67]})");
   const auto j = nlohmann::json::parse(w.str());
   CHECK(j["u"].get<uint64_t>() == ~uint64_t{0});
   CHECK(j["d"].get<double>() == 0.1);  // shortest text, exact value.
@@ -86,9 +85,10 @@ TEST_CASE("json writer: doubles print exactly as std::to_chars's shortest form")
     w.Double(v);
     return w.str();
   };
-  std::vector<double> values = {0.001, 0.01, 0.1, 0.5, 1, 10, 100, 1000, 1e4, 1e5, 1e6, 1.2e6,
-                                1e7, 1.5e8, 123456.789, 999999.999, 1e9, 1e11, 9.99e11, 1e12,
-                                1e15, 0.3, 1.0 / 3, 2.675, 1e-4, 5e-324, 1.7976931348623157e308};
+  std::vector<double> values = {
+      0.001,   0.01, 0.1,   0.5, 1,       10,         100,        1000,   1e4,
+      1e5,     1e6,  1.2e6, 1e7, 1.5e8,   123456.789, 999999.999, 1e9,    1e11,
+      9.99e11, 1e12, 1e15,  0.3, 1.0 / 3, 2.675,      1e-4,       5e-324, 1.7976931348623157e308};
   for (uint64_t ns = 0; ns < 20'000; ns += 7) values.push_back(static_cast<double>(ns) / 1e3);
   uint64_t x = 0x9e3779b97f4a7c15ULL;
   for (int i = 0; i < 200'000; ++i) {

@@ -29,8 +29,8 @@ TEST_CASE("self cost: a task's stat line gives its comm and utime + stime") {
   std::string comm;
   uint64_t ticks = 0;
   // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime ...
-  REQUIRE(ParseTaskStat("4242 (liveprof pipe) S 1 4242 4242 0 -1 4194368 812 0 3 0 157 23 0 0 20 0 9 0 123 456",
-                        &comm, &ticks));
+  REQUIRE(ParseTaskStat("4242 (liveprof pipe) S 1 4242 4242 0 -1 4194368 812 0 3 0 157 23 0 0 20 0 9 0 123 456", &comm,
+                        &ticks));
   CHECK(comm == "liveprof pipe");
   CHECK(ticks == 180);
   REQUIRE(ParseTaskStat("7 (a (b) c) R 1 7 7 0 -1 0 0 0 0 0 5 6 0 0", &comm, &ticks));
@@ -81,8 +81,8 @@ constexpr uint64_t kSecond = 1'000'000'000;
 
 TEST_CASE("self cost: two readings give the hooks' time per step and their share of the wall time") {
   // A second apart: 40 steps, 200 hook calls, 4.8 ms of hooks: 120 µs a step, 0.48 %.
-  const HookCostInterval in = CompareHookCost(HookReading(10 * kSecond, 1'000'000, 100, 60),
-                                              HookReading(11 * kSecond, 5'800'000, 300, 100));
+  const HookCostInterval in =
+      CompareHookCost(HookReading(10 * kSecond, 1'000'000, 100, 60), HookReading(11 * kSecond, 5'800'000, 300, 100));
   CHECK(in.interval_s == doctest::Approx(1.0));
   CHECK(in.steps == 40);
   CHECK(in.calls == 200);
@@ -90,8 +90,8 @@ TEST_CASE("self cost: two readings give the hooks' time per step and their share
   CHECK(in.per_step_us == doctest::Approx(120.0));
   CHECK(in.pct == doctest::Approx(0.48));
   // No step in between (a loader worker; evaluation): no figure per step, the share still.
-  const HookCostInterval idle = CompareHookCost(HookReading(10 * kSecond, 1'000'000, 100, 60),
-                                                HookReading(12 * kSecond, 3'000'000, 150, 60));
+  const HookCostInterval idle =
+      CompareHookCost(HookReading(10 * kSecond, 1'000'000, 100, 60), HookReading(12 * kSecond, 3'000'000, 150, 60));
   CHECK(idle.per_step_us == -1);
   CHECK(idle.pct == doctest::Approx(0.1));
   // No hook ever (a program without liveprof's hooks: the host API's steps): neither.

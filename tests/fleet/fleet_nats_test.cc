@@ -79,8 +79,8 @@ FleetView::Options ViewOptions(const std::string& url) {
 uint64_t Steps(const FleetView& v) { return v.counts().steps; }
 
 TEST_CASE("fleet over nats-server: every step once, across a server restart and a view restart") {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("liveprof-fleet-test-" + std::to_string(getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("liveprof-fleet-test-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   const uint16_t port = FreePort();
   NatsServer server(port, dir.string());
@@ -173,8 +173,8 @@ TEST_CASE("fleet over nats-server: every step once, across a server restart and 
 }
 
 TEST_CASE("fleet over nats-server: an agent started before the server publishes once it is up") {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("liveprof-fleet-late-" + std::to_string(getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("liveprof-fleet-late-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   const uint16_t port = FreePort();
   NatsServer server(port, dir.string());

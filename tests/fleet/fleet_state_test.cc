@@ -118,7 +118,7 @@ TEST_CASE("fleet state: a repeated summary is counted and not applied, a gap is 
   f.Step("host-a", 0, 2, 1, kBaseStepNs);
   f.Step("host-a", 0, 2, 1, kBaseStepNs * 3);  // the same seq again (a rank that reports a step twice).
   CHECK(f.Rank("host-a", 0).last_step_ns == kBaseStepNs);
-  f.Step("host-a", 0, 5, 4, kBaseStepNs);      // seqs 3 and 4 never came.
+  f.Step("host-a", 0, 5, 4, kBaseStepNs);  // seqs 3 and 4 never came.
   const FleetRank& r = f.Rank("host-a", 0);
   CHECK(r.steps == 3);
   CHECK(r.duplicates == 1);
@@ -267,10 +267,16 @@ TEST_CASE("fleet state: bad messages are counted by reason, the newest errors ke
   f.Raw("liveprof.j1.step.host-a.0", "{oops", f.now);
   f.Raw("liveprof.j1.step.host-a.0", R"({"type":"fleet_step","v":9,"job":"j1","host":"host-a","agent":"x"})", f.now);
   f.Raw("liveprof.j1.status.host-a", R"({"type":"fleet_status","v":1,"job":"j2","host":"host-a","agent":"x"})", f.now);
-  f.Raw("liveprof.j1.status.host-z", R"({"type":"fleet_status","v":1,"job":"j1","host":"host-a","agent":"x","pid":1,"started_unix_ns":1,"sent_unix_ns":1})", f.now);
+  f.Raw(
+      "liveprof.j1.status.host-z",
+      R"({"type":"fleet_status","v":1,"job":"j1","host":"host-a","agent":"x","pid":1,"started_unix_ns":1,"sent_unix_ns":1})",
+      f.now);
   f.Raw("liveprof.j1.other.host-a", R"({"type":"what","v":1,"job":"j1","host":"host-a","agent":"x"})", f.now);
   // A status on a subject with a token too many is not this host's status subject.
-  f.Raw("liveprof.j1.status.host-a.x", R"({"type":"fleet_status","v":1,"job":"j1","host":"host-a","agent":"x","pid":1,"started_unix_ns":1,"sent_unix_ns":1})", f.now);
+  f.Raw(
+      "liveprof.j1.status.host-a.x",
+      R"({"type":"fleet_status","v":1,"job":"j1","host":"host-a","agent":"x","pid":1,"started_unix_ns":1,"sent_unix_ns":1})",
+      f.now);
   for (int i = 0; i < 10; ++i) f.Raw("liveprof.j1.step.host-a.0", "", f.now);
   const FleetCounts& c = f.state.counts();
   CHECK(c.rejected[static_cast<size_t>(FleetReject::kMalformed)] == 11);
@@ -340,9 +346,7 @@ TEST_CASE("fleet metrics: hosts, ranks, the straggler by host and rank, the stre
   f.Raw("liveprof.j1.step.host-a.r0", "{not json", f.now);
   f.state.Tick(f.now);
   const std::string text = RenderFleetPrometheus(f.state, true);
-  const auto has = [&text](const std::string& line) {
-    return text.find("\n" + line + "\n") != std::string::npos;
-  };
+  const auto has = [&text](const std::string& line) { return text.find("\n" + line + "\n") != std::string::npos; };
   CHECK(has("liveprof_fleet_nats_connected 1"));
   CHECK(has("liveprof_fleet_hosts{state=\"live\"} 2"));
   CHECK(has("liveprof_fleet_hosts{state=\"gone\"} 0"));

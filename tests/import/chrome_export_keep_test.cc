@@ -84,7 +84,7 @@ struct Digest {
   // plugin-relevant arg -> how many events carry it (so the comparison is
   // not vacuous).
   std::map<std::string, uint64_t> args_seen;
-  json top;                       // every top-level member but traceEvents.
+  json top;                        // every top-level member but traceEvents.
   std::set<std::string> gpu_pids;  // pids of kernels, copies, memsets.
   std::set<std::string> named_pids;
 };
@@ -152,7 +152,7 @@ TEST_CASE("export keeps flows, args, metadata and process names of the H200 Kine
     CHECK(a.flows.at("ac2g").size() > 0);
     CHECK(b.flows == a.flows);
     if (std::string(file).find("slowloader") != std::string::npos) {
-      CHECK(b.flows.at("ac2g").size() == 5'097);  // what an earlier export dropped.
+      CHECK(b.flows.at("ac2g").size() == 5'097);        // what an earlier export dropped.
       CHECK(a.args_seen.at("cpu_op: Input Dims") > 0);  // record_shapes was on.
       CHECK(a.args_seen.at("[memory]: Total Allocated") > 0);
     }
@@ -184,7 +184,8 @@ TEST_CASE("export keeps flows, args, metadata and process names of the H200 Kine
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("export names each GPU process of a trace that has no process_name and links launches (XPlane, Chrome JSON)") {
+TEST_CASE(
+    "export names each GPU process of a trace that has no process_name and links launches (XPlane, Chrome JSON)") {
   const auto dir = EmptyDir("liveprof_export_names");
   // A Kineto-like trace without metadata: the GPU process gets Kineto's three.
   const std::string in = (dir / "bare.json").string();
@@ -197,8 +198,8 @@ TEST_CASE("export names each GPU process of a trace that has no process_name and
       {"ph":"f","cat":"ac2g","name":"ac2g","id":5,"pid":1,"tid":3,"ts":15,"bp":"e"}],
       "record_shapes": 1})";
   }
-  const std::string xplane = test::TracePath(
-      "tensorflow__profiler/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb");
+  const std::string xplane =
+      test::TracePath("tensorflow__profiler/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb");
   std::vector<std::string> inputs = {in};
   if (!xplane.empty()) inputs.push_back(xplane);
   for (const std::string& input : inputs) {
@@ -213,7 +214,8 @@ TEST_CASE("export names each GPU process of a trace that has no process_name and
     CHECK(d.named_pids == d.gpu_pids);  // the GPUs', not the host's (which had none either).
     for (const json& e : doc["traceEvents"]) {
       if (e.value("name", "") == "process_labels") CHECK(e["args"]["labels"] == "GPU " + e["pid"].dump());
-      if (e.value("name", "") == "process_sort_index") CHECK(e["args"]["sort_index"] == 5'000'000 + e["pid"].get<int>());
+      if (e.value("name", "") == "process_sort_index")
+        CHECK(e["args"]["sort_index"] == 5'000'000 + e["pid"].get<int>());
     }
     // Each launch's device activity ends a flow its launch call starts
     // (Kineto's ac2g, Perfetto's arrows), and no flow is left open.

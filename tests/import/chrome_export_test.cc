@@ -15,8 +15,8 @@
 #include "aggregators/analyses.h"
 #include "import/chunk_reader.h"
 #include "import/trace_analysis.h"
-#include "stream/reorder_buffer.h"
 #include "real_traces.h"
+#include "stream/reorder_buffer.h"
 #include "synthetic_workload.h"
 
 namespace liveprof::chrome_export_test {
@@ -34,7 +34,8 @@ std::string FirstDiff(const nlohmann::json& a, const nlohmann::json& b, const st
     return b.size() == a.size() ? "" : path + " (extra members)";
   }
   if (a.is_array()) {
-    if (a.size() != b.size()) return path + " (size " + std::to_string(a.size()) + " vs " + std::to_string(b.size()) + ")";
+    if (a.size() != b.size())
+      return path + " (size " + std::to_string(a.size()) + " vs " + std::to_string(b.size()) + ")";
     for (size_t i = 0; i < a.size(); ++i) {
       if (std::string d = FirstDiff(a[i], b[i], path + "[" + std::to_string(i) + "]"); !d.empty()) return d;
     }
@@ -59,9 +60,14 @@ std::string Temp(const std::string& name) { return (std::filesystem::temp_direct
 // Every view `AnalyzeTrace` renders, by name.
 std::map<std::string, std::string> Views(const TraceAnalysis& a) {
   const RenderedViews& v = a.views;
-  return {{"overview", v.overview},       {"steps", v.steps},       {"input_pipeline", v.input_pipeline},
-          {"tf_stats", v.tf_stats},       {"kernel_stats", v.kernel_stats}, {"memory", v.memory},
-          {"alerts", v.alerts},           {"pytorch", v.pytorch}};
+  return {{"overview", v.overview},
+          {"steps", v.steps},
+          {"input_pipeline", v.input_pipeline},
+          {"tf_stats", v.tf_stats},
+          {"kernel_stats", v.kernel_stats},
+          {"memory", v.memory},
+          {"alerts", v.alerts},
+          {"pytorch", v.pytorch}};
 }
 
 TEST_CASE("export: real Kineto and XPlane traces exported and read back give every view the same") {
@@ -70,7 +76,8 @@ TEST_CASE("export: real Kineto and XPlane traces exported and read back give eve
   const std::pair<const char*, uint64_t> files[] = {
       {"pytorch__kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz", 0},
       {"facebookresearch__HolisticTraceAnalysis/tests/data/critical_path/alexnet/"
-       "benchmark_result_2869224_1695835535_trace.json.gz", 0},
+       "benchmark_result_2869224_1695835535_trace.json.gz",
+       0},
       // XPlane to Chrome JSON: TF's allocator names and tf_op kernel-op links
       // go through liveprof's own args.
       {"tensorflow__profiler/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb", 16'919},
@@ -83,51 +90,51 @@ TEST_CASE("export: real Kineto and XPlane traces exported and read back give eve
   for (const auto& entry : files) {
     const std::string relative = entry.first;
     const auto& expected_events = entry.second;
-  CAPTURE(relative);
-  const std::filesystem::path trace =
-      relative.starts_with("gpu:") ? test::GpuDataPath(relative.substr(4)) : test::TracePath(relative);
-  if (trace.empty()) continue;
-  // Chrome JSON is written back as read (every trace event); XPlane from
-  // liveprof's events.
-  const bool as_read = TraceFileImporter::IsChromeTrace(trace.string());
-  const std::string out = Temp("liveprof_export_test.json.gz");
-  uint64_t written = 0;
-  std::string error;
-  REQUIRE_MESSAGE(ExportTraceFile(trace.string(), out, &written, &error), error);
-  if (expected_events != 0) CHECK(written == expected_events);
-  RenderOptions ro;
-  ro.on_request = true;  // the PyTorch view too.
-  ro.steps = WindowSel{.last_steps = 100'000};
-  TraceAnalysis before, after;
-  REQUIRE(AnalyzeTrace(trace.string(), AnalysesOptions{}, ro, &before, &error));
-  REQUIRE_MESSAGE(AnalyzeTrace(out, AnalysesOptions{}, ro, &after, &error), error);
-  std::filesystem::remove(out);
-  CHECK(after.events == before.events);
-  if (as_read) {
-    CHECK(written == before.report.trace_events);
-    CHECK(after.report.dropped == before.report.dropped);  // what liveprof leaves out is still there.
-    CHECK(after.report.caveats == before.report.caveats);
-  } else {
-    // Everything written is read, but the launch flows (Perfetto's arrows;
-    // liveprof links launches by correlation id).
-    CHECK(LaunchFlows(after.report) > 0);
-    CHECK(after.report.dropped_total() == LaunchFlows(after.report));
-    CHECK(after.events == written);
-  }
-  CHECK(after.report.base_time_ns == before.report.base_time_ns);
-  CHECK(after.report.distributed == before.report.distributed);
-  CHECK(after.report.rank == before.report.rank);
-  CHECK(after.first_ns == before.first_ns);
-  // Kineto's relative timestamps are put on the wall clock.
-  if (before.report.has_base_time) CHECK(before.first_ns > static_cast<uint64_t>(before.report.base_time_ns));
-  const auto a = Views(before), b = Views(after);
-  for (const auto& entry : a) {
-    const auto& name = entry.first;
-    const auto& json = entry.second;
-    CAPTURE(name);
-    CHECK(json.size() > 20);
-    CHECK(Diff(json, b.at(name)) == "");
-  }
+    CAPTURE(relative);
+    const std::filesystem::path trace =
+        relative.starts_with("gpu:") ? test::GpuDataPath(relative.substr(4)) : test::TracePath(relative);
+    if (trace.empty()) continue;
+    // Chrome JSON is written back as read (every trace event); XPlane from
+    // liveprof's events.
+    const bool as_read = TraceFileImporter::IsChromeTrace(trace.string());
+    const std::string out = Temp("liveprof_export_test.json.gz");
+    uint64_t written = 0;
+    std::string error;
+    REQUIRE_MESSAGE(ExportTraceFile(trace.string(), out, &written, &error), error);
+    if (expected_events != 0) CHECK(written == expected_events);
+    RenderOptions ro;
+    ro.on_request = true;  // the PyTorch view too.
+    ro.steps = WindowSel{.last_steps = 100'000};
+    TraceAnalysis before, after;
+    REQUIRE(AnalyzeTrace(trace.string(), AnalysesOptions{}, ro, &before, &error));
+    REQUIRE_MESSAGE(AnalyzeTrace(out, AnalysesOptions{}, ro, &after, &error), error);
+    std::filesystem::remove(out);
+    CHECK(after.events == before.events);
+    if (as_read) {
+      CHECK(written == before.report.trace_events);
+      CHECK(after.report.dropped == before.report.dropped);  // what liveprof leaves out is still there.
+      CHECK(after.report.caveats == before.report.caveats);
+    } else {
+      // Everything written is read, but the launch flows (Perfetto's arrows;
+      // liveprof links launches by correlation id).
+      CHECK(LaunchFlows(after.report) > 0);
+      CHECK(after.report.dropped_total() == LaunchFlows(after.report));
+      CHECK(after.events == written);
+    }
+    CHECK(after.report.base_time_ns == before.report.base_time_ns);
+    CHECK(after.report.distributed == before.report.distributed);
+    CHECK(after.report.rank == before.report.rank);
+    CHECK(after.first_ns == before.first_ns);
+    // Kineto's relative timestamps are put on the wall clock.
+    if (before.report.has_base_time) CHECK(before.first_ns > static_cast<uint64_t>(before.report.base_time_ns));
+    const auto a = Views(before), b = Views(after);
+    for (const auto& entry : a) {
+      const auto& name = entry.first;
+      const auto& json = entry.second;
+      CAPTURE(name);
+      CHECK(json.size() > 20);
+      CHECK(Diff(json, b.at(name)) == "");
+    }
   }
 }
 
@@ -184,9 +191,13 @@ TEST_CASE("import: deviceProperties become one device description per GPU") {
   ImportReport report;
   std::string error;
   std::vector<Event> gpus;
-  REQUIRE(importer.ImportText(text, [&](std::span<const Event>, std::span<const Event> events) {
-    for (const Event& e : events) if (e.kind == EventKind::kDeviceInfo) gpus.push_back(e);
-  }, &report, &error));
+  REQUIRE(importer.ImportText(
+      text,
+      [&](std::span<const Event>, std::span<const Event> events) {
+        for (const Event& e : events)
+          if (e.kind == EventKind::kDeviceInfo) gpus.push_back(e);
+      },
+      &report, &error));
   REQUIRE(gpus.size() == 2);
   CHECK(gpus[1].device == 1);
   CHECK(importer.names().Get(gpus[1].name) == "NVIDIA A100-PG509-200");

@@ -25,10 +25,13 @@ struct Imported {
 };
 
 void Import(Imported& r, std::string_view text) {
-  r.ok = r.importer.ImportText(text, [&](std::span<const Event> d, std::span<const Event> ev) {
-    r.defs.insert(r.defs.end(), d.begin(), d.end());
-    r.events.insert(r.events.end(), ev.begin(), ev.end());
-  }, &r.report, &r.error);
+  r.ok = r.importer.ImportText(
+      text,
+      [&](std::span<const Event> d, std::span<const Event> ev) {
+        r.defs.insert(r.defs.end(), d.begin(), d.end());
+        r.events.insert(r.events.end(), ev.begin(), ev.end());
+      },
+      &r.report, &r.error);
 }
 
 // One event of each kind liveprof maps, in Kineto's new names (and one old).
@@ -194,14 +197,16 @@ TEST_CASE("import: malformed events are errors with the event's number, the even
   Import(n, R"({"traceEvents": [{"ph":"b","name":"a","ts":1,"pid":1,"tid":1,"id":"0x1","cat":"c"},
                                   {"ph":"O","name":"s","ts":2,"pid":1,"tid":1,"id":"0x1"}]})");
   CHECK(!n.ok);
-  CHECK(n.error == "nothing to import: none of its 2 trace events is of a kind liveprof reads "
-                   "(phase O (not imported): 1, phase b (not imported): 1)");
+  CHECK(n.error ==
+        "nothing to import: none of its 2 trace events is of a kind liveprof reads "
+        "(phase O (not imported): 1, phase b (not imported): 1)");
 
   Imported table;  // a TensorBoard profiler tool's JSON: objects, but tables.
   Import(table, R"([{"cols": [{"id": "stepnum"}], "rows": []}])");
   CHECK(!table.ok);
-  CHECK(table.error == "not a Chrome trace: none of its 1 trace events has a phase (\"ph\"); it holds tables "
-                       "(\"cols\", \"rows\"): the output of a TensorBoard profiler tool, not a trace");
+  CHECK(table.error ==
+        "not a Chrome trace: none of its 1 trace events has a phase (\"ph\"); it holds tables "
+        "(\"cols\", \"rows\"): the output of a TensorBoard profiler tool, not a trace");
 
   Imported t;  // an array of tables (an xprof tool's JSON), not of events.
   Import(t, R"([[1, 2], [3, 4]])");

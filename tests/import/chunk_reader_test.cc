@@ -47,7 +47,8 @@ std::string ReadAll(ChunkReader& r, bool* ok) {
 
 std::string Text(size_t n) {
   std::string s;
-  for (size_t i = 0; s.size() < n; ++i) s += "{\"name\":\"op" + std::to_string(i) + "\",\"ts\":" + std::to_string(i * 7) + "},";
+  for (size_t i = 0; s.size() < n; ++i)
+    s += "{\"name\":\"op" + std::to_string(i) + "\",\"ts\":" + std::to_string(i * 7) + "},";
   s.resize(n);
   return s;
 }

@@ -83,8 +83,7 @@ TEST_CASE("CUPTI recording file: truncated anywhere, it says where, and keeps ev
     const TempFile f(whole.substr(0, 1000));
     const Imported r = Import(f.path);
     CHECK(!r.ok);
-    CHECK(r.error.find("buffer 0: valid_size 58440 is past the end of the file (968 bytes left") !=
-          std::string::npos);
+    CHECK(r.error.find("buffer 0: valid_size 58440 is past the end of the file (968 bytes left") != std::string::npos);
     CHECK(r.error.find("at byte 16") != std::string::npos);
   }
   SUBCASE("inside the clock pairs: the buffers are read, the truncation noted") {
@@ -126,7 +125,7 @@ TEST_CASE("CUPTI recording file: a record of a kind this build cannot size ends 
   const uint8_t* records = rec.buffers[0].data();
   size_t offset = 0;
   // CUPTI 13.0's record sizes of the kinds this recording holds.
-  const std::map<uint32_t, size_t> kSizes = {{1, 96}, {2, 88}, {4, 40},  {5, 40},   {10, 216},
+  const std::map<uint32_t, size_t> kSizes = {{1, 96},  {2, 88},  {4, 40},  {5, 40},   {10, 216},
                                              {17, 56}, {38, 56}, {39, 24}, {49, 128}, {50, 80}};
   for (int i = 0; i < 3; ++i) {
     uint32_t kind;
@@ -252,8 +251,8 @@ TEST_CASE("CUPTI recording file: the writer's names section names kernels and op
   }
   REQUIRE(pointers.size() == 3);
 
-  const std::string out = std::filesystem::temp_directory_path() /
-                          ("liveprof-recording-roundtrip-" + std::to_string(::getpid()) + ".bin");
+  const std::string out =
+      std::filesystem::temp_directory_path() / ("liveprof-recording-roundtrip-" + std::to_string(::getpid()) + ".bin");
   {
     CuptiRecordingWriter w;
     REQUIRE_MESSAGE(w.Open(out, original.cupti_version, &error), error);

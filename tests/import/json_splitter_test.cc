@@ -30,7 +30,8 @@ Split Run(std::string_view text, std::vector<size_t> cuts, size_t batch_bytes = 
   TraceJsonSplitter sp(
       [&](std::string_view batch, size_t count) {
         ++s.batches;
-        for (size_t i = 0; i < TraceJsonSplitter::kPadding; ++i) s.padded = s.padded && batch.data()[batch.size() + i] == ' ';
+        for (size_t i = 0; i < TraceJsonSplitter::kPadding; ++i)
+          s.padded = s.padded && batch.data()[batch.size() + i] == ' ';
         const json parsed = json::parse(batch);
         CHECK(parsed.size() == count);
         for (const json& e : parsed) s.events.push_back(e);
@@ -108,8 +109,8 @@ TEST_CASE("import: strings dense with escapes, quotes and brackets, cut anywhere
       std::string raw;
       const int pieces = static_cast<int>(rng() % 40);
       for (int k = 0; k < pieces; ++k) raw += kPieces[rng() % std::size(kPieces)];
-      const std::string event = R"({"ph":"i","name":")" + raw + R"(","args":{"k":[")" + raw + R"(", {"x": [1, {}]}]},"ts":)" +
-                                std::to_string(e) + "}";
+      const std::string event = R"({"ph":"i","name":")" + raw + R"(","args":{"k":[")" + raw +
+                                R"(", {"x": [1, {}]}]},"ts":)" + std::to_string(e) + "}";
       events.push_back(json::parse(event));
       text += (e ? ", " : "") + event;
     }
@@ -149,8 +150,8 @@ TEST_CASE("import: a cut file keeps the whole events and says where it ends") {
   const Split s = Run(cut, {100});
   CHECK(!s.finished);
   CHECK(s.events.size() == 2);
-  CHECK(s.error == "the text ends at byte " + std::to_string(cut.size()) +
-                       " inside trace event #3 (truncated? 2 events kept)");
+  CHECK(s.error ==
+        "the text ends at byte " + std::to_string(cut.size()) + " inside trace event #3 (truncated? 2 events kept)");
 
   const Split no_bracket = Run(R"({"traceEvents":[{"ph":"i","ts":1}, )", {});
   CHECK(!no_bracket.finished);

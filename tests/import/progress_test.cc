@@ -26,8 +26,11 @@ std::string ReadAll(std::FILE* f) {
 }
 
 TEST_CASE("progress: the line says bytes, share, rate and the time left") {
-  ImportProgress p{.file_bytes_read = 412'400'000, .file_bytes_total = 1'024'000'000,
-                   .json_bytes = 2'000'000'000, .events = 31'000'000, .seconds = 10};
+  ImportProgress p{.file_bytes_read = 412'400'000,
+                   .file_bytes_total = 1'024'000'000,
+                   .json_bytes = 2'000'000'000,
+                   .events = 31'000'000,
+                   .seconds = 10};
   // 31 M events in 10 s; 611.6 MB left at 41.24 MB/s: 14.8 s -> 15.
   CHECK(FormatImportProgress("t.json.gz", p) == "t.json.gz: 412 / 1,024 MB (40 %), 3.1 M events/s, ETA 15 s");
   p.file_bytes_total = 0;  // a pipe: no share, no ETA.

@@ -15,9 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "aggregators/pytorch/pytorch_view.h"
 #include "aggregators/tf/kernel_stats.h"
 #include "aggregators/tf/overview.h"
-#include "aggregators/pytorch/pytorch_view.h"
 #include "import/trace_analysis.h"
 #include "real_traces.h"
 
@@ -104,8 +104,8 @@ TEST_CASE("pytorch traces: the H200 slow-loader job is HIGHLY input-bound, its D
   // Per step: Input = the DataLoader span + that step's copies to the device.
   const auto steps = StepColumns(r.steps);
   REQUIRE(steps.size() == 4);
-  const std::map<int64_t, int64_t> input_ns = {{3, 234776645 + 1763}, {4, 238942695 + 736},
-                                               {5, 233564996 + 736}, {6, 281282522 + 404}};
+  const std::map<int64_t, int64_t> input_ns = {
+      {3, 234776645 + 1763}, {4, 238942695 + 736}, {5, 233564996 + 736}, {6, 281282522 + 404}};
   for (const auto& kv : input_ns) {  // (no structured binding: clang 14 cannot capture one in CAPTURE)
     const int64_t step = kv.first;
     CAPTURE(step);
@@ -160,11 +160,10 @@ TEST_CASE("pytorch traces: the compiled job's Triton kernels join their step thr
   // steps here, as the plugin's DataLoader 61.57 %).
   const auto steps = StepColumns(r.steps);
   REQUIRE(steps.size() == 4);
-  const std::map<int64_t, std::pair<int64_t, int64_t>> launch_and_input = {
-      {3, {569961, 9157037 + 28713}},
-      {4, {417994, 9427545 + 22832}},
-      {5, {544041, 8134916 + 30732}},
-      {6, {561089, 7597566 + 23634}}};
+  const std::map<int64_t, std::pair<int64_t, int64_t>> launch_and_input = {{3, {569961, 9157037 + 28713}},
+                                                                           {4, {417994, 9427545 + 22832}},
+                                                                           {5, {544041, 8134916 + 30732}},
+                                                                           {6, {561089, 7597566 + 23634}}};
   for (const auto& kv : launch_and_input) {
     const int64_t step = kv.first;
     const std::pair<int64_t, int64_t>& expected = kv.second;
@@ -328,31 +327,40 @@ TEST_CASE("pytorch traces: the H200 traces' tensor-core kernels by family, and t
   };
   const Named kNamed[] = {
       {"sm90_xmma_wgrad_indexed_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x32_"
-       "warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn", "xmma"},
+       "warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn",
+       "xmma"},
       {"sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x32_"
-       "warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn", "xmma"},
+       "warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn",
+       "xmma"},
       {"sm90_xmma_dgrad_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x32_"
-       "warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn", "xmma"},
+       "warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn",
+       "xmma"},
       {"sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x64x32_stage5_"
-       "warpsize2x2x1_g1_tensor16x8x8_execute_kernel__5x_cudnn", "xmma"},
+       "warpsize2x2x1_g1_tensor16x8x8_execute_kernel__5x_cudnn",
+       "xmma"},
       {"void cutlass__5x_cudnn::Kernel<cutlass_tensorop_s1688dgrad_optimized_tf32_256x64_16x4_nhwc_unity_"
        "stride_align4>(cutlass_tensorop_s1688dgrad_optimized_tf32_256x64_16x4_nhwc_unity_stride_align4::Params)",
        "cutlass tensorop"},
       {"nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN", "nvjet"},
       {"nvjet_sm90_tst_128x64_64x8_1x2_h_bz_bias_TNT", "nvjet"},
       {"void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_64x2_nt_align2>("
-       "cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_64x2_nt_align2::Params)", "cutlass tensorop"},
+       "cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_64x2_nt_align2::Params)",
+       "cutlass tensorop"},
       // xmma's FFMA kernels, CUTLASS SIMT and helpers ran on CUDA cores.
       {"sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs_nchw_tilesize256x64x8_stage3_warpsize2x2x1_"
-       "g1_ffma_aligna4_alignc4_execute_kernel__5x_cudnn", ""},
+       "g1_ffma_aligna4_alignc4_execute_kernel__5x_cudnn",
+       ""},
       {"sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_"
-       "execute_kernel__5x_cublas", ""},
+       "execute_kernel__5x_cublas",
+       ""},
       {"void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>("
-       "cutlass_80_simt_sgemm_64x64_8x5_tn_align1::Params)", ""},
+       "cutlass_80_simt_sgemm_64x64_8x5_tn_align1::Params)",
+       ""},
       {"void cask_plugin__5x_cudnn::xmma__5x_cudnn::init_device_workspace_kernel<xmma__5x_cudnn::implicit_"
        "gemm::fprop::Warp_specialized_params_non_template<xmma__5x_cudnn::Grid_constant_params> >(xmma__5x_"
        "cudnn::implicit_gemm::fprop::Warp_specialized_params_non_template<xmma__5x_cudnn::Grid_constant_params>, "
-       "bool)", ""},
+       "bool)",
+       ""},
   };
   for (const Named& n : kNamed) {
     CAPTURE(n.name);
@@ -466,7 +474,8 @@ TEST_CASE("pytorch traces: nested DataLoader waits, a launch with no kernel, a k
   CHECK(DiagCount(r.status, "input_wait_nested") == 1);
   CHECK(DiagCount(r.status, "launch_without_device") == 1);  // cuLaunchKernelEx at 600.
   CHECK(DiagCount(r.status, "device_without_launch") == 0);
-  CHECK(r.a.report.caveats.at("launch calls sharing a correlation id (a kernel with two launch flows): joined once") == 1);
+  CHECK(r.a.report.caveats.at("launch calls sharing a correlation id (a kernel with two launch flows): joined once") ==
+        1);
 
   const auto steps = StepColumns(r.steps);
   REQUIRE(steps.count(1) == 1);

@@ -14,9 +14,9 @@
 #include <fstream>
 
 #include "import/chrome_trace.h"
-#include "import/trace_analysis.h"
 #include "import/chunk_reader.h"
 #include "import/json_splitter.h"
+#include "import/trace_analysis.h"
 #include "real_traces.h"
 
 namespace liveprof::real_traces_test {
@@ -84,12 +84,16 @@ TEST_CASE("import: the ResNet50 Kineto trace's kernels, runtime calls, ops, copi
   std::string error;
   std::map<EventKind, uint64_t> kinds;
   uint64_t kernels_with_op = 0;
-  REQUIRE_MESSAGE(importer.ImportFile(path, [&](std::span<const Event>, std::span<const Event> events) {
-    for (const Event& e : events) {
-      ++kinds[e.kind];
-      kernels_with_op += e.kind == EventKind::kKernel && e.payload.kernel.op != 0;
-    }
-  }, &report, &error), error);
+  REQUIRE_MESSAGE(importer.ImportFile(
+                      path,
+                      [&](std::span<const Event>, std::span<const Event> events) {
+                        for (const Event& e : events) {
+                          ++kinds[e.kind];
+                          kernels_with_op += e.kind == EventKind::kKernel && e.payload.kernel.op != 0;
+                        }
+                      },
+                      &report, &error),
+                  error);
   CHECK(kernels_with_op == 8'772);  // every kernel finds its op through its external id.
   CHECK(report.trace_events == 75'718);
   // MANIFEST.md: 8 772 kernels, 12 838 memory events; the categories' counts.
@@ -287,8 +291,10 @@ TEST_CASE("import: the GPU timeline, whole trace and per step, equals TraceLens'
     REQUIRE(steps["rows"].size() == 1);
     const nlohmann::json& step = steps["rows"][0]["gpu"];
     for (const auto& pair : {std::pair{"computation_ms", "computation_time"},
-                             {"exposed_memcpy_ms", "exposed_memcpy_time"}, {"busy_ms", "busy_time"},
-                             {"idle_ms", "idle_time"}, {"total_ms", "total_time"}}) {
+                             {"exposed_memcpy_ms", "exposed_memcpy_time"},
+                             {"busy_ms", "busy_time"},
+                             {"idle_ms", "idle_time"},
+                             {"total_ms", "total_time"}}) {
       const char* row = pair.second;
       CAPTURE(row);
       CHECK(std::abs(step[pair.first].get<double>() - ms.at(row)) <= 1.5e-6);
@@ -297,23 +303,27 @@ TEST_CASE("import: the GPU timeline, whole trace and per step, equals TraceLens'
   }
 }
 
-
 // HTA's trace_filter demo (examples/trace_filter_demo.ipynb) on rank 0 of a
 // 128-rank job: the published counts of three filters, over our import.
 TEST_CASE("import: HTA's trace_filter sample gives HTA's published filter counts") {
-  const std::string path = TracePath("facebookresearch__HolisticTraceAnalysis/tests/data/trace_filter/sampled_rank-0.json.gz");
+  const std::string path =
+      TracePath("facebookresearch__HolisticTraceAnalysis/tests/data/trace_filter/sampled_rank-0.json.gz");
   if (path.empty()) return;
   ChromeTraceImporter importer;
   ImportReport report;
   std::string error;
   std::vector<Event> events;
   std::map<TrackId, uint64_t> stream_of;  // GPU track -> CUDA stream.
-  REQUIRE_MESSAGE(importer.ImportFile(path, [&](std::span<const Event> defs, std::span<const Event> batch) {
-    for (const Event& d : defs) {
-      if (d.kind == EventKind::kTrackDef) stream_of[d.track] = d.payload.track_def.os_tid;
-    }
-    events.insert(events.end(), batch.begin(), batch.end());
-  }, &report, &error), error);
+  REQUIRE_MESSAGE(importer.ImportFile(
+                      path,
+                      [&](std::span<const Event> defs, std::span<const Event> batch) {
+                        for (const Event& d : defs) {
+                          if (d.kind == EventKind::kTrackDef) stream_of[d.track] = d.payload.track_def.os_tid;
+                        }
+                        events.insert(events.end(), batch.begin(), batch.end());
+                      },
+                      &report, &error),
+                  error);
   auto name = [&](const Event& e) { return importer.names().Get(e.name); };
 
   // NameFilter("aten::.*mm") (a regex search): 378 events.
@@ -359,24 +369,31 @@ TEST_CASE("import: HTA's trace_filter sample gives HTA's published filter counts
     }
   }
   std::sort(nccl.begin(), nccl.end());
-  const std::vector<std::array<uint64_t, 3>> published = {
-      {1682725898094377, 30669, 84}, {1682725898125052, 62783, 84}, {1682725898295662, 11727, 84},
-      {1682725898348496, 47652, 84}, {1682725898585321, 42496, 203}};
+  const std::vector<std::array<uint64_t, 3>> published = {{1682725898094377, 30669, 84},
+                                                          {1682725898125052, 62783, 84},
+                                                          {1682725898295662, 11727, 84},
+                                                          {1682725898348496, 47652, 84},
+                                                          {1682725898585321, 42496, 203}};
   CHECK(nccl == published);
 }
 
 // Catapult's edge case (MANIFEST: 1684 B, 1680 E): the matched pairs become
 // spans, the 4 slices never closed are counted, not guessed.
 TEST_CASE("import: unclosed B slices are counted and the closed ones kept (Catapult)") {
-  const std::string path = TracePath("catapult-project__catapult/tracing/test_data/main_thread_has_unclosed_slices.json");
+  const std::string path =
+      TracePath("catapult-project__catapult/tracing/test_data/main_thread_has_unclosed_slices.json");
   if (path.empty()) return;
   ChromeTraceImporter importer;
   ImportReport report;
   std::string error;
   uint64_t spans = 0;
-  REQUIRE_MESSAGE(importer.ImportFile(path, [&](std::span<const Event>, std::span<const Event> events) {
-    for (const Event& e : events) spans += e.kind == EventKind::kHostSpan;
-  }, &report, &error), error);
+  REQUIRE_MESSAGE(importer.ImportFile(
+                      path,
+                      [&](std::span<const Event>, std::span<const Event> events) {
+                        for (const Event& e : events) spans += e.kind == EventKind::kHostSpan;
+                      },
+                      &report, &error),
+                  error);
   CHECK(report.phases.at("B") == 1684);
   CHECK(report.phases.at("E") == 1680);
   CHECK(report.dropped.at("B without E") == 4);
@@ -406,16 +423,16 @@ TEST_CASE("import: every trace file in the folder imports or says why not") {
     TraceFileImporter importer;  // Chrome JSON, or XPlane by the name.
     ImportReport report;
     std::string error;
-    const bool ok = importer.ImportFile(file.string(), [](std::span<const Event>, std::span<const Event>) {},
-                                        &report, &error);
+    const bool ok = importer.ImportFile(
+        file.string(), [](std::span<const Event>, std::span<const Event>) {}, &report, &error);
     if (ok) {
       ++imported;
       CHECK(report.events_out > 0);  // a trace that imports gives events.
       continue;
     }
     // Not a trace, said so with what it is.
-    const bool said = error.find("not a Chrome trace") != std::string::npos ||
-                      error.find("nothing to import: ") != std::string::npos;
+    const bool said =
+        error.find("not a Chrome trace") != std::string::npos || error.find("nothing to import: ") != std::string::npos;
     CHECK_MESSAGE(said, error);
     CHECK(error.starts_with(file.string()));
   }

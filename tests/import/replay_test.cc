@@ -12,8 +12,8 @@
 #include <string>
 #include <thread>
 
-#include "pipeline/pipeline.h"
 #include "import/trace_analysis.h"
+#include "pipeline/pipeline.h"
 #include "real_traces.h"
 
 namespace liveprof::replay_test {
@@ -22,8 +22,8 @@ namespace {
 // A PyTorch-like trace: `steps` ProfilerStep#N spans of 10 ms, each with an op,
 // its launch and its kernel (5 ms), and a data-loading span of `input_us`.
 std::string WriteTrace(int steps, int input_us) {
-  const std::filesystem::path path = std::filesystem::temp_directory_path() /
-                                     ("liveprof_replay_test_" + std::to_string(steps) + ".json");
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("liveprof_replay_test_" + std::to_string(steps) + ".json");
   std::ofstream out(path);
   out << R"({"traceEvents": [)";
   bool first = true;
@@ -37,8 +37,9 @@ std::string WriteTrace(int steps, int input_us) {
     const std::string step = std::to_string(s);
     event(R"({"ph":"X","cat":"user_annotation","name":"ProfilerStep#)" + step + R"(","pid":1,"tid":1,"ts":)" +
           std::to_string(b) + R"(,"dur":10000})");
-    event(R"({"ph":"X","cat":"user_annotation","name":"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__","pid":1,"tid":1,"ts":)" +
-          std::to_string(b + 1) + R"(,"dur":)" + std::to_string(input_us) + "}");
+    event(
+        R"({"ph":"X","cat":"user_annotation","name":"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__","pid":1,"tid":1,"ts":)" +
+        std::to_string(b + 1) + R"(,"dur":)" + std::to_string(input_us) + "}");
     const uint64_t op = b + 2 + static_cast<uint64_t>(input_us);
     const std::string id = std::to_string(100 + s);
     event(R"({"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":)" + std::to_string(op) +

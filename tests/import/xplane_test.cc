@@ -9,13 +9,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <iterator>
-#include <tuple>
-#include <nlohmann/json.hpp>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "import/trace_analysis.h"
@@ -237,7 +237,8 @@ TEST_CASE("xplane: host threads, GPU streams and what each event becomes") {
   CHECK(k.dur == 3000);
   CHECK(k.corr == 42);
   CHECK(k.device == 1);
-  CHECK(im.Name(k.payload.kernel.details) == "regs:32 static_shared:0 dynamic_shared:0 grid:1,1,1 block:128,1,1 occ_pct:50");
+  CHECK(im.Name(k.payload.kernel.details) ==
+        "regs:32 static_shared:0 dynamic_shared:0 grid:1,1,1 block:128,1,1 occ_pct:50");
   CHECK(im.Name(k.payload.kernel.op) == "model/dense/MatMul:MatMul");
   const Event* stream = im.TrackDef(k.track);
   REQUIRE(stream != nullptr);
@@ -380,8 +381,8 @@ TEST_CASE("xplane: TF memory annotations give the breakdown its op, region, type
   space.mutable_planes(0)->set_name("/host:CPU");
   XLine* exec = host.Line(11, "tf_executor", 1000);
   host.Event(exec, "model/dense/MatMul:MatMul", 0, 100'000'000);  // 100 us
-  auto alloc = [&](XLine* line, int64_t offset_ps, uint64_t addr, int64_t bytes, const char* op,
-                   const char* region, int64_t type, const char* shape, int64_t requested) {
+  auto alloc = [&](XLine* line, int64_t offset_ps, uint64_t addr, int64_t bytes, const char* op, const char* region,
+                   int64_t type, const char* shape, int64_t requested) {
     XEvent* e = host.Event(line, "MemoryAllocation", offset_ps, 0);
     host.Ref(e, "allocator_name", "GPU_0_bfc");
     host.U64(e, "addr", addr);
@@ -400,7 +401,7 @@ TEST_CASE("xplane: TF memory annotations give the breakdown its op, region, type
   alloc(exec, 4'000'000, 0x4000, 512, "model/dense/BiasAdd", "temp", 14, "[256]", 512);
   alloc(exec, 5'000'000, 0x5000, 256, nullptr, "", 0, "", 0);  // no annotation: the span's.
   XLine* other = host.Line(12, "allocator_thread", 1000);
-  alloc(other, 6'000'000, 0x6000, 128, nullptr, "", 0, "", 0);  // no annotation, no span.
+  alloc(other, 6'000'000, 0x6000, 128, nullptr, "", 0, "", 0);            // no annotation, no span.
   XEvent* free = host.Event(exec, "MemoryDeallocation", 200'000'000, 0);  // after the peak.
   host.Ref(free, "allocator_name", "GPU_0_bfc");
   host.U64(free, "addr", 0x4000);
@@ -414,9 +415,15 @@ TEST_CASE("xplane: TF memory annotations give the breakdown its op, region, type
   const auto allocs = im.Kind(EventKind::kAlloc);
   REQUIRE(allocs.size() == 6);
   CHECK((allocs[0]->flags & kFlagAllocAnnotation) != 0);
-  CHECK(im.Name(allocs[0]->corr) == "model/dense/MatMul\x1foutput\x1f" "float\x1f[32,8]\x1f" "1000");
+  CHECK(im.Name(allocs[0]->corr) ==
+        "model/dense/MatMul\x1foutput\x1f"
+        "float\x1f[32,8]\x1f"
+        "1000");
   CHECK(allocs[0]->corr == allocs[1]->corr);  // one name for equal annotations.
-  CHECK(im.Name(allocs[3]->corr) == "model/dense/BiasAdd\x1ftemp\x1f" "bfloat16\x1f[256]\x1f" "512");
+  CHECK(im.Name(allocs[3]->corr) ==
+        "model/dense/BiasAdd\x1ftemp\x1f"
+        "bfloat16\x1f[256]\x1f"
+        "512");
   CHECK((allocs[4]->flags & kFlagAllocAnnotation) == 0);
   CHECK(allocs[4]->corr == 0);
   REQUIRE(im.Kind(EventKind::kFree).size() == 1);
@@ -433,11 +440,16 @@ TEST_CASE("xplane: TF memory annotations give the breakdown its op, region, type
   CHECK(m["peak_allocations"] == 6);
   CHECK(m["peak_attributed_allocations"] == 5);
   CHECK(m["peak_attributed_bytes"] == 3 * 1024 + 512 + 256);
-  auto row = [](std::string op, uint64_t bytes, uint64_t n, uint64_t requested, std::string region,
-                std::string type, std::string shape) {
-    return nlohmann::json{{"op", op},           {"bytes", bytes},         {"occurrences", n},
-                          {"total_bytes", bytes * n}, {"requested_bytes", requested}, {"region", region},
-                          {"data_type", type},  {"shape", shape}};
+  auto row = [](std::string op, uint64_t bytes, uint64_t n, uint64_t requested, std::string region, std::string type,
+                std::string shape) {
+    return nlohmann::json{{"op", op},
+                          {"bytes", bytes},
+                          {"occurrences", n},
+                          {"total_bytes", bytes * n},
+                          {"requested_bytes", requested},
+                          {"region", region},
+                          {"data_type", type},
+                          {"shape", shape}};
   };
   // Total bytes descending, then size, then op (and its fields).
   const nlohmann::json expected = {
@@ -472,10 +484,10 @@ TEST_CASE("xplane: the real TF trace's memory breakdown at the peak equals a wal
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     REQUIRE(space.ParseFromString(bytes));
   }
-  static const char* const kTypes[] = {"INVALID", "float", "double", "int32", "uint8", "int16", "int8", "string",
-                                       "complex64", "int64", "bool", "qint8", "quint8", "qint32", "bfloat16",
-                                       "qint16", "quint16", "uint16", "complex128", "half", "resource", "variant",
-                                       "uint32", "uint64"};
+  static const char* const kTypes[] = {"INVALID",    "float",  "double",    "int32",   "uint8",   "int16",
+                                       "int8",       "string", "complex64", "int64",   "bool",    "qint8",
+                                       "quint8",     "qint32", "bfloat16",  "qint16",  "quint16", "uint16",
+                                       "complex128", "half",   "resource",  "variant", "uint32",  "uint64"};
   struct Activity {
     uint64_t ts;
     bool alloc;

@@ -31,8 +31,7 @@ std::string Frame(wire::Body type, Build&& build) {
 
 std::string Hello(uint64_t session, int32_t rank = 3) {
   return Frame(wire::Body::IngestHello, [&](FlatBufferBuilder& fbb) {
-    return wire::CreateIngestHelloDirect(fbb, kIngestProtocol, "node7", 4242, rank, "train.py", 1'000, session)
-        .Union();
+    return wire::CreateIngestHelloDirect(fbb, kIngestProtocol, "node7", 4242, rank, "train.py", 1'000, session).Union();
   });
 }
 
@@ -59,9 +58,11 @@ std::string CostBatch(uint64_t seq, uint64_t at_ns, uint64_t rss_bytes,
   return Frame(wire::Body::IngestBatch, [&](FlatBufferBuilder& fbb) {
     std::vector<flatbuffers::Offset<wire::NameDef>> names{wire::CreateNameDefDirect(fbb, 1, "step")};
     std::vector<flatbuffers::Offset<wire::TrackDef>> tracks{wire::CreateTrackDef(fbb, 9, 1, 0, 1009)};
-    std::vector<wire::Event> events{{seq * 100, 10, 1, 9, 0, static_cast<uint8_t>(EventKind::kHostSpan), 0, 0, 0, 0, 0}};
+    std::vector<wire::Event> events{
+        {seq * 100, 10, 1, 9, 0, static_cast<uint8_t>(EventKind::kHostSpan), 0, 0, 0, 0, 0}};
     std::vector<flatbuffers::Offset<wire::IngestThreadCpu>> cpu;
-    for (const auto& [tid, name, cpu_ns] : threads) cpu.push_back(wire::CreateIngestThreadCpuDirect(fbb, tid, name.c_str(), cpu_ns));
+    for (const auto& [tid, name, cpu_ns] : threads)
+      cpu.push_back(wire::CreateIngestThreadCpuDirect(fbb, tid, name.c_str(), cpu_ns));
     const auto cost = wire::CreateIngestCost(fbb, at_ns, rss_bytes, fbb.CreateVector(cpu), std::get<0>(hooks),
                                              std::get<1>(hooks), std::get<2>(hooks), std::get<3>(hooks));
     return wire::CreateIngestBatch(fbb, seq, fbb.CreateVector(names), fbb.CreateVector(tracks),
@@ -155,7 +156,8 @@ TEST_CASE_FIXTURE(Server, "ingest connection: a hello and a batch become a worke
   CHECK_FALSE(c.Status().connected);
 }
 
-TEST_CASE_FIXTURE(Server, "ingest connection: a sender's own cost, its two newest samples, and none from an older sender") {
+TEST_CASE_FIXTURE(Server,
+                  "ingest connection: a sender's own cost, its two newest samples, and none from an older sender") {
   IngestConnection c(stream, workers, options, 1, "unix:/tmp/x", 1'000);
   // An older sender's batch has no cost: none in the status.
   c.splitter().Feed(Hello(5) + Batch(1, {{100, 10}}));
@@ -167,9 +169,9 @@ TEST_CASE_FIXTURE(Server, "ingest connection: a sender's own cost, its two newes
 
   // Two samples half a second apart: the sender's thread spent 100 ms of it,
   // the CUPTI thread, started in between, 25 ms.
-  c.splitter().Feed(CostBatch(2, 5'000'000'000, 300 << 20, {{11, "liveprof send", 400'000'000}}) +
-                    CostBatch(3, 5'500'000'000, 310 << 20,
-                              {{11, "liveprof send", 500'000'000}, {12, "liveprof-cupti", 25'000'000}}));
+  c.splitter().Feed(
+      CostBatch(2, 5'000'000'000, 300 << 20, {{11, "liveprof send", 400'000'000}}) +
+      CostBatch(3, 5'500'000'000, 310 << 20, {{11, "liveprof send", 500'000'000}, {12, "liveprof-cupti", 25'000'000}}));
   REQUIRE(c.TakeFrames(&reason));
   IngestServer::SourceStatus s = c.Status();
   CHECK(s.batches == 3);
@@ -199,7 +201,8 @@ TEST_CASE_FIXTURE(Server, "ingest connection: a sender's own cost, its two newes
   CHECK(s.cost.prev.at_ns == 5'000'000'000);
 }
 
-TEST_CASE_FIXTURE(Server, "ingest connection: a sender's hooks' counters come with its cost, its last reading at the stop") {
+TEST_CASE_FIXTURE(Server,
+                  "ingest connection: a sender's hooks' counters come with its cost, its last reading at the stop") {
   IngestConnection c(stream, workers, options, 1, "unix:/tmp/x", 1'000);
   // An older sender's cost has no hooks' counters: 0.
   c.splitter().Feed(Hello(5) + CostBatch(1, 5'000'000'000, 1, {}));
@@ -225,7 +228,8 @@ TEST_CASE_FIXTURE(Server, "ingest connection: a sender's hooks' counters come wi
   CHECK(CompareHookCost(s.cost.prev, s.cost.now).pct == doctest::Approx(5.0 / 1300 * 100));
 }
 
-TEST_CASE_FIXTURE(Server, "ingest connection: a reconnecting sender is the same worker and its batches taken are skipped") {
+TEST_CASE_FIXTURE(Server,
+                  "ingest connection: a reconnecting sender is the same worker and its batches taken are skipped") {
   {
     IngestConnection first(stream, workers, options, 1, "tcp:127.0.0.1:1", 1'000);
     first.splitter().Feed(Hello(42) + Batch(1, {{100, 10}}) + Batch(2, {{200, 10}}));

@@ -161,10 +161,10 @@ TEST_CASE("ingest frames: a sender's names, tracks and clock become the stream's
   k.payload.kernel.op = 1;
   kernel = wire::Event(2'000, 50, 3, 2, 77, static_cast<uint8_t>(EventKind::kKernel), 0, 0, 1, k.payload.raw[0],
                        k.payload.raw[1]);
-  REQUIRE(d.Decode(Batch(1, {{1, "MatMul"}, {2, "loader"}, {3, "gemm"}, {4, "grid:1"}, {5, "already here"}},
-                         {Span(1'000, 900, 1, 1, EventKind::kFrameworkOp), kernel, Span(1'500, 0, 5, 1)},
-                         {{1, 2}, {2, 3}}),
-                   "frame 2", &out));
+  REQUIRE(
+      d.Decode(Batch(1, {{1, "MatMul"}, {2, "loader"}, {3, "gemm"}, {4, "grid:1"}, {5, "already here"}},
+                     {Span(1'000, 900, 1, 1, EventKind::kFrameworkOp), kernel, Span(1'500, 0, 5, 1)}, {{1, 2}, {2, 3}}),
+               "frame 2", &out));
   REQUIRE(out.size() == 3);
   // Ids: the stream's, whatever the sender's were.
   CHECK(stream.names().Get(out[0].name) == "MatMul");
@@ -196,8 +196,7 @@ TEST_CASE("ingest frames: a sender's names, tracks and clock become the stream's
   // A pong: no events, its readings for the clock estimate.
   {
     FlatBufferBuilder fbb;
-    const std::string pong =
-        Finish(fbb, wire::Body::IngestPong, wire::CreateIngestPong(fbb, 9, 5'000, 7'500).Union());
+    const std::string pong = Finish(fbb, wire::Body::IngestPong, wire::CreateIngestPong(fbb, 9, 5'000, 7'500).Union());
     REQUIRE(d.Decode(pong, "frame 4", &out));
     REQUIRE(d.pong().has_value());
     CHECK(d.pong()->id == 9);
@@ -213,7 +212,8 @@ TEST_CASE("ingest frames: a sender's names, tracks and clock become the stream's
     IngestDecoder e(stream);
     std::vector<Event> got;
     REQUIRE(e.Decode(Hello(4), "frame 1", &got));
-    wire::Event late(0, UINT64_MAX, 1, 1, 0, static_cast<uint8_t>(EventKind::kHostSpan), 0, kFlagLate | kFlag16Bit, 0, 0, 0);
+    wire::Event late(0, UINT64_MAX, 1, 1, 0, static_cast<uint8_t>(EventKind::kHostSpan), 0, kFlagLate | kFlag16Bit, 0,
+                     0, 0);
     e.set_clock_offset_ns(INT64_MAX);
     REQUIRE(e.Decode(Batch(1, {{1, "x"}}, {late, Span(UINT64_MAX - 10, 10, 1, 1)}, {{1, 1}}), "frame 2", &got));
     CHECK(got[0].ts == 0);  // ends at 2^64 - 1 already: it cannot move.
@@ -270,7 +270,8 @@ TEST_CASE("ingest frames: each refusal names the frame and what is wrong, and ta
   };
   const std::string hello = Hello();
   const std::vector<Case> cases = {
-      {{}, "garbage that is not a frame at all",
+      {{},
+       "garbage that is not a frame at all",
        "f: not a liveprof frame (the FlatBuffers verifier refused it, or no \"LPF1\")"},
       {{}, Hello(0, 2), "f: ingest protocol 2; this server speaks 1"},
       {{}, Batch(1, {}, {}), "f: a batch before the hello"},
@@ -279,7 +280,8 @@ TEST_CASE("ingest frames: each refusal names the frame and what is wrong, and ta
       {{hello, Batch(5, {}, {})}, Batch(5, {}, {}), "f: batch seq 5 after 5"},
       {{hello}, Batch(0, {}, {Span(1, 1, 0, 1)}), "f: a batch of seq 0 (definitions only) with events"},
       // New names and tracks in a frame refused for its definitions: none taken.
-      {{hello, Batch(1, {{1, "a"}}, {})}, Batch(2, {{2, "fresh"}, {1, "b"}}, {}, {{4, 2}}),
+      {{hello, Batch(1, {{1, "a"}}, {})},
+       Batch(2, {{2, "fresh"}, {1, "b"}}, {}, {{4, 2}}),
        "f: name id 1 defined again as another string"},
       {{hello, Batch(1, {{1, "a"}}, {})}, Batch(2, {{1, "b"}}, {}), "f: name id 1 defined again as another string"},
       {{hello}, Batch(1, {{1, "a"}, {1, "b"}}, {}), "f: name id 1 defined again as another string"},
@@ -324,7 +326,8 @@ TEST_CASE("ingest frames: each refusal names the frame and what is wrong, and ta
   std::vector<Event> out;
   CHECK(!d.Decode(events, "frame 1 (bytes 0..40)", &out));
   CHECK(d.error() ==
-        "frame 1 (bytes 0..40): a frame of body type 1 (an ingest connection sends IngestHello, then IngestBatch, IngestPong and IngestState)");
+        "frame 1 (bytes 0..40): a frame of body type 1 (an ingest connection sends IngestHello, then IngestBatch, "
+        "IngestPong and IngestState)");
 }
 
 // What the real GPU sent: one event on track 0, never defined,
@@ -377,9 +380,9 @@ TEST_CASE("ingest frames: a malformed event is refused alone and counted by reas
   const wire::Event kernel(3'000, 5, 1, 9, 0, static_cast<uint8_t>(EventKind::kKernel), 0, 0, 0, k.payload.raw[0],
                            k.payload.raw[1]);
   REQUIRE(d.Decode(Batch(3, {},
-                         {Span(3'000, 5, 1, 9, EventKind::kNameDef), Span(3'000, 5, 1, 9), Span(UINT64_MAX - 5, 10, 1, 9),
-                          Span(3'000, 5, 42, 9), kernel, Span(3'000, 5, 1, 3), Span(3'000, 5, 1, 4),
-                          wire::Event(3'000, 5, 1, 9, 0, 250, 0, 0, 0, 0, 0)}),
+                         {Span(3'000, 5, 1, 9, EventKind::kNameDef), Span(3'000, 5, 1, 9),
+                          Span(UINT64_MAX - 5, 10, 1, 9), Span(3'000, 5, 42, 9), kernel, Span(3'000, 5, 1, 3),
+                          Span(3'000, 5, 1, 4), wire::Event(3'000, 5, 1, 9, 0, 250, 0, 0, 0, 0, 0)}),
                    "frame 4", &out));
   CHECK(out.size() == 1);
   CHECK(d.events() == 200);
@@ -388,8 +391,11 @@ TEST_CASE("ingest frames: a malformed event is refused alone and counted by reas
   CHECK(d.batch_refused().reason == "bad_kind");
   CHECK(d.batch_refused().message == "event 0: kind 1 (names and tracks travel as NameDef / TrackDef)");
   REQUIRE(d.refusals().size() == 5);
-  const std::vector<std::pair<std::string, uint64_t>> by_reason = {
-      {"undefined_track", 3}, {"bad_kind", 2}, {"time_overflow", 1}, {"undefined_name", 1}, {"undefined_kernel_name", 1}};
+  const std::vector<std::pair<std::string, uint64_t>> by_reason = {{"undefined_track", 3},
+                                                                   {"bad_kind", 2},
+                                                                   {"time_overflow", 1},
+                                                                   {"undefined_name", 1},
+                                                                   {"undefined_kernel_name", 1}};
   for (size_t i = 0; i < by_reason.size(); ++i) {
     CHECK(d.refusals()[i].reason == by_reason[i].first);
     CHECK(d.refusals()[i].events == by_reason[i].second);
@@ -451,8 +457,8 @@ TEST_CASE("ingest frames: a reconnecting sender's definitions (seq 0), batches t
 
   // Its state: what it records now.
   FlatBufferBuilder fbb;
-  const std::string state = Finish(fbb, wire::Body::IngestState,
-                                   wire::CreateIngestState(fbb, 7, 1, false, true, true, 12345).Union());
+  const std::string state =
+      Finish(fbb, wire::Body::IngestState, wire::CreateIngestState(fbb, 7, 1, false, true, true, 12345).Union());
   IngestDecoder e(stream);
   CHECK(!e.Decode(state, "g1", &out));
   CHECK(e.error() == "g1: a state before the hello");
@@ -471,19 +477,18 @@ TEST_CASE("ingest frames: a hello's host, program and helper are short and print
   std::vector<Event> out;
   for (const std::string& host : {std::string(257, 'h'), std::string("node\n7")}) {
     FlatBufferBuilder fbb;
-    const std::string hello = Finish(
-        fbb, wire::Body::IngestHello,
-        wire::CreateIngestHelloDirect(fbb, kIngestProtocol, host.c_str(), 1, -1, "x", 0).Union());
+    const std::string hello =
+        Finish(fbb, wire::Body::IngestHello,
+               wire::CreateIngestHelloDirect(fbb, kIngestProtocol, host.c_str(), 1, -1, "x", 0).Union());
     IngestDecoder d(stream);
     CHECK(!d.Decode(hello, "f1", &out));
     CHECK(d.error() == "f1: a hello's host, program or helper over 256 bytes or with control characters");
   }
   {
     FlatBufferBuilder fbb;
-    const std::string hello = Finish(fbb, wire::Body::IngestHello,
-                                     wire::CreateIngestHelloDirect(fbb, kIngestProtocol, "n", 1, -1, "x", 0, 0,
-                                                                   "loader\t1", 7)
-                                         .Union());
+    const std::string hello =
+        Finish(fbb, wire::Body::IngestHello,
+               wire::CreateIngestHelloDirect(fbb, kIngestProtocol, "n", 1, -1, "x", 0, 0, "loader\t1", 7).Union());
     IngestDecoder d(stream);
     CHECK(!d.Decode(hello, "f2", &out));
     CHECK(d.error() == "f2: a hello's host, program or helper over 256 bytes or with control characters");
@@ -492,10 +497,10 @@ TEST_CASE("ingest frames: a hello's host, program and helper are short and print
   for (const auto& [rank, label] : {std::pair<int, std::string>{3, "rank 3 · loader 1"}, {-1, "n:7 · loader 1"}}) {
     FlatBufferBuilder fbb;
     IngestDecoder d(stream);
-    REQUIRE(d.Decode(Finish(fbb, wire::Body::IngestHello,
-                            wire::CreateIngestHelloDirect(fbb, kIngestProtocol, "n", 12, rank, "x", 0, 0, "loader 1", 7)
-                                .Union()),
-                     "f3", &out));
+    REQUIRE(d.Decode(
+        Finish(fbb, wire::Body::IngestHello,
+               wire::CreateIngestHelloDirect(fbb, kIngestProtocol, "n", 12, rank, "x", 0, 0, "loader 1", 7).Union()),
+        "f3", &out));
     CHECK(d.source().label == label);
     CHECK(d.source().pid == 12);
   }
@@ -529,13 +534,13 @@ TEST_CASE("ingest frames: a better clock offset applies from its exchange on, ea
   IngestDecoder d(stream);
   std::vector<Event> out;
   REQUIRE(d.Decode(Hello(), "f1", &out));
-  d.set_clock_offset_ns(-400);             // the hello's estimate, for every time,
-  d.set_clock_offset_ns(-300, 10'000);     // a pong's from sender time 10 us,
-  d.set_clock_offset_ns(-350, 20'000);     // a better one from 20 us.
-  REQUIRE(d.Decode(Batch(1, {{1, "x"}}, {Span(5'000, 10, 1, 9), Span(10'000, 10, 1, 9), Span(15'000, 10, 1, 9),
-                                          Span(25'000, 10, 1, 9)},
-                         {{9, 1}}),
-                   "f2", &out));
+  d.set_clock_offset_ns(-400);          // the hello's estimate, for every time,
+  d.set_clock_offset_ns(-300, 10'000);  // a pong's from sender time 10 us,
+  d.set_clock_offset_ns(-350, 20'000);  // a better one from 20 us.
+  REQUIRE(d.Decode(
+      Batch(1, {{1, "x"}},
+            {Span(5'000, 10, 1, 9), Span(10'000, 10, 1, 9), Span(15'000, 10, 1, 9), Span(25'000, 10, 1, 9)}, {{9, 1}}),
+      "f2", &out));
   REQUIRE(out.size() == 4);
   CHECK(out[0].ts == 4'600);
   CHECK(out[1].ts == 9'700);
@@ -572,11 +577,11 @@ TEST_CASE("ingest frames: a span across an offset change ends where the span beg
   d.set_clock_offset_ns(-300);
   d.set_clock_offset_ns(-400, 10'000);  // a smaller offset from 10 us,
   d.set_clock_offset_ns(-200, 20'000);  // a larger one from 20 us.
-  REQUIRE(d.Decode(Batch(1, {{1, "x"}},
-                         {Span(5'000, 10'000, 1, 9), Span(15'000, 2'000, 1, 9), Span(15'000, 10'000, 1, 9),
-                          Span(19'990, 20, 1, 9)},
-                         {{9, 1}}),
-                   "f2", &out));
+  REQUIRE(d.Decode(
+      Batch(1, {{1, "x"}},
+            {Span(5'000, 10'000, 1, 9), Span(15'000, 2'000, 1, 9), Span(15'000, 10'000, 1, 9), Span(19'990, 20, 1, 9)},
+            {{9, 1}}),
+      "f2", &out));
   REQUIRE(out.size() == 4);
   CHECK(out[0].ts == 4'700);
   CHECK(out[0].end() == 14'600);  // 15 us - 400 ns,

@@ -7,23 +7,23 @@
 
 #include <doctest/doctest.h>
 
-#include "ingest/ingest_test_client.h"
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "ingest/ingest_test_client.h"
 
 #include <atomic>
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "producers/gpu_activity.h"
-#include "producers/host_api.h"
 #include "base/self_cost.h"
 #include "ingest/ingest_server.h"
+#include "producers/gpu_activity.h"
+#include "producers/host_api.h"
 #include "producers/stderr_capture.h"
 #include "stream/clock.h"
 #include "stream/stream.h"
@@ -173,7 +173,8 @@ TEST_CASE("ingest sender: the host API's events reach the server once each, acro
   REQUIRE(sources.size() == 2);
   CHECK(sources[1].worker == 1);  // the same worker,
   const SenderStatus status = GlobalSenderStatus();
-  CHECK_MESSAGE(status.connects == 2, status.last_error << " / " << sources[0].closed_reason << " / " << sources[1].closed_reason);
+  CHECK_MESSAGE(status.connects == 2,
+                status.last_error << " / " << sources[0].closed_reason << " / " << sources[1].closed_reason);
   CHECK(status.batches_dropped == 0);
   // and its rows again: the reconnected sender's markers are on the first row.
   for (const Event& ev : got) {
@@ -191,8 +192,8 @@ TEST_CASE("ingest sender: the host API's events reach the server once each, acro
   CHECK(error == "source 999 is unknown");
   CHECK(!server.Capture(sources[1].id, {.host_level = 4}, &error));
   CHECK(error == "host_level 4: 1 (critical), 2 (detailed) or 3 (verbose)");
-  REQUIRE_MESSAGE(server.Capture(sources[1].id, {.host_level = 1, .python_scopes = 0, .gpu = -1, .duration_ns = 300'000'000},
-                                 &error),
+  REQUIRE_MESSAGE(server.Capture(sources[1].id,
+                                 {.host_level = 1, .python_scopes = 0, .gpu = -1, .duration_ns = 300'000'000}, &error),
                   error);
   REQUIRE(WaitFor([&] {
     const auto s = server.Sources();
@@ -557,7 +558,6 @@ TEST_CASE("ingest sender: capture switches a CuptiSource's level to full and bac
   // Kept at both levels: cudaLaunchKernel, cuLaunchKernel.
   auto launches_recorded = [&] { return api_recorded(0, 211) + api_recorded(1, 307); };
 
-
   // No GPU producer: no level said, and a level request is refused with why.
   CHECK(capture().gpu_level == -1);
   CHECK(!server.Capture(id, {.gpu_level = 1}, &error));
@@ -599,9 +599,7 @@ TEST_CASE("ingest sender: capture switches a CuptiSource's level to full and bac
   // Full for a second, then default again by itself.
   REQUIRE_MESSAGE(server.Capture(id, {.duration_ns = 1'000'000'000, .gpu_level = 1}, &error), error);
   REQUIRE(WaitFor([&] { return capture().gpu_level == 1 && capture().until_ns != 0; }));
-  REQUIRE(WaitFor([&] {
-    return capture().gpu_level == 0 && capture().control_id == 0 && capture().until_ns == 0;
-  }));
+  REQUIRE(WaitFor([&] { return capture().gpu_level == 0 && capture().control_id == 0 && capture().until_ns == 0; }));
   CHECK(cupti.level() == CuptiLevel::kDefault);
   CHECK(enabled_kinds() == 11);
   CHECK(noisy_recorded() == 0);
@@ -706,7 +704,8 @@ TEST_CASE("ingest sender: a child forked after the connect sends its own events,
   uint32_t parent_process = 0, child_process = 0;
   REQUIRE(WaitFor([&] {
     Drain(pipeline, &got);
-    return count("fork-test before the fork", &parent_process) == 50 && count("fork-test in the child", &child_process) == 3;
+    return count("fork-test before the fork", &parent_process) == 50 &&
+           count("fork-test in the child", &child_process) == 3;
   }));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // (anything sent twice would be in by now)
   Drain(pipeline, &got);

@@ -6,11 +6,11 @@
 #include "ingest/ingest_server.h"
 
 #include <doctest/doctest.h>
-#include <nlohmann/json.hpp>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <arpa/inet.h>
 #include <chrono>
@@ -112,7 +112,8 @@ TEST_CASE("ingest server: senders over unix and TCP, acknowledged, clocks measur
   CHECK(s[0].connected);
   CHECK(s[0].events == 300);
   CHECK(s[0].endpoint == "unix:" + TempSocket());
-  CHECK(std::abs(s[0].clock_offset_ns - 1'000'000'000) < 250'000'000);  // (the skew is 1 s; a loaded machine adds latency)
+  CHECK(std::abs(s[0].clock_offset_ns - 1'000'000'000) <
+        250'000'000);  // (the skew is 1 s; a loaded machine adds latency)
   CHECK(s[1].label == "rank 1");
   CHECK(s[1].closed_reason.starts_with("frame 2 (bytes "));
   CHECK(s[1].closed_reason.find("not a liveprof frame") != std::string::npos);
@@ -218,7 +219,7 @@ TEST_CASE("ingest server: a sender's progress is declared on its ring once a pon
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const uint64_t progress = HostNowNs() + skew - 2'000'000;
   a.Send(Batch(2, t + 200'000, false, progress));
-  REQUIRE(a.Until(wire::Body::IngestAck, false));  // (no pong meanwhile: the offset stays)
+  REQUIRE(a.Until(wire::Body::IngestAck, false));                      // (no pong meanwhile: the offset stays)
   REQUIRE(WaitFor([&] { return server.Sources()[0].batches == 2; }));  // (its status is published after the ack)
   const IngestServer::SourceStatus s = server.Sources()[0];
   const uint64_t expected = progress + s.clock_offset_ns - s.best_rtt_ns - 50'000'000;
@@ -293,7 +294,8 @@ TEST_CASE("ingest server: a unix path that is not a socket is not taken over") {
   ::unlink(path.c_str());
 }
 
-TEST_CASE("ingest server: a live server's socket is not taken over, events from the far future are dropped and counted") {
+TEST_CASE(
+    "ingest server: a live server's socket is not taken over, events from the far future are dropped and counted") {
   Stream stream;
   IngestServer::Options o;
   IngestEndpoint e;
@@ -439,7 +441,7 @@ TEST_CASE("ingest server: past max_sources a connection is refused, a sender tha
   r.host_level = 1;
   for (int i = 0; i < 40'000; ++i) REQUIRE_MESSAGE(server.Capture(1, r, &error), error);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // (the io thread queues them)
-  a.Send(Batch(1, HostNowNs(), true));  // a pass over it: then the bound is looked at.
+  a.Send(Batch(1, HostNowNs(), true));                          // a pass over it: then the bound is looked at.
   REQUIRE(WaitFor([&] { return !server.Sources()[0].connected; }));
   CHECK(server.Sources()[0].closed_reason == "not reading what the server sends (acks, pings)");
   CHECK(server.Sources()[0].batches == 1);
@@ -465,8 +467,14 @@ TEST_CASE("ingest status: /api/status's sources, each field, a capture's time le
   live.clock_offset_ns = -5;
   live.best_rtt_ns = 40'000;
   live.worker = 1;
-  live.capture = {.known = true, .control_id = 4, .host_level = 2, .python_scopes = true, .gpu = true,
-                  .gpu_available = true, .until_ns = 3'500'000'000, .gpu_level = 1};
+  live.capture = {.known = true,
+                  .control_id = 4,
+                  .host_level = 2,
+                  .python_scopes = true,
+                  .gpu = true,
+                  .gpu_available = true,
+                  .until_ns = 3'500'000'000,
+                  .gpu_level = 1};
   live.cost.now.at_ns = 2'000'000'000;
   live.cost.now.rss_bytes = 1 << 20;
   IngestServer::SourceStatus gone;
@@ -529,7 +537,8 @@ TEST_CASE("ingest status: /api/status's sources, each field, a capture's time le
   CHECK(b["duplicate_batches"] == 4);
   CHECK(b["future_dropped"] == 5);
   CHECK(b["refused_events"] == 6);
-  CHECK(b["refused"] == nlohmann::json::parse(R"([{"reason":"no such name","events":6,"example":"name 99 in event 0"}])"));
+  CHECK(b["refused"] ==
+        nlohmann::json::parse(R"([{"reason":"no such name","events":6,"example":"name 99 in event 0"}])"));
   CHECK(b["capture"]["gpu_level"].is_null());
   CHECK(b["capture"]["seconds_left"] == 0.0);  // (ended before now)
   CHECK(b["cost"].is_null());

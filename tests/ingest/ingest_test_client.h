@@ -88,7 +88,9 @@ class Client {
   }
   ~Client() { Close(); }
   bool ok() const { return ok_; }
-  void Send(const std::string& bytes) { CHECK(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size())); }
+  void Send(const std::string& bytes) {
+    CHECK(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
+  }
   // For a connection the server may already have refused and closed: the
   // bytes may or may not go (EPIPE / ECONNRESET), the test asserts elsewhere.
   void TrySend(const std::string& bytes) { (void)::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
@@ -148,11 +150,12 @@ using test::WaitFor;
 // acknowledges a batch once its events are handed over (Ring::Handled).
 class TestPipeline {
  public:
-  explicit TestPipeline(Stream& stream) : loop_(stream, Options(), [this](const liveprof::Batch& b) {
-    std::lock_guard<std::mutex> lock(mu_);
-    events_.insert(events_.end(), b.events.begin(), b.events.end());
-    events_.insert(events_.end(), b.late.begin(), b.late.end());
-  }) {
+  explicit TestPipeline(Stream& stream)
+      : loop_(stream, Options(), [this](const liveprof::Batch& b) {
+          std::lock_guard<std::mutex> lock(mu_);
+          events_.insert(events_.end(), b.events.begin(), b.events.end());
+          events_.insert(events_.end(), b.late.begin(), b.late.end());
+        }) {
     loop_.Start();
   }
   ~TestPipeline() { loop_.Stop(); }

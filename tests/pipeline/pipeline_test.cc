@@ -4,8 +4,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>

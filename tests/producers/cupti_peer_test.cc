@@ -42,8 +42,8 @@ Fn Fake(const char* name) {
 
 // The fake's controls and its other client.
 struct FakeCupti {
-  void (*queue_launches)(int, uint32_t, const char*) =
-      Fake<void (*)(int, uint32_t, const char*)>("fake_cupti_queue_launches");
+  void (*queue_launches)(int, uint32_t,
+                         const char*) = Fake<void (*)(int, uint32_t, const char*)>("fake_cupti_queue_launches");
   int (*peer_start)(int) = Fake<int (*)(int)>("fake_cupti_peer_start");
   void (*peer_stop)(int) = Fake<void (*)(int)>("fake_cupti_peer_stop");
   int (*peer_kernels)(const char*) = Fake<int (*)(const char*)>("fake_cupti_peer_kernels");
@@ -173,8 +173,7 @@ TEST_CASE("cupti peer (fake libcupti): torch.profiler's window is its own, livep
   CHECK_FALSE(source.aside());
   CHECK(source.Regain());  // (nothing to take back)
   // Activity off while aside: only the memory kinds came back; on again: all.
-  CHECK(fake.EnabledKinds() ==
-        std::vector<int>{CUPTI_ACTIVITY_KIND_MEMORY2, CUPTI_ACTIVITY_KIND_MEMORY_POOL});
+  CHECK(fake.EnabledKinds() == std::vector<int>{CUPTI_ACTIVITY_KIND_MEMORY2, CUPTI_ACTIVITY_KIND_MEMORY_POOL});
   REQUIRE(SetGpuActivityEnabled(true));
   CHECK(fake.EnabledKinds() == our_kinds);
   source.PopOp();  // the op pushed before the handoff
@@ -314,7 +313,7 @@ TEST_CASE("cupti peer (fake libcupti): a refused regain is said once, then tried
   CHECK(why == "CONCURRENT_KERNEL: FAKE_CUPTI_ERROR (" + std::to_string(CUPTI_ERROR_NOT_READY) + ")");
   CHECK(source.aside());
   CHECK(fake.EnabledKinds().empty());  // none left on half-way.
-  CHECK_FALSE(source.Regain());         // (said once)
+  CHECK_FALSE(source.Regain());        // (said once)
   SUBCASE("the flush thread tries again until CUPTI takes it") {
     fake.refuse_kernels(0);
     const std::vector<CuptiSource::Handoff> h = WaitForHandoffs(source, 3);

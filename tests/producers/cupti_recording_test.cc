@@ -7,6 +7,7 @@
 #include <cupti_activity.h>
 #include <doctest/doctest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -18,18 +19,17 @@
 #include <set>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
-#include "pipeline/pipeline.h"
-#include "real_traces.h"
 #include "import/chunk_reader.h"
 #include "import/cupti_recording_file.h"
 #include "import/trace_analysis.h"
-#include "producers/cupti_records.h"
-#include "producers/host_api.h"
 #include "ingest/global_sender.h"
 #include "ingest/ingest_server.h"
+#include "pipeline/pipeline.h"
+#include "producers/cupti_records.h"
+#include "producers/host_api.h"
+#include "real_traces.h"
 #include "stream/clock.h"
 #include "stream/stream.h"
 
@@ -235,8 +235,9 @@ TEST_CASE("CUPTI recording (H200 loop): every kernel, copy, memset and allocatio
     }
     const json& m = per_step["memcpy"];
     CHECK(copies.size() == 3);
-    for (const auto& [kind, key] : {std::pair{EventKind::kMemcpyHtoD, "HtoD"}, std::pair{EventKind::kMemcpyDtoH, "DtoH"},
-                                    std::pair{EventKind::kMemcpyDtoD, "DtoD"}}) {
+    for (const auto& [kind, key] :
+         {std::pair{EventKind::kMemcpyHtoD, "HtoD"}, std::pair{EventKind::kMemcpyDtoH, "DtoH"},
+          std::pair{EventKind::kMemcpyDtoD, "DtoD"}}) {
       std::map<uint64_t, uint64_t> expected;
       for (const json& b : m[key]) expected[b.get<uint64_t>()] += steps;
       CHECK(copies[kind] == expected);
@@ -479,8 +480,8 @@ TEST_CASE("CUPTI recording (H200 loop): through a sender and an ingest server, t
   CuptiRecording recording;
   REQUIRE_MESSAGE(ReadCuptiRecordingFile(bin, &recording, &error), error);
   RecordedCupti::Options ro;
-  ro.host_shift_ns = static_cast<int64_t>(HostNowNs() + 100'000'000) -
-                     static_cast<int64_t>(recording.clock_pairs.front().second);
+  ro.host_shift_ns =
+      static_cast<int64_t>(HostNowNs() + 100'000'000) - static_cast<int64_t>(recording.clock_pairs.front().second);
   const CuptiPlayResult played = PlayCuptiRecording(recording, GlobalStream(), ro);
   CHECK(played.complete);
 
@@ -527,17 +528,17 @@ TEST_CASE("CUPTI recording (ResNet-18 injected): per kernel name, the counts tor
   CuptiRecordParser::Stats stats;
   std::vector<Event> events = ParseAll(recording, stream, input, &stats);
   // The README's census, by kind.
-  CHECK(stats.by_kind[10] == 3006);   // CONCURRENT_KERNEL
-  CHECK(stats.by_kind[1] == 200);     // MEMCPY
-  CHECK(stats.by_kind[2] == 68);      // MEMSET
+  CHECK(stats.by_kind[10] == 3006);  // CONCURRENT_KERNEL
+  CHECK(stats.by_kind[1] == 200);    // MEMCPY
+  CHECK(stats.by_kind[2] == 68);     // MEMSET
   // (The data's README has these two swapped; CUPTI's own walk,
   // cuptiActivityGetNextRecord, reads kind 5 RUNTIME 36,618 times and kind 4
   // DRIVER 13,351 times, as the parser does.)
-  CHECK(stats.by_kind[5] == 36618);   // RUNTIME
-  CHECK(stats.by_kind[4] == 13351);   // DRIVER
-  CHECK(stats.by_kind[38] == 138);    // SYNCHRONIZATION
-  CHECK(stats.by_kind[49] == 982);    // MEMORY2
-  CHECK(stats.by_kind[17] == 97);     // OVERHEAD
+  CHECK(stats.by_kind[5] == 36618);  // RUNTIME
+  CHECK(stats.by_kind[4] == 13351);  // DRIVER
+  CHECK(stats.by_kind[38] == 138);   // SYNCHRONIZATION
+  CHECK(stats.by_kind[49] == 982);   // MEMORY2
+  CHECK(stats.by_kind[17] == 97);    // OVERHEAD
   for (const Event& e : events) REQUIRE((e.track != 0 && e.track < stream.track_count()));
 
   // CUPTI's own overhead (its cost per step, HookTotals): of the 97 OVERHEAD
@@ -591,7 +592,8 @@ TEST_CASE("CUPTI recording (ResNet-18 injected): per kernel name, the counts tor
     k.launch.static_shared = a["shared memory"].get<uint32_t>();  // static + dynamic (Kineto's sum)
     torch.push_back(std::move(k));
   }
-  std::stable_sort(torch.begin(), torch.end(), [](const TorchKernel& a, const TorchKernel& b) { return a.corr < b.corr; });
+  std::stable_sort(torch.begin(), torch.end(),
+                   [](const TorchKernel& a, const TorchKernel& b) { return a.corr < b.corr; });
   REQUIRE(kernels.size() == torch.size());
   // The two runs launched the same kernels in the same order: each pair
   // agrees on its whole launch configuration, and one recorded name

@@ -85,8 +85,10 @@ TEST_CASE("cupti records: a kernel's mangled name is shown demangled, as torch.p
        "(cudnnKernelDataType_t)0>(cudnn::engines_precompiled::nhwc2nchw_params_t<float>, float const*, "
        "float*)"},
       // Not mangled: kept as they are.
-      {"sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel_trt",
-       "sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel_trt"},
+      {"sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel_"
+       "trt",
+       "sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel_"
+       "trt"},
       {"triton_poi_fused_add_0", "triton_poi_fused_add_0"},
       // Looks mangled, is not: kept.
       {"_Zfoo", "_Zfoo"},
@@ -216,16 +218,15 @@ TEST_CASE("cupti records: a memset and a peer copy") {
   peer.corr = 9;
   peer.kind = EventKind::kMemcpyPtoP;
   peer.device = 2;
-  peer.payload.copy = {512, static_cast<uint32_t>(MemoryKind::kDevice),
-                       static_cast<uint32_t>(MemoryKind::kDevice)};
+  peer.payload.copy = {512, static_cast<uint32_t>(MemoryKind::kDevice), static_cast<uint32_t>(MemoryKind::kDevice)};
   CheckEvent(events[1], peer);
   CHECK(f.stream.track(peer.track).device == 2);
 }
 
 TEST_CASE("cupti records: MEMORY2 allocations and releases become kAlloc and kFree") {
   Fixture f;
-  auto memory = [](CUpti_ActivityMemoryOperationType op, CUpti_ActivityMemoryKind kind,
-                   uint64_t ts, uint32_t async, uint32_t stream) {
+  auto memory = [](CUpti_ActivityMemoryOperationType op, CUpti_ActivityMemoryKind kind, uint64_t ts, uint32_t async,
+                   uint32_t stream) {
     CUpti_ActivityMemory4 m{};
     m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
     m.memoryOperationType = op;
@@ -243,14 +244,13 @@ TEST_CASE("cupti records: MEMORY2 allocations and releases become kAlloc and kFr
     return m;
   };
   RecordBuffer b;
-  b.Add(memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
-               kT0, 0, CUPTI_INVALID_STREAM_ID));
-  b.Add(memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, kT2,
-               1, 9));
-  b.Add(memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, CUPTI_ACTIVITY_MEMORY_KIND_PINNED,
-               kT1, 0, CUPTI_INVALID_STREAM_ID));
-  b.Add(memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_INVALID, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, kT1,
-               0, 0));  // neither: read, counted, no event.
+  b.Add(memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, kT0, 0,
+               CUPTI_INVALID_STREAM_ID));
+  b.Add(memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, kT2, 1, 9));
+  b.Add(memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, CUPTI_ACTIVITY_MEMORY_KIND_PINNED, kT1, 0,
+               CUPTI_INVALID_STREAM_ID));
+  b.Add(memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_INVALID, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, kT1, 0,
+               0));  // neither: read, counted, no event.
   const auto r = f.Parse(b);
   CHECK(r.records == 4);
   CHECK(r.events == 3);
@@ -326,11 +326,10 @@ TEST_CASE("cupti records: a local memory pool becomes the allocator's reserved-b
 TEST_CASE("cupti records: runtime and driver API records become kRuntimeApi on their thread") {
   Fixture f;
   // The host API already has a track for this OS thread: API spans join it.
-  const TrackId host_track = f.stream.AddTrack(
-      {f.stream.names().Intern("trainer 4321"), TrackType::kHostThread, kThread, 0});
+  const TrackId host_track =
+      f.stream.AddTrack({f.stream.names().Intern("trainer 4321"), TrackType::kHostThread, kThread, 0});
   RecordBuffer b;
-  b.Add(ApiRecord(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-                  11));
+  b.Add(ApiRecord(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 11));
   b.Add(ApiRecord(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 12));
   b.Add(ApiRecord(CUPTI_ACTIVITY_KIND_RUNTIME, 4000, 13));  // no name known anywhere.
   CUpti_ActivityAPI other = ApiRecord(CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API, 0, 14);
@@ -339,8 +338,7 @@ TEST_CASE("cupti records: runtime and driver API records become kRuntimeApi on t
   CHECK(f.Parse(b).events == 4);
   const std::vector<Event> events = f.Drain();
   REQUIRE(events.size() == 4);
-  const char* names[] = {"cudaLaunchKernel", "cuLaunchKernel", "cuda_runtime_api#4000",
-                         "CUDA internal Launch"};
+  const char* names[] = {"cudaLaunchKernel", "cuLaunchKernel", "cuda_runtime_api#4000", "CUDA internal Launch"};
   for (size_t i = 0; i < 3; ++i) {
     CAPTURE(i);
     Event want;
@@ -400,8 +398,7 @@ TEST_CASE("cupti records: graph-launched kernels share the launch's corr, op and
   char k2[] = "graph_softmax";
   RecordBuffer b;
   b.Add(External(kGraphCorr, op));
-  b.Add(ApiRecord(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
-                  kGraphCorr));
+  b.Add(ApiRecord(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, kGraphCorr));
   for (const char* name : {k1, k2, k1}) {
     CUpti_ActivityKernel10 k = KernelRecord(name, kGraphCorr);
     k.graphId = 5;
@@ -577,6 +574,5 @@ TEST_CASE("cupti records: only CUPTI's own overhead kinds are its cost, not CUDA
   CHECK(own_ns == 15'000);
   CHECK(f.parser->stats().cupti_overhead_ns == own_ns);
 }
-
 
 }  // namespace liveprof::cupti_test

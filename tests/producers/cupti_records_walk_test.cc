@@ -112,5 +112,4 @@ TEST_CASE("cupti records: a full ring drops and counts, the walk goes on") {
   CHECK(events[0].dur == kT1 - kT0);
 }
 
-
 }  // namespace liveprof::cupti_test

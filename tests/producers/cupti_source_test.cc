@@ -40,9 +40,7 @@ namespace {
 // True if `library` loads here (it then stays loaded, as CuptiSource leaves it).
 bool Loads(const char* library) { return dlopen(library, RTLD_NOW | RTLD_LOCAL) != nullptr; }
 
-bool Contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 constexpr const char* kHostOnly = "GPU activity is off; the run goes on host-only";
 
@@ -62,9 +60,9 @@ TEST_CASE("cupti source: without a driver, Start fails, says why and leaves noth
   if (Loads("libcupti.so.13") && !Loads("libcuda.so.1")) {
     // This machine: CUPTI loads, activity tracing is refused with 999.
     CHECK(source.status() == CuptiSource::Status::kUnavailable);
-    CHECK(source.message().starts_with(
-        "CUPTI loaded but activity tracing unavailable (no CUDA driver/GPU?): "
-        "CUPTI_ERROR_UNKNOWN (999). Driver: no CUDA driver: libcuda.so.1"));
+    CHECK(
+        source.message().starts_with("CUPTI loaded but activity tracing unavailable (no CUDA driver/GPU?): "
+                                     "CUPTI_ERROR_UNKNOWN (999). Driver: no CUDA driver: libcuda.so.1"));
     CHECK(source.message().ends_with(kHostOnly));
     CHECK(source.driver_message().starts_with("no CUDA driver: libcuda.so.1: cannot open"));
     CHECK(source.devices().empty());
@@ -98,7 +96,8 @@ TEST_CASE("cupti source: without the library, Start says CUPTI is not available"
   CHECK(source.status() == CuptiSource::Status::kNoLibrary);
   CHECK(source.message() ==
         "CUPTI not available (libcupti-liveprof-missing.so.13: cannot open shared object file: "
-        "No such file or directory); " + std::string(kHostOnly));
+        "No such file or directory); " +
+            std::string(kHostOnly));
   CHECK(source.driver_message() ==
         "no CUDA driver: libcuda-liveprof-missing.so.1: cannot open shared object file: No such "
         "file or directory");
@@ -123,8 +122,7 @@ TEST_CASE("cupti source: insufficient privileges are explained, other refusals n
   CHECK_FALSE(IsCuptiPrivilegeError(CUPTI_SUCCESS));
 
   const std::string privileges = CuptiEnableFailureMessage(
-      CUPTI_ERROR_INSUFFICIENT_PRIVILEGES, "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES (35)",
-      "1 GPU: 0=NVIDIA A100");
+      CUPTI_ERROR_INSUFFICIENT_PRIVILEGES, "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES (35)", "1 GPU: 0=NVIDIA A100");
   CHECK(privileges.starts_with(
       "CUPTI refused activity tracing: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES (35). Activity tracing "
       "(kernels, copies, API calls) needs no privilege; only GPU performance counters do"));
@@ -132,10 +130,10 @@ TEST_CASE("cupti source: insufficient privileges are explained, other refusals n
   CHECK(Contains(privileges, "Driver: 1 GPU: 0=NVIDIA A100."));
   CHECK(privileges.ends_with(kHostOnly));
 
-  CHECK(CuptiEnableFailureMessage(CUPTI_ERROR_UNKNOWN, "CUPTI_ERROR_UNKNOWN (999)",
-                                  "CUDA driver loaded, no GPU") ==
+  CHECK(CuptiEnableFailureMessage(CUPTI_ERROR_UNKNOWN, "CUPTI_ERROR_UNKNOWN (999)", "CUDA driver loaded, no GPU") ==
         "CUPTI loaded but activity tracing unavailable (no CUDA driver/GPU?): CUPTI_ERROR_UNKNOWN "
-        "(999). Driver: CUDA driver loaded, no GPU. " + std::string(kHostOnly));
+        "(999). Driver: CUDA driver loaded, no GPU. " +
+            std::string(kHostOnly));
 }
 
 #ifdef LIVEPROF_FAKE_CUPTI
@@ -144,8 +142,8 @@ TEST_CASE("cupti source: insufficient privileges are explained, other refusals n
 TEST_CASE("cupti source: running (fake libcupti): parses, bounds the pool, counts drops, flushes") {
   void* fake = dlopen(LIVEPROF_FAKE_CUPTI, RTLD_NOW | RTLD_LOCAL);
   REQUIRE(fake != nullptr);
-  auto queue_launches = reinterpret_cast<void (*)(int, uint32_t, const char*)>(
-      dlsym(fake, "fake_cupti_queue_launches"));
+  auto queue_launches =
+      reinterpret_cast<void (*)(int, uint32_t, const char*)>(dlsym(fake, "fake_cupti_queue_launches"));
   auto hold_buffers = reinterpret_cast<int (*)(int)>(dlsym(fake, "fake_cupti_hold_buffers"));
   auto add_dropped = reinterpret_cast<void (*)(size_t)>(dlsym(fake, "fake_cupti_add_dropped"));
   auto flags_seen = reinterpret_cast<uint32_t (*)()>(dlsym(fake, "fake_cupti_flags_seen"));
@@ -203,8 +201,8 @@ TEST_CASE("cupti source: running (fake libcupti): parses, bounds the pool, count
   REQUIRE(rings.size() == 1);
   CHECK(rings[0].name == "cupti");
   CHECK(rings[0].closed);
-  CHECK(rings[0].dropped == 25);          // CUPTI's drops are the source's drops...
-  CHECK(stream.TotalDropped() == 25);     // ...and the stream's.
+  CHECK(rings[0].dropped == 25);       // CUPTI's drops are the source's drops...
+  CHECK(stream.TotalDropped() == 25);  // ...and the stream's.
 
   std::vector<Event> kernels, launches;
   DrainLoop loop(stream, DrainLoop::Options{}, [&](const Batch& b) {
@@ -305,11 +303,16 @@ std::string ReadFile(const std::string& path) {
 // every API call of the fake recorded (the full level).
 std::vector<int> LevelKinds(CuptiLevel level) {
   std::vector<int> kinds = {
-      CUPTI_ACTIVITY_KIND_MEMCPY,        CUPTI_ACTIVITY_KIND_MEMSET,
-      CUPTI_ACTIVITY_KIND_RUNTIME,       CUPTI_ACTIVITY_KIND_DRIVER,
-      CUPTI_ACTIVITY_KIND_MARKER,        CUPTI_ACTIVITY_KIND_MEMCPY2,
-      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-      CUPTI_ACTIVITY_KIND_MEMORY2,       CUPTI_ACTIVITY_KIND_MEMORY_POOL,
+      CUPTI_ACTIVITY_KIND_MEMCPY,
+      CUPTI_ACTIVITY_KIND_MEMSET,
+      CUPTI_ACTIVITY_KIND_RUNTIME,
+      CUPTI_ACTIVITY_KIND_DRIVER,
+      CUPTI_ACTIVITY_KIND_MARKER,
+      CUPTI_ACTIVITY_KIND_MEMCPY2,
+      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+      CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+      CUPTI_ACTIVITY_KIND_MEMORY2,
+      CUPTI_ACTIVITY_KIND_MEMORY_POOL,
       CUPTI_ACTIVITY_KIND_OVERHEAD,
   };
   if (level == CuptiLevel::kFull) kinds.push_back(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
@@ -343,8 +346,7 @@ TEST_CASE("cupti source: capture levels (fake libcupti): the kinds and API calls
     // Capture on demand turns RUNTIME and DRIVER off and on again; enabling
     // a kind forgets CUPTI's per-call choices, so the source makes them again.
     REQUIRE(SetGpuActivityEnabled(false));
-    CHECK(EnabledKinds() == std::vector<int>{CUPTI_ACTIVITY_KIND_MEMORY2,
-                                             CUPTI_ACTIVITY_KIND_MEMORY_POOL});
+    CHECK(EnabledKinds() == std::vector<int>{CUPTI_ACTIVITY_KIND_MEMORY2, CUPTI_ACTIVITY_KIND_MEMORY_POOL});
     REQUIRE(SetGpuActivityEnabled(true));
     CHECK(EnabledKinds() == sorted_default);
     CHECK(RecordedApiCalls() == kDefaultApiCalls);
@@ -502,8 +504,8 @@ TEST_CASE("cupti source: recording (fake libcupti): the file holds the buffers, 
           std::string_view(reinterpret_cast<const char*>(bytes), size));
   }
   // 30 x (external correlation, API, kernel) then 5 x the same.
-  CHECK(rec.buffers[0].size == 30 * (sizeof(CUpti_ActivityExternalCorrelation) +
-                                     sizeof(CUpti_ActivityAPI) + sizeof(CUpti_ActivityKernel10)));
+  CHECK(rec.buffers[0].size ==
+        30 * (sizeof(CUpti_ActivityExternalCorrelation) + sizeof(CUpti_ActivityAPI) + sizeof(CUpti_ActivityKernel10)));
   // The start pair and one a flush at least: CUPTI's clock (the fake's runs
   // 1000 s ahead) first, the host's second.
   REQUIRE(rec.clock_pairs.size() >= 2);
@@ -514,11 +516,9 @@ TEST_CASE("cupti source: recording (fake libcupti): the file holds the buffers, 
   }
   CHECK(rec.has_names);
   CHECK(rec.op_external_kind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2);
-  CHECK(rec.kernel_names == std::unordered_map<uint64_t, std::string>{
-                                {reinterpret_cast<uintptr_t>(kGemm), kGemm},
-                                {reinterpret_cast<uintptr_t>(kRelu), kRelu}});
-  CHECK(rec.op_names == std::unordered_map<uint64_t, std::string>{{matmul, "train/MatMul"},
-                                                                  {relu, "train/Relu"}});
+  CHECK(rec.kernel_names == std::unordered_map<uint64_t, std::string>{{reinterpret_cast<uintptr_t>(kGemm), kGemm},
+                                                                      {reinterpret_cast<uintptr_t>(kRelu), kRelu}});
+  CHECK(rec.op_names == std::unordered_map<uint64_t, std::string>{{matmul, "train/MatMul"}, {relu, "train/Relu"}});
 
   // What the live run made of the same buffers: kernels joined to their ops.
   std::map<NameId, int> kernels_by_op;
@@ -621,23 +621,39 @@ TEST_CASE("cupti levels: names, the environment, which API calls the default kee
 
   // What steps.h and span_type.h read (Launch, Memcpy, Memset; the syncs of
   // the breakdown) and the memory calls are kept; Kineto's noisy ones are not.
-  for (const char* kept :
-       {"cudaLaunchKernel_v7000", "cudaLaunchKernel_ptsz_v7000", "cudaLaunchKernelExC_v11060",
-        "cudaGraphLaunch_v10000", "cuLaunchKernel", "cuLaunchKernelEx", "cudaMemcpy_v3020",
-        "cudaMemcpyAsync_v3020", "cuMemcpyHtoDAsync_v2", "cudaMemset_v3020", "cuMemsetD32Async",
-        "cudaMalloc_v3020", "cudaFree_v3020", "cudaMallocAsync_v11020", "cudaFreeAsync_v11020",
-        "cudaHostAlloc_v3020", "cudaMallocHost_v3020", "cuMemAlloc_v2", "cuMemFree_v2",
-        "cuMemAllocAsync", "cuMemFreeAsync", "cudaStreamSynchronize_v3020",
-        "cudaDeviceSynchronize_v3020", "cudaEventSynchronize_v3020", "cuCtxSynchronize",
-        "cuStreamSynchronize"}) {
+  for (const char* kept : {"cudaLaunchKernel_v7000",
+                           "cudaLaunchKernel_ptsz_v7000",
+                           "cudaLaunchKernelExC_v11060",
+                           "cudaGraphLaunch_v10000",
+                           "cuLaunchKernel",
+                           "cuLaunchKernelEx",
+                           "cudaMemcpy_v3020",
+                           "cudaMemcpyAsync_v3020",
+                           "cuMemcpyHtoDAsync_v2",
+                           "cudaMemset_v3020",
+                           "cuMemsetD32Async",
+                           "cudaMalloc_v3020",
+                           "cudaFree_v3020",
+                           "cudaMallocAsync_v11020",
+                           "cudaFreeAsync_v11020",
+                           "cudaHostAlloc_v3020",
+                           "cudaMallocHost_v3020",
+                           "cuMemAlloc_v2",
+                           "cuMemFree_v2",
+                           "cuMemAllocAsync",
+                           "cuMemFreeAsync",
+                           "cudaStreamSynchronize_v3020",
+                           "cudaDeviceSynchronize_v3020",
+                           "cudaEventSynchronize_v3020",
+                           "cuCtxSynchronize",
+                           "cuStreamSynchronize"}) {
     CAPTURE(kept);
     CHECK(DefaultLevelApi(kept));
   }
   for (const char* dropped :
-       {"cudaGetDevice_v3020", "cudaSetDevice_v3020", "cudaGetLastError_v3020",
-        "cudaEventQuery_v3020", "cudaEventRecord_v3020", "cudaStreamIsCapturing_v10000",
-        "cudaFuncGetAttributes_v3020", "cuKernelGetAttribute", "cuDevicePrimaryCtxGetState",
-        "cuCtxGetCurrent", "cuCtxSetCurrent", "cuEventQuery", "cuPointerGetAttribute",
+       {"cudaGetDevice_v3020", "cudaSetDevice_v3020", "cudaGetLastError_v3020", "cudaEventQuery_v3020",
+        "cudaEventRecord_v3020", "cudaStreamIsCapturing_v10000", "cudaFuncGetAttributes_v3020", "cuKernelGetAttribute",
+        "cuDevicePrimaryCtxGetState", "cuCtxGetCurrent", "cuCtxSetCurrent", "cuEventQuery", "cuPointerGetAttribute",
         "cuGetProcAddress_v2"}) {
     CAPTURE(dropped);
     CHECK_FALSE(DefaultLevelApi(dropped));

@@ -69,9 +69,7 @@ struct Fixture {
     parser = std::make_unique<CuptiRecordParser>(stream, std::move(options));
   }
 
-  CuptiRecordParser::Result Parse(const RecordBuffer& b) {
-    return parser->Parse(b.data(), b.size(), *ring);
-  }
+  CuptiRecordParser::Result Parse(const RecordBuffer& b) { return parser->Parse(b.data(), b.size(), *ring); }
   std::vector<Event> Drain() {
     std::vector<Event> out;
     ring->Drain([&](std::span<Event> s) { out.insert(out.end(), s.begin(), s.end()); });
@@ -118,8 +116,7 @@ inline CUpti_ActivityKernel10 KernelRecord(const char* name, uint32_t corr = kCo
   return k;
 }
 
-inline constexpr const char* kDetails =
-    "regs:64 static_shared:1024 dynamic_shared:2048 grid:120,2,1 block:256,1,1";
+inline constexpr const char* kDetails = "regs:64 static_shared:1024 dynamic_shared:2048 grid:120,2,1 block:256,1,1";
 
 inline CUpti_ActivityAPI ApiRecord(CUpti_ActivityKind kind, uint32_t cbid, uint32_t corr) {
   CUpti_ActivityAPI a{};
@@ -133,9 +130,8 @@ inline CUpti_ActivityAPI ApiRecord(CUpti_ActivityKind kind, uint32_t cbid, uint3
   return a;
 }
 
-inline CUpti_ActivityExternalCorrelation External(uint32_t corr, uint64_t id,
-                                           CUpti_ExternalCorrelationKind kind =
-                                               CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2) {
+inline CUpti_ActivityExternalCorrelation External(
+    uint32_t corr, uint64_t id, CUpti_ExternalCorrelationKind kind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2) {
   CUpti_ActivityExternalCorrelation x{};
   x.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
   x.externalKind = kind;
@@ -143,7 +139,6 @@ inline CUpti_ActivityExternalCorrelation External(uint32_t corr, uint64_t id,
   x.correlationId = corr;
   return x;
 }
-
 
 }  // namespace liveprof::cupti_test
 

@@ -57,37 +57,51 @@ bool g_enabled[CUPTI_ACTIVITY_KIND_COUNT] = {};  // by kind: as CUPTI, records o
 size_t g_dropped = 0;
 std::map<uint32_t, uint8_t> g_runtime_api;  // cbid -> last per-call switch, since the kind's enable.
 std::map<uint32_t, uint8_t> g_driver_api;
-size_t g_api_switches = 0;                  // per-call switches, in all.
+size_t g_api_switches = 0;                                               // per-call switches, in all.
 std::vector<uint64_t> g_external[CUPTI_EXTERNAL_CORRELATION_KIND_SIZE];  // pushed ids, by kind.
 std::vector<std::vector<uint8_t>> g_delivered;  // each non-empty buffer completed, as delivered.
-CUpti_Subscriber_st g_subscriber_slot;   // the one subscriber's handle.
+CUpti_Subscriber_st g_subscriber_slot;          // the one subscriber's handle.
 bool g_subscribed = false;
-bool g_thread_id_types = false;          // cuptiSet/GetThreadIdType answer (a test's choice).
+bool g_thread_id_types = false;  // cuptiSet/GetThreadIdType answer (a test's choice).
 CUpti_ActivityThreadIdType g_thread_id_type = CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT;
-int g_finalized = 0;                     // cuptiFinalize calls.
-int g_flushes = 0;                       // cuptiActivityFlushAll calls.
-bool g_refuse_kernels = false;           // cuptiActivityEnable(CONCURRENT_KERNEL) fails (a test's choice).
+int g_finalized = 0;            // cuptiFinalize calls.
+int g_flushes = 0;              // cuptiActivityFlushAll calls.
+bool g_refuse_kernels = false;  // cuptiActivityEnable(CONCURRENT_KERNEL) fails (a test's choice).
 
 struct Callback {
   bool driver;
   uint32_t cbid;
   const char* name;
 };
-#define FAKE_RT(fn) {false, CUPTI_RUNTIME_TRACE_CBID_##fn, #fn}
-#define FAKE_DRV(fn) {true, CUPTI_DRIVER_TRACE_CBID_##fn, #fn}
+#define FAKE_RT(fn) \
+  { false, CUPTI_RUNTIME_TRACE_CBID_##fn, #fn }
+#define FAKE_DRV(fn) \
+  { true, CUPTI_DRIVER_TRACE_CBID_##fn, #fn }
 constexpr Callback kCallbacks[] = {
-    FAKE_RT(cudaGetLastError_v3020),    FAKE_RT(cudaGetDevice_v3020),
-    FAKE_RT(cudaMalloc_v3020),          FAKE_RT(cudaFree_v3020),
-    FAKE_RT(cudaMemcpy_v3020),          FAKE_RT(cudaMemsetAsync_v3020),
-    FAKE_RT(cudaStreamSynchronize_v3020), FAKE_RT(cudaEventQuery_v3020),
-    FAKE_RT(cudaLaunchKernel_v7000),    FAKE_RT(cudaStreamIsCapturing_v10000),
-    FAKE_RT(cudaMallocAsync_v11020),    FAKE_RT(cudaFreeAsync_v11020),
-    FAKE_DRV(cuCtxSynchronize),         FAKE_DRV(cuEventQuery),
-    FAKE_DRV(cuStreamSynchronize),      FAKE_DRV(cuMemsetD8Async),
-    FAKE_DRV(cuMemAlloc_v2),            FAKE_DRV(cuMemFree_v2),
-    FAKE_DRV(cuMemcpyHtoD_v2),          FAKE_DRV(cuCtxGetCurrent),
-    FAKE_DRV(cuLaunchKernel),           FAKE_DRV(cuDevicePrimaryCtxGetState),
-    FAKE_DRV(cuMemAllocAsync),          FAKE_DRV(cuKernelGetAttribute),
+    FAKE_RT(cudaGetLastError_v3020),
+    FAKE_RT(cudaGetDevice_v3020),
+    FAKE_RT(cudaMalloc_v3020),
+    FAKE_RT(cudaFree_v3020),
+    FAKE_RT(cudaMemcpy_v3020),
+    FAKE_RT(cudaMemsetAsync_v3020),
+    FAKE_RT(cudaStreamSynchronize_v3020),
+    FAKE_RT(cudaEventQuery_v3020),
+    FAKE_RT(cudaLaunchKernel_v7000),
+    FAKE_RT(cudaStreamIsCapturing_v10000),
+    FAKE_RT(cudaMallocAsync_v11020),
+    FAKE_RT(cudaFreeAsync_v11020),
+    FAKE_DRV(cuCtxSynchronize),
+    FAKE_DRV(cuEventQuery),
+    FAKE_DRV(cuStreamSynchronize),
+    FAKE_DRV(cuMemsetD8Async),
+    FAKE_DRV(cuMemAlloc_v2),
+    FAKE_DRV(cuMemFree_v2),
+    FAKE_DRV(cuMemcpyHtoD_v2),
+    FAKE_DRV(cuCtxGetCurrent),
+    FAKE_DRV(cuLaunchKernel),
+    FAKE_DRV(cuDevicePrimaryCtxGetState),
+    FAKE_DRV(cuMemAllocAsync),
+    FAKE_DRV(cuKernelGetAttribute),
 };
 #undef FAKE_RT
 #undef FAKE_DRV
@@ -114,8 +128,7 @@ size_t RecordSize(CUpti_ActivityKind kind) {
 uint64_t Now() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec) +
-         kFakeClockOffsetNs;
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec) + kFakeClockOffsetNs;
 }
 
 template <typename T>
@@ -209,8 +222,7 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
   return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid,
-                                          const char** name) {
+CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char** name) {
   for (const Callback& c : kCallbacks) {
     if (c.cbid == cbid && c.driver == (domain == CUPTI_CB_DOMAIN_DRIVER_API) &&
         (domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API)) {
@@ -235,8 +247,7 @@ CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t
   return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
-                                                            uint64_t id) {
+CUptiResult CUPTIAPI cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t id) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   if (kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID || kind >= CUPTI_EXTERNAL_CORRELATION_KIND_SIZE) {
     return CUPTI_ERROR_INVALID_PARAMETER;
@@ -245,8 +256,7 @@ CUptiResult CUPTIAPI cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrel
   return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
-                                                           uint64_t* last) {
+CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t* last) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   if (kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID || kind >= CUPTI_EXTERNAL_CORRELATION_KIND_SIZE ||
       g_external[kind].empty()) {
@@ -470,10 +480,10 @@ size_t fake_cupti_external_depth() {
 namespace {
 
 struct Peer {
-  std::set<uint8_t*> buffers;              // handed to CUPTI, not yet back.
-  std::map<std::string, int> kernels;      // kernel records received, by name.
+  std::set<uint8_t*> buffers;          // handed to CUPTI, not yet back.
+  std::map<std::string, int> kernels;  // kernel records received, by name.
   int api_records = 0;
-  int unknown_buffers = 0;                 // given one it did not hand out (Kineto logs an error).
+  int unknown_buffers = 0;  // given one it did not hand out (Kineto logs an error).
   bool subscribed = false;
   CUpti_SubscriberHandle subscriber = nullptr;
 };

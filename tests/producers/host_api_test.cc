@@ -49,9 +49,7 @@ TEST_CASE("host api: every macro records its kind, name and payload") {
   int buffer[4];
   const TrackId track = RunOnThread([&] {
     LIVEPROF_STEP(42);
-    {
-      LIVEPROF_INPUT("load_batch");
-    }
+    { LIVEPROF_INPUT("load_batch"); }
     {
       LIVEPROF_OP("dense/MatMul:MatMul");
       LIVEPROF_SCOPE("inner");

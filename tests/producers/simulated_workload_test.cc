@@ -39,16 +39,14 @@ Views Analyze(const Run& r) {
   RenderOptions ro;
   ro.steps = WindowSel{.last_steps = 1000};
   const RenderedViews v = a.Render(ro);
-  return {nlohmann::json::parse(v.overview), nlohmann::json::parse(v.input_pipeline),
-          nlohmann::json::parse(v.steps), nlohmann::json::parse(v.memory),
-          nlohmann::json::parse(v.alerts)};
+  return {nlohmann::json::parse(v.overview), nlohmann::json::parse(v.input_pipeline), nlohmann::json::parse(v.steps),
+          nlohmann::json::parse(v.memory), nlohmann::json::parse(v.alerts)};
 }
 
 bool SameEvent(const Event& a, const Event& b) {
-  return a.ts == b.ts && a.dur == b.dur && a.name == b.name && a.track == b.track &&
-         a.corr == b.corr && a.kind == b.kind && a.sub == b.sub && a.flags == b.flags &&
-         a.device == b.device && a.payload.raw[0] == b.payload.raw[0] &&
-         a.payload.raw[1] == b.payload.raw[1];
+  return a.ts == b.ts && a.dur == b.dur && a.name == b.name && a.track == b.track && a.corr == b.corr &&
+         a.kind == b.kind && a.sub == b.sub && a.flags == b.flags && a.device == b.device &&
+         a.payload.raw[0] == b.payload.raw[0] && a.payload.raw[1] == b.payload.raw[1];
 }
 
 TEST_CASE("simulated model: the same seed gives the same events, another seed others") {
@@ -242,9 +240,8 @@ TEST_CASE("simulated workload: --workers runs each rank as its own process, the 
   Stream stream;
   Diagnostics diag;
   Analyses analyses(AnalysesOptions{}, &diag);
-  DrainLoop drain(stream, DrainLoop::Options{}, [&](const Batch& b) {
-    analyses.Consume(b.definitions, b.events, b.late, b.watermark_ns, b.now_ns);
-  });
+  DrainLoop drain(stream, DrainLoop::Options{},
+                  [&](const Batch& b) { analyses.Consume(b.definitions, b.events, b.late, b.watermark_ns, b.now_ns); });
   SimulatedWorkloadOptions o;
   o.steps = 8;
   // Paced, on the host clock: unpaced, the events are all behind the drain's

@@ -7,13 +7,13 @@
 
 #include <algorithm>
 #include <random>
-#include <unordered_map>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
+#include "event_builder.h"
 #include "store/device_steps.h"
 #include "store/trace_store.h"
-#include "event_builder.h"
 
 namespace liveprof::derived_rows_test {
 namespace {
@@ -124,10 +124,10 @@ TEST_CASE("derived rows: a GPU's Steps row spans each step's own work on it, shi
   using test::Launch;
   // Step 1: launches 11 and 12; GPU 1 copies for 12 within it; a memset
   // with no launch (by time) before the step's marker comes.
-  rows.Derive({{Launch(100, 10, 11, 0, kThread), Work(EventKind::kMemset, 300, 20, 0, kGpu0, 0),
-                Launch(900, 10, 12, 0, kThread), Work(EventKind::kMemcpyHtoD, 950, 50, 12, kGpu1, 1),
-                Step(0, kStepNs, 1)}},
-              &out);
+  rows.Derive(
+      {{Launch(100, 10, 11, 0, kThread), Work(EventKind::kMemset, 300, 20, 0, kGpu0, 0),
+        Launch(900, 10, 12, 0, kThread), Work(EventKind::kMemcpyHtoD, 950, 50, 12, kGpu1, 1), Step(0, kStepNs, 1)}},
+      &out);
   CHECK(StepSpans(out).empty());  // GPU 0 has not started step 1's kernels.
   // Step 2: GPU 0 runs step 1's kernels during it (from 800 to 1,900).
   rows.Derive({{Launch(1100, 10, 21, 0, kThread), Work(EventKind::kKernel, 800, 500, 11, kGpu0, 0),
@@ -135,7 +135,8 @@ TEST_CASE("derived rows: a GPU's Steps row spans each step's own work on it, shi
               &out);
   CHECK(StepSpans(out).empty());  // (concurrent streams may still finish step 1's work)
   // Process 1's step, launch 11 and its kernel on GPU 2: its own.
-  rows.Derive({{Launch(150, 10, 11, 0, 7), Work(EventKind::kKernel, 600, 50, 11, 8, 2), test::Step(100, 600, 1, 7)}}, &out);
+  rows.Derive({{Launch(150, 10, 11, 0, 7), Work(EventKind::kKernel, 600, 50, 11, 8, 2), test::Step(100, 600, 1, 7)}},
+              &out);
   CHECK(StepSpans(out).empty());
   // Step 3: step 2's kernel; then the device is on step 3: step 1 is made.
   rows.Derive({{Launch(2100, 10, 31, 0, kThread), Work(EventKind::kKernel, 1900, 700, 21, kGpu0, 0),
@@ -213,14 +214,16 @@ TEST_CASE("derived rows: a GPU's memory in use, one sample per allocation and fr
   std::vector<Event> out;
   using test::Alloc;
   using test::Free;
-  const std::vector<Event> in = {Alloc(10, 1, 0x1000, 500), Alloc(20, 1, 0x2000, 300, MemoryKind::kDevice, 2),
-                Alloc(30, 1, 0x3000, 200),                       // device 0: 700
-                Alloc(35, 1, 0x9000, 999, MemoryKind::kPinned),  // host memory: not a GPU's.
-                Free(40, 1, 0x1000, 7),                          // its allocation's size: 200
-                Free(50, 1, 0x7777, 50),                         // allocated before we saw it: ignored
-                Alloc(60, 1, 0x3000, 1000),                      // again: 0x3000 was freed unseen, 1000
-                Alloc(65, 1, 0, 40), Free(66, 1, 0, 1'000'000),  // no address: by size, never below 0
-                Alloc(70, 1, 0x4000, 64, MemoryKind::kManaged, 2)};
+  const std::vector<Event> in = {Alloc(10, 1, 0x1000, 500),
+                                 Alloc(20, 1, 0x2000, 300, MemoryKind::kDevice, 2),
+                                 Alloc(30, 1, 0x3000, 200),                       // device 0: 700
+                                 Alloc(35, 1, 0x9000, 999, MemoryKind::kPinned),  // host memory: not a GPU's.
+                                 Free(40, 1, 0x1000, 7),                          // its allocation's size: 200
+                                 Free(50, 1, 0x7777, 50),                         // allocated before we saw it: ignored
+                                 Alloc(60, 1, 0x3000, 1000),  // again: 0x3000 was freed unseen, 1000
+                                 Alloc(65, 1, 0, 40),
+                                 Free(66, 1, 0, 1'000'000),  // no address: by size, never below 0
+                                 Alloc(70, 1, 0x4000, 64, MemoryKind::kManaged, 2)};
   rows.Derive(in, &out);
   std::vector<std::pair<uint64_t, double>> dev0, dev2;
   for (const Event& c : out) {
@@ -241,8 +244,9 @@ TEST_CASE("derived rows: the store shows them, exports leave them out, and refus
   Event foreign = Step(0, 10, 0);
   foreign.track = DerivedRows::kFirstDerivedTrack + 3;
   // (the kernels' corr is their start: launched at 5 and 150; the step made at the watermark)
-  store.Append(defs, {{test::Launch(5, 1, 10), test::Launch(150, 1, 200), Step(0, 1000, 1), Kernel(0, 4, 10, 100, 5),
-                       Kernel(0, 4, 200, 100, 6), foreign}},
+  store.Append(defs,
+               {{test::Launch(5, 1, 10), test::Launch(150, 1, 200), Step(0, 1000, 1), Kernel(0, 4, 10, 100, 5),
+                 Kernel(0, 4, 200, 100, 6), foreign}},
                1000 + DeviceSteps::kCloseLagNs);
   const TraceStore::Stats s = store.stats();
   CHECK(s.events == 5);
@@ -265,7 +269,8 @@ TEST_CASE("derived rows: the store shows them, exports leave them out, and refus
   CHECK(exported == 5);
   // Asked for by id, a derived row is still not exported (a re-import would count steps twice).
   exported = 0;
-  store.ForEach(0, 1000, {DerivedRows::TrackOf(0, DerivedRows::Row::kSteps)}, [&](StoredEventId, const Event&) { ++exported; });
+  store.ForEach(0, 1000, {DerivedRows::TrackOf(0, DerivedRows::Row::kSteps)},
+                [&](StoredEventId, const Event&) { ++exported; });
   CHECK(exported == 0);
 }
 

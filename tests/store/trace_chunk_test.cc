@@ -68,7 +68,7 @@ TEST_CASE("trace chunk: columns that repeat one entry are sealed once and decode
     const ColumnEnds ends = b.SealInto(data.data(), u);
     CHECK(CheckChunk(data.data(), ends, b.count(), u));
     CHECK(!CheckChunk(data.data(), ends, b.count() + 1, u));  // one more event than the columns hold.
-    std::vector<char> bad(n, '\x80');                          // varints that never end.
+    std::vector<char> bad(n, '\x80');                         // varints that never end.
     CHECK(!CheckChunk(bad.data(), ends, b.count(), u));
     ColumnEnds unsorted = ends;
     std::swap(unsorted[0], unsorted[1]);

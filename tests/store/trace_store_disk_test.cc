@@ -61,8 +61,8 @@ std::vector<fs::path> Segments(const std::string& dir) {
 // Queries a store answers as it should: the whole range, a middle and a
 // deep zoom, and random views.
 std::vector<TraceQuery> SomeQueries(uint64_t end, uint64_t seed) {
-  std::vector<TraceQuery> q = {{{}, 0, end, 2000}, {{}, end / 2, end / 2 + end / 40, 1500},
-                               {{}, end / 3, end / 3 + 20'000, 1000}};
+  std::vector<TraceQuery> q = {
+      {{}, 0, end, 2000}, {{}, end / 2, end / 2 + end / 40, 1500}, {{}, end / 3, end / 3 + 20'000, 1000}};
   std::mt19937_64 rng(seed);
   for (int i = 0; i < 8; ++i) {
     const uint64_t a = rng() % end, len = 1 + rng() % (end >> (rng() % 14));

@@ -57,8 +57,8 @@ TEST_CASE("nesting: back-to-back ops overlapping by a rounding share a lane, nes
   for (const Slice& s : v) CHECK(s.depth == 0);
   // A parent around three children, one child with a grandchild, a sibling
   // that only overlaps the first child's end.
-  std::vector<Slice> w = {At(1, 0, 1000), At(2, 10, 100), At(3, 20, 10), At(4, 105, 50), At(5, 200, 300),
-                          At(6, 500, 0)};
+  std::vector<Slice> w = {At(1, 0, 1000), At(2, 10, 100),  At(3, 20, 10),
+                          At(4, 105, 50), At(5, 200, 300), At(6, 500, 0)};
   NestSlices(&w);
   std::vector<int> got;
   for (const Slice& s : w) got.push_back(s.depth);
@@ -122,7 +122,8 @@ TEST_CASE("counter rows: each counter name recorded on a thread gets a counter r
   for (const auto& f : t.summaries) {
     samples += f.count;
     const uint64_t ts = r.t0 + f.px * static_cast<uint64_t>(r.ns_per_px);
-    const int last = static_cast<int>((ts + static_cast<uint64_t>(r.ns_per_px) - 1 - 10) / 20);  // the pixel's last sample.
+    const int last =
+        static_cast<int>((ts + static_cast<uint64_t>(r.ns_per_px) - 1 - 10) / 20);  // the pixel's last sample.
     CHECK(f.last_value == doctest::Approx(4.0 - last * 0.01));
   }
   CHECK(samples == 103);  // 1030 .. 3070.
@@ -163,7 +164,8 @@ TEST_CASE("counter rows: a run folder read back names its counter rows by their 
   for (const auto& track : reopened.Tracks()) {
     if (DerivedRows::IsCounterRow(track.first)) rows.emplace_back(track.first, track.second.name);
   }
-  CHECK(rows == std::vector<std::pair<TrackId, NameId>>{{DerivedRows::CounterTrack(0), 1}, {DerivedRows::CounterTrack(1), 2}});
+  CHECK(rows ==
+        std::vector<std::pair<TrackId, NameId>>{{DerivedRows::CounterTrack(0), 1}, {DerivedRows::CounterTrack(1), 2}});
   const TraceQueryResult r = reopened.Query({{DerivedRows::CounterTrack(1)}, 0, 4096, 4096});
   REQUIRE(r.tracks.size() == 1);
   uint64_t samples = 0;
@@ -181,9 +183,9 @@ TEST_CASE("search: equal starts are stepped through by id, the matches are count
   Store s({"", "conv_op", "conv_kernel", "other"});
   std::vector<Event> events;
   for (uint64_t i = 0; i < 30; ++i) {
-    events.push_back(test::Span(i * 100, 50, 1, 1));           // conv_op at i*100
-    events.push_back(test::Kernel(i * 100, 40, 2, 0, 2));       // conv_kernel at the same start
-    events.push_back(test::Span(i * 100 + 60, 10, 3, 1));       // other
+    events.push_back(test::Span(i * 100, 50, 1, 1));       // conv_op at i*100
+    events.push_back(test::Kernel(i * 100, 40, 2, 0, 2));  // conv_kernel at the same start
+    events.push_back(test::Span(i * 100 + 60, 10, 3, 1));  // other
   }
   s.store.Append({}, events);
   // Forward from the start, by (ts, id): every match once, in order.
@@ -323,7 +325,7 @@ TEST_CASE("flows: far ends are the nearest of their id, past chunks of other ids
     const TrackId host = static_cast<TrackId>(1 + i % 3);
     events.push_back(test::Launch(ts, 3'000, corr, 1, host));
     events.push_back(test::Span(ts + 4'000, 2'000, 2, host));  // a host span, no id.
-    const uint64_t lag = 5'000 + rng() % 70'000'000;  // some past the reach
+    const uint64_t lag = 5'000 + rng() % 70'000'000;           // some past the reach
     events.push_back(test::Kernel(ts + lag, 1'000 + rng() % 5'000, 2, corr, static_cast<TrackId>(10 + i % 2)));
     last_ns = std::max(last_ns, ts + lag);
   }
@@ -368,13 +370,14 @@ TEST_CASE("area sums: every event in the area per name, sub-pixel ones too, with
   CHECK(all.tracks == 2);
   CHECK(all.events == 3 * 103);
   auto find = [](const TraceStore::AreaSums& a, NameId n) {
-    for (const auto& x : a.names) if (x.name == n) return x;
+    for (const auto& x : a.names)
+      if (x.name == n) return x;
     return TraceStore::AreaSums::Name{};
   };
   CHECK(all.names.front().name == 1);  // the longest total first.
   CHECK(find(all, 1).count == 3);
   CHECK(find(all, 1).total == 3000);
-  CHECK(find(all, 1).self == 3 * 600);        // less the op.
+  CHECK(find(all, 1).self == 3 * 600);          // less the op.
   CHECK(find(all, 2).self == 3 * (400 - 200));  // less its 100 tiny events.
   CHECK(find(all, 3).count == 300);
   CHECK(find(all, 3).self == 600);

@@ -11,14 +11,13 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
-#include <set>
 #include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
 namespace liveprof::trace_store_test {
 namespace {
-
 
 TEST_CASE("trace store: viewport queries equal brute force at every zoom") {
   size_t held = 0;
@@ -72,8 +71,10 @@ TEST_CASE("store at 10 M events: viewport queries equal brute force") {
   const std::vector<Event> all = WithDerived(trace.events);
   const uint64_t end = store.stats().last_ns;
   std::mt19937_64 rng(21);
-  std::vector<TraceQuery> queries = {{{}, 0, end, 2000}, {{}, end / 2, end / 2 + end / 100, 2000},
-                                     {{}, end / 3, end / 3 + 50'000, 2000}, {{}, 0, 3'000'000, 1500}};
+  std::vector<TraceQuery> queries = {{{}, 0, end, 2000},
+                                     {{}, end / 2, end / 2 + end / 100, 2000},
+                                     {{}, end / 3, end / 3 + 50'000, 2000},
+                                     {{}, 0, 3'000'000, 1500}};
   for (int i = 0; i < 4; ++i) {
     const uint64_t a = rng() % end, len = 1 + rng() % (end >> (rng() % 20));
     queries.push_back({{}, a, a + len, static_cast<uint32_t>(1 + rng() % 3000)});
@@ -159,7 +160,8 @@ TEST_CASE("trace store: ids, payloads, search, ForEach and flows") {
   std::set<StoredEventId> slices, far;
   size_t kernels_with_launch = 0;
   for (const auto& t : r.tracks) {
-    for (const auto& s : t.slices) launches[s.corr] += s.kind == EventKind::kRuntimeApi && s.corr != 0, slices.insert(s.id);
+    for (const auto& s : t.slices)
+      launches[s.corr] += s.kind == EventKind::kRuntimeApi && s.corr != 0, slices.insert(s.id);
   }
   for (const auto& t : r.tracks) {
     for (const auto& s : t.slices) kernels_with_launch += s.kind == EventKind::kKernel && launches[s.corr] > 0;
@@ -319,14 +321,15 @@ TEST_CASE("trace store: a query that lets appends in counts each event once (run
   for (uint32_t width = 800; !done || queries < 6; width = width == 800 ? 65536 : 800) {
     const TraceStore::Stats before = store.stats();
     const uint64_t got = ProducerEvents(store.Query({{}, 0, before.last_ns + 1, width}));
-    CHECK(got >= before.events);                // every event there before the query, at least once...
-    CHECK(got <= store.stats().events);         // ...and none twice: at most those there after it.
+    CHECK(got >= before.events);         // every event there before the query, at least once...
+    CHECK(got <= store.stats().events);  // ...and none twice: at most those there after it.
     ++queries;
   }
   writer.join();
   const std::vector<Event> all = WithDerived(trace.events);
   const uint64_t end = store.stats().last_ns + 1;
-  for (const TraceQuery& q : {TraceQuery{{}, 0, end, 800}, TraceQuery{{}, 0, end, 65536}, TraceQuery{{}, end / 2, end, 1000}}) {
+  for (const TraceQuery& q :
+       {TraceQuery{{}, 0, end, 800}, TraceQuery{{}, 0, end, 65536}, TraceQuery{{}, end / 2, end, 1000}}) {
     ExpectSame(store.Query(q), BruteForce(all, q));
   }
 }

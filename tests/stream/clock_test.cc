@@ -10,7 +10,7 @@ namespace liveprof::clock_test {
 
 namespace {
 constexpr uint64_t kHostOffsetNs = 5'000'000'000;  // the other clock started 5 s later.
-constexpr double kSkew = 1.0001;                     // it runs 100 ppm slow.
+constexpr double kSkew = 1.0001;                   // it runs 100 ppm slow.
 uint64_t HostOf(uint64_t other) {
   return kHostOffsetNs + static_cast<uint64_t>(std::llround(static_cast<double>(other) * kSkew));
 }
@@ -20,7 +20,7 @@ TEST_CASE("clock map: recovers a known skew and offset from noisy pairs") {
   ClockMap map(64);
   std::srand(7);
   constexpr uint64_t kStart = 1'000'000'000'000;  // the other clock's reading at the first pair.
-  constexpr uint64_t kPeriod = 100'000'000;        // a pair every 100 ms.
+  constexpr uint64_t kPeriod = 100'000'000;       // a pair every 100 ms.
   for (int i = 0; i < 64; ++i) {
     const uint64_t other = kStart + i * kPeriod;
     const int noise = std::rand() % 41 - 20;  // +-20 ns reading jitter.

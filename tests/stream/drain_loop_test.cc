@@ -79,119 +79,118 @@ size_t Instants(const std::vector<Event>& events) {
 TEST_CASE("drain: several threads below capacity lose and duplicate nothing") {
   // The consumer on the drain thread, and on a thread of its own.
   for (const size_t handoff : {size_t{0}, size_t{1} << 16}) {
-  CAPTURE(handoff);
-  constexpr int kThreads = 4;
-  constexpr uint32_t kPerThread = 50'000;
-  Stream stream(Stream::Options{.ring_capacity = kPerThread});  // can never fill.
-  Collector c;
-  DrainLoop loop(stream, FastOptions(handoff), c.Fn());
-  loop.Start();
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      auto ring = stream.AddRing({.name = "producer " + std::to_string(t)});
-      if (ring == nullptr) return;
-      uint32_t refused = 0;
-      for (uint32_t i = 0; i < kPerThread; ++i) {
-        refused += ring->queue->TryPush(test::Seq(HostNowNs(), i, static_cast<TrackId>(t + 1))) ? 0 : 1;
-      }
-      CHECK(refused == 0);
-      ring->closed.store(true, std::memory_order_release);
-    });
-  }
-  for (auto& th : threads) th.join();
-  loop.Stop();
-
-  CHECK(c.order_ok);
-  // A producer preempted between its timestamp and its push for longer than
-  // the window makes its event late: delivered apart, still not lost.
-  std::map<TrackId, std::vector<uint32_t>> seqs;
-  for (const auto* list : {&c.events, &c.late}) {
-    for (const Event& e : *list) {
-      if (e.kind == EventKind::kInstant) seqs[e.track].push_back(e.corr);
+    CAPTURE(handoff);
+    constexpr int kThreads = 4;
+    constexpr uint32_t kPerThread = 50'000;
+    Stream stream(Stream::Options{.ring_capacity = kPerThread});  // can never fill.
+    Collector c;
+    DrainLoop loop(stream, FastOptions(handoff), c.Fn());
+    loop.Start();
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        auto ring = stream.AddRing({.name = "producer " + std::to_string(t)});
+        if (ring == nullptr) return;
+        uint32_t refused = 0;
+        for (uint32_t i = 0; i < kPerThread; ++i) {
+          refused += ring->queue->TryPush(test::Seq(HostNowNs(), i, static_cast<TrackId>(t + 1))) ? 0 : 1;
+        }
+        CHECK(refused == 0);
+        ring->closed.store(true, std::memory_order_release);
+      });
     }
-  }
-  REQUIRE(seqs.size() == kThreads);
-  for (auto& [track, s] : seqs) {
-    std::sort(s.begin(), s.end());
-    CHECK(s.size() == kPerThread);
-    CHECK(std::adjacent_find(s.begin(), s.end()) == s.end());  // no duplicate.
-    CHECK(s.front() == 0);
-    CHECK(s.back() == kPerThread - 1);
-  }
-  CHECK(stream.TotalDropped() == 0);
-  CHECK(stream.TotalPublished() == kThreads * kPerThread);
-  CHECK(stream.Stats().empty());  // closed rings were drained, then retired.
+    for (auto& th : threads) th.join();
+    loop.Stop();
+
+    CHECK(c.order_ok);
+    // A producer preempted between its timestamp and its push for longer than
+    // the window makes its event late: delivered apart, still not lost.
+    std::map<TrackId, std::vector<uint32_t>> seqs;
+    for (const auto* list : {&c.events, &c.late}) {
+      for (const Event& e : *list) {
+        if (e.kind == EventKind::kInstant) seqs[e.track].push_back(e.corr);
+      }
+    }
+    REQUIRE(seqs.size() == kThreads);
+    for (auto& [track, s] : seqs) {
+      std::sort(s.begin(), s.end());
+      CHECK(s.size() == kPerThread);
+      CHECK(std::adjacent_find(s.begin(), s.end()) == s.end());  // no duplicate.
+      CHECK(s.front() == 0);
+      CHECK(s.back() == kPerThread - 1);
+    }
+    CHECK(stream.TotalDropped() == 0);
+    CHECK(stream.TotalPublished() == kThreads * kPerThread);
+    CHECK(stream.Stats().empty());  // closed rings were drained, then retired.
   }
 }
 
 TEST_CASE("drain: under overload every push is either delivered or counted as dropped") {
   for (const size_t handoff : {size_t{0}, size_t{1} << 16}) {
-  CAPTURE(handoff);
-  constexpr uint32_t kPushes = 1'000'000;
-  Stream stream(Stream::Options{.ring_capacity = 1024});
-  Collector c;
-  DrainLoop::Options o = FastOptions(handoff);
-  o.idle_sleep = std::chrono::microseconds(2000);  // a drain far slower than the producer.
-  DrainLoop loop(stream, o, c.Fn());
-  loop.Start();
-  auto ring = stream.AddRing({.name = "fast producer"});
-  REQUIRE(ring != nullptr);
-  uint64_t refused = 0;
-  for (uint32_t i = 0; i < kPushes; ++i) {
-    refused += ring->queue->TryPush(test::Seq(HostNowNs(), i, 1)) ? 0 : 1;
-  }
-  loop.Stop();
-  const uint64_t delivered = Instants(c.events);
-  CHECK(refused > 0);  // it really was overloaded.
-  CHECK(ring->queue->dropped() == refused);
-  CHECK(stream.TotalDropped() == refused);
-  CHECK(delivered + c.late.size() == kPushes - refused);
-  CHECK(loop.events_drained() == kPushes - refused);
+    CAPTURE(handoff);
+    constexpr uint32_t kPushes = 1'000'000;
+    Stream stream(Stream::Options{.ring_capacity = 1024});
+    Collector c;
+    DrainLoop::Options o = FastOptions(handoff);
+    o.idle_sleep = std::chrono::microseconds(2000);  // a drain far slower than the producer.
+    DrainLoop loop(stream, o, c.Fn());
+    loop.Start();
+    auto ring = stream.AddRing({.name = "fast producer"});
+    REQUIRE(ring != nullptr);
+    uint64_t refused = 0;
+    for (uint32_t i = 0; i < kPushes; ++i) {
+      refused += ring->queue->TryPush(test::Seq(HostNowNs(), i, 1)) ? 0 : 1;
+    }
+    loop.Stop();
+    const uint64_t delivered = Instants(c.events);
+    CHECK(refused > 0);  // it really was overloaded.
+    CHECK(ring->queue->dropped() == refused);
+    CHECK(stream.TotalDropped() == refused);
+    CHECK(delivered + c.late.size() == kPushes - refused);
+    CHECK(loop.events_drained() == kPushes - refused);
   }
 }
 
 TEST_CASE("drain: each name and track is defined once, before its first use") {
   for (const size_t handoff : {size_t{0}, size_t{1} << 16}) {
-  CAPTURE(handoff);
-  Stream stream;
-  Collector c;
-  DrainLoop loop(stream, FastOptions(handoff), c.Fn());
-  loop.Start();
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 3; ++t) {
-    threads.emplace_back([&, t] {
-      const TrackId track = stream.AddTrack({stream.names().Intern("worker " + std::to_string(t)),
-                                             TrackType::kHostThread, static_cast<uint64_t>(t), 0});
-      auto ring = stream.AddRing({.name = "worker", .track = track});
-      for (int i = 0; i < 2000; ++i) {
-        const NameId name = stream.names().Intern("op/" + std::to_string(i % 300 + t * 100));
-        ring->queue->TryPush(test::Span(HostNowNs(), 1, name, track));
-      }
-      ring->closed.store(true, std::memory_order_release);
-    });
-  }
-  for (auto& th : threads) th.join();
-  loop.Stop();
-
-  std::set<NameId> defined;
-  std::set<TrackId> tracks;
-  bool used_before_defined = false;
-  for (const Event& e : c.events) {
-    if (e.kind == EventKind::kNameDef) {
-      CHECK(defined.insert(e.name).second);  // once.
-      CHECK(stream.names().Get(e.name) ==
-            std::string_view(e.payload.name_def.data, e.payload.name_def.size));
-    } else if (e.kind == EventKind::kTrackDef) {
-      CHECK(tracks.insert(e.track).second);
-      if (!defined.count(e.name)) used_before_defined = true;
-    } else {
-      if (!defined.count(e.name) || !tracks.count(e.track)) used_before_defined = true;
+    CAPTURE(handoff);
+    Stream stream;
+    Collector c;
+    DrainLoop loop(stream, FastOptions(handoff), c.Fn());
+    loop.Start();
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 3; ++t) {
+      threads.emplace_back([&, t] {
+        const TrackId track = stream.AddTrack({stream.names().Intern("worker " + std::to_string(t)),
+                                               TrackType::kHostThread, static_cast<uint64_t>(t), 0});
+        auto ring = stream.AddRing({.name = "worker", .track = track});
+        for (int i = 0; i < 2000; ++i) {
+          const NameId name = stream.names().Intern("op/" + std::to_string(i % 300 + t * 100));
+          ring->queue->TryPush(test::Span(HostNowNs(), 1, name, track));
+        }
+        ring->closed.store(true, std::memory_order_release);
+      });
     }
-  }
-  CHECK_FALSE(used_before_defined);
-  CHECK(defined.size() == stream.names().size());
-  CHECK(tracks.size() == 3);
+    for (auto& th : threads) th.join();
+    loop.Stop();
+
+    std::set<NameId> defined;
+    std::set<TrackId> tracks;
+    bool used_before_defined = false;
+    for (const Event& e : c.events) {
+      if (e.kind == EventKind::kNameDef) {
+        CHECK(defined.insert(e.name).second);  // once.
+        CHECK(stream.names().Get(e.name) == std::string_view(e.payload.name_def.data, e.payload.name_def.size));
+      } else if (e.kind == EventKind::kTrackDef) {
+        CHECK(tracks.insert(e.track).second);
+        if (!defined.count(e.name)) used_before_defined = true;
+      } else {
+        if (!defined.count(e.name) || !tracks.count(e.track)) used_before_defined = true;
+      }
+    }
+    CHECK_FALSE(used_before_defined);
+    CHECK(defined.size() == stream.names().size());
+    CHECK(tracks.size() == 3);
   }
 }
 
@@ -230,7 +229,8 @@ TEST_CASE("drain: synchronous rounds release by the window and flush the rest") 
   ring->queue->TryPush(test::Instant(9'500));
   CHECK(loop.RunOnce(10'000) == 2);  // cutoff 9'000: the first only.
   std::vector<uint64_t> ts;
-  for (const Event& e : c.events) if (e.kind == EventKind::kInstant) ts.push_back(e.ts);
+  for (const Event& e : c.events)
+    if (e.kind == EventKind::kInstant) ts.push_back(e.ts);
   CHECK(ts == std::vector<uint64_t>{5'000});
   ring->queue->TryPush(test::Instant(8'000));  // behind the watermark: late.
   loop.RunOnce(10'500);
@@ -238,7 +238,8 @@ TEST_CASE("drain: synchronous rounds release by the window and flush the rest") 
   CHECK(stream.diagnostics().Get(Diag::late_events) == 1);
   loop.Flush();
   ts.clear();
-  for (const Event& e : c.events) if (e.kind == EventKind::kInstant) ts.push_back(e.ts);
+  for (const Event& e : c.events)
+    if (e.kind == EventKind::kInstant) ts.push_back(e.ts);
   CHECK(ts == std::vector<uint64_t>{5'000, 9'500});
 }
 

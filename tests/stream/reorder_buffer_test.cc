@@ -69,9 +69,7 @@ void Append(const ReorderBuffer::Released& r, std::vector<Event>* out, std::vect
   late->insert(late->end(), r.late.begin(), r.late.end());
 }
 
-bool InCompletionOrder(const std::vector<Event>& v) {
-  return std::is_sorted(v.begin(), v.end(), CompletionOrderLess);
-}
+bool InCompletionOrder(const std::vector<Event>& v) { return std::is_sorted(v.begin(), v.end(), CompletionOrderLess); }
 
 }  // namespace
 
@@ -252,7 +250,7 @@ TEST_CASE("reorder: a backlog goes out in slices of max_release, in order, none 
   ReorderBuffer buffer({.window_ns = 1000, .max_pending = 1 << 20, .max_release = 100}, &diag);
   std::vector<Event> a, b;
   for (uint64_t i = 0; i < 500; ++i) {
-    a.push_back(test::Span(10 * i, 5, 0, 1));     // ends 5, 15, 25...
+    a.push_back(test::Span(10 * i, 5, 0, 1));      // ends 5, 15, 25...
     b.push_back(test::Span(10 * i + 2, 5, 0, 2));  // ends 7, 17, 27...
   }
   buffer.Push(1, a);

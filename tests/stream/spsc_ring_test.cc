@@ -43,7 +43,7 @@ TEST_CASE("ring: a full ring drops the new event and counts it exactly") {
   const std::vector<Event> out = DrainAll(*ring);
   REQUIRE(out.size() == kCapacity);
   for (uint32_t i = 0; i < kCapacity; ++i) CHECK(out[i].corr == i);  // the first ones are kept.
-  CHECK(ring->TryPush(test::Seq(99, 99, 1)));  // room again after the drain.
+  CHECK(ring->TryPush(test::Seq(99, 99, 1)));                        // room again after the drain.
   CHECK(ring->dropped() == kPushes - kCapacity);
 }
 

@@ -19,8 +19,8 @@
 
 #include "aggregators/analyses.h"
 #include "doctest/doctest.h"
-#include "simulated_run.h"
 #include "producers/simulated_model.h"
+#include "simulated_run.h"
 #include "stream/reorder_buffer.h"
 #include "stream/stream.h"
 
@@ -46,8 +46,8 @@ int RunCommand(const std::string& command, std::string* output) {
 void CheckWithPromtool(const std::string& text, const char* tag) {
   REQUIRE_MESSAGE(access(kPromtool, X_OK) == 0,
                   "/usr/bin/promtool missing: run scripts/setup.sh (Debian package prometheus)");
-  const std::filesystem::path path = std::filesystem::temp_directory_path() /
-                                     ("liveprof_metrics_" + std::to_string(getpid()) + "_" + tag + ".prom");
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("liveprof_metrics_" + std::to_string(getpid()) + "_" + tag + ".prom");
   {
     std::ofstream f(path, std::ios::binary);
     f << text;
@@ -200,8 +200,10 @@ TEST_CASE("metrics: liveprof's own threads' CPU by name, and the server's memory
   MetricsInput in;
   in.version = "0.1.0";
   CHECK(LinesStartingWith(RenderPrometheus(in), "liveprof_self_").empty());  // before the first sample.
-  in.self_threads = {{11, "liveprof pipe", 1'500'000'000}, {12, "liveprof web", 250'000'000},
-                     {13, "liveprof web", 250'000'000}, {14, "liveprof drain", 10'000'000}};
+  in.self_threads = {{11, "liveprof pipe", 1'500'000'000},
+                     {12, "liveprof web", 250'000'000},
+                     {13, "liveprof web", 250'000'000},
+                     {14, "liveprof drain", 10'000'000}};
   in.self_rss_bytes = 64u << 20;
   const std::string text = RenderPrometheus(in);
   CHECK(LinesStartingWith(text, "liveprof_self_cpu_seconds_total{") ==
@@ -216,8 +218,11 @@ TEST_CASE("metrics: liveprof's own cost in each ingest source's process, by sour
   MetricsInput in;
   in.version = "0.1.0";
   CHECK(LinesStartingWith(RenderPrometheus(in), "liveprof_source_self_").empty());  // no source said one.
-  in.ingest_cost = {{"ingest rank 0", {{21, "liveprof send", 2'000'000'000}, {22, "liveprof-cupti", 500'000'000}},
-                     3u << 30, 1'250'000'000, 23'783'706},
+  in.ingest_cost = {{"ingest rank 0",
+                     {{21, "liveprof send", 2'000'000'000}, {22, "liveprof-cupti", 500'000'000}},
+                     3u << 30,
+                     1'250'000'000,
+                     23'783'706},
                     {"ingest rank 1", {{31, "liveprof send", 250'000'000}}, 1u << 30, 0}};
   const std::string text = RenderPrometheus(in);
   CHECK(LinesStartingWith(text, "liveprof_source_self_cpu_seconds_total{") ==
@@ -252,7 +257,8 @@ TEST_CASE("metrics: label values are escaped") {
   in.sources = {{"ring \"a\"\\b\nc", 3, 1}};
   in.ingest_refused = {{"ingest host \"x\":1", "undefined_name", 4}};
   const std::string text = RenderPrometheus(in);
-  CHECK(HasLine(text, R"(liveprof_ingest_refused_events_total{source="ingest host \"x\":1",reason="undefined_name"} 4)"));
+  CHECK(
+      HasLine(text, R"(liveprof_ingest_refused_events_total{source="ingest host \"x\":1",reason="undefined_name"} 4)"));
   CHECK(HasLine(text, R"(liveprof_build_info{version="v\"1\"\\x\ny"} 1)"));
   CHECK(HasLine(text, R"(liveprof_source_events_published_total{source="ring \"a\"\\b\nc"} 3)"));
   CHECK(HasLine(text, R"(liveprof_source_events_dropped_total{source="ring \"a\"\\b\nc"} 1)"));

@@ -151,8 +151,7 @@ TEST_CASE("protocol: every error code says what and where") {
   };
   const Case cases[] = {
       {R"({"type":"subscribe",)", "bad_json", "bad JSON at byte 21: "},
-      {R"({"type" "subscribe"})", "bad_json",
-       "bad JSON at byte 19: syntax error while parsing object separator"},
+      {R"({"type" "subscribe"})", "bad_json", "bad JSON at byte 19: syntax error while parsing object separator"},
       {"", "bad_json", "bad JSON at byte 1: "},
       {R"({"n":1e999})", "bad_json", "bad JSON: number overflow parsing '1e999'"},
       {R"([])", "bad_message", "the message: expected a JSON object, got array"},
@@ -199,8 +198,8 @@ TEST_CASE("protocol: every error code says what and where") {
        "filters.name_prefix: expected a string, got number"},
       {R"({"type":"subscribe","topics":["events"],"filters":{"max_events_per_second":0}})", "bad_message",
        "filters.max_events_per_second: 0 is out of range 1..1000000"},
-      {R"({"type":"subscribe","topics":["events"],"filters":{"max_events_per_second":1000001}})",
-       "bad_message", "filters.max_events_per_second: 1000001 is out of range 1..1000000"},
+      {R"({"type":"subscribe","topics":["events"],"filters":{"max_events_per_second":1000001}})", "bad_message",
+       "filters.max_events_per_second: 1000001 is out of range 1..1000000"},
       {R"({"type":"subscribe","topics":["events"],"filters":{"max_events_per_second":-5}})", "bad_message",
        "filters.max_events_per_second: -5 is out of range 1..1000000"},
       {R"({"type":"subscribe","topics":["events"],"filters":{"max_events_per_second":10.5}})", "bad_message",
@@ -247,8 +246,7 @@ TEST_CASE("protocol: limits are accepted at their edge and refused past it as to
 
   // 256 bytes of name prefix.
   auto with_prefix = [](size_t n) {
-    return R"({"type":"subscribe","topics":["events"],"filters":{"name_prefix":")" + std::string(n, 'a') +
-           R"("}})";
+    return R"({"type":"subscribe","topics":["events"],"filters":{"name_prefix":")" + std::string(n, 'a') + R"("}})";
   };
   CHECK(Decoded(with_prefix(kMaxNamePrefixBytes)).filter->name_prefix.size() == kMaxNamePrefixBytes);
   e = Refused(with_prefix(kMaxNamePrefixBytes + 1));

@@ -15,10 +15,14 @@ constexpr uint32_t kPublishedSteps = 100;
 
 TEST_CASE("rest: every view endpoint routes to its topic") {
   const std::pair<const char*, Topic> cases[] = {
-      {"/api/overview", Topic::kOverview},       {"/api/steps", Topic::kSteps},
-      {"/api/input_pipeline", Topic::kInputPipeline}, {"/api/tf_stats", Topic::kTfStats},
-      {"/api/kernel_stats", Topic::kKernelStats}, {"/api/memory", Topic::kMemory},
-      {"/api/alerts", Topic::kAlerts},           {"/api/status", Topic::kStatus},
+      {"/api/overview", Topic::kOverview},
+      {"/api/steps", Topic::kSteps},
+      {"/api/input_pipeline", Topic::kInputPipeline},
+      {"/api/tf_stats", Topic::kTfStats},
+      {"/api/kernel_stats", Topic::kKernelStats},
+      {"/api/memory", Topic::kMemory},
+      {"/api/alerts", Topic::kAlerts},
+      {"/api/status", Topic::kStatus},
       {"/api/pod", Topic::kPod},
   };
   for (const auto& [target, topic] : cases) {
@@ -193,9 +197,11 @@ TEST_CASE("rest: a malformed target says what and where, keeping the parameters 
   CHECK(ParseRequestTarget("/api/steps?last=5%4").error == "malformed %-escape '%4' in query parameter 'last'");
   CHECK(ParseRequestTarget("/api/steps?%zz=1").error == "malformed %-escape '%zz' in query parameter '%zz'");
   // RFC 3986 bytes that must be escaped are refused, naming the byte.
-  CHECK(ParseRequestTarget("/api/trace/search?q=a|b").error == "'|' (0x7C) must be percent-encoded in query parameter 'q'");
+  CHECK(ParseRequestTarget("/api/trace/search?q=a|b").error ==
+        "'|' (0x7C) must be percent-encoded in query parameter 'q'");
   CHECK(ParseRequestTarget("/api/trace/search?q=a%7Cb").Param("q") == std::optional<std::string_view>("a|b"));
-  CHECK(ParseRequestTarget("/api/steps?last=5#top").error == "'#' (0x23) must be percent-encoded in query parameter 'last'");
+  CHECK(ParseRequestTarget("/api/steps?last=5#top").error ==
+        "'#' (0x23) must be percent-encoded in query parameter 'last'");
   t = ParseRequestTarget("/api/st eps");
   CHECK(t.error == "0x20 must be percent-encoded in the path, at byte 7");
   CHECK(t.path == "/api/st eps");

@@ -10,8 +10,8 @@
 #include "web/server.h"
 
 #include <doctest/doctest.h>
-#include <nlohmann/json.hpp>
 #include <stdlib.h>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -34,19 +34,19 @@
 namespace liveprof::server_test {
 namespace {
 
-using test::HttpReply;
-using test::RawClient;
-using test::ReadEnd;
-using test::WsFrame;
+using std::chrono::milliseconds;
 using test::Clock;
+using test::HttpReply;
 using test::IsJsonError;
 using test::kMaxBadMessages;
 using test::kPatience;
 using test::ParseJson;
+using test::RawClient;
+using test::ReadEnd;
 using test::ShortOptions;
 using test::TestServer;
 using test::WaitFor;
-using std::chrono::milliseconds;
+using test::WsFrame;
 
 constexpr size_t kControlCap = 64 * 1024;
 
@@ -247,8 +247,7 @@ TEST_CASE("server: a message over the 64 KiB cap is closed with 1009, one at the
     auto c = OpenFeed(ts.port());
     // Header only: text, 2^40 bytes announced, masked.
     std::string header = "\x81\xff";
-    for (int shift = 56; shift >= 0; shift -= 8)
-      header.push_back(static_cast<char>((uint64_t{1} << 40) >> shift));
+    for (int shift = 56; shift >= 0; shift -= 8) header.push_back(static_cast<char>((uint64_t{1} << 40) >> shift));
     header += "abcd";
     REQUIRE(c->SendRaw(header));
     CHECK(ReadUntilClose(*c) == 1009);
@@ -530,9 +529,8 @@ TEST_CASE("server: WebSocket upgrades check Origin") {
   const std::string own = "http://127.0.0.1:" + std::to_string(ts.port());
 
   for (const std::string& origin :
-       {std::string("http://evil.example"), own + ".evil.example", "http://evil.example/" + own,
-        std::string("null"), "http://127.0.0.1:" + std::to_string(ts.port() + 1),
-        "ftp://127.0.0.1:" + std::to_string(ts.port())}) {
+       {std::string("http://evil.example"), own + ".evil.example", "http://evil.example/" + own, std::string("null"),
+        "http://127.0.0.1:" + std::to_string(ts.port() + 1), "ftp://127.0.0.1:" + std::to_string(ts.port())}) {
     CAPTURE(origin);
     RawClient c(ts.port());
     const HttpReply r = c.Handshake("/ws", {{"Origin", origin}});
@@ -573,10 +571,9 @@ TEST_CASE("server: wrong methods, unknown endpoints and bad parameters get JSON 
     CHECK(IsJsonError(r));
     CHECK(ParseJson(r.body).value("message", "").find("/api/nope") != std::string::npos);
   }
-  for (const char* target :
-       {"/api/steps?last=0", "/api/steps?last=-1", "/api/steps?last=1e3", "/api/steps?last=100001",
-        "/api/steps?last=99999999999999999999", "/api/status?format=xml", "/api/overview?format=csv",
-        "/api/status?x=1", "/api/status?%zz=1", "/metrics?x=1"}) {
+  for (const char* target : {"/api/steps?last=0", "/api/steps?last=-1", "/api/steps?last=1e3", "/api/steps?last=100001",
+                             "/api/steps?last=99999999999999999999", "/api/status?format=xml",
+                             "/api/overview?format=csv", "/api/status?x=1", "/api/status?%zz=1", "/metrics?x=1"}) {
     CAPTURE(target);
     RawClient c(ts.port());
     const HttpReply r = c.HttpGet(target);

@@ -4,8 +4,8 @@
 #define LIVEPROF_TESTS_WEB_TEST_SERVER_H_
 
 #include <doctest/doctest.h>
-#include <nlohmann/json.hpp>
 #include <zlib.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <memory>
@@ -16,8 +16,8 @@
 #include "pipeline/pipeline.h"
 #include "producers/simulated_workload.h"
 #include "stream/stream.h"
-#include "web/server.h"
 #include "wait_for.h"
+#include "web/server.h"
 #include "web/ws_raw_client.h"
 
 namespace liveprof::test {

@@ -118,9 +118,13 @@ TEST_CASE("trace api: viewport, one event, search and export over real HTTP") {
   ImportReport report;
   std::string error;
   uint64_t imported = 0;
-  REQUIRE_MESSAGE(importer.ImportText(json, [&](std::span<const Event>, std::span<const Event> ev) {
-    for (const Event& e : ev) imported += e.kind != EventKind::kDeviceInfo;
-  }, &report, &error), error);
+  REQUIRE_MESSAGE(importer.ImportText(
+                      json,
+                      [&](std::span<const Event>, std::span<const Event> ev) {
+                        for (const Event& e : ev) imported += e.kind != EventKind::kDeviceInfo;
+                      },
+                      &report, &error),
+                  error);
   // Nothing left out but the launch → kernel flows the export adds for
   // Perfetto (the importer has the correlation ids for the link).
   const auto flows = report.dropped.find("launch flows (the correlation ids carry the link)");
@@ -134,8 +138,8 @@ TEST_CASE("trace api: viewport, one event, search and export over real HTTP") {
   // timeout (ShortOptions) in a TSan build under load, and the server then
   // rightly closes the first one (seen: every reply below empty).
   RawClient d(server.port());
-  for (const char* bad : {"/api/trace?width=0", "/api/trace?tracks=a,b", "/api/trace?t0=5&t1=5",
-                          "/api/trace?color=red", "/api/trace/event", "/api/trace/search?from=3"}) {
+  for (const char* bad : {"/api/trace?width=0", "/api/trace?tracks=a,b", "/api/trace?t0=5&t1=5", "/api/trace?color=red",
+                          "/api/trace/event", "/api/trace/search?from=3"}) {
     CAPTURE(bad);
     const auto r = d.HttpGet(bad);
     CHECK(r.status == 400);

@@ -19,10 +19,10 @@
 namespace liveprof::trace_export_test {
 namespace {
 
+using std::chrono::milliseconds;
 using test::Clock;
 using test::ParseJson;
 using test::RawClient;
-using std::chrono::milliseconds;
 
 // A /ws client on its own thread, subscribed to overview: when each view
 // frame arrived.
@@ -47,8 +47,7 @@ class FeedWatcher {
 
  private:
   void Run() {
-    if (client_.Handshake("/ws").status != 101 ||
-        !client_.SendText(R"({"type":"subscribe","topics":["overview"]})")) {
+    if (client_.Handshake("/ws").status != 101 || !client_.SendText(R"({"type":"subscribe","topics":["overview"]})")) {
       failed_.store(true);
       return;
     }
@@ -223,7 +222,7 @@ TEST_CASE("export: a slow reader's large export does not hold up another client'
   // before it, and no gap over 2 s or 3 times the longest before.
   MESSAGE("export: ", body.body().size(), " bytes in ", body.chunks(), " chunks over ", seconds, " s; ", during,
           " overview frames meanwhile; before: ", baseline_rate, " a second, longest gap ", baseline_gap, " s");
-  CHECK(seconds > 0.5);  // slow enough to say something.
+  CHECK(seconds > 0.5);           // slow enough to say something.
   REQUIRE(baseline_rate >= 2.0);  // the feed itself keeps its pace here.
   // Under a sanitizer (Beast at -O0 in the ASan build: docs/ci.md) the two
   // cores are the export's, the pipeline's and the web thread's, and the

@@ -59,9 +59,13 @@ TEST_CASE("trace request: every refusal names the field, and carries the id it c
   };
   const Case cases[] = {
       {R"({"type":"trace"})", "bad_message", "id: missing (an integer 0..4294967295 that the reply carries)", {}},
-      {R"({"type":"trace","id":"7"})", "bad_message",
-       "id: expected a request id (an integer 0..4294967295), got the string '7'", {}},
-      {R"({"type":"trace","id":1.5})", "bad_message", "id: expected a request id (an integer 0..4294967295), got 1.5",
+      {R"({"type":"trace","id":"7"})",
+       "bad_message",
+       "id: expected a request id (an integer 0..4294967295), got the string '7'",
+       {}},
+      {R"({"type":"trace","id":1.5})",
+       "bad_message",
+       "id: expected a request id (an integer 0..4294967295), got 1.5",
        {}},
       {R"({"type":"trace","id":-1})", "bad_message", "id: -1 is out of range 0..4294967295", {}},
       {R"({"type":"trace","id":4294967296})", "bad_message", "id: 4294967296 is out of range 0..4294967295", {}},

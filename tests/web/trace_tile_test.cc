@@ -48,8 +48,8 @@ enum : NameId { kStep = 1, kMatmul, kLaunch, kTiny, kTrainer, kStreamName, kQueu
 // counter's samples, device allocations (the GPU's Memory in use row), a
 // few spans on the undefined track. In completion order.
 struct Fixture {
-  std::vector<std::string> names = {"",        "train_step", "matmul",      "cudaLaunchKernel", "tiny",
-                                    "trainer", "stream 7",   "queue depth", "ghost",            "gpu0_bfc"};
+  std::vector<std::string> names = {"",         "train_step",  "matmul", "cudaLaunchKernel", "tiny", "trainer",
+                                    "stream 7", "queue depth", "ghost",  "gpu0_bfc"};
   std::vector<Event> defs, events;
   TraceStore store;
 
@@ -219,8 +219,8 @@ TEST_CASE("trace tile: the tile says what /api/trace's JSON says for the same qu
   Fixture f;
   const uint64_t t0 = kBase + 123'457, t1 = kBase + kStepNs - 99'991;
   const uint32_t width = 913;
-  const Reply reply = TraceReply(ParseRequestTarget("/api/trace?t0=" + std::to_string(t0) + "&t1=" +
-                                                    std::to_string(t1) + "&width=" + std::to_string(width)),
+  const Reply reply = TraceReply(ParseRequestTarget("/api/trace?t0=" + std::to_string(t0) +
+                                                    "&t1=" + std::to_string(t1) + "&width=" + std::to_string(width)),
                                  &f.store, {});
   REQUIRE(reply.status == 200);
   const json j = json::parse(reply.body);
@@ -335,10 +335,12 @@ TEST_CASE("trace api: search says how many match and which one it found, from_id
   json first = get("q=cudaLaunch&dir=next&from=0");
   CHECK(first["matches"] == launches);
   CHECK(first["index"] == 1);
-  json second = get("q=cudaLaunch&dir=next&from=" + first["event"]["ts"].dump() + "&from_id=" + first["event"]["id"].dump());
+  json second =
+      get("q=cudaLaunch&dir=next&from=" + first["event"]["ts"].dump() + "&from_id=" + first["event"]["id"].dump());
   CHECK(second["index"] == 2);
   CHECK(second["event"]["ts"].get<uint64_t>() > first["event"]["ts"].get<uint64_t>());
-  json back = get("q=cudaLaunch&dir=prev&from=" + second["event"]["ts"].dump() + "&from_id=" + second["event"]["id"].dump());
+  json back =
+      get("q=cudaLaunch&dir=prev&from=" + second["event"]["ts"].dump() + "&from_id=" + second["event"]["id"].dump());
   CHECK(back["event"]["id"] == first["event"]["id"]);
   json last = get("q=cudaLaunch&dir=prev");
   CHECK(last["index"] == launches);
@@ -362,9 +364,14 @@ TEST_CASE("trace tile: the grid is the answer's, not the request's, a track the 
   r.ns_per_px = 16'384;
   // A row the store has no description of (as the JSON: no name, no type).
   constexpr TrackId kUnknown = 999;
-  r.tracks.push_back({.track = kUnknown, .slices = {{.id = uint64_t{kUnknown} << 40, .ts = kBase, .dur = 50'000,
-                                                      .name = kGhost, .corr = 0, .kind = EventKind::kHostSpan,
-                                                      .depth = 0}},
+  r.tracks.push_back({.track = kUnknown,
+                      .slices = {{.id = uint64_t{kUnknown} << 40,
+                                  .ts = kBase,
+                                  .dur = 50'000,
+                                  .name = kGhost,
+                                  .corr = 0,
+                                  .kind = EventKind::kHostSpan,
+                                  .depth = 0}},
                       .summaries = {}});
   const TraceStore::Stats stats = f.store.stats();
   const std::string frame = EncodeTraceTile(1, r, stats, f.store);

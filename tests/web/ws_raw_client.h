@@ -59,16 +59,11 @@ enum class ReadEnd {
 
 inline const char* ReadEndName(ReadEnd e) {
   switch (e) {
-    case ReadEnd::kNone:
-      return "none";
-    case ReadEnd::kTimeout:
-      return "timeout";
-    case ReadEnd::kEof:
-      return "eof";
-    case ReadEnd::kReset:
-      return "reset";
-    case ReadEnd::kError:
-      return "error";
+    case ReadEnd::kNone: return "none";
+    case ReadEnd::kTimeout: return "timeout";
+    case ReadEnd::kEof: return "eof";
+    case ReadEnd::kReset: return "reset";
+    case ReadEnd::kError: return "error";
   }
   return "?";
 }
@@ -86,7 +81,7 @@ struct HttpReply {
   int status = 0;
   std::string status_line;
   Headers headers;
-  std::string body;  // a chunked body: its chunks joined.
+  std::string body;     // a chunked body: its chunks joined.
   uint64_t chunks = 0;  // Transfer-Encoding: chunked: the data chunks read.
   ReadEnd end = ReadEnd::kNone;
   std::string error;
@@ -347,8 +342,7 @@ class RawClient {
   // reply (a Content-Length body).
   HttpReply Request(std::string_view method, std::string_view target, const Headers& headers = {},
                     std::string_view body = {}) {
-    std::string req =
-        std::string(method) + " " + std::string(target) + " HTTP/1.1\r\nHost: " + host() + "\r\n";
+    std::string req = std::string(method) + " " + std::string(target) + " HTTP/1.1\r\nHost: " + host() + "\r\n";
     for (const auto& [k, v] : headers) req += k + ": " + v + "\r\n";
     if (!body.empty() || method == "POST" || method == "PUT") {
       req += "Content-Length: " + std::to_string(body.size()) + "\r\n";
@@ -358,9 +352,7 @@ class RawClient {
     if (!SendRaw(req)) return Failed("send failed");
     return ReadHttpReply(method != "HEAD");
   }
-  HttpReply HttpGet(std::string_view target, const Headers& headers = {}) {
-    return Request("GET", target, headers);
-  }
+  HttpReply HttpGet(std::string_view target, const Headers& headers = {}) { return Request("GET", target, headers); }
 
   // Reads one HTTP reply: status line, headers and a Content-Length body
   // (none for 101, 204, 304, or when `with_body` is false).
@@ -398,8 +390,7 @@ class RawClient {
     while (line_end != std::string::npos) {
       const size_t start = line_end + 2;
       line_end = head.find("\r\n", start);
-      const std::string line =
-          head.substr(start, line_end == std::string::npos ? std::string::npos : line_end - start);
+      const std::string line = head.substr(start, line_end == std::string::npos ? std::string::npos : line_end - start);
       const size_t colon = line.find(':');
       if (colon == std::string::npos) continue;
       std::string value = line.substr(colon + 1);
@@ -407,8 +398,8 @@ class RawClient {
       while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.pop_back();
       r.headers.emplace_back(line.substr(0, colon), std::move(value));
     }
-    const bool bodiless = !with_body || r.status == 101 || r.status == 204 || r.status == 304 ||
-                          (r.status >= 100 && r.status < 200);
+    const bool bodiless =
+        !with_body || r.status == 101 || r.status == 204 || r.status == 304 || (r.status >= 100 && r.status < 200);
     const std::string length = r.Header("Content-Length");
     if (!bodiless && !length.empty()) {
       size_t n = 0;
@@ -502,14 +493,13 @@ class RawClient {
     f.payload = in_.substr(header, static_cast<size_t>(len));
     if (masked) {
       const std::string key = in_.substr(header - 4, 4);
-      for (size_t i = 0; i < f.payload.size(); ++i)
-        f.payload[i] = static_cast<char>(f.payload[i] ^ key[i % 4]);
+      for (size_t i = 0; i < f.payload.size(); ++i) f.payload[i] = static_cast<char>(f.payload[i] ^ key[i % 4]);
       f.error = "the server masked a frame (RFC 6455 §5.1 forbids it)";
     }
     in_.erase(0, header + static_cast<size_t>(len));
     if (f.opcode == kOpClose && f.payload.size() >= 2) {
-      f.close_code = static_cast<uint16_t>((static_cast<uint8_t>(f.payload[0]) << 8) |
-                                           static_cast<uint8_t>(f.payload[1]));
+      f.close_code =
+          static_cast<uint16_t>((static_cast<uint8_t>(f.payload[0]) << 8) | static_cast<uint8_t>(f.payload[1]));
       f.close_reason = f.payload.substr(2);
     }
     f.ok = true;

@@ -30,7 +30,7 @@ enum class MetricFrom : uint8_t {
 struct AlertMetricInfo {
   std::string_view name;
   MetricFrom from;
-  std::string_view unit;  // of its value: "%", "ms", "s", "events".
+  std::string_view unit;               // of its value: "%", "ms", "s", "events".
   Bucket bucket = Bucket::kAllOthers;  // kStepBucket's.
   // Its steps are the pod's (any worker's step moves a steps window), not
   // the pipeline's own.

@@ -31,13 +31,11 @@ std::string KnownMetrics() {
   return s;
 }
 
-
 constexpr size_t kMaxNameBytes = 128;
 constexpr size_t kMaxSummaryBytes = 1024;
 constexpr double kMaxWindowSeconds = 1e9;  // 31 years: ns still fit in uint64.
 constexpr uint64_t kNsPerSecond = 1'000'000'000;
-constexpr std::array<std::string_view, 4> kPlaceholders = {"value", "threshold", "window",
-                                                           "worker"};
+constexpr std::array<std::string_view, 4> kPlaceholders = {"value", "threshold", "window", "worker"};
 
 // ---------------------------------------------------------------------------
 // Parsing.
@@ -62,8 +60,7 @@ class SyntaxCheck : public nlohmann::json_sax<Json> {
   }
   bool key(string_t& k) override {
     Frame& f = frames_.back();
-    if (duplicates_.size() < kMaxDuplicates &&
-        std::find(f.keys.begin(), f.keys.end(), k) != f.keys.end()) {
+    if (duplicates_.size() < kMaxDuplicates && std::find(f.keys.begin(), f.keys.end(), k) != f.keys.end()) {
       Duplicate d;
       for (size_t i = 0; i + 1 < frames_.size(); ++i) {
         if (frames_[i].is_object) {
@@ -92,8 +89,7 @@ class SyntaxCheck : public nlohmann::json_sax<Json> {
     frames_.pop_back();
     return true;
   }
-  bool parse_error(std::size_t position, const std::string&,
-                   const nlohmann::detail::exception& ex) override {
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) override {
     error_position_ = position;
     error_message_ = ex.what();
     return false;
@@ -113,7 +109,7 @@ class SyntaxCheck : public nlohmann::json_sax<Json> {
  private:
   struct Frame {
     bool is_object;
-    size_t count;  // arrays: elements begun so far.
+    size_t count;     // arrays: elements begun so far.
     std::string key;  // objects: the current key.
     std::vector<std::string> keys;
   };
@@ -146,8 +142,8 @@ constexpr std::array<std::string_view, 10> kRuleFields = {
 bool ValidName(const std::string& name) {
   if (name.empty() || name.size() > kMaxNameBytes) return false;
   for (const char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '.' || c == ':' || c == '-';
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                    c == '.' || c == ':' || c == '-';
     if (!ok) return false;
   }
   return true;
@@ -168,8 +164,7 @@ std::string UnknownPlaceholder(std::string_view text) {
     if (text[i] != '{') continue;
     size_t j = i + 1;
     while (j < text.size() && ((text[j] >= 'a' && text[j] <= 'z') || text[j] == '_' ||
-                               (text[j] >= 'A' && text[j] <= 'Z') ||
-                               (text[j] >= '0' && text[j] <= '9'))) {
+                               (text[j] >= 'A' && text[j] <= 'Z') || (text[j] >= '0' && text[j] <= '9'))) {
       ++j;
     }
     if (j == i + 1 || j >= text.size() || text[j] != '}') continue;
@@ -183,8 +178,7 @@ std::string UnknownPlaceholder(std::string_view text) {
 
 class RuleParser {
  public:
-  RuleParser(size_t index, const Json& j, std::vector<std::string>* errors)
-      : j_(j), errors_(errors) {
+  RuleParser(size_t index, const Json& j, std::vector<std::string>* errors) : j_(j), errors_(errors) {
     prefix_ = "rules[" + std::to_string(index) + "]";
     if (j.is_object()) {
       const auto it = j.find("name");
@@ -205,8 +199,7 @@ class RuleParser {
     }
     for (const auto& item : j_.items()) {
       if (std::find(kRuleFields.begin(), kRuleFields.end(), item.key()) == kRuleFields.end()) {
-        Error("unknown field '" + item.key() + "' (known fields: " + Join(kRuleFields, ", ") +
-              ")");
+        Error("unknown field '" + item.key() + "' (known fields: " + Join(kRuleFields, ", ") + ")");
       }
     }
     if (const Json* v = Required("name")) {
@@ -231,8 +224,8 @@ class RuleParser {
     if (const Json* v = Required("comparison")) {
       bool ok = false;
       if (v->is_string()) {
-        for (const auto c : {AlertComparison::kGreaterEqual, AlertComparison::kGreater,
-                             AlertComparison::kLessEqual, AlertComparison::kLess}) {
+        for (const auto c : {AlertComparison::kGreaterEqual, AlertComparison::kGreater, AlertComparison::kLessEqual,
+                             AlertComparison::kLess}) {
           if (v->get<std::string>() == AlertComparisonText(c)) {
             rule->comparison = c;
             ok = true;
@@ -271,8 +264,7 @@ class RuleParser {
     if (const Json* v = Required("severity")) {
       bool ok = false;
       if (v->is_string()) {
-        for (const auto s :
-             {AlertSeverity::kCritical, AlertSeverity::kWarning, AlertSeverity::kInfo}) {
+        for (const auto s : {AlertSeverity::kCritical, AlertSeverity::kWarning, AlertSeverity::kInfo}) {
           if (v->get<std::string>() == AlertSeverityName(s)) {
             rule->severity = s;
             ok = true;
@@ -380,9 +372,8 @@ class RuleParser {
   bool ok_ = true;
 };
 
-AlertRule MakeRule(std::string name, std::string metric, AlertComparison cmp, double threshold,
-                   WindowSpec window, uint32_t fire_after, uint32_t resolve_after,
-                   AlertSeverity severity, std::string summary) {
+AlertRule MakeRule(std::string name, std::string metric, AlertComparison cmp, double threshold, WindowSpec window,
+                   uint32_t fire_after, uint32_t resolve_after, AlertSeverity severity, std::string summary) {
   AlertRule r;
   r.name = std::move(name);
   r.metric = std::move(metric);
@@ -397,7 +388,6 @@ AlertRule MakeRule(std::string name, std::string metric, AlertComparison cmp, do
 }
 
 }  // namespace
-
 
 std::string AlertRulesToJson(std::span<const AlertRule> rules) {
   JsonWriter w;
@@ -435,9 +425,7 @@ bool ParseAlertRules(std::string_view json, std::vector<AlertRule>* out, std::st
   SyntaxCheck check;
   if (!Json::sax_parse(json.begin(), json.end(), &check)) {
     // nlohmann counts the offending byte as read: its position is 1-based.
-    const size_t offset = std::min(json.size(), check.error_position() > 0
-                                                    ? check.error_position() - 1
-                                                    : size_t{0});
+    const size_t offset = std::min(json.size(), check.error_position() > 0 ? check.error_position() - 1 : size_t{0});
     size_t line = 1;
     size_t column = 1;
     for (size_t i = 0; i < offset; ++i) {
@@ -452,8 +440,8 @@ bool ParseAlertRules(std::string_view json, std::vector<AlertRule>* out, std::st
     const size_t col = detail.find("column ");
     const size_t colon = col == std::string::npos ? col : detail.find(": ", col);
     if (colon != std::string::npos) detail = detail.substr(colon + 2);
-    errors.push_back("invalid JSON at byte " + std::to_string(offset) + " (line " +
-                     std::to_string(line) + ", column " + std::to_string(column) + "): " + detail);
+    errors.push_back("invalid JSON at byte " + std::to_string(offset) + " (line " + std::to_string(line) + ", column " +
+                     std::to_string(column) + "): " + detail);
     return fail();
   }
   const Json doc = Json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
@@ -466,8 +454,8 @@ bool ParseAlertRules(std::string_view json, std::vector<AlertRule>* out, std::st
     const auto& path = dup.path;
     std::string where;
     std::string key = dup.key;
-    if (path.size() >= 2 && std::holds_alternative<std::string>(path[0]) &&
-        std::get<std::string>(path[0]) == "rules" && std::holds_alternative<size_t>(path[1])) {
+    if (path.size() >= 2 && std::holds_alternative<std::string>(path[0]) && std::get<std::string>(path[0]) == "rules" &&
+        std::holds_alternative<size_t>(path[1])) {
       // The DOM keeps the last of two "rules" keys: it may not hold this index.
       const size_t index = std::get<size_t>(path[1]);
       const auto rules = doc.find("rules");
@@ -505,8 +493,7 @@ bool ParseAlertRules(std::string_view json, std::vector<AlertRule>* out, std::st
   }
   for (const auto& item : doc.items()) {
     if (item.key() != "version" && item.key() != "rules") {
-      errors.push_back("unknown top-level field '" + item.key() +
-                       "' (known fields: version, rules)");
+      errors.push_back("unknown top-level field '" + item.key() + "' (known fields: version, rules)");
     }
   }
   const auto version = doc.find("version");
@@ -529,8 +516,8 @@ bool ParseAlertRules(std::string_view json, std::vector<AlertRule>* out, std::st
       if (!parser.Parse(&rule)) continue;
       const auto [it, inserted] = first_index.emplace(rule.name, i);
       if (!inserted) {
-        errors.push_back(parser.prefix() + ": duplicate rule name (first used by rules[" +
-                         std::to_string(it->second) + "])");
+        errors.push_back(parser.prefix() + ": duplicate rule name (first used by rules[" + std::to_string(it->second) +
+                         "])");
         continue;
       }
       parsed.push_back(std::move(rule));
@@ -571,43 +558,36 @@ std::vector<AlertRule> DefaultAlertRules() {
   const WindowSpec ten_seconds = WindowSpec::Duration(10 * kNsPerSecond);
 
   std::vector<AlertRule> rules;
-  rules.push_back(MakeRule(
-      "input_bound_high", "input_pct", C::kGreaterEqual, kHighlyInputBoundPct,
-      WindowSpec::Steps(kRecentSteps), 2, 3, S::kCritical,
-      "HIGHLY input-bound: {value}% of the step time over the {window} was spent waiting for "
-      "input (threshold {threshold}%)"));
-  rules.push_back(MakeRule(
-      "input_bound_moderate", "input_pct", C::kGreaterEqual, kModeratelyInputBoundPct,
-      WindowSpec::Steps(kRecentSteps), 2, 3, S::kWarning,
-      "MODERATELY input-bound: {value}% of the step time over the {window} was spent waiting "
-      "for input (threshold {threshold}%)"));
-  rules.push_back(MakeRule(
-      "kernel_launch_bound", "kernel_launch_pct", C::kGreaterEqual, kKernelLaunchBoundPct,
-      WindowSpec::Steps(kRecentSteps), 1, 1, S::kWarning,
-      "Kernel-launch-bound: {value}% of the step time over the {window} was spent launching "
-      "kernels (threshold {threshold}%)"));
-  AlertRule regression = MakeRule(
-      "step_time_regression", "step_time_ms_median", C::kGreaterEqual, kStepTimeRegressionPct,
-      WindowSpec::Steps(kRecentSteps), kRegressionFireAfter, kRegressionResolveAfter, S::kWarning,
-      "Step time up {value}%: median of the {window} (threshold +{threshold}%)");
+  rules.push_back(MakeRule("input_bound_high", "input_pct", C::kGreaterEqual, kHighlyInputBoundPct,
+                           WindowSpec::Steps(kRecentSteps), 2, 3, S::kCritical,
+                           "HIGHLY input-bound: {value}% of the step time over the {window} was spent waiting for "
+                           "input (threshold {threshold}%)"));
+  rules.push_back(MakeRule("input_bound_moderate", "input_pct", C::kGreaterEqual, kModeratelyInputBoundPct,
+                           WindowSpec::Steps(kRecentSteps), 2, 3, S::kWarning,
+                           "MODERATELY input-bound: {value}% of the step time over the {window} was spent waiting "
+                           "for input (threshold {threshold}%)"));
+  rules.push_back(MakeRule("kernel_launch_bound", "kernel_launch_pct", C::kGreaterEqual, kKernelLaunchBoundPct,
+                           WindowSpec::Steps(kRecentSteps), 1, 1, S::kWarning,
+                           "Kernel-launch-bound: {value}% of the step time over the {window} was spent launching "
+                           "kernels (threshold {threshold}%)"));
+  AlertRule regression =
+      MakeRule("step_time_regression", "step_time_ms_median", C::kGreaterEqual, kStepTimeRegressionPct,
+               WindowSpec::Steps(kRecentSteps), kRegressionFireAfter, kRegressionResolveAfter, S::kWarning,
+               "Step time up {value}%: median of the {window} (threshold +{threshold}%)");
   regression.baseline = WindowSpec::Steps(kBaselineSteps, kRecentSteps);
   rules.push_back(std::move(regression));
-  rules.push_back(MakeRule(
-      "memory_near_capacity", "memory_used_pct", C::kGreaterEqual, kMemoryNearCapacityPct,
-      ten_seconds, 1, 1, S::kWarning,
-      "Device memory at {value}% of capacity over the {window} (threshold {threshold}%)"));
-  rules.push_back(MakeRule(
-      "events_dropped", "dropped_events", C::kGreater, 0, ten_seconds, 1, 3, S::kCritical,
-      "{value} events dropped in the {window}: the analyses are missing data"));
-  rules.push_back(MakeRule(
-      "training_stalled", "seconds_since_last_step", C::kGreaterEqual, kStalledSeconds,
-      ten_seconds, 1, 1, S::kCritical,
-      "Training stalled: no step has completed for {value} s (threshold {threshold} s)"));
-  rules.push_back(MakeRule(
-      "straggler", "pod.straggler_pct", C::kGreater, kStragglerPct,
-      WindowSpec::Steps(kStragglerSteps), 1, 3, S::kWarning,
-      "Straggler: {worker} is at least {value}% slower than the median worker in each of its "
-      "{window} (threshold {threshold}%)"));
+  rules.push_back(MakeRule("memory_near_capacity", "memory_used_pct", C::kGreaterEqual, kMemoryNearCapacityPct,
+                           ten_seconds, 1, 1, S::kWarning,
+                           "Device memory at {value}% of capacity over the {window} (threshold {threshold}%)"));
+  rules.push_back(MakeRule("events_dropped", "dropped_events", C::kGreater, 0, ten_seconds, 1, 3, S::kCritical,
+                           "{value} events dropped in the {window}: the analyses are missing data"));
+  rules.push_back(MakeRule("training_stalled", "seconds_since_last_step", C::kGreaterEqual, kStalledSeconds,
+                           ten_seconds, 1, 1, S::kCritical,
+                           "Training stalled: no step has completed for {value} s (threshold {threshold} s)"));
+  rules.push_back(MakeRule("straggler", "pod.straggler_pct", C::kGreater, kStragglerPct,
+                           WindowSpec::Steps(kStragglerSteps), 1, 3, S::kWarning,
+                           "Straggler: {worker} is at least {value}% slower than the median worker in each of its "
+                           "{window} (threshold {threshold}%)"));
   return rules;
 }
 

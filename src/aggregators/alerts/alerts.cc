@@ -39,9 +39,7 @@ std::string FormatDuration(uint64_t ns) {
   return FormatNumber(static_cast<double>(ns) / 1e3) + " us";
 }
 
-std::string StepCount(uint32_t n) {
-  return std::to_string(n) + (n == 1 ? " step" : " steps");
-}
+std::string StepCount(uint32_t n) { return std::to_string(n) + (n == 1 ? " step" : " steps"); }
 
 bool Breaches(AlertComparison c, double value, double threshold) {
   switch (c) {
@@ -60,9 +58,7 @@ bool UsesSteps(const AlertRule& rule) {
 
 bool IsFiring(AlertState s) { return s == AlertState::kFiring || s == AlertState::kResolving; }
 
-uint32_t SaturatingIncrement(uint32_t n) {
-  return n == std::numeric_limits<uint32_t>::max() ? n : n + 1;
-}
+uint32_t SaturatingIncrement(uint32_t n) { return n == std::numeric_limits<uint32_t>::max() ? n : n + 1; }
 
 // The rule's value at this evaluation: the metric, or for a baseline rule the
 // recent window's excess over the baseline in percent. nullopt when missing,
@@ -82,9 +78,8 @@ std::optional<MetricValue> Measure(const MetricSource& source, const AlertRule& 
   return recent;
 }
 
-AlertEvent MakeEvent(const AlertRule& rule, AlertEventState state, double value,
-                     int64_t first_step, int64_t last_step, uint64_t now_ns,
-                     std::string_view worker) {
+AlertEvent MakeEvent(const AlertRule& rule, AlertEventState state, double value, int64_t first_step, int64_t last_step,
+                     uint64_t now_ns, std::string_view worker) {
   AlertEvent e;
   e.rule = rule.name;
   e.metric = rule.metric;
@@ -101,7 +96,7 @@ AlertEvent MakeEvent(const AlertRule& rule, AlertEventState state, double value,
   e.ts_ns = now_ns;
   e.worker = worker;
   e.summary = state == AlertEventState::kFiring ? RenderAlertSummary(rule, value, worker)
-                                                 : RenderResolvedSummary(rule, value, worker);
+                                                : RenderResolvedSummary(rule, value, worker);
   return e;
 }
 
@@ -137,7 +132,6 @@ void WriteRuleFields(JsonWriter& w, const AlertRule& rule) {
 }
 
 }  // namespace
-
 
 void WriteAlertRuleFields(JsonWriter& w, const AlertRule& rule) { WriteRuleFields(w, rule); }
 
@@ -186,8 +180,7 @@ std::string AlertWindowText(const WindowSpec& window, const std::optional<Window
       return (recent ? "last " : "the last ") + FormatDuration(w.ns);
     }
     if (w.offset_steps != 0) {
-      return (recent ? "" : "the ") + StepCount(w.steps) + " ending " +
-             std::to_string(w.offset_steps) + " steps back";
+      return (recent ? "" : "the ") + StepCount(w.steps) + " ending " + std::to_string(w.offset_steps) + " steps back";
     }
     if (recent) return w.steps == 1 ? "last step" : "last " + StepCount(w.steps);
     return "the last " + StepCount(w.steps);
@@ -223,12 +216,11 @@ std::string WithUnit(const AlertRule& rule, double v) {
 
 }  // namespace
 
-std::string RenderClosedSummary(const AlertRule& rule, double value, std::string_view why,
-                                std::string_view worker) {
-  return rule.name + " closed " + std::string(why) + ": last " + rule.metric +
-         (rule.baseline ? " change" : "") + (worker.empty() ? "" : " of " + std::string(worker)) + " " +
-         WithUnit(rule, value) + " (" + std::string(AlertComparisonText(rule.comparison)) + " " +
-         WithUnit(rule, rule.threshold) + " over the " + AlertWindowText(rule.window, rule.baseline) + ")";
+std::string RenderClosedSummary(const AlertRule& rule, double value, std::string_view why, std::string_view worker) {
+  return rule.name + " closed " + std::string(why) + ": last " + rule.metric + (rule.baseline ? " change" : "") +
+         (worker.empty() ? "" : " of " + std::string(worker)) + " " + WithUnit(rule, value) + " (" +
+         std::string(AlertComparisonText(rule.comparison)) + " " + WithUnit(rule, rule.threshold) + " over the " +
+         AlertWindowText(rule.window, rule.baseline) + ")";
 }
 
 std::string RenderResolvedSummary(const AlertRule& rule, double value, std::string_view worker) {
@@ -242,18 +234,17 @@ std::string RenderResolvedSummary(const AlertRule& rule, double value, std::stri
     case AlertComparison::kLess: back = ">="; break;
   }
   return rule.name + " resolved: " + rule.metric + (rule.baseline ? " change" : "") +
-         (worker.empty() ? "" : " of " + std::string(worker)) + " " + with_unit(value) + " " +
-         std::string(back) + " " + with_unit(rule.threshold) + " over the " +
-         AlertWindowText(rule.window, rule.baseline);
+         (worker.empty() ? "" : " of " + std::string(worker)) + " " + with_unit(value) + " " + std::string(back) + " " +
+         with_unit(rule.threshold) + " over the " + AlertWindowText(rule.window, rule.baseline);
 }
 
 std::string RenderAlertSummary(const AlertRule& rule, double value, std::string_view worker) {
   const std::string window = AlertWindowText(rule.window, rule.baseline);
   if (rule.summary.empty()) {
     return rule.name + ": " + rule.metric + (worker.empty() ? "" : " of " + std::string(worker)) +
-           (rule.baseline ? " change " : " ") + FormatNumber(value) +
-           (rule.baseline ? "% " : " ") + std::string(AlertComparisonText(rule.comparison)) +
-           " " + FormatNumber(rule.threshold) + " over the " + window;
+           (rule.baseline ? " change " : " ") + FormatNumber(value) + (rule.baseline ? "% " : " ") +
+           std::string(AlertComparisonText(rule.comparison)) + " " + FormatNumber(rule.threshold) + " over the " +
+           window;
   }
   std::string out;
   const std::string_view t = rule.summary;
@@ -293,8 +284,7 @@ std::string RenderAlertSummary(const AlertRule& rule, double value, std::string_
 // ---------------------------------------------------------------------------
 // The engine.
 
-AlertEngine::AlertEngine(std::vector<AlertRule> rules, AlertEngineOptions options)
-    : options_(options) {
+AlertEngine::AlertEngine(std::vector<AlertRule> rules, AlertEngineOptions options) : options_(options) {
   rules_.reserve(rules.size());
   for (AlertRule& r : rules) {
     RuleState st;
@@ -315,8 +305,8 @@ void AlertEngine::Record(AlertEvent event, std::vector<AlertEvent>* out) {
 void AlertEngine::ResolveDropped(const RuleState& r, std::string_view why) {
   const AlertRuleStatus& s = r.status;
   const double value = s.value.value_or(std::numeric_limits<double>::quiet_NaN());
-  AlertEvent e = MakeEvent(s.rule, AlertEventState::kResolved, value, s.first_step, s.last_step,
-                           last_now_ns_, r.firing_event ? r.firing_event->worker : "");
+  AlertEvent e = MakeEvent(s.rule, AlertEventState::kResolved, value, s.first_step, s.last_step, last_now_ns_,
+                           r.firing_event ? r.firing_event->worker : "");
   e.summary += " (";
   e.summary += why;
   e.summary += ")";
@@ -355,8 +345,7 @@ void AlertEngine::SetRules(std::vector<AlertRule> rules) {
   rules_ = std::move(next);
 }
 
-std::vector<AlertEvent> AlertEngine::Evaluate(const MetricSource& source, uint64_t now_ns,
-                                              int64_t current_step) {
+std::vector<AlertEvent> AlertEngine::Evaluate(const MetricSource& source, uint64_t now_ns, int64_t current_step) {
   std::vector<AlertEvent> out;
   out.swap(queued_);
   ++evaluations_;
@@ -400,8 +389,8 @@ std::vector<AlertEvent> AlertEngine::Evaluate(const MetricSource& source, uint64
           enter(AlertState::kOk);
         } else if (s.breaching_count >= fire_after) {
           enter(AlertState::kFiring);
-          AlertEvent e = MakeEvent(rule, AlertEventState::kFiring, m->value, m->first_step,
-                                   m->last_step, now_ns, m->worker);
+          AlertEvent e =
+              MakeEvent(rule, AlertEventState::kFiring, m->value, m->first_step, m->last_step, now_ns, m->worker);
           r.firing_event = e;
           Record(std::move(e), &out);
         } else {
@@ -420,8 +409,7 @@ std::vector<AlertEvent> AlertEngine::Evaluate(const MetricSource& source, uint64
             // The resolved event names the worker its alert named.
             const std::string worker = r.firing_event ? r.firing_event->worker : m->worker;
             r.firing_event.reset();
-            Record(MakeEvent(rule, AlertEventState::kResolved, m->value, m->first_step,
-                             m->last_step, now_ns, worker),
+            Record(MakeEvent(rule, AlertEventState::kResolved, m->value, m->first_step, m->last_step, now_ns, worker),
                    &out);
           } else {
             enter(AlertState::kResolving);

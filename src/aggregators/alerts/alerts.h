@@ -37,9 +37,7 @@ struct WindowSpec {
   // {steps 100, offset_steps 20} is "the 100 steps before the last 20".
   uint32_t offset_steps = 0;
 
-  static WindowSpec Steps(uint32_t n, uint32_t offset = 0) {
-    return {Kind::kSteps, n, 0, offset};
-  }
+  static WindowSpec Steps(uint32_t n, uint32_t offset = 0) { return {Kind::kSteps, n, 0, offset}; }
   static WindowSpec Duration(uint64_t window_ns) { return {Kind::kSeconds, 0, window_ns, 0}; }
   bool operator==(const WindowSpec&) const = default;
 };
@@ -71,9 +69,7 @@ class MetricSource {
   // pod's: any worker's step moves it). A rule with a steps window on such a
   // metric advances once per value of this clock instead of `current_step`.
   // nullopt: `current_step`.
-  virtual std::optional<int64_t> StepClock(std::string_view /*metric*/) const {
-    return std::nullopt;
-  }
+  virtual std::optional<int64_t> StepClock(std::string_view /*metric*/) const { return std::nullopt; }
 };
 
 enum class AlertComparison : uint8_t { kGreaterEqual, kGreater, kLessEqual, kLess };
@@ -131,8 +127,8 @@ struct AlertEvent {
   std::optional<WindowSpec> baseline;
   int64_t first_step = -1;  // the steps of the recent window (-1: none).
   int64_t last_step = -1;
-  uint64_t ts_ns = 0;    // the `now_ns` of the evaluation.
-  std::string worker;   // the worker it is about (MetricValue::worker); "" for most.
+  uint64_t ts_ns = 0;  // the `now_ns` of the evaluation.
+  std::string worker;  // the worker it is about (MetricValue::worker); "" for most.
   // Firing: the rule's template, rendered. Resolved: what cleared, with the
   // value and threshold in their unit ("input_pct 2.56 % < 20 % over the
   // last 20 steps"), never the firing text. Closed: "<rule> closed at end of
@@ -173,7 +169,7 @@ struct AlertsSnapshot {
   std::vector<AlertEvent> history;  // the newest events (at most max_history), oldest first.
   uint64_t history_dropped = 0;     // older events dropped from `history`.
   uint64_t evaluations = 0;         // Evaluate() calls.
-  uint64_t last_evaluated_ns = 0;  // (or of CloseAll, when that came later)
+  uint64_t last_evaluated_ns = 0;   // (or of CloseAll, when that came later)
   int64_t last_evaluated_step = -1;
 
   // One JSON object: {"rules":[...],"firing":[...],"history":[...],
@@ -207,8 +203,7 @@ class AlertEngine {
   // state and counts. A rule with a step window advances at most once per
   // `current_step` value: with no new step, its evaluation is skipped. Pipeline
   // thread.
-  std::vector<AlertEvent> Evaluate(const MetricSource& source, uint64_t now_ns,
-                                   int64_t current_step);
+  std::vector<AlertEvent> Evaluate(const MetricSource& source, uint64_t now_ns, int64_t current_step);
 
   // The end of the job (finished or cut off): every alert still firing (or
   // resolving) is closed with its last value, state kClosed, and gets a

@@ -75,7 +75,8 @@ void AnnotationStats::Merge(Thread& t) {
   std::stable_sort(t.out_of_order.begin(), t.out_of_order.end(), by_ts);
   std::vector<Pending>& w = t.waiting;
   // Only the tail from the first set-aside launch's place moves.
-  const auto from = std::upper_bound(w.begin() + static_cast<ptrdiff_t>(t.head), w.end(), t.out_of_order.front(), by_ts);
+  const auto from =
+      std::upper_bound(w.begin() + static_cast<ptrdiff_t>(t.head), w.end(), t.out_of_order.front(), by_ts);
   const ptrdiff_t start = from - w.begin();
   const ptrdiff_t middle = static_cast<ptrdiff_t>(w.size());
   w.insert(w.end(), t.out_of_order.begin(), t.out_of_order.end());
@@ -87,7 +88,7 @@ void AnnotationStats::Merge(Thread& t) {
 [[gnu::always_inline]] inline void AnnotationStats::AddKernel(const Event& e) {
   bool made = false;
   Launch* const found = LaunchOf(e.corr, &made);  // a kernel before its launch: waits.
-  if (found == nullptr) {  // its launch is past the window: forgotten.
+  if (found == nullptr) {                         // its launch is past the window: forgotten.
     ++unattributed_;
     return;
   }
@@ -144,17 +145,14 @@ void AnnotationStats::Consume(std::span<const Event> events) {
     // Ids beyond any NameTable's (2^22) are corrupt: the tables are indexed by them.
     if (e.dur > kMaxEventDurationNs || e.name >= kMaxId || e.track >= kMaxId) continue;
     switch (e.kind) {
-      case EventKind::kHostSpan:
-        AddAnnotation(e);
-        break;
+      case EventKind::kHostSpan: AddAnnotation(e); break;
       case EventKind::kRuntimeApi:
         if (e.corr != 0) AddLaunch(e);
         break;
       case EventKind::kKernel:
         if (e.corr != 0) AddKernel(e);
         break;
-      default:
-        break;
+      default: break;
     }
   }
   for (const TrackId track : out_of_order_) Merge(threads_[track]);

@@ -48,14 +48,14 @@ class JsonWriter;
 struct AnnotationRow {
   std::string name;
   uint64_t count = 0;
-  uint64_t host_ns = 0;     // the annotations' durations, summed.
-  uint64_t kernels = 0;     // kernels launched with it innermost.
-  uint64_t gpu_ns = 0;      // their durations, summed.
+  uint64_t host_ns = 0;  // the annotations' durations, summed.
+  uint64_t kernels = 0;  // kernels launched with it innermost.
+  uint64_t gpu_ns = 0;   // their durations, summed.
 };
 
 struct AnnotationStatsSnapshot {
-  std::vector<AnnotationRow> rows;  // by GPU time, then host time, descending; ties by name.
-  uint64_t kernels_attributed = 0;  // kernels whose launch an annotation holds.
+  std::vector<AnnotationRow> rows;    // by GPU time, then host time, descending; ties by name.
+  uint64_t kernels_attributed = 0;    // kernels whose launch an annotation holds.
   uint64_t kernels_unattributed = 0;  // kernels whose launch was seen in no annotation (yet).
   uint64_t annotations_over_cap = 0;
   uint64_t launches_forgotten = 0;
@@ -79,9 +79,9 @@ class AnnotationStats {
   static constexpr uint32_t kMaxId = 1u << 22;  // NameTable::kMaxNames.
   static constexpr uint32_t kNoRow = UINT32_MAX;
   static constexpr uint32_t kNotYet = UINT32_MAX - 1;  // a name not looked at yet.
-  struct Launch {  // 16 bytes: with its id, a table slot of 24.
-    uint32_t row = kNoRow;  // the claiming annotation's row.
-    uint32_t kernels = 0;   // kernels that came before the claim, and their time.
+  struct Launch {                                      // 16 bytes: with its id, a table slot of 24.
+    uint32_t row = kNoRow;                             // the claiming annotation's row.
+    uint32_t kernels = 0;                              // kernels that came before the claim, and their time.
     uint64_t kernel_ns = 0;
   };
   struct Pending {
@@ -123,12 +123,12 @@ class AnnotationStats {
   std::vector<uint32_t> row_of_name_;  // by NameId: a row, kNoRow, or kNotYet.
   std::vector<AnnotationRow> rows_;
   std::unordered_map<std::string, uint32_t> index_;  // name -> row.
-  std::vector<Thread> threads_;  // by TrackId.
-  std::vector<TrackId> out_of_order_;  // threads with launches set aside in this batch.
-  CorrWindow<Launch> launches_;  // by correlation id: the newest max_launches ids.
-  uint64_t attributed_ = 0;    // kernels in a row.
-  uint64_t unattributed_ = 0;  // kernels whose launch was forgotten unclaimed.
-  uint64_t waiting_ = 0;       // kernels on launches not claimed yet.
+  std::vector<Thread> threads_;                      // by TrackId.
+  std::vector<TrackId> out_of_order_;                // threads with launches set aside in this batch.
+  CorrWindow<Launch> launches_;                      // by correlation id: the newest max_launches ids.
+  uint64_t attributed_ = 0;                          // kernels in a row.
+  uint64_t unattributed_ = 0;                        // kernels whose launch was forgotten unclaimed.
+  uint64_t waiting_ = 0;                             // kernels on launches not claimed yet.
   uint64_t over_cap_ = 0, forgotten_ = 0;
 };
 

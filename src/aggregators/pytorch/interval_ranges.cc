@@ -24,8 +24,7 @@ Ranges MergeSortedRanges(Ranges src) {
 }
 
 Ranges MergeRanges(Ranges src) {
-  std::stable_sort(src.begin(), src.end(),
-                   [](const Range& a, const Range& b) { return a.first < b.first; });
+  std::stable_sort(src.begin(), src.end(), [](const Range& a, const Range& b) { return a.first < b.first; });
   return MergeSortedRanges(std::move(src));
 }
 

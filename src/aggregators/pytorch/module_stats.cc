@@ -120,13 +120,15 @@ void ModuleStatsSnapshot::WriteJson(JsonWriter& w) const {
     w.KV("avg_forward_us", r.calls == 0 ? 0.0 : static_cast<double>(r.forward_ns) / 1e3 / static_cast<double>(r.calls));
     w.KV("backward_calls", r.backward_calls);
     w.KV("backward_ms", static_cast<double>(r.backward_ns) / 1e6);
-    w.KV("avg_backward_us", r.backward_calls == 0 ? 0.0
-                                                  : static_cast<double>(r.backward_ns) / 1e3 /
-                                                        static_cast<double>(r.backward_calls));
+    w.KV("avg_backward_us", r.backward_calls == 0
+                                ? 0.0
+                                : static_cast<double>(r.backward_ns) / 1e3 / static_cast<double>(r.backward_calls));
     w.Key("memory_bytes_last");
-    if (r.memory_samples == 0) w.Null(); else w.Double(r.memory_last_bytes);
+    if (r.memory_samples == 0) w.Null();
+    else w.Double(r.memory_last_bytes);
     w.Key("memory_bytes_max");
-    if (r.memory_samples == 0) w.Null(); else w.Double(r.memory_max_bytes);
+    if (r.memory_samples == 0) w.Null();
+    else w.Double(r.memory_max_bytes);
     w.EndObject();
   }
   w.EndArray();

@@ -76,10 +76,10 @@ class ModuleStats {
 
   const Catalog* catalog_;
   Options options_;
-  std::vector<NameRole> roles_;                 // by NameId.
+  std::vector<NameRole> roles_;  // by NameId.
   std::vector<ModuleRow> rows_;
   std::unordered_map<std::string, uint32_t> index_;  // label -> row.
-  std::vector<std::vector<Interval>> unclaimed_;  // by TrackId: forwards no parent has claimed yet.
+  std::vector<std::vector<Interval>> unclaimed_;     // by TrackId: forwards no parent has claimed yet.
   uint64_t over_cap_ = 0;
 };
 

@@ -49,8 +49,7 @@ std::string PyRepr(double x) {
     if (text[i] != '.') digits.push_back(text[i]);
   }
   int exp10 = 0;
-  std::from_chars(text.data() + e_pos + 1 + (text[e_pos + 1] == '+' ? 1 : 0), text.data() + text.size(),
-                  exp10);
+  std::from_chars(text.data() + e_pos + 1 + (text[e_pos + 1] == '+' ? 1 : 0), text.data() + text.size(), exp10);
   // CPython (format_float_short, repr): decpt = exponent + 1; scientific when
   // decpt <= -4 or decpt > 16, fixed otherwise, always with a '.' or an 'e'.
   const int decpt = exp10 + 1;
@@ -87,8 +86,7 @@ std::string PyFormatFixed(double x, int decimals) {
   if (std::isnan(x)) return "nan";
   if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
   char buf[400];
-  const auto r = std::to_chars(buf, buf + sizeof(buf), x, std::chars_format::fixed,
-                               std::clamp(decimals, 0, 300));
+  const auto r = std::to_chars(buf, buf + sizeof(buf), x, std::chars_format::fixed, std::clamp(decimals, 0, 300));
   return std::string(buf, r.ptr);
 }
 

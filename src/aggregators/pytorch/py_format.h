@@ -9,7 +9,6 @@
 
 namespace liveprof {
 
-
 // Python's round(x): to the nearest integer, exact halves to the even one
 // (2906.5 -> 2906, 2907.5 -> 2908). Returns the integral double.
 double PyRound(double x);

@@ -6,8 +6,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "aggregators/tf/kernel_stats.h"
 #include "aggregators/pytorch/py_format.h"
+#include "aggregators/tf/kernel_stats.h"
 
 namespace liveprof {
 
@@ -15,9 +15,24 @@ namespace {
 
 // tensor_core.py's TC_Allowlist (xprof's list of docs/semantics-tf.md §7, less "i16832").
 constexpr std::string_view kPluginTensorCorePatterns[] = {
-    "h884",     "s884",  "h1688",  "s1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
-    "first_layer_wgrad_kernel", "conv1x1", "conv2d_c1_k1", "direct_group", "xmma_implicit_gemm",
-    "xmma_sparse_conv", "xmma_warp_specialized_implicit_gemm", "xmma_gemm", "xmma_sparse_gemm", "c1688",
+    "h884",
+    "s884",
+    "h1688",
+    "s1688",
+    "hmma",
+    "i8816",
+    "16816",
+    "dgrad_1x1_stride_2x2",
+    "first_layer_wgrad_kernel",
+    "conv1x1",
+    "conv2d_c1_k1",
+    "direct_group",
+    "xmma_implicit_gemm",
+    "xmma_sparse_conv",
+    "xmma_warp_specialized_implicit_gemm",
+    "xmma_gemm",
+    "xmma_sparse_gemm",
+    "c1688",
 };
 
 struct Kernel {
@@ -85,9 +100,8 @@ PytorchGpuEstimates Estimate(GpuKernels& g, bool op_kernels, int64_t w_begin, in
     points.push_back({k.ts, false, k.blocks_per_sm, points.size()});
     points.push_back({k.end, true, k.blocks_per_sm, points.size()});
   }
-  std::stable_sort(points.begin(), points.end(), [](const Point& a, const Point& b) {
-    return a.t != b.t ? a.t < b.t : (!a.end && b.end);
-  });
+  std::stable_sort(points.begin(), points.end(),
+                   [](const Point& a, const Point& b) { return a.t != b.t ? a.t < b.t : (!a.end && b.end); });
   double running = 0, weighted = 0;
   bool inside = false;
   for (size_t i = 0; i < points.size(); ++i) {

@@ -55,10 +55,10 @@ struct Rec {
   int64_t step_num;  // kStep.
   uint32_t corr;
   RecType type;
-  uint8_t role;      // PytorchRole, or kNoRole.
+  uint8_t role;  // PytorchRole, or kNoRole.
   uint8_t device;
-  bool is_kernel;    // any Kernel event (GPU utilization, section 5).
-  bool counts_cpu;   // Operator / ProfilerStep: the fallback step's extent.
+  bool is_kernel;   // any Kernel event (GPU utilization, section 5).
+  bool counts_cpu;  // Operator / ProfilerStep: the fallback step's extent.
 };
 
 bool IsBadSpan(const Event& e) { return e.dur > kMaxEventDurationNs || e.ts > kMaxEventDurationNs; }
@@ -78,7 +78,7 @@ bool MakeRec(const Event& e, NameClassifier& names, Rec* r) {
       r->type = RecType::kDevice;
       r->is_kernel = true;
       r->role = static_cast<uint8_t>(names.IsCommunication(e.payload.kernel.op) ? PytorchRole::kCommunication
-                                                                               : PytorchRole::kKernel);
+                                                                                : PytorchRole::kKernel);
       return true;
     case EventKind::kMemcpyHtoD:
     case EventKind::kMemcpyDtoH:
@@ -120,22 +120,15 @@ bool MakeRec(const Event& e, NameClassifier& names, Rec* r) {
           r->step_num = step_num + ((e.flags & kFlagStepShift) != 0 ? e.payload.step.step_num : 0);
           r->counts_cpu = true;
           return true;
-        case NameClass::kDataLoader:
-          r->role = static_cast<uint8_t>(PytorchRole::kDataLoader);
-          break;
-        case NameClass::kCommunication:
-          r->role = static_cast<uint8_t>(PytorchRole::kCommunication);
-          break;
-        default:
-          r->role = static_cast<uint8_t>(PytorchRole::kCpuOp);
-          break;
+        case NameClass::kDataLoader: r->role = static_cast<uint8_t>(PytorchRole::kDataLoader); break;
+        case NameClass::kCommunication: r->role = static_cast<uint8_t>(PytorchRole::kCommunication); break;
+        default: r->role = static_cast<uint8_t>(PytorchRole::kCpuOp); break;
       }
       r->type = RecType::kHost;
       r->counts_cpu = is_operator;
       return true;
     }
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -263,8 +256,7 @@ PytorchOverview ComputePytorchOverview(std::span<const Event> events, const Cata
         runtimes.push_back({r.ts, r.end, list.head, list.tail});
         break;
       }
-      case RecType::kHost:
-        break;
+      case RecType::kHost: break;
     }
   }
 
@@ -442,8 +434,7 @@ PytorchOverview ComputePytorchOverview(std::span<const Event> events, const Cata
     g.device = static_cast<uint8_t>(dev);
     const Ranges merged = MergeSortedRanges(std::move(kernels_by_device[dev]));
     const int64_t busy = OverlapLength(merged, out.window_start_ns, out.window_end_ns);
-    g.utilization = w_len == 0 ? 0.0
-                               : (static_cast<double>(busy) / 1000.0) / (static_cast<double>(w_len) / 1000.0);
+    g.utilization = w_len == 0 ? 0.0 : (static_cast<double>(busy) / 1000.0) / (static_cast<double>(w_len) / 1000.0);
     g.utilization_pct = PyRound(100.0 * g.utilization, 2);
     if (const DeviceDef* def = catalog.Device(g.device)) {
       g.described = true;
@@ -458,8 +449,7 @@ PytorchOverview ComputePytorchOverview(std::span<const Event> events, const Cata
 
   // Section 6, items 1, 4 and 5 (2, 3, 6, 7 need data this view does not have).
   if (avg.total_us != 0) {
-    const double dataloader_ratio =
-        avg.value_us[static_cast<size_t>(PytorchRole::kDataLoader)] / avg.total_us;
+    const double dataloader_ratio = avg.value_us[static_cast<size_t>(PytorchRole::kDataLoader)] / avg.total_us;
     if (dataloader_ratio > 0.05) {
       out.recommendations.push_back(
           "This run has high time cost on input data loading. " + PyFormatFixed(dataloader_ratio * 100, 1) +
@@ -469,8 +459,7 @@ PytorchOverview ComputePytorchOverview(std::span<const Event> events, const Cata
                "https://pytorch.org/docs/stable/data.html#single-and-multi-process-data-loading") +
           ".");
     }
-    const double communication_ratio =
-        avg.value_us[static_cast<size_t>(PytorchRole::kCommunication)] / avg.total_us;
+    const double communication_ratio = avg.value_us[static_cast<size_t>(PytorchRole::kCommunication)] / avg.total_us;
     if (communication_ratio > 0.1) {
       // The plugin's compress_url is a one-element tuple (a trailing comma),
       // so its link text is the tuple's repr.
@@ -482,8 +471,7 @@ PytorchOverview ComputePytorchOverview(std::span<const Event> events, const Cata
                "https://towardsdatascience.com/what-is-gradient-accumulation-in-deep-learning-ec034122cfa") +
           " or increase the batch size. Note: Gradient accumulation will increase global effective batch "
           "size, which may hurt model convergence and accuracy. For such case, you may want to evaluate " +
-          Href("LAMB optimizer", "https://nvidia.github.io/apex/optimizers.html#apex.optimizers.FusedLAMB") +
-          ".");
+          Href("LAMB optimizer", "https://nvidia.github.io/apex/optimizers.html#apex.optimizers.FusedLAMB") + ".");
     }
   }
   {
@@ -566,9 +554,8 @@ void PytorchView::Compact() {
   std::vector<uint64_t> step_starts;
   for (const Event& e : events_) {
     int64_t num = 0;
-    if (e.kind == EventKind::kStepMarker ||
-        ((e.kind == EventKind::kFrameworkOp || e.kind == EventKind::kHostSpan) &&
-         names.Get(e.name, &num) == NameClass::kProfilerStep)) {
+    if (e.kind == EventKind::kStepMarker || ((e.kind == EventKind::kFrameworkOp || e.kind == EventKind::kHostSpan) &&
+                                             names.Get(e.name, &num) == NameClass::kProfilerStep)) {
       step_starts.push_back(e.ts);
     }
   }
@@ -585,7 +572,7 @@ void PytorchView::Compact() {
     // candidate held the pipeline thread for 60 ms at 256 Ki events.)
     const size_t n = step_starts.size();
     std::vector<size_t> ending(n + 1, 0);  // [k]: events with end in (start[k-1], start[k]].
-    std::vector<size_t> zero_at(n, 0);      // [k]: zero-length events at start[k].
+    std::vector<size_t> zero_at(n, 0);     // [k]: zero-length events at start[k].
     // k = the first step start >= end. Events come in end order but for
     // late ones: the last k, or the next, is nearly always it.
     size_t k = 0;

@@ -50,9 +50,9 @@
 #include <vector>
 
 #include "aggregators/catalog.h"
+#include "aggregators/pytorch/py_format.h"
 #include "aggregators/pytorch/pytorch_gpu_metrics.h"
 #include "base/json_writer.h"
-#include "aggregators/pytorch/py_format.h"
 #include "stream/diagnostics.h"
 #include "stream/event.h"
 
@@ -87,7 +87,6 @@ inline constexpr char kPluginTensorCoresDefinition[] =
     "(h884, s1688, xmma_gemm, ...: Volta/Ampere names, none of Hopper's sm90 xmma or cuBLAS' nvjet), "
     "divided by all those kernels' time";
 
-
 // The column title the plugin gives a role ("CPU Exec" for kCpuOp).
 std::string_view PytorchRoleName(PytorchRole role);
 
@@ -100,12 +99,12 @@ struct PytorchViewOptions {
 };
 
 struct PytorchOverviewStep {
-  std::string name;            // "5" for ProfilerStep#5; "0" for the fallback step.
-  int64_t host_start_ns = 0;   // the ProfilerStep span (section 1.1).
+  std::string name;           // "5" for ProfilerStep#5; "0" for the fallback step.
+  int64_t host_start_ns = 0;  // the ProfilerStep span (section 1.1).
   int64_t host_end_ns = 0;
-  int64_t start_ns = 0;        // adjusted bounds (section 1.3).
+  int64_t start_ns = 0;  // adjusted bounds (section 1.3).
   int64_t end_ns = 0;
-  uint64_t device_ops = 0;     // device ops credited through its Runtimes (1.2).
+  uint64_t device_ops = 0;                            // device ops credited through its Runtimes (1.2).
   std::array<int64_t, kPytorchRoleCount> value_ns{};  // carved time in the step.
   int64_t total_ns = 0;                               // end_ns - start_ns.
   std::array<double, kPytorchRoleCount> value_us{};   // value_ns / 1000.0.

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <string>
 
-#include "aggregators/tf/kernel_stats.h"
 #include "aggregators/pytorch/pytorch_view.h"
+#include "aggregators/tf/kernel_stats.h"
 
 namespace liveprof {
 

@@ -89,8 +89,7 @@ void DeviceUtilization::Bucket::Combine(const Bucket& o) {
 // ---------------------------------------------------------------------------
 // DeviceUtilization.
 
-DeviceUtilization::DeviceUtilization(const Catalog* catalog, Diagnostics* diagnostics,
-                                     Options options)
+DeviceUtilization::DeviceUtilization(const Catalog* catalog, Diagnostics* diagnostics, Options options)
     : catalog_(catalog), diagnostics_(diagnostics), options_(options) {
   if (options_.bucket_ns == 0) options_.bucket_ns = 1;
   if (options_.max_buckets == 0) options_.max_buckets = 1;
@@ -139,8 +138,8 @@ DeviceUtilization::Bucket* DeviceUtilization::BucketAt(int64_t k) {
   return &b;
 }
 
-inline void DeviceUtilization::AddPiece(Bucket* bucket, uint32_t slot, bool kernel_union,
-                                        uint64_t s, uint64_t t, uint64_t len) {
+inline void DeviceUtilization::AddPiece(Bucket* bucket, uint32_t slot, bool kernel_union, uint64_t s, uint64_t t,
+                                        uint64_t len) {
   DevBucket& d = bucket->Dev(slot);
   if (kernel_union) {
     d.kernel_busy += len;
@@ -151,8 +150,7 @@ inline void DeviceUtilization::AddPiece(Bucket* bucket, uint32_t slot, bool kern
   }
 }
 
-inline void DeviceUtilization::AddCoverage(uint32_t slot, bool kernel_union, uint64_t s,
-                                           uint64_t t) {
+inline void DeviceUtilization::AddCoverage(uint32_t slot, bool kernel_union, uint64_t s, uint64_t t) {
   if (s >= cur_begin_ && t - cur_begin_ <= cur_len_) {
     AddPiece(cur_, slot, kernel_union, s, t, t - s);
     return;
@@ -160,13 +158,11 @@ inline void DeviceUtilization::AddCoverage(uint32_t slot, bool kernel_union, uin
   AddCoverageSlow(slot, kernel_union, s, t);
 }
 
-void DeviceUtilization::AddCoverageSlow(uint32_t slot, bool kernel_union, uint64_t s,
-                                        uint64_t t) {
+void DeviceUtilization::AddCoverageSlow(uint32_t slot, bool kernel_union, uint64_t s, uint64_t t) {
   // Split at bucket boundaries; what lies before the ring goes to "older".
   const uint64_t bucket_ns = options_.bucket_ns;
   const int64_t n = static_cast<int64_t>(options_.max_buckets);
-  const uint64_t ring_begin =
-      newest_ >= n ? static_cast<uint64_t>(newest_ - n + 1) * bucket_ns : 0;
+  const uint64_t ring_begin = newest_ >= n ? static_cast<uint64_t>(newest_ - n + 1) * bucket_ns : 0;
   if (s < ring_begin) {
     const uint64_t pt = std::min(t, ring_begin);
     AddPiece(&older_, slot, kernel_union, s, pt, pt - s);
@@ -180,16 +176,14 @@ void DeviceUtilization::AddCoverageSlow(uint32_t slot, bool kernel_union, uint64
   }
 }
 
-void DeviceUtilization::EstimateBehindFloor(uint32_t slot, bool kernel_union, uint64_t b,
-                                            uint64_t e) {
+void DeviceUtilization::EstimateBehindFloor(uint32_t slot, bool kernel_union, uint64_t b, uint64_t e) {
   // The merged intervals behind floor_ are gone; only the bucket totals are
   // left. A whole bucket covered by [b, e) becomes fully busy (exact); a
   // partly covered one gets max(0, piece - already counted), the lower bound.
   // Before the ring only the extent is known.
   const uint64_t bucket_ns = options_.bucket_ns;
   const int64_t n = static_cast<int64_t>(options_.max_buckets);
-  const uint64_t ring_begin =
-      newest_ >= n ? static_cast<uint64_t>(newest_ - n + 1) * bucket_ns : 0;
+  const uint64_t ring_begin = newest_ >= n ? static_cast<uint64_t>(newest_ - n + 1) * bucket_ns : 0;
   if (b < ring_begin) {
     const uint64_t pt = std::min(e, ring_begin);
     AddPiece(&older_, slot, kernel_union, b, pt, 0);
@@ -248,13 +242,10 @@ bool DeviceUtilization::Insert(uint32_t slot, bool kernel_union, uint64_t b, uin
     // Late: anywhere.
     const auto first = v.begin();
     i = static_cast<size_t>(
-        std::lower_bound(first, v.end(), b,
-                         [](const Interval& x, uint64_t t) { return x.end < t; }) -
-        v.begin());
-    j = static_cast<size_t>(
-        std::upper_bound(v.begin() + static_cast<ptrdiff_t>(i), v.end(), e,
-                         [](uint64_t t, const Interval& x) { return t < x.begin; }) -
-        v.begin());
+        std::lower_bound(first, v.end(), b, [](const Interval& x, uint64_t t) { return x.end < t; }) - v.begin());
+    j = static_cast<size_t>(std::upper_bound(v.begin() + static_cast<ptrdiff_t>(i), v.end(), e,
+                                             [](uint64_t t, const Interval& x) { return t < x.begin; }) -
+                            v.begin());
   }
   // New coverage = [b, e) minus those intervals.
   uint64_t cur = b;
@@ -327,13 +318,11 @@ DeviceUtilizationSnapshot DeviceUtilization::Snapshot(uint64_t window_ns) const 
     out.span_ns = d.last - d.first;
     if (out.span_ns != 0) {
       out.utilization_pct = 100.0 * static_cast<double>(d.busy) / static_cast<double>(out.span_ns);
-      out.kernel_utilization_pct =
-          100.0 * static_cast<double>(d.kernel_busy) / static_cast<double>(out.span_ns);
+      out.kernel_utilization_pct = 100.0 * static_cast<double>(d.kernel_busy) / static_cast<double>(out.span_ns);
     }
     s.devices.push_back(std::move(out));
   }
-  std::sort(s.devices.begin(), s.devices.end(),
-            [](const auto& a, const auto& b) { return a.ordinal < b.ordinal; });
+  std::sort(s.devices.begin(), s.devices.end(), [](const auto& a, const auto& b) { return a.ordinal < b.ordinal; });
   return s;
 }
 

@@ -37,16 +37,16 @@ class JsonWriter;
 struct DeviceUtilizationSnapshot {
   struct Device {
     uint8_t ordinal = 0;
-    std::string name;             // from the stream's kDeviceInfo, or "".
-    uint64_t busy_ns = 0;         // union of kernels, copies and memsets.
-    uint64_t kernel_busy_ns = 0;  // union of kernels only.
-    uint64_t first_ns = 0;        // first device activity in the window.
-    uint64_t last_ns = 0;         // last device activity end in the window.
-    uint64_t span_ns = 0;         // last_ns - first_ns.
+    std::string name;                   // from the stream's kDeviceInfo, or "".
+    uint64_t busy_ns = 0;               // union of kernels, copies and memsets.
+    uint64_t kernel_busy_ns = 0;        // union of kernels only.
+    uint64_t first_ns = 0;              // first device activity in the window.
+    uint64_t last_ns = 0;               // last device activity end in the window.
+    uint64_t span_ns = 0;               // last_ns - first_ns.
     double utilization_pct = 0;         // busy / span.
     double kernel_utilization_pct = 0;  // kernel busy / span.
   };
-  uint64_t window_ns = 0;  // 0 = since start.
+  uint64_t window_ns = 0;       // 0 = since start.
   std::vector<Device> devices;  // devices active in the window, by ordinal.
 
   // The entry of device `ordinal`, or null.
@@ -104,7 +104,7 @@ class DeviceUtilization {
     void Combine(const DevBucket& o);
   };
   struct Bucket {
-    int64_t index = -1;  // absolute bucket number; -1 = unused.
+    int64_t index = -1;          // absolute bucket number; -1 = unused.
     std::vector<DevBucket> dev;  // by device slot.
     DevBucket& Dev(uint32_t slot) {
       if (slot >= dev.size()) dev.resize(slot + 1);
@@ -131,8 +131,7 @@ class DeviceUtilization {
   bool Insert(uint32_t slot, bool kernel_union, uint64_t b, uint64_t e);
   void AddCoverage(uint32_t slot, bool kernel_union, uint64_t s, uint64_t t);
   void AddCoverageSlow(uint32_t slot, bool kernel_union, uint64_t s, uint64_t t);
-  void AddPiece(Bucket* bucket, uint32_t slot, bool kernel_union, uint64_t s, uint64_t t,
-                uint64_t len);
+  void AddPiece(Bucket* bucket, uint32_t slot, bool kernel_union, uint64_t s, uint64_t t, uint64_t len);
   void EstimateBehindFloor(uint32_t slot, bool kernel_union, uint64_t b, uint64_t e);
 
   const Catalog* catalog_;

@@ -4,10 +4,9 @@
 // kernels and memsets (TraceLens counts a memset as computation: its
 // Falconsai report's computation equals its busy time, two memsets in it);
 // exposed communication = collective kernels not under computation; exposed
-// memcpy = copies under neither; idle = the window less busy. liveprof gives it for each step, over the step's GPU range (its
-// device work's first begin to last end: see step_breakdown.h for why not
-// Kineto's gpu_user_annotation), and for a whole trace (`liveprof analyze`).
-// Pure; any thread.
+// memcpy = copies under neither; idle = the window less busy. liveprof gives it for each step, over the step's GPU
+// range (its device work's first begin to last end: see step_breakdown.h for why not Kineto's gpu_user_annotation), and
+// for a whole trace (`liveprof analyze`). Pure; any thread.
 #ifndef LIVEPROF_AGGREGATORS_STEPS_GPU_TIMELINE_H_
 #define LIVEPROF_AGGREGATORS_STEPS_GPU_TIMELINE_H_
 

@@ -81,8 +81,7 @@ inline SpanType ClassifyDeviceEvent(const Event& e, uint8_t name_bits) {
 inline SpanType ClassifyHostEvent(const Event& e, uint8_t name_bits, bool has_device, bool* ignore) {
   *ignore = (name_bits & kNameIgnored) != 0;
   if (*ignore) return SpanType::kUnknown;
-  if (e.kind == EventKind::kInputSpan &&
-      static_cast<InputStage>(e.sub) == InputStage::kEnqueue) {
+  if (e.kind == EventKind::kInputSpan && static_cast<InputStage>(e.sub) == InputStage::kEnqueue) {
     return SpanType::kHostToDevice;  // §2.3 host rule 1 (InfeedEnqueue / MemcpyHToD).
   }
   if (name_bits & kNameToDevice) return SpanType::kHostToDevice;

@@ -4,7 +4,6 @@
 #include <bit>
 #include <cmath>
 
-
 namespace liveprof {
 
 namespace {
@@ -74,9 +73,9 @@ std::string_view BucketName(Bucket b) {
 }
 
 std::string_view BucketKey(Bucket b) {
-  static constexpr std::string_view kKeys[kBucketCount] = {
-      "device_compute", "device_to_device", "device_collectives", "host_compute", "kernel_launch",
-      "input",          "output",           "compilation",        "all_others"};
+  static constexpr std::string_view kKeys[kBucketCount] = {"device_compute", "device_to_device", "device_collectives",
+                                                           "host_compute",   "kernel_launch",    "input",
+                                                           "output",         "compilation",      "all_others"};
   return kKeys[static_cast<size_t>(b)];
 }
 
@@ -84,15 +83,14 @@ std::string_view BreakdownModeName(BreakdownMode m) {
   return m == BreakdownMode::kDeviceOnly ? "device_only" : "host_and_device";
 }
 
-StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, BreakdownMode mode,
-                                      bool profile_has_device, bool* well_formed) {
+StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, BreakdownMode mode, bool profile_has_device,
+                                      bool* well_formed) {
   BreakdownScratch scratch;
   return ComputeStepBreakdown(step, mode, profile_has_device, well_formed, &scratch);
 }
 
-StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, BreakdownMode mode,
-                                      bool profile_has_device, bool* well_formed,
-                                      BreakdownScratch* scratch) {
+StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, BreakdownMode mode, bool profile_has_device,
+                                      bool* well_formed, BreakdownScratch* scratch) {
   StepBreakdownRow row;
   row.step_num = step.step_num;
   row.seq = step.seq;
@@ -205,9 +203,9 @@ double RunningStats::stddev() const {
 }
 
 double StepWindow::pct(Bucket b) const {
-  return step_ns_sum == 0 ? 0
-                          : 100.0 * static_cast<double>(bucket_ns[static_cast<size_t>(b)]) /
-                                static_cast<double>(step_ns_sum);
+  return step_ns_sum == 0
+             ? 0
+             : 100.0 * static_cast<double>(bucket_ns[static_cast<size_t>(b)]) / static_cast<double>(step_ns_sum);
 }
 
 double StepWindow::precision16_pct() const {
@@ -215,16 +213,14 @@ double StepWindow::precision16_pct() const {
   return all == 0 ? 0 : 100.0 * static_cast<double>(compute16_ns) / static_cast<double>(all);
 }
 
-StepBreakdown::StepBreakdown(Diagnostics* diag, Options options)
-    : diag_(diag), options_(options) {}
+StepBreakdown::StepBreakdown(Diagnostics* diag, Options options) : diag_(diag), options_(options) {}
 
 void StepBreakdown::Consume(std::span<const StepRecord> steps) {
   for (const StepRecord& s : steps) {
     if (s.has_device()) has_device_ = true;
     ++steps_total_;
     bool well_formed = false;
-    StepBreakdownRow row =
-        ComputeStepBreakdown(s, options_.mode, has_device_, &well_formed, &scratch_);
+    StepBreakdownRow row = ComputeStepBreakdown(s, options_.mode, has_device_, &well_formed, &scratch_);
     if (!well_formed) {
       ++steps_dropped_;
       if (diag_) diag_->Add(Diag::step_without_compute);
@@ -354,8 +350,7 @@ void WriteStepWindowJson(JsonWriter& w, const StepWindow& win) {
   for (size_t b = 0; b < kBucketCount; ++b) w.KV(BucketKey(static_cast<Bucket>(b)), win.bucket_ms[b].mean());
   w.EndObject();
   w.KV("device_compute_16bit_pct", win.precision16_pct());
-  w.KV("device_compute_32bit_pct",
-       win.compute16_ns + win.compute32_ns == 0 ? 0.0 : 100.0 - win.precision16_pct());
+  w.KV("device_compute_32bit_pct", win.compute16_ns + win.compute32_ns == 0 ? 0.0 : 100.0 - win.precision16_pct());
   w.EndObject();
 }
 

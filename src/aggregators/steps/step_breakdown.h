@@ -36,8 +36,8 @@
 #include <string_view>
 #include <vector>
 
-#include "base/json_writer.h"
 #include "aggregators/steps/steps.h"
+#include "base/json_writer.h"
 #include "stream/diagnostics.h"
 
 namespace liveprof {
@@ -71,8 +71,8 @@ struct StepBreakdownRow {
   uint64_t host_end_ns = 0;
   std::array<uint64_t, kSpanTypeCount> type_ns{};
   std::array<uint64_t, kBucketCount> bucket_ns{};
-  DeviceWorkCounts work;  // kernels and copies of the step.
-  uint64_t device_busy_ns = 0;      // union of device work inside the span.
+  DeviceWorkCounts work;        // kernels and copies of the step.
+  uint64_t device_busy_ns = 0;  // union of device work inside the span.
   // Over the step's GPU range (its device work's first begin to last end),
   // as TraceLens' gpu_timeline.csv (gpu_timeline.h). Kineto's
   // gpu_user_annotation ProfilerStep#N is not that range: it holds only the
@@ -95,11 +95,10 @@ struct BreakdownScratch {
 
 // Computes one step's row (a pure function of the step; the scratch only
 // holds buffers).
-StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, BreakdownMode mode,
-                                      bool profile_has_device, bool* well_formed,
-                                      BreakdownScratch* scratch);
-StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, BreakdownMode mode,
-                                      bool profile_has_device, bool* well_formed);
+StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, BreakdownMode mode, bool profile_has_device,
+                                      bool* well_formed, BreakdownScratch* scratch);
+StepBreakdownRow ComputeStepBreakdown(const StepRecord& step, BreakdownMode mode, bool profile_has_device,
+                                      bool* well_formed);
 
 // Sums over a set of steps: ratios of sums, and the per-step statistics of §0.4.
 struct RunningStats {
@@ -154,8 +153,8 @@ struct StepBreakdownSnapshot {
   BreakdownMode mode = BreakdownMode::kHostAndDevice;
   StepWindow window;
   std::vector<StepBreakdownRow> rows;  // the window's steps, oldest first (≤ graph cap).
-  uint64_t steps_total = 0;    // closed steps seen.
-  uint64_t steps_dropped = 0;  // without compute.
+  uint64_t steps_total = 0;            // closed steps seen.
+  uint64_t steps_dropped = 0;          // without compute.
   // What bounds the graph, said so that a view can say it: rows carries at
   // most rows_cap rows (Options::graph_rows), the window's oldest
   // rows_left_out are not in it; windows reach back over the newest
@@ -170,7 +169,7 @@ class StepBreakdown {
  public:
   struct Options {
     BreakdownMode mode = BreakdownMode::kHostAndDevice;
-    size_t max_steps = 10'000;             // rows kept for windows.
+    size_t max_steps = 10'000;  // rows kept for windows.
     // Rows a snapshot carries at most: the dashboard's longest step window
     // (last 1000 steps) whole; of a longer one, the newest (rows_left_out).
     size_t graph_rows = 1000;

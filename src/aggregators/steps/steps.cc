@@ -65,8 +65,7 @@ bool MatchStepPattern(std::string_view pattern, std::string_view name, int64_t* 
     }
     return false;
   }
-  return !name.empty() && name[0] == pattern[0] &&
-         MatchStepPattern(pattern.substr(1), name.substr(1), number);
+  return !name.empty() && name[0] == pattern[0] && MatchStepPattern(pattern.substr(1), name.substr(1), number);
 }
 
 StepAssembler::StepAssembler(const Catalog* catalog, Diagnostics* diag, Options options)
@@ -78,8 +77,7 @@ const StepAssembler::NameInfo& StepAssembler::LearnName(NameId id) {
   const std::string_view name = catalog_->Name(id);
   info.state = 1;
   constexpr std::string_view kProfilerStep = "ProfilerStep#";
-  if (name.starts_with(kProfilerStep) &&
-      ParseInt(name.substr(kProfilerStep.size()), &info.number)) {
+  if (name.starts_with(kProfilerStep) && ParseInt(name.substr(kProfilerStep.size()), &info.number)) {
     info.state = 2;
   } else if (!options_.name_pattern.empty()) {
     int64_t n = -1;
@@ -91,10 +89,9 @@ const StepAssembler::NameInfo& StepAssembler::LearnName(NameId id) {
   info.bits = ClassifyName(name);
   info.model_pass = IsModelPassName(name);
   // Calls that start device work (cudaLaunchHostFunc starts none).
-  info.launches = (name.find("Launch") != std::string_view::npos &&
-                   name.find("LaunchHostFunc") == std::string_view::npos) ||
-                  name.find("Memcpy") != std::string_view::npos ||
-                  name.find("Memset") != std::string_view::npos;
+  info.launches =
+      (name.find("Launch") != std::string_view::npos && name.find("LaunchHostFunc") == std::string_view::npos) ||
+      name.find("Memcpy") != std::string_view::npos || name.find("Memset") != std::string_view::npos;
   return info;
 }
 
@@ -232,8 +229,8 @@ void StepAssembler::AddStep(const Event& marker, int64_t step_num) {
   const uint64_t first = open_.front().rec.seq;
   if (seq < first) return nullptr;
   if (seq - first < open_.size() && open_[seq - first].rec.seq == seq) return &open_[seq - first];
-  auto it = std::lower_bound(open_.begin(), open_.end(), seq,
-                             [](const OpenStep& o, uint64_t v) { return o.rec.seq < v; });
+  auto it =
+      std::lower_bound(open_.begin(), open_.end(), seq, [](const OpenStep& o, uint64_t v) { return o.rec.seq < v; });
   return it != open_.end() && it->rec.seq == seq ? &*it : nullptr;
 }
 
@@ -254,9 +251,9 @@ void StepAssembler::AddStep(const Event& marker, int64_t step_num) {
     const SpanType t = ClassifyDeviceEvent(e, bits);
     StepSpan& span = r.device_spans.emplace_back();  // in place: a temporary's byte fields would stall the copy.
     span.begin = e.ts, span.end = e.end(), span.type = span.cpu_type = t;
-    span.work = IsMemcpyKind(e.kind)                     ? GpuWork::kMemcpy
+    span.work = IsMemcpyKind(e.kind)                ? GpuWork::kMemcpy
                 : t == SpanType::kDeviceCollectives ? GpuWork::kCommunication
-                                                          : GpuWork::kCompute;
+                                                    : GpuWork::kCompute;
     r.device_types |= TypeBit(t);
     (by_corr ? r.device_by_corr : r.device_by_time) += 1;
     CountDeviceWork(e, &r.work);

@@ -93,9 +93,9 @@ struct StepRecord {
   // a profile with a device, and for one without).
   uint32_t device_types = 0, host_types = 0, cpu_host_types = 0;
   DeviceWorkCounts work;
-  uint32_t device_by_corr = 0;       // joined through their launch.
-  uint32_t device_by_time = 0;       // joined by time.
-  bool closed_by_timeout = false;    // closed by close_lag_ns, not by a successor.
+  uint32_t device_by_corr = 0;     // joined through their launch.
+  uint32_t device_by_time = 0;     // joined by time.
+  bool closed_by_timeout = false;  // closed by close_lag_ns, not by a successor.
   // A host compute span (on the CPU-only reading) that the program named:
   // not only liveprof run's model forward and backward (IsModelPassName).
   bool annotated_host_compute = false;
@@ -118,7 +118,7 @@ class StepAssembler {
     // make more wait, and every new marker looks at each of them again.
     size_t max_waiting_events = size_t{1} << 16;
     uint64_t max_step_ns = 60'000'000'000;  // events waiting longer leave as stepless.
-    uint64_t small_kernel_ns = 40'000;  // "tiny" kernels: about the launch latency.
+    uint64_t small_kernel_ns = 40'000;      // "tiny" kernels: about the launch latency.
   };
 
   StepAssembler(const Catalog* catalog, Diagnostics* diag, Options options);
@@ -150,16 +150,14 @@ class StepAssembler {
     std::vector<uint32_t> launches;     // every correlation id launched in the step.
   };
   struct NameInfo {
-    uint8_t state = 0;  // 0 unknown, 1 not a step, 2 step (ProfilerStep), 3 step (pattern).
-    bool launches = false;  // a runtime API that makes device work.
+    uint8_t state = 0;        // 0 unknown, 1 not a step, 2 step (ProfilerStep), 3 step (pattern).
+    bool launches = false;    // a runtime API that makes device work.
     bool model_pass = false;  // IsModelPassName.
-    uint8_t bits = 0;       // ClassifyName.
+    uint8_t bits = 0;         // ClassifyName.
     int64_t number = -1;
   };
 
-  const NameInfo& Info(NameId id) {
-    return id < names_.size() && names_[id].state != 0 ? names_[id] : LearnName(id);
-  }
+  const NameInfo& Info(NameId id) { return id < names_.size() && names_[id].state != 0 ? names_[id] : LearnName(id); }
   const NameInfo& LearnName(NameId id);
   bool IsMarker(const Event& e, int64_t* step_num);
   void AddStep(const Event& marker, int64_t step_num);
@@ -190,8 +188,8 @@ class StepAssembler {
   // deque holds 2 per block and every index divides; the few open steps move
   // cheaply when the oldest close.
   std::vector<OpenStep> open_;
-  size_t hint_ = 0;  // where the last host-time lookup found its step.
-  bool open_by_seq_ = true;    // and by seq too (no marker out of order since open_ was empty).
+  size_t hint_ = 0;          // where the last host-time lookup found its step.
+  bool open_by_seq_ = true;  // and by seq too (no marker out of order since open_ was empty).
   // Waiting events, in arrival order.
   std::vector<Event> pending_;
   bool waited_on_launch_ = false;  // Place() left device work for a waiting launch.
@@ -207,9 +205,9 @@ class StepAssembler {
   std::vector<StepRecord> spare_;  // recycled, for their span lists.
   uint64_t next_seq_ = 0;
   uint64_t steps_closed_ = 0;
-  uint64_t last_closed_host_end_ = 0;   // host end of the newest closed step.
-  uint64_t latest_marker_begin_ = 0;    // host begin of the newest marker.
-  uint64_t markers_end_ = 0;  // the latest end of any marker seen.
+  uint64_t last_closed_host_end_ = 0;  // host end of the newest closed step.
+  uint64_t latest_marker_begin_ = 0;   // host begin of the newest marker.
+  uint64_t markers_end_ = 0;           // the latest end of any marker seen.
   bool any_marker_ = false;
   bool flushing_ = false;
   uint64_t pattern_seq_ = 0;

@@ -21,12 +21,14 @@ double Ratio(uint64_t part, uint64_t whole) {
 }
 
 bool EndsWithAny(std::string_view s, std::initializer_list<std::string_view> suffixes) {
-  for (std::string_view x : suffixes) if (s.ends_with(x)) return true;
+  for (std::string_view x : suffixes)
+    if (s.ends_with(x)) return true;
   return false;
 }
 
 bool ContainsAny(std::string_view s, std::initializer_list<std::string_view> parts) {
-  for (std::string_view x : parts) if (s.find(x) != std::string_view::npos) return true;
+  for (std::string_view x : parts)
+    if (s.find(x) != std::string_view::npos) return true;
   return false;
 }
 
@@ -90,10 +92,9 @@ InputCategory CategorizeInputOp(std::string_view name, InputStage stage) {
   if (name.starts_with("IteratorGetNext")) return InputCategory::kNotInput;
   if (name.starts_with("InfeedEnqueue") || name.starts_with("MemcpyHToD")) return InputCategory::kEnqueue;
   if (name.starts_with("Iterator::")) {  // legacy tf.data rules (§3.4 item 2).
-    if (EndsWithAny(name, {"::TFRecord", "::TextLine", "::FixedLengthRecord", "::SSTable",
-                           "::RecordIO", "::ArrayRecord"})) {
-      return ContainsAny(name, {"::MemoryReader", "::MemoryWriter", "::Interleave", "::Prefetch",
-                                "::ParallelMap"})
+    if (EndsWithAny(name,
+                    {"::TFRecord", "::TextLine", "::FixedLengthRecord", "::SSTable", "::RecordIO", "::ArrayRecord"})) {
+      return ContainsAny(name, {"::MemoryReader", "::MemoryWriter", "::Interleave", "::Prefetch", "::ParallelMap"})
                  ? InputCategory::kAdvancedRead
                  : InputCategory::kDemandedRead;
     }
@@ -128,7 +129,6 @@ InputSource InputSourceOf(std::string_view name) {
   return InputSource::kUnknown;
 }
 
-
 uint64_t LoaderWorkersWindow::fetch_ns() const {
   uint64_t sum = 0;
   for (const LoaderWorkerRow& r : workers) sum += r.fetch_ns;
@@ -153,8 +153,8 @@ void LoaderWorkers::Consume(std::span<const Event> events) {
       std::sort(workers_.begin(), workers_.end(), [](const Worker& a, const Worker& b) { return a.label < b.label; });
       w = std::find_if(workers_.begin(), workers_.end(), [&](const Worker& x) { return x.label == label; });
     }
-    const InputStage stage = e.sub <= static_cast<uint8_t>(InputStage::kWait) ? static_cast<InputStage>(e.sub)
-                                                                                : InputStage::kUnknown;
+    const InputStage stage =
+        e.sub <= static_cast<uint8_t>(InputStage::kWait) ? static_cast<InputStage>(e.sub) : InputStage::kUnknown;
     w->fetches.push_back(Fetch{e.ts, e.ts + e.dur, e.name, stage});
     if (w->fetches.size() > max_fetches_) w->fetches.pop_front();
     newest_end_ = std::max(newest_end_, e.ts + e.dur);
@@ -268,8 +268,9 @@ std::vector<std::string> WorkerRecommendations(const InputPipelineSnapshot& s) {
     };
   }
   if (s.window.has_device) {
-    out.push_back("Copy batches to the GPU faster: pin_memory=True on the DataLoader, and "
-                  ".to(device, non_blocking=True) on each batch.");
+    out.push_back(
+        "Copy batches to the GPU faster: pin_memory=True on the DataLoader, and "
+        ".to(device, non_blocking=True) on each batch.");
   }
   return out;
 }
@@ -329,8 +330,9 @@ std::vector<std::string> Recommendations(const InputPipelineSnapshot& s) {
         "absorbs batches that take longer than others.",
     };
     if (gpu) {
-      out.push_back("Copy batches to the GPU faster: pin_memory=True on the DataLoader, and "
-                    ".to(device, non_blocking=True) on each batch.");
+      out.push_back(
+          "Copy batches to the GPU faster: pin_memory=True on the DataLoader, and "
+          ".to(device, non_blocking=True) on each batch.");
     }
     out.push_back(CheaperBatches(gpu));
     return out;
@@ -338,8 +340,7 @@ std::vector<std::string> Recommendations(const InputPipelineSnapshot& s) {
   // tf.data's four (§3.4), each only for a category that has time, the
   // largest first; none for a pipeline whose stages are not known.
   const std::pair<double, const char*> tips[] = {
-      {s.enqueue_us,
-       "Enqueuing data: you may want to combine small input data chunks into fewer but larger chunks."},
+      {s.enqueue_us, "Enqueuing data: you may want to combine small input data chunks into fewer but larger chunks."},
       {s.preprocessing_us,
        "Data preprocessing: you may increase num_parallel_calls in Dataset map() or preprocess the data "
        "offline."},
@@ -405,8 +406,8 @@ InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const 
     const InputCategory c = CategorizeInputOp(op.name, op.stage);
     if (c == InputCategory::kNotInput) continue;
     s.ops.push_back({op.name, op.occurrences, static_cast<double>(op.total_ns) / 1e6,
-                     static_cast<double>(op.self_ns) / 1e6, Ratio(op.total_ns, self_sum),
-                     Ratio(op.self_ns, self_sum), c});
+                     static_cast<double>(op.self_ns) / 1e6, Ratio(op.total_ns, self_sum), Ratio(op.self_ns, self_sum),
+                     c});
   }
   std::sort(s.ops.begin(), s.ops.end(), [](const auto& a, const auto& b) {
     return a.self_ms != b.self_ms ? a.self_ms > b.self_ms : a.name < b.name;
@@ -417,7 +418,9 @@ InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const 
   const double preprocessing = cat_us[static_cast<size_t>(InputCategory::kPreprocessing)];
   const double total_input = demanded + advanced + preprocessing;
   // §3.4 items 5-7: the GPU ratio = average host-to-device time / average step.
-  const double h2d_avg = w.steps ? static_cast<double>(w.type_ns[static_cast<size_t>(SpanType::kHostToDevice)]) / static_cast<double>(w.steps) : 0;
+  const double h2d_avg = w.steps ? static_cast<double>(w.type_ns[static_cast<size_t>(SpanType::kHostToDevice)]) /
+                                       static_cast<double>(w.steps)
+                                 : 0;
   const double step_avg = w.steps ? static_cast<double>(step) / static_cast<double>(w.steps) : 0;
   const double ratio = step_avg > 0 ? std::min(1.0, h2d_avg / step_avg) : 0;
   // xprof scales by the enqueue time; with copies but no enqueue op (no
@@ -431,21 +434,20 @@ InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const 
     s.advanced_read_us = non_enqueue * advanced / total_input;
     s.preprocessing_us = non_enqueue * preprocessing / total_input;
   }
-  s.unclassified_us =
-      std::max(0.0, non_enqueue - s.demanded_read_us - s.advanced_read_us - s.preprocessing_us);
+  s.unclassified_us = std::max(0.0, non_enqueue - s.demanded_read_us - s.advanced_read_us - s.preprocessing_us);
   s.input_ops_seen = demanded > 0 || advanced > 0 || preprocessing > 0;
   s.wait_ms = static_cast<double>(wait_ns) / 1e6;
   std::sort(s.wait_names.begin(), s.wait_names.end());
   const uint64_t pytorch_ns = source_ns[static_cast<size_t>(InputSource::kPytorchDataLoader)];
   const uint64_t tf_ns = source_ns[static_cast<size_t>(InputSource::kTfData)];
   s.source = pytorch_ns == 0 && tf_ns == 0 ? InputSource::kUnknown
-             : pytorch_ns >= tf_ns        ? InputSource::kPytorchDataLoader
-                                          : InputSource::kTfData;
+             : pytorch_ns >= tf_ns         ? InputSource::kPytorchDataLoader
+                                           : InputSource::kTfData;
   if (s.source == InputSource::kPytorchDataLoader) {
     char buf[64];  // "988.6 ms in 4 ", "870.4 s in 3522 ".
     const bool seconds = s.wait_ms >= 10'000;
-    std::snprintf(buf, sizeof(buf), "%.1f %s in %llu ", seconds ? s.wait_ms / 1e3 : s.wait_ms,
-                  seconds ? "s" : "ms", static_cast<unsigned long long>(s.waits));
+    std::snprintf(buf, sizeof(buf), "%.1f %s in %llu ", seconds ? s.wait_ms / 1e3 : s.wait_ms, seconds ? "s" : "ms",
+                  static_cast<unsigned long long>(s.waits));
     s.source_statement =
         "The input is a PyTorch DataLoader" +
         std::string(s.single_process_loader ? " with num_workers=0 (_SingleProcessDataLoaderIter): the "
@@ -501,8 +503,7 @@ InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const 
     }
     s.input_class_statement = InputClassStatement(s.bound, w.has_device);
     if (s.kernel_launch_level != "no") {
-      s.advice.push_back(Pct1(s.kernel_launch_pct) +
-                         "% of the total step time sampled is spent on 'Kernel Launch'." +
+      s.advice.push_back(Pct1(s.kernel_launch_pct) + "% of the total step time sampled is spent on 'Kernel Launch'." +
                          (s.input_ops_seen ? " It could be due to CPU contention with tf.data. In "
                                              "this case, you may try to set the environment "
                                              "variable TF_GPU_THREAD_MODE=gpu_private."
@@ -519,8 +520,7 @@ InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& w, std::span<const 
                          "Communication'.");
     }
   }
-  if (s.bound == InputBound::kHighly || s.bound == InputBound::kModerately ||
-      s.bound == InputBound::kPotentially) {
+  if (s.bound == InputBound::kHighly || s.bound == InputBound::kModerately || s.bound == InputBound::kPotentially) {
     s.next_step = s.loader_verdict == "handoff"
                       ? "The DataLoader's workers were mostly idle: the wait is each batch's hand-off to the "
                         "training loop; see what to try below."
@@ -599,7 +599,8 @@ void InputPipelineSnapshot::WriteJson(JsonWriter& w) const {
     w.KV("process", r.label);
     w.KV("fetches", r.fetches);
     w.KV("fetch_ms", static_cast<double>(r.fetch_ns) / 1e6);
-    w.KV("busy_pct", workers.window_ns ? 100.0 * static_cast<double>(r.fetch_ns) / static_cast<double>(workers.window_ns) : 0.0);
+    w.KV("busy_pct",
+         workers.window_ns ? 100.0 * static_cast<double>(r.fetch_ns) / static_cast<double>(workers.window_ns) : 0.0);
     w.EndObject();
   }
   w.EndArray();

@@ -16,10 +16,10 @@
 #include <string_view>
 #include <vector>
 
-#include "base/json_writer.h"
 #include "aggregators/catalog.h"
-#include "aggregators/tf/op_stats.h"
 #include "aggregators/steps/step_breakdown.h"
+#include "aggregators/tf/op_stats.h"
+#include "base/json_writer.h"
 #include "stream/event.h"
 
 namespace liveprof {
@@ -44,9 +44,7 @@ std::string_view Level(double pct, double high, double moderate);
 using InputOpRecord = InputOpStats;
 
 // §3.4 categories, in the order of the breakdown.
-enum class InputCategory : uint8_t {
-  kEnqueue, kDemandedRead, kAdvancedRead, kPreprocessing, kUnknown, kNotInput
-};
+enum class InputCategory : uint8_t { kEnqueue, kDemandedRead, kAdvancedRead, kPreprocessing, kUnknown, kNotInput };
 std::string_view InputCategoryName(InputCategory c);
 // The category of an input op from its stage, else from its tf.data name.
 InputCategory CategorizeInputOp(std::string_view name, InputStage stage);
@@ -83,7 +81,7 @@ struct LoaderWorkerRow {
   uint64_t fetch_ns = 0;  // their time inside the window (overlaps counted once).
 };
 struct LoaderWorkersWindow {
-  uint64_t window_ns = 0;  // the step window's wall time.
+  uint64_t window_ns = 0;                // the step window's wall time.
   std::vector<LoaderWorkerRow> workers;  // every worker seen, by label.
   uint64_t fetch_ns() const;
   // 100 x fetch time / (window x workers); 0 with no window or no worker.
@@ -138,14 +136,13 @@ struct InputPipelineSnapshot {
   double kernel_launch_pct = 0, all_other_pct = 0;
   bool compute_on_host = false;
   InputBound bound = InputBound::kUnknown;
-  std::string statement;        // the bottleneck statement with its number.
-  std::string next_step;        // "Look at the host-side breakdown..." / "You may skip...".
+  std::string statement;  // the bottleneck statement with its number.
+  std::string next_step;  // "Look at the host-side breakdown..." / "You may skip...".
   std::string kernel_launch_level, all_other_level, collectives_level;
   std::vector<std::string> advice;  // kernel launch, all others, collectives statements.
 
   // Host side (§3.4), µs.
-  double enqueue_us = 0, demanded_read_us = 0, advanced_read_us = 0, preprocessing_us = 0,
-         unclassified_us = 0;
+  double enqueue_us = 0, demanded_read_us = 0, advanced_read_us = 0, preprocessing_us = 0, unclassified_us = 0;
   bool input_ops_seen = false;  // any demanded / advanced / preprocessing time.
   // False when the categories are the input ops' self times rather than
   // xprof's scaling by the enqueue time: with host-to-device copies but no
@@ -183,8 +180,7 @@ struct InputPipelineSnapshot {
 
 // `workers`: the DataLoader's worker processes over the same steps (null:
 // none known); their fetches are among `input_ops` already.
-InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& window,
-                                           std::span<const InputOpRecord> input_ops,
+InputPipelineSnapshot AnalyzeInputPipeline(const StepWindow& window, std::span<const InputOpRecord> input_ops,
                                            const LoaderWorkersWindow* workers = nullptr);
 
 }  // namespace liveprof

@@ -36,17 +36,15 @@ struct RowKey {
   std::string_view op;
 
   auto Tuple() const {
-    return std::tie(kernel, details->grid[0], details->grid[1], details->grid[2],
-                    details->block[0], details->block[1], details->block[2],
-                    details->registers_per_thread, details->static_shared_bytes,
+    return std::tie(kernel, details->grid[0], details->grid[1], details->grid[2], details->block[0], details->block[1],
+                    details->block[2], details->registers_per_thread, details->static_shared_bytes,
                     details->dynamic_shared_bytes, uses_tc, eligible, op);
   }
   bool operator<(const RowKey& o) const { return Tuple() < o.Tuple(); }
 };
 
 // Estimated `p` quantile (0 < p <= 1) of a full histogram with `n` samples.
-double EstimatePercentile(const std::vector<uint64_t>& bins, uint64_t n, double p,
-                          uint64_t min_ns, uint64_t max_ns) {
+double EstimatePercentile(const std::vector<uint64_t>& bins, uint64_t n, double p, uint64_t min_ns, uint64_t max_ns) {
   if (n == 0) return 0;
   uint64_t rank = static_cast<uint64_t>(std::ceil(p * static_cast<double>(n)));
   rank = std::clamp<uint64_t>(rank, 1, n);
@@ -392,9 +390,14 @@ uint32_t KernelStats::RowOf(uint32_t t) const {
   const std::string_view op = Name(tr.op);
   // The §7 tuple, serialized: names (NUL-separated), the numbers, the flags.
   const KernelDetails& d = info.details;
-  const uint32_t numbers[] = {d.grid[0],  d.grid[1],  d.grid[2],
-                              d.block[0], d.block[1], d.block[2],
-                              d.registers_per_thread, d.static_shared_bytes,
+  const uint32_t numbers[] = {d.grid[0],
+                              d.grid[1],
+                              d.grid[2],
+                              d.block[0],
+                              d.block[1],
+                              d.block[2],
+                              d.registers_per_thread,
+                              d.static_shared_bytes,
                               d.dynamic_shared_bytes};
   std::string key;
   key.reserve(kernel.size() + op.size() + sizeof(numbers) + 4);
@@ -507,8 +510,7 @@ KernelStatsSnapshot KernelStats::Snapshot(const Query& query) const {
   // Top rows: total descending, then the §7 key ascending.
   auto key_of = [&](uint32_t r) {
     const RowInfo& row = rows_[r];
-    return RowKey{kernel_names_[row.kernel_name], &row.details, row.uses_tc, row.eligible,
-                  op_names_[row.op_name]};
+    return RowKey{kernel_names_[row.kernel_name], &row.details, row.uses_tc, row.eligible, op_names_[row.op_name]};
   };
   std::vector<Ranked> top_rows;
   top_rows.reserve(row_ids.size());

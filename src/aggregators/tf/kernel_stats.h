@@ -112,14 +112,10 @@ struct KernelStatsRow {
   uint64_t min_ns = 0;
   uint64_t max_ns = 0;
 
-  uint64_t shared_mem_bytes() const {
-    return uint64_t{details.static_shared_bytes} + details.dynamic_shared_bytes;
-  }
+  uint64_t shared_mem_bytes() const { return uint64_t{details.static_shared_bytes} + details.dynamic_shared_bytes; }
   double total_us() const { return static_cast<double>(total_ns) / 1e3; }
   // xprof divides in integer ns before converting: (total / occurrences) / 1000.
-  double avg_us() const {
-    return occurrences == 0 ? 0.0 : static_cast<double>(total_ns / occurrences) / 1e3;
-  }
+  double avg_us() const { return occurrences == 0 ? 0.0 : static_cast<double>(total_ns / occurrences) / 1e3; }
   double min_us() const { return static_cast<double>(min_ns) / 1e3; }
   double max_us() const { return static_cast<double>(max_ns) / 1e3; }
 };
@@ -159,13 +155,13 @@ struct KernelDurationHistogram {
 };
 
 struct KernelStatsSnapshot {
-  uint64_t window_ns = 0;       // 0 = since start.
-  uint64_t kernel_count = 0;    // kernels in the window.
-  uint64_t kernel_ns = 0;       // their total duration.
-  uint64_t tensor_core_ns = 0;  // the part from kernels that ran on Tensor Cores.
-  uint64_t distinct_rows = 0;   // rows before the top-N cut.
-  std::vector<KernelStatsRow> rows;         // total desc, then key asc.
-  std::vector<KernelOpRollup> ops;          // kernel_ns desc, then name asc; top_ops of them.
+  uint64_t window_ns = 0;            // 0 = since start.
+  uint64_t kernel_count = 0;         // kernels in the window.
+  uint64_t kernel_ns = 0;            // their total duration.
+  uint64_t tensor_core_ns = 0;       // the part from kernels that ran on Tensor Cores.
+  uint64_t distinct_rows = 0;        // rows before the top-N cut.
+  std::vector<KernelStatsRow> rows;  // total desc, then key asc.
+  std::vector<KernelOpRollup> ops;   // kernel_ns desc, then name asc; top_ops of them.
   std::vector<KernelDurationHistogram> histograms;
 
   // "Kernel time using Tensor Cores": tensor_core_ns / kernel_ns, %.
@@ -239,10 +235,10 @@ class KernelStats {
   };
   // What one time bucket (or the "older" accumulator) holds.
   struct Bucket {
-    int64_t index = -1;            // absolute bucket number; -1 = unused.
-    std::vector<RowStats> rows;    // by triple id.
-    std::vector<HistRef> hists;    // by kernel-name slot.
-    std::vector<uint64_t> pool;    // histogram counts.
+    int64_t index = -1;          // absolute bucket number; -1 = unused.
+    std::vector<RowStats> rows;  // by triple id.
+    std::vector<HistRef> hists;  // by kernel-name slot.
+    std::vector<uint64_t> pool;  // histogram counts.
 
     void Reset(int64_t new_index);
     void AddHist(uint32_t slot, uint32_t bin, uint64_t n) {
@@ -303,8 +299,7 @@ class KernelStats {
   // to parse them now; `same_kernel` = an earlier triple's info of the same
   // kernel name, resolved (its uses_tc holds: a defined name never changes),
   // or null to match the kernel name against the Tensor Core patterns.
-  TripleInfo Resolve(const Triple& tr, const KernelDetails* details,
-                     const TripleInfo* same_kernel = nullptr) const;
+  TripleInfo Resolve(const Triple& tr, const KernelDetails* details, const TripleInfo* same_kernel = nullptr) const;
   const KernelDetails& CachedDetails(NameId details);
   std::string_view Name(NameId id) const;
   // The bucket for an event ending at `end` (advances the ring, or finds an
@@ -322,7 +317,7 @@ class KernelStats {
   std::vector<Triple> triples_;
   // Resolved again at snapshot when a name was not defined at first sight.
   mutable std::vector<TripleInfo> triple_info_;
-  std::vector<uint32_t> heads_;                    // by kernel NameId (dense ids).
+  std::vector<uint32_t> heads_;                     // by kernel NameId (dense ids).
   std::unordered_map<NameId, uint32_t> far_heads_;  // ids too large for heads_.
   std::vector<NameId> slot_names_;                  // kernel NameId by name slot.
   std::unordered_map<NameId, KernelDetails> details_cache_;
@@ -330,19 +325,19 @@ class KernelStats {
   // Snapshot-side tables, grown lazily by RowOf(): the snapshot groups and
   // ranks by these integer ids and spells out only the rows it returns.
   mutable std::vector<uint32_t> row_of_triple_;  // kNone until cached.
-  mutable std::vector<RowInfo> rows_;             // by row id.
-  mutable StringIds row_keys_;                    // the §7 tuple, serialized.
+  mutable std::vector<RowInfo> rows_;            // by row id.
+  mutable StringIds row_keys_;                   // the §7 tuple, serialized.
   mutable StringIds kernel_names_;
   mutable StringIds op_names_;
 
   // Time buckets.
   std::vector<Bucket> ring_;
   Bucket older_;
-  int64_t newest_ = -1;       // absolute index of the newest bucket.
-  Bucket* cur_ = nullptr;     // the newest bucket.
-  uint64_t cur_begin_ = 0;    // its time range [cur_begin_, cur_begin_ + cur_len_).
-  uint64_t cur_len_ = 0;      // 0 until the first bucket exists.
-  uint64_t last_end_ = 0;     // newest event end.
+  int64_t newest_ = -1;     // absolute index of the newest bucket.
+  Bucket* cur_ = nullptr;   // the newest bucket.
+  uint64_t cur_begin_ = 0;  // its time range [cur_begin_, cur_begin_ + cur_len_).
+  uint64_t cur_len_ = 0;    // 0 until the first bucket exists.
+  uint64_t last_end_ = 0;   // newest event end.
 };
 
 }  // namespace liveprof

@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "aggregators/pytorch/pytorch_names.h"
 #include "aggregators/tf/memory_state.h"
 #include "aggregators/tf/memory_state_internal.h"
-#include "aggregators/pytorch/pytorch_names.h"
 #include "stream/alloc_annotation.h"
 
 namespace liveprof {
@@ -29,8 +29,7 @@ bool MemoryState::IsStepName(NameId name) {
   if (step_name_[name] == 0) {
     const std::string_view n = catalog_->Name(name);
     int64_t step = 0;
-    const bool is_step = n.starts_with("ProfilerStep#") &&
-                         pytorch::ParseStepNumber(n.substr(13), &step);
+    const bool is_step = n.starts_with("ProfilerStep#") && pytorch::ParseStepNumber(n.substr(13), &step);
     step_name_[name] = is_step ? 2 : 1;
   }
   return step_name_[name] == 2;
@@ -141,9 +140,8 @@ void MemoryState::BreakdownAtPeak(const Memory& m, MemoryStateSnapshot::Memory* 
     r.op = op;
     out->breakdown_by_op.push_back(std::move(r));
   }
-  std::sort(out->breakdown_by_op.begin(), out->breakdown_by_op.end(), [](const auto& a, const auto& b) {
-    return a.bytes != b.bytes ? a.bytes > b.bytes : a.op < b.op;
-  });
+  std::sort(out->breakdown_by_op.begin(), out->breakdown_by_op.end(),
+            [](const auto& a, const auto& b) { return a.bytes != b.bytes ? a.bytes > b.bytes : a.op < b.op; });
   if (out->breakdown_by_op.size() > options_.breakdown_rows) {
     out->breakdown_by_op.resize(options_.breakdown_rows);
   }

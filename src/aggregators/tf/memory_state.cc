@@ -67,9 +67,7 @@ std::string IdString(bool host, uint8_t device, std::string_view allocator) {
   return id;
 }
 
-
 }  // namespace
-
 
 MemoryState::MemoryState(const Catalog* catalog, Diagnostics* diagnostics, Options options)
     : catalog_(catalog), diagnostics_(diagnostics), options_(options) {
@@ -88,10 +86,8 @@ std::string MemoryState::AllocatorName(NameId id) const {
 }
 
 void MemoryState::RefreshConfig(Memory& m) {
-  const std::string_view name =
-      catalog_ != nullptr ? catalog_->Name(m.allocator_id) : std::string_view();
-  if (name.empty() ? m.allocator_name != AllocatorName(m.allocator_id)
-                   : m.allocator_name != name) {
+  const std::string_view name = catalog_ != nullptr ? catalog_->Name(m.allocator_id) : std::string_view();
+  if (name.empty() ? m.allocator_name != AllocatorName(m.allocator_id) : m.allocator_name != name) {
     m.allocator_name = AllocatorName(m.allocator_id);
     m.setting = -1;
   }
@@ -115,8 +111,7 @@ void MemoryState::RefreshConfig(Memory& m) {
   }
 }
 
-MemoryState::Memory& MemoryState::Create(NameId allocator, bool host, uint8_t device,
-                                         uint64_t key) {
+MemoryState::Memory& MemoryState::Create(NameId allocator, bool host, uint8_t device, uint64_t key) {
   auto m = std::make_unique<Memory>();
   m->index = static_cast<uint32_t>(memories_.size());
   m->allocator_id = allocator;
@@ -290,8 +285,7 @@ void MemoryState::OnNewPeak(Memory& m, uint64_t ts, double* fragmentation_pct) {
   if (!m.freed_pending.empty()) m.freed_pending.clear();  // clear() is O(capacity).
   m.unseen_count = 0;
   m.unseen_bytes = 0;
-  if (!m.frag_computed ||
-      (ts >= m.frag_last_ts && ts - m.frag_last_ts >= options_.peak_detail_interval_ns)) {
+  if (!m.frag_computed || (ts >= m.frag_last_ts && ts - m.frag_last_ts >= options_.peak_detail_interval_ns)) {
     *fragmentation_pct = FragmentationPct(m.live, m.has_reserved, m.reserved, &scratch_);
     m.frag_computed = true;
     m.frag_last_ts = ts;
@@ -320,8 +314,7 @@ void MemoryState::OnCounter(const Event& e) {
       for (const auto& [suffix, f] : kSuffixes) {
         if (name.size() > kCounterPrefix.size() + suffix.size() && name.ends_with(suffix)) {
           field = f;
-          allocator.assign(name.substr(kCounterPrefix.size(),
-                                       name.size() - kCounterPrefix.size() - suffix.size()));
+          allocator.assign(name.substr(kCounterPrefix.size(), name.size() - kCounterPrefix.size() - suffix.size()));
           break;
         }
       }
@@ -371,8 +364,7 @@ namespace {
 
 // The buckets (`older` and the ring) that the window starting at bucket
 // `first_index` covers, combined (window_ns == 0: all of them).
-Bucket WindowBucket(const Bucket& older, const std::vector<Bucket>& ring, uint64_t window_ns,
-                    uint64_t first_index) {
+Bucket WindowBucket(const Bucket& older, const std::vector<Bucket>& ring, uint64_t window_ns, uint64_t first_index) {
   Bucket acc;
   if (window_ns == 0 || (older.used && older.index >= first_index)) acc.Combine(older);
   for (const Bucket& b : ring) {
@@ -453,9 +445,7 @@ MemoryStateSnapshot MemoryState::Snapshot(uint64_t window_ns) const {
 
     // Timeline: stored points in the window, then §8.3's box rule.
     stored.clear();
-    auto in_window = [&](const Sample& s) {
-      return window_ns == 0 || s.ts / options_.bucket_ns >= first_index;
-    };
+    auto in_window = [&](const Sample& s) { return window_ns == 0 || s.ts / options_.bucket_ns >= first_index; };
     for (const Sample& s : m.points) {
       if (in_window(s)) stored.push_back(s);
     }
@@ -489,8 +479,7 @@ MemoryStateSnapshot MemoryState::Snapshot(uint64_t window_ns) const {
     }
     snap.memories.push_back(std::move(out));
   }
-  std::sort(snap.memories.begin(), snap.memories.end(),
-            [](const auto& a, const auto& b) { return a.id < b.id; });
+  std::sort(snap.memories.begin(), snap.memories.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   return snap;
 }
 

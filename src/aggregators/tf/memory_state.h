@@ -118,14 +118,14 @@
 namespace liveprof {
 
 struct MemoryStateOptions {
-  uint64_t bucket_ns = 1'000'000'000;  // window bucket width, event end time.
-  size_t max_buckets = 600;            // ring size; older buckets merge into one.
-  size_t max_points = 1000;            // timeline points a snapshot emits (§8.3).
-  uint64_t peak_detail_interval_ns = 100'000'000;  // fragmentation-at-peak rate limit.
-  size_t breakdown_rows = 50;                      // rows kept in the breakdown (and by op).
+  uint64_t bucket_ns = 1'000'000'000;                // window bucket width, event end time.
+  size_t max_buckets = 600;                          // ring size; older buckets merge into one.
+  size_t max_points = 1000;                          // timeline points a snapshot emits (§8.3).
+  uint64_t peak_detail_interval_ns = 100'000'000;    // fragmentation-at-peak rate limit.
+  size_t breakdown_rows = 50;                        // rows kept in the breakdown (and by op).
   uint64_t attribution_horizon_ns = 60'000'000'000;  // wait this long for an enclosing span.
-  size_t max_pending_per_track = 65536;             // allocations waiting for one, per track.
-  size_t spanless_after = 4096;  // waiting on a track that never had a span: stop queueing.
+  size_t max_pending_per_track = 65536;              // allocations waiting for one, per track.
+  size_t spanless_after = 4096;                      // waiting on a track that never had a span: stop queueing.
 };
 
 struct MemoryStateSnapshot {
@@ -205,13 +205,13 @@ struct MemoryStateSnapshot {
     uint64_t peak_unseen_bytes = 0;
     std::vector<BreakdownRow> breakdown;  // <= breakdown_rows.
     std::vector<OpRow> breakdown_by_op;   // <= breakdown_rows; "" = unattributed.
-    bool live_map_incomplete = false;  // a free of an unknown address was seen.
-    std::vector<Point> timeline;       // <= max_points, time order.
+    bool live_map_incomplete = false;     // a free of an unknown address was seen.
+    std::vector<Point> timeline;          // <= max_points, time order.
     bool operator==(const Memory&) const = default;
   };
 
-  uint64_t window_ns = 0;  // 0 = since start.
-  uint64_t now_ns = 0;     // newest event end seen.
+  uint64_t window_ns = 0;        // 0 = since start.
+  uint64_t now_ns = 0;           // newest event end seen.
   std::vector<Memory> memories;  // by id.
 
   // One JSON object {"window_ns", "now_ns", "memories": [...]}; each memory's
@@ -228,8 +228,7 @@ class MemoryState {
 
   // `catalog` names allocators, counters and devices (may be null: names read
   // as "#<id>", no counters, no device capacity). `diagnostics` may be null.
-  explicit MemoryState(const Catalog* catalog, Diagnostics* diagnostics = nullptr,
-                       Options options = {});
+  explicit MemoryState(const Catalog* catalog, Diagnostics* diagnostics = nullptr, Options options = {});
   ~MemoryState();
   MemoryState(MemoryState&&) noexcept;
   MemoryState& operator=(MemoryState&&) noexcept;

@@ -56,9 +56,8 @@ struct Bucket {
     used = true;
     allocs += o.allocs;
     frees += o.frees;
-    if (o.has_peak &&
-        (!has_peak || o.peak.in_use() > peak.in_use() ||
-         (o.peak.in_use() == peak.in_use() && o.peak.seq >= peak.seq))) {
+    if (o.has_peak && (!has_peak || o.peak.in_use() > peak.in_use() ||
+                       (o.peak.in_use() == peak.in_use() && o.peak.seq >= peak.seq))) {
       peak = o.peak;
       has_peak = true;
     }
@@ -72,9 +71,7 @@ struct RowKey {
   bool operator==(const RowKey&) const = default;
 };
 struct RowKeyHash {
-  size_t operator()(const RowKey& k) const {
-    return boost::hash_value(k.bytes * 0x9E3779B97F4A7C15ull ^ k.op);
-  }
+  size_t operator()(const RowKey& k) const { return boost::hash_value(k.bytes * 0x9E3779B97F4A7C15ull ^ k.op); }
 };
 
 struct RowDelta {

@@ -2,8 +2,8 @@
 // itself is kept in memory_state.cc.
 #include <string>
 
-#include "base/json_writer.h"
 #include "aggregators/tf/memory_state.h"
+#include "base/json_writer.h"
 
 namespace liveprof {
 
@@ -129,8 +129,8 @@ std::string MemoryStateSnapshot::ToCsv() const {
     }
     out += ',';
     if (m.reserved_bytes) AppendU64(&out, *m.reserved_bytes);
-    for (const uint64_t v : {m.lifetime_peak_heap_bytes, m.peak_bytes, m.peak_ts_ns,
-                             m.peak_stack_bytes, m.peak_heap_bytes, m.peak_free_bytes}) {
+    for (const uint64_t v : {m.lifetime_peak_heap_bytes, m.peak_bytes, m.peak_ts_ns, m.peak_stack_bytes,
+                             m.peak_heap_bytes, m.peak_free_bytes}) {
       out += ',';
       AppendU64(&out, v);
     }

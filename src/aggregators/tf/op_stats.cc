@@ -104,8 +104,7 @@ OpStats::OpStats(const Catalog* catalog, Diagnostics* diagnostics, Options optio
   idle_row_ = InternRow(kIdleName, kIdleName);  // ranked by name with the others.
   // Ids 0..kCopyKinds-1: the copy and memset kinds, in EventKind order.
   for (uint32_t i = 0; i < kCopyKinds; ++i) {
-    NewDeviceOp(0, 0,
-                static_cast<EventKind>(static_cast<uint32_t>(EventKind::kMemcpyHtoD) + i));
+    NewDeviceOp(0, 0, static_cast<EventKind>(static_cast<uint32_t>(EventKind::kMemcpyHtoD) + i));
   }
 }
 
@@ -170,9 +169,9 @@ OpStats::HostSpanRole OpStats::RoleOfHostSpan(NameId name) {
   }
   const std::string_view s = Name(name);
   if (s.empty()) return HostSpanRole::kIgnored;  // may be defined later: not cached.
-  const HostSpanRole role = pytorch::IsDataLoaderName(s) ? HostSpanRole::kInputWait
+  const HostSpanRole role = pytorch::IsDataLoaderName(s)                        ? HostSpanRole::kInputWait
                             : ParseTfOpName(s).category != OpCategory::kUnknown ? HostSpanRole::kOp
-                                                                                 : HostSpanRole::kIgnored;
+                                                                                : HostSpanRole::kIgnored;
   if (name >= host_span_roles_.size()) {
     host_span_roles_.resize(std::max<size_t>(name + 1, 2 * host_span_roles_.size()));
   }
@@ -182,7 +181,8 @@ OpStats::HostSpanRole OpStats::RoleOfHostSpan(NameId name) {
 
 bool OpStats::SelectBucket(uint64_t end) {
   if (end > newest_end_) newest_end_ = end;
-  if (end >= current_begin_ && end < current_end_) [[likely]] return true;
+  if (end >= current_begin_ && end < current_end_) [[likely]]
+    return true;
   const uint64_t index = end / options_.bucket_ns;
   if (!has_current_ || index > current_index_) {
     if (has_current_) FreezeCurrent();
@@ -260,8 +260,7 @@ void OpStats::ConsumeHostOp(const Event& e, bool input) {
       break;
     }
     if (unclaimed.size() >= options_.max_unclaimed_per_track) {
-      unclaimed.erase(unclaimed.begin(),
-                      unclaimed.begin() + static_cast<ptrdiff_t>(unclaimed.size() / 2));
+      unclaimed.erase(unclaimed.begin(), unclaimed.begin() + static_cast<ptrdiff_t>(unclaimed.size() / 2));
     }
     unclaimed.push_back(Interval{begin, end, wait ? e.dur : nested_wait_ns, wait ? 1u : nested_waits});
   }  // else: out of order (late): claims nothing, not claimable.
@@ -276,9 +275,8 @@ void OpStats::ConsumeHostOp(const Event& e, bool input) {
     input_delta.nested_wait_ns = wait ? nested_wait_ns : 0;
     input_delta.nested_waits = wait ? nested_waits : 0;
     input_delta.seq = ++input_seq_;
-    input_delta.stage = e.sub <= static_cast<uint8_t>(InputStage::kWait)
-                            ? static_cast<InputStage>(e.sub)
-                            : InputStage::kUnknown;
+    input_delta.stage =
+        e.sub <= static_cast<uint8_t>(InputStage::kWait) ? static_cast<InputStage>(e.sub) : InputStage::kUnknown;
   }
   if (SelectBucket(end)) [[likely]] {
     if (input) {
@@ -341,11 +339,8 @@ void OpStats::Consume(std::span<const Event> events) {
           default: continue;
         }
         break;
-      case EventKind::kInputSpan:
-        input = true;
-        break;
-      case EventKind::kFrameworkOp:
-        break;
+      case EventKind::kInputSpan: input = true; break;
+      case EventKind::kFrameworkOp: break;
       case EventKind::kKernel:
       case EventKind::kMemcpyHtoD:
       case EventKind::kMemcpyDtoH:
@@ -371,8 +366,7 @@ void OpStats::Consume(std::span<const Event> events) {
         ConsumeDevice(e, id);
         continue;
       }
-      default:
-        continue;
+      default: continue;
     }
     ConsumeCheckedHostOp(e, input);  // a counted host op.
   }

@@ -77,10 +77,10 @@
 #include <vector>
 
 #include "aggregators/catalog.h"
+#include "aggregators/tf/tf_op_name.h"
 #include "base/json_writer.h"
 #include "base/string_ids.h"
 #include "stream/diagnostics.h"
-#include "aggregators/tf/tf_op_name.h"
 #include "stream/event.h"
 
 namespace liveprof {
@@ -89,15 +89,15 @@ namespace liveprof {
 // Snapshot.
 
 struct OpStatsRow {
-  int rank = 0;               // 1-based, device rows first, host rows continue.
-  std::string_view side;      // "Device" or "Host" (static literals).
+  int rank = 0;           // 1-based, device rows first, host rows continue.
+  std::string_view side;  // "Device" or "Host" (static literals).
   std::string type;
   std::string name;
-  uint64_t occurrences = 0;   // 0 for IDLE.
+  uint64_t occurrences = 0;  // 0 for IDLE.
   uint64_t total_ns = 0;
   uint64_t self_ns = 0;
   double total_us = 0;
-  double avg_us = 0;          // total / occurrences (0 if none).
+  double avg_us = 0;  // total / occurrences (0 if none).
   double self_us = 0;
   double avg_self_us = 0;
   double self_pct = 0;        // % of the side's total_ns (with IDLE) or op_ns (without).
@@ -107,9 +107,9 @@ struct OpStatsRow {
 };
 
 struct OpStatsSide {
-  uint64_t total_ns = 0;  // op_ns + idle_ns.
-  uint64_t op_ns = 0;     // sum of op self times.
-  uint64_t idle_ns = 0;   // sum over tracks (host) or devices of their IDLE.
+  uint64_t total_ns = 0;         // op_ns + idle_ns.
+  uint64_t op_ns = 0;            // sum of op self times.
+  uint64_t idle_ns = 0;          // sum over tracks (host) or devices of their IDLE.
   std::vector<OpStatsRow> rows;  // top N by self time desc, name asc.
 
   bool operator==(const OpStatsSide&) const = default;
@@ -133,9 +133,9 @@ struct InputOpStats {
 };
 
 struct OpStatsSnapshotOptions {
-  uint64_t window_ns = 0;   // last T ns (by event end time); 0 = since start.
-  bool include_idle = true; // IDLE rows in the tables and in the % denominators.
-  size_t top_n = 500;       // rows per side.
+  uint64_t window_ns = 0;    // last T ns (by event end time); 0 = since start.
+  bool include_idle = true;  // IDLE rows in the tables and in the % denominators.
+  size_t top_n = 500;        // rows per side.
 };
 
 struct OpStatsSnapshot {
@@ -159,8 +159,8 @@ struct OpStatsSnapshot {
 };
 
 struct OpStatsOptions {
-  uint64_t bucket_ns = 1'000'000'000;  // width of a time bucket (by event end).
-  size_t max_buckets = 600;            // buckets kept for windows.
+  uint64_t bucket_ns = 1'000'000'000;      // width of a time bucket (by event end).
+  size_t max_buckets = 600;                // buckets kept for windows.
   size_t max_unclaimed_per_track = 16384;  // bound of each track's claim stack.
 };
 
@@ -204,7 +204,7 @@ class OpStats {
     uint64_t self_ns = 0;
     uint64_t nested_wait_ns = 0;  // a wait's: the time of the waits it contains.
     uint64_t nested_waits = 0;    // and their count.
-    uint64_t seq = 0;  // arrival number of the event that set `stage`.
+    uint64_t seq = 0;             // arrival number of the event that set `stage`.
     InputStage stage = InputStage::kUnknown;
     void Add(const InputStats& o) {
       occurrences += o.occurrences;
@@ -228,7 +228,7 @@ class OpStats {
     }
     bool empty() const { return occurrences == 0; }
   };
-  struct SpanStats {  // one host track or one device.
+  struct SpanStats {                                           // one host track or one device.
     uint64_t first_ns = std::numeric_limits<uint64_t>::max();  // min begin.
     uint64_t last_ns = 0;                                      // max end.
     uint64_t self_ns = 0;
@@ -253,16 +253,15 @@ class OpStats {
   // [index * bucket_ns, (index + 1) * bucket_ns).
   struct Bucket {
     uint64_t index = 0;
-    Sparse<HostStats> host_ops;      // by NameId.
-    Sparse<InputStats> input_ops;    // by NameId.
+    Sparse<HostStats> host_ops;        // by NameId.
+    Sparse<InputStats> input_ops;      // by NameId.
     Sparse<DeviceOpStats> device_ops;  // by device-op id.
-    Sparse<SpanStats> tracks;        // by TrackId (host tracks).
-    Sparse<SpanStats> devices;       // by device ordinal.
+    Sparse<SpanStats> tracks;          // by TrackId (host tracks).
+    Sparse<SpanStats> devices;         // by device ordinal.
     // Merges `other` (newer or equal in arrival order) into this bucket.
     void Combine(const Bucket& other);
     bool empty() const {
-      return host_ops.empty() && input_ops.empty() && device_ops.empty() && tracks.empty() &&
-             devices.empty();
+      return host_ops.empty() && input_ops.empty() && device_ops.empty() && tracks.empty() && devices.empty();
     }
   };
 
@@ -298,8 +297,8 @@ class OpStats {
 
   // What a device-op id stands for.
   struct DeviceOp {
-    NameId op = 0;          // framework op (kernel with attribution), or 0.
-    NameId kernel = 0;      // kernel name, or 0 for copies.
+    NameId op = 0;                        // framework op (kernel with attribution), or 0.
+    NameId kernel = 0;                    // kernel name, or 0 for copies.
     EventKind kind = EventKind::kKernel;  // kKernel or a copy / memset kind.
   };
   struct KernelCacheEntry {
@@ -354,9 +353,7 @@ class OpStats {
   // Every row's rank in (name, type) order: ties in self time are broken by
   // it. Brought up to date when rows were added since the last call.
   const std::vector<uint32_t>& RowOrder() const;
-  std::string_view Name(NameId id) const {
-    return catalog_ != nullptr ? catalog_->Name(id) : std::string_view();
-  }
+  std::string_view Name(NameId id) const { return catalog_ != nullptr ? catalog_->Name(id) : std::string_view(); }
 
   const Catalog* catalog_;
   Diagnostics* diagnostics_;
@@ -369,8 +366,8 @@ class OpStats {
 
   // Device-op ids.
   std::vector<DeviceOp> device_ops_;
-  std::vector<uint32_t> unattributed_kernel_id_;     // by kernel NameId; 0 = none.
-  std::vector<KernelCacheEntry> attributed_cache_;   // by kernel NameId: last op seen.
+  std::vector<uint32_t> unattributed_kernel_id_;    // by kernel NameId; 0 = none.
+  std::vector<KernelCacheEntry> attributed_cache_;  // by kernel NameId: last op seen.
   // (op << 32 | kernel) -> device-op id: open addressing, linear probing,
   // power-of-two capacity, at most half full. Key 0 = empty (op is never 0).
   struct PairSlot {

@@ -1,8 +1,8 @@
 // OpStatsSnapshot as JSON and CSV (the TF-stats view and its download).
 #include <string>
 
-#include "base/json_writer.h"
 #include "aggregators/tf/op_stats.h"
+#include "base/json_writer.h"
 
 namespace liveprof {
 
@@ -44,8 +44,7 @@ void AppendCsvRow(std::string* out, const OpStatsRow& r) {
   AppendCsvField(out, r.name);
   out->push_back(',');
   *out += std::to_string(r.occurrences);
-  for (const double v : {r.total_us, r.avg_us, r.self_us, r.avg_self_us, r.self_pct,
-                         r.cumulative_pct}) {
+  for (const double v : {r.total_us, r.avg_us, r.self_us, r.avg_self_us, r.self_pct, r.cumulative_pct}) {
     out->push_back(',');
     AppendCsvNumber(out, v);
   }

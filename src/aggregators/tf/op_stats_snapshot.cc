@@ -54,8 +54,7 @@ class RowSums {
       s.seen = true;
       touched_.push_back(row);
     }
-    s.occurrences = max_occurrences_ ? std::max(s.occurrences, occurrences)
-                                     : s.occurrences + occurrences;
+    s.occurrences = max_occurrences_ ? std::max(s.occurrences, occurrences) : s.occurrences + occurrences;
     s.time_ns += time_ns;
     s.self_ns += self_ns;
   }
@@ -64,8 +63,8 @@ class RowSums {
   // is the row's rank in (name, type) order and `idle_order` IDLE's, so
   // ranking compares integers only; `name_of(row)` -> {name, type}.
   template <class NameOf>
-  std::vector<Group> Top(size_t n, const std::vector<uint32_t>& order, NameOf name_of,
-                         const Group* idle, uint32_t idle_order) const {
+  std::vector<Group> Top(size_t n, const std::vector<uint32_t>& order, NameOf name_of, const Group* idle,
+                         uint32_t idle_order) const {
     constexpr uint32_t kIdleRow = UINT32_MAX;
     struct Ranked {
       uint64_t self_ns;
@@ -110,18 +109,16 @@ double SafeDivide(double a, double b) { return b == 0 ? 0.0 : a / b; }
 
 // Ranks, cuts and fills one side's rows; `rank` runs on across sides.
 template <class NameOf>
-void FillSide(const RowSums& sums, const std::vector<uint32_t>& order, uint32_t idle_row,
-              NameOf name_of, uint64_t op_ns, uint64_t idle_ns, bool include_idle, size_t top_n,
-              std::string_view side_name, int* rank, OpStatsSide* side) {
+void FillSide(const RowSums& sums, const std::vector<uint32_t>& order, uint32_t idle_row, NameOf name_of,
+              uint64_t op_ns, uint64_t idle_ns, bool include_idle, size_t top_n, std::string_view side_name, int* rank,
+              OpStatsSide* side) {
   side->op_ns = op_ns;
   side->idle_ns = idle_ns;
   side->total_ns = op_ns + idle_ns;
   const Group idle{OpStats::kIdleName, OpStats::kIdleName, 0, idle_ns, idle_ns};
   const bool with_idle = include_idle && side->total_ns > 0;
-  const std::vector<Group> groups =
-      sums.Top(top_n, order, name_of, with_idle ? &idle : nullptr, order[idle_row]);
-  const double denominator_us =
-      static_cast<double>(include_idle ? side->total_ns : side->op_ns) / 1e3;
+  const std::vector<Group> groups = sums.Top(top_n, order, name_of, with_idle ? &idle : nullptr, order[idle_row]);
+  const double denominator_us = static_cast<double>(include_idle ? side->total_ns : side->op_ns) / 1e3;
   double cumulative = 0;
   side->rows.reserve(groups.size());
   for (const Group& g : groups) {
@@ -184,8 +181,7 @@ uint32_t OpStats::RowOf(RowSource source, uint32_t id) const {
     const std::string full = DisplayName(named);
     const ParsedOp p = ParseTfOpName(full);
     if (source == RowSource::kInput) {
-      row = InternRow(full, p.category == OpCategory::kDataset ? kDatasetType
-                                                               : std::string_view("Input"));
+      row = InternRow(full, p.category == OpCategory::kDataset ? kDatasetType : std::string_view("Input"));
     } else if (p.category != OpCategory::kUnknown) {
       row = InternRow(p.name, p.type);
     } else {
@@ -243,8 +239,7 @@ OpStatsSnapshot OpStats::Snapshot(const OpStatsSnapshotOptions& options) const {
     }
   }
   auto names_of = [this](uint32_t row) {
-    return std::pair<std::string_view, std::string_view>(row_strings_[rows_[row].name],
-                                                         row_strings_[rows_[row].type]);
+    return std::pair<std::string_view, std::string_view>(row_strings_[rows_[row].name], row_strings_[rows_[row].type]);
   };
 
   // Device side.
@@ -269,8 +264,8 @@ OpStatsSnapshot OpStats::Snapshot(const OpStatsSnapshotOptions& options) const {
   }
   int rank = 0;
   const std::vector<uint32_t>& order = RowOrder();
-  FillSide(device, order, idle_row_, names_of, device_op_ns, device_idle_ns, options.include_idle,
-           options.top_n, kDeviceSide, &rank, &snap.device);
+  FillSide(device, order, idle_row_, names_of, device_op_ns, device_idle_ns, options.include_idle, options.top_n,
+           kDeviceSide, &rank, &snap.device);
 
   // Host side: counted host ops and input spans; the input spans also make
   // the input-op table (every one of them, merged by name).
@@ -303,11 +298,10 @@ OpStatsSnapshot OpStats::Snapshot(const OpStatsSnapshotOptions& options) const {
     in.nested_waits = s.nested_waits;
     snap.host_input_ops.push_back(std::move(in));
   }
-  std::sort(snap.host_input_ops.begin(), snap.host_input_ops.end(),
-            [](const InputOpStats& a, const InputOpStats& b) {
-              if (a.self_ns != b.self_ns) return a.self_ns > b.self_ns;
-              return a.name < b.name;
-            });
+  std::sort(snap.host_input_ops.begin(), snap.host_input_ops.end(), [](const InputOpStats& a, const InputOpStats& b) {
+    if (a.self_ns != b.self_ns) return a.self_ns > b.self_ns;
+    return a.name < b.name;
+  });
   uint64_t host_op_ns = 0;
   uint64_t host_idle_ns = 0;
   for (const uint32_t key : tracks.touched) {
@@ -315,8 +309,8 @@ OpStatsSnapshot OpStats::Snapshot(const OpStatsSnapshotOptions& options) const {
     host_idle_ns += tracks.values[key].idle_ns();
   }
   RowOrder();  // the host side may have added rows.
-  FillSide(host, order, idle_row_, names_of, host_op_ns, host_idle_ns, options.include_idle,
-           options.top_n, kHostSide, &rank, &snap.host);
+  FillSide(host, order, idle_row_, names_of, host_op_ns, host_idle_ns, options.include_idle, options.top_n, kHostSide,
+           &rank, &snap.host);
   // With no device at all (a CPU job), a host thread's time outside its ops
   // is not IDLE, which in the TF tools means a device with nothing to run:
   // it is the program's host compute that no op names (the optimizer's

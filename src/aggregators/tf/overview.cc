@@ -48,16 +48,15 @@ OverviewSnapshot BuildOverview(const OverviewInputs& in) {
       o.env.device_type = in.utilization->devices.empty() ? "CPU" : "GPU";
     }
   }
-  o.env.device_core_count = static_cast<uint32_t>(
-      std::max(o.env.devices.size(), in.utilization->devices.size()));
+  o.env.device_core_count = static_cast<uint32_t>(std::max(o.env.devices.size(), in.utilization->devices.size()));
 
   // The precision statement (docs/semantics-tf.md §5).
   const double p16 = w.precision16_pct();
   if (w.compute16_ns + w.compute32_ns > 0 && p16 < kLowPrecisionPct) {
-    o.precision_statement = Fmt(
-        "Only %.1f%% of device computation is 16 bit. So you might want to replace more 32-bit "
-        "Ops by 16-bit Ops to improve performance (if the reduced accuracy is acceptable).",
-        p16);
+    o.precision_statement =
+        Fmt("Only %.1f%% of device computation is 16 bit. So you might want to replace more 32-bit "
+            "Ops by 16-bit Ops to improve performance (if the reduced accuracy is acceptable).",
+            p16);
   }
 
   // Top-10 ops (§4): IDLE left out, fractions of the op time alone.
@@ -66,8 +65,7 @@ OverviewSnapshot BuildOverview(const OverviewInputs& in) {
   for (const OpStatsRow& r : in.ops->device.rows) device_occ += r.occurrences;
   o.host_op_pct = Pct(static_cast<double>(host_occ), static_cast<double>(host_occ + device_occ));
   o.device_op_pct = host_occ + device_occ ? 100 - o.host_op_pct : 0;
-  o.has_device = !o.env.devices.empty() || !in.utilization->devices.empty() ||
-                 in.ops->device.op_ns > 0 || w.has_device;
+  o.has_device = !o.env.devices.empty() || !in.utilization->devices.empty() || in.ops->device.op_ns > 0 || w.has_device;
   // With no device, the host's named ops: what the job's own time went to.
   const OpStatsSide& side = o.has_device ? in.ops->device : in.ops->host;
   o.top_ops_side = o.has_device ? "device" : "host";
@@ -107,7 +105,8 @@ OverviewSnapshot BuildOverview(const OverviewInputs& in) {
     const double gap_pct = Pct(static_cast<double>(w.gap_ns), wall);
     if (gap_pct >= 5) {
       o.patterns.push_back(
-          {"idle_gaps_between_steps", gap_pct >= 20 ? "high" : "moderate",
+          {"idle_gaps_between_steps",
+           gap_pct >= 20 ? "high" : "moderate",
            Fmt("%.1f%% of the wall time (%.2f ms per step) falls between steps, outside every step "
                "marker: work done there (logging, checkpoints, evaluation, Python between "
                "iterations) slows training without showing in the step time.",
@@ -120,7 +119,8 @@ OverviewSnapshot BuildOverview(const OverviewInputs& in) {
       const double busy_pct = Pct(static_cast<double>(w.device_busy_ns), step_ns);
       if (tiny_pct >= 50 && busy_pct < 70) {
         o.patterns.push_back(
-            {"tiny_kernels", busy_pct < 40 ? "high" : "moderate",
+            {"tiny_kernels",
+             busy_pct < 40 ? "high" : "moderate",
              Fmt("%.0f%% of the kernels run shorter than %.0f us, about the 20-40 us it takes to "
                  "launch one, and the GPU is busy (a kernel, copy or memset running) only %.1f%% of the time inside "
                  "the steps (GPU utilization, above, counts the whole wall time): the host cannot launch "
@@ -139,33 +139,35 @@ OverviewSnapshot BuildOverview(const OverviewInputs& in) {
         if (in.ops->host.rows[i].name == "IDLE") continue;
         top += (top.empty() ? "" : ", ") + in.ops->host.rows[i].name;
       }
-      o.patterns.push_back(
-          {"ops_on_host", host_pct >= 20 ? "high" : "moderate",
-           Fmt("%.1f%% of the step time is host compute while the GPU waits: ops placed on the CPU "
-               "(check device placement and ops without a GPU kernel).",
-               host_pct) + (top.empty() ? "" : " Largest host ops: " + top + "."),
-           {{"host_compute_pct", host_pct}}});
+      o.patterns.push_back({"ops_on_host",
+                            host_pct >= 20 ? "high" : "moderate",
+                            Fmt("%.1f%% of the step time is host compute while the GPU waits: ops placed on the CPU "
+                                "(check device placement and ops without a GPU kernel).",
+                                host_pct) +
+                                (top.empty() ? "" : " Largest host ops: " + top + "."),
+                            {{"host_compute_pct", host_pct}}});
     }
     // 4. Host<->device copies per step.
     const double copy_pct = Pct(static_cast<double>(w.h2d_ns + w.d2h_ns), step_ns);
     const double d2h_per_step = static_cast<double>(w.d2h_count) / steps;
     if (copy_pct >= 5 || d2h_per_step >= 10) {
-      o.patterns.push_back(
-          {"host_device_copies", copy_pct >= 20 ? "high" : "moderate",
-           Fmt("Per step: %.1f host-to-device and %.1f device-to-host copies (%.1f MB in all), "
-               "%.1f%% of the step time. Keep tensors on the GPU, avoid .item()/.cpu() in the loop, "
-               "use pinned memory and non_blocking copies.",
-               static_cast<double>(w.h2d_count) / steps, d2h_per_step,
-               static_cast<double>(w.h2d_bytes + w.d2h_bytes) / 1e6 / steps, copy_pct),
-           {{"h2d_per_step", static_cast<double>(w.h2d_count) / steps},
-            {"d2h_per_step", d2h_per_step},
-            {"copy_pct", copy_pct}}});
+      o.patterns.push_back({"host_device_copies",
+                            copy_pct >= 20 ? "high" : "moderate",
+                            Fmt("Per step: %.1f host-to-device and %.1f device-to-host copies (%.1f MB in all), "
+                                "%.1f%% of the step time. Keep tensors on the GPU, avoid .item()/.cpu() in the loop, "
+                                "use pinned memory and non_blocking copies.",
+                                static_cast<double>(w.h2d_count) / steps, d2h_per_step,
+                                static_cast<double>(w.h2d_bytes + w.d2h_bytes) / 1e6 / steps, copy_pct),
+                            {{"h2d_per_step", static_cast<double>(w.h2d_count) / steps},
+                             {"d2h_per_step", d2h_per_step},
+                             {"copy_pct", copy_pct}}});
     }
     // 5. Collectives' share of the step.
     const double coll = w.pct(Bucket::kDeviceCollectives);
     if (coll >= kModerateCollectivesPct) {
       o.patterns.push_back(
-          {"collectives", coll >= kHighCollectivesPct ? "high" : "moderate",
+          {"collectives",
+           coll >= kHighCollectivesPct ? "high" : "moderate",
            Fmt("%.1f%% of the step time is collective communication (NCCL) not hidden by compute. "
                "Overlap communication with the backward pass (bucketed all-reduce) or reduce its size.",
                coll),

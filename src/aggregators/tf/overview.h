@@ -15,12 +15,12 @@
 
 #include "aggregators/catalog.h"
 #include "aggregators/steps/device_utilization.h"
-#include "aggregators/tf/input_pipeline.h"
-#include "base/json_writer.h"
-#include "aggregators/tf/kernel_stats.h"
-#include "aggregators/tf/op_stats.h"
 #include "aggregators/steps/step_breakdown.h"
 #include "aggregators/steps/steps.h"
+#include "aggregators/tf/input_pipeline.h"
+#include "aggregators/tf/kernel_stats.h"
+#include "aggregators/tf/op_stats.h"
+#include "base/json_writer.h"
 
 namespace liveprof {
 
@@ -49,7 +49,7 @@ struct RunEnvironment {
   std::vector<DeviceDef> devices;
   std::string step_source;  // which step markers were found.
   std::string breakdown_mode;
-  std::string gpu_note;  // e.g. why there is no GPU activity (CUPTI missing...).
+  std::string gpu_note;    // e.g. why there is no GPU activity (CUPTI missing...).
   std::string opened_run;  // liveprof open: the run folder read back ("" when live).
 };
 
@@ -68,7 +68,7 @@ struct OverviewSnapshot {
   std::string statement, next_step;
   std::vector<std::string> advice;
   std::string precision_statement;
-  double host_op_pct = 0;    // host op occurrences / all op occurrences (§4).
+  double host_op_pct = 0;  // host op occurrences / all op occurrences (§4).
   double device_op_pct = 0;
   // The job has (had) a device: a GPU known to the catalog, device activity
   // or a step with device work. Without one, the pages show host views.
@@ -77,7 +77,7 @@ struct OverviewSnapshot {
   // the host's named ops (top_ops_side "host"), unattributed time left out.
   std::vector<TopOp> top_ops;
   std::string_view top_ops_side = "device";
-  double gpu_utilization_pct = -1;  // union busy / span over the devices; -1 without GPU.
+  double gpu_utilization_pct = -1;         // union busy / span over the devices; -1 without GPU.
   uint64_t gpu_utilization_window_ns = 0;  // the devices' window (0 = since start).
   RunEnvironment env;
   std::vector<Pattern> patterns;

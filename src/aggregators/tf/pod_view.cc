@@ -36,24 +36,21 @@ size_t WorstOf(const std::vector<PodCell>& cells) {
 }
 
 // 100 × (t − ref) / ref; ref > 0.
-double ExcessPct(uint64_t t, double ref) {
-  return (static_cast<double>(t) - ref) * 100.0 / ref;
-}
+double ExcessPct(uint64_t t, double ref) { return (static_cast<double>(t) - ref) * 100.0 / ref; }
 
 }  // namespace
 
 struct PodView::Worker {
-  Worker(uint32_t id, const Catalog* catalog, Diagnostics* diag,
-         const StepAssembler::Options& options)
+  Worker(uint32_t id, const Catalog* catalog, Diagnostics* diag, const StepAssembler::Options& options)
       : process(id), steps(catalog, diag, options) {}
   uint32_t process;
   TrackId process_track = 0;  // its kProcess track (the label); 0: none seen.
   bool has_process_track = false;
-  std::string external_label;  // AddExternalStep's workers: their name.
+  std::string external_label;             // AddExternalStep's workers: their name.
   uint64_t mem_in_use = 0, mem_peak = 0;  // its allocations less frees (with max_new_steps).
   StepAssembler steps;
-  bool has_device = false;  // a step of it had device work (the GPU rules).
-  uint64_t cells = 0;       // its steps added.
+  bool has_device = false;        // a step of it had device work (the GPU rules).
+  uint64_t cells = 0;             // its steps added.
   std::deque<WorkerCell> recent;  // its newest cells (worker_steps), oldest first.
   uint64_t last_cell_at = 0;      // cells_total_ when its newest cell came.
   int64_t last_step = -1;         // its largest step number.
@@ -118,7 +115,7 @@ void PodView::Consume(std::span<const Event> events) {
     if (cached < 0 || process != cached_process) {
       const Worker* w = WorkerOf(process);
       cached_process = process;
-      cached = w != nullptr ? static_cast<int64_t>(index_.at(process))
+      cached = w != nullptr                  ? static_cast<int64_t>(index_.at(process))
                : catalog_->IsHelper(process) ? kHelper
                                              : kOverCap;
     }
@@ -198,8 +195,7 @@ void PodView::TakeClosed(Worker& w) {
   for (const StepRecord& s : closed) {
     if (s.has_device()) w.has_device = true;
     bool well_formed = false;
-    const StepBreakdownRow row =
-        ComputeStepBreakdown(s, options_.mode, w.has_device, &well_formed, &scratch_);
+    const StepBreakdownRow row = ComputeStepBreakdown(s, options_.mode, w.has_device, &well_formed, &scratch_);
     if (!well_formed) {
       ++counts_.steps_without_compute;
       continue;
@@ -558,8 +554,8 @@ PodSnapshot PodView::Snapshot() const {
       for (size_t b = 0; b < kBucketCount; ++b) ws.mean_ms[b] = Ms(static_cast<double>(bucket_ns[b])) / n;
     }
     if (step_ns > 0) {
-      ws.input_pct = 100.0 * static_cast<double>(bucket_ns[static_cast<size_t>(Bucket::kInput)]) /
-                     static_cast<double>(step_ns);
+      ws.input_pct =
+          100.0 * static_cast<double>(bucket_ns[static_cast<size_t>(Bucket::kInput)]) / static_cast<double>(step_ns);
     }
     ws.worst_count = worst_count[i];
     ws.compared_steps = compared;

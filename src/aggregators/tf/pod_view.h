@@ -80,9 +80,9 @@
 #include <vector>
 
 #include "aggregators/catalog.h"
-#include "base/json_writer.h"
 #include "aggregators/steps/step_breakdown.h"
 #include "aggregators/steps/steps.h"
+#include "base/json_writer.h"
 #include "stream/diagnostics.h"
 #include "stream/event.h"
 
@@ -100,11 +100,11 @@ inline StepAssembler::Options DefaultPodStepOptions() {
 struct PodViewOptions {
   StepAssembler::Options steps = DefaultPodStepOptions();
   BreakdownMode mode = BreakdownMode::kHostAndDevice;
-  size_t max_steps = 200;        // step numbers kept: the newest.
-  size_t max_workers = 1024;     // beyond, counted in workers_over_cap.
-  size_t view_steps = 50;        // step rows a snapshot carries: the newest.
-  uint32_t straggler_steps = 3;  // the snapshot's straggler: excess held this many steps.
-  size_t worker_steps = 100;     // each worker's newest cells kept for its summary.
+  size_t max_steps = 200;         // step numbers kept: the newest.
+  size_t max_workers = 1024;      // beyond, counted in workers_over_cap.
+  size_t view_steps = 50;         // step rows a snapshot carries: the newest.
+  uint32_t straggler_steps = 3;   // the snapshot's straggler: excess held this many steps.
+  size_t worker_steps = 100;      // each worker's newest cells kept for its summary.
   size_t archived_steps = 16384;  // medians of step numbers that left the window.
   // Cells held in all the rows at most: rows older than the newest max_steps
   // stay while the common range needs them, up to this (~112 bytes a cell).
@@ -132,8 +132,8 @@ struct PodCell {
 // One step number across the workers.
 struct PodStepRow {
   int64_t step_num = 0;
-  std::vector<PodCell> cells;  // by worker id.
-  double median_ms = 0;        // over the cells.
+  std::vector<PodCell> cells;     // by worker id.
+  double median_ms = 0;           // over the cells.
   std::optional<uint32_t> worst;  // the slowest worker (ties: the smaller id); two cells or more.
 };
 
@@ -154,7 +154,7 @@ struct PodCommonSummary {
 struct PodWorkerSummary {
   uint32_t id = 0;
   std::string label;
-  uint64_t steps = 0;  // its newest cells (at most worker_steps).
+  uint64_t steps = 0;        // its newest cells (at most worker_steps).
   uint64_t steps_total = 0;  // every step of it added since start.
   // Where its steps come from (StepSourceLabel: "optimizer", "torch.profiler",
   // "program marks", "pattern") and its markers' name ("optimizer step").
@@ -165,11 +165,11 @@ struct PodWorkerSummary {
   int64_t behind_steps = 0;
   double mean_step_ms = 0;
   std::array<double, kBucketCount> mean_ms{};
-  double input_pct = 0;          // 100 × Σ input / Σ step time (ratio of sums).
-  uint64_t worst_count = 0;      // steps where it was the worst of two or more.
-  uint64_t compared_steps = 0;   // its steps that have a reference.
-  double lag_ms = 0;             // mean of (step − reference) over those.
-  double lag_pct = 0;            // 100 × Σ (step − reference) / Σ reference.
+  double input_pct = 0;         // 100 × Σ input / Σ step time (ratio of sums).
+  uint64_t worst_count = 0;     // steps where it was the worst of two or more.
+  uint64_t compared_steps = 0;  // its steps that have a reference.
+  double lag_ms = 0;            // mean of (step − reference) over those.
+  double lag_pct = 0;           // 100 × Σ (step − reference) / Σ reference.
   // Its excess over the reference held for its last straggler_steps compared
   // steps (the smallest of them); nullopt with fewer.
   std::optional<double> straggler_pct;
@@ -181,17 +181,17 @@ struct PodWorkerSummary {
 
 // The step numbers every compared worker has (see the header).
 struct PodCommonRange {
-  int64_t frontier_step = -1;  // the smallest last step of the compared workers.
+  int64_t frontier_step = -1;               // the smallest last step of the compared workers.
   int64_t first_step = -1, last_step = -1;  // the range's ends; -1: empty.
-  uint64_t steps = 0;    // step numbers in it (at most view_steps).
-  uint64_t workers = 0;  // workers compared.
+  uint64_t steps = 0;                       // step numbers in it (at most view_steps).
+  uint64_t workers = 0;                     // workers compared.
 };
 
 // The largest excess held over a run of steps: the straggler metric.
 struct PodStraggler {
   uint32_t worker = 0;
   std::string label;
-  double pct = 0;  // min over its last k compared steps of 100 × (t − ref) / ref.
+  double pct = 0;                           // min over its last k compared steps of 100 × (t − ref) / ref.
   int64_t first_step = -1, last_step = -1;  // those k steps.
   uint64_t workers_compared = 0;            // workers that had k compared steps.
 };
@@ -209,21 +209,21 @@ struct PodDiagnostics {
   uint64_t duplicate_cells = 0;        // a worker's step number seen again (the newer kept).
   uint64_t events_over_worker_cap = 0;
   uint64_t workers_over_cap = 0;
-  uint64_t late_for_step = 0;          // the workers' assemblers' counts.
+  uint64_t late_for_step = 0;  // the workers' assemblers' counts.
   uint64_t events_without_step = 0;
   uint64_t device_without_launch = 0;
-  uint64_t new_steps_dropped = 0;      // over Options::max_new_steps, not taken in time.
+  uint64_t new_steps_dropped = 0;  // over Options::max_new_steps, not taken in time.
 };
 
 struct PodSnapshot {
   BreakdownMode mode = BreakdownMode::kHostAndDevice;
-  size_t window_steps = 0;        // Options::max_steps.
+  size_t window_steps = 0;  // Options::max_steps.
   uint32_t straggler_steps = 0;
   std::vector<PodWorkerSummary> workers;  // by id.
   std::vector<PodStepRow> steps;          // oldest first; the newest view_steps up to the frontier.
   int64_t newest_step = -1;               // the newest step number of any worker.
   PodCommonRange common;
-  uint64_t steps_in_window = 0;           // step numbers held (steps may show fewer).
+  uint64_t steps_in_window = 0;  // step numbers held (steps may show fewer).
   std::optional<PodStraggler> straggler;
   uint64_t cells_total = 0;  // worker steps seen since start.
   PodDiagnostics diagnostics;
@@ -287,7 +287,7 @@ class PodView {
  private:
   struct Worker;
   struct Row {
-    std::vector<PodCell> cells;  // in arrival order.
+    std::vector<PodCell> cells;     // in arrival order.
     mutable double median_ns = -1;  // of the cells; -1: to compute (a cell came since).
   };
   // A row gone from the window: its median then, and how many cells it had.
@@ -356,7 +356,7 @@ class PodView {
   bool share_local_ = false;
   PodDiagnostics counts_;
   BreakdownScratch scratch_;
-  std::vector<PodNewStep> new_steps_;  // for TakeNewSteps(), at most max_new_steps.
+  std::vector<PodNewStep> new_steps_;            // for TakeNewSteps(), at most max_new_steps.
   StepSource local_source_ = StepSource::kNone;  // SetLocalStepSource's.
   std::string local_marker_;
 };

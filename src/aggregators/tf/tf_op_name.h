@@ -10,7 +10,6 @@
 
 namespace liveprof {
 
-
 enum class OpCategory : uint8_t {
   kUnknown = 0,
   kTensorFlow,
