@@ -27,6 +27,8 @@ PACKAGES=(
   # clang 14 and libFuzzer (libclang_rt.fuzzer-x86_64.a is in libclang-rt-14-dev)
   # for fuzz/build_and_run.sh.
   clang libclang-rt-14-dev
+  # the code's style (.clang-format), checked by a test (scripts/check_format.sh).
+  clang-format-14
   # the dashboard's browser tests: Debian's Chromium, driven by playwright-core
   # from npm (never a browser download of playwright's own).
   chromium
