@@ -13,7 +13,7 @@
 function(liveprof_defaults target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "COMPILE_FAST" "" "")
   target_compile_options(${target} PRIVATE -Wall -Wextra -Werror)
-  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>)
   if(LIVEPROF_SANITIZE STREQUAL "address" AND NOT arg_COMPILE_FAST)
     target_compile_options(${target} PRIVATE -O1)
   elseif(LIVEPROF_SANITIZE STREQUAL "thread" AND arg_COMPILE_FAST)
