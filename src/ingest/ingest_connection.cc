@@ -233,6 +233,13 @@ void IngestConnection::TakeEvents(uint64_t now) {
 // late). Only once a pong gave a round trip: the hello's one-way offset has
 // no bound.
 void IngestConnection::DeclareProgress(uint64_t now) {
+  // A stopping sender has sent all it recorded: nothing of it is to wait for
+  // (the release then goes as far as the drain loop's clock).
+  if (decoder_.batch_stopping()) {
+    declared_ns_ = UINT64_MAX;
+    ring_->DeclareProgress(declared_ns_);
+    return;
+  }
   const uint64_t progress = decoder_.batch_progress_ns();
   if (progress == 0 || status_.best_rtt_ns == 0) return;
   const uint64_t margin = status_.best_rtt_ns + kProgressSlackNs;

@@ -182,6 +182,7 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
   const wire::Frame* f = wire::GetFrame(frame.data());
   pong_.reset();
   batch_progress_ns_ = 0;
+  batch_stopping_ = false;
   batch_cost_.reset();
   batch_refused_ = BatchRefused{};
   if (f->body() == nullptr) return Fail(where, "a frame without a body");
@@ -377,6 +378,7 @@ bool IngestDecoder::Decode(std::string_view frame, const std::string& where, std
     e.dur = static_cast<uint64_t>(dur);
   }
   batch_progress_ns_ = b.progress_ns();
+  batch_stopping_ = b.stopping();
   TakeCost(b.cost());
   lost_batches_ += b.seq() - last_seq_ - 1;  // (seq from 1: a first batch of 3 lost two)
   last_seq_ = b.seq();

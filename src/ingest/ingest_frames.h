@@ -228,6 +228,9 @@ class IngestDecoder {
   // event of the sender ending at or before it has come); 0 for another
   // frame, or a sender that could not say.
   uint64_t batch_progress_ns() const { return batch_progress_ns_; }
+  // The last Decode's IngestBatch.stopping: the sender stops after it (every
+  // event it recorded so far has come).
+  bool batch_stopping() const { return batch_stopping_; }
   // The last Decode's IngestBatch.cost (liveprof's own cost in the sender's
   // process, its clock), or nullopt: another frame, a batch without one (an
   // older sender, or none due), or one that is not well formed (over
@@ -289,6 +292,7 @@ class IngestDecoder {
   std::vector<Offset> offsets_{{0, 0}};  // by `from`, never empty.
   uint64_t last_seq_ = 0;
   uint64_t batch_progress_ns_ = 0;
+  bool batch_stopping_ = false;
   std::optional<SelfCostSample> batch_cost_;
   uint64_t batches_ = 0, events_ = 0, lost_batches_ = 0, sender_dropped_ = 0;
   std::vector<IngestRefusal> refusals_;

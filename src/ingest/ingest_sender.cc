@@ -60,7 +60,7 @@ void IngestSender::OnBatch(const Batch& b) {
 // this process's events are complete. With nothing else to send, that alone
 // goes now and then: an idle sender must not hold up the server's release of
 // the other senders' events.
-void IngestSender::Seal(uint64_t now) {
+void IngestSender::Seal(uint64_t now, bool stopping) {
   const uint64_t dropped_total = stream_.TotalDropped();
   open_.dropped = dropped_total - last_dropped_total_ + carried_dropped_;
   const uint64_t progress = drain_.complete_through_ns();
@@ -98,6 +98,7 @@ void IngestSender::Seal(uint64_t now) {
     }
     at += n;
     if (at == total) p.progress_ns = progress;  // (the last frame: the events it completes are in it or before)
+    p.stopping = stopping;
     unacked_events_ += p.events.size();
     unacked_.push_back(std::move(p));
   } while (at < total);
@@ -275,7 +276,7 @@ void IngestSender::FillOut() {
                                           p.cost.hook_ns, p.cost.hook_calls, p.cost.steps, p.cost.cupti_overhead_ns);
           }
           return wire::CreateIngestBatch(fbb, p.seq, fbb.CreateVector(names), fbb.CreateVector(tracks), events,
-                                         p.dropped, p.progress_ns, cost)
+                                         p.dropped, p.progress_ns, cost, p.stopping)
               .Union();
         },
         p.events.size() * sizeof(Event) + 1024);
@@ -495,7 +496,7 @@ void IngestSender::Run() {
       cost_read_at_stop_ = stopping;
     }
     if (stopping || open_.events.size() >= kMaxBatchEvents || now - last_seal_ns_ >= options_.flush_period_ns) {
-      Seal(now);
+      Seal(now, stopping);
       last_seal_ns_ = now;
     }
     ExpireControl(now);

@@ -83,6 +83,7 @@ class IngestSender {
     uint64_t dropped = 0;      // events the rings dropped meanwhile.
     uint64_t progress_ns = 0;  // IngestBatch.progress_ns: DrainLoop::complete_through_ns().
     SelfCostSample cost;       // IngestBatch.cost; at_ns 0: none.
+    bool stopping = false;     // IngestBatch.stopping: sealed after Stop().
   };
 
   static DrainLoop::Options DrainOptions() {
@@ -97,7 +98,7 @@ class IngestSender {
 
   void Run();
   void OnBatch(const Batch& b);
-  void Seal(uint64_t now);
+  void Seal(uint64_t now, bool stopping);
   void TrimUnacked();
   bool Connect(uint64_t now);
   void Disconnect(const std::string& why);

@@ -232,6 +232,14 @@ TEST_CASE("ingest server: a sender's progress is declared on its ring once a pon
   REQUIRE(ack);
   if (Client::AckSeq(*ack) < 4) REQUIRE(a.Until(wire::Body::IngestAck, false));
   CHECK(ring()->declared_ns.load() == expected);
+
+  // A stopping sender (its program disconnects or exits) has sent all it
+  // recorded: its events are held back for nothing, released as far as the
+  // drain loop's clock, and its last batch acknowledged without waiting out
+  // the silent-source bound (3 s).
+  a.Send(Batch(5, t + 800'000, false, 0, -1, /*stopping=*/true));
+  REQUIRE(a.Until(wire::Body::IngestAck, false));
+  CHECK(ring()->declared_ns.load() == UINT64_MAX);
   server.Stop();
 }
 

@@ -47,8 +47,10 @@ inline std::string Hello(int32_t rank, uint64_t clock_ns, const char* host = "no
                 wire::CreateIngestHelloDirect(fbb, kIngestProtocol, host, 99, rank, "train.py", clock_ns).Union());
 }
 
-// 100 input spans; the one at `bad_event` (if any) on track 0, never defined.
-inline std::string Batch(uint64_t seq, uint64_t ts, bool define, uint64_t progress_ns = 0, int bad_event = -1) {
+// 100 input spans; the one at `bad_event` (if any) on track 0, never defined;
+// `stopping`: the sender's last (IngestBatch.stopping).
+inline std::string Batch(uint64_t seq, uint64_t ts, bool define, uint64_t progress_ns = 0, int bad_event = -1,
+                         bool stopping = false) {
   FlatBufferBuilder fbb;
   std::vector<flatbuffers::Offset<wire::NameDef>> names;
   std::vector<flatbuffers::Offset<wire::TrackDef>> tracks;
@@ -63,7 +65,7 @@ inline std::string Batch(uint64_t seq, uint64_t ts, bool define, uint64_t progre
     events.emplace_back(ts + i * 1000, 500, 2, track, 0, static_cast<uint8_t>(EventKind::kInputSpan), 0, 0, 0, 0, 0);
   }
   return Framed(fbb, wire::Body::IngestBatch,
-                wire::CreateIngestBatchDirect(fbb, seq, &names, &tracks, &events, 0, progress_ns).Union());
+                wire::CreateIngestBatchDirect(fbb, seq, &names, &tracks, &events, 0, progress_ns, 0, stopping).Union());
 }
 
 // A blocking client socket.

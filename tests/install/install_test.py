@@ -10,8 +10,11 @@ and run with LIVEPROF_SERVER pointing at `liveprof serve`. It holds when:
   - the consumer compiles with no path into the source or build tree, and a
     version the package does not offer is refused;
   - every event it recorded was delivered (it says so, exit 0), and the
-    server has its 20 steps (/api/steps: 0..19), each waiting ~4 ms of ~6 ms
-    for its input (/api/input_pipeline).
+    server has its 20 steps (/api/steps: 0..19, the last one too), each
+    waiting ~4 ms of ~6 ms for its input (/api/input_pipeline). The
+    consumer disconnects with the defaults (a 2 s wait for the
+    acknowledgements): a stopping sender's batches are acknowledged at once
+    (IngestBatch.stopping).
 
     /usr/bin/python3 tests/install/install_test.py --liveprof build/bin/liveprof --build build
 """
@@ -83,13 +86,13 @@ def main():
             while True:
                 steps = server.get("/api/steps?last=100")
                 numbers = [r["step"] for r in steps["rows"]]
-                if len(numbers) >= STEPS - 1 or time.monotonic() > deadline:
+                if len(numbers) >= STEPS or time.monotonic() > deadline:
                     break
                 time.sleep(0.2)
-            # The last step ends when the next marker would come: 19 closed
-            # steps of 20 markers, or 20 where the server closes the last one
-            # at the source's disconnect.
-            if numbers[:STEPS - 1] != list(range(STEPS - 1)):
+            # Every step, the last included: it closes once the server's
+            # clock is past its end by the close lag (steps.h), with no
+            # successor to close it.
+            if numbers != list(range(STEPS)):
                 fail("the server's steps: %s (wanted 0..%d)" % (numbers, STEPS - 1))
             ip = server.get("/api/input_pipeline")
             pct = ip["bottleneck"]["input_pct"]
